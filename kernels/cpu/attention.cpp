@@ -1,0 +1,106 @@
+#include "kernels/cpu/attention.h"
+
+#include "kernels/cpu/simd.h"
+
+namespace troupe::kernels::TROUPE_ISA {
+
+namespace {
+
+constexpr int key_chunk = 128;  // keys scored before one softmax rescale
+
+inline const void* kv_row(const void* base, const paged_kv_layer& kv, const std::int32_t* table,
+                          std::int32_t p, int h) {
+  std::size_t block = std::size_t(table[p / kv.block_size]);
+  std::size_t slot = std::size_t(p % kv.block_size);
+  std::size_t elem = ((block * kv.block_size + slot) * kv.n_kv_heads + h) * kv.head_dim;
+  return static_cast<const std::uint8_t*>(base) + elem * dtype_size(kv.type);
+}
+
+inline const void* offset(const void* p, int elems, dtype t) {
+  return static_cast<const std::uint8_t*>(p) + std::size_t(elems) * dtype_size(t);
+}
+
+}  // namespace
+
+// All query heads of KV head `h` for token `t`: they share every key and value row loaded.
+void attention_task(const float* q, int n_heads, const std::int32_t* pos,
+                    const std::int32_t* const* tables, const paged_kv_layer& kv, float scale,
+                    float* out, std::size_t t, int h) {
+  const int group = n_heads / kv.n_kv_heads;
+  const int chunks = kv.head_dim / panel;
+  const std::int32_t* table = tables[t];
+  const std::int32_t len = pos[t] + 1;
+  vec16 acc[max_gqa_group][max_head_dim / panel];
+  float m[max_gqa_group], l[max_gqa_group];
+  float s[max_gqa_group][key_chunk];
+  const float* qh = q + (t * n_heads + std::size_t(h) * group) * kv.head_dim;
+  for (int g = 0; g < group; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+    for (int c = 0; c < chunks; ++c) acc[g][c] = zero16();
+  }
+  for (std::int32_t c0 = 0; c0 < len; c0 += key_chunk) {
+    const int cn = len - c0 < key_chunk ? int(len - c0) : key_chunk;
+    for (int j = 0; j < cn; ++j) {
+      const void* krow = kv_row(kv.k, kv, table, c0 + j, h);
+      for (int g = 0; g < group; ++g) {
+        vec16 d = zero16();
+        for (int c = 0; c < chunks; ++c)
+          d = fma16(load16(qh + g * kv.head_dim + c * panel), load16_any(offset(krow, c * panel, kv.type), kv.type), d);
+        s[g][j] = hsum16(d) * scale;
+      }
+    }
+    for (int g = 0; g < group; ++g) {
+      float cm = s[g][0];
+      for (int j = 1; j < cn; ++j) cm = s[g][j] > cm ? s[g][j] : cm;
+      if (cm > m[g]) {
+        float corr = __builtin_expf(m[g] - cm);
+        l[g] *= corr;
+        vec16 cv = splat16(corr);
+        for (int c = 0; c < chunks; ++c) acc[g][c] = mul16(acc[g][c], cv);
+        m[g] = cm;
+      }
+      for (int j = 0; j < cn; ++j) {
+        s[g][j] = __builtin_expf(s[g][j] - m[g]);
+        l[g] += s[g][j];
+      }
+    }
+    for (int j = 0; j < cn; ++j) {
+      const void* vrow = kv_row(kv.v, kv, table, c0 + j, h);
+      for (int c = 0; c < chunks; ++c) {
+        vec16 vv = load16_any(offset(vrow, c * panel, kv.type), kv.type);
+        for (int g = 0; g < group; ++g) acc[g][c] = fma16(splat16(s[g][j]), vv, acc[g][c]);
+      }
+    }
+  }
+  for (int g = 0; g < group; ++g) {
+    vec16 inv = splat16(1.0f / l[g]);
+    float* o = out + (t * n_heads + std::size_t(h) * group + g) * kv.head_dim;
+    for (int c = 0; c < chunks; ++c) store16(o + c * panel, mul16(acc[g][c], inv));
+  }
+}
+
+}  // namespace troupe::kernels::TROUPE_ISA
+
+#if defined(TROUPE_ISA_SCALAR)
+#include "kernels/cpu/isa_dispatch.h"
+#include "kernels/cpu/thread_pool.h"
+
+TROUPE_DECLARE_ISA_VARIANTS(void, attention_task,
+                            (const float*, int, const std::int32_t*, const std::int32_t* const*,
+                             const paged_kv_layer&, float, float*, std::size_t, int))
+
+namespace troupe::kernels {
+
+void paged_attention(const float* q, std::size_t n_tokens, int n_heads, const std::int32_t* pos,
+                     const std::int32_t* const* tables, const paged_kv_layer& kv, float scale,
+                     float* out) {
+  auto task = TROUPE_PICK_ISA(attention_task);
+  const std::size_t heads = std::size_t(kv.n_kv_heads);
+  parallel_for(n_tokens * heads, [&](std::size_t i) {
+    task(q, n_heads, pos, tables, kv, scale, out, i / heads, int(i % heads));
+  });
+}
+
+}  // namespace troupe::kernels
+#endif

@@ -1,0 +1,33 @@
+// Causal attention of query tokens over a paged KV cache (decode and prefill-with-cache, GQA).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/dtype.h"
+
+namespace troupe::kernels {
+
+// One layer of the paged cache. Block b, slot s, KV head h starts at element
+// ((b * block_size + s) * n_kv_heads + h) * head_dim of `k` and of `v`.
+struct paged_kv_layer {
+  const void* k = nullptr;  // [num_blocks][block_size][n_kv_heads][head_dim]
+  const void* v = nullptr;  // same shape
+  dtype type = dtype::f32;
+  int block_size = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;  // a multiple of 16, at most max_head_dim
+};
+
+constexpr int max_head_dim = 256;
+constexpr int max_gqa_group = 16;  // query heads per KV head
+
+// For each token t: out[t][h] = softmax(q[t][h] . K[0..pos[t]] * scale) V[0..pos[t]] using KV
+// head h / (n_heads / n_kv_heads) of the sequence whose block table is tables[t] (block ids of
+// positions 0, bs, 2*bs, ...). The keys of positions 0..pos[t] must already be in the cache.
+// q, out: [n_tokens][n_heads][head_dim]. Results do not depend on which other tokens share the
+// call, nor on the ISA.
+void paged_attention(const float* q, std::size_t n_tokens, int n_heads, const std::int32_t* pos,
+                     const std::int32_t* const* tables, const paged_kv_layer& kv, float scale,
+                     float* out);
+
+}  // namespace troupe::kernels

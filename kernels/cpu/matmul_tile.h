@@ -1,0 +1,86 @@
+// The register-tiled inner loop shared by gemm and gemv (per-ISA translation units only).
+//
+// Each output y[r][c] is acc = fma(x[r][k], W[c][k], acc) for k = 0..K-1 from acc = 0, then
+// + bias[c]: the same sequence of roundings whatever the tile shape, the batch size or the ISA.
+#pragma once
+#include "kernels/cpu/simd.h"
+#include "kernels/cpu/weight_view.h"
+
+namespace troupe::kernels::TROUPE_ISA {
+
+// R rows of x times P panels of W, written to y (row stride ldy); cols beyond w.n are dropped.
+template <int R, int P, typename E>
+inline void matmul_tile(const float* x, std::size_t ldx, const weight_view& w, std::size_t p0,
+                        const float* bias, float* y, std::size_t ldy) {
+  const std::size_t K = w.k;
+  const E* base = static_cast<const E*>(w.data) + p0 * K * panel;
+  vec16 acc[R][P];
+  for (int r = 0; r < R; ++r)
+    for (int p = 0; p < P; ++p) acc[r][p] = zero16();
+  for (std::size_t k = 0; k < K; ++k) {
+    vec16 wv[P];
+    for (int p = 0; p < P; ++p) {
+      const E* src = base + (p * K + k) * panel;
+      if constexpr (sizeof(E) == 4) wv[p] = load16(reinterpret_cast<const float*>(src));
+      else wv[p] = load16(reinterpret_cast<const std::uint16_t*>(src), w.type);
+    }
+    for (int r = 0; r < R; ++r) {
+      vec16 xb = splat16(x[r * ldx + k]);
+      for (int p = 0; p < P; ++p) acc[r][p] = fma16(xb, wv[p], acc[r][p]);
+    }
+  }
+  for (int p = 0; p < P; ++p) {
+    std::size_t c0 = (p0 + p) * panel;
+    if (c0 >= w.n) break;
+    std::size_t valid = w.n - c0 < std::size_t(panel) ? w.n - c0 : std::size_t(panel);
+    for (int r = 0; r < R; ++r) {
+      float out[panel];
+      store16(out, acc[r][p]);
+      float* dst = y + r * ldy + c0;
+      if (bias) for (std::size_t j = 0; j < valid; ++j) dst[j] = out[j] + bias[c0 + j];
+      else for (std::size_t j = 0; j < valid; ++j) dst[j] = out[j];
+    }
+  }
+}
+
+template <int R, int P>
+inline void matmul_tile_any(const float* x, std::size_t ldx, const weight_view& w, std::size_t p0,
+                            const float* bias, float* y, std::size_t ldy) {
+  if (w.type == dtype::f32) matmul_tile<R, P, float>(x, ldx, w, p0, bias, y, ldy);
+  else matmul_tile<R, P, std::uint16_t>(x, ldx, w, p0, bias, y, ldy);
+}
+
+using tile_fn = void (*)(const float*, std::size_t, const weight_view&, std::size_t, const float*,
+                         float*, std::size_t);
+
+// Every tile shape up to RMAX x PMAX, so remainders run the same code as full tiles.
+template <int RMAX, int PMAX>
+struct tile_table {
+  tile_fn f[RMAX][PMAX];
+  constexpr tile_table() : f{} { fill<0>(); }
+  template <int I>
+  constexpr void fill() {
+    if constexpr (I < RMAX * PMAX) {
+      f[I / PMAX][I % PMAX] = &matmul_tile_any<I / PMAX + 1, I % PMAX + 1>;
+      fill<I + 1>();
+    }
+  }
+};
+
+// Rows [0, rows) x panels [p0, p0 + np) with tiles of at most RMAX x PMAX; remainders use
+// smaller instantiations (the arithmetic per output is the same).
+template <int RMAX, int PMAX>
+inline void matmul_block(const float* x, std::size_t rows, std::size_t ldx, const weight_view& w,
+                         std::size_t p0, std::size_t np, const float* bias, float* y,
+                         std::size_t ldy) {
+  static constexpr tile_table<RMAX, PMAX> table{};
+  for (std::size_t p = p0; p < p0 + np; p += PMAX) {
+    std::size_t pn = p0 + np - p < std::size_t(PMAX) ? p0 + np - p : std::size_t(PMAX);
+    for (std::size_t r = 0; r < rows; r += RMAX) {
+      std::size_t rn = rows - r < std::size_t(RMAX) ? rows - r : std::size_t(RMAX);
+      table.f[rn - 1][pn - 1](x + r * ldx, ldx, w, p, bias, y + r * ldy, ldy);
+    }
+  }
+}
+
+}  // namespace troupe::kernels::TROUPE_ISA

@@ -1,0 +1,133 @@
+// A 16-float "panel" vector for the kernels that are compiled once per ISA (see isa_variants.cmake).
+//
+// Every operation here rounds exactly as its scalar definition does (fma is one rounding, the
+// horizontal sum is a fixed tree), so the scalar, AVX2 and AVX-512 builds of a kernel give
+// bitwise-identical results. Keep standard-library templates out of those translation units:
+// they would be instantiated with ISA-specific code and could be picked by the linker for
+// callers on CPUs without it.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "kernels/cpu/dtype.h"
+
+#ifndef TROUPE_ISA
+#error "simd.h is only for translation units compiled per ISA (TROUPE_ISA must be defined)"
+#endif
+
+namespace troupe::kernels::TROUPE_ISA {
+
+constexpr int panel = 16;
+
+#if defined(__AVX512F__)
+
+struct vec16 { __m512 v; };
+inline vec16 zero16() { return {_mm512_setzero_ps()}; }
+inline vec16 splat16(float x) { return {_mm512_set1_ps(x)}; }
+inline vec16 load16(const float* p) { return {_mm512_loadu_ps(p)}; }
+inline vec16 load16(const std::uint16_t* p, dtype t) {
+  __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  if (t == dtype::f16) return {_mm512_cvtph_ps(h)};
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))};
+}
+inline void store16(float* p, vec16 a) { _mm512_storeu_ps(p, a.v); }
+inline vec16 fma16(vec16 a, vec16 b, vec16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+inline vec16 mul16(vec16 a, vec16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
+inline vec16 add16(vec16 a, vec16 b) { return {_mm512_add_ps(a.v, b.v)}; }
+inline float hsum16(vec16 a) {
+  __m256 h8 = _mm256_add_ps(_mm512_castps512_ps256(a.v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a.v), 1)));
+  __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+  __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+  __m128 h1 = _mm_add_ss(h2, _mm_movehdup_ps(h2));
+  return _mm_cvtss_f32(h1);
+}
+
+#elif defined(__AVX2__)
+
+struct vec16 { __m256 lo, hi; };
+inline vec16 zero16() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+inline vec16 splat16(float x) { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
+inline vec16 load16(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+inline __m256 widen8(const std::uint16_t* p, dtype t) {
+  __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if (t == dtype::f16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline vec16 load16(const std::uint16_t* p, dtype t) { return {widen8(p, t), widen8(p + 8, t)}; }
+inline void store16(float* p, vec16 a) {
+  _mm256_storeu_ps(p, a.lo);
+  _mm256_storeu_ps(p + 8, a.hi);
+}
+inline vec16 fma16(vec16 a, vec16 b, vec16 c) {
+  return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
+}
+inline vec16 mul16(vec16 a, vec16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+inline vec16 add16(vec16 a, vec16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+inline float hsum16(vec16 a) {
+  __m256 h8 = _mm256_add_ps(a.lo, a.hi);
+  __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+  __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+  __m128 h1 = _mm_add_ss(h2, _mm_movehdup_ps(h2));
+  return _mm_cvtss_f32(h1);
+}
+
+#else
+
+struct vec16 { float v[16]; };
+inline vec16 zero16() { return vec16{}; }
+inline vec16 splat16(float x) {
+  vec16 r;
+  for (int i = 0; i < 16; ++i) r.v[i] = x;
+  return r;
+}
+inline vec16 load16(const float* p) {
+  vec16 r;
+  for (int i = 0; i < 16; ++i) r.v[i] = p[i];
+  return r;
+}
+inline vec16 load16(const std::uint16_t* p, dtype t) {
+  vec16 r;
+  for (int i = 0; i < 16; ++i) r.v[i] = t == dtype::f16 ? f16_to_f32(p[i]) : bf16_to_f32(p[i]);
+  return r;
+}
+inline void store16(float* p, vec16 a) {
+  for (int i = 0; i < 16; ++i) p[i] = a.v[i];
+}
+inline vec16 fma16(vec16 a, vec16 b, vec16 c) {
+  vec16 r;
+  for (int i = 0; i < 16; ++i) r.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
+  return r;
+}
+inline vec16 mul16(vec16 a, vec16 b) {
+  vec16 r;
+  for (int i = 0; i < 16; ++i) r.v[i] = a.v[i] * b.v[i];
+  return r;
+}
+inline vec16 add16(vec16 a, vec16 b) {
+  vec16 r;
+  for (int i = 0; i < 16; ++i) r.v[i] = a.v[i] + b.v[i];
+  return r;
+}
+// Same tree as the vector builds: halves of 8, then 4, then 2, then 1.
+inline float hsum16(vec16 a) {
+  float h8[8], h4[4];
+  for (int i = 0; i < 8; ++i) h8[i] = a.v[i] + a.v[i + 8];
+  for (int i = 0; i < 4; ++i) h4[i] = h8[i] + h8[i + 4];
+  float h2a = h4[0] + h4[2], h2b = h4[1] + h4[3];
+  return h2a + h2b;
+}
+
+#endif
+
+// Loads 16 elements of a buffer whose element type is only known at run time.
+inline vec16 load16_any(const void* p, dtype t) {
+  if (t == dtype::f32) return load16(static_cast<const float*>(p));
+  return load16(static_cast<const std::uint16_t*>(p), t);
+}
+
+}  // namespace troupe::kernels::TROUPE_ISA

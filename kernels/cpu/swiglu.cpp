@@ -1,0 +1,16 @@
+#include "kernels/cpu/swiglu.h"
+
+#include <cmath>
+
+namespace troupe::kernels {
+
+void swiglu(const float* gate_up, std::size_t rows, std::size_t dim, float* out) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* g = gate_up + r * 2 * dim;
+    const float* u = g + dim;
+    float* o = out + r * dim;
+    for (std::size_t i = 0; i < dim; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  }
+}
+
+}  // namespace troupe::kernels

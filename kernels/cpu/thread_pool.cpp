@@ -1,0 +1,110 @@
+#include "kernels/cpu/thread_pool.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace troupe::kernels {
+namespace {
+
+thread_local bool inside_task = false;
+
+// Workers sleep on `epoch_` (C++20 atomic wait) between jobs; a job is published by bumping it.
+// Spinning briefly before sleeping keeps per-layer fan-out cheap during decode.
+class pool {
+ public:
+  explicit pool(int threads) {
+    for (int t = 1; t < threads; ++t) workers_.emplace_back([this] { work(); });
+  }
+  ~pool() {
+    stop_.store(true);
+    epoch_.fetch_add(1);
+    epoch_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
+  void run(std::size_t n, const std::function<void(std::size_t)>& fn) {
+    std::lock_guard<std::mutex> lock(submit_);  // one job at a time
+    fn_ = &fn;
+    n_ = n;
+    next_.store(0);
+    busy_.store(static_cast<int>(workers_.size()));
+    epoch_.fetch_add(1, std::memory_order_release);
+    epoch_.notify_all();
+    drain();
+    while (busy_.load(std::memory_order_acquire) != 0) {
+      // Workers finish within one task; spinning is cheaper than a futex round trip here.
+      std::this_thread::yield();
+    }
+  }
+
+ private:
+  void drain() {
+    inside_task = true;
+    for (;;) {
+      std::size_t i = next_.fetch_add(1, std::memory_order_relaxed);
+      if (i >= n_) break;
+      (*fn_)(i);
+    }
+    inside_task = false;
+  }
+
+  void work() {
+    unsigned seen = 0;
+    for (;;) {
+      unsigned e = epoch_.load(std::memory_order_acquire);
+      for (int spin = 0; e == seen && spin < 20000; ++spin) {
+        e = epoch_.load(std::memory_order_acquire);
+      }
+      if (e == seen) {
+        epoch_.wait(seen, std::memory_order_acquire);
+        continue;
+      }
+      seen = e;
+      if (stop_.load()) return;
+      drain();
+      busy_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex submit_;
+  std::atomic<unsigned> epoch_{0};
+  std::atomic<bool> stop_{false};
+  std::atomic<std::size_t> next_{0};
+  std::atomic<int> busy_{0};
+  const std::function<void(std::size_t)>* fn_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+pool& the_pool() {
+  static pool p(num_threads());
+  return p;
+}
+
+}  // namespace
+
+int num_threads() {
+  static const int n = [] {
+    if (const char* env = std::getenv("TROUPE_THREADS")) {
+      int v = std::atoi(env);
+      if (v > 0) return v;
+    }
+    unsigned hw = std::thread::hardware_concurrency();
+    return hw == 0 ? 1 : static_cast<int>(hw);
+  }();
+  return n;
+}
+
+void parallel_for(std::size_t n, const std::function<void(std::size_t)>& fn) {
+  if (n == 0) return;
+  if (n == 1 || inside_task || num_threads() == 1) {
+    for (std::size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  the_pool().run(n, fn);
+}
+
+}  // namespace troupe::kernels

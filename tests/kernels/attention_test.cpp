@@ -1,0 +1,119 @@
+#define BOOST_TEST_MODULE kernels_attention
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/cpu_features.h"
+#include "tests/support/random.h"
+
+using namespace troupe::kernels;
+using troupe::test::random_floats;
+
+namespace {
+
+// A paged cache holding one sequence of `len` positions in shuffled blocks.
+struct cache_fixture {
+  int block_size = 16, n_kv = 2, hd = 32, blocks = 0;
+  dtype type;
+  std::vector<std::uint8_t> k, v;
+  std::vector<std::int32_t> table;
+  std::vector<float> k_held, v_held;  // [len][n_kv][hd], the values as stored
+
+  cache_fixture(int len, dtype t, std::uint64_t seed) : type(t) {
+    blocks = (len + block_size - 1) / block_size + 3;
+    std::size_t elems = std::size_t(blocks) * block_size * n_kv * hd;
+    k.assign(elems * dtype_size(t), 0);
+    v.assign(elems * dtype_size(t), 0);
+    for (int b = 0; b * block_size < len; ++b) table.push_back((b * 5 + 2) % blocks);
+    auto kr = random_floats(std::size_t(len) * n_kv * hd, seed, 1.5f);
+    auto vr = random_floats(std::size_t(len) * n_kv * hd, seed + 1);
+    k_held.resize(kr.size());
+    v_held.resize(vr.size());
+    for (int p = 0; p < len; ++p)
+      for (int h = 0; h < n_kv; ++h)
+        for (int d = 0; d < hd; ++d) {
+          std::size_t src = (std::size_t(p) * n_kv + h) * hd + d;
+          std::size_t dst = ((std::size_t(table[p / block_size]) * block_size + p % block_size) * n_kv + h) * hd + d;
+          store_from_f32(k.data(), t, dst, kr[src]);
+          store_from_f32(v.data(), t, dst, vr[src]);
+          k_held[src] = load_as_f32(k.data(), t, dst);
+          v_held[src] = load_as_f32(v.data(), t, dst);
+        }
+  }
+  paged_kv_layer layer() const { return {k.data(), v.data(), type, block_size, n_kv, hd}; }
+};
+
+std::vector<double> reference(const cache_fixture& c, const std::vector<float>& q, int n_heads,
+                              const std::vector<std::int32_t>& pos, float scale) {
+  int group = n_heads / c.n_kv;
+  std::vector<double> out(pos.size() * n_heads * c.hd, 0.0);
+  for (std::size_t t = 0; t < pos.size(); ++t)
+    for (int h = 0; h < n_heads; ++h) {
+      int kvh = h / group;
+      std::vector<double> s(pos[t] + 1);
+      double mx = -1e300;
+      for (int p = 0; p <= pos[t]; ++p) {
+        double d = 0;
+        for (int i = 0; i < c.hd; ++i)
+          d += double(q[(t * n_heads + h) * c.hd + i]) * c.k_held[(std::size_t(p) * c.n_kv + kvh) * c.hd + i];
+        s[p] = d * scale;
+        mx = std::max(mx, s[p]);
+      }
+      double sum = 0;
+      for (auto& x : s) sum += (x = std::exp(x - mx));
+      for (int p = 0; p <= pos[t]; ++p)
+        for (int i = 0; i < c.hd; ++i)
+          out[(t * n_heads + h) * c.hd + i] += s[p] / sum * c.v_held[(std::size_t(p) * c.n_kv + kvh) * c.hd + i];
+    }
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(matches_reference_for_decode_and_prefill_with_gqa) {
+  for (dtype t : {dtype::f32, dtype::f16}) {
+    const int len = 300, n_heads = 8;
+    cache_fixture c(len, t, 5);
+    // Prefill-with-cache: tokens at 250..299 after the cache holds 0..249; plus decode rows.
+    std::vector<std::int32_t> pos;
+    for (int p = 250; p < 300; ++p) pos.push_back(p);
+    pos.push_back(0);
+    pos.push_back(127);
+    pos.push_back(128);
+    std::vector<const std::int32_t*> tables(pos.size(), c.table.data());
+    auto q = random_floats(pos.size() * n_heads * c.hd, 9, 1.5f);
+    std::vector<float> out(q.size());
+    float scale = 1.0f / std::sqrt(float(c.hd));
+    paged_attention(q.data(), pos.size(), n_heads, pos.data(), tables.data(), c.layer(), scale, out.data());
+    auto ref = reference(c, q, n_heads, pos, scale);
+    for (std::size_t i = 0; i < out.size(); ++i)
+      BOOST_TEST_REQUIRE(std::abs(out[i] - ref[i]) < 2e-6, dtype_name(t) << " element " << i);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_token_gets_the_same_bits_alone_or_batched_and_on_every_isa) {
+  const int len = 200, n_heads = 4;
+  cache_fixture c(len, dtype::f16, 21);
+  std::vector<std::int32_t> pos(len);
+  std::iota(pos.begin(), pos.end(), 0);
+  std::vector<const std::int32_t*> tables(len, c.table.data());
+  auto q = random_floats(pos.size() * n_heads * c.hd, 22);
+  std::vector<float> all(q.size());
+  const isa saved = active_isa();
+  set_active_isa(isa::scalar);
+  paged_attention(q.data(), len, n_heads, pos.data(), tables.data(), c.layer(), 0.2f, all.data());
+  for (isa i : {isa::scalar, isa::avx2, isa::avx512}) {
+    if (!set_active_isa(i)) continue;
+    for (int t : {0, 1, 130, 199}) {
+      std::size_t row = std::size_t(n_heads) * c.hd;
+      std::vector<float> one(row);
+      paged_attention(q.data() + t * row, 1, n_heads, &pos[t], &tables[t], c.layer(), 0.2f, one.data());
+      BOOST_TEST_REQUIRE(std::memcmp(one.data(), all.data() + t * row, row * 4) == 0, isa_name(i) << " t " << t);
+    }
+  }
+  set_active_isa(saved);
+}

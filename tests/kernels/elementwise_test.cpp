@@ -1,0 +1,64 @@
+#define BOOST_TEST_MODULE kernels_elementwise
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
+#include "tests/support/random.h"
+
+using namespace troupe::kernels;
+using troupe::test::random_floats;
+
+BOOST_AUTO_TEST_CASE(rmsnorm_matches_reference) {
+  const std::size_t rows = 5, dim = 96;
+  auto x = random_floats(rows * dim, 1, 3.0f);
+  auto w = random_floats(dim, 2);
+  std::vector<float> y(x.size());
+  rmsnorm(x.data(), rows, dim, w.data(), 1e-5f, y.data());
+  for (std::size_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (std::size_t i = 0; i < dim; ++i) ss += double(x[r * dim + i]) * x[r * dim + i];
+    double inv = 1.0 / std::sqrt(ss / dim + 1e-5);
+    for (std::size_t i = 0; i < dim; ++i)
+      BOOST_TEST_REQUIRE(std::abs(y[r * dim + i] - x[r * dim + i] * inv * w[i]) < 1e-6);
+  }
+  rmsnorm(x.data(), rows, dim, w.data(), 1e-5f, x.data());  // in place
+  BOOST_TEST(x == y);
+}
+
+BOOST_AUTO_TEST_CASE(rope_rotates_half_pairs_by_position_angle) {
+  const std::size_t heads = 3, hd = 8, half = 4;
+  std::vector<int> pos = {0, 5, 1000};
+  std::vector<double> inv_freq(half);
+  for (std::size_t i = 0; i < half; ++i) inv_freq[i] = 1.0 / std::pow(10000.0, 2.0 * i / hd);
+  std::vector<float> c(pos.size() * half), s(pos.size() * half);
+  rope_tables(pos.data(), pos.size(), inv_freq.data(), half, c.data(), s.data());
+  auto x = random_floats(pos.size() * heads * hd, 3);
+  auto orig = x;
+  rope(x.data(), pos.size(), heads, hd, c.data(), s.data());
+  for (std::size_t t = 0; t < pos.size(); ++t)
+    for (std::size_t h = 0; h < heads; ++h)
+      for (std::size_t i = 0; i < half; ++i) {
+        double a = orig[(t * heads + h) * hd + i], b = orig[(t * heads + h) * hd + i + half];
+        double ang = pos[t] * inv_freq[i];
+        BOOST_TEST_REQUIRE(std::abs(x[(t * heads + h) * hd + i] - (a * std::cos(ang) - b * std::sin(ang))) < 1e-6);
+        BOOST_TEST_REQUIRE(std::abs(x[(t * heads + h) * hd + i + half] - (b * std::cos(ang) + a * std::sin(ang))) < 1e-6);
+      }
+  // Position 0 is the identity.
+  for (std::size_t i = 0; i < heads * hd; ++i) BOOST_TEST_REQUIRE(x[i] == orig[i]);
+}
+
+BOOST_AUTO_TEST_CASE(swiglu_is_silu_gate_times_up) {
+  const std::size_t rows = 4, dim = 40;
+  auto gu = random_floats(rows * 2 * dim, 4, 6.0f);
+  std::vector<float> out(rows * dim);
+  swiglu(gu.data(), rows, dim, out.data());
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t i = 0; i < dim; ++i) {
+      double g = gu[r * 2 * dim + i], u = gu[r * 2 * dim + dim + i];
+      BOOST_TEST_REQUIRE(std::abs(out[r * dim + i] - g / (1 + std::exp(-g)) * u) < 1e-5);
+    }
+}
