@@ -1,0 +1,85 @@
+#include "kernels/cpu/roofline.h"
+
+#include "kernels/cpu/simd.h"
+
+namespace troupe::kernels::TROUPE_ISA {
+
+// Sums `n` floats with 4 independent accumulators so loads, not adds, set the pace.
+float read_sum(const float* p, std::size_t n) {
+  vec16 a = zero16(), b = zero16(), c = zero16(), d = zero16();
+  for (std::size_t i = 0; i + 64 <= n; i += 64) {
+    a = add16(a, load16(p + i));
+    b = add16(b, load16(p + i + 16));
+    c = add16(c, load16(p + i + 32));
+    d = add16(d, load16(p + i + 48));
+  }
+  return hsum16(add16(add16(a, b), add16(c, d)));
+}
+
+// 12 independent FMA chains, `iters` rounds; returns a value so the work is not elided.
+float fma_chains(std::size_t iters) {
+  vec16 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = splat16(float(i) * 1e-3f);
+  const vec16 m = splat16(0.999999f), c = splat16(1e-7f);
+  for (std::size_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = fma16(acc[i], m, c);
+  vec16 s = zero16();
+  for (int i = 0; i < 12; ++i) s = add16(s, acc[i]);
+  return hsum16(s);
+}
+
+}  // namespace troupe::kernels::TROUPE_ISA
+
+#if defined(TROUPE_ISA_SCALAR)
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/isa_dispatch.h"
+#include "kernels/cpu/thread_pool.h"
+
+TROUPE_DECLARE_ISA_VARIANTS(float, read_sum, (const float*, std::size_t))
+TROUPE_DECLARE_ISA_VARIANTS(float, fma_chains, (std::size_t))
+
+namespace troupe::kernels {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+std::atomic<float> sink{0};
+}  // namespace
+
+double measure_read_bandwidth(std::size_t bytes, int repeats) {
+  const std::size_t n = bytes / 4;
+  float* buf = static_cast<float*>(std::aligned_alloc(64, n * 4));
+  const std::size_t tasks = std::size_t(num_threads()) * 4;
+  const std::size_t per = (n / tasks) / 64 * 64;
+  parallel_for(tasks, [&](std::size_t t) { std::memset(buf + t * per, 1, per * 4); });  // first touch
+  auto sum = TROUPE_PICK_ISA(read_sum);
+  double best = 0;
+  for (int r = 0; r < repeats; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    parallel_for(tasks, [&](std::size_t t) { sink.store(sum(buf + t * per, per), std::memory_order_relaxed); });
+    best = std::max(best, double(per * tasks * 4) / seconds_since(t0));
+  }
+  std::free(buf);
+  return best;
+}
+
+double measure_fma_peak() {
+  auto chains = TROUPE_PICK_ISA(fma_chains);
+  const std::size_t iters = 20'000'000;
+  const std::size_t tasks = std::size_t(num_threads());
+  chains(iters / 20);  // warm up clocks
+  auto t0 = std::chrono::steady_clock::now();
+  parallel_for(tasks, [&](std::size_t) { sink.store(chains(iters), std::memory_order_relaxed); });
+  const double secs = seconds_since(t0);
+  return double(tasks) * double(iters) * 12 * 16 * 2 / secs;  // 12 chains x 16 lanes x 2 FLOPs
+}
+
+}  // namespace troupe::kernels
+#endif

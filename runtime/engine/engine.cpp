@@ -1,0 +1,262 @@
+#include "runtime/engine/engine.h"
+
+#include <algorithm>
+#include <random>
+#include <span>
+
+#include "runtime/common/error.h"
+#include "runtime/sampling/sampler.h"
+#include "runtime/tokenizer/unicode.h"
+
+namespace troupe::engine {
+
+const char* finish_reason_name(finish_reason r) {
+  switch (r) {
+    case finish_reason::none: return "none";
+    case finish_reason::stop: return "stop";
+    case finish_reason::length: return "length";
+    case finish_reason::abort: return "abort";
+  }
+  return "?";
+}
+
+struct engine::sequence {
+  std::uint64_t id = 0;
+  std::string name;
+  std::uint64_t arrival = 0;
+  int priority = 0;
+  std::vector<std::int32_t> tokens;  // prompt then output
+  int prompt_len = 0;
+  int num_computed = 0;
+  std::vector<kv::block_id> blocks;
+  sampling::sampling_params params;
+  std::uint64_t seed = 0;
+  tokenizer::incremental_detokenizer detok;
+  std::string text;         // output text so far (stop strings cut it)
+  std::size_t emitted = 0;  // bytes of text already returned
+
+  int num_output() const { return int(tokens.size()) - prompt_len; }
+  sched::seq_snapshot snapshot() const {
+    return {id, int(tokens.size()), num_computed, int(blocks.size()), priority, arrival};
+  }
+};
+
+namespace {
+
+int pool_blocks(const engine_config& cfg, const model::model_config& m) {
+  if (cfg.num_blocks > 0) return cfg.num_blocks;
+  return kv::kv_cache::blocks_in(cfg.kv_memory_bytes, cfg.sched.block_size, cfg.kv_type, m.num_hidden_layers,
+                                 m.num_key_value_heads, m.head_dim);
+}
+
+void remove_id(std::vector<std::uint64_t>& v, std::uint64_t id) { v.erase(std::remove(v.begin(), v.end(), id), v.end()); }
+
+}  // namespace
+
+engine::engine(std::shared_ptr<const model::llama_model> model, std::shared_ptr<const tokenizer::tokenizer> tok,
+               engine_config cfg)
+    : model_(std::move(model)),
+      tok_(std::move(tok)),
+      cfg_(cfg),
+      pool_(pool_blocks(cfg, model_->config())),
+      cache_({pool_.num_blocks(), cfg.sched.block_size, cfg.kv_type}, model_->config().num_hidden_layers,
+             model_->config().num_key_value_heads, model_->config().head_dim) {
+  if (cfg_.max_model_len <= 0) cfg_.max_model_len = model_->config().max_position_embeddings;
+}
+
+engine::~engine() = default;
+
+void engine::add_request(request r) {
+  const auto& mc = model_->config();
+  if (by_name_.count(r.id)) throw input_error("request id '" + r.id + "' is already in use");
+  if (r.prompt.empty()) throw input_error("request '" + r.id + "': the prompt is empty");
+  for (std::size_t i = 0; i < r.prompt.size(); ++i)
+    if (r.prompt[i] < 0 || r.prompt[i] >= mc.vocab_size)
+      throw input_error("request '" + r.id + "': prompt token " + std::to_string(i) + " is " + std::to_string(r.prompt[i]) +
+                        ", outside the vocabulary [0, " + std::to_string(mc.vocab_size) + ")");
+  r.params.validate();
+  const int len = int(r.prompt.size());
+  if (len >= cfg_.max_model_len)
+    throw input_error("request '" + r.id + "': the prompt has " + std::to_string(len) + " tokens; the context holds " +
+                      std::to_string(cfg_.max_model_len) + " (prompt + at least one generated token)");
+  const int most = std::min(len + r.params.max_tokens, cfg_.max_model_len);
+  const int need = kv::blocks_for(most, cfg_.sched.block_size);
+  if (need > pool_.num_blocks())
+    throw input_error("request '" + r.id + "': " + std::to_string(most) + " tokens need " + std::to_string(need) +
+                      " KV blocks but the pool has " + std::to_string(pool_.num_blocks()));
+  auto s = std::make_unique<sequence>();
+  s->id = next_id_++;
+  s->name = r.id;
+  s->arrival = s->id;
+  s->priority = r.priority;
+  s->tokens = std::move(r.prompt);
+  s->prompt_len = len;
+  s->params = std::move(r.params);
+  // A request without a seed gets one now, so recompute and migration repeat its draws.
+  s->seed = s->params.seed ? *s->params.seed : std::random_device{}() * 0x100000001ull ^ std::random_device{}();
+  by_name_[s->name] = s->id;
+  waiting_.push_back(s->id);
+  seqs_.emplace(s->id, std::move(s));
+}
+
+bool engine::abort(const std::string& id) {
+  auto it = by_name_.find(id);
+  if (it == by_name_.end()) return false;
+  sequence& s = *seqs_.at(it->second);
+  request_output o;
+  o.id = s.name;
+  finish(s, finish_reason::abort, aborted_, &o);
+  aborted_.push_back(std::move(o));
+  return true;
+}
+
+void engine::finish(sequence& s, finish_reason why, std::vector<request_output>&, request_output* o) {
+  pool_.release(s.blocks);
+  s.blocks.clear();
+  o->finished = true;
+  o->reason = why;
+  o->num_prompt_tokens = s.prompt_len;
+  o->num_output_tokens = s.num_output();
+  remove_id(running_, s.id);
+  remove_id(waiting_, s.id);
+  by_name_.erase(s.name);
+  seqs_.erase(s.id);  // s is gone after this line
+}
+
+// Updates the text with the newest token and decides whether the sequence ends here. On
+// return, `delta` holds the text that may be streamed now.
+finish_reason engine::check_stop(sequence& s, std::string& delta) {
+  const std::int32_t tok = s.tokens.back();
+  finish_reason why = finish_reason::none;
+  const auto& eos = model_->config().eos_token_ids;
+  if (!s.params.ignore_eos && std::find(eos.begin(), eos.end(), tok) != eos.end()) why = finish_reason::stop;
+  const auto& stops = s.params.stop_token_ids;
+  if (std::find(stops.begin(), stops.end(), tok) != stops.end()) why = finish_reason::stop;
+  if (why == finish_reason::none && (s.num_output() >= s.params.max_tokens || int(s.tokens.size()) >= cfg_.max_model_len))
+    why = finish_reason::length;
+  std::size_t hold = 0;  // bytes kept back so a stop string is never streamed in part
+  if (tok_) {
+    std::span<const std::int32_t> out(s.tokens.data() + s.prompt_len, std::size_t(s.num_output()));
+    std::vector<std::int32_t> output(out.begin(), out.end());
+    const std::size_t before = s.text.size();
+    s.text += s.detok.next(*tok_, output);
+    std::size_t longest = 0;
+    bool cut = false;
+    for (const auto& stop : s.params.stop) {
+      longest = std::max(longest, stop.size());
+      std::size_t from = before >= stop.size() ? before - stop.size() + 1 : 0;
+      std::size_t at = s.text.find(stop, from);
+      if (at != std::string::npos && at < s.text.size()) {
+        s.text.resize(std::max(at, s.emitted));
+        why = finish_reason::stop;
+        cut = true;
+      }
+    }
+    if (why != finish_reason::none && !cut) s.text += s.detok.flush(*tok_, output);
+    if (why == finish_reason::none && longest > 1) hold = longest - 1;
+  }
+  std::size_t end = s.text.size() > hold ? s.text.size() - hold : 0;
+  end = std::max(end, s.emitted);  // never below what was already streamed
+  end = s.emitted + tokenizer::utf8_complete_prefix(std::string_view(s.text).substr(s.emitted, end - s.emitted));
+  delta = s.text.substr(s.emitted, end - s.emitted);
+  s.emitted = end;
+  return why;
+}
+
+std::vector<request_output> engine::step() {
+  std::vector<request_output> out = std::move(aborted_);
+  aborted_.clear();
+  std::vector<sched::seq_snapshot> run, wait;
+  for (auto id : running_) run.push_back(seqs_.at(id)->snapshot());
+  for (auto id : waiting_) wait.push_back(seqs_.at(id)->snapshot());
+  const sched::step_plan plan = sched::plan_step(cfg_.sched, run, wait, pool_.num_free());
+  for (auto id : plan.preempted) {
+    sequence& s = *seqs_.at(id);
+    pool_.release(s.blocks);
+    s.blocks.clear();
+    s.num_computed = 0;
+    remove_id(running_, id);
+    waiting_.push_back(id);
+    ++stats_.preemptions;
+  }
+  for (auto id : plan.admitted) {
+    remove_id(waiting_, id);
+    running_.push_back(id);
+  }
+  if (plan.scheduled.empty()) return out;
+
+  model::forward_batch batch;
+  std::vector<int> logit_row(plan.scheduled.size(), -1);
+  for (std::size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const auto& sc = plan.scheduled[i];
+    sequence& s = *seqs_.at(sc.id);
+    auto fresh = pool_.allocate(sc.new_blocks);
+    if (int(fresh.size()) != sc.new_blocks) throw std::logic_error("scheduler planned more blocks than are free");
+    s.blocks.insert(s.blocks.end(), fresh.begin(), fresh.end());
+  }
+  for (std::size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const auto& sc = plan.scheduled[i];
+    sequence& s = *seqs_.at(sc.id);
+    for (int j = 0; j < sc.num_new_tokens; ++j) {
+      const int pos = s.num_computed + j;
+      batch.tokens.push_back(s.tokens[std::size_t(pos)]);
+      batch.positions.push_back(pos);
+      batch.tables.push_back(s.blocks.data());
+    }
+    if (s.num_computed + sc.num_new_tokens == int(s.tokens.size())) {
+      logit_row[i] = int(batch.logit_rows.size());
+      batch.logit_rows.push_back(std::int32_t(batch.tokens.size() - 1));
+    }
+  }
+  const std::size_t vocab = std::size_t(model_->config().vocab_size);
+  logits_.resize(batch.logit_rows.size() * vocab);
+  model_->forward(batch, cache_, logits_.data());
+  ++stats_.steps;
+
+  std::vector<float> scratch;
+  for (std::size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const auto& sc = plan.scheduled[i];
+    sequence& s = *seqs_.at(sc.id);
+    const int prompt_part = std::max(0, std::min(s.prompt_len, s.num_computed + sc.num_new_tokens) - s.num_computed);
+    stats_.prompt_tokens_computed += std::uint64_t(prompt_part);
+    s.num_computed += sc.num_new_tokens;
+    if (logit_row[i] < 0) continue;
+    std::span<const float> logits(logits_.data() + std::size_t(logit_row[i]) * vocab, vocab);
+    const auto& p = s.params;
+    if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+      scratch.assign(logits.begin(), logits.end());
+      sampling::apply_penalties(scratch, p, std::span(s.tokens.data(), std::size_t(s.prompt_len)),
+                                std::span(s.tokens.data() + s.prompt_len, std::size_t(s.num_output())));
+      logits = scratch;
+    }
+    const std::int32_t tok = sampling::choose_token(logits, p, s.seed, s.num_output());
+    s.tokens.push_back(tok);
+    ++stats_.generated_tokens;
+    request_output o;
+    o.id = s.name;
+    o.new_tokens.push_back(tok);
+    o.num_prompt_tokens = s.prompt_len;
+    o.num_output_tokens = s.num_output();
+    const finish_reason why = check_stop(s, o.text_delta);
+    if (why != finish_reason::none) finish(s, why, out, &o);
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+std::vector<std::vector<std::int32_t>> generate_all(engine& e, const std::vector<request>& requests) {
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    index[requests[i].id] = i;
+    e.add_request(requests[i]);
+  }
+  std::vector<std::vector<std::int32_t>> tokens(requests.size());
+  while (e.has_unfinished())
+    for (auto& o : e.step()) {
+      auto& t = tokens[index.at(o.id)];
+      t.insert(t.end(), o.new_tokens.begin(), o.new_tokens.end());
+    }
+  return tokens;
+}
+
+}  // namespace troupe::engine

@@ -1,0 +1,87 @@
+// The engine: continuous batching over a paged KV cache. Requests join and leave at every
+// step; each step runs one forward pass over the scheduled tokens of every running sequence.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/engine/request.h"
+#include "runtime/kv/block_pool.h"
+#include "runtime/kv/kv_cache.h"
+#include "runtime/model/llama_model.h"
+#include "runtime/sched/scheduler.h"
+#include "runtime/tokenizer/tokenizer.h"
+
+namespace troupe::engine {
+
+struct engine_config {
+  sched::scheduler_config sched;
+  kernels::dtype kv_type = kernels::dtype::f32;
+  std::size_t kv_memory_bytes = std::size_t(256) << 20;  // sizes the block pool
+  int num_blocks = 0;                                    // overrides kv_memory_bytes when > 0
+  int max_model_len = 0;                                 // 0: the model's max_position_embeddings
+};
+
+struct engine_stats {
+  std::uint64_t steps = 0;
+  std::uint64_t prompt_tokens_computed = 0;   // includes recomputation after preemption
+  std::uint64_t generated_tokens = 0;
+  std::uint64_t preemptions = 0;
+};
+
+class engine {
+ public:
+  // `tok` may be null: prompts are then token ids only and outputs carry no text.
+  engine(std::shared_ptr<const model::llama_model> model, std::shared_ptr<const tokenizer::tokenizer> tok,
+         engine_config cfg);
+  ~engine();
+
+  // Queues a request. Throws input_error (naming the field) for a duplicate id, an empty
+  // prompt, a token id outside the vocabulary, invalid sampling parameters, or a prompt that
+  // cannot fit the context or the KV pool.
+  void add_request(request r);
+
+  // Ends a request now and frees its blocks; its final output (reason abort) comes from the
+  // next step(). Returns false if the id is not live.
+  bool abort(const std::string& id);
+
+  // Runs one scheduling step and forward pass; returns the outputs of every request that made
+  // progress or finished.
+  std::vector<request_output> step();
+
+  bool has_unfinished() const { return !seqs_.empty() || !aborted_.empty(); }
+  std::size_t num_running() const { return running_.size(); }
+  std::size_t num_waiting() const { return waiting_.size(); }
+  const kv::block_pool& blocks() const { return pool_; }
+  const engine_stats& stats() const { return stats_; }
+  const engine_config& config() const { return cfg_; }
+  const model::llama_model& model() const { return *model_; }
+  const tokenizer::tokenizer* tokenizer() const { return tok_.get(); }
+
+ private:
+  struct sequence;
+  void finish(sequence& s, finish_reason why, std::vector<request_output>& out, request_output* o);
+  finish_reason check_stop(sequence& s, std::string& delta);
+
+  std::shared_ptr<const model::llama_model> model_;
+  std::shared_ptr<const tokenizer::tokenizer> tok_;
+  engine_config cfg_;
+  kv::block_pool pool_;
+  kv::kv_cache cache_;
+  std::map<std::uint64_t, std::unique_ptr<sequence>> seqs_;
+  std::map<std::string, std::uint64_t> by_name_;
+  std::vector<std::uint64_t> running_, waiting_;
+  std::vector<request_output> aborted_;
+  std::uint64_t next_id_ = 1;
+  engine_stats stats_;
+  std::vector<float> logits_;
+};
+
+// Runs requests to completion on a fresh engine and returns each one's generated tokens, in
+// the order given. For tests and `troupe generate`.
+std::vector<std::vector<std::int32_t>> generate_all(engine& e, const std::vector<request>& requests);
+
+}  // namespace troupe::engine

@@ -1,0 +1,34 @@
+// What goes into the engine (a request) and what comes out of it each step (its new tokens).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/sampling/sampling_params.h"
+
+namespace troupe::engine {
+
+struct request {
+  std::string id;                     // unique among live requests
+  std::vector<std::int32_t> prompt;   // token ids
+  sampling::sampling_params params;
+  int priority = 0;                   // lower runs first under priority order
+};
+
+enum class finish_reason { none, stop, length, abort };
+
+const char* finish_reason_name(finish_reason r);
+
+// A request's progress in one step. Every accepted request yields exactly one output with
+// finished = true, whatever ends it (stop, length or abort).
+struct request_output {
+  std::string id;
+  std::vector<std::int32_t> new_tokens;  // tokens sampled this step
+  std::string text_delta;                // text they completed (empty without a tokenizer)
+  bool finished = false;
+  finish_reason reason = finish_reason::none;
+  int num_prompt_tokens = 0;
+  int num_output_tokens = 0;  // total so far
+};
+
+}  // namespace troupe::engine

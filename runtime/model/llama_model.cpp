@@ -1,0 +1,206 @@
+#include "runtime/model/llama_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/gemv.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
+#include "runtime/common/error.h"
+
+namespace troupe::model {
+
+using kernels::dtype;
+
+namespace {
+
+std::string shape_str(const std::vector<std::int64_t>& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+class tensor_index {
+ public:
+  tensor_index(const std::vector<std::unique_ptr<safetensors_file>>& files, std::string dir)
+      : dir_(std::move(dir)) {
+    for (auto& f : files)
+      for (auto& [name, t] : f->tensors()) {
+        if (!by_name_.emplace(name, &t).second)
+          throw input_error(f->path() + ": tensor '" + name + "' also appears in another file");
+      }
+  }
+  bool has(const std::string& name) const { return by_name_.count(name) != 0; }
+  const tensor_info& get(const std::string& name, std::vector<std::int64_t> shape) const {
+    auto it = by_name_.find(name);
+    if (it == by_name_.end()) throw input_error(dir_ + ": tensor '" + name + "' is missing from the model's safetensors files");
+    const tensor_info& t = *it->second;
+    if (t.shape != shape)
+      throw input_error(t.file + ": tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected " + shape_str(shape));
+    t.type();  // throws for unsupported dtypes, naming file and tensor
+    return t;
+  }
+
+ private:
+  std::string dir_;
+  std::map<std::string, const tensor_info*> by_name_;
+};
+
+std::vector<float> to_f32(const tensor_info& t) {
+  std::vector<float> out(std::size_t(t.numel()));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = kernels::load_as_f32(t.data, t.type(), i);
+  return out;
+}
+
+// Packs the row-wise concatenation of several [n_i][k] tensors of one dtype.
+kernels::packed_weight pack_rows(const std::vector<const tensor_info*>& parts) {
+  const dtype type = parts[0]->type();
+  for (auto* p : parts)
+    if (p->type() != type)
+      throw input_error(p->file + ": tensor '" + p->name + "' is " + p->dtype_name + " but '" +
+                        parts[0]->name + "' is " + parts[0]->dtype_name + "; fused projections need one dtype");
+  if (parts.size() == 1) return kernels::pack_weight(parts[0]->data, type, std::size_t(parts[0]->shape[0]), std::size_t(parts[0]->shape[1]));
+  std::size_t rows = 0, bytes = 0;
+  for (auto* p : parts) rows += std::size_t(p->shape[0]), bytes += p->bytes;
+  std::vector<std::uint8_t> joined(bytes);
+  std::size_t off = 0;
+  for (auto* p : parts) {
+    std::memcpy(joined.data() + off, p->data, p->bytes);
+    off += p->bytes;
+  }
+  return kernels::pack_weight(joined.data(), type, rows, std::size_t(parts[0]->shape[1]));
+}
+
+}  // namespace
+
+std::unique_ptr<llama_model> llama_model::load(const std::string& dir) {
+  std::unique_ptr<llama_model> m(new llama_model());
+  m->dir_ = dir;
+  m->cfg_ = load_model_config(dir);
+  m->load_tensors(dir);
+  m->inv_freq_ = m->cfg_.rope_inv_freq();
+  return m;
+}
+
+void llama_model::load_tensors(const std::string& dir) {
+  std::vector<std::string> paths;
+  for (auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".safetensors") paths.push_back(e.path().string());
+  std::sort(paths.begin(), paths.end());
+  if (paths.empty()) throw input_error(dir + ": no *.safetensors files");
+  for (auto& p : paths) files_.push_back(std::make_unique<safetensors_file>(p));
+  tensor_index idx(files_, dir);
+
+  const std::int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, V = cfg_.vocab_size;
+  const std::int64_t Q = cfg_.q_dim(), KV = cfg_.kv_dim();
+  embed_ = idx.get("model.embed_tokens.weight", {V, H});
+  weight_type_ = embed_.type();
+  for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    layer_weights w;
+    w.input_norm = to_f32(idx.get(p + "input_layernorm.weight", {H}));
+    w.post_norm = to_f32(idx.get(p + "post_attention_layernorm.weight", {H}));
+    const auto& q = idx.get(p + "self_attn.q_proj.weight", {Q, H});
+    const auto& k = idx.get(p + "self_attn.k_proj.weight", {KV, H});
+    const auto& v = idx.get(p + "self_attn.v_proj.weight", {KV, H});
+    w.qkv = pack_rows({&q, &k, &v});
+    if (cfg_.attention_bias) {
+      for (const char* n : {"q_proj", "k_proj", "v_proj"}) {
+        auto b = to_f32(idx.get(p + "self_attn." + n + ".bias", {std::string(n) == "q_proj" ? Q : KV}));
+        w.qkv_bias.insert(w.qkv_bias.end(), b.begin(), b.end());
+      }
+    }
+    w.o = pack_rows({&idx.get(p + "self_attn.o_proj.weight", {H, Q})});
+    const auto& gate = idx.get(p + "mlp.gate_proj.weight", {I, H});
+    const auto& up = idx.get(p + "mlp.up_proj.weight", {I, H});
+    w.gate_up = pack_rows({&gate, &up});
+    w.down = pack_rows({&idx.get(p + "mlp.down_proj.weight", {H, I})});
+    layers_.push_back(std::move(w));
+  }
+  final_norm_ = to_f32(idx.get("model.norm.weight", {H}));
+  if (cfg_.tie_word_embeddings || !idx.has("lm_head.weight")) {
+    if (!cfg_.tie_word_embeddings)
+      throw input_error(dir + ": tensor 'lm_head.weight' is missing and tie_word_embeddings is false");
+    lm_head_ = pack_rows({&embed_});
+  } else {
+    lm_head_ = pack_rows({&idx.get("lm_head.weight", {V, H})});
+  }
+}
+
+std::size_t llama_model::weight_bytes_per_step() const {
+  std::size_t b = lm_head_.bytes();
+  for (auto& l : layers_) b += l.qkv.bytes() + l.o.bytes() + l.gate_up.bytes() + l.down.bytes();
+  return b;
+}
+
+std::size_t llama_model::matmul_flops_per_token() const {
+  std::size_t macs = lm_head_.n * lm_head_.k;
+  for (auto& l : layers_) macs += l.qkv.n * l.qkv.k + l.o.n * l.o.k + l.gate_up.n * l.gate_up.k + l.down.n * l.down.k;
+  return 2 * macs;
+}
+
+void llama_model::forward(const forward_batch& b, kv::kv_cache& cache, float* logits) const {
+  const std::size_t T = b.tokens.size();
+  if (T == 0) return;
+  const std::size_t H = cfg_.hidden_size, I = cfg_.intermediate_size, hd = cfg_.head_dim;
+  const std::size_t Q = cfg_.q_dim(), KV = cfg_.kv_dim(), QKV = Q + 2 * KV, half = hd / 2;
+  const int n_heads = cfg_.num_attention_heads, n_kv = cfg_.num_key_value_heads;
+  auto& w = ws_;
+  w.x.resize(T * H);
+  w.h.resize(T * H);
+  w.qkv.resize(T * QKV);
+  w.q.resize(T * Q);
+  w.k.resize(T * KV);
+  w.attn.resize(T * Q);
+  w.tmp.resize(T * H);
+  w.gu.resize(T * 2 * I);
+  w.act.resize(T * I);
+  w.cos.resize(T * half);
+  w.sin.resize(T * half);
+
+  const dtype et = embed_.type();
+  for (std::size_t t = 0; t < T; ++t)
+    for (std::size_t i = 0; i < H; ++i)
+      w.x[t * H + i] = kernels::load_as_f32(embed_.data, et, std::size_t(b.tokens[t]) * H + i);
+  kernels::rope_tables(b.positions.data(), T, inv_freq_.data(), half, w.cos.data(), w.sin.data());
+  const float scale = 1.0f / std::sqrt(float(hd));
+  const float eps = float(cfg_.rms_norm_eps);
+  const int bs = cache.block_size();
+
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const layer_weights& L = layers_[l];
+    kernels::rmsnorm(w.x.data(), T, H, L.input_norm.data(), eps, w.h.data());
+    kernels::linear(w.h.data(), T, L.qkv, L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(), w.qkv.data());
+    for (std::size_t t = 0; t < T; ++t) {
+      std::memcpy(&w.q[t * Q], &w.qkv[t * QKV], Q * 4);
+      std::memcpy(&w.k[t * KV], &w.qkv[t * QKV + Q], KV * 4);
+    }
+    kernels::rope(w.q.data(), T, std::size_t(n_heads), hd, w.cos.data(), w.sin.data());
+    kernels::rope(w.k.data(), T, std::size_t(n_kv), hd, w.cos.data(), w.sin.data());
+    for (std::size_t t = 0; t < T; ++t) {
+      const std::int32_t p = b.positions[t];
+      cache.write(int(l), b.tables[t][p / bs], p % bs, &w.k[t * KV], &w.qkv[t * QKV + Q + KV]);
+    }
+    kernels::paged_attention(w.q.data(), T, n_heads, b.positions.data(), b.tables.data(), cache.layer(int(l)), scale, w.attn.data());
+    kernels::linear(w.attn.data(), T, L.o, nullptr, w.tmp.data());
+    for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i];
+    kernels::rmsnorm(w.x.data(), T, H, L.post_norm.data(), eps, w.h.data());
+    kernels::linear(w.h.data(), T, L.gate_up, nullptr, w.gu.data());
+    kernels::swiglu(w.gu.data(), T, I, w.act.data());
+    kernels::linear(w.act.data(), T, L.down, nullptr, w.tmp.data());
+    for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i];
+  }
+
+  const std::size_t R = b.logit_rows.size();
+  w.logits_in.resize(R * H);
+  for (std::size_t r = 0; r < R; ++r)
+    kernels::rmsnorm(&w.x[std::size_t(b.logit_rows[r]) * H], 1, H, final_norm_.data(), eps, &w.logits_in[r * H]);
+  kernels::linear(w.logits_in.data(), R, lm_head_, nullptr, logits);
+}
+
+}  // namespace troupe::model

@@ -1,0 +1,74 @@
+// A Llama-family decoder (Llama, Mistral, Qwen2) read from a Hugging Face folder, with a forward
+// pass over a batch of tokens from many sequences that reads and writes a paged KV cache.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/packed_weight.h"
+#include "runtime/kv/kv_cache.h"
+#include "runtime/model/model_config.h"
+#include "runtime/model/safetensors.h"
+
+namespace troupe::model {
+
+// One forward call: tokens of any number of sequences, flattened. Token t sits at position
+// positions[t] of the sequence whose block table is tables[t]; every earlier position of that
+// sequence must already be in the cache or earlier in this batch.
+struct forward_batch {
+  std::vector<std::int32_t> tokens;         // [T]
+  std::vector<std::int32_t> positions;      // [T]
+  std::vector<const std::int32_t*> tables;  // [T] block ids of the token's sequence
+  std::vector<std::int32_t> logit_rows;     // indices into tokens whose logits are wanted
+};
+
+struct layer_weights {
+  std::vector<float> input_norm, post_norm;  // [hidden]
+  kernels::packed_weight qkv;                // [q_dim + 2 kv_dim][hidden], q then k then v
+  std::vector<float> qkv_bias;               // [q_dim + 2 kv_dim] or empty
+  kernels::packed_weight o;                  // [hidden][q_dim]
+  kernels::packed_weight gate_up;            // [2 intermediate][hidden], gate then up
+  kernels::packed_weight down;               // [hidden][intermediate]
+};
+
+class llama_model {
+ public:
+  // Loads config.json and every *.safetensors in `dir`. Throws input_error naming the file and
+  // the tensor for a missing tensor, a wrong shape, an unsupported dtype or architecture.
+  static std::unique_ptr<llama_model> load(const std::string& dir);
+
+  const model_config& config() const { return cfg_; }
+  const std::string& dir() const { return dir_; }
+  kernels::dtype weight_type() const { return weight_type_; }
+
+  // Runs the batch, writing its K/V into `cache`, and fills logits[i][vocab] for each of
+  // batch.logit_rows. Not reentrant: one forward at a time per model (shared scratch).
+  void forward(const forward_batch& batch, kv::kv_cache& cache, float* logits) const;
+
+  // Bytes of weights one forward step reads (every matrix once, plus the used embedding rows).
+  std::size_t weight_bytes_per_step() const;
+  // Multiply-adds per token through the matrices (excluding attention over the context).
+  std::size_t matmul_flops_per_token() const;
+
+ private:
+  llama_model() = default;
+  void load_tensors(const std::string& dir);
+
+  struct workspace {
+    std::vector<float> x, h, qkv, q, k, attn, tmp, gu, act, cos, sin, logits_in;
+  };
+
+  std::string dir_;
+  model_config cfg_;
+  kernels::dtype weight_type_ = kernels::dtype::f32;
+  std::vector<std::unique_ptr<safetensors_file>> files_;
+  tensor_info embed_;  // [vocab][hidden], read from the mapping
+  std::vector<layer_weights> layers_;
+  std::vector<float> final_norm_;
+  kernels::packed_weight lm_head_;
+  std::vector<double> inv_freq_;
+  mutable workspace ws_;
+};
+
+}  // namespace troupe::model

@@ -1,0 +1,168 @@
+#include "runtime/model/model_config.h"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "runtime/common/error.h"
+
+namespace troupe::model {
+
+using nlohmann::json;
+
+namespace {
+
+const char* const supported[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"};
+
+template <typename T>
+T required(const json& j, const char* key, const std::string& source) {
+  if (!j.contains(key)) throw input_error(source + ": missing key '" + key + "'");
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    throw input_error(source + ": key '" + key + "' has the wrong type (" + j.at(key).dump() + ")");
+  }
+}
+
+template <typename T>
+T optional_key(const json& j, const char* key, T fallback, const std::string& source) {
+  if (!j.contains(key) || j.at(key).is_null()) return fallback;
+  return required<T>(j, key, source);
+}
+
+}  // namespace
+
+std::vector<double> model_config::rope_inv_freq() const {
+  const int half = head_dim / 2;
+  std::vector<double> f(half);
+  for (int i = 0; i < half; ++i) f[i] = 1.0 / std::pow(rope_theta, double(2 * i) / head_dim);
+  if (!rope_scaling) return f;
+  const auto& s = *rope_scaling;
+  if (s.type == "linear") {
+    for (auto& x : f) x /= s.factor;
+    return f;
+  }
+  // llama3: long wavelengths are slowed by `factor`, short ones kept, a smooth blend between.
+  const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
+  const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
+  for (auto& x : f) {
+    const double wavelen = 2 * M_PI / x;
+    if (wavelen > low_wavelen) {
+      x /= s.factor;
+    } else if (wavelen >= high_wavelen) {
+      double smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
+                      (s.high_freq_factor - s.low_freq_factor);
+      x = (1 - smooth) * x / s.factor + smooth * x;
+    }
+  }
+  return f;
+}
+
+model_config parse_model_config(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const std::exception& e) {
+    throw input_error(source + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw input_error(source + ": expected a JSON object");
+  model_config c;
+  auto archs = required<std::vector<std::string>>(j, "architectures", source);
+  if (archs.empty()) throw input_error(source + ": 'architectures' is empty");
+  c.architecture = archs[0];
+  bool ok = false;
+  for (auto* s : supported) ok = ok || c.architecture == s;
+  if (!ok)
+    throw input_error(source + ": unsupported architecture '" + c.architecture +
+                      "' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)");
+  c.vocab_size = required<int>(j, "vocab_size", source);
+  c.hidden_size = required<int>(j, "hidden_size", source);
+  c.intermediate_size = required<int>(j, "intermediate_size", source);
+  c.num_hidden_layers = required<int>(j, "num_hidden_layers", source);
+  c.num_attention_heads = required<int>(j, "num_attention_heads", source);
+  c.num_key_value_heads = optional_key<int>(j, "num_key_value_heads", c.num_attention_heads, source);
+  c.head_dim = optional_key<int>(j, "head_dim", c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0, source);
+  c.max_position_embeddings = optional_key<int>(j, "max_position_embeddings", 4096, source);
+  c.rms_norm_eps = optional_key<double>(j, "rms_norm_eps", 1e-6, source);
+  c.rope_theta = optional_key<double>(j, "rope_theta", 10000.0, source);
+  c.tie_word_embeddings = optional_key<bool>(j, "tie_word_embeddings", false, source);
+  c.attention_bias = c.architecture == "Qwen2ForCausalLM" || optional_key<bool>(j, "attention_bias", false, source);
+  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = j["bos_token_id"].get<int>();
+  if (j.contains("eos_token_id")) {
+    const auto& e = j["eos_token_id"];
+    if (e.is_number_integer()) c.eos_token_ids.push_back(e.get<int>());
+    else if (e.is_array()) for (auto& x : e) c.eos_token_ids.push_back(x.get<int>());
+  }
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+    const auto& r = j["rope_scaling"];
+    rope_scaling_config s;
+    s.type = r.contains("rope_type") ? r["rope_type"].get<std::string>() : optional_key<std::string>(r, "type", "", source);
+    if (s.type != "llama3" && s.type != "linear" && s.type != "default")
+      throw input_error(source + ": rope_scaling type '" + s.type + "' is not supported (llama3, linear)");
+    s.factor = optional_key<double>(r, "factor", 1.0, source);
+    s.low_freq_factor = optional_key<double>(r, "low_freq_factor", 1.0, source);
+    s.high_freq_factor = optional_key<double>(r, "high_freq_factor", 4.0, source);
+    s.original_max_position_embeddings = optional_key<int>(r, "original_max_position_embeddings", 8192, source);
+    if (s.type != "default") c.rope_scaling = s;
+  }
+  auto positive = [&](int v, const char* key) {
+    if (v <= 0) throw input_error(source + ": '" + key + "' must be positive, got " + std::to_string(v));
+  };
+  positive(c.vocab_size, "vocab_size");
+  positive(c.hidden_size, "hidden_size");
+  positive(c.intermediate_size, "intermediate_size");
+  positive(c.num_hidden_layers, "num_hidden_layers");
+  positive(c.num_attention_heads, "num_attention_heads");
+  positive(c.num_key_value_heads, "num_key_value_heads");
+  positive(c.head_dim, "head_dim");
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    throw input_error(source + ": num_attention_heads (" + std::to_string(c.num_attention_heads) +
+                      ") is not a multiple of num_key_value_heads (" + std::to_string(c.num_key_value_heads) + ")");
+  if (c.head_dim % 16 != 0 || c.head_dim > 256)
+    throw input_error(source + ": head_dim " + std::to_string(c.head_dim) + " is not supported (a multiple of 16, at most 256)");
+  if (c.num_attention_heads / c.num_key_value_heads > 16)
+    throw input_error(source + ": more than 16 query heads per KV head is not supported");
+  return c;
+}
+
+model_config load_model_config(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  std::ifstream in(path);
+  if (!in) throw input_error(path + ": cannot open (is '" + dir + "' a Hugging Face model folder?)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_model_config(ss.str(), path);
+}
+
+std::string to_config_json(const model_config& c) {
+  json j = {
+      {"architectures", {c.architecture}},
+      {"model_type", c.architecture == "Qwen2ForCausalLM" ? "qwen2" : c.architecture == "MistralForCausalLM" ? "mistral" : "llama"},
+      {"vocab_size", c.vocab_size},
+      {"hidden_size", c.hidden_size},
+      {"intermediate_size", c.intermediate_size},
+      {"num_hidden_layers", c.num_hidden_layers},
+      {"num_attention_heads", c.num_attention_heads},
+      {"num_key_value_heads", c.num_key_value_heads},
+      {"head_dim", c.head_dim},
+      {"max_position_embeddings", c.max_position_embeddings},
+      {"rms_norm_eps", c.rms_norm_eps},
+      {"rope_theta", c.rope_theta},
+      {"tie_word_embeddings", c.tie_word_embeddings},
+      {"hidden_act", "silu"},
+  };
+  if (c.architecture != "Qwen2ForCausalLM") j["attention_bias"] = c.attention_bias;
+  if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
+  if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
+  else if (!c.eos_token_ids.empty()) j["eos_token_id"] = c.eos_token_ids;
+  if (c.rope_scaling) {
+    j["rope_scaling"] = {{"rope_type", c.rope_scaling->type}, {"factor", c.rope_scaling->factor},
+                         {"low_freq_factor", c.rope_scaling->low_freq_factor},
+                         {"high_freq_factor", c.rope_scaling->high_freq_factor},
+                         {"original_max_position_embeddings", c.rope_scaling->original_max_position_embeddings}};
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace troupe::model

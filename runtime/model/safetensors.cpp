@@ -1,0 +1,151 @@
+#include "runtime/model/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "runtime/common/error.h"
+
+namespace troupe::model {
+
+using kernels::dtype;
+
+std::int64_t tensor_info::numel() const {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+kernels::dtype tensor_info::type() const {
+  if (dtype_name == "F32") return dtype::f32;
+  if (dtype_name == "F16") return dtype::f16;
+  if (dtype_name == "BF16") return dtype::bf16;
+  throw input_error(file + ": tensor '" + name + "' has dtype " + dtype_name +
+                    "; supported: F32, F16, BF16");
+}
+
+namespace {
+
+std::size_t stored_size(const std::string& d) {
+  if (d == "F64" || d == "I64" || d == "U64") return 8;
+  if (d == "F32" || d == "I32" || d == "U32") return 4;
+  if (d == "F16" || d == "BF16" || d == "I16" || d == "U16") return 2;
+  if (d == "I8" || d == "U8" || d == "BOOL" || d == "F8_E4M3" || d == "F8_E5M2") return 1;
+  return 0;
+}
+
+const char* stored_name(dtype t) {
+  switch (t) {
+    case dtype::f32: return "F32";
+    case dtype::f16: return "F16";
+    case dtype::bf16: return "BF16";
+  }
+  return "?";
+}
+
+}  // namespace
+
+safetensors_file::safetensors_file(const std::string& path) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw input_error(path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  ::fstat(fd, &st);
+  size_ = std::size_t(st.st_size);
+  if (size_ < 8) {
+    ::close(fd);
+    throw input_error(path + ": too short to be a safetensors file");
+  }
+  map_ = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (map_ == MAP_FAILED) {
+    map_ = nullptr;
+    throw input_error(path + ": mmap failed: " + std::strerror(errno));
+  }
+  const auto* bytes = static_cast<const std::uint8_t*>(map_);
+  std::uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = header_len << 8 | bytes[i];
+  if (header_len > size_ - 8) throw input_error(path + ": header length " + std::to_string(header_len) + " exceeds the file");
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_len);
+  } catch (const std::exception& e) {
+    throw input_error(path + ": header is not valid JSON: " + e.what());
+  }
+  if (!header.is_object()) throw input_error(path + ": header is not a JSON object");
+  const std::uint8_t* data = bytes + 8 + header_len;
+  const std::size_t data_len = size_ - 8 - header_len;
+  for (auto& [name, v] : header.items()) {
+    if (name == "__metadata__") continue;
+    try {
+      tensor_info t;
+      t.name = name;
+      t.file = path;
+      t.dtype_name = v.at("dtype").get<std::string>();
+      t.shape = v.at("shape").get<std::vector<std::int64_t>>();
+      auto off = v.at("data_offsets").get<std::vector<std::uint64_t>>();
+      if (off.size() != 2 || off[0] > off[1] || off[1] > data_len)
+        throw input_error(path + ": tensor '" + name + "' has data_offsets outside the file");
+      std::size_t es = stored_size(t.dtype_name);
+      if (es == 0) throw input_error(path + ": tensor '" + name + "' has unknown dtype " + t.dtype_name);
+      if (std::uint64_t(t.numel()) * es != off[1] - off[0])
+        throw input_error(path + ": tensor '" + name + "' holds " + std::to_string(off[1] - off[0]) +
+                          " bytes but its dtype and shape need " + std::to_string(t.numel() * es));
+      t.data = data + off[0];
+      t.bytes = off[1] - off[0];
+      tensors_.emplace(name, std::move(t));
+    } catch (const nlohmann::json::exception& e) {
+      throw input_error(path + ": tensor '" + name + "' has a malformed header entry: " + e.what());
+    }
+  }
+}
+
+safetensors_file::~safetensors_file() {
+  if (map_) ::munmap(map_, size_);
+}
+
+void safetensors_writer::declare(const std::string& name, dtype type, std::vector<std::int64_t> shape) {
+  std::size_t n = 1;
+  for (auto d : shape) n *= std::size_t(d);
+  entries_.push_back({name, type, std::move(shape), n * kernels::dtype_size(type)});
+}
+
+void safetensors_writer::open(const std::string& path) {
+  path_ = path;
+  nlohmann::json header = nlohmann::json::object();
+  std::size_t offset = 0;
+  for (auto& e : entries_) {
+    header[e.name] = {{"dtype", stored_name(e.type)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes}}};
+    offset += e.bytes;
+  }
+  header["__metadata__"] = {{"format", "pt"}};
+  std::string text = header.dump();
+  while ((text.size() + 8) % 8 != 0) text.push_back(' ');  // keep tensor data 8-byte aligned
+  out_ = std::fopen(path.c_str(), "wb");
+  if (!out_) throw input_error(path + ": cannot write: " + std::strerror(errno));
+  std::uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = std::uint8_t(std::uint64_t(text.size()) >> (8 * i));
+  std::fwrite(len, 1, 8, out_);
+  std::fwrite(text.data(), 1, text.size(), out_);
+}
+
+void safetensors_writer::write(const void* data, std::size_t bytes) {
+  if (std::fwrite(data, 1, bytes, out_) != bytes) throw input_error(path_ + ": write failed: " + std::strerror(errno));
+}
+
+void safetensors_writer::close() {
+  if (out_ && std::fclose(out_) != 0) {
+    out_ = nullptr;
+    throw input_error(path_ + ": close failed: " + std::strerror(errno));
+  }
+  out_ = nullptr;
+}
+
+safetensors_writer::~safetensors_writer() {
+  if (out_) std::fclose(out_);
+}
+
+}  // namespace troupe::model

@@ -1,0 +1,161 @@
+#include "runtime/model/synth.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "kernels/cpu/thread_pool.h"
+#include "runtime/common/error.h"
+#include "runtime/model/safetensors.h"
+#include "runtime/tokenizer/synth_vocab.h"
+
+namespace troupe::model {
+
+using kernels::dtype;
+
+namespace {
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t name_hash(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// How a tensor's values are drawn: uniform on [center - half_width, center + half_width].
+struct init { double center, half_width; };
+
+struct tensor_plan {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  init dist;
+};
+
+// Uniform with standard deviation `std`.
+init uniform_std(double std) { return {0.0, std * std::sqrt(3.0)}; }
+
+std::vector<tensor_plan> plan_tensors(const model_config& c) {
+  const std::int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const std::int64_t Q = c.q_dim(), KV = c.kv_dim();
+  // Logits get a standard deviation near 4 (the normalised hidden state has RMS ~1), so
+  // greedy choices have clear winners rather than near-ties.
+  const init vocab_init = uniform_std(4.0 / std::sqrt(double(H)));
+  const init norm_init{1.0, 0.1};
+  std::vector<tensor_plan> t;
+  t.push_back({"model.embed_tokens.weight", {V, H}, vocab_init});
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    t.push_back({p + "input_layernorm.weight", {H}, norm_init});
+    t.push_back({p + "self_attn.q_proj.weight", {Q, H}, uniform_std(1.0 / std::sqrt(double(H)))});
+    t.push_back({p + "self_attn.k_proj.weight", {KV, H}, uniform_std(1.0 / std::sqrt(double(H)))});
+    t.push_back({p + "self_attn.v_proj.weight", {KV, H}, uniform_std(1.0 / std::sqrt(double(H)))});
+    if (c.attention_bias) {
+      t.push_back({p + "self_attn.q_proj.bias", {Q}, uniform_std(0.2)});
+      t.push_back({p + "self_attn.k_proj.bias", {KV}, uniform_std(0.2)});
+      t.push_back({p + "self_attn.v_proj.bias", {KV}, uniform_std(0.2)});
+    }
+    t.push_back({p + "self_attn.o_proj.weight", {H, Q}, uniform_std(1.0 / std::sqrt(double(Q)))});
+    t.push_back({p + "post_attention_layernorm.weight", {H}, norm_init});
+    t.push_back({p + "mlp.gate_proj.weight", {I, H}, uniform_std(1.0 / std::sqrt(double(H)))});
+    t.push_back({p + "mlp.up_proj.weight", {I, H}, uniform_std(1.0 / std::sqrt(double(H)))});
+    t.push_back({p + "mlp.down_proj.weight", {H, I}, uniform_std(1.0 / std::sqrt(double(I)))});
+  }
+  t.push_back({"model.norm.weight", {H}, norm_init});
+  if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {V, H}, vocab_init});
+  return t;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw input_error(path + ": cannot write");
+}
+
+}  // namespace
+
+model_config synth_config(const synth_options& o) {
+  model_config c;
+  if (o.arch == "llama") c.architecture = "LlamaForCausalLM";
+  else if (o.arch == "mistral") c.architecture = "MistralForCausalLM";
+  else if (o.arch == "qwen2") c.architecture = "Qwen2ForCausalLM";
+  else throw input_error("unknown --arch '" + o.arch + "' (llama, mistral, qwen2)");
+  if (o.preset == "tiny") {
+    c.vocab_size = 512, c.hidden_size = 64, c.num_hidden_layers = 2, c.num_attention_heads = 4;
+    c.num_key_value_heads = 2, c.intermediate_size = 160;
+  } else if (o.preset == "small") {
+    c.vocab_size = 32000, c.hidden_size = 512, c.num_hidden_layers = 8, c.num_attention_heads = 8;
+    c.num_key_value_heads = 4, c.intermediate_size = 1408;
+  } else if (o.preset == "1b") {
+    c.vocab_size = 32000, c.hidden_size = 2048, c.num_hidden_layers = 22, c.num_attention_heads = 32;
+    c.num_key_value_heads = 4, c.intermediate_size = 5632;
+  } else {
+    throw input_error("unknown --preset '" + o.preset + "' (tiny, small, 1b)");
+  }
+  c.head_dim = c.hidden_size / c.num_attention_heads;
+  c.max_position_embeddings = 4096;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = o.llama3_rope_scaling ? 500000.0 : 10000.0;
+  if (o.llama3_rope_scaling) c.rope_scaling = rope_scaling_config{"llama3", 8.0, 1.0, 4.0, 1024};
+  c.tie_word_embeddings = o.tied_embeddings;
+  c.attention_bias = o.arch == "qwen2";
+  const auto specials = tokenizer::synth_special_ids(c.vocab_size);
+  c.bos_token_id = specials.bos;
+  c.eos_token_ids = {specials.eos};
+  return c;
+}
+
+void synthesize(const synth_options& o, const progress_fn& progress) {
+  const model_config c = synth_config(o);
+  std::error_code ec;
+  std::filesystem::create_directories(o.out, ec);
+  if (ec) throw input_error(o.out + ": cannot create folder: " + ec.message());
+  write_text(o.out + "/config.json", to_config_json(c));
+  write_text(o.out + "/tokenizer.json", tokenizer::synth_tokenizer_json(c.vocab_size, o.seed));
+  write_text(o.out + "/tokenizer_config.json", tokenizer::synth_tokenizer_config_json(c.vocab_size));
+
+  const auto plans = plan_tensors(c);
+  safetensors_writer w;
+  std::size_t total = 0;
+  for (auto& p : plans) {
+    w.declare(p.name, o.type, p.shape);
+    std::size_t n = 1;
+    for (auto d : p.shape) n *= std::size_t(d);
+    total += n * kernels::dtype_size(o.type);
+  }
+  const std::string tmp = o.out + "/model.safetensors.partial";
+  w.open(tmp);
+  std::size_t written = 0;
+  constexpr std::size_t chunk = 1 << 20;  // elements generated per write
+  std::vector<std::uint8_t> buf(chunk * kernels::dtype_size(o.type));
+  for (auto& p : plans) {
+    std::size_t n = 1;
+    for (auto d : p.shape) n *= std::size_t(d);
+    const std::uint64_t stream = mix(o.seed ^ name_hash(p.name));
+    for (std::size_t begin = 0; begin < n; begin += chunk) {
+      const std::size_t count = std::min(chunk, n - begin);
+      constexpr std::size_t slice = 1 << 14;
+      kernels::parallel_for((count + slice - 1) / slice, [&](std::size_t s) {
+        for (std::size_t i = s * slice; i < std::min(count, (s + 1) * slice); ++i) {
+          double u = double(mix(stream + begin + i) >> 11) * 0x1.0p-53;  // [0, 1)
+          float v = float(p.dist.center + (2 * u - 1) * p.dist.half_width);
+          kernels::store_from_f32(buf.data(), o.type, i, v);
+        }
+      });
+      w.write(buf.data(), count * kernels::dtype_size(o.type));
+      written += count * kernels::dtype_size(o.type);
+      if (progress) progress(written, total);
+    }
+  }
+  w.close();
+  std::filesystem::rename(tmp, o.out + "/model.safetensors", ec);
+  if (ec) throw input_error(o.out + "/model.safetensors: cannot rename into place: " + ec.message());
+}
+
+}  // namespace troupe::model

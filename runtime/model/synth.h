@@ -1,0 +1,34 @@
+// Writes Hugging Face model folders with deterministic random weights: for tests, benchmarks
+// and the default demo, so nothing is ever downloaded.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "kernels/cpu/dtype.h"
+#include "runtime/model/model_config.h"
+
+namespace troupe::model {
+
+struct synth_options {
+  std::string preset = "small";  // tiny | small | 1b
+  std::string arch = "llama";    // llama | mistral | qwen2
+  kernels::dtype type = kernels::dtype::f32;
+  std::uint64_t seed = 0;
+  bool tied_embeddings = false;
+  bool llama3_rope_scaling = false;
+  std::string out;  // folder to create or overwrite
+};
+
+// The architecture of a preset; throws input_error for an unknown preset or arch.
+model_config synth_config(const synth_options& opts);
+
+// Called as bytes of weights are written: (written, total).
+using progress_fn = std::function<void(std::size_t, std::size_t)>;
+
+// Writes config.json, model.safetensors, tokenizer.json and tokenizer_config.json into
+// opts.out. The same options give the same bytes. Throws input_error if the folder cannot be
+// written.
+void synthesize(const synth_options& opts, const progress_fn& progress = {});
+
+}  // namespace troupe::model

@@ -1,0 +1,26 @@
+// Chooses the next token from logits. The random draw for an output position depends only on
+// (request seed, position), so a request gives the same tokens in any batch, after recompute,
+// and on any worker it migrates to.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "runtime/sampling/sampling_params.h"
+
+namespace troupe::sampling {
+
+// The uniform draw in [0, 1) for one output position of a request.
+double position_uniform(std::uint64_t seed, std::int64_t position);
+
+// Applies penalties in place: repetition over `prompt` and `output`, presence and frequency
+// over `output`.
+void apply_penalties(std::span<float> logits, const sampling_params& p, std::span<const std::int32_t> prompt,
+                     std::span<const std::int32_t> output);
+
+// Picks a token for output position `position` from (already penalised) logits: argmax for
+// greedy (lowest id on ties), else temperature, top-k, top-p and min-p, then one draw.
+std::int32_t choose_token(std::span<const float> logits, const sampling_params& p, std::uint64_t seed,
+                          std::int64_t position);
+
+}  // namespace troupe::sampling

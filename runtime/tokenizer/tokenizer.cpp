@@ -1,0 +1,549 @@
+#include "runtime/tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "runtime/common/error.h"
+#include "runtime/tokenizer/byte_level.h"
+#include "runtime/tokenizer/regex.h"
+#include "runtime/tokenizer/unicode.h"
+
+namespace troupe::tokenizer {
+
+using nlohmann::json;
+
+namespace {
+
+const char* const gpt2_pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  if (from.empty()) return;
+  for (std::size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
+}
+
+std::string pattern_string(const json& pattern, const std::string& where) {
+  if (pattern.contains("String")) return pattern["String"].get<std::string>();
+  throw input_error(where + ": only String patterns are supported here");
+}
+
+struct normalizer_step {
+  enum { nfc, prepend, replace } kind;
+  std::string a, b;
+};
+
+struct pretokenizer_step {
+  enum { split, byte_level, metaspace } kind;
+  std::shared_ptr<regex> re;  // split, or byte_level with use_regex
+  bool add_prefix_space = false;
+  std::string replacement;    // metaspace
+  std::string prepend_scheme = "always";
+  bool split_on_replacement = true;
+};
+
+struct decoder_step {
+  enum { byte_level, replace, byte_fallback, fuse, strip, metaspace } kind;
+  std::string a, b;
+  int start = 0, stop = 0;
+  bool prepend = false;
+};
+
+struct added_token {
+  std::string content;
+  std::int32_t id;
+  bool special, lstrip, rstrip;
+};
+
+}  // namespace
+
+struct tokenizer::impl {
+  std::string source;
+  std::vector<normalizer_step> normalizers;
+  std::vector<pretokenizer_step> pretokenizers;
+  std::vector<decoder_step> decoders;
+  std::unordered_map<std::string, std::int32_t> vocab;
+  std::vector<std::string> id_to_token;
+  std::unordered_map<std::string, int> merge_rank;  // "a\x01b" -> rank
+  bool byte_fallback = false, fuse_unk = false, ignore_merges = false;
+  std::optional<std::int32_t> unk_id;
+  std::vector<added_token> added;
+  std::unordered_map<std::int32_t, std::size_t> added_by_id;
+  std::unordered_set<std::int32_t> special_ids;
+  std::vector<std::int32_t> prefix_ids, suffix_ids;  // post-processor template
+  mutable std::mutex cache_mu;
+  mutable std::unordered_map<std::string, std::vector<std::int32_t>> word_cache;
+
+  [[noreturn]] void fail(const std::string& what) const { throw input_error(source + ": " + what); }
+
+  void parse_normalizer(const json& n) {
+    if (n.is_null()) return;
+    std::string type = n.value("type", "");
+    if (type == "Sequence") {
+      for (auto& s : n.at("normalizers")) parse_normalizer(s);
+    } else if (type == "NFC") {
+      normalizers.push_back({normalizer_step::nfc, "", ""});
+    } else if (type == "Prepend") {
+      normalizers.push_back({normalizer_step::prepend, n.at("prepend").get<std::string>(), ""});
+    } else if (type == "Replace") {
+      normalizers.push_back({normalizer_step::replace, pattern_string(n.at("pattern"), source + ": normalizer Replace"), n.at("content").get<std::string>()});
+    } else {
+      fail("normalizer '" + type + "' is not supported (NFC, Prepend, Replace, Sequence)");
+    }
+  }
+
+  void parse_pretokenizer(const json& p) {
+    if (p.is_null()) return;
+    std::string type = p.value("type", "");
+    pretokenizer_step s{};
+    if (type == "Sequence") {
+      for (auto& x : p.at("pretokenizers")) parse_pretokenizer(x);
+      return;
+    } else if (type == "Split") {
+      if (p.value("behavior", "") != "Isolated" || p.value("invert", false))
+        fail("pre-tokenizer Split is supported with behavior Isolated and invert false only");
+      s.kind = pretokenizer_step::split;
+      const json& pat = p.at("pattern");
+      if (pat.contains("Regex")) s.re = std::make_shared<regex>(pat["Regex"].get<std::string>());
+      else fail("pre-tokenizer Split needs a Regex pattern");
+    } else if (type == "ByteLevel") {
+      s.kind = pretokenizer_step::byte_level;
+      s.add_prefix_space = p.value("add_prefix_space", false);
+      if (p.value("use_regex", true)) s.re = std::make_shared<regex>(gpt2_pattern);
+    } else if (type == "Metaspace") {
+      s.kind = pretokenizer_step::metaspace;
+      s.replacement = p.value("replacement", "\xe2\x96\x81");
+      s.prepend_scheme = p.value("prepend_scheme", p.value("add_prefix_space", true) ? "always" : "never");
+      s.split_on_replacement = p.value("split", true);
+    } else {
+      fail("pre-tokenizer '" + type + "' is not supported (Split, ByteLevel, Metaspace, Sequence)");
+    }
+    pretokenizers.push_back(std::move(s));
+  }
+
+  void parse_decoder(const json& d) {
+    if (d.is_null()) return;
+    std::string type = d.value("type", "");
+    if (type == "Sequence") {
+      for (auto& x : d.at("decoders")) parse_decoder(x);
+    } else if (type == "ByteLevel") {
+      decoders.push_back({decoder_step::byte_level});
+    } else if (type == "Replace") {
+      decoders.push_back({decoder_step::replace, pattern_string(d.at("pattern"), source + ": decoder Replace"), d.at("content").get<std::string>()});
+    } else if (type == "ByteFallback") {
+      decoders.push_back({decoder_step::byte_fallback});
+    } else if (type == "Fuse") {
+      decoders.push_back({decoder_step::fuse});
+    } else if (type == "Strip") {
+      decoder_step s{decoder_step::strip, d.value("content", " ")};
+      s.start = d.value("start", 0);
+      s.stop = d.value("stop", 0);
+      decoders.push_back(s);
+    } else if (type == "Metaspace") {
+      decoder_step s{decoder_step::metaspace, d.value("replacement", "\xe2\x96\x81")};
+      std::string scheme = d.value("prepend_scheme", d.value("add_prefix_space", true) ? "always" : "never");
+      s.prepend = scheme != "never";
+      decoders.push_back(s);
+    } else {
+      fail("decoder '" + type + "' is not supported (ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence)");
+    }
+  }
+
+  void parse_post_processor(const json& p) {
+    if (p.is_null()) return;
+    std::string type = p.value("type", "");
+    if (type == "Sequence") {
+      for (auto& x : p.at("processors")) parse_post_processor(x);
+    } else if (type == "TemplateProcessing") {
+      bool seen_a = false;
+      for (auto& item : p.at("single")) {
+        if (item.contains("Sequence")) {
+          seen_a = true;
+          continue;
+        }
+        std::string name = item.at("SpecialToken").at("id").get<std::string>();
+        const json& st = p.at("special_tokens").at(name);
+        for (auto& id : st.at("ids")) (seen_a ? suffix_ids : prefix_ids).push_back(id.get<std::int32_t>());
+      }
+    } else if (type != "ByteLevel") {
+      fail("post-processor '" + type + "' is not supported (TemplateProcessing, ByteLevel, Sequence)");
+    }
+  }
+
+  void parse_model(const json& m) {
+    if (m.value("type", "BPE") != "BPE") fail("model type '" + m.value("type", "") + "' is not supported (BPE)");
+    for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
+      if (m.contains(key) && m[key].is_string() && !m[key].get<std::string>().empty())
+        fail(std::string("BPE ") + key + " is not supported");
+    for (auto& [tok, id] : m.at("vocab").items()) add_token(tok, id.get<std::int32_t>());
+    int rank = 0;
+    for (auto& merge : m.at("merges")) {
+      std::string a, b;
+      if (merge.is_array()) {
+        a = merge.at(0).get<std::string>();
+        b = merge.at(1).get<std::string>();
+      } else {
+        std::string s = merge.get<std::string>();
+        auto sp = s.find(' ');
+        if (sp == std::string::npos) fail("merge '" + s + "' has no space separator");
+        a = s.substr(0, sp);
+        b = s.substr(sp + 1);
+      }
+      merge_rank.emplace(a + '\x01' + b, rank++);
+    }
+    byte_fallback = m.value("byte_fallback", false);
+    fuse_unk = m.value("fuse_unk", false);
+    ignore_merges = m.value("ignore_merges", false);
+    if (m.contains("unk_token") && m["unk_token"].is_string()) {
+      auto it = vocab.find(m["unk_token"].get<std::string>());
+      if (it == vocab.end()) fail("unk_token '" + m["unk_token"].get<std::string>() + "' is not in the vocabulary");
+      unk_id = it->second;
+    }
+  }
+
+  void add_token(const std::string& tok, std::int32_t id) {
+    if (id < 0) fail("token '" + tok + "' has a negative id");
+    vocab[tok] = id;
+    if (std::size_t(id) >= id_to_token.size()) id_to_token.resize(std::size_t(id) + 1);
+    id_to_token[std::size_t(id)] = tok;
+  }
+
+  std::u32string normalize(std::u32string s) const {
+    for (auto& n : normalizers) {
+      if (n.kind == normalizer_step::nfc) {
+        s = nfc(s);
+      } else if (n.kind == normalizer_step::prepend) {
+        if (!s.empty()) s = utf8_decode(n.a) + s;
+      } else {
+        std::string u = utf8_encode(s);
+        replace_all(u, n.a, n.b);
+        s = utf8_decode(u);
+      }
+    }
+    return s;
+  }
+
+  // Splits one normalized segment into words for the BPE model.
+  std::vector<std::u32string> pretokenize(std::u32string text) const {
+    std::vector<std::u32string> pieces{std::move(text)};
+    for (auto& step : pretokenizers) {
+      std::vector<std::u32string> next;
+      for (auto& piece : pieces) {
+        if (step.kind == pretokenizer_step::split) {
+          split_isolated(*step.re, piece, next);
+        } else if (step.kind == pretokenizer_step::byte_level) {
+          std::u32string p = piece;
+          if (step.add_prefix_space && (p.empty() || p[0] != U' ')) p.insert(p.begin(), U' ');
+          std::vector<std::u32string> parts;
+          if (step.re) split_isolated(*step.re, p, parts);
+          else parts.push_back(p);
+          for (auto& part : parts) next.push_back(utf8_decode(bytes_to_symbols(utf8_encode(part))));
+        } else {
+          std::u32string rep = utf8_decode(step.replacement), p;
+          for (char32_t c : piece) {
+            if (c == U' ') p += rep;
+            else p.push_back(c);
+          }
+          bool first = &piece == &pieces.front();
+          if ((step.prepend_scheme == "always" || (step.prepend_scheme == "first" && first)) && p.rfind(rep, 0) != 0)
+            p = rep + p;
+          if (!step.split_on_replacement) {
+            next.push_back(p);
+            continue;
+          }
+          std::size_t start = 0;  // split before each replacement char, keeping it
+          for (std::size_t i = 1; i <= p.size(); ++i)
+            if (i == p.size() || p.compare(i, rep.size(), rep) == 0) {
+              if (i > start) next.push_back(p.substr(start, i - start));
+              start = i;
+            }
+        }
+      }
+      pieces = std::move(next);
+    }
+    return pieces;
+  }
+
+  static void split_isolated(const regex& re, const std::u32string& s, std::vector<std::u32string>& out) {
+    std::size_t pos = 0, b, e;
+    while (pos < s.size() && re.search(s, pos, b, e)) {
+      if (e == b) {  // an empty match splits nothing; look further on
+        if (b >= s.size()) break;
+        if (!re.search(s, b + 1, b, e)) break;
+        if (e == b) break;
+      }
+      if (b > pos) out.push_back(s.substr(pos, b - pos));
+      out.push_back(s.substr(b, e - b));
+      pos = e;
+    }
+    if (pos < s.size()) out.push_back(s.substr(pos));
+  }
+
+  void bpe_word(const std::u32string& word, std::vector<std::int32_t>& out) const {
+    std::string key = utf8_encode(word);
+    {
+      std::lock_guard<std::mutex> lock(cache_mu);
+      auto it = word_cache.find(key);
+      if (it != word_cache.end()) {
+        out.insert(out.end(), it->second.begin(), it->second.end());
+        return;
+      }
+    }
+    std::vector<std::int32_t> ids;
+    auto whole = vocab.find(key);
+    if (ignore_merges && whole != vocab.end()) {
+      ids.push_back(whole->second);
+    } else {
+      std::vector<std::string> sym;
+      for (char32_t c : word) {
+        std::string s;
+        utf8_append(s, c);
+        sym.push_back(std::move(s));
+      }
+      for (;;) {  // merge the lowest-ranked adjacent pair, leftmost first
+        int best = -1;
+        std::size_t at = 0;
+        for (std::size_t i = 0; i + 1 < sym.size(); ++i) {
+          auto it = merge_rank.find(sym[i] + '\x01' + sym[i + 1]);
+          if (it != merge_rank.end() && (best < 0 || it->second < best)) best = it->second, at = i;
+        }
+        if (best < 0) break;
+        sym[at] += sym[at + 1];
+        sym.erase(sym.begin() + long(at) + 1);
+      }
+      bool last_unk = false;
+      for (auto& s : sym) {
+        auto it = vocab.find(s);
+        if (it != vocab.end()) {
+          ids.push_back(it->second);
+          last_unk = false;
+          continue;
+        }
+        if (byte_fallback) {
+          std::vector<std::int32_t> bytes;
+          for (unsigned char c : s) {
+            char name[8];
+            std::snprintf(name, sizeof name, "<0x%02X>", c);
+            auto b = vocab.find(name);
+            if (b == vocab.end()) { bytes.clear(); break; }
+            bytes.push_back(b->second);
+          }
+          if (!bytes.empty()) {
+            ids.insert(ids.end(), bytes.begin(), bytes.end());
+            last_unk = false;
+            continue;
+          }
+        }
+        if (!unk_id) fail("no token for '" + s + "' and the model has no unk_token");
+        if (!(fuse_unk && last_unk)) ids.push_back(*unk_id);
+        last_unk = true;
+      }
+    }
+    out.insert(out.end(), ids.begin(), ids.end());
+    std::lock_guard<std::mutex> lock(cache_mu);
+    if (word_cache.size() > 200000) word_cache.clear();
+    word_cache.emplace(std::move(key), std::move(ids));
+  }
+
+  void encode_segment(std::string_view text, std::vector<std::int32_t>& out) const {
+    if (text.empty()) return;
+    for (auto& word : pretokenize(normalize(utf8_decode(text))))
+      if (!word.empty()) bpe_word(word, out);
+  }
+
+  // The added token starting at `pos`, longest first; -1 if none.
+  int added_at(std::string_view text, std::size_t pos) const {
+    int best = -1;
+    for (std::size_t i = 0; i < added.size(); ++i) {
+      const auto& a = added[i];
+      if (text.compare(pos, a.content.size(), a.content) == 0 && (best < 0 || a.content.size() > added[std::size_t(best)].content.size()))
+        best = int(i);
+    }
+    return best;
+  }
+};
+
+tokenizer::tokenizer(std::unique_ptr<impl> p) : p_(std::move(p)) {}
+tokenizer::~tokenizer() = default;
+
+std::unique_ptr<tokenizer> tokenizer::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw input_error(path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return from_json(ss.str(), path);
+}
+
+std::unique_ptr<tokenizer> tokenizer::from_json(const std::string& text, const std::string& source) {
+  auto p = std::make_unique<impl>();
+  p->source = source;
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const std::exception& e) {
+    throw input_error(source + ": not valid JSON: " + e.what());
+  }
+  try {
+    p->parse_model(j.at("model"));
+    p->parse_normalizer(j.value("normalizer", json()));
+    p->parse_pretokenizer(j.value("pre_tokenizer", json()));
+    p->parse_decoder(j.value("decoder", json()));
+    p->parse_post_processor(j.value("post_processor", json()));
+    for (auto& a : j.value("added_tokens", json::array())) {
+      added_token t{a.at("content").get<std::string>(), a.at("id").get<std::int32_t>(), a.value("special", false),
+                    a.value("lstrip", false), a.value("rstrip", false)};
+      p->add_token(t.content, t.id);
+      if (t.special) p->special_ids.insert(t.id);
+      p->added_by_id[t.id] = p->added.size();
+      p->added.push_back(std::move(t));
+    }
+  } catch (const json::exception& e) {
+    throw input_error(source + ": malformed tokenizer.json: " + e.what());
+  }
+  return std::unique_ptr<tokenizer>(new tokenizer(std::move(p)));
+}
+
+std::vector<std::int32_t> tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  std::vector<std::int32_t> out;
+  if (add_special_tokens) out = p_->prefix_ids;
+  std::size_t seg = 0, pos = 0;
+  while (pos < text.size()) {
+    int a = p_->added.empty() ? -1 : p_->added_at(text, pos);
+    if (a < 0) {
+      ++pos;
+      continue;
+    }
+    const added_token& t = p_->added[std::size_t(a)];
+    std::size_t seg_end = pos;
+    if (t.lstrip)
+      while (seg_end > seg && is_space(static_cast<unsigned char>(text[seg_end - 1]))) --seg_end;
+    p_->encode_segment(text.substr(seg, seg_end - seg), out);
+    out.push_back(t.id);
+    pos += t.content.size();
+    if (t.rstrip)
+      while (pos < text.size() && is_space(static_cast<unsigned char>(text[pos]))) ++pos;
+    seg = pos;
+  }
+  p_->encode_segment(text.substr(seg), out);
+  if (add_special_tokens) out.insert(out.end(), p_->suffix_ids.begin(), p_->suffix_ids.end());
+  return out;
+}
+
+std::string tokenizer::decode_bytes(const std::vector<std::int32_t>& ids, bool skip_special_tokens) const {
+  std::vector<std::string> toks;
+  std::vector<bool> is_added;
+  for (std::int32_t id : ids) {
+    if (skip_special_tokens && p_->special_ids.count(id)) continue;
+    if (id < 0 || std::size_t(id) >= p_->id_to_token.size()) continue;  // unknown ids decode to nothing
+    toks.push_back(p_->id_to_token[std::size_t(id)]);
+    is_added.push_back(p_->added_by_id.count(id) != 0);
+  }
+  // Added tokens are literal text: the decoder chain leaves them alone.
+  std::string out;
+  std::vector<std::string> run;
+  bool first_run = true;
+  auto flush_run = [&] {
+    if (run.empty()) return;
+    std::vector<std::string> t = std::move(run);
+    run.clear();
+    for (auto& d : p_->decoders) {
+      switch (d.kind) {
+        case decoder_step::byte_level:
+          for (auto& s : t) s = symbols_to_bytes(s);
+          break;
+        case decoder_step::replace:
+          for (auto& s : t) replace_all(s, d.a, d.b);
+          break;
+        case decoder_step::byte_fallback:
+          for (auto& s : t)
+            if (s.size() == 6 && s.compare(0, 3, "<0x") == 0 && s[5] == '>')
+              s = std::string(1, char(std::stoi(s.substr(3, 2), nullptr, 16)));
+          break;
+        case decoder_step::fuse: {
+          std::string all;
+          for (auto& s : t) all += s;
+          t = {all};
+          break;
+        }
+        case decoder_step::strip:
+          for (std::size_t i = 0; i < t.size(); ++i) {
+            auto& s = t[i];
+            if (!first_run && i == 0 && d.start > 0) continue;  // only the text's very start
+            for (int k = 0; k < d.start && s.compare(0, d.a.size(), d.a) == 0; ++k) s.erase(0, d.a.size());
+            for (int k = 0; k < d.stop && s.size() >= d.a.size() && s.compare(s.size() - d.a.size(), d.a.size(), d.a) == 0; ++k)
+              s.erase(s.size() - d.a.size());
+          }
+          break;
+        case decoder_step::metaspace:
+          for (std::size_t i = 0; i < t.size(); ++i) {
+            replace_all(t[i], d.a, " ");
+            if (d.prepend && i == 0 && first_run && !t[i].empty() && t[i][0] == ' ') t[i].erase(0, 1);
+          }
+          break;
+      }
+    }
+    for (auto& s : t) out += s;
+    first_run = false;
+  };
+  for (std::size_t i = 0; i < toks.size(); ++i) {
+    if (is_added[i]) {
+      flush_run();
+      out += toks[i];
+      first_run = false;
+    } else {
+      run.push_back(std::move(toks[i]));
+    }
+  }
+  flush_run();
+  return out;
+}
+
+std::string tokenizer::decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens) const {
+  return utf8_sanitize(decode_bytes(ids, skip_special_tokens));
+}
+
+std::optional<std::int32_t> tokenizer::token_id(std::string_view token) const {
+  auto it = p_->vocab.find(std::string(token));
+  if (it == p_->vocab.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::string> tokenizer::token_text(std::int32_t id) const {
+  if (id < 0 || std::size_t(id) >= p_->id_to_token.size()) return std::nullopt;
+  return p_->id_to_token[std::size_t(id)];
+}
+
+bool tokenizer::is_special(std::int32_t id) const { return p_->special_ids.count(id) != 0; }
+
+std::int32_t tokenizer::vocab_size() const { return std::int32_t(p_->id_to_token.size()); }
+
+std::string incremental_detokenizer::next(const tokenizer& tok, const std::vector<std::int32_t>& ids) {
+  std::vector<std::int32_t> window(ids.begin() + long(prefix_), ids.end());
+  std::vector<std::int32_t> before(ids.begin() + long(prefix_), ids.begin() + long(read_));
+  std::string prefix_text = tok.decode_bytes(before);
+  std::string new_text = tok.decode_bytes(window);
+  if (new_text.size() <= prefix_text.size() || new_text.compare(0, prefix_text.size(), prefix_text) != 0) return {};
+  std::string delta = new_text.substr(prefix_text.size());
+  // Wait while the newest token ends inside a character; a later token completes it.
+  if (utf8_complete_prefix(delta) != delta.size()) return {};
+  prefix_ = read_;
+  read_ = ids.size();
+  return delta;
+}
+
+std::string incremental_detokenizer::flush(const tokenizer& tok, const std::vector<std::int32_t>& ids) {
+  std::vector<std::int32_t> window(ids.begin() + long(prefix_), ids.end());
+  std::vector<std::int32_t> before(ids.begin() + long(prefix_), ids.begin() + long(read_));
+  std::string prefix_text = tok.decode_bytes(before);
+  std::string new_text = tok.decode_bytes(window);
+  prefix_ = read_ = ids.size();
+  if (new_text.size() <= prefix_text.size()) return {};
+  return utf8_sanitize(new_text.substr(prefix_text.size()));
+}
+
+}  // namespace troupe::tokenizer

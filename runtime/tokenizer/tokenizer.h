@@ -1,0 +1,57 @@
+// A Hugging Face tokenizer.json: added/special tokens, normalizer, pre-tokenizer, BPE model
+// (byte-level as in GPT-2 / Llama 3 / Qwen2, or SentencePiece-style with byte fallback as in
+// Llama 2), post-processor and decoder.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace troupe::tokenizer {
+
+class tokenizer {
+ public:
+  // Reads a tokenizer.json file. Throws input_error naming the file and the unsupported or
+  // malformed component.
+  static std::unique_ptr<tokenizer> load(const std::string& path);
+  static std::unique_ptr<tokenizer> from_json(const std::string& text, const std::string& source);
+  ~tokenizer();
+
+  // Token ids for `text`; add_special_tokens applies the post-processor's template (e.g. BOS).
+  std::vector<std::int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
+
+  // The bytes the ids stand for. May end inside a UTF-8 character (a byte-fallback or
+  // byte-level token can split one); see utf8_sanitize and incremental_detokenizer.
+  std::string decode_bytes(const std::vector<std::int32_t>& ids, bool skip_special_tokens = true) const;
+  // decode_bytes with invalid UTF-8 replaced by U+FFFD.
+  std::string decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens = true) const;
+
+  std::optional<std::int32_t> token_id(std::string_view token) const;
+  std::optional<std::string> token_text(std::int32_t id) const;
+  bool is_special(std::int32_t id) const;
+  // One past the largest id the tokenizer knows.
+  std::int32_t vocab_size() const;
+
+  struct impl;
+
+ private:
+  explicit tokenizer(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> p_;
+};
+
+// Turns a growing list of generated ids into text deltas that never split a UTF-8 character:
+// each call returns the text that the new ids completed (possibly empty).
+class incremental_detokenizer {
+ public:
+  // `ids` is the whole output so far (it only grows between calls).
+  std::string next(const tokenizer& tok, const std::vector<std::int32_t>& ids);
+  // Everything not yet returned, invalid bytes replaced; call once at the end.
+  std::string flush(const tokenizer& tok, const std::vector<std::int32_t>& ids);
+
+ private:
+  std::size_t prefix_ = 0, read_ = 0;
+};
+
+}  // namespace troupe::tokenizer

@@ -1,0 +1,177 @@
+#include "runtime/tokenizer/unicode.h"
+
+#include <algorithm>
+#include <iterator>
+
+namespace troupe::tokenizer {
+namespace {
+
+#include "runtime/tokenizer/unicode_data.inc"
+
+template <std::size_t N>
+bool in_ranges(const std::uint32_t (&r)[N][2], char32_t cp) {
+  auto it = std::upper_bound(std::begin(r), std::end(r), std::uint32_t(cp),
+                             [](std::uint32_t v, const std::uint32_t(&range)[2]) { return v < range[0]; });
+  if (it == std::begin(r)) return false;
+  --it;
+  return cp <= (*it)[1];
+}
+
+int combining_class(char32_t cp) {
+  auto it = std::upper_bound(std::begin(ccc_ranges), std::end(ccc_ranges), std::uint32_t(cp),
+                             [](std::uint32_t v, const std::uint32_t(&r)[3]) { return v < r[0]; });
+  if (it == std::begin(ccc_ranges)) return 0;
+  --it;
+  return cp <= (*it)[1] ? int((*it)[2]) : 0;
+}
+
+constexpr char32_t s_base = 0xAC00, l_base = 0x1100, v_base = 0x1161, t_base = 0x11A7;
+constexpr int l_count = 19, v_count = 21, t_count = 28, n_count = v_count * t_count, s_count = l_count * n_count;
+
+void decompose(char32_t cp, std::u32string& out) {
+  if (cp >= s_base && cp < s_base + s_count) {  // Hangul syllable
+    int s = int(cp - s_base);
+    out.push_back(l_base + s / n_count);
+    out.push_back(v_base + (s % n_count) / t_count);
+    if (s % t_count) out.push_back(t_base + s % t_count);
+    return;
+  }
+  auto it = std::lower_bound(std::begin(decomp_index), std::end(decomp_index), std::uint32_t(cp),
+                             [](const std::uint32_t(&r)[3], std::uint32_t v) { return r[0] < v; });
+  if (it != std::end(decomp_index) && (*it)[0] == cp) {
+    for (std::uint32_t i = 0; i < (*it)[2]; ++i) out.push_back(decomp_flat[(*it)[1] + i]);
+    return;
+  }
+  out.push_back(cp);
+}
+
+char32_t compose(char32_t a, char32_t b) {
+  if (a >= l_base && a < l_base + l_count && b >= v_base && b < v_base + v_count)
+    return s_base + ((a - l_base) * v_count + (b - v_base)) * t_count;
+  if (a >= s_base && a < s_base + s_count && (a - s_base) % t_count == 0 && b > t_base && b < t_base + t_count)
+    return a + (b - t_base);
+  auto it = std::lower_bound(std::begin(compose_pairs), std::end(compose_pairs), std::pair<std::uint32_t, std::uint32_t>(a, b),
+                             [](const std::uint32_t(&r)[3], const std::pair<std::uint32_t, std::uint32_t>& v) {
+                               return r[0] < v.first || (r[0] == v.first && r[1] < v.second);
+                             });
+  if (it != std::end(compose_pairs) && (*it)[0] == a && (*it)[1] == b) return (*it)[2];
+  return 0;
+}
+
+}  // namespace
+
+std::u32string utf8_decode(std::string_view s) {
+  std::u32string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    char32_t cp = len == 1 ? c : len == 2 ? (c & 0x1f) : len == 3 ? (c & 0x0f) : (c & 0x07);
+    bool ok = len > 0 && i + len <= s.size();
+    for (int k = 1; ok && k < len; ++k) {
+      unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      ok = (cc & 0xc0) == 0x80;
+      cp = cp << 6 | (cc & 0x3f);
+    }
+    // Reject overlong forms, surrogates and values past U+10FFFF.
+    if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+               (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF))
+      ok = false;
+    if (!ok) {
+      out.push_back(0xFFFD);
+      ++i;
+      continue;
+    }
+    out.push_back(cp);
+    i += len;
+  }
+  return out;
+}
+
+void utf8_append(std::string& out, char32_t cp) {
+  if (cp < 0x80) {
+    out.push_back(char(cp));
+  } else if (cp < 0x800) {
+    out.push_back(char(0xC0 | (cp >> 6)));
+    out.push_back(char(0x80 | (cp & 0x3f)));
+  } else if (cp < 0x10000) {
+    out.push_back(char(0xE0 | (cp >> 12)));
+    out.push_back(char(0x80 | ((cp >> 6) & 0x3f)));
+    out.push_back(char(0x80 | (cp & 0x3f)));
+  } else {
+    out.push_back(char(0xF0 | (cp >> 18)));
+    out.push_back(char(0x80 | ((cp >> 12) & 0x3f)));
+    out.push_back(char(0x80 | ((cp >> 6) & 0x3f)));
+    out.push_back(char(0x80 | (cp & 0x3f)));
+  }
+}
+
+std::string utf8_encode(std::u32string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char32_t c : s) utf8_append(out, c);
+  return out;
+}
+
+std::size_t utf8_complete_prefix(std::string_view s) {
+  std::size_t i = 0, good = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (len == 0 || i + len > s.size()) break;
+    bool ok = true;
+    for (std::size_t k = 1; k < len; ++k) ok = ok && (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+    if (!ok) break;
+    i += len;
+    good = i;
+  }
+  return good;
+}
+
+std::string utf8_sanitize(std::string_view s) { return utf8_encode(utf8_decode(s)); }
+
+bool is_letter(char32_t cp) { return in_ranges(letter_ranges, cp); }
+bool is_number(char32_t cp) { return in_ranges(number_ranges, cp); }
+bool is_space(char32_t cp) { return in_ranges(space_ranges, cp); }
+
+std::u32string nfc(std::u32string_view s) {
+  // Fast path: ASCII is always in NFC.
+  if (std::all_of(s.begin(), s.end(), [](char32_t c) { return c < 0x80; })) return std::u32string(s);
+  std::u32string d;
+  d.reserve(s.size());
+  for (char32_t c : s) decompose(c, d);
+  // Canonical ordering: stable-sort each run of non-starters by combining class.
+  for (std::size_t i = 0; i < d.size();) {
+    if (combining_class(d[i]) == 0) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    while (j < d.size() && combining_class(d[j]) != 0) ++j;
+    std::stable_sort(d.begin() + long(i), d.begin() + long(j),
+                     [](char32_t a, char32_t b) { return combining_class(a) < combining_class(b); });
+    i = j;
+  }
+  if (d.empty()) return d;
+  std::u32string out;
+  out.reserve(d.size());
+  out.push_back(d[0]);
+  std::size_t starter = 0;
+  int last_class = combining_class(d[0]) ? 256 : 0;
+  for (std::size_t i = 1; i < d.size(); ++i) {
+    char32_t ch = d[i];
+    int cls = combining_class(ch);
+    char32_t comp = compose(out[starter], ch);
+    if (comp && (last_class < cls || last_class == 0)) {
+      out[starter] = comp;
+      continue;
+    }
+    if (cls == 0) starter = out.size();
+    last_class = cls;
+    out.push_back(ch);
+  }
+  return out;
+}
+
+}  // namespace troupe::tokenizer

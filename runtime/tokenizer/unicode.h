@@ -1,0 +1,28 @@
+// The Unicode facts the tokenizer needs: UTF-8 coding, the classes its pre-tokenizer regexes
+// use (\p{L}, \p{N}, \s) and NFC normalisation. Tables come from tools/scripts/gen_unicode_data.py.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace troupe::tokenizer {
+
+// Decodes UTF-8; an invalid byte becomes U+FFFD (one per byte), as the HF tokenizers do.
+std::u32string utf8_decode(std::string_view s);
+void utf8_append(std::string& out, char32_t cp);
+std::string utf8_encode(std::u32string_view s);
+
+// Length of the longest prefix of `s` made of complete, valid UTF-8 characters.
+std::size_t utf8_complete_prefix(std::string_view s);
+// `s` with every invalid or truncated sequence replaced by U+FFFD.
+std::string utf8_sanitize(std::string_view s);
+
+bool is_letter(char32_t cp);  // general category L*
+bool is_number(char32_t cp);  // general category N*
+bool is_space(char32_t cp);   // White_Space property (Oniguruma's Unicode \s)
+
+// Unicode Normalization Form C.
+std::u32string nfc(std::u32string_view s);
+
+}  // namespace troupe::tokenizer

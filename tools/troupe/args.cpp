@@ -1,0 +1,88 @@
+#include "tools/troupe/args.h"
+
+#include <cstdio>
+#include <unistd.h>
+
+#include "runtime/common/error.h"
+
+namespace troupe::cli {
+
+args::args(int argc, char** argv, int first, const std::set<std::string>& flags, const std::set<std::string>& switches) {
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0) {
+      positional_.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2), value;
+    auto eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    if (switches.count(name)) {
+      values_[name] = "1";
+      continue;
+    }
+    if (!flags.count(name)) throw input_error("unknown option --" + name);
+    if (eq == std::string::npos) {
+      if (i + 1 >= argc) throw input_error("option --" + name + " needs a value");
+      value = argv[++i];
+    }
+    values_[name] = value;
+  }
+}
+
+std::string args::get(const std::string& name, const std::string& fallback) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+std::optional<std::string> args::get(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+long long args::get_int(const std::string& name, long long fallback) const {
+  auto v = get(name);
+  if (!v) return fallback;
+  try {
+    std::size_t used = 0;
+    long long x = std::stoll(*v, &used);
+    if (used != v->size()) throw std::invalid_argument("trailing");
+    return x;
+  } catch (const std::exception&) {
+    throw input_error("option --" + name + " expects an integer, got '" + *v + "'");
+  }
+}
+
+double args::get_double(const std::string& name, double fallback) const {
+  auto v = get(name);
+  if (!v) return fallback;
+  try {
+    std::size_t used = 0;
+    double x = std::stod(*v, &used);
+    if (used != v->size()) throw std::invalid_argument("trailing");
+    return x;
+  } catch (const std::exception&) {
+    throw input_error("option --" + name + " expects a number, got '" + *v + "'");
+  }
+}
+
+void progress_bar(const std::string& label, std::size_t done, std::size_t total) {
+  static int last_percent = -1;
+  const int percent = total ? int(100.0 * double(done) / double(total)) : 100;
+  if (percent == last_percent && done < total) return;  // redraw only when the number moves
+  last_percent = done >= total ? -1 : percent;
+  const int width = 30;
+  const double frac = total ? double(done) / double(total) : 1.0;
+  const int filled = int(frac * width);
+  std::string bar(std::size_t(filled), '#');
+  bar.resize(width, '.');
+  std::fprintf(stderr, "\r%s [%s] %3d%%  %.2f/%.2f GB", label.c_str(), bar.c_str(), int(frac * 100), done / 1e9, total / 1e9);
+  if (done >= total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+}  // namespace troupe::cli

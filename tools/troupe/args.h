@@ -1,0 +1,31 @@
+// Minimal command-line parsing for the troupe subcommands: --flag VALUE and --switch.
+#pragma once
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace troupe::cli {
+
+class args {
+ public:
+  // `switches` take no value. Throws input_error for an unknown or valueless flag.
+  args(int argc, char** argv, int first, const std::set<std::string>& flags, const std::set<std::string>& switches);
+
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+  std::string get(const std::string& name, const std::string& fallback) const;
+  std::optional<std::string> get(const std::string& name) const;
+  long long get_int(const std::string& name, long long fallback) const;
+  double get_double(const std::string& name, double fallback) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
+};
+
+// Draws a progress bar on stderr: "label [#####.....]  45%  1.0/2.2 GB".
+void progress_bar(const std::string& label, std::size_t done, std::size_t total);
+
+}  // namespace troupe::cli

@@ -1,0 +1,166 @@
+// troupe bench engine: prefill and decode throughput against the machine's own roofline.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/roofline.h"
+#include "kernels/cpu/thread_pool.h"
+#include "runtime/common/error.h"
+#include "runtime/model/llama_model.h"
+#include "tools/troupe/args.h"
+#include "tools/troupe/commands.h"
+
+namespace troupe::cli {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
+
+// Sequences laid out in a private cache: sequence s owns blocks [s * per_seq, (s+1) * per_seq).
+struct bench_cache {
+  int block_size = 16, per_seq;
+  std::vector<std::vector<std::int32_t>> tables;
+  kv::kv_cache cache;
+  bench_cache(const model::model_config& c, int seqs, int max_len)
+      : per_seq((max_len + 15) / 16),
+        cache({seqs * ((max_len + 15) / 16), 16, kernels::dtype::f32}, c.num_hidden_layers, c.num_key_value_heads, c.head_dim) {
+    for (int s = 0; s < seqs; ++s) {
+      tables.emplace_back(std::size_t(per_seq));
+      std::iota(tables.back().begin(), tables.back().end(), s * per_seq);
+    }
+  }
+};
+
+// Attention multiply-adds for `tokens` queries at positions p0.. over their causal context.
+double attention_flops(const model::model_config& c, double queries, double mean_context) {
+  return 4.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * queries * mean_context;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  if (argc < 3 || std::string(argv[2]) != "engine") throw input_error("usage: troupe bench engine --model DIR [--json]");
+  args a(argc, argv, 3, {"model", "batches", "context", "prompt", "steps"}, {"json"});
+  auto dir = a.get("model");
+  if (!dir) throw input_error("--model DIR is required");
+  const int context = int(a.get_int("context", 128));
+  const int prompt_len = int(a.get_int("prompt", 512));
+  const int steps = int(a.get_int("steps", 8));
+  std::vector<int> batches;
+  {
+    std::string b = a.get("batches", "1,4,16,32");
+    for (std::size_t pos = 0; pos < b.size();) {
+      std::size_t comma = b.find(',', pos);
+      batches.push_back(std::stoi(b.substr(pos, comma - pos)));
+      pos = comma == std::string::npos ? b.size() : comma + 1;
+    }
+  }
+  const bool json_out = a.has("json");
+  auto say = [&](const char* fmt, auto... xs) {
+    if (!json_out) std::fprintf(stderr, fmt, xs...);
+  };
+
+  say("measuring memory read bandwidth and FP32 FMA peak (%d threads, %s)...\n", kernels::num_threads(),
+      kernels::isa_name(kernels::active_isa()));
+  const double bw = kernels::measure_read_bandwidth();
+  const double peak = kernels::measure_fma_peak();
+  say("loading %s...\n", dir->c_str());
+  auto m = model::llama_model::load(*dir);
+  const auto& c = m->config();
+  const double weight_bytes = double(m->weight_bytes_per_step());
+  const double flops_tok = double(m->matmul_flops_per_token());
+  std::vector<float> logits(std::size_t(c.vocab_size) * std::size_t(std::max(32, *std::max_element(batches.begin(), batches.end()))));
+
+  // Prefill: one sequence, prompt_len tokens, best of 3 after a warm-up.
+  double prefill_s = 1e30;
+  {
+    bench_cache bc(c, 1, prompt_len);
+    model::forward_batch b;
+    for (int p = 0; p < prompt_len; ++p) {
+      b.tokens.push_back((p * 7919 + 13) % c.vocab_size);
+      b.positions.push_back(p);
+      b.tables.push_back(bc.tables[0].data());
+    }
+    b.logit_rows.push_back(prompt_len - 1);
+    for (int r = 0; r < 4; ++r) {
+      auto t0 = clock_type::now();
+      m->forward(b, bc.cache, logits.data());
+      if (r > 0) prefill_s = std::min(prefill_s, since(t0));
+    }
+  }
+  const double prefill_flops = flops_tok * prompt_len + attention_flops(c, prompt_len, (prompt_len + 1) / 2.0);
+  const double prefill_tps = prompt_len / prefill_s;
+  const double prefill_frac = prefill_flops / prefill_s / peak;
+  say("prefill %d tokens: %.1f tok/s, %.1f GFLOP/s = %.0f%% of FMA peak\n", prompt_len, prefill_tps,
+      prefill_flops / prefill_s / 1e9, 100 * prefill_frac);
+
+  nlohmann::json decode = nlohmann::json::array();
+  double tps_batch1 = 0;
+  for (int B : batches) {
+    bench_cache bc(c, B, context + steps + 2);
+    model::forward_batch pre;
+    for (int s = 0; s < B; ++s)
+      for (int p = 0; p < context; ++p) {
+        pre.tokens.push_back((s * 31 + p * 7919 + 13) % c.vocab_size);
+        pre.positions.push_back(p);
+        pre.tables.push_back(bc.tables[std::size_t(s)].data());
+      }
+    pre.logit_rows.push_back(std::int32_t(pre.tokens.size() - 1));
+    m->forward(pre, bc.cache, logits.data());
+    std::vector<double> times;
+    for (int st = 0; st <= steps; ++st) {  // step 0 warms up
+      model::forward_batch d;
+      for (int s = 0; s < B; ++s) {
+        d.tokens.push_back((s * 17 + st * 101) % c.vocab_size);
+        d.positions.push_back(context + st);
+        d.tables.push_back(bc.tables[std::size_t(s)].data());
+        d.logit_rows.push_back(s);
+      }
+      auto t0 = clock_type::now();
+      m->forward(d, bc.cache, logits.data());
+      if (st > 0) times.push_back(since(t0));
+    }
+    std::sort(times.begin(), times.end());
+    const double step_s = times[times.size() / 2];
+    const double ctx = context + steps / 2.0;
+    const double kv_bytes = double(B) * ctx * double(bc.cache.bytes_per_token());
+    const double roofline_s = (weight_bytes + kv_bytes) / bw;
+    const double tps = B / step_s;
+    if (B == 1) tps_batch1 = tps;
+    const double compute_frac = (flops_tok * B + attention_flops(c, B, ctx)) / step_s / peak;
+    say("decode batch %2d (context %d): %8.1f tok/s, step %.2f ms, %.0f%% of bandwidth roofline, %.0f%% of FMA peak\n", B,
+        context, tps, step_s * 1e3, 100 * roofline_s / step_s, 100 * compute_frac);
+    decode.push_back({{"batch", B}, {"context", context}, {"tokens_per_second", tps}, {"step_ms", step_s * 1e3},
+                      {"bandwidth_roofline_fraction", roofline_s / step_s}, {"fma_peak_fraction", compute_frac},
+                      {"speedup_vs_batch_1", tps_batch1 > 0 ? tps / tps_batch1 : 0.0}});
+  }
+  nlohmann::json j = {
+      {"model", *dir},
+      {"weights", {{"dtype", kernels::dtype_name(m->weight_type())}, {"bytes_per_step", weight_bytes}}},
+      {"machine", {{"threads", kernels::num_threads()}, {"isa", kernels::isa_name(kernels::active_isa())},
+                   {"read_bandwidth_gb_s", bw / 1e9}, {"fma_peak_gflop_s", peak / 1e9}}},
+      {"prefill", {{"tokens", prompt_len}, {"tokens_per_second", prefill_tps}, {"gflop_s", prefill_flops / prefill_s / 1e9},
+                   {"fma_peak_fraction", prefill_frac}}},
+      {"decode", decode},
+  };
+  if (json_out) {
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("model %s (%s weights, %.2f GB read per decode step)\n", dir->c_str(), kernels::dtype_name(m->weight_type()), weight_bytes / 1e9);
+    std::printf("machine: %d threads, %s, read bandwidth %.1f GB/s, FP32 FMA peak %.1f GFLOP/s\n", kernels::num_threads(),
+                kernels::isa_name(kernels::active_isa()), bw / 1e9, peak / 1e9);
+    std::printf("prefill %d tokens: %.1f tok/s (%.0f%% of FMA peak)\n", prompt_len, prefill_tps, 100 * prefill_frac);
+    for (auto& d : decode)
+      std::printf("decode batch %2d: %8.1f tok/s (%.0f%% of bandwidth roofline, %.2fx batch 1)\n", d["batch"].get<int>(),
+                  d["tokens_per_second"].get<double>(), 100 * d["bandwidth_roofline_fraction"].get<double>(),
+                  d["speedup_vs_batch_1"].get<double>());
+  }
+  return 0;
+}
+
+}  // namespace troupe::cli

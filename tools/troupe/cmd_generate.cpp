@@ -1,0 +1,147 @@
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/common/error.h"
+#include "runtime/engine/engine.h"
+#include "tools/troupe/args.h"
+#include "tools/troupe/commands.h"
+#include "tools/troupe/model_folder.h"
+
+namespace troupe::cli {
+
+namespace {
+
+std::vector<std::int32_t> parse_ids(const std::string& s, const std::string& what) {
+  std::vector<std::int32_t> ids;
+  std::size_t pos = 0;
+  while (pos < s.size()) {
+    std::size_t comma = s.find(',', pos);
+    std::string part = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    try {
+      std::size_t used = 0;
+      long v = std::stol(part, &used);
+      if (used != part.size()) throw std::invalid_argument("x");
+      ids.push_back(std::int32_t(v));
+    } catch (const std::exception&) {
+      throw input_error(what + ": '" + part + "' is not a token id");
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return ids;
+}
+
+kernels::dtype parse_kv_dtype(const std::string& s) {
+  if (s == "f32") return kernels::dtype::f32;
+  if (s == "f16") return kernels::dtype::f16;
+  if (s == "bf16") return kernels::dtype::bf16;
+  throw input_error("unknown --kv-dtype '" + s + "' (f32, f16, bf16)");
+}
+
+}  // namespace
+
+int cmd_generate(int argc, char** argv) {
+  args a(argc, argv, 2,
+         {"model", "prompt", "prompt-ids", "prompts-file", "max-tokens", "temperature", "top-k", "top-p", "min-p",
+          "seed", "stop", "kv-dtype", "max-batched-tokens", "chunk", "kv-blocks", "repetition-penalty"},
+         {"json", "ignore-eos"});
+  const std::string dir = a.get("model", default_model_dir());
+  std::vector<std::string> texts;
+  std::vector<std::vector<std::int32_t>> id_prompts;
+  if (auto p = a.get("prompt")) texts.push_back(*p);
+  if (auto p = a.get("prompt-ids")) id_prompts.push_back(parse_ids(*p, "--prompt-ids"));
+  if (auto f = a.get("prompts-file")) {
+    std::ifstream in(*f);
+    if (!in) throw input_error(*f + ": cannot open");
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) texts.push_back(line);
+  }
+  if (texts.empty() && id_prompts.empty()) texts.push_back("The scheduler decides which requests run at every step, and");
+
+  opened_model m = open_model(dir);
+  engine::engine_config cfg;
+  cfg.kv_type = parse_kv_dtype(a.get("kv-dtype", "f32"));
+  cfg.sched.max_num_batched_tokens = int(a.get_int("max-batched-tokens", 2048));
+  cfg.sched.long_prefill_chunk = int(a.get_int("chunk", 512));
+  cfg.num_blocks = int(a.get_int("kv-blocks", 0));
+  engine::engine e(m.model, m.tok, cfg);
+
+  sampling::sampling_params sp;
+  sp.max_tokens = int(a.get_int("max-tokens", 32));
+  sp.temperature = float(a.get_double("temperature", 0.0));
+  sp.top_k = int(a.get_int("top-k", 0));
+  sp.top_p = float(a.get_double("top-p", 1.0));
+  sp.min_p = float(a.get_double("min-p", 0.0));
+  sp.repetition_penalty = float(a.get_double("repetition-penalty", 1.0));
+  if (a.has("seed")) sp.seed = std::uint64_t(a.get_int("seed", 0));
+  if (auto s = a.get("stop")) sp.stop.push_back(*s);
+  sp.ignore_eos = a.has("ignore-eos");
+
+  std::vector<engine::request> reqs;
+  for (auto& t : texts) {
+    if (!m.tok) {
+      id_prompts.push_back(parse_ids(t, "prompt (the model has no tokenizer.json, so prompts are token ids)"));
+      continue;
+    }
+    reqs.push_back({std::to_string(reqs.size()), m.tok->encode(t), sp, 0});
+  }
+  for (auto& ids : id_prompts) reqs.push_back({std::to_string(reqs.size()), ids, sp, 0});
+
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    index[reqs[i].id] = i;
+    e.add_request(reqs[i]);
+  }
+  std::vector<std::vector<std::int32_t>> out(reqs.size());
+  std::vector<std::string> text(reqs.size()), reason(reqs.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  double first_token_s = -1;
+  while (e.has_unfinished()) {
+    for (auto& o : e.step()) {
+      std::size_t i = index.at(o.id);
+      out[i].insert(out[i].end(), o.new_tokens.begin(), o.new_tokens.end());
+      text[i] += o.text_delta;
+      if (first_token_s < 0 && !o.new_tokens.empty())
+        first_token_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (o.finished) reason[i] = engine::finish_reason_name(o.reason);
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::size_t prompt_tokens = 0, generated = 0;
+  for (std::size_t i = 0; i < reqs.size(); ++i) prompt_tokens += reqs[i].prompt.size(), generated += out[i].size();
+  const auto& st = e.stats();
+
+  if (a.has("json")) {
+    nlohmann::json j;
+    j["model"] = dir;
+    for (std::size_t i = 0; i < reqs.size(); ++i)
+      j["outputs"].push_back({{"id", reqs[i].id}, {"prompt_tokens", reqs[i].prompt.size()}, {"output_ids", out[i]},
+                              {"text", text[i]}, {"finish_reason", reason[i]}});
+    j["stats"] = {{"requests", reqs.size()}, {"prompt_tokens", prompt_tokens}, {"generated_tokens", generated},
+                  {"seconds", secs}, {"first_token_seconds", first_token_s}, {"steps", st.steps},
+                  {"preemptions", st.preemptions}, {"tokens_per_second", (prompt_tokens + generated) / secs},
+                  {"generated_tokens_per_second", generated / secs}};
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    std::printf("[%s] prompt: %zu tokens", reqs[i].id.c_str(), reqs[i].prompt.size());
+    if (i < texts.size() && m.tok) std::printf(" \"%s\"", texts[i].c_str());
+    std::printf("\n    output (%zu tokens, %s): ", out[i].size(), reason[i].c_str());
+    if (m.tok) {
+      std::printf("\"%s\"\n", text[i].c_str());
+    } else {
+      for (std::size_t k = 0; k < out[i].size(); ++k) std::printf("%s%d", k ? "," : "", out[i][k]);
+      std::printf("\n");
+    }
+  }
+  std::printf("\n%zu request(s): %zu prompt + %zu generated tokens in %.3f s (%d steps, %llu preemptions)\n",
+              reqs.size(), prompt_tokens, generated, secs, int(st.steps), (unsigned long long)st.preemptions);
+  std::printf("throughput: %.1f generated tok/s, %.1f total tok/s; first token after %.3f s\n", generated / secs,
+              (prompt_tokens + generated) / secs, first_token_s);
+  return 0;
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,10 @@
+// The troupe subcommands. Each returns the process exit code.
+#pragma once
+
+namespace troupe::cli {
+
+int cmd_model(int argc, char** argv);     // troupe model synth ...
+int cmd_generate(int argc, char** argv);  // troupe generate ...
+int cmd_bench(int argc, char** argv);     // troupe bench engine ...
+
+}  // namespace troupe::cli

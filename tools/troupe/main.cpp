@@ -1,0 +1,61 @@
+// troupe: serve, run and measure large language models.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/cuda/device.h"
+#include "runtime/common/error.h"
+#include "tools/troupe/commands.h"
+
+namespace {
+
+const char* const usage = R"(usage: troupe COMMAND [options]
+
+commands:
+  generate   run prompts through the engine as one continuous batch
+             --model DIR  (--prompt TEXT | --prompt-ids 1,2,3 | --prompts-file FILE)
+             [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]
+             [--seed S] [--stop STRING] [--ignore-eos] [--kv-dtype f32|f16]
+             [--max-batched-tokens N] [--chunk N] [--kv-blocks N] [--json]
+  model synth  write a model folder with deterministic random weights
+             --preset tiny|small|1b [--arch llama|mistral|qwen2] [--dtype f32|f16|bf16]
+             [--seed N] [--tied] [--rope-scaling llama3] --out DIR
+  bench engine  prefill and decode throughput against the machine's roofline
+             --model DIR [--json] [--batches 1,4,16,32] [--context 128] [--prompt 512]
+  info       what this build and machine offer (ISA, threads, CUDA)
+
+Without --model, generate uses models/small, synthesizing it on first run.
+)";
+
+int info() {
+  std::printf("troupe 0.1\ncpu: isa %s, %d threads\n%s\n", troupe::kernels::isa_name(troupe::kernels::active_isa()),
+              troupe::kernels::num_threads(), troupe::kernels::cuda::describe().c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    std::fputs(usage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  try {
+    if (cmd == "generate") return troupe::cli::cmd_generate(argc, argv);
+    if (cmd == "model") return troupe::cli::cmd_model(argc, argv);
+    if (cmd == "bench") return troupe::cli::cmd_bench(argc, argv);
+    if (cmd == "info") return info();
+    std::fprintf(stderr, "troupe: unknown command '%s'\n\n%s", cmd.c_str(), usage);
+    return 2;
+  } catch (const troupe::input_error& e) {
+    std::fprintf(stderr, "troupe %s: error: %s\n", cmd.c_str(), e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "troupe %s: internal error: %s\n", cmd.c_str(), e.what());
+    return 70;
+  }
+}

@@ -1,0 +1,27 @@
+#include "tools/troupe/model_folder.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "runtime/model/synth.h"
+#include "tools/troupe/args.h"
+
+namespace troupe::cli {
+
+std::string default_model_dir() { return "models/small"; }
+
+opened_model open_model(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (dir == default_model_dir() && !fs::exists(dir + "/model.safetensors")) {
+    std::fprintf(stderr, "troupe: %s not found; synthesizing the default model (preset small, f32, seed 0)\n", dir.c_str());
+    model::synth_options o;
+    o.out = dir;
+    model::synthesize(o, [](std::size_t d, std::size_t t) { progress_bar("synth", d, t); });
+  }
+  opened_model m;
+  m.model = model::llama_model::load(dir);
+  if (fs::exists(dir + "/tokenizer.json")) m.tok = tokenizer::tokenizer::load(dir + "/tokenizer.json");
+  return m;
+}
+
+}  // namespace troupe::cli
