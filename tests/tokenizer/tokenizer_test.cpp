@@ -1,0 +1,105 @@
+#define BOOST_TEST_MODULE tokenizer
+#include <boost/test/unit_test.hpp>
+
+#include "runtime/common/error.h"
+#include "runtime/tokenizer/regex.h"
+#include "runtime/tokenizer/synth_vocab.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "runtime/tokenizer/unicode.h"
+
+using namespace troupe::tokenizer;
+
+namespace {
+
+std::vector<std::string> split_all(const std::string& pattern, const std::string& text) {
+  regex re(pattern);
+  std::u32string s = utf8_decode(text);
+  std::vector<std::string> out;
+  std::size_t pos = 0, b, e;
+  while (pos < s.size() && re.search(s, pos, b, e) && e > b) {
+    out.push_back(utf8_encode(s.substr(b, e - b)));
+    pos = e;
+  }
+  return out;
+}
+
+const char* const llama3 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(regex_splits_like_the_llama3_pre_tokenizer) {
+  BOOST_TEST(split_all(llama3, "Hello, WORLD'S 12345 ok") ==
+             (std::vector<std::string>{"Hello", ",", " WORLD", "'S", " ", "123", "45", " ok"}));
+  // \s+(?!\S) leaves the last space to the next word.
+  BOOST_TEST(split_all(llama3, "a   b") == (std::vector<std::string>{"a", "  ", " b"}));
+  BOOST_TEST(split_all(llama3, "x\n\n y") == (std::vector<std::string>{"x", "\n\n", " y"}));
+  BOOST_TEST(split_all(llama3, "caf\xc3\xa9!!") == (std::vector<std::string>{"caf\xc3\xa9", "!!"}));
+}
+
+BOOST_AUTO_TEST_CASE(regex_reports_unsupported_constructs) {
+  BOOST_CHECK_EXCEPTION(regex("\\p{Greek}"), troupe::input_error, [](const troupe::input_error& e) {
+    return std::string(e.what()).find("\\p{Greek}") != std::string::npos;
+  });
+  BOOST_CHECK_THROW(regex("(abc"), troupe::input_error);
+  BOOST_CHECK_THROW(regex("^a"), troupe::input_error);
+}
+
+BOOST_AUTO_TEST_CASE(nfc_composes_and_orders_marks) {
+  BOOST_TEST(utf8_encode(nfc(U"cafe\u0301")) == "caf\xc3\xa9");
+  BOOST_TEST(utf8_encode(nfc(U"\u1100\u1161\u11a8")) == utf8_encode(U"\uac01"));  // Hangul LVT
+  // Marks of different classes are reordered (dot below 220 before acute 230) then composed.
+  BOOST_TEST(utf8_encode(nfc(U"q\u0307\u0323")) == utf8_encode(U"q\u0323\u0307"));
+  BOOST_TEST(utf8_encode(nfc(U"\u212b")) == utf8_encode(U"\u00c5"));  // singleton: Angstrom sign
+  BOOST_TEST(utf8_encode(nfc(U"plain ascii")) == "plain ascii");
+}
+
+BOOST_AUTO_TEST_CASE(utf8_helpers_handle_truncated_and_invalid_input) {
+  const std::string smile = "\xf0\x9f\x98\x80";
+  BOOST_TEST(utf8_complete_prefix("ab" + smile.substr(0, 2)) == 2u);
+  BOOST_TEST(utf8_complete_prefix("ab" + smile) == 6u);
+  BOOST_TEST(utf8_sanitize("a\xff" "b") == "a\xef\xbf\xbd" "b");
+}
+
+BOOST_AUTO_TEST_CASE(incremental_detokenizer_never_emits_half_a_character) {
+  auto tok = tokenizer::from_json(synth_tokenizer_json(2000, 1), "synth");
+  const std::string text = "emoji \xf0\x9f\x98\x80 and \xe6\x97\xa5\xe6\x9c\xac plus caf\xc3\xa9 end";
+  const auto ids = tok->encode(text, false);
+  incremental_detokenizer d;
+  std::vector<std::int32_t> so_far;
+  std::string streamed;
+  for (auto id : ids) {
+    so_far.push_back(id);
+    std::string delta = d.next(*tok, so_far);
+    BOOST_TEST_REQUIRE(utf8_complete_prefix(delta) == delta.size(), "delta splits a character");
+    streamed += delta;
+  }
+  streamed += d.flush(*tok, so_far);
+  BOOST_TEST(streamed == text);
+}
+
+BOOST_AUTO_TEST_CASE(synthesized_vocabulary_has_the_requested_size_and_specials) {
+  auto tok = tokenizer::from_json(synth_tokenizer_json(512, 0), "synth");
+  BOOST_TEST(tok->vocab_size() == 512);
+  auto sp = synth_special_ids(512);
+  BOOST_TEST(*tok->token_id("<|end_of_text|>") == sp.eos);
+  BOOST_TEST(tok->is_special(sp.bos));
+  auto ids = tok->encode("hi", true);
+  BOOST_TEST(ids.front() == sp.bos);
+  BOOST_TEST(tok->decode(ids) == "hi");  // specials skipped
+  BOOST_TEST(synth_tokenizer_json(512, 0) == synth_tokenizer_json(512, 0));
+}
+
+BOOST_AUTO_TEST_CASE(unsupported_components_are_named) {
+  const std::string wordpiece = R"({"model": {"type": "WordPiece", "vocab": {}}})";
+  BOOST_CHECK_EXCEPTION(tokenizer::from_json(wordpiece, "x/tokenizer.json"), troupe::input_error,
+                        [](const troupe::input_error& e) {
+                          std::string w = e.what();
+                          return w.find("x/tokenizer.json") != std::string::npos && w.find("WordPiece") != std::string::npos;
+                        });
+  const std::string bad_norm = R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "normalizer": {"type": "NFKD"}})";
+  BOOST_CHECK_EXCEPTION(tokenizer::from_json(bad_norm, "t.json"), troupe::input_error, [](const troupe::input_error& e) {
+    return std::string(e.what()).find("NFKD") != std::string::npos;
+  });
+  BOOST_CHECK_THROW(tokenizer::from_json("{not json", "t.json"), troupe::input_error);
+}
