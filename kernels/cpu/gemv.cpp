@@ -39,7 +39,8 @@ void gemv(const float* x, std::size_t rows, const packed_weight& pw, const float
   const weight_view w = pw.view();
   // Enough tasks per thread to even out, each a contiguous run of the weight to stream.
   const std::size_t tasks = std::min<std::size_t>(pw.panels, std::size_t(num_threads()) * 8);
-  const std::size_t per = (pw.panels + tasks - 1) / tasks;
+  // Whole groups per task, so each task streams one contiguous run.
+  const std::size_t per = ((pw.panels + tasks - 1) / tasks + panels_per_group - 1) / panels_per_group * panels_per_group;
   parallel_for((pw.panels + per - 1) / per, [&](std::size_t i) {
     std::size_t p0 = i * per, np = std::min(per, pw.panels - p0);
     task(x, rows, w, p0, np, bias, y);

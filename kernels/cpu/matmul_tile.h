@@ -9,18 +9,32 @@
 namespace troupe::kernels::TROUPE_ISA {
 
 // R rows of x times P panels of W, written to y (row stride ldy); cols beyond w.n are dropped.
+constexpr std::size_t prefetch_rows = 48;
+
 template <int R, int P, typename E>
 inline void matmul_tile(const float* x, std::size_t ldx, const weight_view& w, std::size_t p0,
                         const float* bias, float* y, std::size_t ldy) {
   const std::size_t K = w.k;
-  const E* base = static_cast<const E*>(w.data) + p0 * K * panel;
+  const E* base[P];
+  for (int p = 0; p < P; ++p) base[p] = static_cast<const E*>(w.data) + panel_offset(p0 + std::size_t(p), K);
   vec16 acc[R][P];
   for (int r = 0; r < R; ++r)
     for (int p = 0; p < P; ++p) acc[r][p] = zero16();
   for (std::size_t k = 0; k < K; ++k) {
+#if defined(__AVX2__)
+    if constexpr (P == 4) {  // the first pass over a weight block streams it from memory: fetch ahead
+      const char* ahead = reinterpret_cast<const char*>(base[0] + (k + prefetch_rows) * group_width);
+      _mm_prefetch(ahead, _MM_HINT_T0);
+      _mm_prefetch(ahead + 64, _MM_HINT_T0);
+      if constexpr (sizeof(E) == 4) {
+        _mm_prefetch(ahead + 128, _MM_HINT_T0);
+        _mm_prefetch(ahead + 192, _MM_HINT_T0);
+      }
+    }
+#endif
     vec16 wv[P];
     for (int p = 0; p < P; ++p) {
-      const E* src = base + (p * K + k) * panel;
+      const E* src = base[p] + k * group_width;
       if constexpr (sizeof(E) == 4) wv[p] = load16(reinterpret_cast<const float*>(src));
       else wv[p] = load16(reinterpret_cast<const std::uint16_t*>(src), w.type);
     }
@@ -74,11 +88,16 @@ inline void matmul_block(const float* x, std::size_t rows, std::size_t ldx, cons
                          std::size_t p0, std::size_t np, const float* bias, float* y,
                          std::size_t ldy) {
   static constexpr tile_table<RMAX, PMAX> table{};
+  // Rows are split into tiles of near-equal height (32 rows: 6,6,5,5,5,5 rather than
+  // 6,6,6,6,6,2), so no tile wastes most of its weight loads.
+  const std::size_t tiles = (rows + RMAX - 1) / RMAX;
   for (std::size_t p = p0; p < p0 + np; p += PMAX) {
     std::size_t pn = p0 + np - p < std::size_t(PMAX) ? p0 + np - p : std::size_t(PMAX);
-    for (std::size_t r = 0; r < rows; r += RMAX) {
-      std::size_t rn = rows - r < std::size_t(RMAX) ? rows - r : std::size_t(RMAX);
+    std::size_t r = 0;
+    for (std::size_t t = 0; t < tiles; ++t) {
+      std::size_t rn = rows / tiles + (t < rows % tiles ? 1 : 0);
       table.f[rn - 1][pn - 1](x + r * ldx, ldx, w, p, bias, y + r * ldy, ldy);
+      r += rn;
     }
   }
 }

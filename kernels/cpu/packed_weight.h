@@ -3,7 +3,9 @@
 // Hugging Face stores a linear weight as W[n][k] (out_features x in_features). The kernels want
 // column panels: 16 output features side by side for every k, so one vector load feeds 16
 // outputs and each output accumulates over k in order (which makes results independent of
-// batch size). Layout: panel p, row k, lane j  ->  data[(p * k_dim + k) * 16 + j] = W[p*16+j][k],
+// batch size). Panels come in groups of 4 (64 features) whose rows are interleaved, so a tile
+// of 4 panels streams one contiguous run of memory:
+//   panel p, row k, lane j  ->  data[((p / 4) * k_dim + k) * 64 + (p % 4) * 16 + j] = W[p*16+j][k]
 // zero for p*16+j >= n. Weights keep their stored dtype (f32, f16 or bf16).
 #pragma once
 #include <cstddef>
@@ -19,14 +21,13 @@ struct packed_weight {
   dtype type = dtype::f32;
   std::size_t n = 0;  // output features
   std::size_t k = 0;  // input features
-  std::size_t panels = 0;  // ceil(n / 16)
+  std::size_t panels = 0;  // ceil(n / 64) * 4
   std::shared_ptr<std::uint8_t[]> data;  // 64-byte aligned, panels * k * 16 elements
 
-  std::size_t bytes() const { return panels * k * 16 * dtype_size(type); }
+  std::size_t bytes() const { return panels * k * panel_width * dtype_size(type); }
   weight_view view() const { return {type, n, k, panels, data.get()}; }
-  const void* panel_ptr(std::size_t p) const {
-    return data.get() + p * k * 16 * dtype_size(type);
-  }
+  // Element (row k, lane 0) of panel p; the next k is group_width elements further.
+  const void* panel_ptr(std::size_t p) const { return data.get() + panel_offset(p, k) * dtype_size(type); }
 };
 
 // Packs w[n][k] (row-major, element type t). Never fails for n, k > 0.

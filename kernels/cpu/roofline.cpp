@@ -31,6 +31,8 @@ float fma_chains(std::size_t iters) {
 }  // namespace troupe::kernels::TROUPE_ISA
 
 #if defined(TROUPE_ISA_SCALAR)
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -55,7 +57,11 @@ std::atomic<float> sink{0};
 
 double measure_read_bandwidth(std::size_t bytes, int repeats) {
   const std::size_t n = bytes / 4;
-  float* buf = static_cast<float*>(std::aligned_alloc(64, n * 4));
+  // Huge pages, as for packed weights, so the probe measures the same kind of stream.
+  const std::size_t huge = std::size_t(2) << 20;
+  const std::size_t alloc = (n * 4 + huge - 1) / huge * huge;
+  float* buf = static_cast<float*>(std::aligned_alloc(huge, alloc));
+  ::madvise(buf, alloc, MADV_HUGEPAGE);
   const std::size_t tasks = std::size_t(num_threads()) * 4;
   const std::size_t per = (n / tasks) / 64 * 64;
   parallel_for(tasks, [&](std::size_t t) { std::memset(buf + t * per, 1, per * 4); });  // first touch
