@@ -6,7 +6,7 @@ namespace troupe::kernels::TROUPE_ISA {
 
 namespace {
 
-constexpr int key_chunk = 128;  // keys scored before one softmax rescale
+constexpr int key_block = 16;  // keys scored together: one vec16 of scores per query head
 
 inline const void* kv_row(const void* base, const paged_kv_layer& kv, const std::int32_t* table,
                           std::int32_t p, int h) {
@@ -23,59 +23,64 @@ inline const void* offset(const void* p, int elems, dtype t) {
 }  // namespace
 
 // All query heads of KV head `h` for token `t`: they share every key and value row loaded.
+// Keys go 16 at a time: each key row is loaded once for the whole group, the 16 scores of a
+// query head become one vector whose softmax weights come from one vector exp, and the online
+// softmax rescales once per block.
 void attention_task(const float* q, int n_heads, const std::int32_t* pos,
                     const std::int32_t* const* tables, const paged_kv_layer& kv, float scale,
                     float* out, std::size_t t, int h) {
   const int group = n_heads / kv.n_kv_heads;
-  const int chunks = kv.head_dim / panel;
+  const int hd = kv.head_dim;
+  const int chunks = hd / panel;
   const std::int32_t* table = tables[t];
   const std::int32_t len = pos[t] + 1;
   vec16 acc[max_gqa_group][max_head_dim / panel];
   float m[max_gqa_group], l[max_gqa_group];
-  float s[max_gqa_group][key_chunk];
-  const float* qh = q + (t * n_heads + std::size_t(h) * group) * kv.head_dim;
+  alignas(64) float p[max_gqa_group][key_block];
+  const float* qh = q + (t * n_heads + std::size_t(h) * group) * hd;
   for (int g = 0; g < group; ++g) {
     m[g] = -INFINITY;
     l[g] = 0.0f;
     for (int c = 0; c < chunks; ++c) acc[g][c] = zero16();
   }
-  for (std::int32_t c0 = 0; c0 < len; c0 += key_chunk) {
-    const int cn = len - c0 < key_chunk ? int(len - c0) : key_chunk;
+  for (std::int32_t c0 = 0; c0 < len; c0 += key_block) {
+    const int cn = len - c0 < key_block ? int(len - c0) : key_block;
     for (int j = 0; j < cn; ++j) {
       const void* krow = kv_row(kv.k, kv, table, c0 + j, h);
+      vec16 k[max_head_dim / panel];
+      for (int c = 0; c < chunks; ++c) k[c] = load16_any(offset(krow, c * panel, kv.type), kv.type);
       for (int g = 0; g < group; ++g) {
         vec16 d = zero16();
-        for (int c = 0; c < chunks; ++c)
-          d = fma16(load16(qh + g * kv.head_dim + c * panel), load16_any(offset(krow, c * panel, kv.type), kv.type), d);
-        s[g][j] = hsum16(d) * scale;
+        for (int c = 0; c < chunks; ++c) d = fma16(load16(qh + g * hd + c * panel), k[c], d);
+        p[g][j] = hsum16(d) * scale;
       }
     }
     for (int g = 0; g < group; ++g) {
-      float cm = s[g][0];
-      for (int j = 1; j < cn; ++j) cm = s[g][j] > cm ? s[g][j] : cm;
-      if (cm > m[g]) {
-        float corr = __builtin_expf(m[g] - cm);
+      float bm = p[g][0];
+      for (int j = 1; j < cn; ++j) bm = p[g][j] > bm ? p[g][j] : bm;
+      if (bm > m[g]) {
+        const float corr = __builtin_expf(m[g] - bm);
         l[g] *= corr;
-        vec16 cv = splat16(corr);
+        const vec16 cv = splat16(corr);
         for (int c = 0; c < chunks; ++c) acc[g][c] = mul16(acc[g][c], cv);
-        m[g] = cm;
+        m[g] = bm;
       }
-      for (int j = 0; j < cn; ++j) {
-        s[g][j] = __builtin_expf(s[g][j] - m[g]);
-        l[g] += s[g][j];
-      }
+      for (int j = cn; j < key_block; ++j) p[g][j] = m[g];  // finite filler for the vector exp
+      store16(p[g], exp16(add16(load16(p[g]), splat16(-m[g]))));
+      for (int j = cn; j < key_block; ++j) p[g][j] = 0.0f;  // past the context: no weight
+      l[g] += hsum16(load16(p[g]));
     }
     for (int j = 0; j < cn; ++j) {
       const void* vrow = kv_row(kv.v, kv, table, c0 + j, h);
       for (int c = 0; c < chunks; ++c) {
         vec16 vv = load16_any(offset(vrow, c * panel, kv.type), kv.type);
-        for (int g = 0; g < group; ++g) acc[g][c] = fma16(splat16(s[g][j]), vv, acc[g][c]);
+        for (int g = 0; g < group; ++g) acc[g][c] = fma16(splat16(p[g][j]), vv, acc[g][c]);
       }
     }
   }
   for (int g = 0; g < group; ++g) {
     vec16 inv = splat16(1.0f / l[g]);
-    float* o = out + (t * n_heads + std::size_t(h) * group + g) * kv.head_dim;
+    float* o = out + (t * n_heads + std::size_t(h) * group + g) * hd;
     for (int c = 0; c < chunks; ++c) store16(o + c * panel, mul16(acc[g][c], inv));
   }
 }

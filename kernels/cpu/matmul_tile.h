@@ -3,6 +3,8 @@
 // Each output y[r][c] is acc = fma(x[r][k], W[c][k], acc) for k = 0..K-1 from acc = 0, then
 // + bias[c]: the same sequence of roundings whatever the tile shape, the batch size or the ISA.
 #pragma once
+#include <type_traits>
+
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/weight_view.h"
 
@@ -11,9 +13,16 @@ namespace troupe::kernels::TROUPE_ISA {
 // R rows of x times P panels of W, written to y (row stride ldy); cols beyond w.n are dropped.
 constexpr std::size_t prefetch_rows = 48;
 
-template <int R, int P, typename E>
+template <dtype T>
+inline vec16 load_weight(const void* p) {
+  if constexpr (T == dtype::f32) return load16(static_cast<const float*>(p));
+  else return load16(static_cast<const std::uint16_t*>(p), T);
+}
+
+template <int R, int P, dtype T>
 inline void matmul_tile(const float* x, std::size_t ldx, const weight_view& w, std::size_t p0,
                         const float* bias, float* y, std::size_t ldy) {
+  using E = std::conditional_t<T == dtype::f32, float, std::uint16_t>;
   const std::size_t K = w.k;
   const E* base[P];
   for (int p = 0; p < P; ++p) base[p] = static_cast<const E*>(w.data) + panel_offset(p0 + std::size_t(p), K);
@@ -33,11 +42,7 @@ inline void matmul_tile(const float* x, std::size_t ldx, const weight_view& w, s
     }
 #endif
     vec16 wv[P];
-    for (int p = 0; p < P; ++p) {
-      const E* src = base[p] + k * group_width;
-      if constexpr (sizeof(E) == 4) wv[p] = load16(reinterpret_cast<const float*>(src));
-      else wv[p] = load16(reinterpret_cast<const std::uint16_t*>(src), w.type);
-    }
+    for (int p = 0; p < P; ++p) wv[p] = load_weight<T>(base[p] + k * group_width);
     for (int r = 0; r < R; ++r) {
       vec16 xb = splat16(x[r * ldx + k]);
       for (int p = 0; p < P; ++p) acc[r][p] = fma16(xb, wv[p], acc[r][p]);
@@ -60,8 +65,11 @@ inline void matmul_tile(const float* x, std::size_t ldx, const weight_view& w, s
 template <int R, int P>
 inline void matmul_tile_any(const float* x, std::size_t ldx, const weight_view& w, std::size_t p0,
                             const float* bias, float* y, std::size_t ldy) {
-  if (w.type == dtype::f32) matmul_tile<R, P, float>(x, ldx, w, p0, bias, y, ldy);
-  else matmul_tile<R, P, std::uint16_t>(x, ldx, w, p0, bias, y, ldy);
+  switch (w.type) {
+    case dtype::f32: return matmul_tile<R, P, dtype::f32>(x, ldx, w, p0, bias, y, ldy);
+    case dtype::f16: return matmul_tile<R, P, dtype::f16>(x, ldx, w, p0, bias, y, ldy);
+    case dtype::bf16: return matmul_tile<R, P, dtype::bf16>(x, ldx, w, p0, bias, y, ldy);
+  }
 }
 
 using tile_fn = void (*)(const float*, std::size_t, const weight_view&, std::size_t, const float*,

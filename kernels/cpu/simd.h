@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
@@ -47,6 +48,12 @@ inline float hsum16(vec16 a) {
   return _mm_cvtss_f32(h1);
 }
 
+inline vec16 max16(vec16 a, vec16 b) { return {_mm512_max_ps(a.v, b.v)}; }
+// 2^n for integer-valued n in [-126, 127].
+inline vec16 pow2i16(vec16 n) {
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n.v), _mm512_set1_epi32(127)), 23))};
+}
+
 #elif defined(__AVX2__)
 
 struct vec16 { __m256 lo, hi; };
@@ -75,6 +82,12 @@ inline float hsum16(vec16 a) {
   __m128 h1 = _mm_add_ss(h2, _mm_movehdup_ps(h2));
   return _mm_cvtss_f32(h1);
 }
+
+inline vec16 max16(vec16 a, vec16 b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
+inline __m256 pow2i8(__m256 n) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+inline vec16 pow2i16(vec16 n) { return {pow2i8(n.lo), pow2i8(n.hi)}; }
 
 #else
 
@@ -122,7 +135,40 @@ inline float hsum16(vec16 a) {
   return h2a + h2b;
 }
 
+inline vec16 max16(vec16 a, vec16 b) {
+  vec16 r;
+  for (int i = 0; i < 16; ++i) r.v[i] = a.v[i] > b.v[i] ? a.v[i] : b.v[i];
+  return r;
+}
+inline vec16 pow2i16(vec16 n) {
+  vec16 r;
+  for (int i = 0; i < 16; ++i) {
+    std::uint32_t bits = std::uint32_t(int(n.v[i]) + 127) << 23;
+    std::memcpy(&r.v[i], &bits, 4);
+  }
+  return r;
+}
+
 #endif
+
+// e^x for x <= 0 (softmax weights), from the same IEEE operations on every ISA so the bits
+// agree: x = n ln2 + r with |r| <= ln2/2, e^r by a degree-6 Taylor polynomial (relative error
+// below 2e-7), times 2^n. Inputs below -87 give e^-87 (about 1.6e-38), not 0.
+inline vec16 exp16(vec16 x) {
+  x = max16(x, splat16(-87.0f));
+  const vec16 magic = splat16(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+  vec16 n = add16(fma16(x, splat16(1.44269504f), magic), splat16(-12582912.0f));
+  vec16 r = fma16(n, splat16(-0.693145752f), x);  // ln 2 split in two for an exact first step
+  r = fma16(n, splat16(-1.42860677e-06f), r);
+  vec16 p = splat16(1.0f / 720);
+  p = fma16(p, r, splat16(1.0f / 120));
+  p = fma16(p, r, splat16(1.0f / 24));
+  p = fma16(p, r, splat16(1.0f / 6));
+  p = fma16(p, r, splat16(0.5f));
+  p = fma16(p, r, splat16(1.0f));
+  p = fma16(p, r, splat16(1.0f));
+  return mul16(p, pow2i16(n));
+}
 
 // Loads 16 elements of a buffer whose element type is only known at run time.
 inline vec16 load16_any(const void* p, dtype t) {

@@ -12,6 +12,7 @@
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
 #include "runtime/common/error.h"
+#include "runtime/model/op_profile.h"
 
 namespace troupe::model {
 
@@ -164,38 +165,48 @@ void llama_model::forward(const forward_batch& b, kv::kv_cache& cache, float* lo
   w.sin.resize(T * half);
 
   const dtype et = embed_.type();
+  {
+  op_timer timer(op::embed);
   for (std::size_t t = 0; t < T; ++t)
     for (std::size_t i = 0; i < H; ++i)
       w.x[t * H + i] = kernels::load_as_f32(embed_.data, et, std::size_t(b.tokens[t]) * H + i);
   kernels::rope_tables(b.positions.data(), T, inv_freq_.data(), half, w.cos.data(), w.sin.data());
+  }
   const float scale = 1.0f / std::sqrt(float(hd));
   const float eps = float(cfg_.rms_norm_eps);
   const int bs = cache.block_size();
 
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const layer_weights& L = layers_[l];
-    kernels::rmsnorm(w.x.data(), T, H, L.input_norm.data(), eps, w.h.data());
-    kernels::linear(w.h.data(), T, L.qkv, L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(), w.qkv.data());
+    { op_timer timer(op::rmsnorm); kernels::rmsnorm(w.x.data(), T, H, L.input_norm.data(), eps, w.h.data()); }
+    { op_timer timer(op::qkv_proj); kernels::linear(w.h.data(), T, L.qkv, L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(), w.qkv.data()); }
+    {
+    op_timer timer(op::rope);
     for (std::size_t t = 0; t < T; ++t) {
       std::memcpy(&w.q[t * Q], &w.qkv[t * QKV], Q * 4);
       std::memcpy(&w.k[t * KV], &w.qkv[t * QKV + Q], KV * 4);
     }
     kernels::rope(w.q.data(), T, std::size_t(n_heads), hd, w.cos.data(), w.sin.data());
     kernels::rope(w.k.data(), T, std::size_t(n_kv), hd, w.cos.data(), w.sin.data());
+    }
+    {
+    op_timer timer(op::kv_write);
     for (std::size_t t = 0; t < T; ++t) {
       const std::int32_t p = b.positions[t];
       cache.write(int(l), b.tables[t][p / bs], p % bs, &w.k[t * KV], &w.qkv[t * QKV + Q + KV]);
     }
-    kernels::paged_attention(w.q.data(), T, n_heads, b.positions.data(), b.tables.data(), cache.layer(int(l)), scale, w.attn.data());
-    kernels::linear(w.attn.data(), T, L.o, nullptr, w.tmp.data());
-    for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i];
-    kernels::rmsnorm(w.x.data(), T, H, L.post_norm.data(), eps, w.h.data());
-    kernels::linear(w.h.data(), T, L.gate_up, nullptr, w.gu.data());
-    kernels::swiglu(w.gu.data(), T, I, w.act.data());
-    kernels::linear(w.act.data(), T, L.down, nullptr, w.tmp.data());
-    for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i];
+    }
+    { op_timer timer(op::attention); kernels::paged_attention(w.q.data(), T, n_heads, b.positions.data(), b.tables.data(), cache.layer(int(l)), scale, w.attn.data()); }
+    { op_timer timer(op::o_proj); kernels::linear(w.attn.data(), T, L.o, nullptr, w.tmp.data()); }
+    { op_timer timer(op::residual); for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i]; }
+    { op_timer timer(op::rmsnorm); kernels::rmsnorm(w.x.data(), T, H, L.post_norm.data(), eps, w.h.data()); }
+    { op_timer timer(op::gate_up_proj); kernels::linear(w.h.data(), T, L.gate_up, nullptr, w.gu.data()); }
+    { op_timer timer(op::swiglu); kernels::swiglu(w.gu.data(), T, I, w.act.data()); }
+    { op_timer timer(op::down_proj); kernels::linear(w.act.data(), T, L.down, nullptr, w.tmp.data()); }
+    { op_timer timer(op::residual); for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i]; }
   }
 
+  op_timer timer(op::lm_head);
   const std::size_t R = b.logit_rows.size();
   w.logits_in.resize(R * H);
   for (std::size_t r = 0; r < R; ++r)

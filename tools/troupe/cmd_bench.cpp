@@ -10,6 +10,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "runtime/common/error.h"
 #include "runtime/model/llama_model.h"
+#include "runtime/model/op_profile.h"
 #include "tools/troupe/args.h"
 #include "tools/troupe/commands.h"
 
@@ -45,7 +46,7 @@ double attention_flops(const model::model_config& c, double queries, double mean
 
 int cmd_bench(int argc, char** argv) {
   if (argc < 3 || std::string(argv[2]) != "engine") throw input_error("usage: troupe bench engine --model DIR [--json]");
-  args a(argc, argv, 3, {"model", "batches", "context", "prompt", "steps"}, {"json"});
+  args a(argc, argv, 3, {"model", "batches", "context", "prompt", "steps"}, {"json", "profile"});
   auto dir = a.get("model");
   if (!dir) throw input_error("--model DIR is required");
   const int context = int(a.get_int("context", 128));
@@ -61,6 +62,7 @@ int cmd_bench(int argc, char** argv) {
     }
   }
   const bool json_out = a.has("json");
+  model::op_profile::enable(a.has("profile"));
   auto say = [&](const char* fmt, auto... xs) {
     if (!json_out) std::fprintf(stderr, fmt, xs...);
   };
@@ -88,11 +90,13 @@ int cmd_bench(int argc, char** argv) {
     }
     b.logit_rows.push_back(prompt_len - 1);
     for (int r = 0; r < 4; ++r) {
+      if (r == 1) model::op_profile::reset();
       auto t0 = clock_type::now();
       m->forward(b, bc.cache, logits.data());
       if (r > 0) prefill_s = std::min(prefill_s, since(t0));
     }
   }
+  if (a.has("profile")) say("  prefill profile (3 runs): %s\n", model::op_profile::report().c_str());
   const double prefill_flops = flops_tok * prompt_len + attention_flops(c, prompt_len, (prompt_len + 1) / 2.0);
   const double prefill_tps = prompt_len / prefill_s;
   const double prefill_frac = prefill_flops / prefill_s / peak;
@@ -114,6 +118,7 @@ int cmd_bench(int argc, char** argv) {
     m->forward(pre, bc.cache, logits.data());
     std::vector<double> times;
     for (int st = 0; st <= steps; ++st) {  // step 0 warms up
+      if (st == 1) model::op_profile::reset();
       model::forward_batch d;
       for (int s = 0; s < B; ++s) {
         d.tokens.push_back((s * 17 + st * 101) % c.vocab_size);
@@ -125,6 +130,7 @@ int cmd_bench(int argc, char** argv) {
       m->forward(d, bc.cache, logits.data());
       if (st > 0) times.push_back(since(t0));
     }
+    if (a.has("profile")) say("  decode batch %d profile (%d steps): %s\n", B, steps, model::op_profile::report().c_str());
     std::sort(times.begin(), times.end());
     const double step_s = times[times.size() / 2];
     // This machine's bandwidth drifts with its neighbours: judge each batch against a
