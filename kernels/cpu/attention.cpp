@@ -1,6 +1,14 @@
 #include "kernels/cpu/attention.h"
 
+#include <utility>
+
 #include "kernels/cpu/simd.h"
+
+#if !defined(__AVX2__)
+#define _mm_prefetch(p, hint) __builtin_prefetch(p)
+#else
+#include <immintrin.h>
+#endif
 
 namespace troupe::kernels::TROUPE_ISA {
 
@@ -26,34 +34,65 @@ inline const void* offset(const void* p, int elems, dtype t) {
 // Keys go 16 at a time: each key row is loaded once for the whole group, the 16 scores of a
 // query head become one vector whose softmax weights come from one vector exp, and the online
 // softmax rescales once per block.
-void attention_task(const float* q, int n_heads, const std::int32_t* pos,
+// `chunks` (head_dim / 16) is a template parameter so the per-dimension loops unroll whole.
+template <int chunks>
+void attention_head(const float* q, int n_heads, const std::int32_t* pos,
                     const std::int32_t* const* tables, const paged_kv_layer& kv, float scale,
                     float* out, std::size_t t, int h) {
   const int group = n_heads / kv.n_kv_heads;
   const int hd = kv.head_dim;
-  const int chunks = hd / panel;
   const std::int32_t* table = tables[t];
   const std::int32_t len = pos[t] + 1;
-  vec16 acc[max_gqa_group][max_head_dim / panel];
+  vec16 acc[max_gqa_group][chunks];
   float m[max_gqa_group], l[max_gqa_group];
   alignas(64) float p[max_gqa_group][key_block];
+  vec16 kb[key_block][chunks];
   const float* qh = q + (t * n_heads + std::size_t(h) * group) * hd;
   for (int g = 0; g < group; ++g) {
     m[g] = -INFINITY;
     l[g] = 0.0f;
     for (int c = 0; c < chunks; ++c) acc[g][c] = zero16();
   }
-  for (std::int32_t c0 = 0; c0 < len; c0 += key_block) {
+  const std::size_t row_bytes = std::size_t(hd) * dtype_size(kv.type);
+  const void* krows[2][key_block];
+  const void* vrows[2][key_block];
+  // Row addresses of a block of keys; the next block's rows are prefetched while this one is
+  // scored, since a sequence's rows for one KV head are scattered (a stride per slot).
+  auto locate = [&](std::int32_t c0, int which) {
     const int cn = len - c0 < key_block ? int(len - c0) : key_block;
     for (int j = 0; j < cn; ++j) {
-      const void* krow = kv_row(kv.k, kv, table, c0 + j, h);
-      vec16 k[max_head_dim / panel];
-      for (int c = 0; c < chunks; ++c) k[c] = load16_any(offset(krow, c * panel, kv.type), kv.type);
-      for (int g = 0; g < group; ++g) {
-        vec16 d = zero16();
-        for (int c = 0; c < chunks; ++c) d = fma16(load16(qh + g * hd + c * panel), k[c], d);
-        p[g][j] = hsum16(d) * scale;
+      krows[which][j] = kv_row(kv.k, kv, table, c0 + j, h);
+      vrows[which][j] = kv_row(kv.v, kv, table, c0 + j, h);
+    }
+  };
+  locate(0, 0);
+  for (std::int32_t c0 = 0, cur = 0; c0 < len; c0 += key_block, cur ^= 1) {
+    const int cn = len - c0 < key_block ? int(len - c0) : key_block;
+    if (c0 + key_block < len) {
+      locate(c0 + key_block, cur ^ 1);
+      const int next = len - c0 - key_block < key_block ? int(len - c0 - key_block) : key_block;
+      for (int j = 0; j < next; ++j)
+        for (std::size_t b = 0; b < row_bytes; b += 64) {
+          _mm_prefetch(static_cast<const char*>(krows[cur ^ 1][j]) + b, _MM_HINT_T0);
+          _mm_prefetch(static_cast<const char*>(vrows[cur ^ 1][j]) + b, _MM_HINT_T0);
+        }
+    }
+    for (int j = 0; j < key_block; ++j) {  // the block's keys in f32, zero past the context
+      if (j < cn) {
+        const void* krow = krows[cur][j];
+        for (int c = 0; c < chunks; ++c) kb[j][c] = load16_any(offset(krow, c * panel, kv.type), kv.type);
+      } else {
+        for (int c = 0; c < chunks; ++c) kb[j][c] = zero16();
       }
+    }
+    for (int g = 0; g < group; ++g) {
+      vec16 qv[chunks], d[key_block];
+      for (int c = 0; c < chunks; ++c) qv[c] = load16(qh + g * hd + c * panel);
+      for (int j = 0; j < key_block; ++j) {
+        d[j] = zero16();
+        for (int c = 0; c < chunks; ++c) d[j] = fma16(qv[c], kb[j][c], d[j]);
+      }
+      store16(p[g], mul16(hsum16x16(d), splat16(scale)));
     }
     for (int g = 0; g < group; ++g) {
       float bm = p[g][0];
@@ -71,7 +110,7 @@ void attention_task(const float* q, int n_heads, const std::int32_t* pos,
       l[g] += hsum16(load16(p[g]));
     }
     for (int j = 0; j < cn; ++j) {
-      const void* vrow = kv_row(kv.v, kv, table, c0 + j, h);
+      const void* vrow = vrows[cur][j];
       for (int c = 0; c < chunks; ++c) {
         vec16 vv = load16_any(offset(vrow, c * panel, kv.type), kv.type);
         for (int g = 0; g < group; ++g) acc[g][c] = fma16(splat16(p[g][j]), vv, acc[g][c]);
@@ -83,6 +122,22 @@ void attention_task(const float* q, int n_heads, const std::int32_t* pos,
     float* o = out + (t * n_heads + std::size_t(h) * group + g) * hd;
     for (int c = 0; c < chunks; ++c) store16(o + c * panel, mul16(acc[g][c], inv));
   }
+}
+
+using head_fn = void (*)(const float*, int, const std::int32_t*, const std::int32_t* const*,
+                         const paged_kv_layer&, float, float*, std::size_t, int);
+
+template <int... C>
+constexpr auto head_table(std::integer_sequence<int, C...>) {
+  struct t { head_fn f[sizeof...(C)]; };
+  return t{{&attention_head<C + 1>...}};
+}
+
+void attention_task(const float* q, int n_heads, const std::int32_t* pos,
+                    const std::int32_t* const* tables, const paged_kv_layer& kv, float scale,
+                    float* out, std::size_t t, int h) {
+  static constexpr auto table = head_table(std::make_integer_sequence<int, max_head_dim / panel>{});
+  table.f[kv.head_dim / panel - 1](q, n_heads, pos, tables, kv, scale, out, t, h);
 }
 
 }  // namespace troupe::kernels::TROUPE_ISA

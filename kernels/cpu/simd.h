@@ -54,6 +54,24 @@ inline vec16 pow2i16(vec16 n) {
   return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n.v), _mm512_set1_epi32(127)), 23))};
 }
 
+// out lane j = hsum16(d[j]), by the same addition tree as hsum16 but 16 sums at a time.
+inline vec16 hsum16x16(const vec16* d) {
+  __m512 t[8], u[4], v[2];
+  for (int m = 0; m < 8; ++m) {  // lanes i + i+8: key 2m in 128-bit lanes 0-1, key 2m+1 in 2-3
+    __m512 a = d[2 * m].v, b = d[2 * m + 1].v;
+    t[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+  }
+  for (int m = 0; m < 4; ++m)  // i + i+4: 128-bit lane L holds key 4m + L
+    u[m] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * m], t[2 * m + 1], 0x88),
+                         _mm512_shuffle_f32x4(t[2 * m], t[2 * m + 1], 0xDD));
+  for (int m = 0; m < 2; ++m)  // i + i+2: lane L holds keys 8m + L and 8m + 4 + L
+    v[m] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * m], u[2 * m + 1], 0x44), _mm512_shuffle_ps(u[2 * m], u[2 * m + 1], 0xEE));
+  // i + i+1: element 4L + e holds key 4e + L; put key j in lane j.
+  __m512 w = _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], 0x88), _mm512_shuffle_ps(v[0], v[1], 0xDD));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return {_mm512_permutexvar_ps(order, w)};
+}
+
 #elif defined(__AVX2__)
 
 struct vec16 { __m256 lo, hi; };
@@ -169,6 +187,15 @@ inline vec16 exp16(vec16 x) {
   p = fma16(p, r, splat16(1.0f));
   return mul16(p, pow2i16(n));
 }
+
+#if !defined(__AVX512F__)
+// out lane j = hsum16(d[j]).
+inline vec16 hsum16x16(const vec16* d) {
+  float out[16];
+  for (int j = 0; j < 16; ++j) out[j] = hsum16(d[j]);
+  return load16(out);
+}
+#endif
 
 // Loads 16 elements of a buffer whose element type is only known at run time.
 inline vec16 load16_any(const void* p, dtype t) {

@@ -27,9 +27,9 @@ struct bench_cache {
   int block_size = 16, per_seq;
   std::vector<std::vector<std::int32_t>> tables;
   kv::kv_cache cache;
-  bench_cache(const model::model_config& c, int seqs, int max_len)
+  bench_cache(const model::model_config& c, int seqs, int max_len, kernels::dtype kv_type)
       : per_seq((max_len + 15) / 16),
-        cache({seqs * ((max_len + 15) / 16), 16, kernels::dtype::f32}, c.num_hidden_layers, c.num_key_value_heads, c.head_dim) {
+        cache({seqs * ((max_len + 15) / 16), 16, kv_type}, c.num_hidden_layers, c.num_key_value_heads, c.head_dim) {
     for (int s = 0; s < seqs; ++s) {
       tables.emplace_back(std::size_t(per_seq));
       std::iota(tables.back().begin(), tables.back().end(), s * per_seq);
@@ -46,7 +46,7 @@ double attention_flops(const model::model_config& c, double queries, double mean
 
 int cmd_bench(int argc, char** argv) {
   if (argc < 3 || std::string(argv[2]) != "engine") throw input_error("usage: troupe bench engine --model DIR [--json]");
-  args a(argc, argv, 3, {"model", "batches", "context", "prompt", "steps"}, {"json", "profile"});
+  args a(argc, argv, 3, {"model", "batches", "context", "prompt", "steps", "kv-dtype"}, {"json", "profile"});
   auto dir = a.get("model");
   if (!dir) throw input_error("--model DIR is required");
   const int context = int(a.get_int("context", 128));
@@ -74,6 +74,11 @@ int cmd_bench(int argc, char** argv) {
   say("loading %s...\n", dir->c_str());
   auto m = model::llama_model::load(*dir);
   const auto& c = m->config();
+  // KV in the weights' dtype unless told otherwise, as vLLM's "auto" does.
+  const std::string kv_name = a.get("kv-dtype", kernels::dtype_name(m->weight_type()));
+  const kernels::dtype kv_type = kv_name == "f32" ? kernels::dtype::f32 : kv_name == "f16" ? kernels::dtype::f16
+                                 : kv_name == "bf16" ? kernels::dtype::bf16
+                                 : throw input_error("unknown --kv-dtype '" + kv_name + "' (f32, f16, bf16)");
   const double weight_bytes = double(m->weight_bytes_per_step());
   const double flops_tok = double(m->matmul_flops_per_token());
   std::vector<float> logits(std::size_t(c.vocab_size) * std::size_t(std::max(32, *std::max_element(batches.begin(), batches.end()))));
@@ -81,7 +86,7 @@ int cmd_bench(int argc, char** argv) {
   // Prefill: one sequence, prompt_len tokens, best of 3 after a warm-up.
   double prefill_s = 1e30;
   {
-    bench_cache bc(c, 1, prompt_len);
+    bench_cache bc(c, 1, prompt_len, kv_type);
     model::forward_batch b;
     for (int p = 0; p < prompt_len; ++p) {
       b.tokens.push_back((p * 7919 + 13) % c.vocab_size);
@@ -106,7 +111,7 @@ int cmd_bench(int argc, char** argv) {
   nlohmann::json decode = nlohmann::json::array();
   double tps_batch1 = 0;
   for (int B : batches) {
-    bench_cache bc(c, B, context + steps + 2);
+    bench_cache bc(c, B, context + steps + 2, kv_type);
     model::forward_batch pre;
     for (int s = 0; s < B; ++s)
       for (int p = 0; p < context; ++p) {
@@ -152,6 +157,7 @@ int cmd_bench(int argc, char** argv) {
   nlohmann::json j = {
       {"model", *dir},
       {"weights", {{"dtype", kernels::dtype_name(m->weight_type())}, {"bytes_per_step", weight_bytes}}},
+      {"kv_dtype", kv_name},
       {"machine", {{"threads", kernels::num_threads()}, {"isa", kernels::isa_name(kernels::active_isa())},
                    {"read_bandwidth_gb_s", bw / 1e9}, {"fma_peak_gflop_s", peak / 1e9}}},
       {"prefill", {{"tokens", prompt_len}, {"tokens_per_second", prefill_tps}, {"gflop_s", prefill_flops / prefill_s / 1e9},
@@ -161,7 +167,8 @@ int cmd_bench(int argc, char** argv) {
   if (json_out) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("model %s (%s weights, %.2f GB read per decode step)\n", dir->c_str(), kernels::dtype_name(m->weight_type()), weight_bytes / 1e9);
+    std::printf("model %s (%s weights, %.2f GB read per decode step, KV cache %s)\n", dir->c_str(),
+                kernels::dtype_name(m->weight_type()), weight_bytes / 1e9, kv_name.c_str());
     std::printf("machine: %d threads, %s, read bandwidth %.1f GB/s, FP32 FMA peak %.1f GFLOP/s\n", kernels::num_threads(),
                 kernels::isa_name(kernels::active_isa()), bw / 1e9, peak / 1e9);
     std::printf("prefill %d tokens: %.1f tok/s (%.0f%% of FMA peak)\n", prompt_len, prefill_tps, 100 * prefill_frac);
