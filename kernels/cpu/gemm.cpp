@@ -18,7 +18,7 @@ void gemm_task(const float* x, std::size_t rows, const weight_view& w, std::size
   matmul_block<gemm_rows, gemm_panels>(x, rows, w.k, w, p0, np, bias, y, w.n);
 }
 
-std::size_t gemm_panels_per_task() { return gemm_panels * 2; }
+std::size_t gemm_panels_per_task() { return gemm_panels; }
 
 }  // namespace troupe::kernels::TROUPE_ISA
 

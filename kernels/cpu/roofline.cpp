@@ -78,13 +78,17 @@ double measure_read_bandwidth(std::size_t bytes, int repeats) {
 
 double measure_fma_peak() {
   auto chains = TROUPE_PICK_ISA(fma_chains);
-  const std::size_t iters = 20'000'000;
+  const std::size_t iters = 5'000'000;
   const std::size_t tasks = std::size_t(num_threads());
-  chains(iters / 20);  // warm up clocks
-  auto t0 = std::chrono::steady_clock::now();
-  parallel_for(tasks, [&](std::size_t) { sink.store(chains(iters), std::memory_order_relaxed); });
-  const double secs = seconds_since(t0);
-  return double(tasks) * double(iters) * 12 * 16 * 2 / secs;  // 12 chains x 16 lanes x 2 FLOPs
+  chains(iters);  // warm up clocks
+  double best = 0;
+  for (int trial = 0; trial < 5; ++trial) {  // best of 5: a neighbour's burst only lowers a trial
+    auto t0 = std::chrono::steady_clock::now();
+    parallel_for(tasks, [&](std::size_t) { sink.store(chains(iters), std::memory_order_relaxed); });
+    const double secs = seconds_since(t0);
+    best = std::max(best, double(tasks) * double(iters) * 12 * 16 * 2 / secs);  // 12 chains x 16 lanes x 2 FLOPs
+  }
+  return best;
 }
 
 }  // namespace troupe::kernels

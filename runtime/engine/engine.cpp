@@ -105,18 +105,18 @@ bool engine::abort(const std::string& id) {
   sequence& s = *seqs_.at(it->second);
   request_output o;
   o.id = s.name;
-  finish(s, finish_reason::abort, aborted_, &o);
+  finish(s, finish_reason::abort, o);
   aborted_.push_back(std::move(o));
   return true;
 }
 
-void engine::finish(sequence& s, finish_reason why, std::vector<request_output>&, request_output* o) {
+void engine::finish(sequence& s, finish_reason why, request_output& o) {
   pool_.release(s.blocks);
   s.blocks.clear();
-  o->finished = true;
-  o->reason = why;
-  o->num_prompt_tokens = s.prompt_len;
-  o->num_output_tokens = s.num_output();
+  o.finished = true;
+  o.reason = why;
+  o.num_prompt_tokens = s.prompt_len;
+  o.num_output_tokens = s.num_output();
   remove_id(running_, s.id);
   remove_id(waiting_, s.id);
   by_name_.erase(s.name);
@@ -238,7 +238,7 @@ std::vector<request_output> engine::step() {
     o.num_prompt_tokens = s.prompt_len;
     o.num_output_tokens = s.num_output();
     const finish_reason why = check_stop(s, o.text_delta);
-    if (why != finish_reason::none) finish(s, why, out, &o);
+    if (why != finish_reason::none) finish(s, why, o);
     out.push_back(std::move(o));
   }
   return out;

@@ -63,7 +63,8 @@ class engine {
 
  private:
   struct sequence;
-  void finish(sequence& s, finish_reason why, std::vector<request_output>& out, request_output* o);
+  // Releases the sequence's blocks, fills the final fields of `o` and forgets the sequence.
+  void finish(sequence& s, finish_reason why, request_output& o);
   finish_reason check_stop(sequence& s, std::string& delta);
 
   std::shared_ptr<const model::llama_model> model_;

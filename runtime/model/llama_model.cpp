@@ -139,8 +139,8 @@ std::size_t llama_model::weight_bytes_per_step() const {
   return b;
 }
 
-std::size_t llama_model::matmul_flops_per_token() const {
-  std::size_t macs = lm_head_.n * lm_head_.k;
+std::size_t llama_model::layer_flops_per_token() const {
+  std::size_t macs = 0;
   for (auto& l : layers_) macs += l.qkv.n * l.qkv.k + l.o.n * l.o.k + l.gate_up.n * l.gate_up.k + l.down.n * l.down.k;
   return 2 * macs;
 }

@@ -48,8 +48,10 @@ class llama_model {
 
   // Bytes of weights one forward step reads (every matrix once, plus the used embedding rows).
   std::size_t weight_bytes_per_step() const;
-  // Multiply-adds per token through the matrices (excluding attention over the context).
-  std::size_t matmul_flops_per_token() const;
+  // FLOPs per token through the layers' matrices (excluding attention over the context).
+  std::size_t layer_flops_per_token() const;
+  // FLOPs of the LM head for one token (computed only for tokens whose logits are wanted).
+  std::size_t lm_head_flops() const { return 2 * lm_head_.n * lm_head_.k; }
 
  private:
   llama_model() = default;

@@ -29,9 +29,11 @@ outputs run_batched(const std::vector<engine::request>& reqs, engine::engine_con
   return out;
 }
 
-outputs run_alone(const std::vector<engine::request>& reqs) {
+outputs run_alone(const std::vector<engine::request>& reqs, kernels::dtype kv = kernels::dtype::f32) {
   outputs out;
-  engine::engine e(small_model(), nullptr, test::engine_cfg(512, 2048));
+  auto cfg = test::engine_cfg(512, 2048);
+  cfg.kv_type = kv;
+  engine::engine e(small_model(), nullptr, cfg);
   for (auto& r : reqs) {
     out.push_back(engine::generate_all(e, {r})[0]);
     BOOST_TEST_REQUIRE(e.blocks().num_free() == e.blocks().num_blocks());
@@ -132,4 +134,52 @@ BOOST_AUTO_TEST_CASE(stop_token_ids_and_max_tokens_end_generation) {
   auto first = std::find(free_run[0].begin(), free_run[0].end(), free_run[0][2]);
   BOOST_TEST(got == std::vector<std::int32_t>(free_run[0].begin(), first + 1));
   BOOST_TEST(engine::finish_reason_name(why) == std::string("stop"));
+}
+
+BOOST_AUTO_TEST_CASE(f16_kv_cache_is_batch_invariant_too) {
+  const auto reqs = test::mixed_requests(12, small_model()->config().vocab_size, false);
+  const outputs alone = run_alone(reqs, kernels::dtype::f16);
+  auto cfg = test::engine_cfg(16, 128);
+  cfg.kv_type = kernels::dtype::f16;
+  const outputs batched = run_batched(reqs, cfg);
+  for (std::size_t i = 0; i < reqs.size(); ++i) BOOST_TEST(batched[i] == alone[i], "request " << i);
+}
+
+BOOST_AUTO_TEST_CASE(stop_strings_cut_the_text_and_are_never_streamed_in_part) {
+  const std::string dir = test::synth_model("small-llama-f32", test::preset("small"));
+  auto tok = std::shared_ptr<const tokenizer::tokenizer>(tokenizer::tokenizer::load(dir + "/tokenizer.json"));
+  engine::request r{"s", tok->encode("The scheduler decides which requests run"), {}, 0};
+  r.params.temperature = 0;
+  r.params.max_tokens = 40;
+  r.params.ignore_eos = true;
+  auto run = [&](const engine::request& req, std::string& text, std::vector<std::string>& deltas) {
+    engine::engine e(small_model(), tok, {});
+    e.add_request(req);
+    engine::finish_reason why = engine::finish_reason::none;
+    while (e.has_unfinished())
+      for (auto& o : e.step()) {
+        text += o.text_delta;
+        deltas.push_back(o.text_delta);
+        if (o.finished) why = o.reason;
+      }
+    BOOST_TEST(e.blocks().num_free() == e.blocks().num_blocks());
+    return why;
+  };
+  std::string full;
+  std::vector<std::string> unused;
+  run(r, full, unused);
+  BOOST_TEST_REQUIRE(full.size() > 30u);
+  const std::string stop = full.substr(full.size() / 2, 4);  // a 4-byte piece of the free-run text
+  const std::size_t first = full.find(stop);
+  r.params.stop = {stop};
+  std::string text;
+  std::vector<std::string> deltas;
+  const auto why = run(r, text, deltas);
+  BOOST_TEST(engine::finish_reason_name(why) == std::string("stop"));
+  BOOST_TEST(text == full.substr(0, first));
+  std::string streamed;
+  for (auto& d : deltas) {
+    streamed += d;
+    BOOST_TEST_REQUIRE(streamed.find(stop.substr(0, 1), first) == std::string::npos, "stop string streamed in part");
+  }
 }

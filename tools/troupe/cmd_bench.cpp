@@ -80,7 +80,8 @@ int cmd_bench(int argc, char** argv) {
                                  : kv_name == "bf16" ? kernels::dtype::bf16
                                  : throw input_error("unknown --kv-dtype '" + kv_name + "' (f32, f16, bf16)");
   const double weight_bytes = double(m->weight_bytes_per_step());
-  const double flops_tok = double(m->matmul_flops_per_token());
+  const double flops_tok = double(m->layer_flops_per_token());
+  const double head_flops = double(m->lm_head_flops());
   std::vector<float> logits(std::size_t(c.vocab_size) * std::size_t(std::max(32, *std::max_element(batches.begin(), batches.end()))));
 
   // Prefill: one sequence, prompt_len tokens, best of 3 after a warm-up.
@@ -102,7 +103,7 @@ int cmd_bench(int argc, char** argv) {
     }
   }
   if (a.has("profile")) say("  prefill profile (3 runs): %s\n", model::op_profile::report().c_str());
-  const double prefill_flops = flops_tok * prompt_len + attention_flops(c, prompt_len, (prompt_len + 1) / 2.0);
+  const double prefill_flops = flops_tok * prompt_len + head_flops + attention_flops(c, prompt_len, (prompt_len + 1) / 2.0);
   const double prefill_tps = prompt_len / prefill_s;
   const double prefill_frac = prefill_flops / prefill_s / peak;
   say("prefill %d tokens: %.1f tok/s, %.1f GFLOP/s = %.0f%% of FMA peak\n", prompt_len, prefill_tps,
@@ -146,7 +147,7 @@ int cmd_bench(int argc, char** argv) {
     const double roofline_s = (weight_bytes + kv_bytes) / bw_here;
     const double tps = B / step_s;
     if (B == 1) tps_batch1 = tps;
-    const double compute_frac = (flops_tok * B + attention_flops(c, B, ctx)) / step_s / peak;
+    const double compute_frac = ((flops_tok + head_flops) * B + attention_flops(c, B, ctx)) / step_s / peak;
     say("decode batch %2d (context %d): %8.1f tok/s, step %.2f ms, %.0f%% of bandwidth roofline (%.1f GB/s), %.0f%% of FMA peak\n",
         B, context, tps, step_s * 1e3, 100 * roofline_s / step_s, bw_here / 1e9, 100 * compute_frac);
     decode.push_back({{"batch", B}, {"context", context}, {"tokens_per_second", tps}, {"step_ms", step_s * 1e3},
