@@ -12,8 +12,8 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
 
 if [ "$mode" = run ]; then
-  # The main job: the default model (synthesized on first run) generating for a few prompts as
-  # one continuous batch.
-  exec ./build/troupe generate --prompts-file tools/demo-prompts.txt --max-tokens 48
+  # The main job on the embedded default topology: its model (synthesized on first run)
+  # generating for a few prompts as one continuous batch.
+  exec ./build/troupe generate --config configs/local.toml --prompts-file tools/demo-prompts.txt --max-tokens 48
 fi
 exec ctest --test-dir build --output-on-failure -j2 --timeout 1500

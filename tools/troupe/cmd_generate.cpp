@@ -8,6 +8,7 @@
 #include "tools/troupe/args.h"
 #include "tools/troupe/commands.h"
 #include "tools/troupe/model_folder.h"
+#include "topology/topology.h"
 
 namespace troupe::cli {
 
@@ -44,10 +45,18 @@ kernels::dtype parse_kv_dtype(const std::string& s) {
 
 int cmd_generate(int argc, char** argv) {
   args a(argc, argv, 2,
-         {"model", "prompt", "prompt-ids", "prompts-file", "max-tokens", "temperature", "top-k", "top-p", "min-p",
+         {"config", "model", "prompt", "prompt-ids", "prompts-file", "max-tokens", "temperature", "top-k", "top-p", "min-p",
           "seed", "stop", "kv-dtype", "max-batched-tokens", "chunk", "kv-blocks", "repetition-penalty"},
          {"json", "ignore-eos"});
-  const std::string dir = a.get("model", default_model_dir());
+  // A topology supplies the model and the scheduler's limits; flags override it.
+  std::optional<topology::topology_config> topo;
+  if (auto c = a.get("config")) {
+    topo = topology::load_topology(*c);
+    if (topo->model.backend != topology::backend_kind::cpu)
+      throw input_error(*c + ": generate runs the engine in this process on the CPU; backend \"" +
+                        topology::backend_name(topo->model.backend) + "\" needs the distributed runtime");
+  }
+  const std::string dir = a.get("model", topo ? topo->model.path : default_model_dir());
   std::vector<std::string> texts;
   std::vector<std::vector<std::int32_t>> id_prompts;
   if (auto p = a.get("prompt")) texts.push_back(*p);
@@ -62,9 +71,15 @@ int cmd_generate(int argc, char** argv) {
 
   opened_model m = open_model(dir);
   engine::engine_config cfg;
-  cfg.kv_type = parse_kv_dtype(a.get("kv-dtype", "f32"));
-  cfg.sched.max_num_batched_tokens = int(a.get_int("max-batched-tokens", 2048));
-  cfg.sched.long_prefill_chunk = int(a.get_int("chunk", 512));
+  if (topo) {
+    cfg.sched = topo->scheduler.limits;
+    cfg.kv_type = topo->scheduler.kv_dtype;
+    cfg.kv_memory_bytes = topo->scheduler.kv_memory_bytes;
+    cfg.max_model_len = topo->model.max_model_len;
+  }
+  if (auto kv = a.get("kv-dtype")) cfg.kv_type = parse_kv_dtype(*kv);
+  cfg.sched.max_num_batched_tokens = int(a.get_int("max-batched-tokens", cfg.sched.max_num_batched_tokens));
+  cfg.sched.long_prefill_chunk = int(a.get_int("chunk", cfg.sched.long_prefill_chunk));
   cfg.num_blocks = int(a.get_int("kv-blocks", 0));
   engine::engine e(m.model, m.tok, cfg);
 

@@ -16,7 +16,8 @@ const char* const usage = R"(usage: troupe COMMAND [options]
 
 commands:
   generate   run prompts through the engine as one continuous batch
-             --model DIR  (--prompt TEXT | --prompt-ids 1,2,3 | --prompts-file FILE)
+             [--config TOPOLOGY.toml] [--model DIR]
+             (--prompt TEXT | --prompt-ids 1,2,3 | --prompts-file FILE)
              [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]
              [--seed S] [--stop STRING] [--ignore-eos] [--kv-dtype f32|f16]
              [--max-batched-tokens N] [--chunk N] [--kv-blocks N] [--json]

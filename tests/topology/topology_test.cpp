@@ -1,0 +1,119 @@
+#define BOOST_TEST_MODULE topology
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+
+#include "runtime/common/error.h"
+#include "topology/topology.h"
+
+using namespace troupe;
+using namespace troupe::topology;
+
+namespace {
+
+const std::string minimal = R"(
+[model]
+path = "models/small"
+
+[[nodes]]
+name = "head"
+
+[[pools]]
+name = "main"
+)";
+
+// Parses `text` expecting an error; returns its message.
+std::string error_of(const std::string& text) {
+  try {
+    parse_topology(text, "t.toml");
+  } catch (const input_error& e) {
+    return e.what();
+  }
+  BOOST_FAIL("accepted: " << text);
+  return {};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(every_file_in_configs_loads) {
+  int loaded = 0;
+  for (auto& f : std::filesystem::directory_iterator(std::string(TROUPE_SOURCE_DIR) + "/configs")) {
+    if (f.path().extension() != ".toml") continue;
+    BOOST_TEST_CONTEXT(f.path()) {
+      topology_config t = load_topology(f.path().string());
+      BOOST_TEST(!t.nodes.empty());
+      BOOST_TEST(!t.pools.empty());
+      ++loaded;
+    }
+  }
+  BOOST_TEST(loaded >= 2);
+}
+
+BOOST_AUTO_TEST_CASE(local_toml_is_one_process_on_the_cpu) {
+  topology_config t = load_topology(std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml");
+  BOOST_TEST(t.model.path == "models/small");
+  BOOST_TEST(backend_name(t.model.backend) == std::string("cpu"));
+  BOOST_TEST(t.nodes.size() == 1u);
+  BOOST_TEST(t.pools.at(0).replicas == 1);
+  BOOST_TEST(t.scheduler.kv_memory_bytes == std::size_t(512) << 20);
+  BOOST_TEST(t.router.policy == "least_loaded");
+  BOOST_TEST(t.router.params.at("token_weight") == 0.004);
+  BOOST_TEST(t.timeouts.connection.count() == 5000);
+}
+
+BOOST_AUTO_TEST_CASE(defaults_fill_what_a_minimal_file_leaves_out) {
+  topology_config t = parse_topology(minimal, "t.toml");
+  BOOST_TEST(t.pools[0].nodes == std::vector<std::string>{"head"});
+  BOOST_TEST(role_name(t.pools[0].role) == std::string("both"));
+  BOOST_TEST(t.router.policy == "round_robin");
+  BOOST_TEST(t.nodes[0].host == "127.0.0.1");
+}
+
+BOOST_AUTO_TEST_CASE(wrong_type_names_file_line_and_key) {
+  std::string e = error_of(minimal + "\n[scheduler]\nblock_size = \"sixteen\"\n");
+  BOOST_TEST(e == "t.toml:12: scheduler.block_size: expected an integer, got a string");
+}
+
+BOOST_AUTO_TEST_CASE(unknown_keys_are_errors) {
+  std::string e = error_of(minimal + "\n[scheduler]\nblocksize = 16\n");
+  BOOST_TEST(e.find("t.toml:12: scheduler.blocksize: unknown key") == 0, e);
+  BOOST_TEST(e.find("block_size") != std::string::npos, e);  // the allowed keys are listed
+  e = error_of(minimal + "\n[cache]\nsize = 1\n");
+  BOOST_TEST(e.find("cache: unknown key") != std::string::npos, e);
+}
+
+BOOST_AUTO_TEST_CASE(missing_pools_and_model_are_reported) {
+  std::string e = error_of("[model]\npath = \"m\"\n[[nodes]]\nname = \"head\"\n");
+  BOOST_TEST(e.find("pools: at least one [[pools]] entry is required") != std::string::npos, e);
+  e = error_of("[[nodes]]\nname = \"head\"\n[[pools]]\nname = \"p\"\n");
+  BOOST_TEST(e.find("model: required table [model] is missing") != std::string::npos, e);
+}
+
+BOOST_AUTO_TEST_CASE(duplicate_names_point_at_the_second_one) {
+  std::string e = error_of(minimal + "\n[[pools]]\nname = \"main\"\n");
+  BOOST_TEST(e == "t.toml:12: pools.name: duplicate pool name \"main\"");
+  e = error_of("[model]\npath = \"m\"\n[[nodes]]\nname = \"a\"\n[[nodes]]\nname = \"a\"\n[[pools]]\nname = \"p\"\n");
+  BOOST_TEST(e == "t.toml:6: nodes.name: duplicate node name \"a\"");
+}
+
+BOOST_AUTO_TEST_CASE(pool_on_unknown_node) {
+  std::string e = error_of("[model]\npath = \"m\"\n[[nodes]]\nname = \"a\"\n[[pools]]\nname = \"p\"\nnodes = [\"b\"]\n");
+  BOOST_TEST(e.find("t.toml:7: pools.nodes: pool \"p\" is placed on unknown node \"b\"") == 0, e);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_policy_and_parameter) {
+  std::string e = error_of(minimal + "\n[router]\npolicy = \"random\"\n");
+  BOOST_TEST(e.find("t.toml:12: router.policy: unknown policy \"random\" (known:") == 0, e);
+  BOOST_TEST(e.find("least_loaded") != std::string::npos, e);
+  e = error_of(minimal + "\n[router]\npolicy = \"least_loaded\"\n[router.params]\nalpha = 2\n");
+  BOOST_TEST(e.find("router.params.alpha: policy \"least_loaded\" takes no parameter \"alpha\"") != std::string::npos, e);
+}
+
+BOOST_AUTO_TEST_CASE(sizes_durations_and_syntax) {
+  topology_config t = parse_topology(minimal + "\n[scheduler]\nkv_memory = \"2GiB\"\n[timeouts]\nheartbeat = \"250ms\"\nconnection = \"2s\"\n", "t.toml");
+  BOOST_TEST(t.scheduler.kv_memory_bytes == std::size_t(2) << 30);
+  BOOST_TEST(t.timeouts.heartbeat.count() == 250);
+  BOOST_TEST(error_of(minimal + "\n[timeouts]\nheartbeat = \"soon\"\n").find("timeouts.heartbeat: expected a duration") != std::string::npos);
+  BOOST_TEST(error_of(minimal + "\n[timeouts]\nheartbeat = \"5s\"\nconnection = \"1s\"\n").find("must be longer") != std::string::npos);
+  BOOST_TEST(error_of("[model\npath = 1").find("t.toml:1:") == 0);
+}

@@ -1,0 +1,359 @@
+#include "topology/topology.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "runtime/common/error.h"
+
+namespace troupe::topology {
+
+const char* backend_name(backend_kind b) {
+  switch (b) {
+    case backend_kind::cpu: return "cpu";
+    case backend_kind::cuda: return "cuda";
+    case backend_kind::sim: return "sim";
+  }
+  return "?";
+}
+
+const char* role_name(pool_role r) {
+  switch (r) {
+    case pool_role::prefill: return "prefill";
+    case pool_role::decode: return "decode";
+    case pool_role::both: return "both";
+  }
+  return "?";
+}
+
+const node_spec* topology_config::node(const std::string& name) const {
+  for (auto& n : nodes)
+    if (n.name == name) return &n;
+  return nullptr;
+}
+
+namespace {
+
+const char* type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a number";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::table: return "a table";
+    default: return "a date or time";
+  }
+}
+
+// Reads one file's tables with errors that name the file, the line and the key.
+class reader {
+ public:
+  explicit reader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const toml::node* n, const std::string& key, const std::string& what) const {
+    std::string where = source_;
+    if (n && n->source().begin.line > 0) where += ":" + std::to_string(n->source().begin.line);
+    throw input_error(where + ": " + key + ": " + what);
+  }
+
+  void only_keys(const toml::table& t, const std::string& prefix, std::initializer_list<const char*> allowed) const {
+    for (auto&& [k, v] : t) {
+      bool ok = false;
+      for (auto* a : allowed) ok = ok || k.str() == a;
+      if (!ok) {
+        std::string list;
+        for (auto* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+        fail(&v, prefix + std::string(k.str()), "unknown key (allowed here: " + list + ")");
+      }
+    }
+  }
+
+  const toml::table* table(const toml::table& t, const char* key, const std::string& prefix) const {
+    const toml::node* n = t.get(key);
+    if (!n) return nullptr;
+    if (!n->is_table()) fail(n, prefix + key, std::string("expected a table, got ") + type_name(*n));
+    return n->as_table();
+  }
+
+  std::string string(const toml::table& t, const char* key, const std::string& prefix, std::optional<std::string> fallback) const {
+    const toml::node* n = t.get(key);
+    if (!n) {
+      if (!fallback) fail(&t, prefix + key, "required key is missing");
+      return *fallback;
+    }
+    if (!n->is_string()) fail(n, prefix + key, std::string("expected a string, got ") + type_name(*n));
+    return n->value<std::string>().value();
+  }
+
+  std::int64_t integer(const toml::table& t, const char* key, const std::string& prefix, std::int64_t fallback,
+                       std::int64_t min, std::int64_t max) const {
+    const toml::node* n = t.get(key);
+    if (!n) return fallback;
+    if (!n->is_integer()) fail(n, prefix + key, std::string("expected an integer, got ") + type_name(*n));
+    std::int64_t v = n->value<std::int64_t>().value();
+    if (v < min || v > max)
+      fail(n, prefix + key, std::to_string(v) + " is out of range [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+    return v;
+  }
+
+  double number(const toml::node& n, const std::string& key) const {
+    if (n.is_integer()) return double(n.value<std::int64_t>().value());
+    if (n.is_floating_point()) return n.value<double>().value();
+    fail(&n, key, std::string("expected a number, got ") + type_name(n));
+  }
+
+  // "512MiB", "2GB", "3.35TB" or a plain integer of bytes. `per_second` accepts a "/s" suffix.
+  double size(const toml::node& n, const std::string& key, bool per_second = false) const {
+    if (!n.is_string()) return number(n, key);
+    std::string s = n.value<std::string>().value();
+    if (per_second) {
+      if (s.size() < 2 || s.compare(s.size() - 2, 2, "/s") != 0) fail(&n, key, "expected a rate such as \"3.35TB/s\", got \"" + s + "\"");
+      s.resize(s.size() - 2);
+    }
+    static const std::pair<const char*, double> units[] = {{"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+        {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1.0}};
+    for (auto& [suffix, mult] : units) {
+      std::size_t len = std::strlen(suffix);
+      if (s.size() > len && s.compare(s.size() - len, len, suffix) == 0) {
+        try {
+          std::size_t used = 0;
+          double v = std::stod(s.substr(0, s.size() - len), &used);
+          if (used == s.size() - len && v >= 0) return v * mult;
+        } catch (const std::exception&) {
+        }
+        break;
+      }
+    }
+    fail(&n, key, "expected a size such as \"512MiB\" or \"2GB\", got \"" + s + "\"");
+  }
+
+  // "1s", "250ms", "100us", "2m" or an integer of milliseconds.
+  std::chrono::microseconds duration(const toml::node& n, const std::string& key) const {
+    if (n.is_integer()) return std::chrono::milliseconds(n.value<std::int64_t>().value());
+    if (!n.is_string()) fail(&n, key, std::string("expected a duration such as \"500ms\", got ") + type_name(n));
+    std::string s = n.value<std::string>().value();
+    static const std::pair<const char*, double> units[] = {{"ms", 1e3}, {"us", 1.0}, {"s", 1e6}, {"m", 60e6}};
+    for (auto& [suffix, us] : units) {
+      std::size_t len = std::strlen(suffix);
+      if (s.size() > len && s.compare(s.size() - len, len, suffix) == 0) {
+        try {
+          std::size_t used = 0;
+          double v = std::stod(s.substr(0, s.size() - len), &used);
+          if (used == s.size() - len && v >= 0) return std::chrono::microseconds(std::int64_t(std::llround(v * us)));
+        } catch (const std::exception&) {
+        }
+        break;
+      }
+    }
+    fail(&n, key, "expected a duration such as \"500ms\" or \"2s\", got \"" + s + "\"");
+  }
+
+  template <typename E>
+  E choice(const toml::table& t, const char* key, const std::string& prefix, E fallback,
+           std::initializer_list<std::pair<const char*, E>> options) const {
+    const toml::node* n = t.get(key);
+    if (!n) return fallback;
+    const std::string v = string(t, key, prefix, std::nullopt);
+    std::string list;
+    for (auto& [name, e] : options) {
+      if (v == name) return e;
+      list += (list.empty() ? "" : ", ") + std::string(name);
+    }
+    fail(n, prefix + key, "\"" + v + "\" is not one of " + list);
+  }
+
+ private:
+  std::string source_;
+};
+
+void read_model(const reader& r, const toml::table& root, topology_config& t) {
+  const toml::table* m = r.table(root, "model", "");
+  if (!m) r.fail(&root, "model", "required table [model] is missing");
+  r.only_keys(*m, "model.", {"path", "preset", "backend", "max_model_len"});
+  t.model.backend = r.choice(*m, "backend", "model.", backend_kind::cpu,
+                             {{"cpu", backend_kind::cpu}, {"cuda", backend_kind::cuda}, {"sim", backend_kind::sim}});
+  t.model.path = r.string(*m, "path", "model.", std::string());
+  t.model.preset = r.string(*m, "preset", "model.", std::string());
+  if (t.model.path.empty() && !(t.model.backend == backend_kind::sim && !t.model.preset.empty()))
+    r.fail(m, "model.path", "required key is missing (only the sim backend may name a preset instead)");
+  if (!t.model.preset.empty() && t.model.preset != "tiny" && t.model.preset != "small" && t.model.preset != "1b")
+    r.fail(m->get("preset"), "model.preset", "\"" + t.model.preset + "\" is not one of tiny, small, 1b");
+  t.model.max_model_len = int(r.integer(*m, "max_model_len", "model.", 0, 0, 1 << 24));
+}
+
+void read_nodes(const reader& r, const toml::table& root, topology_config& t) {
+  const toml::node* n = root.get("nodes");
+  if (!n) r.fail(&root, "nodes", "at least one [[nodes]] entry is required");
+  if (!n->is_array_of_tables()) r.fail(n, "nodes", "expected [[nodes]] tables");
+  std::set<std::string> names;
+  for (auto&& e : *n->as_array()) {
+    const toml::table& nt = *e.as_table();
+    r.only_keys(nt, "nodes.", {"name", "address"});
+    node_spec s;
+    s.name = r.string(nt, "name", "nodes.", std::nullopt);
+    s.line = int(nt.source().begin.line);
+    if (!names.insert(s.name).second) r.fail(nt.get("name"), "nodes.name", "duplicate node name \"" + s.name + "\"");
+    const std::string addr = r.string(nt, "address", "nodes.", std::string("127.0.0.1:0"));
+    const auto colon = addr.rfind(':');
+    int port = -1;
+    if (colon != std::string::npos && colon > 0) {
+      try {
+        std::size_t used = 0;
+        port = std::stoi(addr.substr(colon + 1), &used);
+        if (used != addr.size() - colon - 1) port = -1;
+      } catch (const std::exception&) {
+      }
+    }
+    if (port < 0 || port > 65535) r.fail(nt.get("address"), "nodes.address", "expected \"host:port\", got \"" + addr + "\"");
+    s.host = addr.substr(0, colon);
+    s.port = std::uint16_t(port);
+    t.nodes.push_back(std::move(s));
+  }
+}
+
+void read_pools(const reader& r, const toml::table& root, topology_config& t) {
+  const toml::node* n = root.get("pools");
+  if (!n) r.fail(&root, "pools", "at least one [[pools]] entry is required");
+  if (!n->is_array_of_tables()) r.fail(n, "pools", "expected [[pools]] tables");
+  std::set<std::string> names;
+  for (auto&& e : *n->as_array()) {
+    const toml::table& pt = *e.as_table();
+    r.only_keys(pt, "pools.", {"name", "role", "replicas", "nodes"});
+    pool_spec p;
+    p.name = r.string(pt, "name", "pools.", std::nullopt);
+    p.line = int(pt.source().begin.line);
+    if (!names.insert(p.name).second) r.fail(pt.get("name"), "pools.name", "duplicate pool name \"" + p.name + "\"");
+    p.role = r.choice(pt, "role", "pools.", pool_role::both,
+                      {{"prefill", pool_role::prefill}, {"decode", pool_role::decode}, {"both", pool_role::both}});
+    p.replicas = int(r.integer(pt, "replicas", "pools.", 1, 1, 4096));
+    if (const toml::node* nn = pt.get("nodes")) {
+      if (!nn->is_array()) r.fail(nn, "pools.nodes", std::string("expected an array of node names, got ") + type_name(*nn));
+      for (auto&& x : *nn->as_array()) {
+        if (!x.is_string()) r.fail(&x, "pools.nodes", std::string("expected node names, got ") + type_name(x));
+        std::string name = x.value<std::string>().value();
+        if (!t.node(name)) r.fail(&x, "pools.nodes", "pool \"" + p.name + "\" is placed on unknown node \"" + name + "\"");
+        p.nodes.push_back(name);
+      }
+      if (p.nodes.empty()) r.fail(nn, "pools.nodes", "pool \"" + p.name + "\" lists no nodes");
+    } else {
+      p.nodes.push_back(t.nodes.front().name);
+    }
+    t.pools.push_back(std::move(p));
+  }
+}
+
+void read_scheduler(const reader& r, const toml::table& root, topology_config& t) {
+  const toml::table* s = r.table(root, "scheduler", "");
+  if (!s) return;
+  r.only_keys(*s, "scheduler.", {"max_batched_tokens", "max_seqs", "block_size", "chunk", "kv_memory", "kv_dtype", "order"});
+  auto& l = t.scheduler.limits;
+  l.max_num_batched_tokens = int(r.integer(*s, "max_batched_tokens", "scheduler.", l.max_num_batched_tokens, 1, 1 << 20));
+  l.max_num_seqs = int(r.integer(*s, "max_seqs", "scheduler.", l.max_num_seqs, 1, 1 << 16));
+  l.block_size = int(r.integer(*s, "block_size", "scheduler.", l.block_size, 1, 1024));
+  l.long_prefill_chunk = int(r.integer(*s, "chunk", "scheduler.", l.long_prefill_chunk, 0, 1 << 20));
+  l.order = r.choice(*s, "order", "scheduler.", l.order, {{"fcfs", sched::queue_order::fcfs}, {"priority", sched::queue_order::priority}});
+  if (const toml::node* kv = s->get("kv_memory")) {
+    double bytes = r.size(*kv, "scheduler.kv_memory");
+    if (bytes < 1) r.fail(kv, "scheduler.kv_memory", "must be positive");
+    t.scheduler.kv_memory_bytes = std::size_t(bytes);
+  }
+  t.scheduler.kv_dtype = r.choice(*s, "kv_dtype", "scheduler.", kernels::dtype::f32,
+                                  {{"f32", kernels::dtype::f32}, {"f16", kernels::dtype::f16}, {"bf16", kernels::dtype::bf16}});
+}
+
+void read_router(const reader& r, const toml::table& root, topology_config& t) {
+  const toml::table* rt = r.table(root, "router", "");
+  if (!rt) return;
+  r.only_keys(*rt, "router.", {"policy", "params"});
+  t.router.policy = r.string(*rt, "policy", "router.", std::string("round_robin"));
+  auto& reg = routing::registry::global();
+  if (!reg.has(t.router.policy)) {
+    std::string known;
+    for (auto& n : reg.names()) known += (known.empty() ? "" : ", ") + n;
+    r.fail(rt->get("policy"), "router.policy", "unknown policy \"" + t.router.policy + "\" (known: " + known + ")");
+  }
+  if (const toml::table* p = r.table(*rt, "params", "router.")) {
+    const auto& allowed = reg.params_of(t.router.policy);
+    for (auto&& [k, v] : *p) {
+      const std::string key(k.str());
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+        r.fail(&v, "router.params." + key, "policy \"" + t.router.policy + "\" takes no parameter \"" + key + "\"");
+      t.router.params[key] = r.number(v, "router.params." + key);
+    }
+  }
+}
+
+void read_timeouts(const reader& r, const toml::table& root, topology_config& t) {
+  const toml::table* to = r.table(root, "timeouts", "");
+  if (!to) return;
+  r.only_keys(*to, "timeouts.", {"heartbeat", "connection", "request", "migration_limit"});
+  auto ms = [&](const char* key, std::chrono::milliseconds& out) {
+    if (const toml::node* n = to->get(key)) {
+      auto d = r.duration(*n, std::string("timeouts.") + key);
+      if (d.count() <= 0) r.fail(n, std::string("timeouts.") + key, "must be positive");
+      out = std::chrono::duration_cast<std::chrono::milliseconds>(d);
+    }
+  };
+  ms("heartbeat", t.timeouts.heartbeat);
+  ms("connection", t.timeouts.connection);
+  ms("request", t.timeouts.request);
+  t.timeouts.migration_limit = int(r.integer(*to, "migration_limit", "timeouts.", t.timeouts.migration_limit, 0, 100));
+  if (t.timeouts.connection <= t.timeouts.heartbeat)
+    r.fail(to->get("connection") ? to->get("connection") : to, "timeouts.connection",
+           "must be longer than timeouts.heartbeat, or a live link is declared dead between two heartbeats");
+}
+
+void read_sim(const reader& r, const toml::table& root, topology_config& t) {
+  const toml::table* s = r.table(root, "sim", "");
+  if (!s) {
+    if (t.model.backend == backend_kind::sim) t.sim = sim_spec{};
+    return;
+  }
+  r.only_keys(*s, "sim.", {"flops", "bandwidth", "step_overhead"});
+  sim_spec spec;
+  if (const toml::node* n = s->get("flops")) spec.flops = r.number(*n, "sim.flops");
+  if (const toml::node* n = s->get("bandwidth")) spec.bandwidth = r.size(*n, "sim.bandwidth", true);
+  if (const toml::node* n = s->get("step_overhead"))
+    spec.step_overhead = std::chrono::duration_cast<std::chrono::microseconds>(r.duration(*n, "sim.step_overhead"));
+  if (spec.flops <= 0) r.fail(s->get("flops"), "sim.flops", "must be positive");
+  if (spec.bandwidth <= 0) r.fail(s->get("bandwidth"), "sim.bandwidth", "must be positive");
+  t.sim = spec;
+}
+
+}  // namespace
+
+topology_config parse_topology(const std::string& text, const std::string& source) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    throw input_error(source + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+  }
+  reader r(source);
+  r.only_keys(root, "", {"model", "nodes", "pools", "scheduler", "router", "timeouts", "sim"});
+  topology_config t;
+  t.source = source;
+  read_model(r, root, t);
+  read_nodes(r, root, t);
+  read_pools(r, root, t);
+  read_scheduler(r, root, t);
+  read_router(r, root, t);
+  read_timeouts(r, root, t);
+  read_sim(r, root, t);
+  return t;
+}
+
+topology_config load_topology(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw input_error(path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_topology(ss.str(), path);
+}
+
+}  // namespace troupe::topology

@@ -1,0 +1,89 @@
+// A Troupe topology: which model, which backend, which nodes (processes), which pools of
+// replicas on which nodes, scheduler limits, the routing policy and the failure timeouts.
+// Read from TOML in one place (load_topology); everything else takes these structs.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/dtype.h"
+#include "runtime/routing/policy.h"
+#include "runtime/sched/scheduler.h"
+
+namespace troupe::topology {
+
+enum class backend_kind { cpu, cuda, sim };
+enum class pool_role { prefill, decode, both };
+
+const char* backend_name(backend_kind b);
+const char* role_name(pool_role r);
+
+struct model_spec {
+  std::string path;    // a Hugging Face folder (cpu, cuda); optional for sim
+  std::string preset;  // sim without a folder: tiny | small | 1b sizes
+  backend_kind backend = backend_kind::cpu;
+  int max_model_len = 0;  // 0: the model's own
+};
+
+struct node_spec {
+  std::string name;
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;  // 0: any free port (single-process topologies)
+  int line = 0;            // where it was declared, for later error messages
+};
+
+struct pool_spec {
+  std::string name;
+  pool_role role = pool_role::both;
+  int replicas = 1;
+  std::vector<std::string> nodes;  // replicas are placed round-robin over these
+  int line = 0;
+};
+
+struct scheduler_spec {
+  sched::scheduler_config limits;                   // token budget, max seqs, chunk, block size, order
+  std::size_t kv_memory_bytes = std::size_t(256) << 20;  // per replica
+  kernels::dtype kv_dtype = kernels::dtype::f32;
+};
+
+struct router_spec {
+  std::string policy = "round_robin";
+  routing::policy_params params;
+};
+
+struct timeouts_spec {
+  std::chrono::milliseconds heartbeat{1000};    // middleman heartbeat interval
+  std::chrono::milliseconds connection{5000};   // a silent link is dead after this
+  std::chrono::milliseconds request{30000};     // every request between actors
+  int migration_limit = 3;                      // times one request may move before it fails
+};
+
+// The GPU the sim backend pretends to be.
+struct sim_spec {
+  double flops = 989e12;             // FLOP/s
+  double bandwidth = 3.35e12;        // bytes/s
+  std::chrono::microseconds step_overhead{200};
+};
+
+struct topology_config {
+  std::string source;  // the file it came from
+  model_spec model;
+  std::vector<node_spec> nodes;
+  std::vector<pool_spec> pools;
+  scheduler_spec scheduler;
+  router_spec router;
+  timeouts_spec timeouts;
+  std::optional<sim_spec> sim;
+
+  const node_spec* node(const std::string& name) const;
+};
+
+// Reads and validates a topology file. Throws input_error as "FILE:LINE: KEY: what is wrong"
+// for a syntax error, a wrong type, an unknown key, a missing required key, a duplicate name,
+// a pool on an unknown node, or an unknown routing policy or parameter.
+topology_config load_topology(const std::string& path);
+topology_config parse_topology(const std::string& text, const std::string& source);
+
+}  // namespace troupe::topology
