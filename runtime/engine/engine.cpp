@@ -74,11 +74,19 @@ void engine::add_request(request r) {
     if (r.prompt[i] < 0 || r.prompt[i] >= mc.vocab_size)
       throw input_error("request '" + r.id + "': prompt token " + std::to_string(i) + " is " + std::to_string(r.prompt[i]) +
                         ", outside the vocabulary [0, " + std::to_string(mc.vocab_size) + ")");
+  for (std::size_t i = 0; i < r.generated.size(); ++i)
+    if (r.generated[i] < 0 || r.generated[i] >= mc.vocab_size)
+      throw input_error("request '" + r.id + "': generated token " + std::to_string(i) + " is outside the vocabulary");
   r.params.validate();
+  if (int(r.generated.size()) >= r.params.max_tokens)
+    throw input_error("request '" + r.id + "': max_tokens (" + std::to_string(r.params.max_tokens) +
+                      ") already reached by the tokens generated before");
   const int len = int(r.prompt.size());
   if (len >= cfg_.max_model_len)
     throw input_error("request '" + r.id + "': the prompt has " + std::to_string(len) + " tokens; the context holds " +
                       std::to_string(cfg_.max_model_len) + " (prompt + at least one generated token)");
+  if (len + int(r.generated.size()) >= cfg_.max_model_len)
+    throw input_error("request '" + r.id + "': prompt and generated tokens already fill the context");
   const int most = std::min(len + r.params.max_tokens, cfg_.max_model_len);
   const int need = kv::blocks_for(most, cfg_.sched.block_size);
   if (need > pool_.num_blocks())
@@ -90,7 +98,9 @@ void engine::add_request(request r) {
   s->arrival = s->id;
   s->priority = r.priority;
   s->tokens = std::move(r.prompt);
+  s->tokens.insert(s->tokens.end(), r.generated.begin(), r.generated.end());
   s->prompt_len = len;
+  s->detok = tokenizer::incremental_detokenizer(r.generated.size());
   s->params = std::move(r.params);
   // A request without a seed gets one now, so recompute and migration repeat its draws.
   s->seed = s->params.seed ? *s->params.seed : std::random_device{}() * 0x100000001ull ^ std::random_device{}();

@@ -11,6 +11,9 @@ namespace troupe::engine {
 struct request {
   std::string id;                     // unique among live requests
   std::vector<std::int32_t> prompt;   // token ids
+  // Output tokens produced elsewhere before this request came here (a migration): they count
+  // as output for max_tokens, penalties and the seeded draw's position, and are not returned.
+  std::vector<std::int32_t> generated;
   sampling::sampling_params params;
   int priority = 0;                   // lower runs first under priority order
 };

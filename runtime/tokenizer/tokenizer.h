@@ -45,6 +45,12 @@ class tokenizer {
 // each call returns the text that the new ids completed (possibly empty).
 class incremental_detokenizer {
  public:
+  incremental_detokenizer() = default;
+  // Starts after `already` ids whose text was returned elsewhere; a few of them are kept as
+  // context, since how a token decodes can depend on the one before it.
+  explicit incremental_detokenizer(std::size_t already)
+      : prefix_(already > 5 ? already - 5 : 0), read_(already) {}
+
   // `ids` is the whole output so far (it only grows between calls).
   std::string next(const tokenizer& tok, const std::vector<std::int32_t>& ids);
   // Everything not yet returned, invalid bytes replaced; call once at the end.

@@ -96,9 +96,9 @@ BOOST_AUTO_TEST_CASE(bad_requests_are_rejected_with_the_field_named) {
       BOOST_TEST(std::string(err.what()).find(needle) != std::string::npos, err.what());
     }
   };
-  engine::request ok{"a", {1, 2, 3}, {}, 0};
-  expect_error({"b", {}, {}, 0}, "prompt is empty");
-  expect_error({"c", {1, 32000}, {}, 0}, "outside the vocabulary");
+  engine::request ok{"a", {1, 2, 3}, {}, {}, 0};
+  expect_error({"b", {}, {}, {}, 0}, "prompt is empty");
+  expect_error({"c", {1, 32000}, {}, {}, 0}, "outside the vocabulary");
   auto hot = ok;
   hot.id = "d";
   hot.params.temperature = -1;
@@ -148,7 +148,7 @@ BOOST_AUTO_TEST_CASE(f16_kv_cache_is_batch_invariant_too) {
 BOOST_AUTO_TEST_CASE(stop_strings_cut_the_text_and_are_never_streamed_in_part) {
   const std::string dir = test::synth_model("small-llama-f32", test::preset("small"));
   auto tok = std::shared_ptr<const tokenizer::tokenizer>(tokenizer::tokenizer::load(dir + "/tokenizer.json"));
-  engine::request r{"s", tok->encode("The scheduler decides which requests run"), {}, 0};
+  engine::request r{"s", tok->encode("The scheduler decides which requests run"), {}, {}, 0};
   r.params.temperature = 0;
   r.params.max_tokens = 40;
   r.params.ignore_eos = true;
@@ -181,5 +181,27 @@ BOOST_AUTO_TEST_CASE(stop_strings_cut_the_text_and_are_never_streamed_in_part) {
   for (auto& d : deltas) {
     streamed += d;
     BOOST_TEST_REQUIRE(streamed.find(stop.substr(0, 1), first) == std::string::npos, "stop string streamed in part");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_request_resumed_from_its_generated_tokens_continues_exactly) {
+  // What a migration does: the new replica gets prompt + tokens so far and must produce the
+  // rest exactly as the first replica would have.
+  for (bool greedy : {true, false}) {
+    auto reqs = test::mixed_requests(6, small_model()->config().vocab_size, greedy);
+    const outputs full = run_alone(reqs);
+    std::vector<engine::request> resumed;
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      auto r = reqs[i];
+      const std::size_t k = 1 + i % (full[i].size() - 1);
+      r.generated.assign(full[i].begin(), full[i].begin() + long(k));
+      resumed.push_back(r);
+    }
+    const outputs rest = run_batched(resumed, test::engine_cfg(64, 256));
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      std::vector<std::int32_t> joined = resumed[i].generated;
+      joined.insert(joined.end(), rest[i].begin(), rest[i].end());
+      BOOST_TEST(joined == full[i], (greedy ? "greedy" : "seeded") << " request " << i);
+    }
   }
 }

@@ -100,9 +100,9 @@ int cmd_generate(int argc, char** argv) {
       id_prompts.push_back(parse_ids(t, "prompt (the model has no tokenizer.json, so prompts are token ids)"));
       continue;
     }
-    reqs.push_back({std::to_string(reqs.size()), m.tok->encode(t), sp, 0});
+    reqs.push_back({std::to_string(reqs.size()), m.tok->encode(t), {}, sp, 0});
   }
-  for (auto& ids : id_prompts) reqs.push_back({std::to_string(reqs.size()), ids, sp, 0});
+  for (auto& ids : id_prompts) reqs.push_back({std::to_string(reqs.size()), ids, {}, sp, 0});
 
   std::map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < reqs.size(); ++i) {
