@@ -109,6 +109,15 @@ void engine::add_request(request r) {
   seqs_.emplace(s->id, std::move(s));
 }
 
+std::size_t engine::waiting_prompt_tokens() const {
+  std::size_t n = 0;
+  for (auto id : waiting_) {
+    const sequence& s = *seqs_.at(id);
+    n += s.tokens.size() - std::size_t(s.num_computed);
+  }
+  return n;
+}
+
 bool engine::abort(const std::string& id) {
   auto it = by_name_.find(id);
   if (it == by_name_.end()) return false;

@@ -55,6 +55,8 @@ class engine {
   bool has_unfinished() const { return !seqs_.empty() || !aborted_.empty(); }
   std::size_t num_running() const { return running_.size(); }
   std::size_t num_waiting() const { return waiting_.size(); }
+  // Tokens of waiting sequences not yet computed (what a router weighs as queued prefill).
+  std::size_t waiting_prompt_tokens() const;
   const kv::block_pool& blocks() const { return pool_; }
   const engine_stats& stats() const { return stats_; }
   const engine_config& config() const { return cfg_; }

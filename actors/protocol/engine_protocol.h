@@ -1,0 +1,116 @@
+// The messages between the request owner, the scheduler of a replica and whoever receives a
+// request's tokens. Value types with `inspect`, registered once (register_engine_protocol).
+#pragma once
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/engine/request.h"
+
+namespace troupe::actors {
+
+// A request for one replica: prompt + tokens generated so far (non-empty after a migration,
+// so the replica continues the sequence instead of restarting it) and sampling parameters.
+struct generate_request {
+  std::string id;
+  std::vector<std::int32_t> prompt;
+  std::vector<std::int32_t> generated;  // already streamed to the client; not sent again
+  float temperature = 1.0f;
+  std::int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  bool has_seed = false;
+  std::uint64_t seed = 0;
+  std::int32_t max_tokens = 16;  // counted over generated + new tokens
+  std::vector<std::int32_t> stop_token_ids;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  std::int32_t priority = 0;
+};
+
+// One request's progress in one step.
+struct token_update {
+  std::string id;
+  std::vector<std::int32_t> tokens;  // new this step
+  std::string text;                  // text those tokens completed
+  bool finished = false;
+  std::string finish_reason;         // "stop", "length", "abort", or an error message
+  std::int32_t prompt_tokens = 0;
+  std::int32_t output_tokens = 0;    // total, including tokens generated before a migration
+};
+
+// Everything one step produced for one destination: tokens travel once per step per
+// destination, never one message per token per request.
+struct token_batch {
+  std::uint64_t step = 0;
+  std::vector<token_update> updates;
+};
+
+// A replica's load as its scheduler reports it (to the router, the admin console, tests).
+struct load_report {
+  std::int32_t running_seqs = 0;
+  std::int32_t waiting_seqs = 0;
+  std::int32_t waiting_prompt_tokens = 0;
+  std::int32_t used_blocks = 0;
+  std::int32_t total_blocks = 0;
+  std::uint64_t steps = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, load_report& x) {
+  return f(caf::meta::type_name("load_report"), x.running_seqs, x.waiting_seqs, x.waiting_prompt_tokens,
+           x.used_blocks, x.total_blocks, x.steps);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
+  return f(caf::meta::type_name("generate_request"), x.id, x.prompt, x.generated, x.temperature, x.top_k,
+           x.top_p, x.min_p, x.repetition_penalty, x.presence_penalty, x.frequency_penalty, x.has_seed, x.seed,
+           x.max_tokens, x.stop_token_ids, x.stop, x.ignore_eos, x.priority);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, token_update& x) {
+  return f(caf::meta::type_name("token_update"), x.id, x.tokens, x.text, x.finished, x.finish_reason,
+           x.prompt_tokens, x.output_tokens);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, token_batch& x) {
+  return f(caf::meta::type_name("token_batch"), x.step, x.updates);
+}
+
+// Receives a replica's token batches (the request owner, or a test).
+using token_sink = caf::typed_actor<caf::reacts_to<token_batch>>;
+
+using submit_atom = caf::atom_constant<caf::atom("submit")>;
+using abort_atom = caf::atom_constant<caf::atom("abort")>;
+using step_atom = caf::atom_constant<caf::atom("step")>;
+using load_atom = caf::atom_constant<caf::atom("load")>;
+
+// The scheduler of one replica.
+using scheduler_actor = caf::typed_actor<
+    // Queue a request; its tokens go to the sink. Replies true, or an error naming what was
+    // wrong with the request (nothing is queued then).
+    caf::replies_to<submit_atom, generate_request, token_sink>::with<bool>,
+    // End a request now and free its blocks; its final update (reason "abort") follows.
+    caf::reacts_to<abort_atom, std::string>,
+    // The replica's current load.
+    caf::replies_to<load_atom>::with<load_report>,
+    // Internal: run one engine step (the actor sends it to itself while it has work).
+    caf::reacts_to<step_atom>>;
+
+// Adds every message type of this protocol to a config. Call once per actor system.
+void register_engine_protocol(caf::actor_system_config& cfg);
+
+// The engine request a generate_request stands for (prompt + generated as the prompt, the
+// token budget reduced by what was already generated).
+engine::request to_engine_request(const generate_request& r);
+generate_request to_generate_request(const engine::request& r);
+
+}  // namespace troupe::actors

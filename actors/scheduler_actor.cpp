@@ -1,0 +1,80 @@
+#include "actors/scheduler_actor.h"
+
+#include "runtime/common/error.h"
+
+namespace troupe::actors {
+
+namespace {
+
+void schedule_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
+  if (self->state.step_pending || !self->state.engine->has_unfinished()) return;
+  self->state.step_pending = true;
+  self->send(self, step_atom::value);
+}
+
+token_update to_update(const engine::request_output& o) {
+  token_update u;
+  u.id = o.id;
+  u.tokens = o.new_tokens;
+  u.text = o.text_delta;
+  u.finished = o.finished;
+  u.finish_reason = o.finished ? engine::finish_reason_name(o.reason) : "";
+  u.prompt_tokens = o.num_prompt_tokens;
+  u.output_tokens = o.num_output_tokens;
+  return u;
+}
+
+}  // namespace
+
+scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<scheduler_state> self,
+                                         std::shared_ptr<const model::llama_model> model,
+                                         std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg) {
+  self->state.engine = std::make_unique<engine::engine>(std::move(model), std::move(tok), cfg);
+  return {
+      [=](submit_atom, const generate_request& r, token_sink sink) -> caf::result<bool> {
+        auto& st = self->state;
+        try {
+          st.engine->add_request(to_engine_request(r));
+        } catch (const input_error& err) {
+          return caf::make_error(caf::sec::invalid_argument, err.what());
+        }
+        st.sinks[r.id] = std::move(sink);
+        schedule_step(self);
+        return true;
+      },
+      [=](abort_atom, const std::string& id) {
+        if (self->state.engine->abort(id)) schedule_step(self);
+      },
+      [=](load_atom) {
+        const auto& e = *self->state.engine;
+        load_report r;
+        r.running_seqs = std::int32_t(e.num_running());
+        r.waiting_seqs = std::int32_t(e.num_waiting());
+        r.waiting_prompt_tokens = std::int32_t(e.waiting_prompt_tokens());
+        r.used_blocks = e.blocks().num_used();
+        r.total_blocks = e.blocks().num_blocks();
+        r.steps = self->state.steps;
+        return r;
+      },
+      [=](step_atom) {
+        auto& st = self->state;
+        st.step_pending = false;
+        auto outputs = st.engine->step();
+        ++st.steps;
+        // One batch per destination per step.
+        std::map<token_sink, token_batch> batches;
+        for (auto& o : outputs) {
+          auto it = st.sinks.find(o.id);
+          if (it == st.sinks.end()) continue;
+          auto& b = batches[it->second];
+          b.step = st.steps;
+          b.updates.push_back(to_update(o));
+          if (o.finished) st.sinks.erase(it);
+        }
+        for (auto& [sink, batch] : batches) self->send(sink, std::move(batch));
+        schedule_step(self);
+      },
+  };
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,26 @@
+// The scheduler of one replica as an actor: it owns the replica's engine (block manager and
+// continuous-batching loop) and runs one engine step per message to itself while it has work,
+// so submissions and aborts are handled between steps.
+#pragma once
+#include <memory>
+
+#include "actors/protocol/engine_protocol.h"
+#include "runtime/engine/engine.h"
+
+namespace troupe::actors {
+
+struct scheduler_state {
+  std::unique_ptr<engine::engine> engine;
+  std::map<std::string, token_sink> sinks;  // where each live request's tokens go
+  bool step_pending = false;                // a step_atom is in the mailbox
+  std::uint64_t steps = 0;
+  static inline const char* name = "troupe.scheduler";
+};
+
+// Spawn with what the replica's engine runs; the actor builds and owns the engine. Every
+// accepted request ends with exactly one finished update to its sink.
+scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<scheduler_state> self,
+                                         std::shared_ptr<const model::llama_model> model,
+                                         std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg);
+
+}  // namespace troupe::actors
