@@ -229,7 +229,7 @@ std::vector<request_output> engine::step() {
   }
   const std::size_t vocab = std::size_t(model_->config().vocab_size);
   logits_.resize(batch.logit_rows.size() * vocab);
-  model_->forward(batch, cache_, logits_.data());
+  model_->forward(batch, cache_, logits_.data(), workspace_);
   ++stats_.steps;
 
   std::vector<float> scratch;

@@ -81,6 +81,7 @@ class engine {
   std::uint64_t next_id_ = 1;
   engine_stats stats_;
   std::vector<float> logits_;
+  model::forward_workspace workspace_;
 };
 
 // Runs requests to completion on a fresh engine and returns each one's generated tokens, in

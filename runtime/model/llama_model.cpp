@@ -145,13 +145,12 @@ std::size_t llama_model::layer_flops_per_token() const {
   return 2 * macs;
 }
 
-void llama_model::forward(const forward_batch& b, kv::kv_cache& cache, float* logits) const {
+void llama_model::forward(const forward_batch& b, kv::kv_cache& cache, float* logits, forward_workspace& w) const {
   const std::size_t T = b.tokens.size();
   if (T == 0) return;
   const std::size_t H = cfg_.hidden_size, I = cfg_.intermediate_size, hd = cfg_.head_dim;
   const std::size_t Q = cfg_.q_dim(), KV = cfg_.kv_dim(), QKV = Q + 2 * KV, half = hd / 2;
   const int n_heads = cfg_.num_attention_heads, n_kv = cfg_.num_key_value_heads;
-  auto& w = ws_;
   w.x.resize(T * H);
   w.h.resize(T * H);
   w.qkv.resize(T * QKV);

@@ -23,6 +23,12 @@ struct forward_batch {
   std::vector<std::int32_t> logit_rows;     // indices into tokens whose logits are wanted
 };
 
+// Scratch buffers of a forward pass. One per caller: a model is shared read-only by every
+// replica in the process, each forwarding with its own workspace.
+struct forward_workspace {
+  std::vector<float> x, h, qkv, q, k, attn, tmp, gu, act, cos, sin, logits_in;
+};
+
 struct layer_weights {
   std::vector<float> input_norm, post_norm;  // [hidden]
   kernels::packed_weight qkv;                // [q_dim + 2 kv_dim][hidden], q then k then v
@@ -43,8 +49,8 @@ class llama_model {
   kernels::dtype weight_type() const { return weight_type_; }
 
   // Runs the batch, writing its K/V into `cache`, and fills logits[i][vocab] for each of
-  // batch.logit_rows. Not reentrant: one forward at a time per model (shared scratch).
-  void forward(const forward_batch& batch, kv::kv_cache& cache, float* logits) const;
+  // batch.logit_rows. Safe to call from several threads with different caches and workspaces.
+  void forward(const forward_batch& batch, kv::kv_cache& cache, float* logits, forward_workspace& ws) const;
 
   // Bytes of weights one forward step reads (every matrix once, plus the used embedding rows).
   std::size_t weight_bytes_per_step() const;
@@ -57,10 +63,6 @@ class llama_model {
   llama_model() = default;
   void load_tensors(const std::string& dir);
 
-  struct workspace {
-    std::vector<float> x, h, qkv, q, k, attn, tmp, gu, act, cos, sin, logits_in;
-  };
-
   std::string dir_;
   model_config cfg_;
   kernels::dtype weight_type_ = kernels::dtype::f32;
@@ -70,7 +72,6 @@ class llama_model {
   std::vector<float> final_norm_;
   kernels::packed_weight lm_head_;
   std::vector<double> inv_freq_;
-  mutable workspace ws_;
 };
 
 }  // namespace troupe::model

@@ -63,7 +63,8 @@ double teacher_forced_error(const model::llama_model& m, const std::vector<std::
     b.logit_rows.push_back(p);
   }
   std::vector<float> logits(std::size_t(seq_len) * std::size_t(c.vocab_size));
-  m.forward(b, cache, logits.data());
+  model::forward_workspace ws;
+  m.forward(b, cache, logits.data(), ws);
   BOOST_TEST_REQUIRE(ref.size() == logits.size());
   double worst = 0;
   for (std::size_t i = 0; i < logits.size(); ++i) worst = std::max(worst, std::abs(double(logits[i]) - ref[i]));

@@ -82,6 +82,7 @@ int cmd_bench(int argc, char** argv) {
   const double weight_bytes = double(m->weight_bytes_per_step());
   const double flops_tok = double(m->layer_flops_per_token());
   const double head_flops = double(m->lm_head_flops());
+  model::forward_workspace ws;
   std::vector<float> logits(std::size_t(c.vocab_size) * std::size_t(std::max(32, *std::max_element(batches.begin(), batches.end()))));
 
   // Prefill: one sequence, prompt_len tokens, best of 3 after a warm-up.
@@ -98,7 +99,7 @@ int cmd_bench(int argc, char** argv) {
     for (int r = 0; r < 4; ++r) {
       if (r == 1) model::op_profile::reset();
       auto t0 = clock_type::now();
-      m->forward(b, bc.cache, logits.data());
+      m->forward(b, bc.cache, logits.data(), ws);
       if (r > 0) prefill_s = std::min(prefill_s, since(t0));
     }
   }
@@ -121,7 +122,7 @@ int cmd_bench(int argc, char** argv) {
         pre.tables.push_back(bc.tables[std::size_t(s)].data());
       }
     pre.logit_rows.push_back(std::int32_t(pre.tokens.size() - 1));
-    m->forward(pre, bc.cache, logits.data());
+    m->forward(pre, bc.cache, logits.data(), ws);
     std::vector<double> times;
     for (int st = 0; st <= steps; ++st) {  // step 0 warms up
       if (st == 1) model::op_profile::reset();
@@ -133,7 +134,7 @@ int cmd_bench(int argc, char** argv) {
         d.logit_rows.push_back(s);
       }
       auto t0 = clock_type::now();
-      m->forward(d, bc.cache, logits.data());
+      m->forward(d, bc.cache, logits.data(), ws);
       if (st > 0) times.push_back(since(t0));
     }
     if (a.has("profile")) say("  decode batch %d profile (%d steps): %s\n", B, steps, model::op_profile::report().c_str());

@@ -1,0 +1,146 @@
+#include "actors/request_owner.h"
+
+#include <set>
+
+namespace troupe::actors {
+
+namespace {
+
+using owner_ptr = owner_actor::stateful_pointer<owner_state>;
+using promise = caf::typed_response_promise<bool>;
+
+// Ends a request that can no longer be served. Before its first acceptance the client's submit
+// gets the error; afterwards the client gets a final update whose reason says why.
+void fail(owner_ptr self, const std::string& id, const std::string& why, promise* initial) {
+  auto it = self->state.requests.find(id);
+  if (it == self->state.requests.end()) return;
+  if (initial) {
+    initial->deliver(caf::make_error(caf::sec::invalid_argument, why));
+  } else {
+    token_update u;
+    u.id = id;
+    u.finished = true;
+    u.finish_reason = "error: " + why;
+    u.prompt_tokens = std::int32_t(it->second.request.prompt.size());
+    u.output_tokens = std::int32_t(it->second.tokens.size());
+    self->send(it->second.client, token_batch{0, {u}});
+  }
+  self->state.requests.erase(it);
+}
+
+// One monitor per scheduler, however many requests it serves: each monitor is one down message.
+void watch(owner_ptr self, const scheduler_actor& s) {
+  if (self->state.watched.insert(s.address()).second) self->monitor(s);
+}
+
+// Routes the request and submits it with the tokens streamed so far. `initial` is set for the
+// client's own submission; migrations pass null.
+void place(owner_ptr self, const std::string& id, std::uint32_t avoid, std::shared_ptr<promise> initial) {
+  auto& st = self->state;
+  auto it = st.requests.find(id);
+  if (it == st.requests.end()) return;
+  const owned_request& r = it->second;
+  route_query q{id, std::int32_t(r.request.prompt.size() + r.tokens.size()), r.request.priority, avoid};
+  self->request(st.router, st.cfg.request_timeout, route_atom::value, q)
+      .then(
+          [=](const route_reply& rep) {
+            auto it = self->state.requests.find(id);
+            if (it == self->state.requests.end()) return;  // aborted meanwhile
+            if (!rep.placed) return fail(self, id, "no replica can take it (" + rep.why + ")", initial.get());
+            owned_request& r = it->second;
+            generate_request req = r.request;
+            req.generated = r.tokens;
+            r.scheduler = rep.scheduler;
+            r.replica = rep.replica;
+            watch(self, rep.scheduler);
+            self->request(rep.scheduler, self->state.cfg.request_timeout, submit_atom::value, req,
+                          caf::actor_cast<token_sink>(self))
+                .then(
+                    [=](bool) {
+                      if (initial) initial->deliver(true);
+                    },
+                    [=](caf::error& err) {
+                      // A bad request is refused everywhere: do not move it around.
+                      fail(self, id, self->system().render(err), initial.get());
+                    });
+          },
+          [=](caf::error& err) { fail(self, id, "router: " + self->system().render(err), initial.get()); });
+}
+
+void migrate(owner_ptr self, const std::string& id) {
+  auto it = self->state.requests.find(id);
+  if (it == self->state.requests.end()) return;
+  owned_request& r = it->second;
+  if (r.migrations >= self->state.cfg.migration_limit)
+    return fail(self, id, "its replica died and it already moved " + std::to_string(r.migrations) + " times", nullptr);
+  ++r.migrations;
+  r.awaiting_first_token = true;
+  r.lost_at = std::chrono::steady_clock::now();
+  r.lost_replica = r.replica;
+  const std::uint32_t from = r.replica;
+  r.scheduler = nullptr;
+  place(self, id, from, nullptr);
+}
+
+}  // namespace
+
+owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_state> self, router_actor router,
+                                         owner_config cfg) {
+  self->state.cfg = cfg;
+  self->state.router = std::move(router);
+  self->set_down_handler([=](const caf::down_msg& dm) {
+    std::vector<std::string> lost;
+    for (auto& [id, r] : self->state.requests)
+      if (r.scheduler && r.scheduler.address() == dm.source) lost.push_back(id);
+    for (auto& id : lost) migrate(self, id);
+  });
+  return {
+      [=](submit_atom, const generate_request& req, token_sink client) -> caf::result<bool> {
+        auto& st = self->state;
+        if (st.requests.count(req.id)) return caf::make_error(caf::sec::invalid_argument, "request id '" + req.id + "' is in use");
+        owned_request r;
+        r.request = req;
+        r.client = std::move(client);
+        st.requests.emplace(req.id, std::move(r));
+        auto rp = std::make_shared<promise>(self->make_response_promise<bool>());
+        place(self, req.id, UINT32_MAX, rp);
+        return *rp;
+      },
+      [=](abort_atom, const std::string& id) {
+        auto it = self->state.requests.find(id);
+        if (it == self->state.requests.end()) return;
+        if (it->second.scheduler) {
+          self->send(it->second.scheduler, abort_atom::value, id);  // its final update follows
+        } else {
+          fail(self, id, "aborted while being placed", nullptr);
+        }
+      },
+      [=](token_batch& b) {
+        auto& st = self->state;
+        const caf::actor_addr from = caf::actor_cast<caf::actor_addr>(self->current_sender());
+        std::map<token_sink, token_batch> out;
+        for (auto& u : b.updates) {
+          auto it = st.requests.find(u.id);
+          // Only the replica now serving a request may extend it: a replica that was given up
+          // for dead (a cut link) must not add tokens twice.
+          if (it == st.requests.end() || !it->second.scheduler || it->second.scheduler.address() != from) continue;
+          owned_request& r = it->second;
+          if (r.awaiting_first_token && !u.tokens.empty()) {
+            r.awaiting_first_token = false;
+            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - r.lost_at).count();
+            st.migrations.push_back({u.id, r.lost_replica, r.replica, secs});
+          }
+          r.tokens.insert(r.tokens.end(), u.tokens.begin(), u.tokens.end());
+          auto& batch = out[r.client];
+          batch.step = b.step;
+          const bool finished = u.finished;
+          batch.updates.push_back(std::move(u));
+          if (finished) st.requests.erase(it);
+        }
+        for (auto& [client, batch] : out) self->send(client, std::move(batch));
+      },
+      [=](migrations_atom) { return self->state.migrations; },
+  };
+}
+
+}  // namespace troupe::actors

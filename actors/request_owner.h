@@ -1,0 +1,45 @@
+// The request owner: keeps each request (prompt, tokens so far, client sink, replica) until it
+// ends. When a replica dies it resubmits that replica's requests elsewhere with the tokens
+// already streamed, so the client sees no duplicate and no gap; a request that cannot be placed
+// again ends with an error update, never silence.
+#pragma once
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "actors/protocol/owner_protocol.h"
+#include "actors/protocol/router_protocol.h"
+
+namespace troupe::actors {
+
+struct owner_config {
+  int migration_limit = 3;
+  std::chrono::milliseconds request_timeout{30000};
+};
+
+struct owned_request {
+  generate_request request;             // as submitted
+  std::vector<std::int32_t> tokens;     // streamed to the client so far
+  token_sink client;
+  std::uint32_t replica = 0;
+  scheduler_actor scheduler;
+  int migrations = 0;
+  std::chrono::steady_clock::time_point lost_at;  // when its replica was found dead
+  std::uint32_t lost_replica = 0;
+  bool awaiting_first_token = false;              // migrated, no token from the new replica yet
+};
+
+
+struct owner_state {
+  owner_config cfg;
+  router_actor router;
+  std::map<std::string, owned_request> requests;
+  std::vector<migration_event> migrations;
+  std::set<caf::actor_addr> watched;  // schedulers this actor monitors
+  static inline const char* name = "troupe.request_owner";
+};
+
+owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_state> self, router_actor router,
+                                         owner_config cfg);
+
+}  // namespace troupe::actors

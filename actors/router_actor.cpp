@@ -1,0 +1,84 @@
+#include "actors/router_actor.h"
+
+namespace troupe::actors {
+
+void register_router_protocol(caf::actor_system_config& cfg) {
+  cfg.add_message_type<route_query>("troupe.route_query");
+  cfg.add_message_type<route_reply>("troupe.route_reply");
+  cfg.add_message_type<scheduler_actor>("troupe.scheduler_actor");
+}
+
+namespace {
+
+std::size_t slot_of(router_actor::stateful_pointer<router_state> self, std::uint32_t replica) {
+  auto& st = self->state;
+  for (std::size_t i = 0; i < st.loads.size(); ++i)
+    if (st.loads[i].replica == replica) return i;
+  st.loads.push_back({replica, false, 0, 0, 0, 0});
+  st.replicas.emplace_back();
+  return st.loads.size() - 1;
+}
+
+}  // namespace
+
+router_actor::behavior_type router(router_actor::stateful_pointer<router_state> self, router_config cfg) {
+  self->state.policy = routing::registry::global().get(cfg.policy);
+  self->state.cfg = std::move(cfg);
+  // A replica that goes down is never chosen again until it registers anew.
+  self->set_down_handler([=](const caf::down_msg& dm) {
+    auto& st = self->state;
+    for (std::size_t i = 0; i < st.replicas.size(); ++i)
+      if (st.replicas[i] && st.replicas[i].address() == dm.source) {
+        st.loads[i].alive = false;
+        st.replicas[i] = nullptr;
+      }
+  });
+  self->send(self, poll_atom::value);
+  return {
+      [=](route_atom, const route_query& q) -> route_reply {
+        auto& st = self->state;
+        std::vector<routing::replica_load> view = st.loads;
+        for (auto& l : view)
+          if (l.replica == q.avoid) l.alive = false;
+        routing::decision d = st.policy({0, q.prompt_tokens, q.priority}, view, st.cfg.params, st.decisions++);
+        route_reply r;
+        r.why = d.why;
+        if (!d.index) return r;
+        const std::size_t i = *d.index;
+        r.placed = true;
+        r.replica = st.loads[i].replica;
+        r.scheduler = st.replicas[i];
+        // Count the placement now, so a burst between two load reports spreads out.
+        st.loads[i].running_seqs += 1;
+        st.loads[i].waiting_prompt_tokens += q.prompt_tokens;
+        return r;
+      },
+      [=](replica_atom, std::uint32_t replica, scheduler_actor s) {
+        const std::size_t i = slot_of(self, replica);
+        self->monitor(s);
+        self->state.replicas[i] = s;
+        self->state.loads[i].alive = true;
+      },
+      [=](poll_atom) {
+        auto& st = self->state;
+        for (std::size_t i = 0; i < st.replicas.size(); ++i) {
+          if (!st.replicas[i]) continue;
+          const std::uint32_t replica = st.loads[i].replica;
+          self->request(st.replicas[i], st.cfg.request_timeout, load_atom::value)
+              .then([=](const load_report& r) {
+                for (auto& l : self->state.loads)
+                  if (l.replica == replica && l.alive) {
+                    l.running_seqs = r.running_seqs;
+                    l.waiting_prompt_tokens = r.waiting_prompt_tokens;
+                    l.free_blocks = r.total_blocks - r.used_blocks;
+                    l.total_blocks = r.total_blocks;
+                  }
+              },
+              [](caf::error&) {});  // a dead replica is handled by its down message
+        }
+        self->delayed_send(self, st.cfg.poll_interval, poll_atom::value);
+      },
+  };
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,30 @@
+// The router: holds each replica's last load report and liveness, and answers "where should
+// this request run?" with a routing policy from runtime/routing (a pure function).
+#pragma once
+#include <chrono>
+#include <vector>
+
+#include "actors/protocol/router_protocol.h"
+#include "runtime/routing/policy.h"
+
+namespace troupe::actors {
+
+struct router_config {
+  std::string policy = "round_robin";
+  routing::policy_params params;
+  std::chrono::milliseconds poll_interval{50};  // how often replicas are asked for their load
+  std::chrono::milliseconds request_timeout{30000};
+};
+
+struct router_state {
+  router_config cfg;
+  routing::policy policy;
+  std::vector<routing::replica_load> loads;  // index = position in `replicas`
+  std::vector<scheduler_actor> replicas;
+  std::uint64_t decisions = 0;
+  static inline const char* name = "troupe.router";
+};
+
+router_actor::behavior_type router(router_actor::stateful_pointer<router_state> self, router_config cfg);
+
+}  // namespace troupe::actors
