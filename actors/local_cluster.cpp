@@ -5,6 +5,8 @@
 #include "actors/scheduler_actor.h"
 #include "runtime/common/error.h"
 
+#include <caf/io/all.hpp>
+
 namespace troupe::actors {
 
 void register_protocols(caf::actor_system_config& cfg) {
@@ -14,30 +16,42 @@ void register_protocols(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<migration_event>>("troupe.migration_events");
 }
 
-local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_config& topo,
-                             std::shared_ptr<const model::llama_model> model,
-                             std::shared_ptr<const tokenizer::tokenizer> tok)
-    : sys_(sys) {
-  if (topo.model.backend != topology::backend_kind::cpu)
-    throw input_error(topo.source + ": backend \"" + std::string(topology::backend_name(topo.model.backend)) +
-                      "\" cannot run in a single-process cluster");
+void configure_network(caf::actor_system_config& cfg, const topology::timeouts_spec& t) {
+  cfg.load<caf::io::middleman>();
+  cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::duration_cast<caf::timespan>(t.heartbeat)});
+  cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::duration_cast<caf::timespan>(t.connection)});
+}
+
+engine::engine_config engine_config_of(const topology::topology_config& topo) {
   engine::engine_config ec;
   ec.sched = topo.scheduler.limits;
   ec.kv_type = topo.scheduler.kv_dtype;
   ec.kv_memory_bytes = topo.scheduler.kv_memory_bytes;
   ec.max_model_len = topo.model.max_model_len;
+  return ec;
+}
+
+local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_config& topo,
+                             std::shared_ptr<const model::llama_model> model,
+                             std::shared_ptr<const tokenizer::tokenizer> tok, placement_mode mode)
+    : sys_(sys) {
+  if (topo.model.backend != topology::backend_kind::cpu)
+    throw input_error(topo.source + ": backend \"" + std::string(topology::backend_name(topo.model.backend)) +
+                      "\" cannot run here yet (only cpu)");
+  const engine::engine_config ec = engine_config_of(topo);
   router_config rc;
   rc.policy = topo.router.policy;
   rc.params = topo.router.params;
   rc.request_timeout = topo.timeouts.request;
   router_ = sys.spawn(actors::router, rc);
-  std::uint32_t replica = 0;
-  for (const auto& pool : topo.pools)
-    for (int i = 0; i < pool.replicas; ++i) {
-      auto s = sys.spawn(scheduler, model, tok, ec);
-      schedulers_.push_back(s);
-      caf::anon_send(router_, replica_atom::value, replica++, s);
-    }
+  const std::string head = topo.nodes.front().name;
+  for (const auto& p : topology::place_replicas(topo)) {
+    if (mode == placement_mode::head_node_only && p.node != head) continue;
+    if (!model) throw input_error(topo.source + ": the head hosts replica " + std::to_string(p.replica) + " but no model was loaded");
+    auto s = sys.spawn(scheduler, model, tok, ec);
+    schedulers_.push_back(s);
+    caf::anon_send(router_, replica_atom::value, p.replica, s);
+  }
   owner_config oc;
   oc.migration_limit = topo.timeouts.migration_limit;
   oc.request_timeout = topo.timeouts.request;
@@ -46,6 +60,20 @@ local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_co
 
 void local_cluster::kill_replica(std::size_t i) {
   caf::anon_send_exit(schedulers_.at(i), caf::exit_reason::kill);
+}
+
+std::uint16_t local_cluster::publish(const std::string& host, std::uint16_t port) {
+  auto r = sys_.middleman().publish(router_, port, host.empty() ? nullptr : host.c_str(), true);
+  if (!r) throw input_error("cannot listen on " + host + ":" + std::to_string(port) + ": " + sys_.render(r.error()));
+  return *r;
+}
+
+std::uint32_t local_cluster::live_replicas() {
+  caf::scoped_actor self{sys_};
+  std::uint32_t n = 0;
+  self->request(router_, std::chrono::seconds(10), live_atom::value)
+      .receive([&](std::uint32_t live) { n = live; }, [](caf::error&) {});
+  return n;
 }
 
 local_cluster::~local_cluster() {

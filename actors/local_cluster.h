@@ -1,12 +1,15 @@
 // The embedding API: start a topology's actors inside the caller's own CAF actor system and get
-// the handles to submit requests and receive tokens. This is the single-process form: every
-// pool runs in this process, whatever node it names.
+// the handles to submit requests and receive tokens. `local_cluster` is the head of a
+// topology: router and request owner, plus the replicas placed here. In the single-process
+// form every replica runs here, whatever node it names; in the distributed form only the head
+// node's replicas do, and the other nodes' replicas register over the network (run_node).
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "actors/protocol/owner_protocol.h"
 #include "actors/protocol/router_protocol.h"
+#include "runtime/engine/engine.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "topology/topology.h"
@@ -16,12 +19,23 @@ namespace troupe::actors {
 // Adds every Troupe message type to a config; call once, before the actor system starts.
 void register_protocols(caf::actor_system_config& cfg);
 
+// Loads CAF's middleman with the topology's heartbeat and connection timeout, without which a
+// cut link is never noticed. Call before the actor system starts.
+void configure_network(caf::actor_system_config& cfg, const topology::timeouts_spec& t);
+
+// The engine settings of every replica of a topology.
+engine::engine_config engine_config_of(const topology::topology_config& topo);
+
+enum class placement_mode { all_here, head_node_only };
+
 class local_cluster {
  public:
   // Spawns one scheduler per replica of every pool, a router with the topology's policy and a
   // request owner. Throws input_error for a backend this form cannot run (sim, cuda).
+  // With head_node_only, `model` may be null when the head node hosts no replica.
   local_cluster(caf::actor_system& sys, const topology::topology_config& topo,
-                std::shared_ptr<const model::llama_model> model, std::shared_ptr<const tokenizer::tokenizer> tok);
+                std::shared_ptr<const model::llama_model> model, std::shared_ptr<const tokenizer::tokenizer> tok,
+                placement_mode mode = placement_mode::all_here);
   // Stops every actor it spawned.
   ~local_cluster();
   local_cluster(const local_cluster&) = delete;
@@ -34,6 +48,13 @@ class local_cluster {
 
   // Fault injection: kills replica i's scheduler as if its process died.
   void kill_replica(std::size_t i);
+
+  // Makes the router reachable for other nodes at host:port (0: any free port). Returns the
+  // port, or throws input_error naming the address when it cannot listen.
+  std::uint16_t publish(const std::string& host, std::uint16_t port);
+
+  // Replicas the router can place on now.
+  std::uint32_t live_replicas();
 
  private:
   caf::actor_system& sys_;

@@ -127,8 +127,10 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
           owned_request& r = it->second;
           if (r.awaiting_first_token && !u.tokens.empty()) {
             r.awaiting_first_token = false;
-            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - r.lost_at).count();
-            st.migrations.push_back({u.id, r.lost_replica, r.replica, secs});
+            const auto now = std::chrono::steady_clock::now();
+            const double secs = std::chrono::duration<double>(now - r.lost_at).count();
+            st.migrations.push_back({u.id, r.lost_replica, r.replica, secs,
+                                     std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()});
           }
           r.tokens.insert(r.tokens.end(), u.tokens.begin(), u.tokens.end());
           auto& batch = out[r.client];

@@ -57,7 +57,13 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         const std::size_t i = slot_of(self, replica);
         self->monitor(s);
         self->state.replicas[i] = s;
-        self->state.loads[i].alive = true;
+        self->state.loads[i] = {replica, true, 0, 0, 0, 0};
+        return true;
+      },
+      [=](live_atom) {
+        std::uint32_t n = 0;
+        for (auto& l : self->state.loads) n += l.alive ? 1 : 0;
+        return n;
       },
       [=](poll_atom) {
         auto& st = self->state;

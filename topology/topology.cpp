@@ -357,3 +357,16 @@ topology_config load_topology(const std::string& path) {
 }
 
 }  // namespace troupe::topology
+
+namespace troupe::topology {
+
+std::vector<replica_placement> place_replicas(const topology_config& t) {
+  std::vector<replica_placement> out;
+  std::uint32_t next = 0;
+  for (const auto& p : t.pools)
+    for (int i = 0; i < p.replicas; ++i)
+      out.push_back({next++, p.name, p.role, p.nodes[std::size_t(i) % p.nodes.size()]});
+  return out;
+}
+
+}  // namespace troupe::topology

@@ -87,3 +87,18 @@ topology_config load_topology(const std::string& path);
 topology_config parse_topology(const std::string& text, const std::string& source);
 
 }  // namespace troupe::topology
+
+namespace troupe::topology {
+
+// Where each replica runs: replicas are numbered pool by pool in file order, and a pool's
+// replicas go round-robin over the pool's nodes.
+struct replica_placement {
+  std::uint32_t replica = 0;
+  std::string pool;
+  pool_role role = pool_role::both;
+  std::string node;
+};
+
+std::vector<replica_placement> place_replicas(const topology_config& t);
+
+}  // namespace troupe::topology

@@ -13,11 +13,13 @@ struct migration_event {
   std::string request;
   std::uint32_t from = 0, to = 0;
   double seconds_to_first_token = 0;
+  std::int64_t first_token_at_ns = 0;  // steady_clock time of that token on the head
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, migration_event& x) {
-  return f(caf::meta::type_name("migration_event"), x.request, x.from, x.to, x.seconds_to_first_token);
+  return f(caf::meta::type_name("migration_event"), x.request, x.from, x.to, x.seconds_to_first_token,
+           x.first_token_at_ns);
 }
 
 using migrations_atom = caf::atom_constant<caf::atom("migrations")>;

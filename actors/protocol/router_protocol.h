@@ -36,13 +36,16 @@ typename Inspector::result_type inspect(Inspector& f, route_reply& x) {
 using route_atom = caf::atom_constant<caf::atom("route")>;
 using replica_atom = caf::atom_constant<caf::atom("replica")>;
 using poll_atom = caf::atom_constant<caf::atom("poll")>;
+using live_atom = caf::atom_constant<caf::atom("live")>;
 
 using router_actor = caf::typed_actor<
     // Pick a live replica for a request (placed == false when none can take it).
     caf::replies_to<route_atom, route_query>::with<route_reply>,
     // A replica joins (or comes back under a new handle). The router monitors it and stops
-    // placing on it the moment it goes down.
-    caf::reacts_to<replica_atom, std::uint32_t, scheduler_actor>,
+    // placing on it the moment it goes down. Replies once the replica can be placed on.
+    caf::replies_to<replica_atom, std::uint32_t, scheduler_actor>::with<bool>,
+    // How many replicas can be placed on now.
+    caf::replies_to<live_atom>::with<std::uint32_t>,
     // Internal: refresh the replicas' load reports.
     caf::reacts_to<poll_atom>>;
 

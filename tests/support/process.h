@@ -1,0 +1,75 @@
+// Child processes for tests: start a command with its stdout on a pipe, wait for a line,
+// signal it, reap it.
+#pragma once
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace troupe::test {
+
+class child_process {
+ public:
+  explicit child_process(const std::vector<std::string>& argv) {
+    int fds[2];
+    if (::pipe(fds) != 0) return;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    if (posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(fds[1]);
+    out_ = ::fdopen(fds[0], "r");
+  }
+  ~child_process() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_) std::fclose(out_);
+  }
+  child_process(const child_process&) = delete;
+  child_process& operator=(const child_process&) = delete;
+
+  bool started() const { return pid_ > 0 && out_; }
+
+  // Blocks until the child prints a line containing `needle`; false if its stdout closes first.
+  bool wait_for_line(const std::string& needle, std::string* line_out = nullptr) {
+    char buf[1024];
+    while (out_ && std::fgets(buf, sizeof buf, out_)) {
+      if (std::string(buf).find(needle) != std::string::npos) {
+        if (line_out) *line_out = buf;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void kill(int sig) {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
+
+  // Waits for the child to exit; returns its wait status.
+  int reap() {
+    int status = 0;
+    if (pid_ > 0) ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::FILE* out_ = nullptr;
+};
+
+}  // namespace troupe::test
