@@ -3,6 +3,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include <caf/all.hpp>
+
+#include "actors/local_cluster.h"
 #include "runtime/common/error.h"
 #include "runtime/engine/engine.h"
 #include "tools/troupe/args.h"
@@ -33,6 +36,10 @@ std::vector<std::int32_t> parse_ids(const std::string& s, const std::string& wha
   }
   return ids;
 }
+
+struct runtime_config : caf::actor_system_config {
+  runtime_config() { actors::register_protocols(*this); }
+};
 
 kernels::dtype parse_kv_dtype(const std::string& s) {
   if (s == "f32") return kernels::dtype::f32;
@@ -81,7 +88,11 @@ int cmd_generate(int argc, char** argv) {
   cfg.sched.max_num_batched_tokens = int(a.get_int("max-batched-tokens", cfg.sched.max_num_batched_tokens));
   cfg.sched.long_prefill_chunk = int(a.get_int("chunk", cfg.sched.long_prefill_chunk));
   cfg.num_blocks = int(a.get_int("kv-blocks", 0));
-  engine::engine e(m.model, m.tok, cfg);
+  if (topo) {  // flags override the topology's limits for every replica
+    topo->scheduler.limits = cfg.sched;
+    topo->scheduler.kv_dtype = cfg.kv_type;
+    if (cfg.num_blocks > 0) throw input_error("--kv-blocks applies without --config; set scheduler.kv_memory in the topology");
+  }
 
   sampling::sampling_params sp;
   sp.max_tokens = int(a.get_int("max-tokens", 32));
@@ -105,28 +116,59 @@ int cmd_generate(int argc, char** argv) {
   for (auto& ids : id_prompts) reqs.push_back({std::to_string(reqs.size()), ids, {}, sp, 0});
 
   std::map<std::string, std::size_t> index;
-  for (std::size_t i = 0; i < reqs.size(); ++i) {
-    index[reqs[i].id] = i;
-    e.add_request(reqs[i]);
-  }
+  for (std::size_t i = 0; i < reqs.size(); ++i) index[reqs[i].id] = i;
   std::vector<std::vector<std::int32_t>> out(reqs.size());
   std::vector<std::string> text(reqs.size()), reason(reqs.size());
   const auto t0 = std::chrono::steady_clock::now();
   double first_token_s = -1;
-  while (e.has_unfinished()) {
-    for (auto& o : e.step()) {
-      std::size_t i = index.at(o.id);
-      out[i].insert(out[i].end(), o.new_tokens.begin(), o.new_tokens.end());
-      text[i] += o.text_delta;
-      if (first_token_s < 0 && !o.new_tokens.empty())
-        first_token_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (o.finished) reason[i] = engine::finish_reason_name(o.reason);
+  auto take = [&](const std::string& id, const std::vector<std::int32_t>& tokens, const std::string& delta,
+                  bool finished, const std::string& why) {
+    std::size_t i = index.at(id);
+    out[i].insert(out[i].end(), tokens.begin(), tokens.end());
+    text[i] += delta;
+    if (first_token_s < 0 && !tokens.empty())
+      first_token_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (finished) reason[i] = why;
+  };
+  engine::engine_stats st;
+  if (topo) {
+    // Through the runtime: request owner -> router -> the replicas' scheduler actors.
+    runtime_config rcfg;
+    caf::actor_system sys{rcfg};
+    actors::local_cluster cluster(sys, *topo, m.model, m.tok);
+    caf::scoped_actor self{sys};
+    for (auto& r : reqs) {
+      bool ok = false;
+      std::string err;
+      self->request(cluster.owner(), topo->timeouts.request, actors::submit_atom::value, actors::to_generate_request(r),
+                    caf::actor_cast<actors::token_sink>(self))
+          .receive([&](bool accepted) { ok = accepted; }, [&](caf::error& e) { err = sys.render(e); });
+      if (!ok) throw input_error("request " + r.id + " was refused: " + err);
     }
+    std::size_t done = 0;
+    while (done < reqs.size()) {
+      self->receive(
+          [&](actors::token_batch& b) {
+            ++st.steps;
+            for (auto& u : b.updates) {
+              take(u.id, u.tokens, u.text, u.finished, u.finish_reason);
+              done += u.finished ? 1 : 0;
+            }
+          },
+          caf::after(std::chrono::duration_cast<std::chrono::milliseconds>(topo->timeouts.request)) >> [&] {
+            throw input_error("no tokens from the runtime for " + std::to_string(topo->timeouts.request.count()) + " ms");
+          });
+    }
+  } else {
+    engine::engine e(m.model, m.tok, cfg);
+    for (auto& r : reqs) e.add_request(r);
+    while (e.has_unfinished())
+      for (auto& o : e.step()) take(o.id, o.new_tokens, o.text_delta, o.finished, engine::finish_reason_name(o.reason));
+    st = e.stats();
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::size_t prompt_tokens = 0, generated = 0;
   for (std::size_t i = 0; i < reqs.size(); ++i) prompt_tokens += reqs[i].prompt.size(), generated += out[i].size();
-  const auto& st = e.stats();
 
   if (a.has("json")) {
     nlohmann::json j;
