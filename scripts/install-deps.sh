@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake pkg-config
+  iproute2                    # network namespaces for the link-cut tests and troupe launch --netns
   nlohmann-json3-dev          # config.json, tokenizer.json, safetensors headers
   libboost-test-dev           # Boost.Test
   libcaf-dev                  # CAF 0.17 actors (runtime/actors)

@@ -1,7 +1,7 @@
-// Three processes on loopback: this test is the head (router and request owner, through the
-// embedding API) and starts two `troupe node` processes with one replica each. One node is
-// killed with SIGKILL mid-generation; every request must still end with exactly the tokens of
-// an undisturbed run.
+// Three processes: this test is the head (router and request owner, through the embedding API)
+// and starts two `troupe node` processes with one replica each, on loopback or each in its own
+// network namespace. Mid-generation one node is killed with SIGKILL, or its link is cut; every
+// request must still end with exactly the tokens of an undisturbed run.
 #define BOOST_TEST_MODULE multiprocess
 #include <boost/test/unit_test.hpp>
 
@@ -12,6 +12,7 @@
 #include "tests/support/engine_factory.h"
 #include "tests/support/models.h"
 #include "tests/support/process.h"
+#include "tools/troupe/netns.h"
 
 using namespace troupe;
 using namespace troupe::actors;
@@ -25,7 +26,9 @@ struct config : caf::actor_system_config {
   }
 };
 
-void kill_a_node_mid_generation(bool greedy) {
+enum class fault { sigkill, link_cut };
+
+void fail_a_node_mid_generation(bool greedy, fault how) {
   const std::string model_dir = test::synth_model("small-llama-f32", test::preset("small"));
   auto model = std::shared_ptr<const model::llama_model>(model::llama_model::load(model_dir));
   const auto reqs = test::mixed_requests(32, model->config().vocab_size, greedy, 120);
@@ -41,11 +44,31 @@ void kill_a_node_mid_generation(bool greedy) {
   config cfg(topo);
   caf::actor_system sys{cfg};
   local_cluster head(sys, topo, nullptr, nullptr, placement_mode::head_node_only);
-  const std::uint16_t port = head.publish("127.0.0.1", 0);  // any free port: tests may run in parallel
+  std::unique_ptr<cli::netns_star> star;
+  std::vector<std::string> prefix_a, prefix_b;
+  std::string addr_a = "127.0.0.1", addr_b = "127.0.0.1";
+  cli::netns_star::member member_a;
+  if (how == fault::link_cut) {
+    BOOST_TEST_REQUIRE(::geteuid() == 0, "network namespaces need root");
+    static int runs = 0;  // names unique per run of this process and per star
+    star = std::make_unique<cli::netns_star>(std::to_string((::getpid() % 1000) * 100 + runs++ % 100));
+    auto a = star->add(0);
+    member_a = a;
+    auto b = star->add(1);
+    prefix_a = star->exec_prefix(a), addr_a = a.host_addr;
+    prefix_b = star->exec_prefix(b), addr_b = b.host_addr;
+  }
+  // Any free port (tests may run in parallel); on every interface when nodes are in namespaces.
+  const std::uint16_t port = head.publish(how == fault::link_cut ? "" : "127.0.0.1", 0);
   const std::string troupe = std::string(TROUPE_BINARY_DIR) + "/troupe";
-  const std::string head_addr = "127.0.0.1:" + std::to_string(port);
-  test::child_process node_a({troupe, "node", config_path, "--name", "node-a", "--head", head_addr, "--model", model_dir});
-  test::child_process node_b({troupe, "node", config_path, "--name", "node-b", "--head", head_addr, "--model", model_dir});
+  auto node_cmd = [&](std::vector<std::string> prefix, const std::string& name, const std::string& addr) {
+    std::vector<std::string> c = {troupe, "node", config_path, "--name", name, "--head", addr + ":" + std::to_string(port),
+                                  "--model", model_dir};
+    prefix.insert(prefix.end(), c.begin(), c.end());
+    return prefix;
+  };
+  test::child_process node_a(node_cmd(prefix_a, "node-a", addr_a));
+  test::child_process node_b(node_cmd(prefix_b, "node-b", addr_b));
   BOOST_TEST_REQUIRE(node_a.started());
   BOOST_TEST_REQUIRE(node_b.started());
   BOOST_TEST_REQUIRE(node_a.wait_for_line("ready"));
@@ -78,7 +101,8 @@ void kill_a_node_mid_generation(bool greedy) {
             }
           }
           if (!killed && received >= 40) {
-            node_a.kill(SIGKILL);
+            if (how == fault::sigkill) node_a.kill(SIGKILL);
+            else star->cut(member_a);
             kill_time = std::chrono::steady_clock::now();
             killed = true;
           }
@@ -95,22 +119,34 @@ void kill_a_node_mid_generation(bool greedy) {
   self->request(head.owner(), std::chrono::seconds(30), migrations_atom::value)
       .receive([&](std::vector<migration_event>& m) { migrations = std::move(m); },
                [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
-  double first = 1e9, last = 0;
+  double first = 1e9, last = 0, detected = 1e9;
   const auto kill_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(kill_time.time_since_epoch()).count();
   for (auto& m : migrations) {
     const double s = double(m.first_token_at_ns - kill_ns) / 1e9;
     first = std::min(first, s);
     last = std::max(last, s);
+    detected = std::min(detected, s - m.seconds_to_first_token);
   }
-  std::printf("multiprocess (%s): SIGKILL of node-a moved %zu requests; kill to the first token after migration: "
-              "%.1f ms (last moved request: %.1f ms)\n", greedy ? "greedy" : "seeded", migrations.size(), first * 1e3, last * 1e3);
+  std::printf("multiprocess (%s, %s): moved %zu requests; loss detected %.1f ms after the fault; first token after "
+              "migration %.1f ms after it (last moved request: %.1f ms)\n",
+              how == fault::sigkill ? "SIGKILL of node-a" : "link of node-a cut", greedy ? "greedy" : "seeded",
+              migrations.size(), detected * 1e3, first * 1e3, last * 1e3);
   BOOST_TEST(migrations.size() > 0u);
   BOOST_TEST(head.live_replicas() == 1u);
-  node_a.reap();
+  if (how == fault::link_cut) {
+    // Detected by the middleman's heartbeat timeout; generous for a loaded machine.
+    const double limit = 3.0 * double(topo.timeouts.connection.count()) / 1e3;
+    BOOST_TEST(detected <= limit, "loss detected after " << detected << " s; connection timeout "
+                                                         << topo.timeouts.connection.count() << " ms");
+  }
 }
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(sigkill_of_a_node_loses_no_token_greedy) { kill_a_node_mid_generation(true); }
+BOOST_AUTO_TEST_CASE(sigkill_of_a_node_loses_no_token_greedy) { fail_a_node_mid_generation(true, fault::sigkill); }
 
-BOOST_AUTO_TEST_CASE(sigkill_of_a_node_loses_no_token_seeded) { kill_a_node_mid_generation(false); }
+BOOST_AUTO_TEST_CASE(sigkill_of_a_node_loses_no_token_seeded) { fail_a_node_mid_generation(false, fault::sigkill); }
+
+BOOST_AUTO_TEST_CASE(cutting_a_nodes_link_loses_no_token_greedy) { fail_a_node_mid_generation(true, fault::link_cut); }
+
+BOOST_AUTO_TEST_CASE(cutting_a_nodes_link_loses_no_token_seeded) { fail_a_node_mid_generation(false, fault::link_cut); }
