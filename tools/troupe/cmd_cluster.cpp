@@ -54,7 +54,7 @@ int cmd_node(int argc, char** argv) {
 }
 
 int cmd_serve(int argc, char** argv) {
-  args a(argc, argv, 2, {"port", "model"}, {});
+  args a(argc, argv, 2, {"port", "model", "listen"}, {});
   const std::string config = a.positional().empty() ? "configs/local.toml" : a.positional()[0];
   auto topo = topology::load_topology(config);
   const auto& head = topo.nodes.front();
@@ -66,9 +66,10 @@ int cmd_serve(int argc, char** argv) {
   cluster_config cfg(topo);
   caf::actor_system sys{cfg};
   actors::local_cluster cluster(sys, topo, m.model, m.tok, actors::placement_mode::head_node_only);
-  const std::uint16_t bound = cluster.publish(head.host, port);
+  const std::string listen = a.get("listen", head.host);
+  const std::uint16_t bound = cluster.publish(listen == "0.0.0.0" ? "" : listen, port);
   std::printf("troupe serve: head of %s listening on %s:%u for nodes; %u replica(s) live here\n", config.c_str(),
-              head.host.c_str(), unsigned(bound), cluster.live_replicas());
+              listen.c_str(), unsigned(bound), cluster.live_replicas());
   std::printf("(the HTTP frontend is not part of this build yet; embed the runtime or use troupe generate)\n");
   std::fflush(stdout);
   sigset_t set;

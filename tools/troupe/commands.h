@@ -8,5 +8,6 @@ int cmd_generate(int argc, char** argv);  // troupe generate ...
 int cmd_bench(int argc, char** argv);     // troupe bench engine ...
 int cmd_serve(int argc, char** argv);     // troupe serve [CONFIG]
 int cmd_node(int argc, char** argv);      // troupe node CONFIG --name NODE
+int cmd_launch(int argc, char** argv);    // troupe launch CONFIG [--netns]
 
 }  // namespace troupe::cli

@@ -27,9 +27,11 @@ commands:
   bench engine  prefill and decode throughput against the machine's roofline
              --model DIR [--json] [--batches 1,4,16,32] [--context 128] [--prompt 512]
   serve      the head of a topology: router and request owner, listening for nodes
-             [CONFIG (default configs/local.toml)] [--port N] [--model DIR]
+             [CONFIG (default configs/local.toml)] [--port N] [--listen HOST] [--model DIR]
   node       a process hosting the replicas a topology places on one node
              CONFIG --name NODE [--head HOST:PORT] [--model DIR]
+  launch     start every node of a topology as local processes and keep them running
+             CONFIG [--netns] [--model DIR]
   info       what this build and machine offer (ISA, threads, CUDA)
 
 Without --model, generate uses models/small, synthesizing it on first run.
@@ -55,6 +57,7 @@ int main(int argc, char** argv) {
     if (cmd == "bench") return troupe::cli::cmd_bench(argc, argv);
     if (cmd == "serve") return troupe::cli::cmd_serve(argc, argv);
     if (cmd == "node") return troupe::cli::cmd_node(argc, argv);
+    if (cmd == "launch") return troupe::cli::cmd_launch(argc, argv);
     if (cmd == "info") return info();
     std::fprintf(stderr, "troupe: unknown command '%s'\n\n%s", cmd.c_str(), usage);
     return 2;

@@ -1,0 +1,38 @@
+// troupe launch starts a topology's processes (here each node in its own network namespace),
+// starts a node again when it dies, and stops everything on SIGTERM.
+#define BOOST_TEST_MODULE launch
+#include <boost/test/unit_test.hpp>
+
+#include <csignal>
+#include <regex>
+
+#include "tests/support/models.h"
+#include "tests/support/process.h"
+
+using namespace troupe;
+
+BOOST_AUTO_TEST_CASE(launch_with_netns_restarts_a_killed_node_and_stops_cleanly) {
+  BOOST_TEST_REQUIRE(::geteuid() == 0, "network namespaces need root");
+  const std::string model_dir = test::synth_model("small-llama-f32", test::preset("small"));
+  test::child_process launch({std::string(TROUPE_BINARY_DIR) + "/troupe", "launch",
+                              std::string(TROUPE_SOURCE_DIR) + "/configs/three-local.toml", "--netns", "--model", model_dir});
+  BOOST_TEST_REQUIRE(launch.started());
+  std::string line;
+  BOOST_TEST_REQUIRE(launch.wait_for_line("started node-a", &line));
+  std::smatch m;
+  BOOST_TEST_REQUIRE(std::regex_search(line, m, std::regex("pid ([0-9]+)")));
+  const pid_t node_a = pid_t(std::stoi(m[1]));
+  BOOST_TEST(line.find("in its own network namespace") != std::string::npos);
+  BOOST_TEST_REQUIRE(launch.wait_for_line("node node-a: ready"));
+  ::kill(node_a, SIGKILL);
+  BOOST_TEST_REQUIRE(launch.wait_for_line("died; restarted as pid", &line));
+  BOOST_TEST_REQUIRE(std::regex_search(line, m, std::regex("restarted as pid ([0-9]+)")));
+  const pid_t again = pid_t(std::stoi(m[1]));
+  BOOST_TEST_REQUIRE(launch.wait_for_line("node node-a: ready"));  // the new node-a joined the head
+  launch.kill(SIGTERM);
+  BOOST_TEST_REQUIRE(launch.wait_for_line("stopping"));
+  const int status = launch.reap();
+  BOOST_TEST(WIFEXITED(status));
+  BOOST_TEST(WEXITSTATUS(status) == 0);
+  BOOST_TEST(::kill(again, 0) == -1);  // launch took its nodes with it
+}
