@@ -4,6 +4,7 @@
 #include "actors/router_actor.h"
 #include "actors/scheduler_actor.h"
 #include "runtime/common/error.h"
+#include "runtime/model/synth.h"
 
 #include <caf/io/all.hpp>
 
@@ -31,14 +32,31 @@ engine::engine_config engine_config_of(const topology::topology_config& topo) {
   return ec;
 }
 
+model::model_config sim_shape(const topology::topology_config& topo) {
+  if (!topo.model.preset.empty()) {
+    model::synth_options o;
+    o.preset = topo.model.preset;
+    return model::synth_config(o);
+  }
+  return model::load_model_config(topo.model.path);
+}
+
 local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_config& topo,
                              std::shared_ptr<const model::llama_model> model,
                              std::shared_ptr<const tokenizer::tokenizer> tok, placement_mode mode)
     : sys_(sys) {
-  if (topo.model.backend != topology::backend_kind::cpu)
-    throw input_error(topo.source + ": backend \"" + std::string(topology::backend_name(topo.model.backend)) +
-                      "\" cannot run here yet (only cpu)");
+  if (topo.model.backend == topology::backend_kind::cuda)
+    throw input_error(topo.source + ": backend \"cuda\" cannot run here yet (cpu and sim can)");
+  const bool sim = topo.model.backend == topology::backend_kind::sim;
   const engine::engine_config ec = engine_config_of(topo);
+  model::model_config shape;
+  sim::gpu_spec gpu;
+  if (sim) {
+    shape = sim_shape(topo);
+    gpu.flops = topo.sim->flops;
+    gpu.bandwidth = topo.sim->bandwidth;
+    gpu.step_overhead_s = std::chrono::duration<double>(topo.sim->step_overhead).count();
+  }
   router_config rc;
   rc.policy = topo.router.policy;
   rc.params = topo.router.params;
@@ -47,8 +65,13 @@ local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_co
   const std::string head = topo.nodes.front().name;
   for (const auto& p : topology::place_replicas(topo)) {
     if (mode == placement_mode::head_node_only && p.node != head) continue;
-    if (!model) throw input_error(topo.source + ": the head hosts replica " + std::to_string(p.replica) + " but no model was loaded");
-    auto s = sys.spawn(scheduler, model, tok, ec);
+    scheduler_actor s;
+    if (sim) {
+      s = sys.spawn(sim_scheduler, shape, gpu, ec);
+    } else {
+      if (!model) throw input_error(topo.source + ": the head hosts replica " + std::to_string(p.replica) + " but no model was loaded");
+      s = sys.spawn(scheduler, model, tok, ec);
+    }
     schedulers_.push_back(s);
     caf::anon_send(router_, replica_atom::value, p.replica, s);
   }

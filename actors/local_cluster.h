@@ -26,6 +26,9 @@ void configure_network(caf::actor_system_config& cfg, const topology::timeouts_s
 // The engine settings of every replica of a topology.
 engine::engine_config engine_config_of(const topology::topology_config& topo);
 
+// The model sizes a sim topology simulates: its preset, or its folder's config.json.
+model::model_config sim_shape(const topology::topology_config& topo);
+
 enum class placement_mode { all_here, head_node_only };
 
 class local_cluster {

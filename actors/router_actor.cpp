@@ -6,6 +6,7 @@ void register_router_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<route_query>("troupe.route_query");
   cfg.add_message_type<route_reply>("troupe.route_reply");
   cfg.add_message_type<scheduler_actor>("troupe.scheduler_actor");
+  cfg.add_message_type<std::vector<std::int64_t>>("troupe.int64s");
 }
 
 namespace {
@@ -37,6 +38,15 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
   return {
       [=](route_atom, const route_query& q) -> route_reply {
         auto& st = self->state;
+        const auto t0 = std::chrono::steady_clock::now();
+        struct timer {  // records the decision's time however the handler returns
+          router_state& st;
+          std::chrono::steady_clock::time_point t0;
+          ~timer() {
+            if (st.decision_ns.size() >= 100000) st.decision_ns.erase(st.decision_ns.begin(), st.decision_ns.begin() + 50000);
+            st.decision_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+          }
+        } timing{st, t0};
         std::vector<routing::replica_load> view = st.loads;
         for (auto& l : view)
           if (l.replica == q.avoid) l.alive = false;
@@ -60,6 +70,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         self->state.loads[i] = {replica, true, 0, 0, 0, 0};
         return true;
       },
+      [=](timing_atom) { return self->state.decision_ns; },
       [=](live_atom) {
         std::uint32_t n = 0;
         for (auto& l : self->state.loads) n += l.alive ? 1 : 0;

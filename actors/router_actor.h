@@ -22,6 +22,7 @@ struct router_state {
   std::vector<routing::replica_load> loads;  // index = position in `replicas`
   std::vector<scheduler_actor> replicas;
   std::uint64_t decisions = 0;
+  std::vector<std::int64_t> decision_ns;  // handler time per decision (bounded)
   static inline const char* name = "troupe.router";
 };
 

@@ -26,10 +26,24 @@ token_update to_update(const engine::request_output& o) {
 
 }  // namespace
 
-scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<scheduler_state> self,
-                                         std::shared_ptr<const model::llama_model> model,
-                                         std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg) {
-  self->state.engine = std::make_unique<engine::engine>(std::move(model), std::move(tok), cfg);
+namespace {
+
+// One batch per destination for a step's outputs.
+void deliver(scheduler_actor::stateful_pointer<scheduler_state> self, std::vector<engine::request_output>& outputs) {
+  auto& st = self->state;
+  std::map<token_sink, token_batch> batches;
+  for (auto& o : outputs) {
+    auto it = st.sinks.find(o.id);
+    if (it == st.sinks.end()) continue;
+    auto& b = batches[it->second];
+    b.step = st.steps;
+    b.updates.push_back(to_update(o));
+    if (o.finished) st.sinks.erase(it);
+  }
+  for (auto& [sink, batch] : batches) self->send(sink, std::move(batch));
+}
+
+scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_pointer<scheduler_state> self) {
   return {
       [=](submit_atom, const generate_request& r, token_sink sink) -> caf::result<bool> {
         auto& st = self->state;
@@ -59,22 +73,40 @@ scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<sched
       [=](step_atom) {
         auto& st = self->state;
         st.step_pending = false;
+        if (!st.held.empty()) {  // sim: the previous step's time has passed
+          deliver(self, st.held);
+          st.held.clear();
+        }
+        if (!st.engine->has_unfinished()) return;
         auto outputs = st.engine->step();
         ++st.steps;
-        // One batch per destination per step.
-        std::map<token_sink, token_batch> batches;
-        for (auto& o : outputs) {
-          auto it = st.sinks.find(o.id);
-          if (it == st.sinks.end()) continue;
-          auto& b = batches[it->second];
-          b.step = st.steps;
-          b.updates.push_back(to_update(o));
-          if (o.finished) st.sinks.erase(it);
+        if (!st.engine->simulated()) {
+          deliver(self, outputs);
+          schedule_step(self);
+          return;
         }
-        for (auto& [sink, batch] : batches) self->send(sink, std::move(batch));
-        schedule_step(self);
+        st.held = std::move(outputs);
+        st.step_pending = true;
+        const auto cost = std::chrono::duration<double>(st.engine->stats().last_forward_seconds);
+        self->delayed_send(self, std::chrono::duration_cast<std::chrono::microseconds>(cost), step_atom::value);
       },
   };
+}
+
+}  // namespace
+
+
+scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<scheduler_state> self,
+                                         std::shared_ptr<const model::llama_model> model,
+                                         std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg) {
+  self->state.engine = std::make_unique<engine::engine>(std::move(model), std::move(tok), cfg);
+  return scheduler_behavior(self);
+}
+
+scheduler_actor::behavior_type sim_scheduler(scheduler_actor::stateful_pointer<scheduler_state> self,
+                                             model::model_config shape, sim::gpu_spec gpu, engine::engine_config cfg) {
+  self->state.engine = std::make_unique<engine::engine>(shape, gpu, cfg);
+  return scheduler_behavior(self);
 }
 
 }  // namespace troupe::actors

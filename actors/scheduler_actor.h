@@ -13,6 +13,7 @@ struct scheduler_state {
   std::unique_ptr<engine::engine> engine;
   std::map<std::string, token_sink> sinks;  // where each live request's tokens go
   bool step_pending = false;                // a step_atom is in the mailbox
+  std::vector<engine::request_output> held; // sim: outputs of the step whose time is passing
   std::uint64_t steps = 0;
   static inline const char* name = "troupe.scheduler";
 };
@@ -22,5 +23,10 @@ struct scheduler_state {
 scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<scheduler_state> self,
                                          std::shared_ptr<const model::llama_model> model,
                                          std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg);
+
+// The same scheduler over the sim backend: each step's outputs are sent when the cost model's
+// time for that step has passed (a delayed message, so no thread sleeps).
+scheduler_actor::behavior_type sim_scheduler(scheduler_actor::stateful_pointer<scheduler_state> self,
+                                             model::model_config shape, sim::gpu_spec gpu, engine::engine_config cfg);
 
 }  // namespace troupe::actors

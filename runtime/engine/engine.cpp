@@ -1,6 +1,7 @@
 #include "runtime/engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <random>
 #include <span>
 
@@ -55,19 +56,21 @@ void remove_id(std::vector<std::uint64_t>& v, std::uint64_t id) { v.erase(std::r
 
 engine::engine(std::shared_ptr<const model::llama_model> model, std::shared_ptr<const tokenizer::tokenizer> tok,
                engine_config cfg)
-    : model_(std::move(model)),
-      tok_(std::move(tok)),
-      cfg_(cfg),
-      pool_(pool_blocks(cfg, model_->config())),
-      cache_({pool_.num_blocks(), cfg.sched.block_size, cfg.kv_type}, model_->config().num_hidden_layers,
-             model_->config().num_key_value_heads, model_->config().head_dim) {
-  if (cfg_.max_model_len <= 0) cfg_.max_model_len = model_->config().max_position_embeddings;
+    : model_(std::move(model)), mc_(model_->config()), tok_(std::move(tok)), cfg_(cfg), pool_(pool_blocks(cfg, mc_)) {
+  cache_ = std::make_unique<kv::kv_cache>(kv::kv_cache_config{pool_.num_blocks(), cfg.sched.block_size, cfg.kv_type},
+                                          mc_.num_hidden_layers, mc_.num_key_value_heads, mc_.head_dim);
+  if (cfg_.max_model_len <= 0) cfg_.max_model_len = mc_.max_position_embeddings;
+}
+
+engine::engine(const model::model_config& shape, const sim::gpu_spec& gpu, engine_config cfg)
+    : mc_(shape), sim_(gpu), cfg_(cfg), pool_(pool_blocks(cfg, mc_)) {
+  if (cfg_.max_model_len <= 0) cfg_.max_model_len = mc_.max_position_embeddings;
 }
 
 engine::~engine() = default;
 
 void engine::add_request(request r) {
-  const auto& mc = model_->config();
+  const auto& mc = mc_;
   if (by_name_.count(r.id)) throw input_error("request id '" + r.id + "' is already in use");
   if (r.prompt.empty()) throw input_error("request '" + r.id + "': the prompt is empty");
   for (std::size_t i = 0; i < r.prompt.size(); ++i)
@@ -147,7 +150,7 @@ void engine::finish(sequence& s, finish_reason why, request_output& o) {
 finish_reason engine::check_stop(sequence& s, std::string& delta) {
   const std::int32_t tok = s.tokens.back();
   finish_reason why = finish_reason::none;
-  const auto& eos = model_->config().eos_token_ids;
+  const auto& eos = mc_.eos_token_ids;
   if (!s.params.ignore_eos && std::find(eos.begin(), eos.end(), tok) != eos.end()) why = finish_reason::stop;
   const auto& stops = s.params.stop_token_ids;
   if (std::find(stops.begin(), stops.end(), tok) != stops.end()) why = finish_reason::stop;
@@ -180,6 +183,26 @@ finish_reason engine::check_stop(sequence& s, std::string& delta) {
   delta = s.text.substr(s.emitted, end - s.emitted);
   s.emitted = end;
   return why;
+}
+
+std::int32_t engine::sample(const sequence& s, const float* row, std::vector<float>& scratch) const {
+  std::span<const float> logits(row, std::size_t(mc_.vocab_size));
+  const auto& p = s.params;
+  if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    scratch.assign(logits.begin(), logits.end());
+    sampling::apply_penalties(scratch, p, std::span(s.tokens.data(), std::size_t(s.prompt_len)),
+                              std::span(s.tokens.data() + s.prompt_len, std::size_t(s.num_output())));
+    logits = scratch;
+  }
+  return sampling::choose_token(logits, p, s.seed, s.num_output());
+}
+
+std::int32_t engine::sim_token(const sequence& s) const {
+  const double u = sampling::position_uniform(s.seed, s.num_output());
+  std::int32_t t = std::int32_t(u * mc_.vocab_size);
+  const auto& eos = mc_.eos_token_ids;
+  while (std::find(eos.begin(), eos.end(), t) != eos.end()) t = (t + 1) % mc_.vocab_size;
+  return t;
 }
 
 std::vector<request_output> engine::step() {
@@ -227,9 +250,18 @@ std::vector<request_output> engine::step() {
       batch.logit_rows.push_back(std::int32_t(batch.tokens.size() - 1));
     }
   }
-  const std::size_t vocab = std::size_t(model_->config().vocab_size);
-  logits_.resize(batch.logit_rows.size() * vocab);
-  model_->forward(batch, cache_, logits_.data(), workspace_);
+  const std::size_t vocab = std::size_t(mc_.vocab_size);
+  if (sim_) {
+    sim::step_shape shape{std::int64_t(batch.tokens.size()), 0, std::int64_t(batch.logit_rows.size())};
+    for (auto p : batch.positions) shape.context_reads += p + 1;
+    stats_.last_forward_seconds = sim::step_seconds(mc_, *sim_, shape);
+  } else {
+    logits_.resize(batch.logit_rows.size() * vocab);
+    const auto f0 = std::chrono::steady_clock::now();
+    model_->forward(batch, *cache_, logits_.data(), workspace_);
+    stats_.last_forward_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
+  }
+  stats_.forward_seconds += stats_.last_forward_seconds;
   ++stats_.steps;
 
   std::vector<float> scratch;
@@ -240,15 +272,7 @@ std::vector<request_output> engine::step() {
     stats_.prompt_tokens_computed += std::uint64_t(prompt_part);
     s.num_computed += sc.num_new_tokens;
     if (logit_row[i] < 0) continue;
-    std::span<const float> logits(logits_.data() + std::size_t(logit_row[i]) * vocab, vocab);
-    const auto& p = s.params;
-    if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
-      scratch.assign(logits.begin(), logits.end());
-      sampling::apply_penalties(scratch, p, std::span(s.tokens.data(), std::size_t(s.prompt_len)),
-                                std::span(s.tokens.data() + s.prompt_len, std::size_t(s.num_output())));
-      logits = scratch;
-    }
-    const std::int32_t tok = sampling::choose_token(logits, p, s.seed, s.num_output());
+    const std::int32_t tok = sim_ ? sim_token(s) : sample(s, logits_.data() + std::size_t(logit_row[i]) * vocab, scratch);
     s.tokens.push_back(tok);
     ++stats_.generated_tokens;
     request_output o;

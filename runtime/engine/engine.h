@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "runtime/kv/kv_cache.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/sched/scheduler.h"
+#include "runtime/sim/cost_model.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace troupe::engine {
@@ -27,6 +29,8 @@ struct engine_config {
 
 struct engine_stats {
   std::uint64_t steps = 0;
+  double forward_seconds = 0;       // in the model's forward pass (sim: the cost model's time)
+  double last_forward_seconds = 0;  // of the latest step
   std::uint64_t prompt_tokens_computed = 0;   // includes recomputation after preemption
   std::uint64_t generated_tokens = 0;
   std::uint64_t preemptions = 0;
@@ -37,6 +41,11 @@ class engine {
   // `tok` may be null: prompts are then token ids only and outputs carry no text.
   engine(std::shared_ptr<const model::llama_model> model, std::shared_ptr<const tokenizer::tokenizer> tok,
          engine_config cfg);
+  // The sim backend: the same scheduling and block accounting with no weights and no KV
+  // tensors; each step computes nothing, returns deterministic tokens (a hash of the request
+  // seed and position, never an EOS id) and reports the cost model's time for it as
+  // stats().last_forward_seconds. The caller lets that time pass.
+  engine(const model::model_config& shape, const sim::gpu_spec& gpu, engine_config cfg);
   ~engine();
 
   // Queues a request. Throws input_error (naming the field) for a duplicate id, an empty
@@ -60,7 +69,8 @@ class engine {
   const kv::block_pool& blocks() const { return pool_; }
   const engine_stats& stats() const { return stats_; }
   const engine_config& config() const { return cfg_; }
-  const model::llama_model& model() const { return *model_; }
+  const model::model_config& model_config() const { return mc_; }
+  bool simulated() const { return sim_.has_value(); }
   const tokenizer::tokenizer* tokenizer() const { return tok_.get(); }
 
  private:
@@ -68,12 +78,16 @@ class engine {
   // Releases the sequence's blocks, fills the final fields of `o` and forgets the sequence.
   void finish(sequence& s, finish_reason why, request_output& o);
   finish_reason check_stop(sequence& s, std::string& delta);
+  std::int32_t sample(const sequence& s, const float* logits_row, std::vector<float>& scratch) const;
+  std::int32_t sim_token(const sequence& s) const;
 
-  std::shared_ptr<const model::llama_model> model_;
+  std::shared_ptr<const model::llama_model> model_;  // null in sim mode
+  model::model_config mc_;
+  std::optional<sim::gpu_spec> sim_;
   std::shared_ptr<const tokenizer::tokenizer> tok_;
   engine_config cfg_;
   kv::block_pool pool_;
-  kv::kv_cache cache_;
+  std::unique_ptr<kv::kv_cache> cache_;  // null in sim mode
   std::map<std::uint64_t, std::unique_ptr<sequence>> seqs_;
   std::map<std::string, std::uint64_t> by_name_;
   std::vector<std::uint64_t> running_, waiting_;

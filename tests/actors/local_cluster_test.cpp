@@ -151,3 +151,40 @@ BOOST_AUTO_TEST_CASE(a_request_that_cannot_be_placed_ends_with_an_error) {
   }
   BOOST_TEST(err.find("no replica can take it") != std::string::npos, err);
 }
+
+BOOST_AUTO_TEST_CASE(a_sim_topology_serves_many_requests_deterministically) {
+  auto topo = topology::load_topology(std::string(TROUPE_SOURCE_DIR) + "/configs/sim-32.toml");
+  auto run_sim = [&] {
+    config cfg;
+    caf::actor_system sys{cfg};
+    local_cluster cluster(sys, topo, nullptr, nullptr);
+    BOOST_TEST(cluster.schedulers().size() == 32u);
+    caf::scoped_actor self{sys};
+    std::map<std::string, std::vector<std::int32_t>> tokens;
+    for (int i = 0; i < 300; ++i) {
+      generate_request r;
+      r.id = "s" + std::to_string(i);
+      r.prompt.assign(std::size_t(10 + i % 50), 5);
+      r.max_tokens = 4 + i % 7;
+      r.has_seed = true;
+      r.seed = std::uint64_t(i);
+      self->request(cluster.owner(), std::chrono::seconds(30), submit_atom::value, r, caf::actor_cast<token_sink>(self))
+          .receive([](bool ok) { BOOST_TEST(ok); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+    }
+    std::size_t done = 0;
+    while (done < 300)
+      self->receive(
+          [&](token_batch& b) {
+            for (auto& u : b.updates) {
+              auto& t = tokens[u.id];
+              t.insert(t.end(), u.tokens.begin(), u.tokens.end());
+              done += u.finished ? 1 : 0;
+            }
+          },
+          caf::after(std::chrono::seconds(60)) >> [&] { BOOST_FAIL("no tokens for 60 s"); });
+    return tokens;
+  };
+  const auto first = run_sim();
+  for (int i = 0; i < 300; ++i) BOOST_TEST(first.at("s" + std::to_string(i)).size() == std::size_t(4 + i % 7));
+  BOOST_TEST((run_sim() == first));  // same tokens whatever replica each request landed on
+}

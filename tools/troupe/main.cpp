@@ -32,6 +32,8 @@ commands:
              CONFIG --name NODE [--head HOST:PORT] [--model DIR]
   launch     start every node of a topology as local processes and keep them running
              CONFIG [--netns] [--model DIR]
+  bench runtime  the control plane under load (sim or cpu topology started in this process)
+             [--config configs/sim-32.toml] [--requests 10000] [--prompt 256] [--max-tokens 32] [--json]
   info       what this build and machine offer (ISA, threads, CUDA)
 
 Without --model, generate uses models/small, synthesizing it on first run.
