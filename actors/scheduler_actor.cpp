@@ -68,6 +68,7 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
         r.used_blocks = e.blocks().num_used();
         r.total_blocks = e.blocks().num_blocks();
         r.steps = self->state.steps;
+        r.forward_seconds = e.stats().forward_seconds;
         return r;
       },
       [=](step_atom) {

@@ -59,12 +59,13 @@ struct load_report {
   std::int32_t used_blocks = 0;
   std::int32_t total_blocks = 0;
   std::uint64_t steps = 0;
+  double forward_seconds = 0;  // total time in the forward pass (for runtime-overhead figures)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, load_report& x) {
   return f(caf::meta::type_name("load_report"), x.running_seqs, x.waiting_seqs, x.waiting_prompt_tokens,
-           x.used_blocks, x.total_blocks, x.steps);
+           x.used_blocks, x.total_blocks, x.steps, x.forward_seconds);
 }
 
 template <class Inspector>

@@ -27,9 +27,57 @@ double percentile(std::vector<std::int64_t> v, double p) {
 }
 }  // namespace
 
+// Time outside the forward pass per decode step (scheduling, messages, serialization), seen
+// from a client: wall time per step minus the replica's own forward time, at batch size B.
+nlohmann::json measure_overhead(caf::actor_system& sys, actors::local_cluster& cluster, int vocab, int batch,
+                                std::chrono::milliseconds timeout) {
+  caf::scoped_actor self{sys};
+  auto sink = caf::actor_cast<actors::token_sink>(self);
+  constexpr int window = 24;  // decode steps measured
+  for (int i = 0; i < batch; ++i) {
+    actors::generate_request r;
+    r.id = "o" + std::to_string(batch) + "-" + std::to_string(i);
+    for (int p = 0; p < 16; ++p) r.prompt.push_back((i * 131 + p * 7) % vocab);
+    r.max_tokens = window + 8;
+    r.temperature = 0;
+    r.ignore_eos = true;
+    self->request(cluster.owner(), timeout, actors::submit_atom::value, r, sink)
+        .receive([](bool) {}, [&](caf::error& e) { throw input_error(sys.render(e)); });
+  }
+  auto load = [&] {
+    actors::load_report out;
+    self->request(cluster.schedulers().at(0), timeout, actors::load_atom::value)
+        .receive([&](actors::load_report& r) { out = r; }, [&](caf::error& e) { throw input_error(sys.render(e)); });
+    return out;
+  };
+  std::size_t tokens = 0, done = 0;
+  auto next_batch = [&] {
+    self->receive(
+        [&](actors::token_batch& b) {
+          for (auto& u : b.updates) {
+            tokens += u.tokens.size();
+            done += u.finished ? 1 : 0;
+          }
+        },
+        caf::after(timeout) >> [&] { throw input_error("no tokens within the request timeout"); });
+  };
+  while (tokens < std::size_t(batch)) next_batch();  // every request past its prefill
+  const actors::load_report l0 = load();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int s = 0; s < window; ++s) next_batch();
+  const actors::load_report l1 = load();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  while (done < std::size_t(batch)) next_batch();
+  const double steps = double(l1.steps - l0.steps);
+  const double forward = l1.forward_seconds - l0.forward_seconds;
+  const double per_step = wall / steps, overhead = (wall - forward) / steps;
+  return {{"batch", batch}, {"steps", steps}, {"step_ms", per_step * 1e3}, {"forward_ms", forward / steps * 1e3},
+          {"overhead_ms", overhead * 1e3}, {"overhead_fraction", overhead / per_step}};
+}
+
 int cmd_bench_runtime(int argc, char** argv) {
-  args a(argc, argv, 3, {"config", "requests", "prompt", "max-tokens"}, {"json"});
-  const std::string config = a.get("config", "configs/sim-32.toml");
+  args a(argc, argv, 3, {"config", "requests", "prompt", "max-tokens", "overhead"}, {"json"});
+  const std::string config = a.get("config", a.has("overhead") ? "configs/local.toml" : "configs/sim-32.toml");
   auto topo = topology::load_topology(config);
   const int n = int(a.get_int("requests", 10000));
   const int prompt_len = int(a.get_int("prompt", 256));
@@ -45,6 +93,26 @@ int cmd_bench_runtime(int argc, char** argv) {
   bench_config cfg;
   caf::actor_system sys{cfg};
   actors::local_cluster cluster(sys, topo, m.model, m.tok);
+  if (auto list = a.get("overhead")) {
+    if (cluster.schedulers().size() != 1) throw input_error("--overhead measures one replica; use a topology with one");
+    nlohmann::json rows = nlohmann::json::array();
+    for (std::size_t pos = 0; pos < list->size();) {
+      std::size_t comma = list->find(',', pos);
+      const int b = std::stoi(list->substr(pos, comma - pos));
+      rows.push_back(measure_overhead(sys, cluster, vocab, b, topo.timeouts.request));
+      pos = comma == std::string::npos ? list->size() : comma + 1;
+    }
+    if (a.has("json")) {
+      std::printf("%s\n", nlohmann::json{{"config", config}, {"overhead", rows}}.dump(2).c_str());
+      return 0;
+    }
+    std::printf("%s: runtime overhead per decode step, one process (client -> owner -> scheduler and back)\n", config.c_str());
+    for (auto& r : rows)
+      std::printf("batch %3d: step %.2f ms, forward %.2f ms, outside the forward %.3f ms (%.1f%%)\n", r["batch"].get<int>(),
+                  r["step_ms"].get<double>(), r["forward_ms"].get<double>(), r["overhead_ms"].get<double>(),
+                  100 * r["overhead_fraction"].get<double>());
+    return 0;
+  }
   caf::scoped_actor self{sys};
   auto sink = caf::actor_cast<actors::token_sink>(self);
 

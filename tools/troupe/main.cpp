@@ -34,6 +34,7 @@ commands:
              CONFIG [--netns] [--model DIR]
   bench runtime  the control plane under load (sim or cpu topology started in this process)
              [--config configs/sim-32.toml] [--requests 10000] [--prompt 256] [--max-tokens 32] [--json]
+             --overhead 1,64 [--config configs/local.toml]: time outside the forward per decode step
   info       what this build and machine offer (ISA, threads, CUDA)
 
 Without --model, generate uses models/small, synthesizing it on first run.
