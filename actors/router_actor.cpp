@@ -7,6 +7,7 @@ void register_router_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<route_reply>("troupe.route_reply");
   cfg.add_message_type<scheduler_actor>("troupe.scheduler_actor");
   cfg.add_message_type<std::vector<std::int64_t>>("troupe.int64s");
+  cfg.add_message_type<std::vector<scheduler_actor>>("troupe.scheduler_actors");
 }
 
 namespace {
@@ -71,6 +72,12 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         return true;
       },
       [=](timing_atom) { return self->state.decision_ns; },
+      [=](replicas_atom) {
+        std::vector<scheduler_actor> live;
+        for (std::size_t i = 0; i < self->state.replicas.size(); ++i)
+          if (self->state.loads[i].alive && self->state.replicas[i]) live.push_back(self->state.replicas[i]);
+        return live;
+      },
       [=](live_atom) {
         std::uint32_t n = 0;
         for (auto& l : self->state.loads) n += l.alive ? 1 : 0;

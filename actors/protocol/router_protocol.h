@@ -38,6 +38,7 @@ using replica_atom = caf::atom_constant<caf::atom("replica")>;
 using poll_atom = caf::atom_constant<caf::atom("poll")>;
 using live_atom = caf::atom_constant<caf::atom("live")>;
 using timing_atom = caf::atom_constant<caf::atom("timing")>;
+using replicas_atom = caf::atom_constant<caf::atom("replicas")>;
 
 using router_actor = caf::typed_actor<
     // Pick a live replica for a request (placed == false when none can take it).
@@ -47,6 +48,8 @@ using router_actor = caf::typed_actor<
     caf::replies_to<replica_atom, std::uint32_t, scheduler_actor>::with<bool>,
     // How many replicas can be placed on now.
     caf::replies_to<live_atom>::with<std::uint32_t>,
+    // The live replicas' schedulers, wherever they run (for load queries and tools).
+    caf::replies_to<replicas_atom>::with<std::vector<scheduler_actor>>,
     // The time each routing decision took, in nanoseconds, oldest first (the last 100,000).
     caf::replies_to<timing_atom>::with<std::vector<std::int64_t>>,
     // Internal: refresh the replicas' load reports.

@@ -1,7 +1,13 @@
 // troupe bench runtime: the control plane under load. Submits many requests at once to a
 // topology started in this process (sim or cpu backend) and reports how fast the request owner
 // and router place them, the router's decision time, and the end-to-end completion.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
 #include <caf/all.hpp>
 #include <chrono>
 #include <cstdio>
@@ -13,11 +19,52 @@
 #include "tools/troupe/commands.h"
 #include "tools/troupe/model_folder.h"
 
+extern char** environ;
+
 namespace troupe::cli {
 
 namespace {
 struct bench_config : caf::actor_system_config {
-  bench_config() { actors::register_protocols(*this); }
+  bench_config(const topology::topology_config& t, bool network) {
+    actors::register_protocols(*this);
+    if (network) actors::configure_network(*this, t.timeouts);
+  }
+};
+
+// A `troupe node` child for the replicas placed away from the head; killed when done.
+class node_process {
+ public:
+  node_process(const std::string& config, const std::string& name, const std::string& head, const std::string& model) {
+    char exe[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) throw input_error("cannot find the troupe executable");
+    exe[n] = 0;
+    int fds[2];
+    if (::pipe(fds) != 0) throw input_error("pipe failed");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    std::vector<std::string> argv = {exe, "node", config, "--name", name, "--head", head, "--model", model};
+    std::vector<char*> args;
+    for (auto& s : argv) args.push_back(s.data());
+    args.push_back(nullptr);
+    if (posix_spawn(&pid_, exe, &fa, nullptr, args.data(), environ) != 0) throw input_error("cannot start troupe node");
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(fds[1]);
+    std::FILE* out = ::fdopen(fds[0], "r");
+    char line[512];
+    bool ready = false;
+    while (!ready && std::fgets(line, sizeof line, out)) ready = std::strstr(line, "ready") != nullptr;
+    std::fclose(out);
+    if (!ready) throw input_error("node " + name + " exited before joining the head");
+  }
+  ~node_process() {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
+
+ private:
+  pid_t pid_ = -1;
 };
 
 double percentile(std::vector<std::int64_t> v, double p) {
@@ -29,8 +76,8 @@ double percentile(std::vector<std::int64_t> v, double p) {
 
 // Time outside the forward pass per decode step (scheduling, messages, serialization), seen
 // from a client: wall time per step minus the replica's own forward time, at batch size B.
-nlohmann::json measure_overhead(caf::actor_system& sys, actors::local_cluster& cluster, int vocab, int batch,
-                                std::chrono::milliseconds timeout) {
+nlohmann::json measure_overhead(caf::actor_system& sys, actors::local_cluster& cluster, actors::scheduler_actor replica,
+                                int vocab, int batch, std::chrono::milliseconds timeout) {
   caf::scoped_actor self{sys};
   auto sink = caf::actor_cast<actors::token_sink>(self);
   constexpr int window = 24;  // decode steps measured
@@ -46,7 +93,7 @@ nlohmann::json measure_overhead(caf::actor_system& sys, actors::local_cluster& c
   }
   auto load = [&] {
     actors::load_report out;
-    self->request(cluster.schedulers().at(0), timeout, actors::load_atom::value)
+    self->request(replica, timeout, actors::load_atom::value)
         .receive([&](actors::load_report& r) { out = r; }, [&](caf::error& e) { throw input_error(sys.render(e)); });
     return out;
   };
@@ -90,23 +137,41 @@ int cmd_bench_runtime(int argc, char** argv) {
     m = open_model(topo.model.path);
     vocab = m.model->config().vocab_size;
   }
-  bench_config cfg;
+  // Replicas on other nodes than the head run in `troupe node` processes started here.
+  const std::string head_name = topo.nodes.front().name;
+  std::vector<std::string> remote_nodes;
+  for (auto& p : topology::place_replicas(topo))
+    if (p.node != head_name && std::find(remote_nodes.begin(), remote_nodes.end(), p.node) == remote_nodes.end())
+      remote_nodes.push_back(p.node);
+  bench_config cfg(topo, !remote_nodes.empty());
   caf::actor_system sys{cfg};
-  actors::local_cluster cluster(sys, topo, m.model, m.tok);
+  actors::local_cluster cluster(sys, topo, m.model, m.tok,
+                                remote_nodes.empty() ? actors::placement_mode::all_here : actors::placement_mode::head_node_only);
+  std::vector<std::unique_ptr<node_process>> children;
+  if (!remote_nodes.empty()) {
+    const std::uint16_t port = cluster.publish("127.0.0.1", 0);
+    for (auto& n : remote_nodes)
+      children.push_back(std::make_unique<node_process>(config, n, "127.0.0.1:" + std::to_string(port), topo.model.path));
+  }
   if (auto list = a.get("overhead")) {
-    if (cluster.schedulers().size() != 1) throw input_error("--overhead measures one replica; use a topology with one");
+    std::vector<actors::scheduler_actor> replicas;
+    caf::scoped_actor q{sys};
+    q->request(cluster.router(), topo.timeouts.request, actors::replicas_atom::value)
+        .receive([&](std::vector<actors::scheduler_actor>& r) { replicas = std::move(r); }, [](caf::error&) {});
+    if (replicas.size() != 1) throw input_error("--overhead measures one replica; " + config + " has " + std::to_string(replicas.size()));
     nlohmann::json rows = nlohmann::json::array();
     for (std::size_t pos = 0; pos < list->size();) {
       std::size_t comma = list->find(',', pos);
       const int b = std::stoi(list->substr(pos, comma - pos));
-      rows.push_back(measure_overhead(sys, cluster, vocab, b, topo.timeouts.request));
+      rows.push_back(measure_overhead(sys, cluster, replicas[0], vocab, b, topo.timeouts.request));
       pos = comma == std::string::npos ? list->size() : comma + 1;
     }
     if (a.has("json")) {
       std::printf("%s\n", nlohmann::json{{"config", config}, {"overhead", rows}}.dump(2).c_str());
       return 0;
     }
-    std::printf("%s: runtime overhead per decode step, one process (client -> owner -> scheduler and back)\n", config.c_str());
+    std::printf("%s: runtime overhead per decode step, %s (client -> owner -> scheduler and back)\n", config.c_str(),
+                remote_nodes.empty() ? "one process" : "the replica in a node process");
     for (auto& r : rows)
       std::printf("batch %3d: step %.2f ms, forward %.2f ms, outside the forward %.3f ms (%.1f%%)\n", r["batch"].get<int>(),
                   r["step_ms"].get<double>(), r["forward_ms"].get<double>(), r["overhead_ms"].get<double>(),
