@@ -16,15 +16,11 @@ using namespace troupe::actors;
 
 namespace {
 
+using test::small_model;
+
 struct config : caf::actor_system_config {
   config() { register_protocols(*this); }
 };
-
-std::shared_ptr<const model::llama_model> small_model() {
-  static auto m = std::shared_ptr<const model::llama_model>(
-      model::llama_model::load(test::synth_model("small-llama-f32", test::preset("small"))));
-  return m;
-}
 
 topology::topology_config local_topology(int replicas) {
   auto t = topology::load_topology(std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml");

@@ -15,15 +15,11 @@ using namespace troupe::actors;
 
 namespace {
 
+using test::small_model;
+
 struct config : caf::actor_system_config {
   config() { register_engine_protocol(*this); }
 };
-
-std::shared_ptr<const model::llama_model> small_model() {
-  static auto m = std::shared_ptr<const model::llama_model>(
-      model::llama_model::load(test::synth_model("small-llama-f32", test::preset("small"))));
-  return m;
-}
 
 constexpr auto request_timeout = std::chrono::seconds(30);
 

@@ -13,11 +13,7 @@ using namespace troupe;
 
 namespace {
 
-std::shared_ptr<const model::llama_model> small_model() {
-  static auto m = std::shared_ptr<const model::llama_model>(
-      model::llama_model::load(test::synth_model("small-llama-f32", test::preset("small"))));
-  return m;
-}
+using test::small_model;
 
 using outputs = std::vector<std::vector<std::int32_t>>;
 

@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 
+#include "runtime/model/llama_model.h"
 #include "runtime/model/synth.h"
 
 namespace troupe::test {
@@ -32,6 +34,12 @@ inline model::synth_options preset(const std::string& p, const std::string& arch
   o.arch = arch;
   o.type = t;
   return o;
+}
+
+// The `small` F32 Llama model shared by a test executable's cases (loaded once).
+inline std::shared_ptr<const model::llama_model> small_model() {
+  static auto m = std::shared_ptr<const model::llama_model>(model::llama_model::load(synth_model("small-llama-f32", preset("small"))));
+  return m;
 }
 
 }  // namespace troupe::test
