@@ -1,5 +1,6 @@
 #include "actors/local_cluster.h"
 
+#include "actors/node_agent.h"
 #include "actors/request_owner.h"
 #include "actors/router_actor.h"
 #include "actors/scheduler_actor.h"
@@ -13,6 +14,7 @@ namespace troupe::actors {
 void register_protocols(caf::actor_system_config& cfg) {
   register_engine_protocol(cfg);
   register_router_protocol(cfg);
+  register_node_protocol(cfg);
   cfg.add_message_type<migration_event>("troupe.migration_event");
   cfg.add_message_type<std::vector<migration_event>>("troupe.migration_events");
 }
@@ -79,6 +81,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_co
   oc.migration_limit = topo.timeouts.migration_limit;
   oc.request_timeout = topo.timeouts.request;
   owner_ = sys.spawn(request_owner, router_, oc);
+  registry_ = sys.spawn(node_registry, topo, router_);
 }
 
 void local_cluster::kill_replica(std::size_t i) {
@@ -86,7 +89,7 @@ void local_cluster::kill_replica(std::size_t i) {
 }
 
 std::uint16_t local_cluster::publish(const std::string& host, std::uint16_t port) {
-  auto r = sys_.middleman().publish(router_, port, host.empty() ? nullptr : host.c_str(), true);
+  auto r = sys_.middleman().publish(registry_, port, host.empty() ? nullptr : host.c_str(), true);
   if (!r) throw input_error("cannot listen on " + host + ":" + std::to_string(port) + ": " + sys_.render(r.error()));
   return *r;
 }
@@ -102,6 +105,7 @@ std::uint32_t local_cluster::live_replicas() {
 local_cluster::~local_cluster() {
   caf::anon_send_exit(owner_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(router_, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(registry_, caf::exit_reason::user_shutdown);
   for (auto& s : schedulers_) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
 }
 

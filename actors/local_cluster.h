@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "actors/protocol/node_protocol.h"
 #include "actors/protocol/owner_protocol.h"
 #include "actors/protocol/router_protocol.h"
 #include "runtime/engine/engine.h"
@@ -52,8 +53,9 @@ class local_cluster {
   // Fault injection: kills replica i's scheduler as if its process died.
   void kill_replica(std::size_t i);
 
-  // Makes the router reachable for other nodes at host:port (0: any free port). Returns the
-  // port, or throws input_error naming the address when it cannot listen.
+  // Makes the head's node registry reachable for other nodes at host:port (0: any free port):
+  // a node joins with its agent, and the registry has the agent spawn that node's replicas.
+  // Returns the port, or throws input_error naming the address when it cannot listen.
   std::uint16_t publish(const std::string& host, std::uint16_t port);
 
   // Replicas the router can place on now.
@@ -64,6 +66,7 @@ class local_cluster {
   std::vector<scheduler_actor> schedulers_;
   router_actor router_;
   owner_actor owner_;
+  node_registry_actor registry_;
 };
 
 }  // namespace troupe::actors

@@ -3,7 +3,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/local_cluster.h"
-#include "actors/scheduler_actor.h"
+#include "actors/node_agent.h"
 #include "runtime/common/error.h"
 
 namespace troupe::actors {
@@ -12,30 +12,26 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
               const std::string& head_host, std::uint16_t head_port, std::shared_ptr<const model::llama_model> model,
               std::shared_ptr<const tokenizer::tokenizer> tok, const std::function<void(std::size_t)>& on_ready) {
   if (!topo.node(node)) throw input_error(topo.source + ": no node named \"" + node + "\"");
-  auto router = sys.middleman().remote_actor<router_actor>(head_host, head_port);
-  if (!router)
+  auto registry = sys.middleman().remote_actor<node_registry_actor>(head_host, head_port);
+  if (!registry)
     throw input_error("cannot reach the head at " + head_host + ":" + std::to_string(head_port) + ": " +
-                      sys.render(router.error()));
-  const engine::engine_config ec = engine_config_of(topo);
-  std::vector<scheduler_actor> mine;
+                      sys.render(registry.error()));
+  auto agent = sys.spawn(node_agent, node, model, tok, engine_config_of(topo), topo.model.path);
   caf::scoped_actor self{sys};
-  for (const auto& p : topology::place_replicas(topo)) {
-    if (p.node != node) continue;
-    auto s = sys.spawn(scheduler, model, tok, ec);
-    mine.push_back(s);
-    self->request(*router, topo.timeouts.request, replica_atom::value, p.replica, s)
-        .receive([](bool) {},
-                 [&](caf::error& err) {
-                   throw input_error("the head did not accept replica " + std::to_string(p.replica) + ": " + sys.render(err));
-                 });
-  }
-  if (on_ready) on_ready(mine.size());
-  // Serve until the head is gone: its router going down (or the link to it) ends this node.
-  self->monitor(*router);
+  std::uint32_t placed = 0;
+  self->request(*registry, topo.timeouts.request, join_atom::value, node, agent)
+      .receive([&](std::uint32_t n) { placed = n; },
+               [&](caf::error& err) {
+                 self->send_exit(agent, caf::exit_reason::user_shutdown);
+                 throw input_error("the head refused node " + node + ": " + sys.render(err));
+               });
+  if (on_ready) on_ready(placed);
+  // Serve until the head is gone: its registry going down (or the link to it) ends this node,
+  // and the agent takes its replicas with it.
+  self->monitor(*registry);
   bool head_alive = true;
-  while (head_alive)
-    self->receive([&](const caf::down_msg&) { head_alive = false; });
-  for (auto& s : mine) self->send_exit(s, caf::exit_reason::user_shutdown);
+  while (head_alive) self->receive([&](const caf::down_msg&) { head_alive = false; });
+  self->send_exit(agent, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace troupe::actors

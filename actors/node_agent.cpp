@@ -1,0 +1,109 @@
+#include "actors/node_agent.h"
+
+#include <sys/sysinfo.h>
+#include <thread>
+
+#include "actors/scheduler_actor.h"
+
+namespace troupe::actors {
+
+void register_node_protocol(caf::actor_system_config& cfg) {
+  cfg.add_message_type<node_resources>("troupe.node_resources");
+  cfg.add_message_type<node_agent_actor>("troupe.node_agent_actor");
+  cfg.add_message_type<std::vector<std::uint32_t>>("troupe.uint32s");
+}
+
+node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<node_agent_state> self, std::string node,
+                                           std::shared_ptr<const model::llama_model> model,
+                                           std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg,
+                                           std::string model_dir) {
+  auto& st = self->state;
+  st.node = std::move(node);
+  st.model = std::move(model);
+  st.tok = std::move(tok);
+  st.engine = cfg;
+  st.model_dir = std::move(model_dir);
+  // A replica that dies is forgotten (the head moves its requests); anything else that tells
+  // the agent to exit ends it, and the links end its replicas.
+  self->set_exit_handler([=](const caf::exit_msg& m) {
+    auto& reps = self->state.replicas;
+    for (auto it = reps.begin(); it != reps.end(); ++it)
+      if (it->second.address() == m.source) {
+        reps.erase(it);
+        return;
+      }
+    self->quit(m.reason);
+  });
+  return {
+      [=](spawn_replica_atom, std::uint32_t replica) -> caf::result<scheduler_actor> {
+        auto& st = self->state;
+        if (st.replicas.count(replica)) return st.replicas[replica];
+        // Linked: when the agent goes, its replicas go with it.
+        auto s = self->spawn<caf::linked>(scheduler, st.model, st.tok, st.engine);
+        st.replicas[replica] = s;
+        return s;
+      },
+      [=](stop_replica_atom, std::uint32_t replica) {
+        auto& st = self->state;
+        auto it = st.replicas.find(replica);
+        if (it == st.replicas.end()) return false;
+        self->unlink_from(it->second);  // a stop on request is not the agent's failure
+        self->send_exit(it->second, caf::exit_reason::user_shutdown);
+        st.replicas.erase(it);
+        return true;
+      },
+      [=](resources_atom) {
+        auto& st = self->state;
+        node_resources r;
+        r.node = st.node;
+        r.cores = std::int32_t(std::thread::hardware_concurrency());
+        struct sysinfo si {};
+        if (::sysinfo(&si) == 0) {
+          r.memory_total = std::uint64_t(si.totalram) * si.mem_unit;
+          r.memory_available = std::uint64_t(si.freeram + si.bufferram) * si.mem_unit;
+        }
+        r.model = st.model_dir;
+        for (auto& [id, s] : st.replicas) r.replicas.push_back(id);
+        return r;
+      },
+  };
+}
+
+node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_pointer<node_registry_state> self,
+                                                 topology::topology_config topo, router_actor router) {
+  self->state.topo = std::move(topo);
+  self->state.router = std::move(router);
+  return {
+      [=](join_atom, const std::string& node, node_agent_actor agent) -> caf::result<std::uint32_t> {
+        auto& st = self->state;
+        if (!st.topo.node(node))
+          return caf::make_error(caf::sec::invalid_argument, st.topo.source + ": no node named \"" + node + "\"");
+        std::vector<std::uint32_t> mine;
+        for (auto& p : topology::place_replicas(st.topo))
+          if (p.node == node) mine.push_back(p.replica);
+        auto rp = self->make_response_promise<std::uint32_t>();
+        if (mine.empty()) {
+          rp.deliver(std::uint32_t(0));
+          return rp;
+        }
+        auto left = std::make_shared<std::size_t>(mine.size());
+        for (auto replica : mine) {
+          // Spawned on the node, then registered with the router; the join is answered once
+          // every replica of the node can be placed on.
+          self->request(agent, st.topo.timeouts.request, spawn_replica_atom::value, replica)
+              .then(
+                  [=](scheduler_actor s) mutable {
+                    self->request(self->state.router, self->state.topo.timeouts.request, replica_atom::value, replica, s)
+                        .then([=](bool) mutable {
+                                if (--*left == 0) rp.deliver(std::uint32_t(mine.size()));
+                              },
+                              [=](caf::error& e) mutable { rp.deliver(e); });
+                  },
+                  [=](caf::error& e) mutable { rp.deliver(e); });
+        }
+        return rp;
+      },
+  };
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,39 @@
+// The node agent of a process and the head's node registry.
+//
+// A node joins by sending its agent to the registry; the registry asks the agent to spawn each
+// replica the topology places on that node and registers the replicas with the router.
+#pragma once
+#include <map>
+
+#include "actors/protocol/node_protocol.h"
+#include "actors/protocol/router_protocol.h"
+#include "runtime/engine/engine.h"
+#include "topology/topology.h"
+
+namespace troupe::actors {
+
+struct node_agent_state {
+  std::string node;
+  std::shared_ptr<const model::llama_model> model;
+  std::shared_ptr<const tokenizer::tokenizer> tok;
+  engine::engine_config engine;
+  std::string model_dir;
+  std::map<std::uint32_t, scheduler_actor> replicas;
+  static inline const char* name = "troupe.node_agent";
+};
+
+node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<node_agent_state> self, std::string node,
+                                           std::shared_ptr<const model::llama_model> model,
+                                           std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg,
+                                           std::string model_dir);
+
+struct node_registry_state {
+  topology::topology_config topo;
+  router_actor router;
+  static inline const char* name = "troupe.node_registry";
+};
+
+node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_pointer<node_registry_state> self,
+                                                 topology::topology_config topo, router_actor router);
+
+}  // namespace troupe::actors

@@ -1,0 +1,79 @@
+// The node agent spawns and stops replicas on request and reports the process's resources;
+// the head's registry places a joining node's replicas through it.
+#define BOOST_TEST_MODULE node_agent
+#include <boost/test/unit_test.hpp>
+
+#include <caf/all.hpp>
+
+#include "actors/local_cluster.h"
+#include "actors/node_agent.h"
+#include "tests/support/models.h"
+
+using namespace troupe;
+using namespace troupe::actors;
+
+namespace {
+struct config : caf::actor_system_config {
+  config() { register_protocols(*this); }
+};
+constexpr auto timeout = std::chrono::seconds(30);
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(agent_spawns_stops_and_reports) {
+  const std::string dir = test::synth_model("tiny-llama-f32", test::preset("tiny"));
+  auto model = std::shared_ptr<const model::llama_model>(model::llama_model::load(dir));
+  config cfg;
+  caf::actor_system sys{cfg};
+  engine::engine_config ec;
+  ec.num_blocks = 16;
+  auto agent = sys.spawn(node_agent, std::string("n1"), model, std::shared_ptr<const tokenizer::tokenizer>(), ec, dir);
+  caf::scoped_actor self{sys};
+  scheduler_actor s;
+  self->request(agent, timeout, spawn_replica_atom::value, std::uint32_t(7))
+      .receive([&](scheduler_actor x) { s = x; }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  BOOST_TEST_REQUIRE(bool(s));
+  self->request(s, timeout, load_atom::value)
+      .receive([&](const load_report& r) { BOOST_TEST(r.total_blocks == 16); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  self->request(agent, timeout, resources_atom::value)
+      .receive(
+          [&](const node_resources& r) {
+            BOOST_TEST(r.node == "n1");
+            BOOST_TEST(r.cores > 0);
+            BOOST_TEST(r.memory_total > 0u);
+            BOOST_TEST(r.replicas == std::vector<std::uint32_t>{7});
+            BOOST_TEST(r.model == dir);
+          },
+          [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  self->monitor(s);
+  self->request(agent, timeout, stop_replica_atom::value, std::uint32_t(7))
+      .receive([](bool stopped) { BOOST_TEST(stopped); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  bool down = false;
+  self->receive([&](const caf::down_msg&) { down = true; });  // the replica really stopped
+  BOOST_TEST(down);
+  self->request(agent, timeout, stop_replica_atom::value, std::uint32_t(7))
+      .receive([](bool stopped) { BOOST_TEST(!stopped); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  self->send_exit(agent, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_CASE(registry_places_a_joining_nodes_replicas_and_refuses_strangers) {
+  const std::string dir = test::synth_model("tiny-llama-f32", test::preset("tiny"));
+  auto model = std::shared_ptr<const model::llama_model>(model::llama_model::load(dir));
+  auto topo = topology::load_topology(std::string(TROUPE_SOURCE_DIR) + "/configs/three-local.toml");
+  topo.model.path = dir;
+  config cfg;
+  caf::actor_system sys{cfg};
+  local_cluster head(sys, topo, nullptr, nullptr, placement_mode::head_node_only);
+  BOOST_TEST(head.live_replicas() == 0u);
+  auto registry = sys.spawn(node_registry, topo, head.router());
+  auto agent = sys.spawn(node_agent, std::string("node-a"), model, std::shared_ptr<const tokenizer::tokenizer>(),
+                         engine_config_of(topo), dir);
+  caf::scoped_actor self{sys};
+  self->request(registry, timeout, join_atom::value, std::string("node-a"), agent)
+      .receive([](std::uint32_t n) { BOOST_TEST(n == 1u); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  BOOST_TEST(head.live_replicas() == 1u);
+  self->request(registry, timeout, join_atom::value, std::string("node-z"), agent)
+      .receive([](std::uint32_t) { BOOST_FAIL("a node the topology does not name joined"); },
+               [&](caf::error& e) { BOOST_TEST(sys.render(e).find("node-z") != std::string::npos, sys.render(e)); });
+  self->send_exit(agent, caf::exit_reason::user_shutdown);
+  self->send_exit(registry, caf::exit_reason::user_shutdown);
+}
