@@ -39,6 +39,7 @@ int cmd_node(int argc, char** argv) {
   auto topo = topology::load_topology(a.positional()[0]);
   auto name = a.get("name");
   if (!name) throw input_error("--name NODE is required");
+  if (!topo.node(*name)) throw input_error(topo.source + ": no node named \"" + *name + "\"");
   const auto& head = topo.nodes.front();
   auto [host, port] = a.has("head") ? split_address(*a.get("head"), "--head") : std::make_pair(head.host, head.port);
   if (port == 0) throw input_error(topo.source + ": the head's address has port 0; give --head HOST:PORT");
