@@ -1,5 +1,7 @@
 #include "actors/router_actor.h"
 
+#include <algorithm>
+
 namespace troupe::actors {
 
 void register_router_protocol(caf::actor_system_config& cfg) {
@@ -48,10 +50,18 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
             st.decision_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
           }
         } timing{st, t0};
-        std::vector<routing::replica_load> view = st.loads;
-        for (auto& l : view)
-          if (l.replica == q.avoid) l.alive = false;
-        routing::decision d = st.policy({0, q.prompt_tokens, q.priority}, view, st.cfg.params, st.decisions++);
+        // A request leaving a replica must not be sent back to it; copy the loads only then.
+        const bool avoiding = std::any_of(st.loads.begin(), st.loads.end(), [&](const routing::replica_load& l) {
+          return l.alive && l.replica == q.avoid;
+        });
+        std::vector<routing::replica_load> view;
+        if (avoiding) {
+          view = st.loads;
+          for (auto& l : view)
+            if (l.replica == q.avoid) l.alive = false;
+        }
+        routing::decision d =
+            st.policy({0, q.prompt_tokens, q.priority}, avoiding ? view : st.loads, st.cfg.params, st.decisions++);
         route_reply r;
         r.why = d.why;
         if (!d.index) return r;

@@ -159,8 +159,8 @@ finish_reason engine::check_stop(sequence& s, std::string& delta) {
     why = finish_reason::length;
   std::size_t hold = 0;  // bytes kept back so a stop string is never streamed in part
   if (tok_) {
-    std::span<const std::int32_t> out(s.tokens.data() + s.prompt_len, std::size_t(s.num_output()));
-    std::vector<std::int32_t> output(out.begin(), out.end());
+    // Only the detokenizer's small window is decoded; the output is not copied per token.
+    const std::span<const std::int32_t> output(s.tokens.data() + s.prompt_len, std::size_t(s.num_output()));
     const std::size_t before = s.text.size();
     s.text += s.detok.next(*tok_, output);
     std::size_t longest = 0;

@@ -522,11 +522,16 @@ bool tokenizer::is_special(std::int32_t id) const { return p_->special_ids.count
 
 std::int32_t tokenizer::vocab_size() const { return std::int32_t(p_->id_to_token.size()); }
 
-std::string incremental_detokenizer::next(const tokenizer& tok, const std::vector<std::int32_t>& ids) {
-  std::vector<std::int32_t> window(ids.begin() + long(prefix_), ids.end());
-  std::vector<std::int32_t> before(ids.begin() + long(prefix_), ids.begin() + long(read_));
-  std::string prefix_text = tok.decode_bytes(before);
-  std::string new_text = tok.decode_bytes(window);
+// Text of ids[prefix_, read_) and of ids[prefix_, end): the delta is what the new ids added.
+std::pair<std::string, std::string> incremental_detokenizer::window_texts(const tokenizer& tok,
+                                                                          std::span<const std::int32_t> ids) const {
+  const std::vector<std::int32_t> before(ids.begin() + long(prefix_), ids.begin() + long(read_));
+  const std::vector<std::int32_t> window(ids.begin() + long(prefix_), ids.end());
+  return {tok.decode_bytes(before), tok.decode_bytes(window)};
+}
+
+std::string incremental_detokenizer::next(const tokenizer& tok, std::span<const std::int32_t> ids) {
+  auto [prefix_text, new_text] = window_texts(tok, ids);
   if (new_text.size() <= prefix_text.size() || new_text.compare(0, prefix_text.size(), prefix_text) != 0) return {};
   std::string delta = new_text.substr(prefix_text.size());
   // Wait while the newest token ends inside a character; a later token completes it.
@@ -536,11 +541,8 @@ std::string incremental_detokenizer::next(const tokenizer& tok, const std::vecto
   return delta;
 }
 
-std::string incremental_detokenizer::flush(const tokenizer& tok, const std::vector<std::int32_t>& ids) {
-  std::vector<std::int32_t> window(ids.begin() + long(prefix_), ids.end());
-  std::vector<std::int32_t> before(ids.begin() + long(prefix_), ids.begin() + long(read_));
-  std::string prefix_text = tok.decode_bytes(before);
-  std::string new_text = tok.decode_bytes(window);
+std::string incremental_detokenizer::flush(const tokenizer& tok, std::span<const std::int32_t> ids) {
+  auto [prefix_text, new_text] = window_texts(tok, ids);
   prefix_ = read_ = ids.size();
   if (new_text.size() <= prefix_text.size()) return {};
   return utf8_sanitize(new_text.substr(prefix_text.size()));

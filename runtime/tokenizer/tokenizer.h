@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,11 +53,12 @@ class incremental_detokenizer {
       : prefix_(already > 5 ? already - 5 : 0), read_(already) {}
 
   // `ids` is the whole output so far (it only grows between calls).
-  std::string next(const tokenizer& tok, const std::vector<std::int32_t>& ids);
+  std::string next(const tokenizer& tok, std::span<const std::int32_t> ids);
   // Everything not yet returned, invalid bytes replaced; call once at the end.
-  std::string flush(const tokenizer& tok, const std::vector<std::int32_t>& ids);
+  std::string flush(const tokenizer& tok, std::span<const std::int32_t> ids);
 
  private:
+  std::pair<std::string, std::string> window_texts(const tokenizer& tok, std::span<const std::int32_t> ids) const;
   std::size_t prefix_ = 0, read_ = 0;
 };
 

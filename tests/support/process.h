@@ -2,7 +2,7 @@
 // signal it, reap it.
 #pragma once
 #include <signal.h>
-#include <spawn.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-extern char** environ;
+#include "tools/troupe/process.h"
+
 
 namespace troupe::test {
 
@@ -19,15 +20,12 @@ class child_process {
   explicit child_process(const std::vector<std::string>& argv) {
     int fds[2];
     if (::pipe(fds) != 0) return;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    if (posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
+    ::fcntl(fds[0], F_SETFD, FD_CLOEXEC);  // the child keeps only the write end, as its stdout
+    try {
+      pid_ = cli::spawn_process(argv, fds[1]);
+    } catch (const std::exception&) {
+      pid_ = -1;
+    }
     ::close(fds[1]);
     out_ = ::fdopen(fds[0], "r");
   }

@@ -2,7 +2,6 @@
 // topology started in this process (sim or cpu backend) and reports how fast the request owner
 // and router place them, the router's decision time, and the end-to-end completion.
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,8 +17,7 @@
 #include "tools/troupe/args.h"
 #include "tools/troupe/commands.h"
 #include "tools/troupe/model_folder.h"
-
-extern char** environ;
+#include "tools/troupe/process.h"
 
 namespace troupe::cli {
 
@@ -35,21 +33,9 @@ struct bench_config : caf::actor_system_config {
 class node_process {
  public:
   node_process(const std::string& config, const std::string& name, const std::string& head, const std::string& model) {
-    char exe[4096];
-    const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) throw input_error("cannot find the troupe executable");
-    exe[n] = 0;
     int fds[2];
     if (::pipe(fds) != 0) throw input_error("pipe failed");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    std::vector<std::string> argv = {exe, "node", config, "--name", name, "--head", head, "--model", model};
-    std::vector<char*> args;
-    for (auto& s : argv) args.push_back(s.data());
-    args.push_back(nullptr);
-    if (posix_spawn(&pid_, exe, &fa, nullptr, args.data(), environ) != 0) throw input_error("cannot start troupe node");
-    posix_spawn_file_actions_destroy(&fa);
+    pid_ = spawn_process({self_executable(), "node", config, "--name", name, "--head", head, "--model", model}, fds[1]);
     ::close(fds[1]);
     std::FILE* out = ::fdopen(fds[0], "r");
     char line[512];

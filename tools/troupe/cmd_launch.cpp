@@ -2,7 +2,6 @@
 // them running (a node that dies is started again), and stops them all on SIGINT or SIGTERM.
 // With --netns each non-head node runs in its own network namespace behind a veth pair.
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,44 +15,11 @@
 #include "tools/troupe/args.h"
 #include "tools/troupe/commands.h"
 #include "tools/troupe/netns.h"
+#include "tools/troupe/process.h"
 #include "topology/topology.h"
 
-extern char** environ;
 
 namespace troupe::cli {
-
-namespace {
-
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw input_error("cannot find the troupe executable (/proc/self/exe)");
-  return std::string(buf, std::size_t(n));
-}
-
-// Spawns argv; with `out_fd` >= 0 the child's stdout goes there.
-pid_t spawn(const std::vector<std::string>& argv, int out_fd = -1) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  if (out_fd >= 0) posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);  // children must not inherit our blocked signals
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, args[0], &fa, &attr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) throw input_error("cannot start " + argv[0]);
-  return pid;
-}
-
-}  // namespace
 
 int cmd_launch(int argc, char** argv) {
   args a(argc, argv, 2, {"model"}, {"netns"});
@@ -62,7 +28,7 @@ int cmd_launch(int argc, char** argv) {
   const auto topo = topology::load_topology(config);
   const auto& head = topo.nodes.front();
   if (head.port == 0) throw input_error(config + ": the head (" + head.name + ") needs a fixed port for launch");
-  const std::string exe = self_exe();
+  const std::string exe = self_executable();
   const bool netns = a.has("netns");
   std::vector<std::string> model_flag;
   if (auto m = a.get("model")) model_flag = {"--model", *m};
@@ -84,7 +50,7 @@ int cmd_launch(int argc, char** argv) {
   std::vector<std::string> head_cmd = {exe, "serve", config, "--port", std::to_string(head.port)};
   if (netns) head_cmd.insert(head_cmd.end(), {"--listen", "0.0.0.0"});
   head_cmd.insert(head_cmd.end(), model_flag.begin(), model_flag.end());
-  const pid_t head_pid = spawn(head_cmd, pipe_fds[1]);
+  const pid_t head_pid = spawn_process(head_cmd, pipe_fds[1]);
   ::close(pipe_fds[1]);
   std::FILE* head_out = ::fdopen(pipe_fds[0], "r");
   char line[1024];
@@ -120,7 +86,7 @@ int cmd_launch(int argc, char** argv) {
                                          head_addr + ":" + std::to_string(head.port)};
     node_cmd.insert(node_cmd.end(), model_flag.begin(), model_flag.end());
     cmd.insert(cmd.end(), node_cmd.begin(), node_cmd.end());
-    const pid_t pid = spawn(cmd);
+    const pid_t pid = spawn_process(cmd);
     std::printf("troupe launch: started %s (pid %d)%s\n", topo.nodes[k].name.c_str(), int(pid), netns ? " in its own network namespace" : "");
     std::fflush(stdout);
     nodes[pid] = {cmd, 0};
@@ -152,7 +118,7 @@ int cmd_launch(int argc, char** argv) {
         std::printf("troupe launch: a node died 5 times; not restarting it\n");
         continue;
       }
-      const pid_t again = spawn(n.argv);
+      const pid_t again = spawn_process(n.argv);
       std::printf("troupe launch: a node (pid %d) died; restarted as pid %d\n", int(pid), int(again));
       std::fflush(stdout);
       nodes[again] = n;

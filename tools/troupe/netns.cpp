@@ -1,27 +1,27 @@
 #include "tools/troupe/netns.h"
 
 #include <sys/wait.h>
-#include <spawn.h>
 
 #include <functional>
 
 #include "runtime/common/error.h"
+#include "tools/troupe/process.h"
 
-extern char** environ;
 
 namespace troupe::cli {
 
 namespace {
 
-// Runs `ip ARGS...`; returns its exit status.
+// Runs `ip ARGS...`; returns its exit status (-1 if it could not run).
 int ip(const std::vector<std::string>& args) {
   std::vector<std::string> all = {"/sbin/ip"};
   all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
   pid_t pid;
-  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  try {
+    pid = spawn_process(all);
+  } catch (const input_error&) {
+    return -1;
+  }
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
