@@ -63,6 +63,11 @@ engine::engine(std::shared_ptr<const model::llama_model> model, std::shared_ptr<
   if (cfg_.max_model_len <= 0) cfg_.max_model_len = mc_.max_position_embeddings;
 }
 
+engine::engine(const model::model_config& shape, std::shared_ptr<const tokenizer::tokenizer> tok, engine_config cfg)
+    : mc_(shape), tok_(std::move(tok)), cfg_(cfg), pool_(pool_blocks(cfg, mc_)) {
+  if (cfg_.max_model_len <= 0) cfg_.max_model_len = mc_.max_position_embeddings;
+}
+
 engine::engine(const model::model_config& shape, const sim::gpu_spec& gpu, engine_config cfg)
     : mc_(shape), sim_(gpu), cfg_(cfg), pool_(pool_blocks(cfg, mc_)) {
   if (cfg_.max_model_len <= 0) cfg_.max_model_len = mc_.max_position_embeddings;
@@ -125,6 +130,11 @@ std::size_t engine::waiting_prompt_tokens() const {
 bool engine::abort(const std::string& id) {
   auto it = by_name_.find(id);
   if (it == by_name_.end()) return false;
+  if (pending_) {  // its tokens may be in the step in flight: end it once the step is done
+    if (std::find(deferred_aborts_.begin(), deferred_aborts_.end(), id) == deferred_aborts_.end())
+      deferred_aborts_.push_back(id);
+    return true;
+  }
   sequence& s = *seqs_.at(it->second);
   request_output o;
   o.id = s.name;
@@ -206,8 +216,11 @@ std::int32_t engine::sim_token(const sequence& s) const {
   return t;
 }
 
-std::vector<request_output> engine::step() {
-  std::vector<request_output> out = std::move(aborted_);
+const forward_plan& engine::begin_step() {
+  if (pending_) throw std::logic_error("begin_step: the previous step is not finished");
+  pending_.emplace();
+  pending& p = *pending_;
+  p.out = std::move(aborted_);
   aborted_.clear();
   std::vector<sched::seq_snapshot> run, wait;
   for (auto id : running_) run.push_back(seqs_.at(id)->snapshot());
@@ -226,61 +239,64 @@ std::vector<request_output> engine::step() {
     remove_id(waiting_, id);
     running_.push_back(id);
   }
-  if (plan.scheduled.empty()) return out;
-
-  model::forward_batch batch;
-  std::vector<int> logit_row(plan.scheduled.size(), -1);
-  for (std::size_t i = 0; i < plan.scheduled.size(); ++i) {
-    const auto& sc = plan.scheduled[i];
+  for (const auto& sc : plan.scheduled) {
     sequence& s = *seqs_.at(sc.id);
     auto fresh = pool_.allocate(sc.new_blocks);
     if (int(fresh.size()) != sc.new_blocks) throw std::logic_error("scheduler planned more blocks than are free");
     s.blocks.insert(s.blocks.end(), fresh.begin(), fresh.end());
   }
+  forward_plan& fp = p.plan;
+  p.logit_row.assign(plan.scheduled.size(), -1);
   for (std::size_t i = 0; i < plan.scheduled.size(); ++i) {
     const auto& sc = plan.scheduled[i];
-    sequence& s = *seqs_.at(sc.id);
+    const sequence& s = *seqs_.at(sc.id);
+    p.ids.push_back(sc.id);
+    p.new_tokens.push_back(sc.num_new_tokens);
+    fp.tables.emplace_back(s.blocks.begin(), s.blocks.end());
     for (int j = 0; j < sc.num_new_tokens; ++j) {
       const int pos = s.num_computed + j;
-      batch.tokens.push_back(s.tokens[std::size_t(pos)]);
-      batch.positions.push_back(pos);
-      batch.tables.push_back(s.blocks.data());
+      fp.tokens.push_back(s.tokens[std::size_t(pos)]);
+      fp.positions.push_back(pos);
+      fp.seq_of_token.push_back(std::int32_t(i));
     }
     if (s.num_computed + sc.num_new_tokens == int(s.tokens.size())) {
-      logit_row[i] = int(batch.logit_rows.size());
-      batch.logit_rows.push_back(std::int32_t(batch.tokens.size() - 1));
+      p.logit_row[i] = int(fp.logit_rows.size());
+      fp.logit_rows.push_back(std::int32_t(fp.tokens.size() - 1));
     }
   }
+  return fp;
+}
+
+std::vector<request_output> engine::finish_step(std::span<const float> logits, double forward_seconds) {
+  if (!pending_) throw std::logic_error("finish_step without begin_step");
+  pending p = std::move(*pending_);
+  pending_.reset();
+  std::vector<request_output> out = std::move(p.out);
   const std::size_t vocab = std::size_t(mc_.vocab_size);
-  if (sim_) {
-    sim::step_shape shape{std::int64_t(batch.tokens.size()), 0, std::int64_t(batch.logit_rows.size())};
-    for (auto p : batch.positions) shape.context_reads += p + 1;
-    stats_.last_forward_seconds = sim::step_seconds(mc_, *sim_, shape);
-  } else {
-    logits_.resize(batch.logit_rows.size() * vocab);
-    const auto f0 = std::chrono::steady_clock::now();
-    model_->forward(batch, *cache_, logits_.data(), workspace_);
-    stats_.last_forward_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
+  if (!sim_ && logits.size() != p.plan.logit_rows.size() * vocab)
+    throw std::logic_error("finish_step: logits for " + std::to_string(logits.size() / std::max<std::size_t>(vocab, 1)) +
+                           " rows, the plan wants " + std::to_string(p.plan.logit_rows.size()));
+  if (!p.plan.empty()) {
+    stats_.last_forward_seconds = forward_seconds;
+    stats_.forward_seconds += forward_seconds;
+    ++stats_.steps;
   }
-  stats_.forward_seconds += stats_.last_forward_seconds;
-  ++stats_.steps;
 
   // Choosing each row's token is independent of the others: spread it over the threads (a
   // vocabulary-wide pass per row is most of the step's time outside the forward at batch 64).
-  std::vector<std::int32_t> chosen(plan.scheduled.size(), -1);
-  kernels::parallel_for(plan.scheduled.size(), [&](std::size_t i) {
-    if (logit_row[i] < 0) return;
-    const sequence& s = *seqs_.at(plan.scheduled[i].id);
+  std::vector<std::int32_t> chosen(p.ids.size(), -1);
+  kernels::parallel_for(p.ids.size(), [&](std::size_t i) {
+    if (p.logit_row[i] < 0) return;
+    const sequence& s = *seqs_.at(p.ids[i]);
     std::vector<float> scratch;
-    chosen[i] = sim_ ? sim_token(s) : sample(s, logits_.data() + std::size_t(logit_row[i]) * vocab, scratch);
+    chosen[i] = sim_ ? sim_token(s) : sample(s, logits.data() + std::size_t(p.logit_row[i]) * vocab, scratch);
   });
-  for (std::size_t i = 0; i < plan.scheduled.size(); ++i) {
-    const auto& sc = plan.scheduled[i];
-    sequence& s = *seqs_.at(sc.id);
-    const int prompt_part = std::max(0, std::min(s.prompt_len, s.num_computed + sc.num_new_tokens) - s.num_computed);
+  for (std::size_t i = 0; i < p.ids.size(); ++i) {
+    sequence& s = *seqs_.at(p.ids[i]);
+    const int prompt_part = std::max(0, std::min(s.prompt_len, s.num_computed + p.new_tokens[i]) - s.num_computed);
     stats_.prompt_tokens_computed += std::uint64_t(prompt_part);
-    s.num_computed += sc.num_new_tokens;
-    if (logit_row[i] < 0) continue;
+    s.num_computed += p.new_tokens[i];
+    if (p.logit_row[i] < 0) continue;
     const std::int32_t tok = chosen[i];
     s.tokens.push_back(tok);
     ++stats_.generated_tokens;
@@ -293,7 +309,55 @@ std::vector<request_output> engine::step() {
     if (why != finish_reason::none) finish(s, why, o);
     out.push_back(std::move(o));
   }
+  apply_deferred_aborts();
   return out;
+}
+
+void engine::lose_kv() {
+  if (pending_) {
+    // Blocks the lost step allocated stay with their sequences and are released below.
+    aborted_.insert(aborted_.begin(), std::make_move_iterator(pending_->out.begin()),
+                    std::make_move_iterator(pending_->out.end()));
+    pending_.reset();
+  }
+  // Back to waiting, ahead of the never-started ones and in their running order, so they are
+  // readmitted first; their tokens so far are kept and recomputed, as after a preemption.
+  std::vector<std::uint64_t> back;
+  for (auto id : running_) {
+    sequence& s = *seqs_.at(id);
+    pool_.release(s.blocks);
+    s.blocks.clear();
+    s.num_computed = 0;
+    back.push_back(id);
+  }
+  running_.clear();
+  waiting_.insert(waiting_.begin(), back.begin(), back.end());
+  stats_.recomputed_after_loss += back.size();
+  ++stats_.kv_losses;
+  apply_deferred_aborts();
+}
+
+void engine::apply_deferred_aborts() {
+  auto ids = std::move(deferred_aborts_);
+  deferred_aborts_.clear();
+  for (const auto& id : ids) abort(id);
+}
+
+std::vector<request_output> engine::step() {
+  if (!model_ && !sim_) throw std::logic_error("step: this engine's forward runs on workers; use begin_step/finish_step");
+  const forward_plan& plan = begin_step();
+  if (plan.empty()) return finish_step({}, 0);
+  if (sim_) {
+    sim::step_shape shape{std::int64_t(plan.tokens.size()), 0, std::int64_t(plan.logit_rows.size())};
+    for (auto pos : plan.positions) shape.context_reads += pos + 1;
+    return finish_step({}, sim::step_seconds(mc_, *sim_, shape));
+  }
+  const std::size_t vocab = std::size_t(mc_.vocab_size);
+  logits_.resize(plan.logit_rows.size() * vocab);
+  const auto f0 = std::chrono::steady_clock::now();
+  model_->forward(view(plan), *cache_, logits_.data(), workspace_);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
+  return finish_step(logits_, secs);
 }
 
 std::vector<std::vector<std::int32_t>> generate_all(engine& e, const std::vector<request>& requests) {

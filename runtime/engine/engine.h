@@ -4,11 +4,13 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "runtime/engine/forward_plan.h"
 #include "runtime/engine/request.h"
 #include "runtime/kv/block_pool.h"
 #include "runtime/kv/kv_cache.h"
@@ -34,6 +36,8 @@ struct engine_stats {
   std::uint64_t prompt_tokens_computed = 0;   // includes recomputation after preemption
   std::uint64_t generated_tokens = 0;
   std::uint64_t preemptions = 0;
+  std::uint64_t kv_losses = 0;              // lose_kv() calls: the workers' KV was lost
+  std::uint64_t recomputed_after_loss = 0;  // sequences sent back to recompute by them
 };
 
 class engine {
@@ -46,6 +50,9 @@ class engine {
   // seed and position, never an EOS id) and reports the cost model's time for it as
   // stats().last_forward_seconds. The caller lets that time pass.
   engine(const model::model_config& shape, const sim::gpu_spec& gpu, engine_config cfg);
+  // The scheduling half only: the forward runs on workers that own the KV tensors (sized from
+  // the same config). Drive it with begin_step / finish_step; step() is not available.
+  engine(const model::model_config& shape, std::shared_ptr<const tokenizer::tokenizer> tok, engine_config cfg);
   ~engine();
 
   // Queues a request. Throws input_error (naming the field) for a duplicate id, an empty
@@ -58,8 +65,22 @@ class engine {
   bool abort(const std::string& id);
 
   // Runs one scheduling step and forward pass; returns the outputs of every request that made
-  // progress or finished.
+  // progress or finished. step() == begin_step + the forward + finish_step.
   std::vector<request_output> step();
+
+  // A step in two halves, for a forward that runs elsewhere. begin_step schedules (admits,
+  // preempts, allocates blocks) and returns the plan the workers execute; the plan stays valid
+  // until finish_step. finish_step takes the logits of plan.logit_rows ([rows][vocab]; empty in
+  // sim mode) and the forward's time, samples, and returns the outputs. Between the two,
+  // add_request is fine and abort() takes effect when the step finishes.
+  const forward_plan& begin_step();
+  std::vector<request_output> finish_step(std::span<const float> logits, double forward_seconds);
+  bool step_in_flight() const { return pending_.has_value(); }
+
+  // The workers lost their KV (a rank died, the group restarted): the step in flight, if any,
+  // is dropped, and every running sequence goes back to waiting with its tokens kept, to be
+  // recomputed, exactly as after a preemption. Outputs are unchanged by it.
+  void lose_kv();
 
   bool has_unfinished() const { return !seqs_.empty() || !aborted_.empty(); }
   std::size_t num_running() const { return running_.size(); }
@@ -80,6 +101,15 @@ class engine {
   finish_reason check_stop(sequence& s, std::string& delta);
   std::int32_t sample(const sequence& s, const float* logits_row, std::vector<float>& scratch) const;
   std::int32_t sim_token(const sequence& s) const;
+  void apply_deferred_aborts();
+
+  struct pending {  // the step between begin_step and finish_step
+    forward_plan plan;
+    std::vector<std::uint64_t> ids;  // scheduled sequences, in plan order
+    std::vector<int> new_tokens;     // tokens each computes this step
+    std::vector<int> logit_row;      // its row in the logits, or -1 (a prefill chunk)
+    std::vector<request_output> out; // aborts finished before the step
+  };
 
   std::shared_ptr<const model::llama_model> model_;  // null in sim mode
   model::model_config mc_;
@@ -92,6 +122,8 @@ class engine {
   std::map<std::string, std::uint64_t> by_name_;
   std::vector<std::uint64_t> running_, waiting_;
   std::vector<request_output> aborted_;
+  std::optional<pending> pending_;
+  std::vector<std::string> deferred_aborts_;
   std::uint64_t next_id_ = 1;
   engine_stats stats_;
   std::vector<float> logits_;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <stdexcept>
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/gemv.h"
@@ -146,12 +147,31 @@ std::size_t llama_model::layer_flops_per_token() const {
 }
 
 void llama_model::forward(const forward_batch& b, kv::kv_cache& cache, float* logits, forward_workspace& w) const {
+  if (b.tokens.empty()) return;
+  embed(b, w);
+  run_layers(b, 0, num_layers(), cache, w);
+  head(b, w, logits);
+}
+
+void llama_model::embed(const forward_batch& b, forward_workspace& w) const {
+  const std::size_t T = b.tokens.size(), H = cfg_.hidden_size;
+  w.x.resize(T * H);
+  op_timer timer(op::embed);
+  const dtype et = embed_.type();
+  for (std::size_t t = 0; t < T; ++t)
+    for (std::size_t i = 0; i < H; ++i)
+      w.x[t * H + i] = kernels::load_as_f32(embed_.data, et, std::size_t(b.tokens[t]) * H + i);
+}
+
+void llama_model::run_layers(const forward_batch& b, int first, int last, kv::kv_cache& cache,
+                             forward_workspace& w) const {
   const std::size_t T = b.tokens.size();
   if (T == 0) return;
   const std::size_t H = cfg_.hidden_size, I = cfg_.intermediate_size, hd = cfg_.head_dim;
   const std::size_t Q = cfg_.q_dim(), KV = cfg_.kv_dim(), QKV = Q + 2 * KV, half = hd / 2;
   const int n_heads = cfg_.num_attention_heads, n_kv = cfg_.num_key_value_heads;
-  w.x.resize(T * H);
+  if (first < 0 || last > num_layers() || first > last || w.x.size() != T * H)
+    throw std::invalid_argument("run_layers: bad layer range or hidden state size");
   w.h.resize(T * H);
   w.qkv.resize(T * QKV);
   w.q.resize(T * Q);
@@ -162,21 +182,17 @@ void llama_model::forward(const forward_batch& b, kv::kv_cache& cache, float* lo
   w.act.resize(T * I);
   w.cos.resize(T * half);
   w.sin.resize(T * half);
-
-  const dtype et = embed_.type();
   {
-  op_timer timer(op::embed);
-  for (std::size_t t = 0; t < T; ++t)
-    for (std::size_t i = 0; i < H; ++i)
-      w.x[t * H + i] = kernels::load_as_f32(embed_.data, et, std::size_t(b.tokens[t]) * H + i);
-  kernels::rope_tables(b.positions.data(), T, inv_freq_.data(), half, w.cos.data(), w.sin.data());
+    op_timer timer(op::rope);
+    kernels::rope_tables(b.positions.data(), T, inv_freq_.data(), half, w.cos.data(), w.sin.data());
   }
   const float scale = 1.0f / std::sqrt(float(hd));
   const float eps = float(cfg_.rms_norm_eps);
   const int bs = cache.block_size();
 
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
-    const layer_weights& L = layers_[l];
+  for (int l = first; l < last; ++l) {
+    const layer_weights& L = layers_[std::size_t(l)];
+    const int cl = l - first;  // the cache holds this range's layers only
     { op_timer timer(op::rmsnorm); kernels::rmsnorm(w.x.data(), T, H, L.input_norm.data(), eps, w.h.data()); }
     { op_timer timer(op::qkv_proj); kernels::linear(w.h.data(), T, L.qkv, L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(), w.qkv.data()); }
     {
@@ -192,10 +208,10 @@ void llama_model::forward(const forward_batch& b, kv::kv_cache& cache, float* lo
     op_timer timer(op::kv_write);
     for (std::size_t t = 0; t < T; ++t) {
       const std::int32_t p = b.positions[t];
-      cache.write(int(l), b.tables[t][p / bs], p % bs, &w.k[t * KV], &w.qkv[t * QKV + Q + KV]);
+      cache.write(cl, b.tables[t][p / bs], p % bs, &w.k[t * KV], &w.qkv[t * QKV + Q + KV]);
     }
     }
-    { op_timer timer(op::attention); kernels::paged_attention(w.q.data(), T, n_heads, b.positions.data(), b.tables.data(), cache.layer(int(l)), scale, w.attn.data()); }
+    { op_timer timer(op::attention); kernels::paged_attention(w.q.data(), T, n_heads, b.positions.data(), b.tables.data(), cache.layer(cl), scale, w.attn.data()); }
     { op_timer timer(op::o_proj); kernels::linear(w.attn.data(), T, L.o, nullptr, w.tmp.data()); }
     { op_timer timer(op::residual); for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i]; }
     { op_timer timer(op::rmsnorm); kernels::rmsnorm(w.x.data(), T, H, L.post_norm.data(), eps, w.h.data()); }
@@ -204,7 +220,11 @@ void llama_model::forward(const forward_batch& b, kv::kv_cache& cache, float* lo
     { op_timer timer(op::down_proj); kernels::linear(w.act.data(), T, L.down, nullptr, w.tmp.data()); }
     { op_timer timer(op::residual); for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i]; }
   }
+}
 
+void llama_model::head(const forward_batch& b, forward_workspace& w, float* logits) const {
+  const std::size_t H = cfg_.hidden_size;
+  const float eps = float(cfg_.rms_norm_eps);
   op_timer timer(op::lm_head);
   const std::size_t R = b.logit_rows.size();
   w.logits_in.resize(R * H);

@@ -52,6 +52,16 @@ class llama_model {
   // batch.logit_rows. Safe to call from several threads with different caches and workspaces.
   void forward(const forward_batch& batch, kv::kv_cache& cache, float* logits, forward_workspace& ws) const;
 
+  // The forward in stages, for pipeline-parallel ranks that each hold a range of layers:
+  // embed() fills ws.x (the hidden state, [T][hidden]) from the tokens; run_layers() applies
+  // layers [first, last) to ws.x, with `cache` holding exactly those layers (cache layer 0 is
+  // model layer `first`); head() turns ws.x into the logits of batch.logit_rows. forward() is
+  // embed + run_layers(0, num_layers()) + head, so a split run is bit-identical to a whole one.
+  void embed(const forward_batch& batch, forward_workspace& ws) const;
+  void run_layers(const forward_batch& batch, int first, int last, kv::kv_cache& cache, forward_workspace& ws) const;
+  void head(const forward_batch& batch, forward_workspace& ws, float* logits) const;
+  int num_layers() const { return int(layers_.size()); }
+
   // Bytes of weights one forward step reads (every matrix once, plus the used embedding rows).
   std::size_t weight_bytes_per_step() const;
   // FLOPs per token through the layers' matrices (excluding attention over the context).

@@ -201,3 +201,105 @@ BOOST_AUTO_TEST_CASE(a_request_resumed_from_its_generated_tokens_continues_exact
     }
   }
 }
+
+namespace {
+
+// The forward of a pipeline of `ranks` stages, each with its own cache of its layers only, as
+// the worker actors run it.
+struct pipeline {
+  std::shared_ptr<const model::llama_model> m;
+  std::vector<std::unique_ptr<kv::kv_cache>> caches;
+  std::vector<std::pair<int, int>> ranges;
+  model::forward_workspace ws;
+  std::vector<float> logits;
+
+  pipeline(std::shared_ptr<const model::llama_model> model, int ranks, int num_blocks) : m(std::move(model)) {
+    const int L = m->num_layers();
+    for (int r = 0; r < ranks; ++r) ranges.emplace_back(L * r / ranks, L * (r + 1) / ranks);
+    reset(num_blocks);
+  }
+  void reset(int num_blocks) {  // a group restart: fresh, empty caches
+    caches.clear();
+    const auto& c = m->config();
+    for (auto [a, b] : ranges)
+      caches.push_back(std::make_unique<kv::kv_cache>(kv::kv_cache_config{num_blocks, 16, kernels::dtype::f32}, b - a,
+                                                      c.num_key_value_heads, c.head_dim));
+  }
+  std::span<const float> run(const engine::forward_plan& p) {
+    const auto b = engine::view(p);
+    m->embed(b, ws);
+    for (std::size_t r = 0; r < ranges.size(); ++r) {
+      model::forward_workspace stage;  // each rank has its own; only the hidden state travels
+      stage.x = ws.x;
+      m->run_layers(b, ranges[r].first, ranges[r].second, *caches[r], stage);
+      ws.x = std::move(stage.x);
+    }
+    logits.resize(p.logit_rows.size() * std::size_t(m->config().vocab_size));
+    m->head(b, ws, logits.data());
+    return logits;
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_pipeline_split_forward_with_lost_kv_gives_the_same_tokens) {
+  // The worker path: the scheduling half of the engine plans, a 2-stage pipeline computes,
+  // and every fifth step the pipeline's KV is lost (a rank died) before the step finishes.
+  for (bool greedy : {true, false}) {
+    const auto reqs = test::mixed_requests(12, small_model()->config().vocab_size, greedy);
+    const outputs alone = run_alone(reqs);
+    auto cfg = test::engine_cfg(64, 256, 200);
+    engine::engine e(small_model()->config(), nullptr, cfg);
+    pipeline pipe(small_model(), 2, 200);
+    std::map<std::string, std::size_t> index;
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      index[reqs[i].id] = i;
+      e.add_request(reqs[i]);
+    }
+    outputs got(reqs.size());
+    int step = 0;
+    while (e.has_unfinished()) {
+      const auto& plan = e.begin_step();
+      BOOST_TEST(e.step_in_flight());
+      if (++step % 5 == 0 && !plan.empty()) {
+        e.lose_kv();
+        pipe.reset(200);
+        continue;
+      }
+      const auto logits = plan.empty() ? std::span<const float>() : pipe.run(plan);
+      for (auto& o : e.finish_step(logits, 0)) {
+        auto& t = got[index.at(o.id)];
+        t.insert(t.end(), o.new_tokens.begin(), o.new_tokens.end());
+      }
+    }
+    BOOST_TEST(e.stats().kv_losses > 0u);
+    BOOST_TEST(e.blocks().num_free() == e.blocks().num_blocks());
+    for (std::size_t i = 0; i < reqs.size(); ++i) BOOST_TEST(got[i] == alone[i], (greedy ? "greedy" : "seeded") << " request " << i);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_abort_during_a_step_in_flight_ends_the_request_after_it) {
+  auto reqs = test::mixed_requests(3, small_model()->config().vocab_size, true);
+  engine::engine e(small_model()->config(), nullptr, test::engine_cfg(512, 2048, 100));
+  pipeline pipe(small_model(), 1, 100);
+  for (auto& r : reqs) e.add_request(r);
+  const auto& plan = e.begin_step();
+  BOOST_TEST(e.abort("req-1"));  // its prompt is in the plan the workers are running
+  std::vector<engine::request_output> outs = e.finish_step(pipe.run(plan), 0);
+  while (e.has_unfinished()) {
+    const auto& p = e.begin_step();
+    for (auto& o : e.finish_step(p.empty() ? std::span<const float>() : pipe.run(p), 0)) outs.push_back(o);
+  }
+  int ends = 0, tokens = 0;
+  for (auto& o : outs)
+    if (o.id == "req-1") {
+      tokens += int(o.new_tokens.size());
+      if (o.finished) {
+        ++ends;
+        BOOST_TEST(engine::finish_reason_name(o.reason) == std::string("abort"));
+      }
+    }
+  BOOST_TEST(ends == 1);
+  BOOST_TEST(tokens <= 1);  // at most the token of the step that was already running
+  BOOST_TEST(e.blocks().num_free() == e.blocks().num_blocks());
+}

@@ -1,0 +1,34 @@
+// What a replica's workers run for one engine step: the scheduled tokens of every running
+// sequence, flattened, with each sequence's block table. The scheduler (which owns the block
+// manager) builds it; the workers (which own the KV tensors) execute it. A value type, so it
+// can cross actor boundaries; view() gives the model's pointer form without copying.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "runtime/model/llama_model.h"
+
+namespace troupe::engine {
+
+struct forward_plan {
+  std::vector<std::int32_t> tokens;               // [T]
+  std::vector<std::int32_t> positions;            // [T]
+  std::vector<std::int32_t> seq_of_token;         // [T] index into tables
+  std::vector<std::vector<std::int32_t>> tables;  // block ids of each scheduled sequence
+  std::vector<std::int32_t> logit_rows;           // tokens whose logits the step samples from
+
+  bool empty() const { return tokens.empty(); }
+};
+
+// The model's view of a plan; valid while `p` lives unchanged.
+inline model::forward_batch view(const forward_plan& p) {
+  model::forward_batch b;
+  b.tokens = p.tokens;
+  b.positions = p.positions;
+  b.logit_rows = p.logit_rows;
+  b.tables.reserve(p.tokens.size());
+  for (auto s : p.seq_of_token) b.tables.push_back(p.tables[std::size_t(s)].data());
+  return b;
+}
+
+}  // namespace troupe::engine
