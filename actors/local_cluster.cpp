@@ -13,6 +13,7 @@ namespace troupe::actors {
 
 void register_protocols(caf::actor_system_config& cfg) {
   register_engine_protocol(cfg);
+  register_worker_protocol(cfg);
   register_router_protocol(cfg);
   register_node_protocol(cfg);
   cfg.add_message_type<migration_event>("troupe.migration_event");
@@ -32,6 +33,27 @@ engine::engine_config engine_config_of(const topology::topology_config& topo) {
   ec.kv_memory_bytes = topo.scheduler.kv_memory_bytes;
   ec.max_model_len = topo.model.max_model_len;
   return ec;
+}
+
+std::vector<group_config> group_configs_of(const topology::topology_config& topo) {
+  std::vector<group_config> out;
+  for (const auto& p : topology::place_replicas(topo)) {
+    group_config g;
+    g.pipeline_ranks = p.pipeline_parallel;
+    g.max_restarts = topo.timeouts.group_restarts;
+    g.restart_window = topo.timeouts.group_restart_window;
+    g.step_timeout = topo.timeouts.step;
+    out.push_back(g);
+  }
+  return out;
+}
+
+void check_groups(const topology::topology_config& topo, int num_layers) {
+  for (const auto& p : topo.pools)
+    if (p.pipeline_parallel > num_layers)
+      throw input_error(topo.source + ":" + std::to_string(p.line) + ": pools.pipeline_parallel: pool \"" + p.name +
+                        "\" splits the model's " + std::to_string(num_layers) + " layers over " +
+                        std::to_string(p.pipeline_parallel) + " ranks; at most one rank per layer");
 }
 
 model::model_config sim_shape(const topology::topology_config& topo) {
@@ -65,6 +87,8 @@ local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_co
   rc.request_timeout = topo.timeouts.request;
   router_ = sys.spawn(actors::router, rc);
   const std::string head = topo.nodes.front().name;
+  const auto groups = group_configs_of(topo);
+  if (model) check_groups(topo, model->num_layers());
   for (const auto& p : topology::place_replicas(topo)) {
     if (mode == placement_mode::head_node_only && p.node != head) continue;
     scheduler_actor s;
@@ -72,7 +96,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_co
       s = sys.spawn(sim_scheduler, shape, gpu, ec);
     } else {
       if (!model) throw input_error(topo.source + ": the head hosts replica " + std::to_string(p.replica) + " but no model was loaded");
-      s = sys.spawn(scheduler, model, tok, ec);
+      s = sys.spawn(scheduler, model, tok, ec, groups.at(p.replica));
     }
     schedulers_.push_back(s);
     caf::anon_send(router_, replica_atom::value, p.replica, s);
@@ -86,6 +110,40 @@ local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_co
 
 void local_cluster::kill_replica(std::size_t i) {
   caf::anon_send_exit(schedulers_.at(i), caf::exit_reason::kill);
+}
+
+namespace {
+
+group_actor group_actor_of(caf::actor_system& sys, const scheduler_actor& s) {
+  caf::scoped_actor self{sys};
+  group_actor g;
+  self->request(s, std::chrono::seconds(30), group_atom::value)
+      .receive([&](group_actor& a) { g = std::move(a); },
+               [&](caf::error& e) { throw input_error("replica has no worker group: " + sys.render(e)); });
+  return g;
+}
+
+}  // namespace
+
+void local_cluster::kill_worker(std::size_t i, std::size_t rank) {
+  caf::scoped_actor self{sys_};
+  std::vector<worker_actor> ranks;
+  self->request(group_actor_of(sys_, schedulers_.at(i)), std::chrono::seconds(30), ranks_atom::value)
+      .receive([&](std::vector<worker_actor>& r) { ranks = std::move(r); },
+               [&](caf::error& e) { throw input_error("worker group: " + sys_.render(e)); });
+  caf::anon_send_exit(ranks.at(rank), caf::exit_reason::kill);
+}
+
+void local_cluster::kill_group(std::size_t i) {
+  caf::anon_send_exit(group_actor_of(sys_, schedulers_.at(i)), caf::exit_reason::kill);
+}
+
+group_status local_cluster::group_of(std::size_t i) {
+  caf::scoped_actor self{sys_};
+  group_status st;
+  self->request(group_actor_of(sys_, schedulers_.at(i)), std::chrono::seconds(30), ready_atom::value)
+      .receive([&](group_status& s) { st = s; }, [&](caf::error& e) { throw input_error("worker group: " + sys_.render(e)); });
+  return st;
 }
 
 std::uint16_t local_cluster::publish(const std::string& host, std::uint16_t port) {

@@ -10,6 +10,7 @@
 #include "actors/protocol/node_protocol.h"
 #include "actors/protocol/owner_protocol.h"
 #include "actors/protocol/router_protocol.h"
+#include "actors/worker_group.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -26,6 +27,13 @@ void configure_network(caf::actor_system_config& cfg, const topology::timeouts_s
 
 // The engine settings of every replica of a topology.
 engine::engine_config engine_config_of(const topology::topology_config& topo);
+
+// The worker group of each replica of a topology, indexed by replica id.
+std::vector<group_config> group_configs_of(const topology::topology_config& topo);
+
+// Throws input_error naming the pool's line when a pool has more pipeline ranks than the
+// model has layers.
+void check_groups(const topology::topology_config& topo, int num_layers);
 
 // The model sizes a sim topology simulates: its preset, or its folder's config.json.
 model::model_config sim_shape(const topology::topology_config& topo);
@@ -52,6 +60,12 @@ class local_cluster {
 
   // Fault injection: kills replica i's scheduler as if its process died.
   void kill_replica(std::size_t i);
+  // Kills rank `rank` of replica i's worker group (the group restarts as a whole).
+  void kill_worker(std::size_t i, std::size_t rank);
+  // Kills replica i's group supervisor (the whole group, and with it the replica).
+  void kill_group(std::size_t i);
+  // Replica i's worker group as it is now.
+  group_status group_of(std::size_t i);
 
   // Makes the head's node registry reachable for other nodes at host:port (0: any free port):
   // a node joins with its agent, and the registry has the agent spawn that node's replicas.

@@ -12,11 +12,12 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
               const std::string& head_host, std::uint16_t head_port, std::shared_ptr<const model::llama_model> model,
               std::shared_ptr<const tokenizer::tokenizer> tok, const std::function<void(std::size_t)>& on_ready) {
   if (!topo.node(node)) throw input_error(topo.source + ": no node named \"" + node + "\"");
+  if (model) check_groups(topo, model->num_layers());
   auto registry = sys.middleman().remote_actor<node_registry_actor>(head_host, head_port);
   if (!registry)
     throw input_error("cannot reach the head at " + head_host + ":" + std::to_string(head_port) + ": " +
                       sys.render(registry.error()));
-  auto agent = sys.spawn(node_agent, node, model, tok, engine_config_of(topo), topo.model.path);
+  auto agent = sys.spawn(node_agent, node, model, tok, engine_config_of(topo), group_configs_of(topo), topo.model.path);
   caf::scoped_actor self{sys};
   std::uint32_t placed = 0;
   self->request(*registry, topo.timeouts.request, join_atom::value, node, agent)

@@ -16,12 +16,13 @@ void register_node_protocol(caf::actor_system_config& cfg) {
 node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<node_agent_state> self, std::string node,
                                            std::shared_ptr<const model::llama_model> model,
                                            std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg,
-                                           std::string model_dir) {
+                                           std::vector<group_config> groups, std::string model_dir) {
   auto& st = self->state;
   st.node = std::move(node);
   st.model = std::move(model);
   st.tok = std::move(tok);
   st.engine = cfg;
+  st.groups = std::move(groups);
   st.model_dir = std::move(model_dir);
   // A replica that dies is forgotten (the head moves its requests); anything else that tells
   // the agent to exit ends it, and the links end its replicas.
@@ -39,7 +40,8 @@ node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<no
         auto& st = self->state;
         if (st.replicas.count(replica)) return st.replicas[replica];
         // Linked: when the agent goes, its replicas go with it.
-        auto s = self->spawn<caf::linked>(scheduler, st.model, st.tok, st.engine);
+        const group_config g = replica < st.groups.size() ? st.groups[replica] : group_config{};
+        auto s = self->spawn<caf::linked>(scheduler, st.model, st.tok, st.engine, g);
         st.replicas[replica] = s;
         return s;
       },

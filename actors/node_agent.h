@@ -7,6 +7,7 @@
 
 #include "actors/protocol/node_protocol.h"
 #include "actors/protocol/router_protocol.h"
+#include "actors/worker_group.h"
 #include "runtime/engine/engine.h"
 #include "topology/topology.h"
 
@@ -17,6 +18,7 @@ struct node_agent_state {
   std::shared_ptr<const model::llama_model> model;
   std::shared_ptr<const tokenizer::tokenizer> tok;
   engine::engine_config engine;
+  std::vector<group_config> groups;  // worker group of each replica of the topology, by id
   std::string model_dir;
   std::map<std::uint32_t, scheduler_actor> replicas;
   static inline const char* name = "troupe.node_agent";
@@ -25,6 +27,7 @@ struct node_agent_state {
 node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<node_agent_state> self, std::string node,
                                            std::shared_ptr<const model::llama_model> model,
                                            std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg,
+                                           std::vector<group_config> groups,
                                            std::string model_dir);
 
 struct node_registry_state {

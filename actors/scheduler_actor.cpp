@@ -43,6 +43,41 @@ void deliver(scheduler_actor::stateful_pointer<scheduler_state> self, std::vecto
   for (auto& [sink, batch] : batches) self->send(sink, std::move(batch));
 }
 
+// A step on the worker group: plan here, forward there, sample here when the logits return.
+void group_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
+  auto& st = self->state;
+  if (st.engine->step_in_flight() || !st.engine->has_unfinished()) return;
+  const engine::forward_plan& plan = st.engine->begin_step();
+  if (plan.empty()) {
+    auto outputs = st.engine->finish_step({}, 0);
+    deliver(self, outputs);
+    schedule_step(self);
+    return;
+  }
+  self->request(st.group, st.group_cfg.step_timeout, execute_atom::value, stage_input{plan, {}, 0})
+      .then(
+          [=](step_logits& r) {
+            auto& st = self->state;
+            auto outputs = st.engine->finish_step(r.logits, r.seconds);
+            ++st.steps;
+            deliver(self, outputs);
+            schedule_step(self);
+          },
+          [=](caf::error& err) {
+            // A rank died (or hung) with the step: its KV is gone. Every running sequence is
+            // recomputed on the restarted group; outputs are unchanged.
+            auto& st = self->state;
+            st.engine->lose_kv();
+            const bool hung = err == caf::sec::request_timeout;
+            auto resume = [=](group_status) { schedule_step(self); };
+            auto give_up = [=](caf::error& e) { self->quit(e); };
+            if (hung)
+              self->request(st.group, st.group_cfg.step_timeout, restart_atom::value).then(resume, give_up);
+            else
+              self->request(st.group, st.group_cfg.step_timeout, ready_atom::value).then(resume, give_up);
+          });
+}
+
 scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_pointer<scheduler_state> self) {
   return {
       [=](submit_atom, const generate_request& r, token_sink sink) -> caf::result<bool> {
@@ -69,11 +104,17 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
         r.total_blocks = e.blocks().num_blocks();
         r.steps = self->state.steps;
         r.forward_seconds = e.stats().forward_seconds;
+        r.kv_losses = e.stats().kv_losses;
         return r;
+      },
+      [=](group_atom) -> caf::result<group_actor> {
+        if (!self->state.group) return caf::make_error(caf::sec::invalid_argument, "a sim replica has no worker group");
+        return self->state.group;
       },
       [=](step_atom) {
         auto& st = self->state;
         st.step_pending = false;
+        if (st.group) return group_step(self);
         if (!st.held.empty()) {  // sim: the previous step's time has passed
           deliver(self, st.held);
           st.held.clear();
@@ -99,8 +140,21 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
 
 scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<scheduler_state> self,
                                          std::shared_ptr<const model::llama_model> model,
-                                         std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg) {
-  self->state.engine = std::make_unique<engine::engine>(std::move(model), std::move(tok), cfg);
+                                         std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg,
+                                         group_config group) {
+  auto& st = self->state;
+  st.engine = std::make_unique<engine::engine>(model->config(), std::move(tok), cfg);
+  st.group_cfg = group;
+  // The ranks' KV has the geometry of the engine's block pool. Monitors, not links, tie the
+  // replica's lifetime to its group both ways: a link would pass an exit_reason::kill on
+  // unconditionally, through the scheduler to its node agent and every other replica there.
+  const kv::kv_cache_config cache{st.engine->blocks().num_blocks(), cfg.sched.block_size, cfg.kv_type};
+  st.group = self->spawn<caf::monitored>(group_supervisor, std::move(model), cache, group,
+                                         caf::actor_cast<caf::actor>(self));
+  self->set_down_handler([=](const caf::down_msg& m) {
+    if (m.source == self->state.group.address())
+      self->quit(caf::make_error(caf::sec::runtime_error, "the replica's worker group ended: " + caf::to_string(m.reason)));
+  });
   return scheduler_behavior(self);
 }
 

@@ -1,10 +1,13 @@
 // The scheduler of one replica as an actor: it owns the replica's engine (block manager and
 // continuous-batching loop) and runs one engine step per message to itself while it has work,
-// so submissions and aborts are handled between steps.
+// so submissions and aborts are handled between steps. The forward of each step runs on the
+// replica's worker group (actors/worker_group.h), spawned linked: if the group gives up, the
+// replica ends; if a rank dies, the lost step and the KV are recomputed on the fresh group.
 #pragma once
 #include <memory>
 
 #include "actors/protocol/engine_protocol.h"
+#include "actors/worker_group.h"
 #include "runtime/engine/engine.h"
 
 namespace troupe::actors {
@@ -15,6 +18,8 @@ struct scheduler_state {
   bool step_pending = false;                // a step_atom is in the mailbox
   std::vector<engine::request_output> held; // sim: outputs of the step whose time is passing
   std::uint64_t steps = 0;
+  group_actor group;        // null for sim
+  group_config group_cfg;
   static inline const char* name = "troupe.scheduler";
 };
 
@@ -22,7 +27,8 @@ struct scheduler_state {
 // accepted request ends with exactly one finished update to its sink.
 scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<scheduler_state> self,
                                          std::shared_ptr<const model::llama_model> model,
-                                         std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg);
+                                         std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg,
+                                         group_config group = {});
 
 // The same scheduler over the sim backend: each step's outputs are sent when the cost model's
 // time for that step has passed (a delayed message, so no thread sleeps).

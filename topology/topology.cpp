@@ -223,7 +223,7 @@ void read_pools(const reader& r, const toml::table& root, topology_config& t) {
   std::set<std::string> names;
   for (auto&& e : *n->as_array()) {
     const toml::table& pt = *e.as_table();
-    r.only_keys(pt, "pools.", {"name", "role", "replicas", "nodes"});
+    r.only_keys(pt, "pools.", {"name", "role", "replicas", "nodes", "pipeline_parallel"});
     pool_spec p;
     p.name = r.string(pt, "name", "pools.", std::nullopt);
     p.line = int(pt.source().begin.line);
@@ -231,6 +231,7 @@ void read_pools(const reader& r, const toml::table& root, topology_config& t) {
     p.role = r.choice(pt, "role", "pools.", pool_role::both,
                       {{"prefill", pool_role::prefill}, {"decode", pool_role::decode}, {"both", pool_role::both}});
     p.replicas = int(r.integer(pt, "replicas", "pools.", 1, 1, 4096));
+    p.pipeline_parallel = int(r.integer(pt, "pipeline_parallel", "pools.", 1, 1, 1024));
     if (const toml::node* nn = pt.get("nodes")) {
       if (!nn->is_array()) r.fail(nn, "pools.nodes", std::string("expected an array of node names, got ") + type_name(*nn));
       for (auto&& x : *nn->as_array()) {
@@ -291,7 +292,8 @@ void read_router(const reader& r, const toml::table& root, topology_config& t) {
 void read_timeouts(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* to = r.table(root, "timeouts", "");
   if (!to) return;
-  r.only_keys(*to, "timeouts.", {"heartbeat", "connection", "request", "migration_limit"});
+  r.only_keys(*to, "timeouts.", {"heartbeat", "connection", "request", "migration_limit", "step",
+                                       "group_restarts", "group_restart_window"});
   auto ms = [&](const char* key, std::chrono::milliseconds& out) {
     if (const toml::node* n = to->get(key)) {
       auto d = r.duration(*n, std::string("timeouts.") + key);
@@ -302,6 +304,9 @@ void read_timeouts(const reader& r, const toml::table& root, topology_config& t)
   ms("heartbeat", t.timeouts.heartbeat);
   ms("connection", t.timeouts.connection);
   ms("request", t.timeouts.request);
+  ms("step", t.timeouts.step);
+  ms("group_restart_window", t.timeouts.group_restart_window);
+  t.timeouts.group_restarts = int(r.integer(*to, "group_restarts", "timeouts.", t.timeouts.group_restarts, 0, 1000));
   t.timeouts.migration_limit = int(r.integer(*to, "migration_limit", "timeouts.", t.timeouts.migration_limit, 0, 100));
   if (t.timeouts.connection <= t.timeouts.heartbeat)
     r.fail(to->get("connection") ? to->get("connection") : to, "timeouts.connection",
@@ -365,7 +370,7 @@ std::vector<replica_placement> place_replicas(const topology_config& t) {
   std::uint32_t next = 0;
   for (const auto& p : t.pools)
     for (int i = 0; i < p.replicas; ++i)
-      out.push_back({next++, p.name, p.role, p.nodes[std::size_t(i) % p.nodes.size()]});
+      out.push_back({next++, p.name, p.role, p.nodes[std::size_t(i) % p.nodes.size()], p.pipeline_parallel});
   return out;
 }
 

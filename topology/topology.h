@@ -39,6 +39,7 @@ struct pool_spec {
   pool_role role = pool_role::both;
   int replicas = 1;
   std::vector<std::string> nodes;  // replicas are placed round-robin over these
+  int pipeline_parallel = 1;       // worker ranks per replica, each a contiguous range of layers
   int line = 0;
 };
 
@@ -58,6 +59,9 @@ struct timeouts_spec {
   std::chrono::milliseconds connection{5000};   // a silent link is dead after this
   std::chrono::milliseconds request{30000};     // every request between actors
   int migration_limit = 3;                      // times one request may move before it fails
+  std::chrono::milliseconds step{120000};       // a forward step slower than this restarts its group
+  int group_restarts = 3;                       // worker-group restarts allowed per window ...
+  std::chrono::milliseconds group_restart_window{60000};  // ... before the replica is given up
 };
 
 // The GPU the sim backend pretends to be.
@@ -97,6 +101,7 @@ struct replica_placement {
   std::string pool;
   pool_role role = pool_role::both;
   std::string node;
+  int pipeline_parallel = 1;
 };
 
 std::vector<replica_placement> place_replicas(const topology_config& t);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/protocol/worker_protocol.h"
 #include "runtime/engine/request.h"
 
 namespace troupe::actors {
@@ -60,12 +61,13 @@ struct load_report {
   std::int32_t total_blocks = 0;
   std::uint64_t steps = 0;
   double forward_seconds = 0;  // total time in the forward pass (for runtime-overhead figures)
+  std::uint64_t kv_losses = 0; // steps lost to a worker group restart (their KV recomputed)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, load_report& x) {
   return f(caf::meta::type_name("load_report"), x.running_seqs, x.waiting_seqs, x.waiting_prompt_tokens,
-           x.used_blocks, x.total_blocks, x.steps, x.forward_seconds);
+           x.used_blocks, x.total_blocks, x.steps, x.forward_seconds, x.kv_losses);
 }
 
 template <class Inspector>
@@ -93,6 +95,7 @@ using submit_atom = caf::atom_constant<caf::atom("submit")>;
 using abort_atom = caf::atom_constant<caf::atom("abort")>;
 using step_atom = caf::atom_constant<caf::atom("step")>;
 using load_atom = caf::atom_constant<caf::atom("load")>;
+using group_atom = caf::atom_constant<caf::atom("group")>;
 
 // The scheduler of one replica.
 using scheduler_actor = caf::typed_actor<
@@ -103,6 +106,8 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<abort_atom, std::string>,
     // The replica's current load.
     caf::replies_to<load_atom>::with<load_report>,
+    // The supervisor of the replica's worker ranks (sim replicas have none: an error).
+    caf::replies_to<group_atom>::with<group_actor>,
     // Internal: run one engine step (the actor sends it to itself while it has work).
     caf::reacts_to<step_atom>>;
 

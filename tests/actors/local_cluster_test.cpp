@@ -8,8 +8,7 @@
 #include <chrono>
 
 #include "actors/local_cluster.h"
-#include "tests/support/engine_factory.h"
-#include "tests/support/models.h"
+#include "tests/support/cluster_run.h"
 
 using namespace troupe;
 using namespace troupe::actors;
@@ -18,85 +17,15 @@ namespace {
 
 using test::small_model;
 
-struct config : caf::actor_system_config {
-  config() { register_protocols(*this); }
-};
+using test::config;
+using test::local_topology;
+using test::run_result;
+using test::check_same;
+using test::engine_outputs;
 
-topology::topology_config local_topology(int replicas) {
-  auto t = topology::load_topology(std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml");
-  t.model.path = test::synth_model("small-llama-f32", test::preset("small"));
-  t.pools.at(0).replicas = replicas;
-  t.router.policy = "round_robin";
-  t.router.params.clear();
-  return t;
-}
-
-struct run_result {
-  std::map<std::string, std::vector<std::int32_t>> tokens;
-  std::map<std::string, int> finished;
-  std::map<std::string, std::string> reasons;
-  int unfinished_on_dead = 0;  // requests the kill forced to migrate
-  std::vector<migration_event> migrations;
-};
-
-// Submits all requests, optionally kills replica 0 once `kill_after` tokens have arrived, and
-// collects every update until each request has finished. Round-robin places request i on
-// replica i % replicas, so the even-indexed requests are the ones replica 0 held.
 run_result run(const topology::topology_config& topo, const std::vector<engine::request>& reqs, int kill_after = -1) {
-  config cfg;
-  caf::actor_system sys{cfg};
-  run_result out;
-  {
-    local_cluster cluster(sys, topo, small_model(), nullptr);
-    caf::scoped_actor self{sys};
-    auto sink = caf::actor_cast<token_sink>(self);
-    for (auto& r : reqs)
-      self->request(cluster.owner(), std::chrono::seconds(30), submit_atom::value, to_generate_request(r), sink)
-          .receive([](bool ok) { BOOST_TEST(ok); },
-                   [&](caf::error& e) { BOOST_FAIL("submit: " << sys.render(e)); });
-    std::size_t done = 0;
-    int received = 0;
-    bool dead = false;
-    while (done < reqs.size()) {
-      self->receive(
-          [&](token_batch& b) {
-            for (auto& u : b.updates) {
-              received += int(u.tokens.size());
-              auto& t = out.tokens[u.id];
-              t.insert(t.end(), u.tokens.begin(), u.tokens.end());
-              if (u.finished) {
-                ++out.finished[u.id];
-                out.reasons[u.id] = u.finish_reason;
-                ++done;
-              }
-            }
-            if (!dead && kill_after >= 0 && received >= kill_after) {
-              for (std::size_t i = 0; i < reqs.size(); i += 2) out.unfinished_on_dead += out.finished.count(reqs[i].id) == 0;
-              cluster.kill_replica(0);
-              dead = true;
-            }
-          },
-          caf::after(std::chrono::seconds(120)) >> [&] { BOOST_FAIL("no tokens for 120 s"); });
-    }
-    self->request(cluster.owner(), std::chrono::seconds(30), migrations_atom::value)
-        .receive([&](std::vector<migration_event>& m) { out.migrations = std::move(m); },
-                 [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
-  }
-  return out;
-}
-
-void check_same(const std::vector<engine::request>& reqs, const std::vector<std::vector<std::int32_t>>& expected,
-                const run_result& got) {
-  for (std::size_t i = 0; i < reqs.size(); ++i) {
-    BOOST_TEST(got.tokens.at(reqs[i].id) == expected[i], "request " << i << ": got " << got.tokens.at(reqs[i].id).size() << " tokens, expected " << expected[i].size());
-    BOOST_TEST(got.finished.at(reqs[i].id) == 1);
-    BOOST_TEST(got.reasons.at(reqs[i].id) == "length");
-  }
-}
-
-std::vector<std::vector<std::int32_t>> engine_outputs(const std::vector<engine::request>& reqs) {
-  engine::engine e(small_model(), nullptr, test::engine_cfg(512, 2048));
-  return engine::generate_all(e, reqs);
+  test::fault_action kill_replica0 = [](local_cluster& c) { c.kill_replica(0); };
+  return test::run_cluster(topo, reqs, kill_after, kill_after >= 0 ? kill_replica0 : test::fault_action{});
 }
 
 }  // namespace

@@ -26,7 +26,8 @@ BOOST_AUTO_TEST_CASE(agent_spawns_stops_and_reports) {
   caf::actor_system sys{cfg};
   engine::engine_config ec;
   ec.num_blocks = 16;
-  auto agent = sys.spawn(node_agent, std::string("n1"), model, std::shared_ptr<const tokenizer::tokenizer>(), ec, dir);
+  auto agent = sys.spawn(node_agent, std::string("n1"), model, std::shared_ptr<const tokenizer::tokenizer>(), ec,
+                         std::vector<group_config>{}, dir);
   caf::scoped_actor self{sys};
   scheduler_actor s;
   self->request(agent, timeout, spawn_replica_atom::value, std::uint32_t(7))
@@ -66,7 +67,7 @@ BOOST_AUTO_TEST_CASE(registry_places_a_joining_nodes_replicas_and_refuses_strang
   BOOST_TEST(head.live_replicas() == 0u);
   auto registry = sys.spawn(node_registry, topo, head.router());
   auto agent = sys.spawn(node_agent, std::string("node-a"), model, std::shared_ptr<const tokenizer::tokenizer>(),
-                         engine_config_of(topo), dir);
+                         engine_config_of(topo), group_configs_of(topo), dir);
   caf::scoped_actor self{sys};
   self->request(registry, timeout, join_atom::value, std::string("node-a"), agent)
       .receive([](std::uint32_t n) { BOOST_TEST(n == 1u); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });

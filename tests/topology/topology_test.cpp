@@ -117,3 +117,16 @@ BOOST_AUTO_TEST_CASE(sizes_durations_and_syntax) {
   BOOST_TEST(error_of(minimal + "\n[timeouts]\nheartbeat = \"5s\"\nconnection = \"1s\"\n").find("must be longer") != std::string::npos);
   BOOST_TEST(error_of("[model\npath = 1").find("t.toml:1:") == 0);
 }
+
+BOOST_AUTO_TEST_CASE(pipeline_parallel_and_group_timeouts) {
+  topology_config t = parse_topology(minimal + "pipeline_parallel = 2\n[timeouts]\nstep = \"90s\"\ngroup_restarts = 5\n"
+                                                 "group_restart_window = \"2m\"\n", "t.toml");
+  BOOST_TEST(t.pools[0].pipeline_parallel == 2);
+  BOOST_TEST(place_replicas(t)[0].pipeline_parallel == 2);
+  BOOST_TEST(t.timeouts.step.count() == 90000);
+  BOOST_TEST(t.timeouts.group_restarts == 5);
+  BOOST_TEST(t.timeouts.group_restart_window.count() == 120000);
+  BOOST_TEST(parse_topology(minimal, "t.toml").pools[0].pipeline_parallel == 1);
+  const std::string e = error_of(minimal + "pipeline_parallel = 0\n");
+  BOOST_TEST(e.find("t.toml:10: pools.pipeline_parallel:") == 0, e);
+}

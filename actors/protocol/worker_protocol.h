@@ -1,0 +1,90 @@
+// The messages inside a replica: its scheduler, the group supervisor of its worker ranks, and
+// the ranks. A replica's ranks run in its scheduler's process, so these messages stay local;
+// they are still value types with `inspect` (registered by register_worker_protocol).
+//
+// One step: the scheduler sends execute(stage_input{plan}) to the supervisor, which delegates
+// it to rank 0; rank k runs its layers and delegates (plan, hidden state) to rank k + 1; the
+// last rank computes the logits and answers the scheduler directly.
+#pragma once
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/engine/forward_plan.h"
+
+namespace troupe::engine {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, forward_plan& x) {
+  return f(caf::meta::type_name("forward_plan"), x.tokens, x.positions, x.seq_of_token, x.tables, x.logit_rows);
+}
+
+}  // namespace troupe::engine
+
+namespace troupe::actors {
+
+// What one rank receives: the step's plan and, past rank 0, the hidden state [T][hidden] the
+// previous rank produced.
+struct stage_input {
+  engine::forward_plan plan;
+  std::vector<float> hidden;
+  double seconds = 0;  // forward time spent by earlier ranks
+};
+
+// What the last rank answers: the logits of plan.logit_rows ([rows][vocab]) and the forward
+// time summed over the ranks (time in messages between ranks is not in it).
+struct step_logits {
+  std::vector<float> logits;
+  double seconds = 0;
+};
+
+// A group's state, for the scheduler's load report, tests and the admin console.
+struct group_status {
+  std::uint32_t ranks = 0;
+  std::uint32_t restarts = 0;  // whole-group restarts since the group started
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stage_input& x) {
+  return f(caf::meta::type_name("stage_input"), x.plan, x.hidden, x.seconds);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_logits& x) {
+  return f(caf::meta::type_name("step_logits"), x.logits, x.seconds);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_status& x) {
+  return f(caf::meta::type_name("group_status"), x.ranks, x.restarts);
+}
+
+using execute_atom = caf::atom_constant<caf::atom("execute")>;
+using ready_atom = caf::atom_constant<caf::atom("ready")>;
+using restart_atom = caf::atom_constant<caf::atom("restart")>;
+using status_atom = caf::atom_constant<caf::atom("status")>;
+using ranks_atom = caf::atom_constant<caf::atom("ranks")>;
+
+// One worker rank: a pipeline stage holding a range of layers and the KV tensors of exactly
+// those layers. Its role (prefill, decode or both) is its replica's.
+using worker_actor = caf::typed_actor<
+    // Run this rank's layers of the step; answers (through the last rank) with the logits.
+    caf::replies_to<execute_atom, stage_input>::with<step_logits>>;
+
+// The supervisor of a replica's ranks. If any rank dies, every rank is stopped and a fresh set
+// (with empty KV) is spawned: the group restarts as a whole, and the scheduler recomputes what
+// the lost KV held. Past its restart limit the supervisor gives up and exits, which ends the
+// replica (the request owner then moves its requests).
+using group_actor = caf::typed_actor<
+    // One step, delegated to rank 0. Fails if a rank dies while it runs.
+    caf::replies_to<execute_atom, stage_input>::with<step_logits>,
+    // Answers once every rank death seen before it was handled (the group is whole again).
+    caf::replies_to<ready_atom>::with<group_status>,
+    // Restart the group now (a step timed out: a rank may be hung).
+    caf::replies_to<restart_atom>::with<group_status>,
+    caf::replies_to<status_atom>::with<group_status>,
+    // The current ranks, in pipeline order (fault injection and inspection).
+    caf::replies_to<ranks_atom>::with<std::vector<worker_actor>>>;
+
+void register_worker_protocol(caf::actor_system_config& cfg);
+
+}  // namespace troupe::actors

@@ -1,0 +1,59 @@
+// A replica's executor: worker ranks (pipeline stages over the model's layers, each owning the
+// KV tensors of its layers) under a group supervisor that restarts them as a whole.
+#pragma once
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <set>
+
+#include "actors/protocol/worker_protocol.h"
+#include "runtime/engine/engine.h"
+#include "runtime/model/llama_model.h"
+
+namespace troupe::actors {
+
+struct group_config {
+  int pipeline_ranks = 1;  // layers are split evenly over the ranks, in order
+  int max_restarts = 3;    // restarts allowed within restart_window before the group gives up
+  std::chrono::milliseconds restart_window{60000};
+  std::chrono::milliseconds step_timeout{120000};  // a step slower than this restarts the group
+};
+
+// Layers [first, last) of rank r of n, for a model of `layers` layers.
+std::pair<int, int> rank_layers(int layers, int r, int n);
+
+struct worker_state {
+  std::shared_ptr<const model::llama_model> model;
+  std::unique_ptr<kv::kv_cache> cache;  // this rank's layers only
+  model::forward_workspace ws;
+  int first = 0, last = 0;
+  worker_actor next;  // null on the last rank
+  static inline const char* name = "troupe.worker";
+};
+
+// One rank. `cache` is the replica's KV pool geometry (blocks, block size, dtype); the rank
+// allocates the tensors of its own layers. `next` is the following rank (null on the last);
+// the rank ends when `supervisor` does.
+worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> self,
+                                   std::shared_ptr<const model::llama_model> model, kv::kv_cache_config cache,
+                                   int first, int last, worker_actor next, caf::actor supervisor);
+
+struct group_state {
+  std::shared_ptr<const model::llama_model> model;
+  kv::kv_cache_config cache;
+  group_config cfg;
+  std::vector<worker_actor> ranks;
+  std::set<caf::actor_addr> retired;  // ranks of earlier generations
+  std::uint32_t restarts = 0;
+  std::deque<std::chrono::steady_clock::time_point> recent;  // restart times inside the window
+  static inline const char* name = "troupe.group_supervisor";
+};
+
+// Spawns `cfg.pipeline_ranks` ranks over the model's layers and restarts them as a whole when
+// one dies, at most cfg.max_restarts times per cfg.restart_window; past that it exits with an
+// error. It ends when `scheduler` (its replica) does.
+group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_state> self,
+                                            std::shared_ptr<const model::llama_model> model,
+                                            kv::kv_cache_config cache, group_config cfg, caf::actor scheduler);
+
+}  // namespace troupe::actors

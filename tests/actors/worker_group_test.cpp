@@ -1,0 +1,53 @@
+// Worker and group death inside a replica. A dead rank restarts its group as a whole (fresh
+// ranks, empty KV) and the scheduler recomputes what the lost KV held: the requests stay on the
+// replica and finish with exactly the undisturbed tokens. A dead group, or one past its restart
+// limit, ends its replica, and the request owner moves the requests elsewhere.
+#define BOOST_TEST_MODULE worker_group
+#include <boost/test/unit_test.hpp>
+
+#include "tests/support/cluster_run.h"
+
+using namespace troupe;
+using namespace troupe::actors;
+
+namespace {
+
+double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_dead_rank_restarts_its_group_and_requests_finish_with_the_same_tokens) {
+  for (bool greedy : {true, false}) {
+    const auto reqs = test::mixed_requests(16, test::small_model()->config().vocab_size, greedy, 120);
+    auto topo = test::local_topology(1);
+    topo.pools[0].pipeline_parallel = 2;  // two ranks, one per half of the layers
+    const auto got = test::run_cluster(topo, reqs, 24, [](local_cluster& c) { c.kill_worker(0, 1); });
+    BOOST_TEST_MESSAGE((greedy ? "greedy" : "seeded") << ": from the kill of rank 1 to the next token: "
+                       << ms_between(got.fault_at, got.first_token_after_fault) << " ms");
+    BOOST_TEST(got.group0.ranks == 2u);
+    BOOST_TEST(got.group0.restarts == 1u);
+    BOOST_TEST(got.migrations.empty());  // the replica survived: nothing moved
+    test::check_same(reqs, test::engine_outputs(reqs), got);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_dead_group_ends_its_replica_and_its_requests_migrate) {
+  const auto reqs = test::mixed_requests(16, test::small_model()->config().vocab_size, false, 120);
+  const auto got = test::run_cluster(test::local_topology(2), reqs, 24, [](local_cluster& c) { c.kill_group(0); });
+  BOOST_TEST_MESSAGE(got.migrations.size() << " requests migrated after the group of replica 0 was killed");
+  BOOST_TEST(got.migrations.size() > 0u);
+  for (auto& m : got.migrations) BOOST_TEST((m.from == 0u && m.to == 1u));
+  test::check_same(reqs, test::engine_outputs(reqs), got);
+}
+
+BOOST_AUTO_TEST_CASE(a_group_past_its_restart_limit_gives_up_and_its_requests_migrate) {
+  const auto reqs = test::mixed_requests(16, test::small_model()->config().vocab_size, true, 120);
+  auto topo = test::local_topology(2);
+  topo.timeouts.group_restarts = 0;  // the first rank death is one too many
+  const auto got = test::run_cluster(topo, reqs, 24, [](local_cluster& c) { c.kill_worker(0, 0); });
+  BOOST_TEST(got.migrations.size() > 0u);
+  for (auto& m : got.migrations) BOOST_TEST((m.from == 0u && m.to == 1u));
+  test::check_same(reqs, test::engine_outputs(reqs), got);
+}
