@@ -21,6 +21,14 @@ token_update to_update(const engine::request_output& o) {
   u.finish_reason = o.finished ? engine::finish_reason_name(o.reason) : "";
   u.prompt_tokens = o.num_prompt_tokens;
   u.output_tokens = o.num_output_tokens;
+  for (const auto& lp : o.logprobs) {
+    u.logprobs.push_back(lp.logprob);
+    u.top_ids.push_back(lp.top_ids);
+    u.top_logprobs.push_back(lp.top_logprobs);
+  }
+  u.queue_seconds = o.queue_seconds;
+  u.prefill_seconds = o.prefill_seconds;
+  u.decode_seconds = o.decode_seconds;
   return u;
 }
 

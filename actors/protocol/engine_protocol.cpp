@@ -30,6 +30,7 @@ engine::request to_engine_request(const generate_request& r) {
   p.stop_token_ids = r.stop_token_ids;
   p.stop = r.stop;
   p.ignore_eos = r.ignore_eos;
+  p.logprobs = r.logprobs;
   return e;
 }
 
@@ -53,6 +54,7 @@ generate_request to_generate_request(const engine::request& e) {
   r.stop_token_ids = p.stop_token_ids;
   r.stop = p.stop;
   r.ignore_eos = p.ignore_eos;
+  r.logprobs = p.logprobs;
   return r;
 }
 

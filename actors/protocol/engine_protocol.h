@@ -32,6 +32,7 @@ struct generate_request {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   std::int32_t priority = 0;
+  std::int32_t logprobs = -1;  // -1: none; N: the chosen token's and the top N per token
 };
 
 // One request's progress in one step.
@@ -43,6 +44,13 @@ struct token_update {
   std::string finish_reason;         // "stop", "length", "abort", or an error message
   std::int32_t prompt_tokens = 0;
   std::int32_t output_tokens = 0;    // total, including tokens generated before a migration
+  // Per token of `tokens` when the request asked for logprobs: the chosen token's, and the top
+  // N ids with theirs.
+  std::vector<float> logprobs;
+  std::vector<std::vector<std::int32_t>> top_ids;
+  std::vector<std::vector<float>> top_logprobs;
+  // On the final update: queue, prefill and decode time on the replica that finished it.
+  double queue_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
 };
 
 // Everything one step produced for one destination: tokens travel once per step per
@@ -74,13 +82,14 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
   return f(caf::meta::type_name("generate_request"), x.id, x.prompt, x.generated, x.temperature, x.top_k,
            x.top_p, x.min_p, x.repetition_penalty, x.presence_penalty, x.frequency_penalty, x.has_seed, x.seed,
-           x.max_tokens, x.stop_token_ids, x.stop, x.ignore_eos, x.priority);
+           x.max_tokens, x.stop_token_ids, x.stop, x.ignore_eos, x.priority, x.logprobs);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_update& x) {
   return f(caf::meta::type_name("token_update"), x.id, x.tokens, x.text, x.finished, x.finish_reason,
-           x.prompt_tokens, x.output_tokens);
+           x.prompt_tokens, x.output_tokens, x.logprobs, x.top_ids, x.top_logprobs, x.queue_seconds,
+           x.prefill_seconds, x.decode_seconds);
 }
 
 template <class Inspector>

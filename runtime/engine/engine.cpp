@@ -36,6 +36,9 @@ struct engine::sequence {
   tokenizer::incremental_detokenizer detok;
   std::string text;         // output text so far (stop strings cut it)
   std::size_t emitted = 0;  // bytes of text already returned
+  using clock = std::chrono::steady_clock;
+  clock::time_point arrived = clock::now();
+  std::optional<clock::time_point> first_scheduled, first_token;
 
   int num_output() const { return int(tokens.size()) - prompt_len; }
   sched::seq_snapshot snapshot() const {
@@ -150,6 +153,12 @@ void engine::finish(sequence& s, finish_reason why, request_output& o) {
   o.reason = why;
   o.num_prompt_tokens = s.prompt_len;
   o.num_output_tokens = s.num_output();
+  using secs = std::chrono::duration<double>;
+  const auto now = sequence::clock::now();
+  const auto sched = s.first_scheduled.value_or(now), first = s.first_token.value_or(now);
+  o.queue_seconds = secs(sched - s.arrived).count();
+  o.prefill_seconds = secs(first - sched).count();
+  o.decode_seconds = secs(now - first).count();
   remove_id(running_, s.id);
   remove_id(waiting_, s.id);
   by_name_.erase(s.name);
@@ -251,6 +260,7 @@ const forward_plan& engine::begin_step() {
     const auto& sc = plan.scheduled[i];
     const sequence& s = *seqs_.at(sc.id);
     p.ids.push_back(sc.id);
+    if (!seqs_.at(sc.id)->first_scheduled) seqs_.at(sc.id)->first_scheduled = sequence::clock::now();
     p.new_tokens.push_back(sc.num_new_tokens);
     fp.tables.emplace_back(s.blocks.begin(), s.blocks.end());
     for (int j = 0; j < sc.num_new_tokens; ++j) {
@@ -285,11 +295,18 @@ std::vector<request_output> engine::finish_step(std::span<const float> logits, d
   // Choosing each row's token is independent of the others: spread it over the threads (a
   // vocabulary-wide pass per row is most of the step's time outside the forward at batch 64).
   std::vector<std::int32_t> chosen(p.ids.size(), -1);
+  std::vector<sampling::token_logprobs> lps(p.ids.size());
   kernels::parallel_for(p.ids.size(), [&](std::size_t i) {
     if (p.logit_row[i] < 0) return;
     const sequence& s = *seqs_.at(p.ids[i]);
+    if (sim_) {
+      chosen[i] = sim_token(s);  // no distribution: logprob 0, no alternatives
+      return;
+    }
+    const std::span<const float> row(logits.data() + std::size_t(p.logit_row[i]) * vocab, vocab);
     std::vector<float> scratch;
-    chosen[i] = sim_ ? sim_token(s) : sample(s, logits.data() + std::size_t(p.logit_row[i]) * vocab, scratch);
+    chosen[i] = sample(s, row.data(), scratch);
+    if (s.params.logprobs >= 0) lps[i] = sampling::logprobs_of(row, chosen[i], s.params.logprobs);
   });
   for (std::size_t i = 0; i < p.ids.size(); ++i) {
     sequence& s = *seqs_.at(p.ids[i]);
@@ -303,6 +320,8 @@ std::vector<request_output> engine::finish_step(std::span<const float> logits, d
     request_output o;
     o.id = s.name;
     o.new_tokens.push_back(tok);
+    if (s.params.logprobs >= 0) o.logprobs.push_back(std::move(lps[i]));
+    if (!s.first_token) s.first_token = sequence::clock::now();
     o.num_prompt_tokens = s.prompt_len;
     o.num_output_tokens = s.num_output();
     const finish_reason why = check_stop(s, o.text_delta);

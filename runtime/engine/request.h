@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/sampling/sampling_params.h"
+#include "runtime/sampling/sampler.h"
 
 namespace troupe::engine {
 
@@ -32,6 +32,10 @@ struct request_output {
   finish_reason reason = finish_reason::none;
   int num_prompt_tokens = 0;
   int num_output_tokens = 0;  // total so far
+  std::vector<sampling::token_logprobs> logprobs;  // per new token, when the request asked
+  // Set on the final output: seconds from arrival to first scheduled (queue), from then to the
+  // first token (prefill), and from the first token to the end (decode), on this replica.
+  double queue_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
 };
 
 }  // namespace troupe::engine

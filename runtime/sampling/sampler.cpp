@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 #include "runtime/common/error.h"
@@ -20,6 +21,7 @@ void sampling_params::validate() const {
   if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) bad("presence_penalty", "must be in [-2, 2]");
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) bad("frequency_penalty", "must be in [-2, 2]");
   if (max_tokens < 1) bad("max_tokens", "must be >= 1");
+  if (logprobs < -1 || logprobs > max_logprobs) bad("logprobs", "must be in [0, " + std::to_string(max_logprobs) + "]");
   for (auto& s : stop)
     if (s.empty()) bad("stop", "stop strings must not be empty");
 }
@@ -134,6 +136,29 @@ std::int32_t choose_token(std::span<const float> logits, const sampling_params& 
     if (target < cum) return c[i].id;
   }
   return c[n - 1].id;
+}
+
+token_logprobs logprobs_of(std::span<const float> logits, std::int32_t chosen, int top) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (float x : logits) mx = std::max(mx, x);
+  double sum = 0;
+  for (float x : logits) sum += std::exp(double(x) - mx);
+  const double lse = double(mx) + std::log(sum);
+  token_logprobs r;
+  r.logprob = float(double(logits[std::size_t(chosen)]) - lse);
+  top = std::min<int>(top, int(logits.size()));
+  if (top > 0) {
+    std::vector<std::int32_t> ids(logits.size());
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = std::int32_t(i);
+    std::partial_sort(ids.begin(), ids.begin() + top, ids.end(), [&](std::int32_t a, std::int32_t b) {
+      return logits[std::size_t(a)] > logits[std::size_t(b)] || (logits[std::size_t(a)] == logits[std::size_t(b)] && a < b);
+    });
+    for (int i = 0; i < top; ++i) {
+      r.top_ids.push_back(ids[std::size_t(i)]);
+      r.top_logprobs.push_back(float(double(logits[std::size_t(ids[std::size_t(i)])]) - lse));
+    }
+  }
+  return r;
 }
 
 }  // namespace troupe::sampling

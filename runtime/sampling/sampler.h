@@ -23,4 +23,14 @@ void apply_penalties(std::span<float> logits, const sampling_params& p, std::spa
 std::int32_t choose_token(std::span<const float> logits, const sampling_params& p, std::uint64_t seed,
                           std::int64_t position);
 
+// Log-probabilities of one position under the model's raw distribution (log-softmax of the
+// logits before penalties and temperature, as vLLM reports them): the chosen token's, and the
+// `top` most likely tokens in descending order (lowest id first on ties).
+struct token_logprobs {
+  float logprob = 0;
+  std::vector<std::int32_t> top_ids;
+  std::vector<float> top_logprobs;
+};
+token_logprobs logprobs_of(std::span<const float> logits, std::int32_t chosen, int top);
+
 }  // namespace troupe::sampling

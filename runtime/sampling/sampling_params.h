@@ -20,6 +20,9 @@ struct sampling_params {
   std::vector<std::int32_t> stop_token_ids;
   std::vector<std::string> stop;  // stop strings; the output text ends before them
   bool ignore_eos = false;
+  int logprobs = -1;  // -1: none; N >= 0: the chosen token's logprob and the N most likely
+
+  static constexpr int max_logprobs = 20;
 
   bool greedy() const { return temperature == 0.0f; }
   // Throws input_error naming the field and its allowed range.

@@ -15,6 +15,24 @@
 
 namespace troupe::test {
 
+struct command_result {
+  int status = -1;
+  std::string output;  // stdout (add 2>&1 to the command for stderr too)
+};
+
+// Runs a shell command to completion and collects its output.
+inline command_result run_command(const std::string& cmd) {
+  command_result r;
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
 class child_process {
  public:
   explicit child_process(const std::vector<std::string>& argv) {

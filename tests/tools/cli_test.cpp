@@ -9,6 +9,7 @@
 
 #include "runtime/engine/engine.h"
 #include "tests/support/models.h"
+#include "tests/support/process.h"
 
 using namespace troupe;
 
@@ -20,15 +21,8 @@ struct run_result {
 };
 
 run_result troupe_cmd(const std::string& args) {
-  run_result r;
-  const std::string cmd = std::string(TROUPE_BINARY_DIR) + "/troupe " + args + " 2>&1";
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  const auto r = test::run_command(std::string(TROUPE_BINARY_DIR) + "/troupe " + args + " 2>&1");
+  return {r.status, r.output};
 }
 
 }  // namespace

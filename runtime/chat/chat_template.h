@@ -1,0 +1,35 @@
+// A model's chat template (tokenizer_config.json's chat_template, rendered with the jinja
+// subset) and the tokens it names.
+#pragma once
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/chat/jinja.h"
+
+namespace troupe::chat {
+
+class chat_template {
+ public:
+  // From a model folder's tokenizer_config.json. Returns nullopt when the folder has no
+  // template; throws input_error naming the file for an unreadable file or a template that
+  // does not parse.
+  static std::optional<chat_template> load(const std::string& model_dir);
+  chat_template(const std::string& source, std::string bos, std::string eos);
+
+  // The prompt for `messages` (an array of {role, content, ...}). `extra` adds variables
+  // (tools, enable_thinking, ...). Throws input_error with the template's own message when it
+  // refuses the conversation (raise_exception), or naming what was wrong otherwise.
+  std::string render(const nlohmann::json& messages, bool add_generation_prompt,
+                     const nlohmann::json& extra = nlohmann::json::object()) const;
+
+  const std::string& bos_token() const { return bos_; }
+  const std::string& eos_token() const { return eos_; }
+
+ private:
+  jinja_template tmpl_;
+  std::string bos_, eos_;
+};
+
+}  // namespace troupe::chat
