@@ -133,6 +133,7 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
                                      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()});
           }
           r.tokens.insert(r.tokens.end(), u.tokens.begin(), u.tokens.end());
+          u.migrations = r.migrations;
           auto& batch = out[r.client];
           batch.step = b.step;
           const bool finished = u.finished;

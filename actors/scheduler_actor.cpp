@@ -113,6 +113,7 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
         r.steps = self->state.steps;
         r.forward_seconds = e.stats().forward_seconds;
         r.kv_losses = e.stats().kv_losses;
+        r.preemptions = e.stats().preemptions;
         return r;
       },
       [=](group_atom) -> caf::result<group_actor> {

@@ -313,6 +313,40 @@ void read_timeouts(const reader& r, const toml::table& root, topology_config& t)
            "must be longer than timeouts.heartbeat, or a live link is declared dead between two heartbeats");
 }
 
+void read_frontend(const reader& r, const toml::table& root, topology_config& t) {
+  const toml::table* f = r.table(root, "frontend", "");
+  if (!f) return;
+  r.only_keys(*f, "frontend.", {"address", "model_name", "max_requests", "retry_after", "max_body", "metric_prefix"});
+  auto& fe = t.frontend;
+  if (const toml::node* a = f->get("address")) {
+    const std::string addr = r.string(*f, "address", "frontend.", std::string());
+    const auto colon = addr.rfind(':');
+    int port = -1;
+    try {
+      if (colon != std::string::npos && colon > 0) port = std::stoi(addr.substr(colon + 1));
+    } catch (const std::exception&) {
+    }
+    if (port < 0 || port > 65535) r.fail(a, "frontend.address", "expected \"host:port\", got \"" + addr + "\"");
+    fe.host = addr.substr(0, colon);
+    fe.port = std::uint16_t(port);
+  }
+  fe.model_name = r.string(*f, "model_name", "frontend.", std::string());
+  fe.max_requests = int(r.integer(*f, "max_requests", "frontend.", fe.max_requests, 1, 1 << 20));
+  if (const toml::node* n = f->get("retry_after")) {
+    const auto d = r.duration(*n, "frontend.retry_after");
+    fe.retry_after_s = std::max(1, int(std::chrono::duration_cast<std::chrono::seconds>(d).count()));
+  }
+  if (const toml::node* n = f->get("max_body")) {
+    const double bytes = r.size(*n, "frontend.max_body");
+    if (bytes < 1024) r.fail(n, "frontend.max_body", "must be at least 1KiB");
+    fe.max_body = std::size_t(bytes);
+  }
+  fe.metric_prefix = r.string(*f, "metric_prefix", "frontend.", fe.metric_prefix);
+  for (char c : fe.metric_prefix)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':'))
+      r.fail(f->get("metric_prefix"), "frontend.metric_prefix", "may hold only letters, digits, '_' and ':'");
+}
+
 void read_sim(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* s = r.table(root, "sim", "");
   if (!s) {
@@ -340,7 +374,7 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
     throw input_error(source + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }
   reader r(source);
-  r.only_keys(root, "", {"model", "nodes", "pools", "scheduler", "router", "timeouts", "sim"});
+  r.only_keys(root, "", {"model", "nodes", "pools", "scheduler", "router", "timeouts", "frontend", "sim"});
   topology_config t;
   t.source = source;
   read_model(r, root, t);
@@ -350,6 +384,7 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
   read_router(r, root, t);
   read_timeouts(r, root, t);
   read_sim(r, root, t);
+  read_frontend(r, root, t);
   return t;
 }
 

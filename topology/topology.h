@@ -64,6 +64,17 @@ struct timeouts_spec {
   std::chrono::milliseconds group_restart_window{60000};  // ... before the replica is given up
 };
 
+// The head's HTTP frontend (OpenAI API, /health, /metrics).
+struct frontend_spec {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8000;
+  std::string model_name;            // empty: the model folder's name (or the sim preset)
+  int max_requests = 4096;           // in flight; more get 429
+  int retry_after_s = 1;             // Retry-After of 429 and 503 answers
+  std::size_t max_body = std::size_t(4) << 20;
+  std::string metric_prefix = "troupe:";
+};
+
 // The GPU the sim backend pretends to be.
 struct sim_spec {
   double flops = 989e12;             // FLOP/s
@@ -79,6 +90,7 @@ struct topology_config {
   scheduler_spec scheduler;
   router_spec router;
   timeouts_spec timeouts;
+  frontend_spec frontend;
   std::optional<sim_spec> sim;
 
   const node_spec* node(const std::string& name) const;

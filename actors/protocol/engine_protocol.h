@@ -51,6 +51,7 @@ struct token_update {
   std::vector<std::vector<float>> top_logprobs;
   // On the final update: queue, prefill and decode time on the replica that finished it.
   double queue_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
+  std::int32_t migrations = 0;  // times the request moved so far (set by the request owner)
 };
 
 // Everything one step produced for one destination: tokens travel once per step per
@@ -70,12 +71,13 @@ struct load_report {
   std::uint64_t steps = 0;
   double forward_seconds = 0;  // total time in the forward pass (for runtime-overhead figures)
   std::uint64_t kv_losses = 0; // steps lost to a worker group restart (their KV recomputed)
+  std::uint64_t preemptions = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, load_report& x) {
   return f(caf::meta::type_name("load_report"), x.running_seqs, x.waiting_seqs, x.waiting_prompt_tokens,
-           x.used_blocks, x.total_blocks, x.steps, x.forward_seconds, x.kv_losses);
+           x.used_blocks, x.total_blocks, x.steps, x.forward_seconds, x.kv_losses, x.preemptions);
 }
 
 template <class Inspector>
@@ -89,7 +91,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_update& x) {
   return f(caf::meta::type_name("token_update"), x.id, x.tokens, x.text, x.finished, x.finish_reason,
            x.prompt_tokens, x.output_tokens, x.logprobs, x.top_ids, x.top_logprobs, x.queue_seconds,
-           x.prefill_seconds, x.decode_seconds);
+           x.prefill_seconds, x.decode_seconds, x.migrations);
 }
 
 template <class Inspector>

@@ -1768,11 +1768,14 @@ struct jinja_template::impl {
   body root;
 };
 
-jinja_template::jinja_template(const std::string& source) : p_(std::make_unique<impl>()) {
-  p_->root = template_parser(split(source)).parse_all();
+jinja_template::jinja_template(const std::string& source) {
+  auto p = std::make_shared<impl>();
+  p->root = template_parser(split(source)).parse_all();
+  p_ = std::move(p);
 }
 jinja_template::~jinja_template() = default;
-jinja_template::jinja_template(jinja_template&&) noexcept = default;
+jinja_template::jinja_template(const jinja_template&) = default;
+jinja_template& jinja_template::operator=(const jinja_template&) = default;
 
 std::string jinja_template::render(const nlohmann::json& ctx) const {
   context c;

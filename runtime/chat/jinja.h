@@ -31,7 +31,9 @@ class jinja_template {
   // Parses; throws template_error "line N: what" on a syntax error.
   explicit jinja_template(const std::string& source);
   ~jinja_template();
-  jinja_template(jinja_template&&) noexcept;
+  // Copies share the parsed (immutable) template.
+  jinja_template(const jinja_template&);
+  jinja_template& operator=(const jinja_template&);
 
   // Renders with `context`'s keys as variables. Throws template_raised for raise_exception and
   // template_error for an evaluation error (an undefined value used, a wrong type).
@@ -39,7 +41,7 @@ class jinja_template {
 
  private:
   struct impl;
-  std::unique_ptr<impl> p_;
+  std::shared_ptr<const impl> p_;
 };
 
 }  // namespace troupe::chat

@@ -15,7 +15,7 @@ BOOST_AUTO_TEST_CASE(launch_with_netns_restarts_a_killed_node_and_stops_cleanly)
   BOOST_TEST_REQUIRE(::geteuid() == 0, "network namespaces need root");
   const std::string model_dir = test::synth_model("small-llama-f32", test::preset("small"));
   test::child_process launch({std::string(TROUPE_BINARY_DIR) + "/troupe", "launch",
-                              std::string(TROUPE_SOURCE_DIR) + "/configs/three-local.toml", "--netns", "--model", model_dir});
+                              std::string(TROUPE_SOURCE_DIR) + "/configs/three-local.toml", "--netns", "--model", model_dir, "--port", "0"});
   BOOST_TEST_REQUIRE(launch.started());
   std::string line;
   BOOST_TEST_REQUIRE(launch.wait_for_line("started node-a", &line));

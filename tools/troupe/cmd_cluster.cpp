@@ -4,6 +4,9 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include <filesystem>
+
+#include "actors/frontend.h"
 #include "actors/local_cluster.h"
 #include "actors/node.h"
 #include "runtime/common/error.h"
@@ -54,30 +57,91 @@ int cmd_node(int argc, char** argv) {
   return 0;
 }
 
+namespace {
+
+// What the frontend needs of the model: its name, context, vocabulary, tokenizer and chat
+// template (also on a head that hosts no replica, so it reads only the small files).
+struct served_model {
+  std::string name;
+  int max_model_len = 0, vocab_size = 0;
+  std::shared_ptr<const tokenizer::tokenizer> tok;
+  std::optional<chat::chat_template> chat;
+};
+
+served_model describe_model(const topology::topology_config& topo, const std::string& dir, const opened_model& m) {
+  served_model s;
+  model::model_config mc;
+  if (topo.model.backend == topology::backend_kind::sim) {
+    mc = actors::sim_shape(topo);
+  } else {
+    mc = model::load_model_config(dir);
+  }
+  s.max_model_len = topo.model.max_model_len > 0 ? topo.model.max_model_len : mc.max_position_embeddings;
+  s.vocab_size = mc.vocab_size;
+  s.tok = m.tok;
+  if (!s.tok && !dir.empty() && std::filesystem::exists(dir + "/tokenizer.json")) s.tok = tokenizer::tokenizer::load(dir + "/tokenizer.json");
+  if (!dir.empty() && std::filesystem::exists(dir)) s.chat = chat::chat_template::load(dir);
+  s.name = topo.frontend.model_name;
+  if (s.name.empty()) s.name = !dir.empty() ? std::filesystem::path(dir).filename().string() : topo.model.preset;
+  if (s.name.empty()) s.name = "troupe";
+  return s;
+}
+
+}  // namespace
+
 int cmd_serve(int argc, char** argv) {
-  args a(argc, argv, 2, {"port", "model", "listen"}, {});
-  const std::string config = a.positional().empty() ? "configs/local.toml" : a.positional()[0];
-  auto topo = topology::load_topology(config);
-  const auto& head = topo.nodes.front();
-  const std::uint16_t port = std::uint16_t(a.get_int("port", head.port));
-  bool head_hosts = false;
-  for (auto& p : topology::place_replicas(topo)) head_hosts = head_hosts || p.node == head.name;
-  opened_model m;
-  if (head_hosts) m = open_model(a.get("model", topo.model.path));
-  cluster_config cfg(topo);
-  caf::actor_system sys{cfg};
-  actors::local_cluster cluster(sys, topo, m.model, m.tok, actors::placement_mode::head_node_only);
-  const std::string listen = a.get("listen", head.host);
-  const std::uint16_t bound = cluster.publish(listen == "0.0.0.0" ? "" : listen, port);
-  std::printf("troupe serve: head of %s listening on %s:%u for nodes; %u replica(s) live here\n", config.c_str(),
-              listen.c_str(), unsigned(bound), cluster.live_replicas());
-  std::printf("(the HTTP frontend is not part of this build yet; embed the runtime or use troupe generate)\n");
-  std::fflush(stdout);
+  args a(argc, argv, 2, {"port", "host", "model", "listen", "registry-port"}, {});
+  // Blocked before any thread starts, so every thread inherits the mask and SIGINT/SIGTERM
+  // reach the sigwait below, which stops everything in order.
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  const std::string config = a.positional().empty() ? "configs/local.toml" : a.positional()[0];
+  auto topo = topology::load_topology(config);
+  const auto& head = topo.nodes.front();
+  const std::uint16_t registry_port = std::uint16_t(a.get_int("registry-port", head.port));
+  bool head_hosts = false;
+  for (auto& p : topology::place_replicas(topo)) head_hosts = head_hosts || p.node == head.name;
+  const bool sim = topo.model.backend == topology::backend_kind::sim;
+  const std::string dir = a.get("model", topo.model.path);
+  opened_model m;
+  if (head_hosts && !sim) m = open_model(dir);
+  const served_model served = describe_model(topo, sim && topo.model.path.empty() ? "" : dir, m);
+  cluster_config cfg(topo);
+  caf::actor_system sys{cfg};
+  actors::local_cluster cluster(sys, topo, m.model, m.tok, actors::placement_mode::head_node_only);
+  const std::string listen = a.get("listen", head.host);
+  const std::uint16_t bound = cluster.publish(listen == "0.0.0.0" ? "" : listen, registry_port);
+
+  actors::frontend_config fc;
+  fc.http.host = a.get("host", topo.frontend.host);
+  fc.http.port = std::uint16_t(a.get_int("port", topo.frontend.port));
+  fc.http.max_body = topo.frontend.max_body;
+  fc.model_name = served.name;
+  fc.max_model_len = served.max_model_len;
+  fc.vocab_size = served.vocab_size;
+  fc.max_requests = topo.frontend.max_requests;
+  fc.retry_after_s = topo.frontend.retry_after_s;
+  fc.metric_prefix = topo.frontend.metric_prefix;
+  fc.request_timeout = topo.timeouts.request;
+  std::unique_ptr<actors::frontend> fe;
+  try {
+    fe = std::make_unique<actors::frontend>(sys, cluster.owner(), cluster.router(), fc, served.tok, served.chat);
+  } catch (const std::runtime_error& e) {
+    throw input_error(std::string("the HTTP frontend ") + e.what());
+  }
+  const std::string url = "http://" + fc.http.host + ":" + std::to_string(fe->port());
+  std::printf("troupe serve: listening on %s (OpenAI API, model \"%s\", %s); node registry on %s:%u; %u replica(s) live here\n",
+              url.c_str(), served.name.c_str(), config.c_str(), listen.c_str(), unsigned(bound), cluster.live_replicas());
+  std::printf("try:  curl %s/v1/completions -H 'Content-Type: application/json' \\\n"
+              "        -d '{\"prompt\": \"The actor model\", \"max_tokens\": 32}'\n"
+              "      curl %s/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+              "        -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"stream\": true}'\n"
+              "      curl %s/metrics\n",
+              url.c_str(), url.c_str(), url.c_str());
+  std::fflush(stdout);
   int sig = 0;
   sigwait(&set, &sig);
   std::fprintf(stderr, "troupe serve: signal %d, stopping\n", sig);

@@ -22,8 +22,8 @@
 namespace troupe::cli {
 
 int cmd_launch(int argc, char** argv) {
-  args a(argc, argv, 2, {"model"}, {"netns"});
-  if (a.positional().size() != 1) throw input_error("usage: troupe launch CONFIG [--netns] [--model DIR]");
+  args a(argc, argv, 2, {"model", "port"}, {"netns"});
+  if (a.positional().size() != 1) throw input_error("usage: troupe launch CONFIG [--netns] [--model DIR] [--port HTTP_PORT]");
   const std::string config = a.positional()[0];
   const auto topo = topology::load_topology(config);
   const auto& head = topo.nodes.front();
@@ -47,9 +47,10 @@ int cmd_launch(int argc, char** argv) {
   // The head first; nodes need it to be listening.
   int pipe_fds[2];
   if (::pipe(pipe_fds) != 0) throw input_error("pipe failed");
-  std::vector<std::string> head_cmd = {exe, "serve", config, "--port", std::to_string(head.port)};
+  std::vector<std::string> head_cmd = {exe, "serve", config, "--registry-port", std::to_string(head.port)};
   if (netns) head_cmd.insert(head_cmd.end(), {"--listen", "0.0.0.0"});
   head_cmd.insert(head_cmd.end(), model_flag.begin(), model_flag.end());
+  if (auto p = a.get("port")) head_cmd.insert(head_cmd.end(), {"--port", *p});
   const pid_t head_pid = spawn_process(head_cmd, pipe_fds[1]);
   ::close(pipe_fds[1]);
   std::FILE* head_out = ::fdopen(pipe_fds[0], "r");

@@ -26,12 +26,14 @@ commands:
              [--seed N] [--tied] [--rope-scaling llama3] --out DIR
   bench engine  prefill and decode throughput against the machine's roofline
              --model DIR [--json] [--batches 1,4,16,32] [--context 128] [--prompt 512]
-  serve      the head of a topology: router and request owner, listening for nodes
-             [CONFIG (default configs/local.toml)] [--port N] [--listen HOST] [--model DIR]
+  serve      the head of a topology: the OpenAI HTTP API (default 127.0.0.1:8000), router,
+             request owner, and the registry nodes join
+             [CONFIG (default configs/local.toml)] [--port N] [--host HOST] [--model DIR]
+             [--registry-port N] [--listen HOST (the registry's)]
   node       a process hosting the replicas a topology places on one node
              CONFIG --name NODE [--head HOST:PORT] [--model DIR]
   launch     start every node of a topology as local processes and keep them running
-             CONFIG [--netns] [--model DIR]
+             CONFIG [--netns] [--model DIR] [--port HTTP_PORT]
   bench runtime  the control plane under load (sim or cpu topology started in this process)
              [--config configs/sim-32.toml] [--requests 10000] [--prompt 256] [--max-tokens 32] [--json]
              --overhead 1,64 [--config configs/local.toml]: time outside the forward per decode step

@@ -1,0 +1,420 @@
+#include "actors/frontend.h"
+
+#include <chrono>
+#include <random>
+
+#include "runtime/api/openai.h"
+#include "runtime/common/error.h"
+#include "runtime/metrics/metrics.h"
+
+namespace troupe::actors {
+
+// The HTTP thread hands each exchange to the frontend actor; it never leaves the process.
+struct exchange_msg {
+  std::shared_ptr<http::exchange> ex;
+};
+
+}  // namespace troupe::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::exchange_msg)
+
+namespace troupe::actors {
+
+namespace {
+
+using json = nlohmann::json;
+using clock = std::chrono::steady_clock;
+using gone_atom = caf::atom_constant<caf::atom("gone")>;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// Histogram bounds after vLLM's, with finer steps below 10 ms for CPU-sized models.
+const std::vector<double> latency_buckets = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+                                             0.75,  1.0,    2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0};
+const std::vector<double> token_buckets = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+
+struct frontend_metrics {
+  explicit frontend_metrics(const std::string& p)
+      : ttft(reg.add_histogram(p + "time_to_first_token_seconds", "Time to first token.", latency_buckets)),
+        itl(reg.add_histogram(p + "inter_token_latency_seconds", "Time between consecutive output tokens.", latency_buckets)),
+        tpot(reg.add_histogram(p + "request_time_per_output_token_seconds", "Mean time per output token after the first, per request.", latency_buckets)),
+        e2e(reg.add_histogram(p + "e2e_request_latency_seconds", "End-to-end request latency.", latency_buckets)),
+        queue(reg.add_histogram(p + "request_queue_time_seconds", "Time a request waited before its first scheduled step.", latency_buckets)),
+        prefill(reg.add_histogram(p + "request_prefill_time_seconds", "Time from the first scheduled step to the first token.", latency_buckets)),
+        decode(reg.add_histogram(p + "request_decode_time_seconds", "Time from the first token to the last.", latency_buckets)),
+        prompt_len(reg.add_histogram(p + "request_prompt_tokens", "Prompt length of finished requests.", token_buckets)),
+        gen_len(reg.add_histogram(p + "request_generation_tokens", "Output length of finished requests.", token_buckets)),
+        running(reg.add_gauge(p + "num_requests_running", "Requests running on the replicas.")),
+        waiting(reg.add_gauge(p + "num_requests_waiting", "Requests waiting on the replicas.")),
+        kv_usage(reg.add_gauge(p + "kv_cache_usage_perc", "Fraction of KV cache blocks in use, over all replicas (0 to 1).")),
+        replicas(reg.add_gauge(p + "num_replicas_live", "Replicas the router can place on.")),
+        prompt_tokens(reg.add_counter(p + "prompt_tokens", "Prompt tokens of requests that produced output.")),
+        generation_tokens(reg.add_counter(p + "generation_tokens", "Output tokens streamed.")),
+        preemptions(reg.add_counter(p + "num_preemptions", "Sequences preempted (and later recomputed) on the replicas.")),
+        migrations(reg.add_counter(p + "num_migrations", "Times a request moved to another replica after its replica died.")),
+        success(reg.add_counter(p + "request_success", "Finished requests by finish reason.")),
+        rejected(reg.add_counter(p + "request_rejected", "Requests refused before running, by HTTP status.")) {}
+
+  metrics::registry reg;
+  metrics::histogram &ttft, &itl, &tpot, &e2e, &queue, &prefill, &decode, &prompt_len, &gen_len;
+  metrics::gauge &running, &waiting, &kv_usage, &replicas;
+  metrics::counter &prompt_tokens, &generation_tokens, &preemptions, &migrations, &success, &rejected;
+};
+
+struct live_request {
+  std::shared_ptr<http::exchange> ex;
+  std::unique_ptr<api::response_writer> w;
+  bool stream = false, include_usage = false, logprobs = false;
+  bool submitted = false, gone = false;
+  std::string text;                      // non-streaming: the whole output
+  std::vector<api::token_logprob> lps;   // non-streaming: every token's
+  int prompt_tokens = 0, output_tokens = 0;
+  clock::time_point arrived, first_token, last_token;
+  metrics::labels labels;
+};
+
+struct frontend_state {
+  frontend_config cfg;
+  owner_actor owner;
+  router_actor router;
+  std::shared_ptr<const tokenizer::tokenizer> tok;
+  std::optional<chat::chat_template> chat;
+  std::shared_ptr<frontend_metrics> m;
+  std::map<std::string, live_request> live;
+  std::map<caf::actor_addr, std::uint64_t> preemptions_seen;  // per replica, for counter deltas
+  std::uint64_t next_id = 0;
+  std::string id_salt;
+  static inline const char* name = "troupe.frontend";
+};
+
+using frontend_ptr = caf::stateful_actor<frontend_state>*;
+
+std::string input_bucket(int n) {
+  if (n <= 128) return "1-128";
+  if (n <= 512) return "129-512";
+  if (n <= 2048) return "513-2048";
+  if (n <= 8192) return "2049-8192";
+  return "8193+";
+}
+
+void send_error(frontend_ptr self, const std::shared_ptr<http::exchange>& ex, const api::api_error& e) {
+  std::vector<http::header> headers;
+  if (e.status() == 429 || e.status() == 503)
+    headers.push_back({"Retry-After", std::to_string(self->state.cfg.retry_after_s)});
+  self->state.m->rejected.inc({{"model_name", self->state.cfg.model_name}, {"code", std::to_string(e.status())}});
+  ex->respond(e.status(), "application/json", dump(e.body()), std::move(headers));
+}
+
+void sse(const std::shared_ptr<http::exchange>& ex, const json& j) { ex->send("data: " + dump(j) + "\n\n"); }
+
+std::vector<api::token_logprob> logprobs_of(const token_update& u) {
+  std::vector<api::token_logprob> out;
+  for (std::size_t i = 0; i < u.logprobs.size() && i < u.tokens.size(); ++i) {
+    api::token_logprob lp;
+    lp.id = u.tokens[i];
+    lp.logprob = u.logprobs[i];
+    if (i < u.top_ids.size()) lp.top_ids = u.top_ids[i];
+    if (i < u.top_logprobs.size()) lp.top_logprobs = u.top_logprobs[i];
+    out.push_back(std::move(lp));
+  }
+  return out;
+}
+
+void finish(frontend_ptr self, const std::string& id, live_request& r, const token_update& u) {
+  auto& m = *self->state.m;
+  const auto now = clock::now();
+  const auto reason = api::openai_finish_reason(u.finish_reason);
+  const bool error = u.finish_reason.rfind("error:", 0) == 0;
+  metrics::labels l = r.labels;
+  l.emplace_back("finished_reason", reason ? *reason : error ? "error" : "abort");
+  m.success.inc(l);
+  m.migrations.inc({{"model_name", self->state.cfg.model_name}}, u.migrations);
+  if (reason) {
+    const double e2e = std::chrono::duration<double>(now - r.arrived).count();
+    m.e2e.observe(r.labels, e2e);
+    m.queue.observe(r.labels, u.queue_seconds);
+    m.prefill.observe(r.labels, u.prefill_seconds);
+    m.decode.observe(r.labels, u.decode_seconds);
+    m.prompt_len.observe(r.labels, r.prompt_tokens);
+    m.gen_len.observe(r.labels, r.output_tokens);
+    if (r.output_tokens > 1)
+      m.tpot.observe(r.labels, std::chrono::duration<double>(r.last_token - r.first_token).count() / (r.output_tokens - 1));
+  }
+  if (r.gone) return;
+  const api::usage usage{r.prompt_tokens, r.output_tokens};
+  if (error) {
+    const api::api_error e(500, "the request failed while running: " + u.finish_reason.substr(6), "", "server_error");
+    if (r.stream) {
+      sse(r.ex, e.body());
+      r.ex->send("data: [DONE]\n\n");
+      r.ex->end_stream();
+    } else {
+      send_error(self, r.ex, e);
+    }
+    return;
+  }
+  if (r.stream) {
+    sse(r.ex, r.w->chunk(u.text, r.logprobs ? logprobs_of(u) : std::vector<api::token_logprob>{}, reason.value_or("abort")));
+    if (r.include_usage) sse(r.ex, r.w->usage_chunk(usage));
+    r.ex->send("data: [DONE]\n\n");
+    r.ex->end_stream();
+  } else {
+    r.ex->respond(200, "application/json", dump(r.w->full(r.text, r.lps, reason.value_or("abort"), usage)));
+  }
+}
+
+void on_update(frontend_ptr self, token_update& u) {
+  auto& st = self->state;
+  auto it = st.live.find(u.id);
+  if (it == st.live.end()) return;
+  live_request& r = it->second;
+  const auto now = clock::now();
+  if (!u.tokens.empty()) {
+    if (r.output_tokens == 0) {
+      r.first_token = now;
+      st.m->ttft.observe(r.labels, std::chrono::duration<double>(now - r.arrived).count());
+      st.m->prompt_tokens.inc(r.labels, r.prompt_tokens);
+    } else {
+      st.m->itl.observe(r.labels, std::chrono::duration<double>(now - r.last_token).count());
+    }
+    r.last_token = now;
+    r.output_tokens += int(u.tokens.size());
+    st.m->generation_tokens.inc(r.labels, double(u.tokens.size()));
+  }
+  if (u.finished) {
+    if (!r.stream) {
+      r.text += u.text;
+      if (r.logprobs) for (auto& lp : logprobs_of(u)) r.lps.push_back(std::move(lp));
+    }
+    if (!u.tokens.empty()) r.output_tokens = std::max(r.output_tokens, int(u.output_tokens) - 0);
+    finish(self, u.id, r, u);
+    st.live.erase(it);
+    return;
+  }
+  if (r.gone) return;
+  if (r.stream) {
+    // One chunk per step for this request; a step whose token completed no text yet (a
+    // partial character, or text held back against a stop string) sends none.
+    if (!u.text.empty() || r.logprobs) sse(r.ex, r.w->chunk(u.text, r.logprobs ? logprobs_of(u) : std::vector<api::token_logprob>{}, std::nullopt));
+  } else {
+    r.text += u.text;
+    if (r.logprobs) for (auto& lp : logprobs_of(u)) r.lps.push_back(std::move(lp));
+  }
+}
+
+void handle_completion(frontend_ptr self, const std::shared_ptr<http::exchange>& ex, api::endpoint kind) {
+  auto& st = self->state;
+  const auto arrived = clock::now();
+  api::completion_request req = api::parse_request(ex->req().body, kind);
+  if (!req.model.empty() && req.model != st.cfg.model_name)
+    throw api::api_error(404, "the model \"" + req.model + "\" does not exist; this server serves \"" + st.cfg.model_name + "\"",
+                         "model", "not_found_error");
+  std::vector<std::int32_t> prompt;
+  if (kind == api::endpoint::chat) {
+    if (!st.chat) throw api::api_error(400, "this model has no chat template; use /v1/completions", "messages");
+    if (!st.tok) throw api::api_error(400, "this model has no tokenizer; use /v1/completions with token ids", "messages");
+    std::string text;
+    try {
+      text = st.chat->render(req.messages, req.add_generation_prompt, req.template_kwargs);
+    } catch (const input_error& e) {
+      throw api::api_error(400, e.what(), "messages");
+    }
+    prompt = st.tok->encode(text, false);  // the template wrote the special tokens itself
+  } else if (req.prompt_text) {
+    if (!st.tok) throw api::api_error(400, "this model has no tokenizer; send the prompt as token ids", "prompt");
+    prompt = st.tok->encode(*req.prompt_text, true);
+  } else {
+    prompt = std::move(req.prompt_ids);
+    for (std::size_t i = 0; i < prompt.size(); ++i)
+      if (st.cfg.vocab_size > 0 && (prompt[i] < 0 || prompt[i] >= st.cfg.vocab_size))
+        throw api::api_error(400, "prompt: token " + std::to_string(i) + " is " + std::to_string(prompt[i]) +
+                                      ", outside the vocabulary [0, " + std::to_string(st.cfg.vocab_size) + ")", "prompt");
+  }
+  const int len = int(prompt.size());
+  if (len == 0) throw api::api_error(400, "the prompt is empty after tokenization", kind == api::endpoint::chat ? "messages" : "prompt");
+  if (len >= st.cfg.max_model_len)
+    throw api::api_error(413, "the prompt has " + std::to_string(len) + " tokens; this model's context holds " +
+                                  std::to_string(st.cfg.max_model_len) + " (prompt plus at least one generated token)",
+                         kind == api::endpoint::chat ? "messages" : "prompt");
+  if (!req.max_tokens_given) req.params.max_tokens = kind == api::endpoint::chat ? st.cfg.max_model_len - len : 16;
+  if (len + req.params.max_tokens > st.cfg.max_model_len)
+    throw api::api_error(400, "this model's context holds " + std::to_string(st.cfg.max_model_len) + " tokens; the prompt has " +
+                                  std::to_string(len) + " and max_tokens asks for " + std::to_string(req.params.max_tokens) +
+                                  " more; lower max_tokens or shorten the prompt",
+                         kind == api::endpoint::chat && !req.max_tokens_given ? "messages" : "max_tokens");
+  if (int(st.live.size()) >= st.cfg.max_requests)
+    throw api::api_error(429, "too many requests in flight (" + std::to_string(st.cfg.max_requests) + "); retry later");
+
+  const std::string id = std::string(kind == api::endpoint::chat ? "chatcmpl-" : "cmpl-") + st.id_salt +
+                         std::to_string(++st.next_id);
+  live_request r;
+  r.ex = ex;
+  r.stream = req.stream;
+  r.include_usage = req.include_usage;
+  r.logprobs = req.params.logprobs >= 0;
+  r.prompt_tokens = len;
+  r.arrived = arrived;
+  r.labels = {{"model_name", st.cfg.model_name}, {"tenant", req.user.empty() ? "default" : req.user},
+              {"priority", std::to_string(req.priority)}, {"input_bucket", input_bucket(len)}};
+  const std::int64_t created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  r.w = std::make_unique<api::response_writer>(kind, id, st.cfg.model_name, created, st.tok.get(), r.logprobs);
+  st.live.emplace(id, std::move(r));
+
+  engine::request er;
+  er.id = id;
+  er.prompt = std::move(prompt);
+  er.params = req.params;
+  er.priority = req.priority;
+  // A client that leaves aborts its request at once, freeing its KV blocks.
+  ex->on_gone([self_handle = caf::actor_cast<caf::actor>(self), id] { caf::anon_send(self_handle, gone_atom::value, id); });
+  self->request(st.owner, st.cfg.request_timeout, submit_atom::value, to_generate_request(er), caf::actor_cast<token_sink>(self))
+      .then(
+          [=](bool) {
+            auto it = self->state.live.find(id);
+            if (it == self->state.live.end()) return;
+            live_request& r = it->second;
+            r.submitted = true;
+            if (r.gone) return self->send(self->state.owner, abort_atom::value, id);
+            if (r.stream) {
+              r.ex->begin_stream("text/event-stream");
+              if (kind == api::endpoint::chat) sse(r.ex, r.w->role_chunk());
+            }
+          },
+          [=](caf::error& err) {
+            auto it = self->state.live.find(id);
+            if (it == self->state.live.end()) return;
+            auto ex = it->second.ex;
+            self->state.live.erase(it);
+            const std::string why = self->system().render(err);
+            if (why.find("no replica") != std::string::npos || err == caf::sec::request_timeout)
+              send_error(self, ex, api::api_error(503, "no replica can serve the request now (" + why + "); retry later"));
+            else
+              send_error(self, ex, api::api_error(400, why));
+          });
+}
+
+void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
+  auto& st = self->state;
+  self->request(st.router, st.cfg.request_timeout, replicas_atom::value)
+      .then(
+          [=](const std::vector<scheduler_actor>& reps) {
+            struct gather {
+              std::size_t left = 0;
+              load_report total;
+            };
+            auto g = std::make_shared<gather>();
+            g->left = reps.size();
+            auto render = [=] {
+              auto& st = self->state;
+              const metrics::labels l = {{"model_name", st.cfg.model_name}};
+              st.m->running.set(l, g->total.running_seqs);
+              st.m->waiting.set(l, g->total.waiting_seqs);
+              st.m->kv_usage.set(l, g->total.total_blocks ? double(g->total.used_blocks) / g->total.total_blocks : 0.0);
+              st.m->replicas.set(l, double(reps.size()));
+              ex->respond(200, "text/plain; version=0.0.4; charset=utf-8", st.m->reg.render());
+            };
+            if (reps.empty()) return render();
+            for (const auto& s : reps)
+              self->request(s, self->state.cfg.request_timeout, load_atom::value)
+                  .then(
+                      [=](const load_report& r) {
+                        g->total.running_seqs += r.running_seqs;
+                        g->total.waiting_seqs += r.waiting_seqs;
+                        g->total.used_blocks += r.used_blocks;
+                        g->total.total_blocks += r.total_blocks;
+                        auto& seen = self->state.preemptions_seen[s.address()];
+                        if (r.preemptions > seen)
+                          self->state.m->preemptions.inc({{"model_name", self->state.cfg.model_name}}, double(r.preemptions - seen));
+                        seen = r.preemptions;
+                        if (--g->left == 0) render();
+                      },
+                      [=](caf::error&) {  // a replica that just died: counted as absent
+                        if (--g->left == 0) render();
+                      });
+          },
+          [=](caf::error& e) { send_error(self, ex, api::api_error(503, "router: " + self->system().render(e))); });
+}
+
+void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
+  auto& st = self->state;
+  const auto& rq = ex->req();
+  const std::string path = rq.target.substr(0, rq.target.find('?'));
+  try {
+    if (path == "/v1/completions" || path == "/v1/chat/completions") {
+      if (rq.method != "POST") throw api::api_error(405, "use POST for " + path);
+      return handle_completion(self, ex, path == "/v1/completions" ? api::endpoint::completions : api::endpoint::chat);
+    }
+    if (path == "/v1/models") {
+      json data = {{"id", st.cfg.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "troupe"},
+                   {"max_model_len", st.cfg.max_model_len}};
+      return ex->respond(200, "application/json", dump({{"object", "list"}, {"data", json::array({data})}}));
+    }
+    if (path == "/health") {
+      self->request(st.router, st.cfg.request_timeout, live_atom::value)
+          .then(
+              [=](std::uint32_t n) {
+                if (n > 0) return ex->respond(200, "application/json", dump({{"status", "ok"}, {"replicas_live", n}}));
+                ex->respond(503, "application/json", dump({{"status", "unavailable"}, {"replicas_live", 0}}),
+                            {{"Retry-After", std::to_string(self->state.cfg.retry_after_s)}});
+              },
+              [=](caf::error& e) { send_error(self, ex, api::api_error(503, "router: " + self->system().render(e))); });
+      return;
+    }
+    if (path == "/metrics") return handle_metrics(self, ex);
+    throw api::api_error(404, "no route " + rq.method + " " + path);
+  } catch (const api::api_error& e) {
+    send_error(self, ex, e);
+  } catch (const std::exception& e) {
+    send_error(self, ex, api::api_error(500, std::string("internal error: ") + e.what()));
+  }
+}
+
+caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend_config cfg, owner_actor owner,
+                             router_actor router, std::shared_ptr<const tokenizer::tokenizer> tok,
+                             std::optional<chat::chat_template> chat) {
+  auto& st = self->state;
+  st.m = std::make_shared<frontend_metrics>(cfg.metric_prefix);
+  st.cfg = std::move(cfg);
+  st.owner = std::move(owner);
+  st.router = std::move(router);
+  st.tok = std::move(tok);
+  st.chat = std::move(chat);
+  std::random_device rd;
+  char salt[16];
+  std::snprintf(salt, sizeof salt, "%08x-", unsigned(rd()));
+  st.id_salt = salt;
+  return {
+      [=](const exchange_msg& m) { handle(self, m.ex); },
+      [=](token_batch& b) {
+        for (auto& u : b.updates) on_update(self, u);
+      },
+      [=](gone_atom, const std::string& id) {
+        auto it = self->state.live.find(id);
+        if (it == self->state.live.end()) return;
+        it->second.gone = true;
+        if (it->second.submitted) self->send(self->state.owner, abort_atom::value, id);
+      },
+  };
+}
+
+}  // namespace
+
+frontend::frontend(caf::actor_system& sys, owner_actor owner, router_actor router, frontend_config cfg,
+                   std::shared_ptr<const tokenizer::tokenizer> tok, std::optional<chat::chat_template> chat) {
+  const http::server_config hc = cfg.http;
+  actor_ = sys.spawn(frontend_actor, std::move(cfg), std::move(owner), std::move(router), std::move(tok), std::move(chat));
+  auto a = actor_;
+  server_ = std::make_unique<http::server>(hc, [a](std::shared_ptr<http::exchange> ex) {
+    caf::anon_send(a, exchange_msg{std::move(ex)});
+  });
+}
+
+frontend::~frontend() {
+  server_->stop();
+  caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+}
+
+std::uint16_t frontend::port() const { return server_->port(); }
+std::size_t frontend::open_connections() const { return server_->open_connections(); }
+
+}  // namespace troupe::actors

@@ -1,0 +1,46 @@
+// The head's HTTP face: the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models),
+// /health and /metrics, over the request owner. Requests are parsed, tokenized and streamed by
+// the frontend actor; sockets live on the HTTP server's I/O thread.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "actors/http_server.h"
+#include "actors/protocol/owner_protocol.h"
+#include "actors/protocol/router_protocol.h"
+#include "runtime/chat/chat_template.h"
+#include "runtime/tokenizer/tokenizer.h"
+
+namespace troupe::actors {
+
+struct frontend_config {
+  http::server_config http;
+  std::string model_name = "troupe";  // what /v1/models lists and requests may name
+  int max_model_len = 4096;           // context: longer prompts get 413
+  int vocab_size = 0;                 // token-id prompts are checked against it
+  int max_requests = 4096;            // in flight; beyond it, 429 with Retry-After
+  int retry_after_s = 1;              // Retry-After of 429 and 503
+  std::string metric_prefix = "troupe:";
+  std::chrono::milliseconds request_timeout{30000};  // for the frontend's own asks (health, metrics)
+};
+
+class frontend {
+ public:
+  // Starts the HTTP server and the frontend actor. `tok` may be null (token-id prompts only);
+  // `chat` may be empty (no chat endpoint). Throws std::runtime_error if it cannot listen.
+  frontend(caf::actor_system& sys, owner_actor owner, router_actor router, frontend_config cfg,
+           std::shared_ptr<const tokenizer::tokenizer> tok, std::optional<chat::chat_template> chat);
+  ~frontend();
+  frontend(const frontend&) = delete;
+  frontend& operator=(const frontend&) = delete;
+
+  std::uint16_t port() const;
+  std::size_t open_connections() const;
+
+ private:
+  caf::actor actor_;
+  std::unique_ptr<http::server> server_;
+};
+
+}  // namespace troupe::actors

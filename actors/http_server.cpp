@@ -1,0 +1,334 @@
+#include "actors/http_server.h"
+
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
+#include <optional>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <array>
+#include <deque>
+#include <stdexcept>
+
+namespace troupe::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+using tcp = asio::ip::tcp;
+
+const char* reason_phrase(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Payload Too Large";
+    case 429: return "Too Many Requests";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "Unknown";
+  }
+}
+
+namespace {
+
+class session;
+
+struct shared_state {
+  asio::io_context ioc;
+  server_config cfg;
+  handler on_request;
+  std::atomic<std::size_t> open{0};
+};
+
+// The exchange handed to the application; forwards to its session on the I/O thread.
+class session_exchange : public exchange, public std::enable_shared_from_this<session_exchange> {
+ public:
+  session_exchange(std::shared_ptr<session> s, request r) : s_(std::move(s)), r_(std::move(r)) {}
+  const request& req() const override { return r_; }
+  void respond(int status, const std::string& content_type, std::string body, std::vector<header> headers) override;
+  void begin_stream(const std::string& content_type) override;
+  void send(std::string data) override;
+  void end_stream() override;
+  void on_gone(std::function<void()> f) override;
+  bool gone() const override { return gone_.load(); }
+
+  std::atomic<bool> gone_{false};
+  std::function<void()> gone_cb;  // I/O thread only
+
+ private:
+  void post(std::function<void(session&)> f);
+  std::shared_ptr<session> s_;
+  request r_;
+};
+
+class session : public std::enable_shared_from_this<session> {
+ public:
+  session(tcp::socket sock, shared_state& st) : sock_(std::move(sock)), st_(st) { ++st_.open; }
+  ~session() { --st_.open; }
+
+  asio::io_context& ioc() { return st_.ioc; }
+  void start() { read_request(); }
+
+  // --- called on the I/O thread by session_exchange ---
+  void write(std::string data, bool last) {
+    if (closed_) return;
+    queue_.push_back(std::move(data));
+    if (last) finishing_ = true;
+    if (!writing_) write_next();
+  }
+  void stream_header(const std::string& content_type) {
+    write("HTTP/1.1 200 OK\r\nContent-Type: " + content_type +
+              "\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\nConnection: " +
+              (keep_alive_ ? "keep-alive" : "close") + "\r\n\r\n",
+          false);
+  }
+  void chunk(const std::string& data) {
+    if (data.empty()) return;
+    char size[32];
+    std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+    write(std::string(size) + data + "\r\n", false);
+  }
+  void full(int status, const std::string& content_type, const std::string& body, const std::vector<header>& headers) {
+    std::string out = "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) + "\r\nContent-Type: " +
+                      content_type + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    for (auto& h : headers) out += h.name + ": " + h.value + "\r\n";
+    out += std::string("Connection: ") + (keep_alive_ ? "keep-alive" : "close") + "\r\n\r\n";
+    write(out + body, true);
+  }
+  bool closed() const { return closed_; }
+
+ private:
+  void read_request() {
+    parser_.emplace();
+    parser_->body_limit(st_.cfg.max_body);
+    parser_->header_limit(64 * 1024);
+    // Idle keep-alive connections and slow senders are closed after the timeout.
+    timer_.expires_after(std::chrono::seconds(st_.cfg.idle_timeout_s));
+    auto self = shared_from_this();
+    timer_.async_wait([self](beast::error_code ec) {
+      if (!ec && !self->busy_) self->close();
+    });
+    beast::http::async_read(sock_, buf_, *parser_, [self](beast::error_code ec, std::size_t) { self->on_request(ec); });
+  }
+
+  void on_request(beast::error_code ec) {
+    timer_.cancel();
+    if (ec == beast::http::error::end_of_stream || ec == asio::error::operation_aborted || ec == asio::error::eof ||
+        ec == asio::error::connection_reset) {
+      return close();
+    }
+    busy_ = true;
+    if (ec) {
+      keep_alive_ = false;
+      const bool too_big = ec == beast::http::error::body_limit;
+      const int status = too_big ? 413 : 400;
+      const std::string msg = too_big ? "the request body is larger than " + std::to_string(st_.cfg.max_body) + " bytes"
+                                      : "malformed HTTP request: " + ec.message();
+      std::string body = "{\"error\": {\"message\": \"" + msg + "\", \"type\": \"invalid_request_error\", \"param\": null, \"code\": " +
+                         std::to_string(status) + "}}";
+      return full(status, "application/json", body, {});
+    }
+    auto msg = parser_->release();
+    keep_alive_ = msg.keep_alive();
+    request r{std::string(msg.method_string()), std::string(msg.target()), std::move(msg.body())};
+    ex_ = std::make_shared<session_exchange>(shared_from_this(), std::move(r));
+    watch();  // notice a client that leaves while its answer is being prepared
+    st_.on_request(ex_);
+  }
+
+  // A read while a request is being answered: EOF or an error means the client left; bytes
+  // are kept for the next request (a pipelining client).
+  void watch() {
+    if (watching_ || closed_ || buf_.size() > 64 * 1024) return;
+    watching_ = true;
+    auto self = shared_from_this();
+    sock_.async_read_some(buf_.prepare(4096), [self](beast::error_code ec, std::size_t n) {
+      self->watching_ = false;
+      if (ec) {
+        if (self->busy_) self->client_gone();
+        return self->close();
+      }
+      self->buf_.commit(n);
+      if (self->busy_) return self->watch();
+      self->timer_.cancel();
+      self->read_request();
+    });
+  }
+
+  void client_gone() {
+    if (!ex_ || ex_->gone_.exchange(true)) return;
+    if (ex_->gone_cb) {
+      auto cb = std::move(ex_->gone_cb);
+      cb();
+    }
+  }
+
+  void write_next() {
+    if (queue_.empty()) {
+      writing_ = false;
+      if (finishing_) done();
+      return;
+    }
+    writing_ = true;
+    auto self = shared_from_this();
+    asio::async_write(sock_, asio::buffer(queue_.front()), [self](beast::error_code ec, std::size_t) {
+      self->queue_.pop_front();
+      if (ec || self->closed_) {
+        self->client_gone();
+        return self->close();
+      }
+      self->write_next();
+    });
+  }
+
+  void done() {  // the answer is complete
+    finishing_ = false;
+    busy_ = false;
+    ex_.reset();
+    if (!keep_alive_) {
+      beast::error_code ec;
+      sock_.shutdown(tcp::socket::shutdown_send, ec);
+      return linger();
+    }
+    if (!watching_) return read_request();
+    // The pending watch read continues the connection when the next request arrives; until
+    // then the idle timeout applies.
+    timer_.expires_after(std::chrono::seconds(st_.cfg.idle_timeout_s));
+    auto self = shared_from_this();
+    timer_.async_wait([self](beast::error_code ec) {
+      if (!ec && !self->busy_) self->close();
+    });
+  }
+
+  // After the last answer on a connection: read and drop what the client still sends (the rest
+  // of an oversized body) for a moment, so closing does not reset the connection and destroy
+  // the answer before the client reads it.
+  void linger() {
+    if (watching_) return;  // the watch read ends in EOF and closes
+    timer_.expires_after(std::chrono::seconds(2));
+    auto self = shared_from_this();
+    timer_.async_wait([self](beast::error_code ec) {
+      if (!ec) self->close();
+    });
+    drain();
+  }
+  void drain() {
+    auto self = shared_from_this();
+    sock_.async_read_some(asio::buffer(discard_), [self](beast::error_code ec, std::size_t) {
+      if (ec || self->closed_) return self->close();
+      self->drain();
+    });
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    timer_.cancel();
+    beast::error_code ec;
+    sock_.close(ec);  // pending writes end with an error; their buffers stay queued until then
+    if (busy_) client_gone();
+  }
+
+  tcp::socket sock_;
+  shared_state& st_;
+  beast::flat_buffer buf_;
+  std::optional<beast::http::request_parser<beast::http::string_body>> parser_;
+  asio::steady_timer timer_{sock_.get_executor()};
+  std::shared_ptr<session_exchange> ex_;
+  std::deque<std::string> queue_;
+  std::array<char, 16384> discard_;
+  bool writing_ = false, finishing_ = false, busy_ = false, watching_ = false, closed_ = false, keep_alive_ = true;
+};
+
+void session_exchange::post(std::function<void(session&)> f) {
+  auto s = s_;
+  asio::post(s->ioc(), [s, f = std::move(f)] { f(*s); });
+}
+void session_exchange::respond(int status, const std::string& content_type, std::string body, std::vector<header> headers) {
+  post([=, body = std::move(body)](session& s) { s.full(status, content_type, body, headers); });
+}
+void session_exchange::begin_stream(const std::string& content_type) {
+  post([=](session& s) { s.stream_header(content_type); });
+}
+void session_exchange::send(std::string data) {
+  post([data = std::move(data)](session& s) { s.chunk(data); });
+}
+void session_exchange::end_stream() {
+  post([](session& s) { s.write("0\r\n\r\n", true); });
+}
+void session_exchange::on_gone(std::function<void()> f) {
+  auto self = shared_from_this();
+  post([self, f = std::move(f)](session&) {
+    if (self->gone_) return f();
+    self->gone_cb = std::move(f);
+  });
+}
+
+}  // namespace
+
+struct server::impl {
+  shared_state st;
+  tcp::acceptor acceptor{st.ioc};
+  asio::steady_timer retry{st.ioc};
+  std::thread thread;
+
+  void accept() {
+    acceptor.async_accept([this](beast::error_code ec, tcp::socket sock) {
+      if (ec == asio::error::operation_aborted) return;
+      if (ec) {  // out of descriptors, say: try again shortly rather than spin
+        retry.expires_after(std::chrono::milliseconds(50));
+        retry.async_wait([this](beast::error_code e) {
+          if (!e) accept();
+        });
+        return;
+      }
+      sock.set_option(tcp::no_delay(true));
+      std::make_shared<session>(std::move(sock), st)->start();
+      accept();
+    });
+  }
+};
+
+server::server(const server_config& cfg, handler h) : p_(std::make_unique<impl>()) {
+  // Thousands of streaming clients need thousands of descriptors.
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  p_->st.cfg = cfg;
+  p_->st.on_request = std::move(h);
+  beast::error_code ec;
+  const auto addr = asio::ip::make_address(cfg.host, ec);
+  if (ec) throw std::runtime_error("cannot listen on " + cfg.host + ":" + std::to_string(cfg.port) + ": bad address");
+  const tcp::endpoint ep(addr, cfg.port);
+  p_->acceptor.open(ep.protocol(), ec);
+  if (!ec) p_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) p_->acceptor.bind(ep, ec);
+  if (!ec) p_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw std::runtime_error("cannot listen on " + cfg.host + ":" + std::to_string(cfg.port) + ": " + ec.message());
+  p_->accept();
+  p_->thread = std::thread([this] { p_->st.ioc.run(); });
+}
+
+server::~server() { stop(); }
+
+void server::stop() {
+  if (!p_->thread.joinable()) return;
+  asio::post(p_->st.ioc, [this] {
+    beast::error_code ec;
+    p_->acceptor.close(ec);
+    p_->st.ioc.stop();
+  });
+  p_->thread.join();
+}
+
+std::uint16_t server::port() const { return p_->acceptor.local_endpoint().port(); }
+std::size_t server::open_connections() const { return p_->st.open.load(); }
+
+}  // namespace troupe::http

@@ -1,0 +1,352 @@
+#include "runtime/api/openai.h"
+
+#include <cmath>
+
+#include "runtime/tokenizer/tokenizer.h"
+
+namespace troupe::api {
+
+using json = nlohmann::json;
+
+api_error::api_error(int status, std::string message, std::string param, std::string type)
+    : std::runtime_error(std::move(message)), status_(status), param_(std::move(param)), type_(std::move(type)) {
+  if (type_.empty()) {
+    switch (status_) {
+      case 400: type_ = "invalid_request_error"; break;
+      case 404: type_ = "not_found_error"; break;
+      case 405: type_ = "invalid_request_error"; break;
+      case 413: type_ = "invalid_request_error"; break;
+      case 429: type_ = "rate_limit_error"; break;
+      case 503: type_ = "service_unavailable_error"; break;
+      default: type_ = "server_error";
+    }
+  }
+}
+
+json api_error::body() const {
+  return {{"error",
+           {{"message", what()}, {"type", type_}, {"param", param_.empty() ? json(nullptr) : json(param_)}, {"code", status_}}}};
+}
+
+namespace {
+
+const char* json_type(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    default: return "a number";
+  }
+}
+
+[[noreturn]] void bad(const std::string& field, const std::string& what) {
+  throw api_error(400, field + ": " + what, field);
+}
+
+// Optional typed fields: absent or null leave the default.
+struct fields {
+  const json& j;
+  const json* get(const char* k) const {
+    auto it = j.find(k);
+    return it == j.end() || it->is_null() ? nullptr : &*it;
+  }
+  std::optional<double> number(const char* k) const {
+    const json* v = get(k);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) bad(k, std::string("expected a number, got ") + json_type(*v));
+    const double d = v->get<double>();
+    if (!std::isfinite(d)) bad(k, "must be finite");
+    return d;
+  }
+  std::optional<long long> integer(const char* k) const {
+    const json* v = get(k);
+    if (!v) return std::nullopt;
+    if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>()) return (long long)v->get<double>();
+    if (!v->is_number_integer()) bad(k, std::string("expected an integer, got ") + json_type(*v));
+    return v->get<long long>();
+  }
+  std::optional<bool> boolean(const char* k) const {
+    const json* v = get(k);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) bad(k, std::string("expected a boolean, got ") + json_type(*v));
+    return v->get<bool>();
+  }
+  std::optional<std::string> string(const char* k) const {
+    const json* v = get(k);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) bad(k, std::string("expected a string, got ") + json_type(*v));
+    return v->get<std::string>();
+  }
+};
+
+std::string message_text(const json& content, std::size_t index) {
+  const std::string field = "messages[" + std::to_string(index) + "].content";
+  if (content.is_null()) return "";
+  if (content.is_string()) return content.get<std::string>();
+  if (content.is_array()) {  // [{"type": "text", "text": ...}, ...]
+    std::string out;
+    for (const auto& part : content) {
+      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+        bad(field, "only text parts ({\"type\": \"text\", \"text\": ...}) are supported");
+      out += part["text"].get<std::string>();
+    }
+    return out;
+  }
+  bad(field, std::string("expected a string or an array of text parts, got ") + json_type(content));
+}
+
+}  // namespace
+
+completion_request parse_request(const std::string& body, endpoint kind) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const std::exception& e) {
+    throw api_error(400, std::string("the body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw api_error(400, std::string("the body must be a JSON object, got ") + json_type(j));
+  const fields f{j};
+  completion_request r;
+  r.kind = kind;
+  r.model = f.string("model").value_or("");
+
+  if (kind == endpoint::completions) {
+    const json* p = f.get("prompt");
+    if (!p) bad("prompt", "is required");
+    if (p->is_string()) {
+      r.prompt_text = p->get<std::string>();
+    } else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
+      for (const auto& t : *p) {
+        if (!t.is_number_integer()) bad("prompt", "a token-id prompt must hold only integers");
+        r.prompt_ids.push_back(t.get<std::int32_t>());
+      }
+    } else if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) {
+      const json& one = (*p)[0];  // a batch of one
+      if (one.is_string()) r.prompt_text = one.get<std::string>();
+      else
+        for (const auto& t : one) {
+          if (!t.is_number_integer()) bad("prompt", "a token-id prompt must hold only integers");
+          r.prompt_ids.push_back(t.get<std::int32_t>());
+        }
+    } else if (p->is_array() && p->size() > 1) {
+      bad("prompt", "batches of several prompts are not supported; send one request per prompt");
+    } else {
+      bad("prompt", std::string("expected a string or an array of token ids, got ") + json_type(*p));
+    }
+    if (r.prompt_text && r.prompt_text->empty()) bad("prompt", "must not be empty");
+    if (!r.prompt_text && r.prompt_ids.empty()) bad("prompt", "must not be empty");
+    if (auto e = f.boolean("echo"); e && *e) bad("echo", "is not supported");
+    if (f.get("suffix")) bad("suffix", "is not supported");
+    if (auto lp = f.integer("logprobs")) {
+      if (*lp < 0 || *lp > sampling::sampling_params::max_logprobs)
+        bad("logprobs", "must be in [0, " + std::to_string(sampling::sampling_params::max_logprobs) + "]");
+      r.params.logprobs = int(*lp);
+    }
+  } else {
+    const json* m = f.get("messages");
+    if (!m) bad("messages", "is required");
+    if (!m->is_array() || m->empty()) bad("messages", "expected a non-empty array of messages");
+    r.messages = json::array();
+    for (std::size_t i = 0; i < m->size(); ++i) {
+      const json& msg = (*m)[i];
+      const std::string at = "messages[" + std::to_string(i) + "]";
+      if (!msg.is_object()) bad(at, "expected an object");
+      if (!msg.contains("role") || !msg["role"].is_string()) bad(at + ".role", "is required (a string)");
+      const std::string role = msg["role"].get<std::string>();
+      if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
+        bad(at + ".role", "unknown role \"" + role + "\"");
+      json copy = msg;
+      copy["content"] = message_text(msg.contains("content") ? msg["content"] : json(nullptr), i);
+      r.messages.push_back(std::move(copy));
+    }
+    if (auto lp = f.boolean("logprobs"); lp && *lp) {
+      const auto top = f.integer("top_logprobs").value_or(0);
+      if (top < 0 || top > sampling::sampling_params::max_logprobs)
+        bad("top_logprobs", "must be in [0, " + std::to_string(sampling::sampling_params::max_logprobs) + "]");
+      r.params.logprobs = int(top);
+    } else if (f.get("top_logprobs")) {
+      bad("top_logprobs", "needs logprobs: true");
+    }
+    if (auto g = f.boolean("add_generation_prompt")) r.add_generation_prompt = *g;
+    if (const json* k = f.get("chat_template_kwargs")) {
+      if (!k->is_object()) bad("chat_template_kwargs", "expected an object");
+      r.template_kwargs = *k;
+    }
+    if (f.get("tools")) r.template_kwargs["tools"] = *f.get("tools");
+  }
+
+  auto& p = r.params;
+  const char* max_key = kind == endpoint::chat && f.get("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  if (auto mt = f.integer(max_key)) {
+    if (*mt < 1) bad(max_key, "must be >= 1");
+    p.max_tokens = int(std::min<long long>(*mt, 1 << 30));
+    r.max_tokens_given = true;
+  }
+  if (auto n = f.integer("n"); n && *n != 1) bad("n", "only n = 1 is supported");
+  if (auto b = f.integer("best_of"); b && *b != 1) bad("best_of", "only best_of = 1 is supported");
+  if (auto t = f.number("temperature")) {
+    if (*t < 0 || *t > 100) bad("temperature", "must be in [0, 100]");
+    p.temperature = float(*t);
+  }
+  if (auto t = f.number("top_p")) {
+    if (!(*t > 0 && *t <= 1)) bad("top_p", "must be in (0, 1]");
+    p.top_p = float(*t);
+  }
+  if (auto k = f.integer("top_k")) {
+    if (*k < -1) bad("top_k", "must be -1 or 0 (off) or a positive count");
+    p.top_k = *k <= 0 ? 0 : int(*k);
+  }
+  if (auto m = f.number("min_p")) {
+    if (*m < 0 || *m > 1) bad("min_p", "must be in [0, 1]");
+    p.min_p = float(*m);
+  }
+  if (auto v = f.number("presence_penalty")) {
+    if (*v < -2 || *v > 2) bad("presence_penalty", "must be in [-2, 2]");
+    p.presence_penalty = float(*v);
+  }
+  if (auto v = f.number("frequency_penalty")) {
+    if (*v < -2 || *v > 2) bad("frequency_penalty", "must be in [-2, 2]");
+    p.frequency_penalty = float(*v);
+  }
+  if (auto v = f.number("repetition_penalty")) {
+    if (*v <= 0) bad("repetition_penalty", "must be > 0");
+    p.repetition_penalty = float(*v);
+  }
+  if (const json* s = f.get("seed")) {
+    if (!s->is_number_integer()) bad("seed", std::string("expected an integer, got ") + json_type(*s));
+    p.seed = s->is_number_unsigned() ? s->get<std::uint64_t>() : std::uint64_t(s->get<long long>());
+  }
+  if (const json* s = f.get("stop")) {
+    if (s->is_string()) {
+      p.stop.push_back(s->get<std::string>());
+    } else if (s->is_array()) {
+      for (const auto& x : *s) {
+        if (!x.is_string()) bad("stop", "expected strings");
+        p.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      bad("stop", std::string("expected a string or an array of strings, got ") + json_type(*s));
+    }
+    for (auto& x : p.stop)
+      if (x.empty()) bad("stop", "stop strings must not be empty");
+  }
+  if (const json* s = f.get("stop_token_ids")) {
+    if (!s->is_array()) bad("stop_token_ids", "expected an array of token ids");
+    for (const auto& x : *s) {
+      if (!x.is_number_integer()) bad("stop_token_ids", "expected integers");
+      p.stop_token_ids.push_back(x.get<std::int32_t>());
+    }
+  }
+  if (auto ie = f.boolean("ignore_eos")) p.ignore_eos = *ie;
+  if (auto s = f.boolean("stream")) r.stream = *s;
+  if (const json* so = f.get("stream_options")) {
+    if (!so->is_object()) bad("stream_options", "expected an object");
+    if (!r.stream) bad("stream_options", "is only allowed with stream: true");
+    const fields sf{*so};
+    r.include_usage = sf.boolean("include_usage").value_or(false);
+  }
+  if (auto u = f.string("user")) r.user = *u;
+  if (auto pr = f.integer("priority")) {
+    if (*pr < -1000000 || *pr > 1000000) bad("priority", "must be in [-1000000, 1000000]");
+    r.priority = int(*pr);
+  }
+  return r;
+}
+
+std::optional<std::string> openai_finish_reason(const std::string& engine_reason) {
+  if (engine_reason == "stop" || engine_reason == "length") return engine_reason;
+  return std::nullopt;
+}
+
+response_writer::response_writer(endpoint kind, std::string id, std::string model, std::int64_t created,
+                                 const tokenizer::tokenizer* tok, bool logprobs)
+    : kind_(kind), id_(std::move(id)), model_(std::move(model)), created_(created), tok_(tok), logprobs_(logprobs) {}
+
+std::string response_writer::token_string(std::int32_t id) const {
+  if (!tok_) return "token_id:" + std::to_string(id);
+  return tok_->decode({id}, false);
+}
+
+json response_writer::logprobs_json(const std::vector<token_logprob>& lps, std::size_t text_offset) const {
+  if (!logprobs_) return nullptr;
+  auto bytes_of = [](const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(int(c));
+    return b;
+  };
+  if (kind_ == endpoint::chat) {
+    json content = json::array();
+    for (const auto& lp : lps) {
+      const std::string t = token_string(lp.id);
+      json top = json::array();
+      for (std::size_t i = 0; i < lp.top_ids.size(); ++i) {
+        const std::string tt = token_string(lp.top_ids[i]);
+        top.push_back({{"token", tt}, {"logprob", lp.top_logprobs[i]}, {"bytes", bytes_of(tt)}});
+      }
+      content.push_back({{"token", t}, {"logprob", lp.logprob}, {"bytes", bytes_of(t)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
+  std::size_t off = text_offset;
+  for (const auto& lp : lps) {
+    const std::string t = token_string(lp.id);
+    tokens.push_back(t);
+    token_lps.push_back(lp.logprob);
+    json top = json::object();
+    for (std::size_t i = 0; i < lp.top_ids.size(); ++i) top[token_string(lp.top_ids[i])] = lp.top_logprobs[i];
+    tops.push_back(top);
+    offsets.push_back(off);
+    off += t.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json response_writer::chunk(const std::string& text, const std::vector<token_logprob>& lps,
+                            const std::optional<std::string>& finish_reason) {
+  json choice = {{"index", 0}, {"logprobs", logprobs_json(lps, text_so_far_)},
+                 {"finish_reason", finish_reason ? json(*finish_reason) : json(nullptr)}};
+  text_so_far_ += text.size();
+  if (kind_ == endpoint::chat) {
+    choice["delta"] = text.empty() && finish_reason ? json::object() : json{{"content", text}};
+    return {{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", model_}, {"choices", {choice}}};
+  }
+  choice["text"] = text;
+  return {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_}, {"choices", {choice}}};
+}
+
+json response_writer::role_chunk() const {
+  json choice = {{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  return {{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", model_}, {"choices", {choice}}};
+}
+
+json response_writer::usage_chunk(const usage& u) const {
+  return {{"id", id_},
+          {"object", kind_ == endpoint::chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created_},
+          {"model", model_},
+          {"choices", json::array()},
+          {"usage", {{"prompt_tokens", u.prompt_tokens}, {"completion_tokens", u.completion_tokens},
+                     {"total_tokens", u.prompt_tokens + u.completion_tokens}}}};
+}
+
+json response_writer::full(const std::string& text, const std::vector<token_logprob>& lps, const std::string& finish_reason,
+                           const usage& u) const {
+  json choice = {{"index", 0}, {"logprobs", logprobs_json(lps, 0)}, {"finish_reason", finish_reason}};
+  json out = {{"id", id_}, {"created", created_}, {"model", model_}};
+  if (kind_ == endpoint::chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+    out["object"] = "chat.completion";
+  } else {
+    choice["text"] = text;
+    out["object"] = "text_completion";
+  }
+  out["choices"] = json::array({choice});
+  out["usage"] = {{"prompt_tokens", u.prompt_tokens}, {"completion_tokens", u.completion_tokens},
+                  {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+  return out;
+}
+
+}  // namespace troupe::api

@@ -1,0 +1,101 @@
+// The OpenAI API as Troupe speaks it: request bodies of /v1/completions and
+// /v1/chat/completions parsed into what the engine takes (every field checked, errors naming
+// it), and responses, stream chunks and errors in OpenAI's JSON shapes. Pure: no I/O.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/sampling/sampling_params.h"
+
+namespace troupe::tokenizer {
+class tokenizer;
+}
+
+namespace troupe::api {
+
+// An error the client gets as {"error": {"message", "type", "param", "code"}} with `status`.
+class api_error : public std::runtime_error {
+ public:
+  api_error(int status, std::string message, std::string param = "", std::string type = "");
+  int status() const { return status_; }
+  const std::string& param() const { return param_; }
+  const std::string& type() const { return type_; }
+  nlohmann::json body() const;
+
+ private:
+  int status_;
+  std::string param_, type_;
+};
+
+enum class endpoint { completions, chat };
+
+struct completion_request {
+  endpoint kind = endpoint::completions;
+  std::string model;
+  std::optional<std::string> prompt_text;  // completions: a string prompt
+  std::vector<std::int32_t> prompt_ids;    // completions: a prompt of token ids
+  nlohmann::json messages;                 // chat: [{role, content}], content flattened to text
+  nlohmann::json template_kwargs = nlohmann::json::object();  // chat_template_kwargs
+  bool add_generation_prompt = true;
+  sampling::sampling_params params;
+  bool max_tokens_given = false;  // else the frontend fills the rest of the context
+  bool stream = false;
+  bool include_usage = false;
+  std::string user;  // the tenant
+  int priority = 0;
+};
+
+// Parses and checks a body; throws api_error(400) naming the offending field.
+completion_request parse_request(const std::string& body, endpoint kind);
+
+struct usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+};
+
+// One token's logprobs as the engine reports them.
+struct token_logprob {
+  std::int32_t id = 0;
+  float logprob = 0;
+  std::vector<std::int32_t> top_ids;
+  std::vector<float> top_logprobs;
+};
+
+// Builds the JSON of responses for one request.
+class response_writer {
+ public:
+  response_writer(endpoint kind, std::string id, std::string model, std::int64_t created,
+                  const tokenizer::tokenizer* tok, bool logprobs);
+
+  // A stream chunk with new text (and its tokens' logprobs); finish_reason set on the last.
+  nlohmann::json chunk(const std::string& text, const std::vector<token_logprob>& lps,
+                       const std::optional<std::string>& finish_reason);
+  // Chat streams open with a chunk carrying the assistant role.
+  nlohmann::json role_chunk() const;
+  // The final usage chunk (stream_options.include_usage).
+  nlohmann::json usage_chunk(const usage& u) const;
+  // The whole response of a non-streaming request.
+  nlohmann::json full(const std::string& text, const std::vector<token_logprob>& lps, const std::string& finish_reason,
+                      const usage& u) const;
+
+ private:
+  nlohmann::json logprobs_json(const std::vector<token_logprob>& lps, std::size_t text_offset) const;
+  std::string token_string(std::int32_t id) const;
+
+  endpoint kind_;
+  std::string id_, model_;
+  std::int64_t created_;
+  const tokenizer::tokenizer* tok_;
+  bool logprobs_;
+  std::size_t text_so_far_ = 0;  // bytes streamed, for completions' text_offset
+};
+
+// "stop" | "length" for the engine's reasons; anything else (abort, errors) has none.
+std::optional<std::string> openai_finish_reason(const std::string& engine_reason);
+
+}  // namespace troupe::api

@@ -1,0 +1,145 @@
+#include "runtime/metrics/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace troupe::metrics {
+
+std::string escape_label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+namespace {
+
+std::string number(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.0f", v);
+    return b;
+  }
+  char b[32];
+  std::snprintf(b, sizeof b, "%.9g", v);
+  return b;
+}
+
+std::string label_text(const labels& l, const std::string& extra_name = "", const std::string& extra_value = "") {
+  if (l.empty() && extra_name.empty()) return "";
+  std::string out = "{";
+  bool first = true;
+  for (auto& [k, v] : l) {
+    out += (first ? "" : ",") + k + "=\"" + escape_label(v) + "\"";
+    first = false;
+  }
+  if (!extra_name.empty()) out += (first ? "" : ",") + extra_name + "=\"" + extra_value + "\"";
+  return out + "}";
+}
+
+}  // namespace
+
+void counter::inc(const labels& l, double by) {
+  std::lock_guard<std::mutex> g(*mu_);
+  values_[l] += by;
+}
+double counter::value(const labels& l) const {
+  std::lock_guard<std::mutex> g(*mu_);
+  auto it = values_.find(l);
+  return it == values_.end() ? 0 : it->second;
+}
+void gauge::set(const labels& l, double v) {
+  std::lock_guard<std::mutex> g(*mu_);
+  values_[l] = v;
+}
+double gauge::value(const labels& l) const {
+  std::lock_guard<std::mutex> g(*mu_);
+  auto it = values_.find(l);
+  return it == values_.end() ? 0 : it->second;
+}
+void histogram::observe(const labels& l, double v) {
+  std::lock_guard<std::mutex> g(*mu_);
+  series& s = values_[l];
+  if (s.buckets.empty()) s.buckets.assign(bounds_.size(), 0);
+  const auto at = std::lower_bound(bounds_.begin(), bounds_.end(), v);  // le: v <= bound
+  if (at != bounds_.end()) ++s.buckets[std::size_t(at - bounds_.begin())];
+  ++s.count;
+  s.sum += v;
+}
+std::uint64_t histogram::count(const labels& l) const {
+  std::lock_guard<std::mutex> g(*mu_);
+  auto it = values_.find(l);
+  return it == values_.end() ? 0 : it->second.count;
+}
+double histogram::sum(const labels& l) const {
+  std::lock_guard<std::mutex> g(*mu_);
+  auto it = values_.find(l);
+  return it == values_.end() ? 0 : it->second.sum;
+}
+
+counter& registry::add_counter(const std::string& name, const std::string& help) {
+  auto f = std::make_unique<family>();
+  f->name = name;
+  f->help = help;
+  f->type = "counter";
+  f->c = std::make_unique<counter>();
+  f->c->mu_ = &mu_;
+  families_.push_back(std::move(f));
+  return *families_.back()->c;
+}
+gauge& registry::add_gauge(const std::string& name, const std::string& help) {
+  auto f = std::make_unique<family>();
+  f->name = name;
+  f->help = help;
+  f->type = "gauge";
+  f->g = std::make_unique<gauge>();
+  f->g->mu_ = &mu_;
+  families_.push_back(std::move(f));
+  return *families_.back()->g;
+}
+histogram& registry::add_histogram(const std::string& name, const std::string& help, std::vector<double> bounds) {
+  auto f = std::make_unique<family>();
+  f->name = name;
+  f->help = help;
+  f->type = "histogram";
+  f->h = std::make_unique<histogram>();
+  f->h->mu_ = &mu_;
+  std::sort(bounds.begin(), bounds.end());
+  f->h->bounds_ = std::move(bounds);
+  families_.push_back(std::move(f));
+  return *families_.back()->h;
+}
+
+std::string registry::render() const {
+  std::lock_guard<std::mutex> g(mu_);
+  std::string out;
+  for (const auto& f : families_) {
+    out += "# HELP " + f->name + (f->c ? "_total" : "") + " " + f->help + "\n";
+    out += "# TYPE " + f->name + (f->c ? "_total" : "") + " " + f->type + "\n";
+    if (f->c)
+      for (auto& [l, v] : f->c->values_) out += f->name + "_total" + label_text(l) + " " + number(v) + "\n";
+    if (f->g)
+      for (auto& [l, v] : f->g->values_) out += f->name + label_text(l) + " " + number(v) + "\n";
+    if (f->h)
+      for (auto& [l, s] : f->h->values_) {
+        std::uint64_t cum = 0;
+        for (std::size_t i = 0; i < f->h->bounds_.size(); ++i) {
+          cum += s.buckets[i];
+          out += f->name + "_bucket" + label_text(l, "le", number(f->h->bounds_[i])) + " " + std::to_string(cum) + "\n";
+        }
+        out += f->name + "_bucket" + label_text(l, "le", "+Inf") + " " + std::to_string(s.count) + "\n";
+        out += f->name + "_sum" + label_text(l) + " " + number(s.sum) + "\n";
+        out += f->name + "_count" + label_text(l) + " " + std::to_string(s.count) + "\n";
+      }
+  }
+  return out;
+}
+
+}  // namespace troupe::metrics

@@ -1,0 +1,81 @@
+// Prometheus metrics: counters, gauges and histograms with labels, rendered in the text
+// exposition format (version 0.0.4). Thread-safe: the frontend updates them from its actor and
+// renders them for /metrics.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace troupe::metrics {
+
+using labels = std::vector<std::pair<std::string, std::string>>;  // name, value; in declared order
+
+class registry;
+
+class counter {
+ public:
+  void inc(const labels& l, double by = 1);
+  double value(const labels& l) const;
+
+ private:
+  friend class registry;
+  mutable std::mutex* mu_ = nullptr;
+  std::map<labels, double> values_;
+};
+
+class gauge {
+ public:
+  void set(const labels& l, double v);
+  double value(const labels& l) const;
+
+ private:
+  friend class registry;
+  mutable std::mutex* mu_ = nullptr;
+  std::map<labels, double> values_;
+};
+
+class histogram {
+ public:
+  void observe(const labels& l, double v);
+  std::uint64_t count(const labels& l) const;
+  double sum(const labels& l) const;
+
+ private:
+  friend class registry;
+  struct series {
+    std::vector<std::uint64_t> buckets;  // per upper bound (cumulative when rendered)
+    std::uint64_t count = 0;
+    double sum = 0;
+  };
+  mutable std::mutex* mu_ = nullptr;
+  std::vector<double> bounds_;
+  std::map<labels, series> values_;
+};
+
+class registry {
+ public:
+  counter& add_counter(const std::string& name, const std::string& help);  // name without _total
+  gauge& add_gauge(const std::string& name, const std::string& help);
+  histogram& add_histogram(const std::string& name, const std::string& help, std::vector<double> bounds);
+
+  // Every family, in the order added, as Prometheus text.
+  std::string render() const;
+
+ private:
+  struct family {
+    std::string name, help, type;
+    std::unique_ptr<counter> c;
+    std::unique_ptr<gauge> g;
+    std::unique_ptr<histogram> h;
+  };
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<family>> families_;
+};
+
+// Escapes a label value for the text format (backslash, double quote, newline).
+std::string escape_label(const std::string& v);
+
+}  // namespace troupe::metrics

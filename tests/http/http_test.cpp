@@ -1,0 +1,322 @@
+// The OpenAI frontend over real HTTP: `troupe serve` runs as a child process on loopback and
+// the tests talk to it with a plain HTTP client. Greedy outputs equal the engine's own, usage
+// counts are right, each error status comes with its message, a client that disconnects frees
+// its KV blocks, /metrics counts what the test did, and promtool accepts /metrics.
+#define BOOST_TEST_MODULE http
+#include <boost/test/unit_test.hpp>
+
+#include <fstream>
+
+#include "runtime/chat/chat_template.h"
+#include "runtime/engine/engine.h"
+#include "tests/support/engine_factory.h"
+#include "tests/support/http_client.h"
+#include "tests/support/models.h"
+
+using namespace troupe;
+using json = nlohmann::json;
+
+namespace {
+
+std::string model_dir() { return test::synth_model("small-llama-f32", test::preset("small")); }
+std::string local_toml() { return std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml"; }
+
+std::shared_ptr<const tokenizer::tokenizer> tok() {
+  static std::shared_ptr<const tokenizer::tokenizer> t = tokenizer::tokenizer::load(model_dir() + "/tokenizer.json");
+  return t;
+}
+
+// What the engine alone generates (greedy) for a prompt, as text.
+std::string engine_text(const std::vector<std::int32_t>& prompt, int max_tokens) {
+  engine::engine e(test::small_model(), tok(), test::engine_cfg(512, 2048));
+  engine::request r;
+  r.id = "x";
+  r.prompt = prompt;
+  r.params.temperature = 0;
+  r.params.max_tokens = max_tokens;
+  r.params.ignore_eos = true;
+  return tok()->decode(engine::generate_all(e, {r})[0]);
+}
+
+// A topology file in the build tree: configs/local.toml plus `extra` TOML.
+std::string topology_with(const std::string& name, const std::string& extra) {
+  std::ifstream in(local_toml());
+  std::stringstream ss;
+  ss << in.rdbuf() << "\n" << extra << "\n";
+  const std::string path = std::string(TROUPE_BINARY_DIR) + "/" + name + ".toml";
+  std::ofstream(path) << ss.str();
+  return path;
+}
+
+struct server_fixture {
+  server_fixture() : serve({local_toml(), "--model", model_dir()}) {}
+  test::serve_process serve;
+};
+
+// A sum over every series of a metric whose labels contain `match` (e.g. finished_reason="length").
+double metric_sum(const std::string& text, const std::string& name, const std::string& match = "") {
+  double sum = 0;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name, 0) != 0 || (line.size() > name.size() && line[name.size()] != '{' && line[name.size()] != ' ')) continue;
+    if (!match.empty() && line.find(match) == std::string::npos) continue;
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(one_server, server_fixture)
+
+BOOST_AUTO_TEST_CASE(completions_give_the_engines_greedy_text_with_right_usage) {
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const std::string prompt = "The actor model of computation";
+  const auto ids = tok()->encode(prompt, true);
+  const std::string expected = engine_text(ids, 12);
+  json body = {{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}};
+  auto r = test::post_json(serve.port(), "/v1/completions", body);
+  BOOST_TEST_REQUIRE(r.status == 200, r.body);
+  json j = r.json();
+  BOOST_TEST(j["object"] == "text_completion");
+  BOOST_TEST(j["choices"][0]["text"].get<std::string>() == expected);
+  BOOST_TEST(j["choices"][0]["finish_reason"] == "length");
+  BOOST_TEST(j["usage"]["prompt_tokens"] == int(ids.size()));
+  BOOST_TEST(j["usage"]["completion_tokens"] == 12);
+  BOOST_TEST(j["usage"]["total_tokens"] == int(ids.size()) + 12);
+
+  // The same prompt as token ids, and streamed: the deltas join to the same text.
+  body["prompt"] = ids;
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  r = test::post_json(serve.port(), "/v1/completions", body);
+  BOOST_TEST_REQUIRE(r.status == 200, r.body);
+  BOOST_TEST(r.headers["content-type"] == "text/event-stream");
+  const auto ev = r.events();
+  BOOST_TEST_REQUIRE(ev.size() >= 3u);
+  BOOST_TEST(ev.back() == "[DONE]");
+  std::string joined;
+  for (std::size_t i = 0; i + 2 < ev.size(); ++i) joined += json::parse(ev[i])["choices"][0]["text"].get<std::string>();
+  BOOST_TEST(joined == expected);
+  BOOST_TEST(json::parse(ev[ev.size() - 3])["choices"][0]["finish_reason"] == "length");
+  const json usage = json::parse(ev[ev.size() - 2]);
+  BOOST_TEST(usage["choices"].empty());
+  BOOST_TEST(usage["usage"]["completion_tokens"] == 12);
+  BOOST_TEST(usage["usage"]["prompt_tokens"] == int(ids.size()));
+}
+
+BOOST_AUTO_TEST_CASE(chat_renders_the_models_template_streaming_and_not) {
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const json messages = json::array({{{"role", "system"}, {"content", "You are terse."}},
+                                     {{"role", "user"}, {"content", "Name three actors. ✨"}}});
+  auto tmpl = chat::chat_template::load(model_dir());
+  BOOST_TEST_REQUIRE(tmpl.has_value());
+  const auto ids = tok()->encode(tmpl->render(messages, true), false);
+  const std::string expected = engine_text(ids, 10);
+  json body = {{"messages", messages}, {"max_tokens", 10}, {"temperature", 0}, {"ignore_eos", true}};
+  auto r = test::post_json(serve.port(), "/v1/chat/completions", body);
+  BOOST_TEST_REQUIRE(r.status == 200, r.body);
+  json j = r.json();
+  BOOST_TEST(j["object"] == "chat.completion");
+  BOOST_TEST(j["choices"][0]["message"]["role"] == "assistant");
+  BOOST_TEST(j["choices"][0]["message"]["content"].get<std::string>() == expected);
+  BOOST_TEST(j["usage"]["prompt_tokens"] == int(ids.size()));
+  BOOST_TEST(j["usage"]["completion_tokens"] == 10);
+
+  body["stream"] = true;
+  r = test::post_json(serve.port(), "/v1/chat/completions", body);
+  BOOST_TEST_REQUIRE(r.status == 200, r.body);
+  const auto ev = r.events();
+  BOOST_TEST_REQUIRE(ev.size() >= 3u);
+  BOOST_TEST(json::parse(ev[0])["choices"][0]["delta"]["role"] == "assistant");
+  BOOST_TEST(ev.back() == "[DONE]");
+  std::string joined;
+  for (std::size_t i = 0; i + 1 < ev.size(); ++i) {
+    const json c = json::parse(ev[i]);
+    BOOST_TEST(c["object"] == "chat.completion.chunk");
+    if (c["choices"][0]["delta"].contains("content")) joined += c["choices"][0]["delta"]["content"].get<std::string>();
+  }
+  BOOST_TEST(joined == expected);
+  BOOST_TEST(json::parse(ev[ev.size() - 2])["choices"][0]["finish_reason"] == "length");
+}
+
+BOOST_AUTO_TEST_CASE(logprobs_are_the_models_and_sum_to_at_most_zero) {
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  auto r = test::post_json(serve.port(), "/v1/completions",
+                           {{"prompt", "hello"}, {"max_tokens", 4}, {"temperature", 0}, {"logprobs", 3}, {"ignore_eos", true}});
+  BOOST_TEST_REQUIRE(r.status == 200, r.body);
+  const json lp = r.json()["choices"][0]["logprobs"];
+  BOOST_TEST_REQUIRE(lp["tokens"].size() == 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    const double chosen = lp["token_logprobs"][i].get<double>();
+    BOOST_TEST(chosen <= 0.0);
+    BOOST_TEST(lp["top_logprobs"][i].size() <= 3u);
+    double best = -1e30;
+    for (auto& [t, v] : lp["top_logprobs"][i].items()) best = std::max(best, v.get<double>());
+    BOOST_TEST(chosen == best, "greedy picks the most likely token");  // same float either way
+  }
+}
+
+BOOST_AUTO_TEST_CASE(errors_come_in_openais_shape_with_the_field_named) {
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  auto r = test::http_request(serve.port(), "POST", "/v1/completions", "{not json");
+  BOOST_TEST(r.status == 400);
+  BOOST_TEST(r.json()["error"]["message"].get<std::string>().find("not valid JSON") != std::string::npos, r.body);
+
+  r = test::post_json(serve.port(), "/v1/completions", {{"prompt", "x"}, {"temperature", "hot"}});
+  BOOST_TEST(r.status == 400);
+  BOOST_TEST(r.json()["error"]["param"] == "temperature");
+  BOOST_TEST(r.json()["error"]["type"] == "invalid_request_error");
+  BOOST_TEST(r.json()["error"]["message"].get<std::string>() == "temperature: expected a number, got a string");
+
+  r = test::post_json(serve.port(), "/v1/chat/completions", {{"messages", json::array({{{"role", "wizard"}, {"content", "x"}}})}});
+  BOOST_TEST(r.status == 400);
+  BOOST_TEST(r.json()["error"]["param"] == "messages[0].role");
+
+  r = test::post_json(serve.port(), "/v1/completions", {{"prompt", json::array({1, 2, 99999999})}});
+  BOOST_TEST(r.status == 400);
+  BOOST_TEST(r.json()["error"]["message"].get<std::string>().find("outside the vocabulary") != std::string::npos, r.body);
+
+  r = test::post_json(serve.port(), "/v1/completions", {{"prompt", "x"}, {"model", "gpt-9"}});
+  BOOST_TEST(r.status == 404);
+  BOOST_TEST(r.json()["error"]["param"] == "model");
+
+  r = test::http_request(serve.port(), "GET", "/v2/nothing");
+  BOOST_TEST(r.status == 404);
+  BOOST_TEST(r.json()["error"]["message"].get<std::string>() == "no route GET /v2/nothing");
+
+  r = test::post_json(serve.port(), "/v1/completions", {{"prompt", std::vector<int>(5000, 7)}});
+  BOOST_TEST(r.status == 413);
+  BOOST_TEST(r.json()["error"]["message"].get<std::string>().find("the prompt has 5000 tokens") != std::string::npos, r.body);
+
+  r = test::post_json(serve.port(), "/v1/completions", {{"prompt", "x"}, {"max_tokens", 5000}});
+  BOOST_TEST(r.status == 400);
+  BOOST_TEST(r.json()["error"]["param"] == "max_tokens");
+
+  r = test::http_request(serve.port(), "POST", "/v1/completions", std::string(5 << 20, 'x'));
+  BOOST_TEST(r.status == 413);
+  BOOST_TEST(r.body.find("larger than") != std::string::npos, r.body);
+}
+
+BOOST_AUTO_TEST_CASE(models_and_health) {
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  auto r = test::http_request(serve.port(), "GET", "/v1/models");
+  BOOST_TEST(r.status == 200);
+  BOOST_TEST(r.json()["data"][0]["id"] == "small-llama-f32");
+  BOOST_TEST(r.json()["data"][0]["max_model_len"] == 4096);
+  r = test::http_request(serve.port(), "GET", "/health");
+  BOOST_TEST(r.status == 200);
+  BOOST_TEST(r.json()["replicas_live"] == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_client_that_disconnects_frees_its_kv_blocks) {
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  namespace asio = boost::asio;
+  asio::io_context ioc;
+  asio::ip::tcp::socket sock(ioc);
+  sock.connect({asio::ip::make_address("127.0.0.1"), serve.port()});
+  const std::string body = json{{"prompt", std::vector<int>(300, 11)}, {"max_tokens", 3000}, {"stream", true}, {"ignore_eos", true}}.dump();
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                          std::to_string(body.size()) + "\r\n\r\n" + body;
+  asio::write(sock, asio::buffer(req));
+  // Read until the first token arrived: the request holds KV blocks now.
+  std::string got;
+  char buf[4096];
+  while (got.find("\"text\"") == std::string::npos) got.append(buf, sock.read_some(asio::buffer(buf)));
+  auto metrics = test::http_request(serve.port(), "GET", "/metrics").body;
+  BOOST_TEST(metric_sum(metrics, "troupe:kv_cache_usage_perc") > 0.0);
+  const double aborted_before = metric_sum(metrics, "troupe:request_success_total", "finished_reason=\"abort\"");
+  sock.close();
+  // The abort's final update reaches the frontend after the replica freed the blocks; wait
+  // for it through /metrics (bounded: 3000 tokens would take far longer than this).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (metric_sum(metrics, "troupe:request_success_total", "finished_reason=\"abort\"") == aborted_before &&
+         std::chrono::steady_clock::now() < deadline)
+    metrics = test::http_request(serve.port(), "GET", "/metrics").body;
+  BOOST_TEST(metric_sum(metrics, "troupe:request_success_total", "finished_reason=\"abort\"") == aborted_before + 1);
+  BOOST_TEST(metric_sum(metrics, "troupe:kv_cache_usage_perc") == 0.0);
+  BOOST_TEST(metric_sum(metrics, "troupe:num_requests_running") == 0.0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(metrics_count_exactly_the_requests_made_and_pass_promtool) {
+  // A server of its own, so every count is this test's.
+  test::serve_process serve({local_toml(), "--model", model_dir()});
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  int prompt_total = 0, generated_total = 0;
+  for (int i = 0; i < 5; ++i) {
+    const json body = {{"prompt", "count me " + std::to_string(i)}, {"max_tokens", 3 + i}, {"ignore_eos", true},
+                       {"user", i % 2 ? "tenant-b" : "tenant-a"}, {"stream", i % 2 == 0}};
+    auto r = test::post_json(serve.port(), "/v1/completions", body);
+    BOOST_TEST_REQUIRE(r.status == 200);
+    prompt_total += int(tok()->encode("count me " + std::to_string(i), true).size());
+    generated_total += 3 + i;
+  }
+  BOOST_TEST(test::post_json(serve.port(), "/v1/completions", {{"prompt", 1}}).status == 400);
+  const std::string m = test::http_request(serve.port(), "GET", "/metrics").body;
+  BOOST_TEST(metric_sum(m, "troupe:request_success_total", "finished_reason=\"length\"") == 5.0);
+  BOOST_TEST(metric_sum(m, "troupe:request_success_total", "tenant=\"tenant-b\"") == 2.0);
+  BOOST_TEST(metric_sum(m, "troupe:time_to_first_token_seconds_count") == 5.0);
+  BOOST_TEST(metric_sum(m, "troupe:e2e_request_latency_seconds_count", "tenant=\"tenant-a\"") == 3.0);
+  BOOST_TEST(metric_sum(m, "troupe:inter_token_latency_seconds_count") == double(generated_total - 5));
+  BOOST_TEST(metric_sum(m, "troupe:prompt_tokens_total") == double(prompt_total));
+  BOOST_TEST(metric_sum(m, "troupe:generation_tokens_total") == double(generated_total));
+  BOOST_TEST(metric_sum(m, "troupe:request_rejected_total", "code=\"400\"") == 1.0);
+  BOOST_TEST(metric_sum(m, "troupe:num_requests_running") == 0.0);
+
+  // promtool parses it; its only lint is the ':' that vLLM-style names carry ...
+  const std::string file = std::string(TROUPE_BINARY_DIR) + "/metrics-colon.prom";
+  std::ofstream(file) << m;
+  auto p = test::run_command("promtool check metrics < " + file + " 2>&1");
+  BOOST_TEST((p.status == 0 || p.status == 3), p.output);
+  std::istringstream lines(p.output);
+  std::string line;
+  int lints = 0;
+  while (std::getline(lines, line))
+    if (!line.empty()) {
+      ++lints;
+      BOOST_TEST(line.find("metric names should not contain ':'") != std::string::npos, line);
+    }
+  BOOST_TEST(lints > 0);
+  // ... and with metric_prefix = "troupe_" it passes outright.
+  test::serve_process plain({topology_with("metrics-plain", "[frontend]\nmetric_prefix = \"troupe_\""), "--model", model_dir()});
+  BOOST_TEST_REQUIRE(plain.port() != 0);
+  BOOST_TEST(test::post_json(plain.port(), "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}}).status == 200);
+  std::ofstream(file) << test::http_request(plain.port(), "GET", "/metrics").body;
+  p = test::run_command("promtool check metrics < " + file + " 2>&1");
+  BOOST_TEST(p.status == 0, p.output);
+}
+
+BOOST_AUTO_TEST_CASE(overload_gets_429_and_no_replica_gets_503_with_retry_after) {
+  test::serve_process one({topology_with("one-in-flight", "[frontend]\nmax_requests = 1\nretry_after = \"2s\""), "--model", model_dir()});
+  BOOST_TEST_REQUIRE(one.port() != 0);
+  // A long streaming request holds the only slot while a second one arrives.
+  namespace asio = boost::asio;
+  asio::io_context ioc;
+  asio::ip::tcp::socket sock(ioc);
+  sock.connect({asio::ip::make_address("127.0.0.1"), one.port()});
+  const std::string body = json{{"prompt", "hold"}, {"max_tokens", 2000}, {"stream", true}, {"ignore_eos", true}}.dump();
+  asio::write(sock, asio::buffer("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+                                 "\r\n\r\n" + body));
+  std::string got;
+  char buf[4096];
+  while (got.find("\"text\"") == std::string::npos) got.append(buf, sock.read_some(asio::buffer(buf)));
+  auto r = test::post_json(one.port(), "/v1/completions", {{"prompt", "second"}});
+  BOOST_TEST(r.status == 429);
+  BOOST_TEST(r.headers["retry-after"] == "2");
+  BOOST_TEST(r.json()["error"]["type"] == "rate_limit_error");
+  sock.close();
+
+  // A head whose replicas live on nodes that never joined: not ready, and says so.
+  test::serve_process empty({std::string(TROUPE_SOURCE_DIR) + "/configs/three-local.toml", "--model", model_dir()});
+  BOOST_TEST_REQUIRE(empty.port() != 0);
+  r = test::http_request(empty.port(), "GET", "/health");
+  BOOST_TEST(r.status == 503);
+  BOOST_TEST(r.headers.count("retry-after") == 1u);
+  r = test::post_json(empty.port(), "/v1/completions", {{"prompt", "anyone?"}});
+  BOOST_TEST(r.status == 503);
+  BOOST_TEST(r.headers.count("retry-after") == 1u);
+  BOOST_TEST(r.json()["error"]["message"].get<std::string>().find("no replica") != std::string::npos, r.body);
+}
