@@ -9,11 +9,15 @@ packages=(
   iproute2                    # network namespaces for the link-cut tests and troupe launch --netns
   nlohmann-json3-dev          # config.json, tokenizer.json, safetensors headers
   libboost-test-dev           # Boost.Test
+  libboost-dev                # Boost.Asio and Boost.Beast: the HTTP frontend and bench serve's client
   libcaf-dev                  # CAF 0.17 actors (runtime/actors)
   libtomlplusplus-dev         # TOML topologies
   cppzmq-dev libzmq3-dev      # admin console
   libmsgpack-cxx-dev          # admin protocol
   python3-torch python3-numpy # the independent reference implementation the tests compare with
+  python3-jinja2              # the chat-template renderer is checked against it
+  prometheus                  # promtool checks /metrics
+  gnuplot-nox                 # troupe bench serve draws its plots with it
 )
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   packages+=(nodejs npm)      # the independent tokenizer implementation the tests compare with
@@ -35,5 +39,10 @@ fi
 ref=tests/tokenizer/reference
 if [ ! -d "$ref/node_modules/@huggingface/tokenizers" ] || [ "$ref/package-lock.json" -nt "$ref/node_modules" ]; then
   (cd "$ref" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+# OpenAI's official Node client, run against troupe serve by tests/http/openai_client_test.
+client=tests/http/openai-client
+if [ ! -d "$client/node_modules/openai" ] || [ "$client/package-lock.json" -nt "$client/node_modules" ]; then
+  (cd "$client" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 echo "install-deps: done"
