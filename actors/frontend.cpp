@@ -1,5 +1,8 @@
 #include "actors/frontend.h"
 
+#include <sys/resource.h>
+#include <time.h>
+
 #include <chrono>
 #include <random>
 
@@ -53,12 +56,34 @@ struct frontend_metrics {
         preemptions(reg.add_counter(p + "num_preemptions", "Sequences preempted (and later recomputed) on the replicas.")),
         migrations(reg.add_counter(p + "num_migrations", "Times a request moved to another replica after its replica died.")),
         success(reg.add_counter(p + "request_success", "Finished requests by finish reason.")),
-        rejected(reg.add_counter(p + "request_rejected", "Requests refused before running, by HTTP status.")) {}
+        rejected(reg.add_counter(p + "request_rejected", "Requests refused before running, by HTTP status.")),
+        frontend_cpu(reg.add_counter(p + "frontend_cpu_seconds", "CPU time of the HTTP frontend: its I/O thread and its actor.")),
+        process_cpu(reg.add_counter("process_cpu_seconds", "Total user and system CPU time spent in seconds.")) {}
 
   metrics::registry reg;
   metrics::histogram &ttft, &itl, &tpot, &e2e, &queue, &prefill, &decode, &prompt_len, &gen_len;
   metrics::gauge &running, &waiting, &kv_usage, &replicas;
-  metrics::counter &prompt_tokens, &generation_tokens, &preemptions, &migrations, &success, &rejected;
+  metrics::counter &prompt_tokens, &generation_tokens, &preemptions, &migrations, &success, &rejected, &frontend_cpu, &process_cpu;
+};
+
+double thread_cpu_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+double process_cpu_now() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
+// Adds the CPU time of the enclosing handler to the frontend's account.
+struct cpu_account {
+  explicit cpu_account(double& total) : total_(total), t0_(thread_cpu_now()) {}
+  ~cpu_account() { total_ += thread_cpu_now() - t0_; }
+  double& total_;
+  double t0_;
 };
 
 struct live_request {
@@ -84,6 +109,8 @@ struct frontend_state {
   std::map<caf::actor_addr, std::uint64_t> preemptions_seen;  // per replica, for counter deltas
   std::uint64_t next_id = 0;
   std::string id_salt;
+  std::function<double()> io_cpu;  // the HTTP I/O thread's CPU seconds
+  double actor_cpu = 0, io_cpu_seen = 0, actor_cpu_seen = 0, process_cpu_seen = 0;
   static inline const char* name = "troupe.frontend";
 };
 
@@ -311,6 +338,13 @@ void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex
               st.m->waiting.set(l, g->total.waiting_seqs);
               st.m->kv_usage.set(l, g->total.total_blocks ? double(g->total.used_blocks) / g->total.total_blocks : 0.0);
               st.m->replicas.set(l, double(reps.size()));
+              const double io = st.io_cpu ? st.io_cpu() : 0, proc = process_cpu_now();
+              st.m->frontend_cpu.inc({{"part", "http_io"}}, std::max(0.0, io - st.io_cpu_seen));
+              st.m->frontend_cpu.inc({{"part", "actor"}}, std::max(0.0, st.actor_cpu - st.actor_cpu_seen));
+              st.m->process_cpu.inc({}, std::max(0.0, proc - st.process_cpu_seen));
+              st.io_cpu_seen = std::max(st.io_cpu_seen, io);
+              st.actor_cpu_seen = st.actor_cpu;
+              st.process_cpu_seen = std::max(st.process_cpu_seen, proc);
               ex->respond(200, "text/plain; version=0.0.4; charset=utf-8", st.m->reg.render());
             };
             if (reps.empty()) return render();
@@ -371,8 +405,9 @@ void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
 
 caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend_config cfg, owner_actor owner,
                              router_actor router, std::shared_ptr<const tokenizer::tokenizer> tok,
-                             std::optional<chat::chat_template> chat) {
+                             std::optional<chat::chat_template> chat, std::function<double()> io_cpu) {
   auto& st = self->state;
+  st.io_cpu = std::move(io_cpu);
   st.m = std::make_shared<frontend_metrics>(cfg.metric_prefix);
   st.cfg = std::move(cfg);
   st.owner = std::move(owner);
@@ -384,11 +419,16 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
   std::snprintf(salt, sizeof salt, "%08x-", unsigned(rd()));
   st.id_salt = salt;
   return {
-      [=](const exchange_msg& m) { handle(self, m.ex); },
+      [=](const exchange_msg& m) {
+        cpu_account acc(self->state.actor_cpu);
+        handle(self, m.ex);
+      },
       [=](token_batch& b) {
+        cpu_account acc(self->state.actor_cpu);
         for (auto& u : b.updates) on_update(self, u);
       },
       [=](gone_atom, const std::string& id) {
+        cpu_account acc(self->state.actor_cpu);
         auto it = self->state.live.find(id);
         if (it == self->state.live.end()) return;
         it->second.gone = true;
@@ -402,14 +442,23 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
 frontend::frontend(caf::actor_system& sys, owner_actor owner, router_actor router, frontend_config cfg,
                    std::shared_ptr<const tokenizer::tokenizer> tok, std::optional<chat::chat_template> chat) {
   const http::server_config hc = cfg.http;
-  actor_ = sys.spawn(frontend_actor, std::move(cfg), std::move(owner), std::move(router), std::move(tok), std::move(chat));
+  io_server_ = std::make_shared<std::atomic<http::server*>>(nullptr);
+  auto holder = io_server_;
+  std::function<double()> io_cpu = [holder] {
+    http::server* s = holder->load();
+    return s ? s->io_cpu_seconds() : 0.0;
+  };
+  actor_ = sys.spawn(frontend_actor, std::move(cfg), std::move(owner), std::move(router), std::move(tok), std::move(chat),
+                     std::move(io_cpu));
   auto a = actor_;
   server_ = std::make_unique<http::server>(hc, [a](std::shared_ptr<http::exchange> ex) {
     caf::anon_send(a, exchange_msg{std::move(ex)});
   });
+  io_server_->store(server_.get());
 }
 
 frontend::~frontend() {
+  io_server_->store(nullptr);
   server_->stop();
   caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
 }

@@ -2,6 +2,8 @@
 // /health and /metrics, over the request owner. Requests are parsed, tokenized and streamed by
 // the frontend actor; sockets live on the HTTP server's I/O thread.
 #pragma once
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +43,7 @@ class frontend {
  private:
   caf::actor actor_;
   std::unique_ptr<http::server> server_;
+  std::shared_ptr<std::atomic<http::server*>> io_server_;  // for the actor's CPU accounting
 };
 
 }  // namespace troupe::actors

@@ -3,7 +3,9 @@
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
 #include <optional>
 #include <sys/resource.h>
+#include <pthread.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <atomic>
 #include <boost/asio.hpp>
@@ -330,5 +332,13 @@ void server::stop() {
 
 std::uint16_t server::port() const { return p_->acceptor.local_endpoint().port(); }
 std::size_t server::open_connections() const { return p_->st.open.load(); }
+
+double server::io_cpu_seconds() const {
+  clockid_t cid;
+  timespec ts{};
+  if (!p_->thread.joinable() || pthread_getcpuclockid(p_->thread.native_handle(), &cid) != 0 || clock_gettime(cid, &ts) != 0)
+    return 0;
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
 
 }  // namespace troupe::http

@@ -57,6 +57,8 @@ class server {
   std::uint16_t port() const;
   void stop();
   std::size_t open_connections() const;
+  // CPU time the I/O thread has used (parsing, socket writes), in seconds.
+  double io_cpu_seconds() const;
 
  private:
   struct impl;

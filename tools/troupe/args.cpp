@@ -70,7 +70,7 @@ double args::get_double(const std::string& name, double fallback) const {
   }
 }
 
-void progress_bar(const std::string& label, std::size_t done, std::size_t total) {
+void progress_bar(const std::string& label, std::size_t done, std::size_t total, const char* unit) {
   static int last_percent = -1;
   const int percent = total ? int(100.0 * double(done) / double(total)) : 100;
   if (percent == last_percent && done < total) return;  // redraw only when the number moves
@@ -80,7 +80,10 @@ void progress_bar(const std::string& label, std::size_t done, std::size_t total)
   const int filled = int(frac * width);
   std::string bar(std::size_t(filled), '#');
   bar.resize(width, '.');
-  std::fprintf(stderr, "\r%s [%s] %3d%%  %.2f/%.2f GB", label.c_str(), bar.c_str(), int(frac * 100), done / 1e9, total / 1e9);
+  if (unit)
+    std::fprintf(stderr, "\r%s [%s] %3d%%  %zu/%zu %s", label.c_str(), bar.c_str(), int(frac * 100), done, total, unit);
+  else
+    std::fprintf(stderr, "\r%s [%s] %3d%%  %.2f/%.2f GB", label.c_str(), bar.c_str(), int(frac * 100), done / 1e9, total / 1e9);
   if (done >= total) std::fprintf(stderr, "\n");
   std::fflush(stderr);
 }

@@ -25,7 +25,8 @@ class args {
   std::vector<std::string> positional_;
 };
 
-// Draws a progress bar on stderr: "label [#####.....]  45%  1.0/2.2 GB".
-void progress_bar(const std::string& label, std::size_t done, std::size_t total);
+// Draws a progress bar on stderr: "label [#####.....]  45%  1.0/2.2 GB" (bytes), or with a
+// unit, "label [#####.....]  45%  29/64 requests".
+void progress_bar(const std::string& label, std::size_t done, std::size_t total, const char* unit = nullptr);
 
 }  // namespace troupe::cli

@@ -37,6 +37,11 @@ commands:
   bench runtime  the control plane under load (sim or cpu topology started in this process)
              [--config configs/sim-32.toml] [--requests 10000] [--prompt 256] [--max-tokens 32] [--json]
              --overhead 1,64 [--config configs/local.toml]: time outside the forward per decode step
+  bench serve  load an OpenAI-compatible server and report TTFT, TPOT, ITL, E2E, throughput
+             --url http://HOST:PORT [--requests 64] [--concurrency C | --rate R [--arrival poisson|fixed]]
+             [--prompt-len 200] [--output-len 64] [--prompt-dist/--output-dist fixed|uniform|longtail]
+             [--shared-prefix SYSTEMS:USERS:TOKENS] [--trace FILE.jsonl] [--chat] [--model NAME]
+             [--goodput "ttft:MS tpot:MS e2el:MS"] [--json FILE] [--plot PREFIX] [--seed S] [--vocab N]
   info       what this build and machine offer (ISA, threads, CUDA)
 
 Without --model, generate uses models/small, synthesizing it on first run.

@@ -1,0 +1,130 @@
+// troupe bench serve: its workload plans and statistics (pure), and a real run against
+// `troupe serve` whose JSON report must account for every request and token.
+#define BOOST_TEST_MODULE bench_serve
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/common/error.h"
+#include "tests/support/http_client.h"
+#include "tests/support/models.h"
+#include "tools/troupe/bench_serve/report.h"
+#include "tools/troupe/bench_serve/workload.h"
+
+using namespace troupe;
+
+BOOST_AUTO_TEST_CASE(percentiles_interpolate_like_numpy) {
+  const std::vector<double> v = {1, 2, 3, 4, 10};
+  BOOST_TEST(bench::percentile(v, 50) == 3.0);
+  BOOST_TEST(bench::percentile(v, 90) == 7.6, boost::test_tools::tolerance(1e-12));  // numpy.percentile: 7.6
+  BOOST_TEST(bench::percentile(v, 99) == 9.76, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(bench::percentile({5}, 99) == 5.0);
+}
+
+BOOST_AUTO_TEST_CASE(summary_counts_tokens_latencies_and_goodput) {
+  std::vector<bench::request_result> rs(3);
+  for (int i = 0; i < 3; ++i) {
+    rs[std::size_t(i)].ok = true;
+    rs[std::size_t(i)].ttft = 0.1 * (i + 1);           // 100, 200, 300 ms
+    rs[std::size_t(i)].e2e = rs[std::size_t(i)].ttft + 0.9;  // 9 more tokens, 100 ms each
+    rs[std::size_t(i)].output_tokens = 10;
+    rs[std::size_t(i)].prompt_tokens = 5;
+    for (int k = 0; k < 10; ++k) rs[std::size_t(i)].chunk_times.push_back(rs[std::size_t(i)].ttft + 0.1 * k);
+  }
+  bench::request_result failed;
+  failed.error = "HTTP 503";
+  rs.push_back(failed);
+  const auto s = bench::summarize(rs, 2.0, bench::parse_slo({"ttft:250", "tpot:150"}));
+  BOOST_TEST(s.completed == 3);
+  BOOST_TEST(s.failed == 1);
+  BOOST_TEST(s.output_tokens == 30);
+  BOOST_TEST(s.input_tokens == 15);
+  BOOST_TEST(s.latency_ms.at("ttft").at("median") == 200.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(s.latency_ms.at("tpot").at("mean") == 100.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(s.latency_ms.at("itl").at("p99") == 100.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(*s.goodput == 1.0);  // two of three meet TTFT <= 250 ms, over 2 s
+  BOOST_TEST(s.output_throughput == 15.0);
+  BOOST_TEST(bench::to_json(s)["median_ttft_ms"].get<double>() == 200.0, boost::test_tools::tolerance(1e-9));
+  BOOST_CHECK_THROW(bench::parse_slo({"latency:5"}), input_error);
+}
+
+BOOST_AUTO_TEST_CASE(workloads_follow_their_options) {
+  bench::workload_options o;
+  o.requests = 400;
+  o.process = bench::arrival::poisson;
+  o.rate = 50;
+  o.prompt_len = 100;
+  o.prompt_dist = bench::length_dist::uniform;
+  o.output_dist = bench::length_dist::longtail;
+  const auto plan = bench::plan_workload(o);
+  BOOST_TEST(plan.size() == 400u);
+  double mean_out = 0;
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    BOOST_TEST((plan[i].prompt_len >= 50 && plan[i].prompt_len <= 150));
+    if (i) BOOST_TEST(plan[i].at >= plan[i - 1].at);
+    mean_out += plan[i].output_len / 400.0;
+  }
+  BOOST_TEST(plan.back().at > 4.0);  // 400 arrivals at 50/s span about 8 s
+  BOOST_TEST(plan.back().at < 12.0);
+  BOOST_TEST(mean_out > 40.0);       // long-tailed around a mean of 64
+  BOOST_TEST(mean_out < 100.0);
+  BOOST_TEST(bench::plan_workload(o)[17].prompt_ids == plan[17].prompt_ids);  // deterministic
+
+  bench::workload_options shared;
+  shared.systems = 2;
+  shared.users = 3;
+  shared.prefix_len = 32;
+  shared.requests = 6;
+  shared.prompt_len = 8;
+  const auto sp = bench::plan_workload(shared);
+  for (int i = 0; i < 6; ++i) BOOST_TEST(sp[std::size_t(i)].prompt_len == 40);
+  auto prefix = [&](int i) { return std::vector<std::int32_t>(sp[std::size_t(i)].prompt_ids.begin(), sp[std::size_t(i)].prompt_ids.begin() + 32); };
+  BOOST_TEST((prefix(0) == prefix(2)));  // users 0..2 share system prompt 0
+  BOOST_TEST((prefix(0) != prefix(3)));  // users 3..5 have system prompt 1
+}
+
+BOOST_AUTO_TEST_CASE(traces_are_replayed_and_bad_lines_named) {
+  const std::string path = std::string(TROUPE_BINARY_DIR) + "/trace-test.jsonl";
+  std::ofstream(path) << R"({"timestamp": 10.5, "prompt_len": 12, "output_len": 4, "tenant": "a"})" << "\n"
+                      << R"({"timestamp": 10.0, "prompt": "hello there", "output_len": 2})" << "\n";
+  const auto t = bench::read_trace(path, 32000, 1);
+  BOOST_TEST_REQUIRE(t.size() == 2u);
+  BOOST_TEST(t[0].at == 0.0);
+  BOOST_TEST(t[0].prompt_text == "hello there");
+  BOOST_TEST(t[1].at == 0.5);
+  BOOST_TEST(t[1].prompt_ids.size() == 12u);
+  BOOST_TEST(t[1].tenant == "a");
+  std::ofstream(path) << R"({"timestamp": 1, "output_len": 4})" << "\n";
+  try {
+    bench::read_trace(path, 32000, 1);
+    BOOST_FAIL("accepted a line without a prompt");
+  } catch (const input_error& e) {
+    BOOST_TEST(std::string(e.what()).find("trace-test.jsonl:1: prompt or prompt_len") != std::string::npos, e.what());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_run_against_troupe_serve_accounts_for_every_request_and_token) {
+  const std::string model = test::synth_model("small-llama-f32", test::preset("small"));
+  test::serve_process serve({std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml", "--model", model});
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const std::string out = std::string(TROUPE_BINARY_DIR) + "/bench-serve-test";
+  const auto r = test::run_command(std::string(TROUPE_BINARY_DIR) + "/troupe bench serve --url http://127.0.0.1:" +
+                                   std::to_string(serve.port()) + " --requests 12 --concurrency 4 --prompt-len 40 " +
+                                   "--output-len 6 --goodput 'ttft:60000' --quiet --json " + out + ".json --plot " + out + " 2>&1");
+  BOOST_TEST_REQUIRE(r.status == 0, r.output);
+  BOOST_TEST(r.output.find("Successful requests:                     12") != std::string::npos, r.output);
+  std::ifstream in(out + ".json");
+  const auto j = nlohmann::json::parse(in);
+  BOOST_TEST(j["completed"] == 12);
+  BOOST_TEST(j["failed"] == 0);
+  BOOST_TEST(j["total_input_tokens"] == 12 * 40);
+  BOOST_TEST(j["total_output_tokens"] == 12 * 6);
+  BOOST_TEST(j["max_concurrency"] == 4);
+  BOOST_TEST(j["request_goodput"].get<double>() == j["request_throughput"].get<double>());
+  BOOST_TEST(j["median_ttft_ms"].get<double>() > 0.0);
+  BOOST_TEST(j["p99_itl_ms"].get<double>() >= j["median_itl_ms"].get<double>());
+  BOOST_TEST(j["server_frontend_cpu_us_per_token"].get<double>() > 0.0);
+  BOOST_TEST(std::filesystem::file_size(out + "-latency.png") > 1000u);
+  BOOST_TEST(std::filesystem::file_size(out + "-cdf.png") > 1000u);
+}

@@ -1,0 +1,36 @@
+// The load generator's HTTP side: streams every planned request to an OpenAI-compatible
+// server at its arrival time (or as slots free up, with a concurrency limit) over one I/O
+// thread, and times each server-sent chunk.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tools/troupe/bench_serve/report.h"
+#include "tools/troupe/bench_serve/workload.h"
+
+namespace troupe::bench {
+
+struct client_options {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8000;
+  std::string prefix;        // path before /v1/... (from the URL)
+  std::string model;         // sent as "model" when set
+  bool chat = false;         // /v1/chat/completions with the prompt as one user message (text only)
+  bool ignore_eos = true;    // so every request produces its planned output length
+  int max_concurrency = 0;   // 0: no limit (requests start at their arrival times)
+  double request_timeout_s = 1800;
+};
+
+// Parses http://HOST:PORT[/PREFIX]; throws input_error otherwise.
+client_options parse_url(const std::string& url);
+
+// Runs the workload; `progress(done, total)` is called after each request ends.
+std::vector<request_result> run_requests(const client_options& o, const std::vector<planned_request>& plan,
+                                         const std::function<void(std::size_t, std::size_t)>& progress, double* duration);
+
+// GET PATH on the server: (status, body). Throws input_error if it cannot connect.
+std::pair<int, std::string> http_get(const client_options& o, const std::string& path);
+
+}  // namespace troupe::bench

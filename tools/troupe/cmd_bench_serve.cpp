@@ -1,0 +1,138 @@
+// troupe bench serve: a load generator for any OpenAI-compatible server, reporting TTFT, TPOT,
+// ITL and E2E latency, throughput and goodput like vLLM's benchmark_serving.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "runtime/common/error.h"
+#include "tools/troupe/args.h"
+#include "tools/troupe/bench_serve/client.h"
+#include "tools/troupe/bench_serve/report.h"
+#include "tools/troupe/bench_serve/workload.h"
+#include "tools/troupe/commands.h"
+
+namespace troupe::cli {
+
+namespace {
+
+std::vector<std::string> words(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  std::string w;
+  while (in >> w) out.push_back(w);
+  return out;
+}
+
+// Sums a metric's samples in Prometheus text (nullopt when the server does not export it).
+std::optional<double> scrape(const std::string& text, const std::string& name, const std::string& match = "") {
+  std::optional<double> sum;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name, 0) != 0 || line.size() <= name.size() || (line[name.size()] != '{' && line[name.size()] != ' ')) continue;
+    if (!match.empty() && line.find(match) == std::string::npos) continue;
+    sum = sum.value_or(0) + std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+}  // namespace
+
+int cmd_bench_serve(int argc, char** argv) {
+  args a(argc, argv, 3,
+         {"url", "model", "requests", "concurrency", "rate", "arrival", "prompt-len", "prompt-dist", "output-len",
+          "output-dist", "shared-prefix", "trace", "seed", "goodput", "json", "plot", "vocab", "timeout"},
+         {"chat", "no-ignore-eos", "quiet"});
+  auto url = a.get("url");
+  if (!url) throw input_error("usage: troupe bench serve --url http://HOST:PORT [options]; see troupe --help");
+  bench::client_options co = bench::parse_url(*url);
+  co.chat = a.has("chat");
+  co.ignore_eos = !a.has("no-ignore-eos");
+  co.max_concurrency = int(a.get_int("concurrency", 0));
+  co.request_timeout_s = a.get_double("timeout", 1800);
+  co.model = a.get("model", "");
+  if (co.model.empty()) {  // the server's first model
+    auto [status, body] = bench::http_get(co, "/v1/models");
+    if (status == 200) {
+      auto j = nlohmann::json::parse(body, nullptr, false);
+      if (!j.is_discarded() && j.contains("data") && !j["data"].empty()) co.model = j["data"][0].value("id", "");
+    }
+  }
+
+  std::vector<bench::planned_request> plan;
+  const std::uint64_t seed = std::uint64_t(a.get_int("seed", 0));
+  const int vocab = int(a.get_int("vocab", 32000));
+  if (auto trace = a.get("trace")) {
+    plan = bench::read_trace(*trace, vocab, seed);
+  } else {
+    bench::workload_options w;
+    w.requests = int(a.get_int("requests", 64));
+    w.rate = a.get_double("rate", 0);
+    w.process = a.has("arrival") ? bench::parse_arrival(*a.get("arrival"))
+                                 : w.rate > 0 ? bench::arrival::poisson : bench::arrival::burst;
+    if (w.process != bench::arrival::burst && w.rate <= 0) throw input_error("--arrival poisson|fixed needs --rate R");
+    w.prompt_len = int(a.get_int("prompt-len", 200));
+    w.output_len = int(a.get_int("output-len", 64));
+    w.prompt_dist = bench::parse_length_dist(a.get("prompt-dist", "fixed"));
+    w.output_dist = bench::parse_length_dist(a.get("output-dist", "fixed"));
+    if (auto sp = a.get("shared-prefix")) {  // SYSTEMS:USERS:PREFIX_TOKENS
+      if (std::sscanf(sp->c_str(), "%d:%d:%d", &w.systems, &w.users, &w.prefix_len) != 3 || w.systems < 1 || w.users < 1 ||
+          w.prefix_len < 1)
+        throw input_error("--shared-prefix: expected SYSTEMS:USERS:PREFIX_TOKENS, e.g. 4:16:512, got '" + *sp + "'");
+      if (!a.has("requests")) w.requests = w.systems * w.users;
+    }
+    w.vocab = vocab;
+    w.seed = seed;
+    if (w.requests < 1 || w.prompt_len < 1 || w.output_len < 1) throw input_error("--requests, --prompt-len and --output-len must be positive");
+    plan = bench::plan_workload(w);
+  }
+  const bench::slo goal = bench::parse_slo(words(a.get("goodput", "")));
+  const bool quiet = a.has("quiet");
+
+  std::optional<std::string> before;
+  try {
+    auto [status, body] = bench::http_get(co, "/metrics");
+    if (status == 200) before = body;
+  } catch (const input_error&) {
+  }
+  if (!quiet)
+    std::fprintf(stderr, "bench serve: %zu requests to %s (model \"%s\"), concurrency %s\n", plan.size(), url->c_str(),
+                 co.model.c_str(), co.max_concurrency > 0 ? std::to_string(co.max_concurrency).c_str() : "unlimited");
+  double duration = 0;
+  const auto results = bench::run_requests(
+      co, plan, [&](std::size_t d, std::size_t t) { if (!quiet) progress_bar("bench serve", d, t, "requests"); }, &duration);
+  if (!quiet) std::fprintf(stderr, "\n");
+  const bench::summary s = bench::summarize(results, duration, goal);
+  nlohmann::json j = bench::to_json(s);
+  j["max_concurrency"] = co.max_concurrency > 0 ? nlohmann::json(co.max_concurrency) : nlohmann::json(nullptr);
+  j["model_id"] = co.model;
+  std::string text = bench::to_text(s);
+
+  // The server's own CPU per streamed token, where it exports it (troupe does).
+  if (before) {
+    auto [status, after] = bench::http_get(co, "/metrics");
+    const auto f0 = scrape(*before, "troupe:frontend_cpu_seconds_total"), f1 = scrape(after, "troupe:frontend_cpu_seconds_total");
+    const auto p0 = scrape(*before, "process_cpu_seconds_total"), p1 = scrape(after, "process_cpu_seconds_total");
+    if (status == 200 && f0 && f1 && s.output_tokens > 0) {
+      j["server_frontend_cpu_us_per_token"] = (*f1 - *f0) * 1e6 / double(s.output_tokens);
+      char b[160];
+      std::snprintf(b, sizeof b, "%-40s %.2f\n", "Server frontend CPU per token (us):", (*f1 - *f0) * 1e6 / double(s.output_tokens));
+      text += b;
+      if (p0 && p1) {
+        j["server_process_cpu_us_per_token"] = (*p1 - *p0) * 1e6 / double(s.output_tokens);
+        std::snprintf(b, sizeof b, "%-40s %.2f\n", "Server process CPU per token (us):", (*p1 - *p0) * 1e6 / double(s.output_tokens));
+        text += b;
+      }
+    }
+  }
+  std::fputs(text.c_str(), stdout);
+  if (auto out = a.get("json")) {
+    std::ofstream(*out) << j.dump(2) << "\n";
+    std::printf("wrote %s\n", out->c_str());
+  }
+  if (auto prefix = a.get("plot"))
+    for (const auto& f : bench::plot(results, *prefix)) std::printf("wrote %s\n", f.c_str());
+  return s.failed == 0 ? 0 : 1;
+}
+
+}  // namespace troupe::cli
