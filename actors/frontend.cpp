@@ -220,9 +220,10 @@ void on_update(frontend_ptr self, token_update& u) {
   }
   if (r.gone) return;
   if (r.stream) {
-    // One chunk per step for this request; a step whose token completed no text yet (a
-    // partial character, or text held back against a stop string) sends none.
-    if (!u.text.empty() || r.logprobs) sse(r.ex, r.w->chunk(u.text, r.logprobs ? logprobs_of(u) : std::vector<api::token_logprob>{}, std::nullopt));
+    // One chunk per step for this request, also when its token completed no text yet (a
+    // partial character, text held back against a stop string, or a model without a
+    // tokenizer): clients see every token's timing.
+    if (!u.tokens.empty()) sse(r.ex, r.w->chunk(u.text, r.logprobs ? logprobs_of(u) : std::vector<api::token_logprob>{}, std::nullopt));
   } else {
     r.text += u.text;
     if (r.logprobs) for (auto& lp : logprobs_of(u)) r.lps.push_back(std::move(lp));

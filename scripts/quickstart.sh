@@ -12,8 +12,8 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
 
 if [ "$mode" = run ]; then
-  # The main job on the embedded default topology: its model (synthesized on first run)
-  # generating for a few prompts as one continuous batch.
-  exec ./build/troupe generate --config configs/local.toml --prompts-file tools/demo-prompts.txt --max-tokens 48
+  # The main job: serve the embedded default topology (its model is synthesized on first run)
+  # through the OpenAI API on 127.0.0.1:8000 until Ctrl-C; it prints how to send a request.
+  exec ./build/troupe serve configs/local.toml
 fi
 exec ctest --test-dir build --output-on-failure -j2 --timeout 1500

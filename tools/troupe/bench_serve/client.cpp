@@ -153,12 +153,13 @@ class exchange : public std::enable_shared_from_this<exchange> {
       res.prompt_tokens = j["usage"].value("prompt_tokens", res.prompt_tokens);
     }
     if (!j.contains("choices") || j["choices"].empty()) return;
+    // A chunk with a token: completions carry "text", chat a delta with "content" (the
+    // opening chunk with only the role carries none). Its text may be empty (a partial
+    // character, or a server without a tokenizer).
     const auto& c = j["choices"][0];
-    std::string text;
-    if (c.contains("text") && c["text"].is_string()) text = c["text"].get<std::string>();
-    if (c.contains("delta") && c["delta"].contains("content") && c["delta"]["content"].is_string())
-      text = c["delta"]["content"].get<std::string>();
-    if (text.empty()) return;
+    const bool is_token = (c.contains("text") && c["text"].is_string()) ||
+                          (c.contains("delta") && c["delta"].contains("content") && !c["delta"].contains("role"));
+    if (!is_token) return;
     const double t = st_->now() - res.start;
     if (res.chunk_times.empty()) res.ttft = t;
     res.chunk_times.push_back(t);
