@@ -130,3 +130,22 @@ BOOST_AUTO_TEST_CASE(pipeline_parallel_and_group_timeouts) {
   const std::string e = error_of(minimal + "pipeline_parallel = 0\n");
   BOOST_TEST(e.find("t.toml:10: pools.pipeline_parallel:") == 0, e);
 }
+
+BOOST_AUTO_TEST_CASE(frontend_table) {
+  topology_config t = parse_topology(minimal + "[frontend]\naddress = \"0.0.0.0:9001\"\nmax_requests = 7\nretry_after = \"3s\"\n"
+                                                 "max_body = \"1MiB\"\nmetric_prefix = \"troupe_\"\nmodel_name = \"m\"\n", "t.toml");
+  BOOST_TEST(t.frontend.host == "0.0.0.0");
+  BOOST_TEST(t.frontend.port == 9001);
+  BOOST_TEST(t.frontend.max_requests == 7);
+  BOOST_TEST(t.frontend.retry_after_s == 3);
+  BOOST_TEST(t.frontend.max_body == std::size_t(1) << 20);
+  BOOST_TEST(t.frontend.metric_prefix == "troupe_");
+  BOOST_TEST(t.frontend.model_name == "m");
+  BOOST_TEST(parse_topology(minimal, "t.toml").frontend.port == 8000);
+  std::string e = error_of(minimal + "[frontend]\naddress = \"nowhere\"\n");
+  BOOST_TEST(e.find("t.toml:11: frontend.address: expected \"host:port\"") == 0, e);
+  e = error_of(minimal + "[frontend]\nmetric_prefix = \"a-b\"\n");
+  BOOST_TEST(e.find("frontend.metric_prefix") != std::string::npos, e);
+  e = error_of(minimal + "[frontend]\nport = 1\n");
+  BOOST_TEST(e.find("frontend.port: unknown key") != std::string::npos, e);
+}
