@@ -84,37 +84,34 @@ double histogram::sum(const labels& l) const {
   return it == values_.end() ? 0 : it->second.sum;
 }
 
-counter& registry::add_counter(const std::string& name, const std::string& help) {
+registry::family& registry::add(const std::string& name, const std::string& help, const char* type) {
   auto f = std::make_unique<family>();
   f->name = name;
   f->help = help;
-  f->type = "counter";
-  f->c = std::make_unique<counter>();
-  f->c->mu_ = &mu_;
+  f->type = type;
   families_.push_back(std::move(f));
-  return *families_.back()->c;
+  return *families_.back();
+}
+
+counter& registry::add_counter(const std::string& name, const std::string& help) {
+  family& f = add(name, help, "counter");
+  f.c = std::make_unique<counter>();
+  f.c->mu_ = &mu_;
+  return *f.c;
 }
 gauge& registry::add_gauge(const std::string& name, const std::string& help) {
-  auto f = std::make_unique<family>();
-  f->name = name;
-  f->help = help;
-  f->type = "gauge";
-  f->g = std::make_unique<gauge>();
-  f->g->mu_ = &mu_;
-  families_.push_back(std::move(f));
-  return *families_.back()->g;
+  family& f = add(name, help, "gauge");
+  f.g = std::make_unique<gauge>();
+  f.g->mu_ = &mu_;
+  return *f.g;
 }
 histogram& registry::add_histogram(const std::string& name, const std::string& help, std::vector<double> bounds) {
-  auto f = std::make_unique<family>();
-  f->name = name;
-  f->help = help;
-  f->type = "histogram";
-  f->h = std::make_unique<histogram>();
-  f->h->mu_ = &mu_;
+  family& f = add(name, help, "histogram");
+  f.h = std::make_unique<histogram>();
+  f.h->mu_ = &mu_;
   std::sort(bounds.begin(), bounds.end());
-  f->h->bounds_ = std::move(bounds);
-  families_.push_back(std::move(f));
-  return *families_.back()->h;
+  f.h->bounds_ = std::move(bounds);
+  return *f.h;
 }
 
 std::string registry::render() const {

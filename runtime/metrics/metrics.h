@@ -71,6 +71,7 @@ class registry {
     std::unique_ptr<gauge> g;
     std::unique_ptr<histogram> h;
   };
+  family& add(const std::string& name, const std::string& help, const char* type);
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<family>> families_;
 };

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "runtime/common/error.h"
+#include "runtime/common/splitmix.h"
 
 namespace troupe::sampling {
 
@@ -28,12 +29,7 @@ void sampling_params::validate() const {
 
 namespace {
 
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+std::uint64_t mix(std::uint64_t x) { return splitmix64(x); }
 
 struct candidate {
   double prob;

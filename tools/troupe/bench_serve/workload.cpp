@@ -6,17 +6,13 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/error.h"
+#include "runtime/common/splitmix.h"
 
 namespace troupe::bench {
 
 namespace {
 
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+std::uint64_t mix(std::uint64_t x) { return splitmix64(x); }
 
 // A uniform draw in (0, 1) for (seed, stream, index).
 double uniform(std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {

@@ -1,0 +1,104 @@
+// Parsing OpenAI request bodies: defaults, every field's checks with the field named, and the
+// response shapes.
+#define BOOST_TEST_MODULE openai
+#include <boost/test/unit_test.hpp>
+
+#include "runtime/api/openai.h"
+
+using namespace troupe;
+using api::endpoint;
+using json = nlohmann::json;
+
+namespace {
+
+std::string param_of(const json& body, endpoint e = endpoint::completions) {
+  try {
+    api::parse_request(body.dump(), e);
+  } catch (const api::api_error& err) {
+    BOOST_TEST(err.status() == 400);
+    return err.param();
+  }
+  return "accepted";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(completions_fields_and_defaults) {
+  auto r = api::parse_request(R"({"prompt": "hi", "max_tokens": 5, "temperature": 0, "top_k": -1, "stop": "x",
+                                  "seed": 9, "stream": true, "stream_options": {"include_usage": true},
+                                  "user": "acme", "priority": -2, "logprobs": 3})", endpoint::completions);
+  BOOST_TEST(*r.prompt_text == "hi");
+  BOOST_TEST(r.params.max_tokens == 5);
+  BOOST_TEST(r.max_tokens_given);
+  BOOST_TEST(r.params.greedy());
+  BOOST_TEST(r.params.top_k == 0);
+  BOOST_TEST(r.params.stop == std::vector<std::string>{"x"});
+  BOOST_TEST(*r.params.seed == 9u);
+  BOOST_TEST(r.stream);
+  BOOST_TEST(r.include_usage);
+  BOOST_TEST(r.user == "acme");
+  BOOST_TEST(r.priority == -2);
+  BOOST_TEST(r.params.logprobs == 3);
+  r = api::parse_request(R"({"prompt": [[1, 2, 3]]})", endpoint::completions);  // a batch of one
+  BOOST_TEST((r.prompt_ids == std::vector<std::int32_t>{1, 2, 3}));
+  BOOST_TEST(!r.max_tokens_given);
+  BOOST_TEST(r.params.logprobs == -1);
+}
+
+BOOST_AUTO_TEST_CASE(chat_fields) {
+  auto r = api::parse_request(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"},
+                                  {"type": "text", "text": "b"}]}], "logprobs": true, "top_logprobs": 2,
+                                  "max_completion_tokens": 7, "chat_template_kwargs": {"enable_thinking": false}})",
+                              endpoint::chat);
+  BOOST_TEST(r.messages[0]["content"] == "ab");
+  BOOST_TEST(r.params.logprobs == 2);
+  BOOST_TEST(r.params.max_tokens == 7);
+  BOOST_TEST(r.template_kwargs["enable_thinking"] == false);
+}
+
+BOOST_AUTO_TEST_CASE(each_bad_field_is_named) {
+  BOOST_TEST(param_of({{"prompt", 3}}) == "prompt");
+  BOOST_TEST(param_of({{"prompt", ""}}) == "prompt");
+  BOOST_TEST(param_of({{"prompt", {"a", "b"}}}) == "prompt");
+  BOOST_TEST(param_of(json::object()) == "prompt");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"max_tokens", 0}}) == "max_tokens");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"temperature", -1}}) == "temperature");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"top_p", 0}}) == "top_p");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"min_p", 2}}) == "min_p");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"presence_penalty", 3}}) == "presence_penalty");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"frequency_penalty", "no"}}) == "frequency_penalty");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"repetition_penalty", 0}}) == "repetition_penalty");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"seed", 1.5}}) == "seed");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"stop", {1}}}) == "stop");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"n", 2}}) == "n");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"logprobs", 50}}) == "logprobs");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"stream_options", {{"include_usage", true}}}}) == "stream_options");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"stream", "yes"}}) == "stream");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"echo", true}}) == "echo");
+  BOOST_TEST(param_of({{"messages", json::array()}}, endpoint::chat) == "messages");
+  BOOST_TEST(param_of({{"messages", {{{"content", "x"}}}}}, endpoint::chat) == "messages[0].role");
+  BOOST_TEST(param_of({{"messages", {{{"role", "user"}, {"content", 5}}}}}, endpoint::chat) == "messages[0].content");
+  BOOST_TEST(param_of({{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"top_logprobs", 2}}, endpoint::chat) == "top_logprobs");
+  try {
+    api::parse_request("[1]", endpoint::completions);
+    BOOST_FAIL("accepted");
+  } catch (const api::api_error& e) {
+    BOOST_TEST(std::string(e.what()) == "the body must be a JSON object, got an array");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(response_shapes) {
+  api::response_writer w(endpoint::chat, "chatcmpl-1", "m", 42, nullptr, false);
+  const json full = w.full("hello", {}, "stop", {3, 1});
+  BOOST_TEST(full["object"] == "chat.completion");
+  BOOST_TEST(full["choices"][0]["message"]["content"] == "hello");
+  BOOST_TEST(full["usage"]["total_tokens"] == 4);
+  BOOST_TEST(w.role_chunk()["choices"][0]["delta"]["role"] == "assistant");
+  const json last = w.chunk("", {}, std::string("length"));
+  BOOST_TEST(last["choices"][0]["delta"].empty());
+  BOOST_TEST(last["choices"][0]["finish_reason"] == "length");
+  const api::api_error e(429, "slow down");
+  BOOST_TEST(e.body()["error"]["type"] == "rate_limit_error");
+  BOOST_TEST(e.body()["error"]["param"].is_null());
+  BOOST_TEST(!api::openai_finish_reason("abort").has_value());
+}

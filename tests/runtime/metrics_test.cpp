@@ -1,0 +1,39 @@
+// Prometheus text rendering: HELP/TYPE lines, _total counters, cumulative histogram buckets
+// with +Inf, _sum and _count, and escaped label values.
+#define BOOST_TEST_MODULE metrics
+#include <boost/test/unit_test.hpp>
+
+#include "runtime/metrics/metrics.h"
+
+using namespace troupe::metrics;
+
+BOOST_AUTO_TEST_CASE(renders_the_text_exposition_format) {
+  registry r;
+  auto& c = r.add_counter("t_requests", "Requests.");
+  auto& g = r.add_gauge("t_running", "Running.");
+  auto& h = r.add_histogram("t_latency_seconds", "Latency.", {1.0, 0.1});
+  c.inc({{"tenant", "a\"b\\c\nd"}}, 2);
+  c.inc({{"tenant", "a\"b\\c\nd"}});
+  g.set({}, 4);
+  h.observe({{"m", "x"}}, 0.05);
+  h.observe({{"m", "x"}}, 0.1);   // le is inclusive
+  h.observe({{"m", "x"}}, 0.5);
+  h.observe({{"m", "x"}}, 7.25);
+  BOOST_TEST(c.value({{"tenant", "a\"b\\c\nd"}}) == 3.0);
+  BOOST_TEST(h.count({{"m", "x"}}) == 4u);
+  const std::string expected =
+      "# HELP t_requests_total Requests.\n"
+      "# TYPE t_requests_total counter\n"
+      "t_requests_total{tenant=\"a\\\"b\\\\c\\nd\"} 3\n"
+      "# HELP t_running Running.\n"
+      "# TYPE t_running gauge\n"
+      "t_running 4\n"
+      "# HELP t_latency_seconds Latency.\n"
+      "# TYPE t_latency_seconds histogram\n"
+      "t_latency_seconds_bucket{m=\"x\",le=\"0.1\"} 2\n"
+      "t_latency_seconds_bucket{m=\"x\",le=\"1\"} 3\n"
+      "t_latency_seconds_bucket{m=\"x\",le=\"+Inf\"} 4\n"
+      "t_latency_seconds_sum{m=\"x\"} 7.9\n"
+      "t_latency_seconds_count{m=\"x\"} 4\n";
+  BOOST_TEST(r.render() == expected);
+}
