@@ -51,6 +51,7 @@ struct frontend_metrics {
         waiting(reg.add_gauge(p + "num_requests_waiting", "Requests waiting on the replicas.")),
         kv_usage(reg.add_gauge(p + "kv_cache_usage_perc", "Fraction of KV cache blocks in use, over all replicas (0 to 1).")),
         replicas(reg.add_gauge(p + "num_replicas_live", "Replicas the router can place on.")),
+        connections(reg.add_gauge(p + "http_connections_open", "Open HTTP connections, the scraping one included.")),
         prompt_tokens(reg.add_counter(p + "prompt_tokens", "Prompt tokens of requests that produced output.")),
         generation_tokens(reg.add_counter(p + "generation_tokens", "Output tokens streamed.")),
         preemptions(reg.add_counter(p + "num_preemptions", "Sequences preempted (and later recomputed) on the replicas.")),
@@ -62,7 +63,7 @@ struct frontend_metrics {
 
   metrics::registry reg;
   metrics::histogram &ttft, &itl, &tpot, &e2e, &queue, &prefill, &decode, &prompt_len, &gen_len;
-  metrics::gauge &running, &waiting, &kv_usage, &replicas;
+  metrics::gauge &running, &waiting, &kv_usage, &replicas, &connections;
   metrics::counter &prompt_tokens, &generation_tokens, &preemptions, &migrations, &success, &rejected, &frontend_cpu, &process_cpu;
 };
 
@@ -84,6 +85,11 @@ struct cpu_account {
   ~cpu_account() { total_ += thread_cpu_now() - t0_; }
   double& total_;
   double t0_;
+};
+
+struct io_stats {
+  double cpu_seconds = 0;
+  std::size_t open_connections = 0;
 };
 
 struct live_request {
@@ -109,7 +115,7 @@ struct frontend_state {
   std::map<caf::actor_addr, std::uint64_t> preemptions_seen;  // per replica, for counter deltas
   std::uint64_t next_id = 0;
   std::string id_salt;
-  std::function<double()> io_cpu;  // the HTTP I/O thread's CPU seconds
+  std::function<io_stats()> io;  // the HTTP server's CPU and connections
   double actor_cpu = 0, io_cpu_seen = 0, actor_cpu_seen = 0, process_cpu_seen = 0;
   static inline const char* name = "troupe.frontend";
 };
@@ -339,7 +345,9 @@ void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex
               st.m->waiting.set(l, g->total.waiting_seqs);
               st.m->kv_usage.set(l, g->total.total_blocks ? double(g->total.used_blocks) / g->total.total_blocks : 0.0);
               st.m->replicas.set(l, double(reps.size()));
-              const double io = st.io_cpu ? st.io_cpu() : 0, proc = process_cpu_now();
+              const io_stats ios = st.io ? st.io() : io_stats{};
+              const double io = ios.cpu_seconds, proc = process_cpu_now();
+              st.m->connections.set(l, double(ios.open_connections));
               st.m->frontend_cpu.inc({{"part", "http_io"}}, std::max(0.0, io - st.io_cpu_seen));
               st.m->frontend_cpu.inc({{"part", "actor"}}, std::max(0.0, st.actor_cpu - st.actor_cpu_seen));
               st.m->process_cpu.inc({}, std::max(0.0, proc - st.process_cpu_seen));
@@ -406,9 +414,9 @@ void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
 
 caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend_config cfg, owner_actor owner,
                              router_actor router, std::shared_ptr<const tokenizer::tokenizer> tok,
-                             std::optional<chat::chat_template> chat, std::function<double()> io_cpu) {
+                             std::optional<chat::chat_template> chat, std::function<io_stats()> io) {
   auto& st = self->state;
-  st.io_cpu = std::move(io_cpu);
+  st.io = std::move(io);
   st.m = std::make_shared<frontend_metrics>(cfg.metric_prefix);
   st.cfg = std::move(cfg);
   st.owner = std::move(owner);
@@ -445,12 +453,12 @@ frontend::frontend(caf::actor_system& sys, owner_actor owner, router_actor route
   const http::server_config hc = cfg.http;
   io_server_ = std::make_shared<std::atomic<http::server*>>(nullptr);
   auto holder = io_server_;
-  std::function<double()> io_cpu = [holder] {
+  std::function<io_stats()> io = [holder] {
     http::server* s = holder->load();
-    return s ? s->io_cpu_seconds() : 0.0;
+    return s ? io_stats{s->io_cpu_seconds(), s->open_connections()} : io_stats{};
   };
   actor_ = sys.spawn(frontend_actor, std::move(cfg), std::move(owner), std::move(router), std::move(tok), std::move(chat),
-                     std::move(io_cpu));
+                     std::move(io));
   auto a = actor_;
   server_ = std::make_unique<http::server>(hc, [a](std::shared_ptr<http::exchange> ex) {
     caf::anon_send(a, exchange_msg{std::move(ex)});

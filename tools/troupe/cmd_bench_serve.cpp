@@ -42,7 +42,7 @@ int cmd_bench_serve(int argc, char** argv) {
   args a(argc, argv, 3,
          {"url", "model", "requests", "concurrency", "rate", "arrival", "prompt-len", "prompt-dist", "output-len",
           "output-dist", "shared-prefix", "trace", "seed", "goodput", "json", "plot", "vocab", "timeout"},
-         {"chat", "no-ignore-eos", "quiet"});
+         {"chat", "no-ignore-eos", "quiet", "detailed"});
   auto url = a.get("url");
   if (!url) throw input_error("usage: troupe bench serve --url http://HOST:PORT [options]; see troupe --help");
   bench::client_options co = bench::parse_url(*url);
@@ -106,6 +106,20 @@ int cmd_bench_serve(int argc, char** argv) {
   nlohmann::json j = bench::to_json(s);
   j["max_concurrency"] = co.max_concurrency > 0 ? nlohmann::json(co.max_concurrency) : nlohmann::json(nullptr);
   j["model_id"] = co.model;
+  if (a.has("detailed")) {  // per request, in plan order (vLLM's --save-detailed): seconds
+    nlohmann::json starts = nlohmann::json::array(), ttfts = nlohmann::json::array(), e2els = nlohmann::json::array(),
+                   outs = nlohmann::json::array();
+    for (const auto& r : results) {
+      starts.push_back(r.start);
+      ttfts.push_back(r.ok ? nlohmann::json(r.ttft) : nlohmann::json(nullptr));
+      e2els.push_back(r.ok ? nlohmann::json(r.e2e) : nlohmann::json(nullptr));
+      outs.push_back(r.output_tokens);
+    }
+    j["starts"] = starts;
+    j["ttfts"] = ttfts;
+    j["e2els"] = e2els;
+    j["output_lens"] = outs;
+  }
   std::string text = bench::to_text(s);
 
   // The server's own CPU per streamed token, where it exports it (troupe does).

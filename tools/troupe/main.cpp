@@ -41,7 +41,7 @@ commands:
              --url http://HOST:PORT [--requests 64] [--concurrency C | --rate R [--arrival poisson|fixed]]
              [--prompt-len 200] [--output-len 64] [--prompt-dist/--output-dist fixed|uniform|longtail]
              [--shared-prefix SYSTEMS:USERS:TOKENS] [--trace FILE.jsonl] [--chat] [--model NAME]
-             [--goodput "ttft:MS tpot:MS e2el:MS"] [--json FILE] [--plot PREFIX] [--seed S] [--vocab N]
+             [--goodput "ttft:MS tpot:MS e2el:MS"] [--json FILE [--detailed]] [--plot PREFIX] [--seed S] [--vocab N]
   info       what this build and machine offer (ISA, threads, CUDA)
 
 Without --model, generate uses models/small, synthesizing it on first run.
