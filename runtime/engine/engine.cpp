@@ -18,6 +18,7 @@ const char* finish_reason_name(finish_reason r) {
     case finish_reason::stop: return "stop";
     case finish_reason::length: return "length";
     case finish_reason::abort: return "abort";
+    case finish_reason::handoff: return "handoff";
   }
   return "?";
 }
@@ -36,6 +37,8 @@ struct engine::sequence {
   tokenizer::incremental_detokenizer detok;
   std::string text;         // output text so far (stop strings cut it)
   std::size_t emitted = 0;  // bytes of text already returned
+  bool prefill_only = false;
+  std::shared_ptr<const std::vector<float>> import;  // KV to write in the first step
   using clock = std::chrono::steady_clock;
   clock::time_point arrived = clock::now();
   std::optional<clock::time_point> first_scheduled, first_token;
@@ -113,6 +116,17 @@ void engine::add_request(request r) {
   s->tokens.insert(s->tokens.end(), r.generated.begin(), r.generated.end());
   s->prompt_len = len;
   s->detok = tokenizer::incremental_detokenizer(r.generated.size());
+  s->prefill_only = r.prefill_only;
+  if (r.kv) {
+    const int positions = int(s->tokens.size()) - 1;
+    if (r.generated.empty()) throw input_error("request '" + r.id + "': imported KV needs the token generated with it");
+    const std::size_t want = std::size_t(mc.num_hidden_layers) * positions * 2 * mc.kv_dim();
+    if (!sim_ && r.kv->size() != want)
+      throw input_error("request '" + r.id + "': imported KV has " + std::to_string(r.kv->size()) + " values; " +
+                        std::to_string(positions) + " positions of this model need " + std::to_string(want));
+    s->num_computed = positions;
+    s->import = std::move(r.kv);
+  }
   s->params = std::move(r.params);
   // A request without a seed gets one now, so recompute and migration repeat its draws.
   s->seed = s->params.seed ? *s->params.seed : std::random_device{}() * 0x100000001ull ^ std::random_device{}();
@@ -128,6 +142,13 @@ std::size_t engine::waiting_prompt_tokens() const {
     n += s.tokens.size() - std::size_t(s.num_computed);
   }
   return n;
+}
+
+void engine::release_held(const std::string& id) {
+  auto it = held_.find(id);
+  if (it == held_.end()) return;
+  pool_.release(it->second);
+  held_.erase(it);
 }
 
 bool engine::abort(const std::string& id) {
@@ -147,7 +168,13 @@ bool engine::abort(const std::string& id) {
 }
 
 void engine::finish(sequence& s, finish_reason why, request_output& o) {
-  pool_.release(s.blocks);
+  if (why == finish_reason::handoff) {  // held until the workers exported the KV
+    o.held_blocks.assign(s.blocks.begin(), s.blocks.end());
+    o.kv_positions = s.num_computed;
+    held_[s.name] = std::move(s.blocks);
+  } else {
+    pool_.release(s.blocks);
+  }
   s.blocks.clear();
   o.finished = true;
   o.reason = why;
@@ -240,6 +267,7 @@ const forward_plan& engine::begin_step() {
     pool_.release(s.blocks);
     s.blocks.clear();
     s.num_computed = 0;
+    s.import.reset();
     remove_id(running_, id);
     waiting_.push_back(id);
     ++stats_.preemptions;
@@ -260,6 +288,10 @@ const forward_plan& engine::begin_step() {
     const auto& sc = plan.scheduled[i];
     const sequence& s = *seqs_.at(sc.id);
     p.ids.push_back(sc.id);
+    if (sequence& sq = *seqs_.at(sc.id); sq.import) {  // its first step: the imported KV goes in first
+      if (!sim_) fp.imports.push_back({std::int32_t(i), sq.num_computed, *sq.import});
+      sq.import.reset();
+    }
     if (!seqs_.at(sc.id)->first_scheduled) seqs_.at(sc.id)->first_scheduled = sequence::clock::now();
     p.new_tokens.push_back(sc.num_new_tokens);
     fp.tables.emplace_back(s.blocks.begin(), s.blocks.end());
@@ -324,7 +356,8 @@ std::vector<request_output> engine::finish_step(std::span<const float> logits, d
     if (!s.first_token) s.first_token = sequence::clock::now();
     o.num_prompt_tokens = s.prompt_len;
     o.num_output_tokens = s.num_output();
-    const finish_reason why = check_stop(s, o.text_delta);
+    finish_reason why = check_stop(s, o.text_delta);
+    if (why == finish_reason::none && s.prefill_only) why = finish_reason::handoff;
     if (why != finish_reason::none) finish(s, why, o);
     out.push_back(std::move(o));
   }
@@ -347,6 +380,7 @@ void engine::lose_kv() {
     pool_.release(s.blocks);
     s.blocks.clear();
     s.num_computed = 0;
+    s.import.reset();
     back.push_back(id);
   }
   running_.clear();
@@ -374,6 +408,7 @@ std::vector<request_output> engine::step() {
   const std::size_t vocab = std::size_t(mc_.vocab_size);
   logits_.resize(plan.logit_rows.size() * vocab);
   const auto f0 = std::chrono::steady_clock::now();
+  for (const auto& imp : plan.imports) cache_->import_kv(plan.tables[std::size_t(imp.seq)].data(), imp.positions, imp.data.data());
   model_->forward(view(plan), *cache_, logits_.data(), workspace_);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
   return finish_step(logits_, secs);

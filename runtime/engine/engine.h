@@ -77,6 +77,9 @@ class engine {
   std::vector<request_output> finish_step(std::span<const float> logits, double forward_seconds);
   bool step_in_flight() const { return pending_.has_value(); }
 
+  // Frees the blocks a handed-off request still holds (after its KV was exported).
+  void release_held(const std::string& id);
+
   // The workers lost their KV (a rank died, the group restarted): the step in flight, if any,
   // is dropped, and every running sequence goes back to waiting with its tokens kept, to be
   // recomputed, exactly as after a preemption. Outputs are unchanged by it.
@@ -124,6 +127,7 @@ class engine {
   std::vector<request_output> aborted_;
   std::optional<pending> pending_;
   std::vector<std::string> deferred_aborts_;
+  std::map<std::string, std::vector<kv::block_id>> held_;  // handed-off requests' blocks
   std::uint64_t next_id_ = 1;
   engine_stats stats_;
   std::vector<float> logits_;

@@ -1,6 +1,7 @@
 // What goes into the engine (a request) and what comes out of it each step (its new tokens).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,9 +17,16 @@ struct request {
   std::vector<std::int32_t> generated;
   sampling::sampling_params params;
   int priority = 0;                   // lower runs first under priority order
+  // Disaggregated prefill: the request ends after its first new token with reason handoff,
+  // its blocks held (release_held) until the workers exported its KV for a decode replica.
+  bool prefill_only = false;
+  // The KV a prefill replica exported: every token of prompt + generated except the last
+  // generated one, laid out as kv::kv_cache::export_kv writes it. The engine imports it in
+  // the request's first step instead of recomputing it. Needs at least one generated token.
+  std::shared_ptr<const std::vector<float>> kv;
 };
 
-enum class finish_reason { none, stop, length, abort };
+enum class finish_reason { none, stop, length, abort, handoff };
 
 const char* finish_reason_name(finish_reason r);
 
@@ -36,6 +44,9 @@ struct request_output {
   // Set on the final output: seconds from arrival to first scheduled (queue), from then to the
   // first token (prefill), and from the first token to the end (decode), on this replica.
   double queue_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
+  // reason handoff: the blocks still held and how many positions of KV they hold.
+  std::vector<std::int32_t> held_blocks;
+  int kv_positions = 0;
 };
 
 }  // namespace troupe::engine

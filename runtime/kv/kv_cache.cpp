@@ -37,6 +37,30 @@ void kv_cache::write(int layer, std::int32_t block, int slot, const float* k_row
   }
 }
 
+void kv_cache::read(int layer, std::int32_t block, int slot, float* k_row, float* v_row) const {
+  const std::size_t row = std::size_t(n_kv_) * hd_;
+  const std::size_t first = (std::size_t(block) * cfg_.block_size + slot) * row;
+  const std::uint8_t* k = k_[layer].get();
+  const std::uint8_t* v = v_[layer].get();
+  for (std::size_t i = 0; i < row; ++i) {
+    k_row[i] = kernels::load_as_f32(k, cfg_.type, first + i);
+    v_row[i] = kernels::load_as_f32(v, cfg_.type, first + i);
+  }
+}
+
+void kv_cache::export_kv(const std::int32_t* table, int positions, float* out) const {
+  const std::size_t row = std::size_t(n_kv_) * hd_;
+  for (int l = 0; l < layers_; ++l)
+    for (int p = 0; p < positions; ++p, out += 2 * row)
+      read(l, table[p / cfg_.block_size], p % cfg_.block_size, out, out + row);
+}
+
+void kv_cache::import_kv(const std::int32_t* table, int positions, const float* in) {
+  const std::size_t row = std::size_t(n_kv_) * hd_;
+  for (int l = 0; l < layers_; ++l)
+    for (int p = 0; p < positions; ++p, in += 2 * row) write(l, table[p / cfg_.block_size], p % cfg_.block_size, in, in + row);
+}
+
 std::size_t kv_cache::bytes_per_token() const {
   return 2 * std::size_t(layers_) * n_kv_ * hd_ * kernels::dtype_size(cfg_.type);
 }

@@ -28,6 +28,16 @@ class kv_cache {
   // Writes the K and V rows ([n_kv_heads * head_dim] f32 each) of one token into a slot.
   void write(int layer, std::int32_t block, int slot, const float* k_row, const float* v_row);
 
+  // Reads the K and V rows of one slot as f32 (exact for f16 and bf16).
+  void read(int layer, std::int32_t block, int slot, float* k_row, float* v_row) const;
+
+  // A sequence's KV moved between caches (prefill on one replica, decode on another): the first
+  // `positions` tokens of the sequence whose blocks are `table`, every layer of this cache, as
+  // f32 laid out [layer][position][K row, V row]. kv_floats() is the size of that.
+  std::size_t kv_floats(int positions) const { return std::size_t(layers_) * positions * 2 * n_kv_ * hd_; }
+  void export_kv(const std::int32_t* table, int positions, float* out) const;
+  void import_kv(const std::int32_t* table, int positions, const float* in);
+
   // Bytes of KV for one token across all layers.
   std::size_t bytes_per_token() const;
   // How many blocks fit in `bytes`.

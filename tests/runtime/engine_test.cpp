@@ -227,6 +227,11 @@ struct pipeline {
   }
   std::span<const float> run(const engine::forward_plan& p) {
     const auto b = engine::view(p);
+    const std::size_t kvd = std::size_t(m->config().kv_dim());
+    for (const auto& imp : p.imports)  // each rank writes its own layers of the payload
+      for (std::size_t r = 0; r < ranges.size(); ++r)
+        caches[r]->import_kv(p.tables[std::size_t(imp.seq)].data(), imp.positions,
+                             imp.data.data() + std::size_t(ranges[r].first) * imp.positions * 2 * kvd);
     m->embed(b, ws);
     for (std::size_t r = 0; r < ranges.size(); ++r) {
       model::forward_workspace stage;  // each rank has its own; only the hidden state travels
@@ -302,4 +307,59 @@ BOOST_AUTO_TEST_CASE(an_abort_during_a_step_in_flight_ends_the_request_after_it)
   BOOST_TEST(ends == 1);
   BOOST_TEST(tokens <= 1);  // at most the token of the step that was already running
   BOOST_TEST(e.blocks().num_free() == e.blocks().num_blocks());
+}
+
+BOOST_AUTO_TEST_CASE(a_prefill_handed_off_with_its_kv_decodes_to_the_same_tokens) {
+  // Disaggregated serving in miniature: engine P only prefills (each request ends after its
+  // first token, its blocks held), its 2-stage pipeline exports the KV, and engine D, with a
+  // 3-stage pipeline of its own, imports it and decodes the rest without recomputing the prompt.
+  for (bool greedy : {true, false}) {
+    const auto reqs = test::mixed_requests(10, small_model()->config().vocab_size, greedy);
+    const outputs alone = run_alone(reqs);
+    auto cfg = test::engine_cfg(64, 256, 200);
+    engine::engine p(small_model()->config(), nullptr, cfg), d(small_model()->config(), nullptr, cfg);
+    pipeline pp(small_model(), 2, 200), dp(small_model(), 3, 200);
+    auto drive = [](engine::engine& e, pipeline& pipe, auto on_output) {
+      while (e.has_unfinished()) {
+        const auto& plan = e.begin_step();
+        const auto logits = plan.empty() ? std::span<const float>() : pipe.run(plan);
+        for (auto& o : e.finish_step(logits, 0)) on_output(o);
+      }
+    };
+    for (auto r : reqs) {
+      r.prefill_only = true;
+      p.add_request(r);
+    }
+    std::map<std::string, std::size_t> index;
+    for (std::size_t i = 0; i < reqs.size(); ++i) index[reqs[i].id] = i;
+    outputs got(reqs.size());
+    drive(p, pp, [&](engine::request_output& o) {
+      BOOST_TEST_REQUIRE(o.finished);
+      BOOST_TEST(engine::finish_reason_name(o.reason) == std::string("handoff"));
+      const std::size_t i = index.at(o.id);
+      got[i] = o.new_tokens;
+      BOOST_TEST(o.kv_positions == int(reqs[i].prompt.size()));
+      // Each rank exports its own layers into its part of the whole model's payload.
+      const auto& c = small_model()->config();
+      auto kv = std::make_shared<std::vector<float>>(std::size_t(c.num_hidden_layers) * o.kv_positions * 2 * c.kv_dim());
+      for (std::size_t r = 0; r < pp.ranges.size(); ++r)
+        pp.caches[r]->export_kv(o.held_blocks.data(), o.kv_positions,
+                                kv->data() + std::size_t(pp.ranges[r].first) * o.kv_positions * 2 * c.kv_dim());
+      p.release_held(o.id);
+      engine::request next = reqs[i];
+      next.generated = o.new_tokens;
+      next.kv = kv;
+      d.add_request(next);
+    });
+    BOOST_TEST(p.blocks().num_free() == p.blocks().num_blocks());
+    BOOST_TEST(p.stats().generated_tokens == reqs.size());  // one token each, then handed off
+    // D's pipeline imports into its own caches; its ranks split the layers differently.
+    drive(d, dp, [&](engine::request_output& o) {
+      auto& t = got[index.at(o.id)];
+      t.insert(t.end(), o.new_tokens.begin(), o.new_tokens.end());
+    });
+    BOOST_TEST(d.stats().prompt_tokens_computed == 0u);  // every prompt came as KV
+    BOOST_TEST(d.blocks().num_free() == d.blocks().num_blocks());
+    for (std::size_t i = 0; i < reqs.size(); ++i) BOOST_TEST(got[i] == alone[i], (greedy ? "greedy" : "seeded") << " request " << i);
+  }
 }
