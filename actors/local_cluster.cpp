@@ -85,6 +85,8 @@ local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_co
   rc.policy = topo.router.policy;
   rc.params = topo.router.params;
   rc.request_timeout = topo.timeouts.request;
+  for (const auto& p : topology::place_replicas(topo))
+    if (p.role != topology::pool_role::both) rc.roles[p.replica] = p.role;
   router_ = sys.spawn(actors::router, rc);
   const std::string head = topo.nodes.front().name;
   const auto groups = group_configs_of(topo);

@@ -40,7 +40,7 @@ void place(owner_ptr self, const std::string& id, std::uint32_t avoid, std::shar
   auto it = st.requests.find(id);
   if (it == st.requests.end()) return;
   const owned_request& r = it->second;
-  route_query q{id, std::int32_t(r.request.prompt.size() + r.tokens.size()), r.request.priority, avoid};
+  route_query q{id, std::int32_t(r.request.prompt.size() + r.tokens.size()), r.request.priority, avoid, r.prefilled};
   self->request(st.router, st.cfg.request_timeout, route_atom::value, q)
       .then(
           [=](const route_reply& rep) {
@@ -50,6 +50,9 @@ void place(owner_ptr self, const std::string& id, std::uint32_t avoid, std::shar
             owned_request& r = it->second;
             generate_request req = r.request;
             req.generated = r.tokens;
+            req.prefill_only = rep.prefill_only;
+            req.kv = std::move(r.kv);  // once: a later move recomputes
+            r.kv.clear();
             r.scheduler = rep.scheduler;
             r.replica = rep.replica;
             watch(self, rep.scheduler);
@@ -134,6 +137,21 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
           }
           r.tokens.insert(r.tokens.end(), u.tokens.begin(), u.tokens.end());
           u.migrations = r.migrations;
+          if (u.finished && u.finish_reason == "handoff") {
+            // Prefill done elsewhere: the client's stream goes on from a decode replica, which
+            // gets the KV instead of recomputing it.
+            r.kv = std::move(u.kv);
+            u.kv.clear();
+            u.finished = false;
+            u.finish_reason.clear();
+            r.prefilled = true;
+            r.scheduler = nullptr;  // the prefill replica is done with it
+            auto& batch = out[r.client];
+            batch.step = b.step;
+            batch.updates.push_back(std::move(u));
+            place(self, it->first, UINT32_MAX, nullptr);
+            continue;
+          }
           auto& batch = out[r.client];
           batch.step = b.step;
           const bool finished = u.finished;

@@ -27,6 +27,8 @@ struct owned_request {
   std::chrono::steady_clock::time_point lost_at;  // when its replica was found dead
   std::uint32_t lost_replica = 0;
   bool awaiting_first_token = false;              // migrated, no token from the new replica yet
+  bool prefilled = false;       // handed off by a prefill replica: decode replicas only from now
+  std::vector<float> kv;        // that replica's KV, until a decode replica takes it
 };
 
 

@@ -50,19 +50,34 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
             st.decision_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
           }
         } timing{st, t0};
-        // A request leaving a replica must not be sent back to it; copy the loads only then.
+        // A request leaving a replica must not be sent back to it, and a role limits where a
+        // request may go; copy the loads only then.
+        auto role_of = [&](std::uint32_t replica) {
+          auto it = st.cfg.roles.find(replica);
+          return it == st.cfg.roles.end() ? topology::pool_role::both : it->second;
+        };
         const bool avoiding = std::any_of(st.loads.begin(), st.loads.end(), [&](const routing::replica_load& l) {
           return l.alive && l.replica == q.avoid;
         });
+        bool prefill = false;  // disaggregate: a live prefill replica takes the prompt
+        if (!q.decode && !st.cfg.roles.empty())
+          prefill = std::any_of(st.loads.begin(), st.loads.end(), [&](const routing::replica_load& l) {
+            return l.alive && l.replica != q.avoid && role_of(l.replica) == topology::pool_role::prefill;
+          });
+        const bool filtering = avoiding || !st.cfg.roles.empty();
         std::vector<routing::replica_load> view;
-        if (avoiding) {
+        if (filtering) {
           view = st.loads;
-          for (auto& l : view)
-            if (l.replica == q.avoid) l.alive = false;
+          for (auto& l : view) {
+            const auto role = role_of(l.replica);
+            const bool fits = prefill ? role == topology::pool_role::prefill : role != topology::pool_role::prefill;
+            if (l.replica == q.avoid || !fits) l.alive = false;
+          }
         }
         routing::decision d =
-            st.policy({0, q.prompt_tokens, q.priority}, avoiding ? view : st.loads, st.cfg.params, st.decisions++);
+            st.policy({0, q.prompt_tokens, q.priority}, filtering ? view : st.loads, st.cfg.params, st.decisions++);
         route_reply r;
+        r.prefill_only = prefill;
         r.why = d.why;
         if (!d.index) return r;
         const std::size_t i = *d.index;

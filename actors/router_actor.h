@@ -2,10 +2,12 @@
 // this request run?" with a routing policy from runtime/routing (a pure function).
 #pragma once
 #include <chrono>
+#include <map>
 #include <vector>
 
 #include "actors/protocol/router_protocol.h"
 #include "runtime/routing/policy.h"
+#include "topology/topology.h"
 
 namespace troupe::actors {
 
@@ -14,6 +16,10 @@ struct router_config {
   routing::policy_params params;
   std::chrono::milliseconds poll_interval{50};  // how often replicas are asked for their load
   std::chrono::milliseconds request_timeout{30000};
+  // Replica id -> its pool's role (absent: both). With prefill replicas live, a new request
+  // goes to one of them and is handed off to a decode (or both) replica after its prefill;
+  // without, it runs whole on a decode or both replica.
+  std::map<std::uint32_t, topology::pool_role> roles;
 };
 
 struct router_state {

@@ -1,5 +1,7 @@
 #include "actors/scheduler_actor.h"
 
+#include <algorithm>
+
 #include "runtime/common/error.h"
 
 namespace troupe::actors {
@@ -51,6 +53,40 @@ void deliver(scheduler_actor::stateful_pointer<scheduler_state> self, std::vecto
   for (auto& [sink, batch] : batches) self->send(sink, std::move(batch));
 }
 
+// Requests handed off to a decode replica (disaggregated prefill) end here with their KV. On
+// the worker group the ranks export it first (asynchronously: the other outputs go out now);
+// a sim replica has none. Either way the held blocks are freed once it is out.
+void settle_handoffs(scheduler_actor::stateful_pointer<scheduler_state> self, std::vector<engine::request_output>& outputs) {
+  auto& st = self->state;
+  auto handoff = [](const engine::request_output& o) { return o.finished && o.reason == engine::finish_reason::handoff; };
+  if (!st.group) {
+    for (auto& o : outputs)
+      if (handoff(o)) st.engine->release_held(o.id);
+    return;
+  }
+  for (auto& o : outputs) {
+    if (!handoff(o)) continue;
+    auto it = st.sinks.find(o.id);
+    if (it == st.sinks.end()) {
+      st.engine->release_held(o.id);
+      continue;
+    }
+    token_sink sink = it->second;
+    st.sinks.erase(it);
+    auto u = std::make_shared<token_update>(to_update(o));
+    const std::string id = o.id;
+    kv_export req{o.held_blocks, o.kv_positions, {}};
+    auto send = [=] {
+      self->state.engine->release_held(id);
+      self->send(sink, token_batch{self->state.steps, {*u}});
+    };
+    self->request(st.group, st.group_cfg.step_timeout, export_atom::value, std::move(req))
+        .then([=](std::vector<float>& kv) { u->kv = std::move(kv); send(); },
+              [=](caf::error&) { send(); });  // no KV: the decode replica recomputes it
+  }
+  outputs.erase(std::remove_if(outputs.begin(), outputs.end(), handoff), outputs.end());
+}
+
 // A step on the worker group: plan here, forward there, sample here when the logits return.
 void group_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
   auto& st = self->state;
@@ -58,6 +94,7 @@ void group_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
   const engine::forward_plan& plan = st.engine->begin_step();
   if (plan.empty()) {
     auto outputs = st.engine->finish_step({}, 0);
+    settle_handoffs(self, outputs);
     deliver(self, outputs);
     schedule_step(self);
     return;
@@ -68,6 +105,7 @@ void group_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
             auto& st = self->state;
             auto outputs = st.engine->finish_step(r.logits, r.seconds);
             ++st.steps;
+            settle_handoffs(self, outputs);
             deliver(self, outputs);
             schedule_step(self);
           },
@@ -114,6 +152,8 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
         r.forward_seconds = e.stats().forward_seconds;
         r.kv_losses = e.stats().kv_losses;
         r.preemptions = e.stats().preemptions;
+        r.prompt_tokens_computed = e.stats().prompt_tokens_computed;
+        r.generated_tokens = e.stats().generated_tokens;
         return r;
       },
       [=](group_atom) -> caf::result<group_actor> {
@@ -125,6 +165,7 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
         st.step_pending = false;
         if (st.group) return group_step(self);
         if (!st.held.empty()) {  // sim: the previous step's time has passed
+          settle_handoffs(self, st.held);
           deliver(self, st.held);
           st.held.clear();
         }

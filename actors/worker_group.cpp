@@ -5,6 +5,9 @@ namespace troupe::actors {
 void register_worker_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<engine::forward_plan>("troupe.forward_plan");
   cfg.add_message_type<stage_input>("troupe.stage_input");
+  cfg.add_message_type<engine::kv_import>("troupe.kv_import");
+  cfg.add_message_type<kv_export>("troupe.kv_export");
+  cfg.add_message_type<std::vector<float>>("troupe.floats");
   cfg.add_message_type<step_logits>("troupe.step_logits");
   cfg.add_message_type<group_status>("troupe.group_status");
   cfg.add_message_type<worker_actor>("troupe.worker_actor");
@@ -30,6 +33,10 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
         auto& st = self->state;
         const auto t0 = std::chrono::steady_clock::now();
         const model::forward_batch b = engine::view(in.plan);
+        const std::size_t kvd = std::size_t(st.model->config().kv_dim());
+        for (const auto& imp : in.plan.imports)  // imported KV first: this rank's layers of it
+          st.cache->import_kv(in.plan.tables[std::size_t(imp.seq)].data(), imp.positions,
+                              imp.data.data() + std::size_t(st.first) * imp.positions * 2 * kvd);
         if (st.first == 0)
           st.model->embed(b, st.ws);
         else
@@ -45,6 +52,16 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
         st.model->head(b, st.ws, r.logits.data());
         r.seconds = spent();
         return r;
+      },
+      [=](export_atom, kv_export& x) -> caf::result<std::vector<float>> {
+        auto& st = self->state;
+        const auto& mc = st.model->config();
+        const std::size_t per_layer = std::size_t(x.positions) * 2 * mc.kv_dim();
+        if (x.data.size() != per_layer * std::size_t(mc.num_hidden_layers))
+          return caf::make_error(caf::sec::invalid_argument, "kv export: payload of the wrong size");
+        st.cache->export_kv(x.table.data(), x.positions, x.data.data() + std::size_t(st.first) * per_layer);
+        if (st.next) return self->delegate(st.next, export_atom::value, std::move(x));
+        return std::move(x.data);
       },
   };
 }
@@ -116,6 +133,11 @@ group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_
   return {
       [=](execute_atom, stage_input& in) -> caf::result<step_logits> {
         return self->delegate(self->state.ranks.front(), execute_atom::value, std::move(in));
+      },
+      [=](export_atom, kv_export& x) -> caf::result<std::vector<float>> {
+        const auto& mc = self->state.model->config();
+        x.data.assign(std::size_t(mc.num_hidden_layers) * x.positions * 2 * mc.kv_dim(), 0.0f);
+        return self->delegate(self->state.ranks.front(), export_atom::value, std::move(x));
       },
       [=](ready_atom) { return status_of(self->state); },
       [=](restart_atom) -> caf::result<group_status> {

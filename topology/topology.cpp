@@ -246,6 +246,11 @@ void read_pools(const reader& r, const toml::table& root, topology_config& t) {
     }
     t.pools.push_back(std::move(p));
   }
+  // A prefill pool hands every request to a decode-capable one after its first token.
+  const auto decodes = std::count_if(t.pools.begin(), t.pools.end(), [](const pool_spec& p) { return p.role != pool_role::prefill; });
+  if (decodes == 0)
+    for (const auto& p : t.pools)
+      r.fail(n, "pools.role", "pool \"" + p.name + "\" only prefills, and no pool has role \"decode\" or \"both\" to hand its requests to");
 }
 
 void read_scheduler(const reader& r, const toml::table& root, topology_config& t) {

@@ -31,6 +31,8 @@ engine::request to_engine_request(const generate_request& r) {
   p.stop = r.stop;
   p.ignore_eos = r.ignore_eos;
   p.logprobs = r.logprobs;
+  e.prefill_only = r.prefill_only;
+  if (!r.kv.empty()) e.kv = std::make_shared<const std::vector<float>>(r.kv);
   return e;
 }
 
@@ -55,6 +57,8 @@ generate_request to_generate_request(const engine::request& e) {
   r.stop = p.stop;
   r.ignore_eos = p.ignore_eos;
   r.logprobs = p.logprobs;
+  r.prefill_only = e.prefill_only;
+  if (e.kv) r.kv = *e.kv;
   return r;
 }
 

@@ -33,6 +33,11 @@ struct generate_request {
   bool ignore_eos = false;
   std::int32_t priority = 0;
   std::int32_t logprobs = -1;  // -1: none; N: the chosen token's and the top N per token
+  // Disaggregated serving: a prefill replica stops after the first token and hands the KV
+  // over (finish_reason "handoff"); a decode replica gets that KV here and does not recompute
+  // it (empty: recompute, as after a migration).
+  bool prefill_only = false;
+  std::vector<float> kv;
 };
 
 // One request's progress in one step.
@@ -52,6 +57,7 @@ struct token_update {
   // On the final update: queue, prefill and decode time on the replica that finished it.
   double queue_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
   std::int32_t migrations = 0;  // times the request moved so far (set by the request owner)
+  std::vector<float> kv;         // finish_reason "handoff": the KV for the decode replica
 };
 
 // Everything one step produced for one destination: tokens travel once per step per
@@ -72,26 +78,28 @@ struct load_report {
   double forward_seconds = 0;  // total time in the forward pass (for runtime-overhead figures)
   std::uint64_t kv_losses = 0; // steps lost to a worker group restart (their KV recomputed)
   std::uint64_t preemptions = 0;
+  std::uint64_t prompt_tokens_computed = 0;  // includes recomputation; not KV imported
+  std::uint64_t generated_tokens = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, load_report& x) {
   return f(caf::meta::type_name("load_report"), x.running_seqs, x.waiting_seqs, x.waiting_prompt_tokens,
-           x.used_blocks, x.total_blocks, x.steps, x.forward_seconds, x.kv_losses, x.preemptions);
+           x.used_blocks, x.total_blocks, x.steps, x.forward_seconds, x.kv_losses, x.preemptions, x.prompt_tokens_computed, x.generated_tokens);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
   return f(caf::meta::type_name("generate_request"), x.id, x.prompt, x.generated, x.temperature, x.top_k,
            x.top_p, x.min_p, x.repetition_penalty, x.presence_penalty, x.frequency_penalty, x.has_seed, x.seed,
-           x.max_tokens, x.stop_token_ids, x.stop, x.ignore_eos, x.priority, x.logprobs);
+           x.max_tokens, x.stop_token_ids, x.stop, x.ignore_eos, x.priority, x.logprobs, x.prefill_only, x.kv);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_update& x) {
   return f(caf::meta::type_name("token_update"), x.id, x.tokens, x.text, x.finished, x.finish_reason,
            x.prompt_tokens, x.output_tokens, x.logprobs, x.top_ids, x.top_logprobs, x.queue_seconds,
-           x.prefill_seconds, x.decode_seconds, x.migrations);
+           x.prefill_seconds, x.decode_seconds, x.migrations, x.kv);
 }
 
 template <class Inspector>

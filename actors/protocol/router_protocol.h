@@ -14,6 +14,7 @@ struct route_query {
   std::int32_t prompt_tokens = 0;
   std::int32_t priority = 0;
   std::uint32_t avoid = UINT32_MAX;  // a replica not to pick (the one a request just left)
+  bool decode = false;  // a request handed off after its prefill: decode-capable replicas only
 };
 
 struct route_reply {
@@ -21,16 +22,17 @@ struct route_reply {
   std::uint32_t replica = 0;
   scheduler_actor scheduler;  // valid when placed
   std::string why;            // the policy's reason, or why nothing could be placed
+  bool prefill_only = false;  // placed on a prefill replica: it hands the request off after its first token
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, route_query& x) {
-  return f(caf::meta::type_name("route_query"), x.request, x.prompt_tokens, x.priority, x.avoid);
+  return f(caf::meta::type_name("route_query"), x.request, x.prompt_tokens, x.priority, x.avoid, x.decode);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, route_reply& x) {
-  return f(caf::meta::type_name("route_reply"), x.placed, x.replica, x.scheduler, x.why);
+  return f(caf::meta::type_name("route_reply"), x.placed, x.replica, x.scheduler, x.why, x.prefill_only);
 }
 
 using route_atom = caf::atom_constant<caf::atom("route")>;

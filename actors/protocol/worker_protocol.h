@@ -16,8 +16,13 @@
 namespace troupe::engine {
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_import& x) {
+  return f(caf::meta::type_name("kv_import"), x.seq, x.positions, x.data);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, forward_plan& x) {
-  return f(caf::meta::type_name("forward_plan"), x.tokens, x.positions, x.seq_of_token, x.tables, x.logit_rows);
+  return f(caf::meta::type_name("forward_plan"), x.tokens, x.positions, x.seq_of_token, x.tables, x.logit_rows, x.imports);
 }
 
 }  // namespace troupe::engine
@@ -39,6 +44,14 @@ struct step_logits {
   double seconds = 0;
 };
 
+// Read a handed-off sequence's KV out of the ranks: each rank fills its layers' part of
+// `data` (sized for every layer of the model, kv::kv_cache::export_kv layout).
+struct kv_export {
+  std::vector<std::int32_t> table;
+  std::int32_t positions = 0;
+  std::vector<float> data;
+};
+
 // A group's state, for the scheduler's load report, tests and the admin console.
 struct group_status {
   std::uint32_t ranks = 0;
@@ -54,6 +67,10 @@ typename Inspector::result_type inspect(Inspector& f, step_logits& x) {
   return f(caf::meta::type_name("step_logits"), x.logits, x.seconds);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_export& x) {
+  return f(caf::meta::type_name("kv_export"), x.table, x.positions, x.data);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_status& x) {
   return f(caf::meta::type_name("group_status"), x.ranks, x.restarts);
 }
@@ -63,12 +80,15 @@ using ready_atom = caf::atom_constant<caf::atom("ready")>;
 using restart_atom = caf::atom_constant<caf::atom("restart")>;
 using status_atom = caf::atom_constant<caf::atom("status")>;
 using ranks_atom = caf::atom_constant<caf::atom("ranks")>;
+using export_atom = caf::atom_constant<caf::atom("export")>;
 
 // One worker rank: a pipeline stage holding a range of layers and the KV tensors of exactly
 // those layers. Its role (prefill, decode or both) is its replica's.
 using worker_actor = caf::typed_actor<
     // Run this rank's layers of the step; answers (through the last rank) with the logits.
-    caf::replies_to<execute_atom, stage_input>::with<step_logits>>;
+    caf::replies_to<execute_atom, stage_input>::with<step_logits>,
+    // Add this rank's layers of a sequence's KV; answers (through the last rank) with all of it.
+    caf::replies_to<export_atom, kv_export>::with<std::vector<float>>>;
 
 // The supervisor of a replica's ranks. If any rank dies, every rank is stopped and a fresh set
 // (with empty KV) is spawned: the group restarts as a whole, and the scheduler recomputes what
@@ -77,6 +97,8 @@ using worker_actor = caf::typed_actor<
 using group_actor = caf::typed_actor<
     // One step, delegated to rank 0. Fails if a rank dies while it runs.
     caf::replies_to<execute_atom, stage_input>::with<step_logits>,
+    // A sequence's KV for a decode replica, gathered from every rank.
+    caf::replies_to<export_atom, kv_export>::with<std::vector<float>>,
     // Answers once every rank death seen before it was handled (the group is whole again).
     caf::replies_to<ready_atom>::with<group_status>,
     // Restart the group now (a step timed out: a rank may be hung).

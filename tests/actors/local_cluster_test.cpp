@@ -113,3 +113,23 @@ BOOST_AUTO_TEST_CASE(a_sim_topology_serves_many_requests_deterministically) {
   for (int i = 0; i < 300; ++i) BOOST_TEST(first.at("s" + std::to_string(i)).size() == std::size_t(4 + i % 7));
   BOOST_TEST((run_sim() == first));  // same tokens whatever replica each request landed on
 }
+
+BOOST_AUTO_TEST_CASE(disaggregated_prefill_hands_the_kv_to_the_decode_replica) {
+  // configs/disagg.toml: one prefill replica, one decode replica. Every request is prefilled
+  // on the first, which samples its first token, and continues on the second from the KV it
+  // was handed: the decode replica computes no prompt token, and the tokens are the engine's.
+  for (bool greedy : {true, false}) {
+    auto topo = topology::load_topology(std::string(TROUPE_SOURCE_DIR) + "/configs/disagg.toml");
+    topo.model.path = test::synth_model("small-llama-f32", test::preset("small"));
+    topo.pools[1].pipeline_parallel = 2;  // the two sides split the layers differently
+    const auto reqs = test::mixed_requests(24, small_model()->config().vocab_size, greedy, 120);
+    const run_result got = test::run_cluster(topo, reqs);
+    check_same(reqs, engine_outputs(reqs), got);
+    BOOST_TEST_REQUIRE(got.loads.size() == 2u);
+    BOOST_TEST(got.loads[0].generated_tokens == reqs.size());  // one token each on the prefill side
+    BOOST_TEST(got.loads[1].prompt_tokens_computed == 0u);     // no prompt recomputed on the decode side
+    BOOST_TEST(got.loads[0].used_blocks == 0);                 // every held block released
+    BOOST_TEST(got.loads[1].used_blocks == 0);
+    BOOST_TEST(got.migrations.empty());
+  }
+}

@@ -37,6 +37,7 @@ struct run_result {
   std::chrono::steady_clock::time_point fault_at;
   std::chrono::steady_clock::time_point first_token_after_fault;  // the first one after it
   actors::group_status group0;  // replica 0's worker group at the end (if it still exists)
+  std::vector<actors::load_report> loads;  // each live replica's at the end, in spawn order
 };
 
 using fault_action = std::function<void(actors::local_cluster&)>;
@@ -90,6 +91,9 @@ inline run_result run_cluster(const topology::topology_config& topo, const std::
     self->request(cluster.owner(), std::chrono::seconds(30), migrations_atom::value)
         .receive([&](std::vector<migration_event>& m) { out.migrations = std::move(m); },
                  [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+    for (const auto& s : cluster.schedulers())
+      self->request(s, std::chrono::seconds(30), load_atom::value)
+          .receive([&](actors::load_report& l) { out.loads.push_back(l); }, [](caf::error&) {});
     try {
       out.group0 = cluster.group_of(0);
     } catch (const std::exception&) {  // replica 0 is gone (killed)

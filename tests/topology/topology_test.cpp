@@ -149,3 +149,12 @@ BOOST_AUTO_TEST_CASE(frontend_table) {
   e = error_of(minimal + "[frontend]\nport = 1\n");
   BOOST_TEST(e.find("frontend.port: unknown key") != std::string::npos, e);
 }
+
+BOOST_AUTO_TEST_CASE(a_prefill_pool_needs_a_pool_to_hand_off_to) {
+  const std::string e = error_of(minimal + "role = \"prefill\"\n");
+  BOOST_TEST(e.find("pools.role: pool \"main\" only prefills") != std::string::npos, e);
+  const auto t = parse_topology(minimal + "role = \"prefill\"\n[[pools]]\nname = \"d\"\nrole = \"decode\"\n", "t.toml");
+  const auto placed = place_replicas(t);
+  BOOST_TEST(role_name(placed[0].role) == std::string("prefill"));
+  BOOST_TEST(role_name(placed[1].role) == std::string("decode"));
+}
