@@ -26,9 +26,11 @@ struct config : caf::actor_system_config {
   }
 };
 
-enum class fault { sigkill, link_cut };
+enum class fault { none, sigkill, link_cut };
 
-void fail_a_node_mid_generation(bool greedy, fault how) {
+// `config`: configs/three-local.toml (node-a and node-b one replica each), or
+// configs/disagg-two-nodes.toml (node-a prefills, node-b decodes).
+void fail_a_node_mid_generation(bool greedy, fault how, const std::string& config_file = "three-local.toml") {
   const std::string model_dir = test::synth_model("small-llama-f32", test::preset("small"));
   auto model = std::shared_ptr<const model::llama_model>(model::llama_model::load(model_dir));
   const auto reqs = test::mixed_requests(32, model->config().vocab_size, greedy, 120);
@@ -38,7 +40,7 @@ void fail_a_node_mid_generation(bool greedy, fault how) {
     expected = engine::generate_all(e, reqs);
   }
 
-  const std::string config_path = std::string(TROUPE_SOURCE_DIR) + "/configs/three-local.toml";
+  const std::string config_path = std::string(TROUPE_SOURCE_DIR) + "/configs/" + config_file;
   auto topo = topology::load_topology(config_path);
   topo.model.path = model_dir;
   config cfg(topo);
@@ -100,7 +102,7 @@ void fail_a_node_mid_generation(bool greedy, fault how) {
               ++done;
             }
           }
-          if (!killed && received >= 40) {
+          if (!killed && how != fault::none && received >= 40) {
             if (how == fault::sigkill) node_a.kill(SIGKILL);
             else star->cut(member_a);
             kill_time = std::chrono::steady_clock::now();
@@ -109,7 +111,7 @@ void fail_a_node_mid_generation(bool greedy, fault how) {
         },
         caf::after(std::chrono::seconds(120)) >> [&] { BOOST_FAIL("no tokens for 120 s"); });
   }
-  BOOST_TEST(killed);
+  BOOST_TEST(killed == (how != fault::none));
   for (std::size_t i = 0; i < reqs.size(); ++i) {
     BOOST_TEST(got[reqs[i].id] == expected[i], "request " << i);
     BOOST_TEST(finished[reqs[i].id] == 1);
@@ -127,9 +129,32 @@ void fail_a_node_mid_generation(bool greedy, fault how) {
     last = std::max(last, s);
     detected = std::min(detected, s - m.seconds_to_first_token);
   }
-  std::printf("multiprocess (%s, %s): moved %zu requests; loss detected %.1f ms after the fault; first token after "
+  if (how == fault::none) {  // disaggregated and undisturbed: every prompt's KV moved once
+    BOOST_TEST(migrations.empty());
+    BOOST_TEST(head.live_replicas() == 2u);
+    std::vector<scheduler_actor> reps;
+    self->request(head.router(), std::chrono::seconds(30), replicas_atom::value)
+        .receive([&](std::vector<scheduler_actor>& r) { reps = std::move(r); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+    std::uint64_t generated = 0, prompt_computed = 0;
+    for (auto& s : reps)
+      self->request(s, std::chrono::seconds(30), load_atom::value)
+          .receive([&](load_report& l) {
+                     generated += l.generated_tokens;
+                     prompt_computed += l.prompt_tokens_computed;
+                   },
+                   [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+    std::uint64_t prompts = 0, outputs = 0;
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      prompts += reqs[i].prompt.size();
+      outputs += expected[i].size();
+    }
+    BOOST_TEST(prompt_computed == prompts);  // each prompt computed once, on node-a only
+    BOOST_TEST(generated == outputs);        // one first token on node-a, the rest on node-b
+    return;
+  }
+  std::printf("multiprocess (%s, %s, %s): moved %zu requests; loss detected %.1f ms after the fault; first token after "
               "migration %.1f ms after it (last moved request: %.1f ms)\n",
-              how == fault::sigkill ? "SIGKILL of node-a" : "link of node-a cut", greedy ? "greedy" : "seeded",
+              how == fault::sigkill ? "SIGKILL of node-a" : "link of node-a cut", config_file.c_str(), greedy ? "greedy" : "seeded",
               migrations.size(), detected * 1e3, first * 1e3, last * 1e3);
   BOOST_TEST(migrations.size() > 0u);
   BOOST_TEST(head.live_replicas() == 1u);
@@ -150,3 +175,13 @@ BOOST_AUTO_TEST_CASE(sigkill_of_a_node_loses_no_token_seeded) { fail_a_node_mid_
 BOOST_AUTO_TEST_CASE(cutting_a_nodes_link_loses_no_token_greedy) { fail_a_node_mid_generation(true, fault::link_cut); }
 
 BOOST_AUTO_TEST_CASE(cutting_a_nodes_link_loses_no_token_seeded) { fail_a_node_mid_generation(false, fault::link_cut); }
+
+// node-a prefills and node-b decodes; each request's KV crosses two processes.
+BOOST_AUTO_TEST_CASE(disaggregated_across_processes_gives_the_same_tokens) {
+  fail_a_node_mid_generation(false, fault::none, "disagg-two-nodes.toml");
+}
+
+// The prefill node dies mid-run: requests it was prefilling move to node-b and run whole there.
+BOOST_AUTO_TEST_CASE(sigkill_of_the_prefill_node_loses_no_token) {
+  fail_a_node_mid_generation(true, fault::sigkill, "disagg-two-nodes.toml");
+}
