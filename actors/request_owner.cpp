@@ -61,6 +61,8 @@ void place(owner_ptr self, const std::string& id, std::uint32_t avoid, std::shar
                 .then(
                     [=](bool) {
                       if (initial) initial->deliver(true);
+                      // Aborted while it was being placed: the replica must not run it for nobody.
+                      if (!self->state.requests.count(id)) self->send(rep.scheduler, abort_atom::value, id);
                     },
                     [=](caf::error& err) {
                       // A bad request is refused everywhere: do not move it around.
