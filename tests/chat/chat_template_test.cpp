@@ -37,6 +37,7 @@ std::map<std::string, std::string> templates() {
   t["llama3"] = json::parse(read(src(npm + "tokenizer-llama3/models/tokenizer_config.json")))["chat_template"];
   t["qwen3"] = json::parse(read(src(npm + "tokenizer-qwen3/models/tokenizer_config.json")))["chat_template"];
   t["qwen2"] = read(src("tests/chat/templates/qwen2.jinja"));
+  t["llama-3.1"] = read(src("tests/chat/templates/llama-3.1.jinja"));
   t["mistral-v0.1"] = read(src("tests/chat/templates/mistral-v0.1.jinja"));
   t["mistral-v0.3"] = read(src("tests/chat/templates/mistral-v0.3.jinja"));
   t["synth"] = json::parse(tokenizer::synth_tokenizer_config_json(512))["chat_template"];
@@ -58,6 +59,13 @@ std::vector<json> conversations() {
                    msg("user", "Again?")}),
       json::array({msg("user", "quotes ' \" and {{ braces }} and {% tags %}"), msg("assistant", "ok\n")}),
       json::array({msg("assistant", "I start?"), msg("user", "no")}),  // Mistral refuses this
+      // A tool call and its result (content "" as OpenAI clients send it with tool_calls).
+      json::array({msg("user", "Weather in Paris?"),
+                   {{"role", "assistant"}, {"content", ""},
+                    {"tool_calls", {{{"id", "call00001"}, {"type", "function"},
+                                     {"function", {{"name", "get_weather"}, {"arguments", {{"city", "Paris"}}}}}}}}},
+                   {{"role", "tool"}, {"content", "18C and sunny"}, {"tool_call_id", "call00001"}},
+                   msg("user", "Thanks!")}),
   };
 }
 
@@ -80,6 +88,9 @@ BOOST_AUTO_TEST_CASE(renders_the_named_templates_exactly_as_python_jinja2) {
       for (bool gen : {true, false}) {
         json ctx = {{"messages", conv}, {"add_generation_prompt", gen}, {"bos_token", "<s>"}, {"eos_token", "</s>"}};
         if (name == "qwen3" && gen) ctx["enable_thinking"] = false;
+        if ((name == "llama-3.1" || name == "qwen3" || name == "mistral-v0.3") && !gen)  // the tools paths too
+          ctx["tools"] = json::array({{{"type", "function"}, {"function", {{"name", "get_weather"}, {"description", "Weather in a city"},
+                                       {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}}});
         cases.push_back({{"template", tmpl}, {"context", ctx}});
         names.push_back(name);
       }
