@@ -87,6 +87,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_co
   rc.request_timeout = topo.timeouts.request;
   for (const auto& p : topology::place_replicas(topo))
     if (p.role != topology::pool_role::both) rc.roles[p.replica] = p.role;
+  rc.disaggregate_min_prompt = topo.router.disaggregate_min_prompt;
   router_ = sys.spawn(actors::router, rc);
   const std::string head = topo.nodes.front().name;
   const auto groups = group_configs_of(topo);

@@ -60,7 +60,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
           return l.alive && l.replica == q.avoid;
         });
         bool prefill = false;  // disaggregate: a live prefill replica takes the prompt
-        if (!q.decode && !st.cfg.roles.empty())
+        if (!q.decode && !st.cfg.roles.empty() && q.prompt_tokens >= st.cfg.disaggregate_min_prompt)
           prefill = std::any_of(st.loads.begin(), st.loads.end(), [&](const routing::replica_load& l) {
             return l.alive && l.replica != q.avoid && role_of(l.replica) == topology::pool_role::prefill;
           });

@@ -20,6 +20,7 @@ struct router_config {
   // goes to one of them and is handed off to a decode (or both) replica after its prefill;
   // without, it runs whole on a decode or both replica.
   std::map<std::uint32_t, topology::pool_role> roles;
+  int disaggregate_min_prompt = 0;  // shorter prompts run whole on a decode replica
 };
 
 struct router_state {

@@ -275,8 +275,9 @@ void read_scheduler(const reader& r, const toml::table& root, topology_config& t
 void read_router(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* rt = r.table(root, "router", "");
   if (!rt) return;
-  r.only_keys(*rt, "router.", {"policy", "params"});
+  r.only_keys(*rt, "router.", {"policy", "params", "disaggregate_min_prompt"});
   t.router.policy = r.string(*rt, "policy", "router.", std::string("round_robin"));
+  t.router.disaggregate_min_prompt = int(r.integer(*rt, "disaggregate_min_prompt", "router.", 0, 0, 1 << 24));
   auto& reg = routing::registry::global();
   if (!reg.has(t.router.policy)) {
     std::string known;

@@ -52,6 +52,9 @@ struct scheduler_spec {
 struct router_spec {
   std::string policy = "round_robin";
   routing::policy_params params;
+  // Conditional disaggregation: prompts shorter than this skip the prefill pool and run whole
+  // on a decode replica (their prefill is cheap next to moving their KV). 0: every prompt.
+  int disaggregate_min_prompt = 0;
 };
 
 struct timeouts_spec {

@@ -133,3 +133,20 @@ BOOST_AUTO_TEST_CASE(disaggregated_prefill_hands_the_kv_to_the_decode_replica) {
     BOOST_TEST(got.migrations.empty());
   }
 }
+
+BOOST_AUTO_TEST_CASE(short_prompts_skip_the_prefill_pool_when_asked) {
+  // Conditional disaggregation: with disaggregate_min_prompt = 64, prompts under 64 tokens run
+  // whole on the decode replica; longer ones are prefilled on the prefill replica.
+  auto topo = topology::load_topology(std::string(TROUPE_SOURCE_DIR) + "/configs/disagg.toml");
+  topo.model.path = test::synth_model("small-llama-f32", test::preset("small"));
+  topo.router.disaggregate_min_prompt = 64;
+  const auto reqs = test::mixed_requests(16, small_model()->config().vocab_size, true, 120);
+  std::uint64_t long_prompts = 0;
+  for (auto& r : reqs) long_prompts += r.prompt.size() >= 64;
+  BOOST_TEST_REQUIRE(long_prompts > 0u);
+  BOOST_TEST_REQUIRE(long_prompts < reqs.size());
+  const run_result got = test::run_cluster(topo, reqs);
+  check_same(reqs, engine_outputs(reqs), got);
+  BOOST_TEST_REQUIRE(got.loads.size() == 2u);
+  BOOST_TEST(got.loads[0].generated_tokens == long_prompts);  // one first token per long prompt
+}

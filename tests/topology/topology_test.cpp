@@ -158,3 +158,10 @@ BOOST_AUTO_TEST_CASE(a_prefill_pool_needs_a_pool_to_hand_off_to) {
   BOOST_TEST(role_name(placed[0].role) == std::string("prefill"));
   BOOST_TEST(role_name(placed[1].role) == std::string("decode"));
 }
+
+BOOST_AUTO_TEST_CASE(conditional_disaggregation_threshold) {
+  BOOST_TEST(parse_topology(minimal + "[router]\ndisaggregate_min_prompt = 256\n", "t.toml").router.disaggregate_min_prompt == 256);
+  BOOST_TEST(parse_topology(minimal, "t.toml").router.disaggregate_min_prompt == 0);
+  const std::string e = error_of(minimal + "[router]\ndisaggregate_min_prompt = -1\n");
+  BOOST_TEST(e.find("router.disaggregate_min_prompt") != std::string::npos, e);
+}
