@@ -153,7 +153,7 @@ std::vector<api::token_logprob> logprobs_of(const token_update& u) {
   return out;
 }
 
-void finish(frontend_ptr self, const std::string& id, live_request& r, const token_update& u) {
+void finish(frontend_ptr self, live_request& r, const token_update& u) {
   auto& m = *self->state.m;
   const auto now = clock::now();
   const auto reason = api::openai_finish_reason(u.finish_reason);
@@ -219,8 +219,7 @@ void on_update(frontend_ptr self, token_update& u) {
       r.text += u.text;
       if (r.logprobs) for (auto& lp : logprobs_of(u)) r.lps.push_back(std::move(lp));
     }
-    if (!u.tokens.empty()) r.output_tokens = std::max(r.output_tokens, int(u.output_tokens) - 0);
-    finish(self, u.id, r, u);
+    finish(self, r, u);
     st.live.erase(it);
     return;
   }
