@@ -116,7 +116,7 @@ struct frontend_state {
   std::uint64_t next_id = 0;
   std::string id_salt;
   std::function<io_stats()> io;  // the HTTP server's CPU and connections
-  double actor_cpu = 0, io_cpu_seen = 0, actor_cpu_seen = 0, process_cpu_seen = 0;
+  double actor_cpu = 0;  // CPU seconds spent in the actor's handlers
   static inline const char* name = "troupe.frontend";
 };
 
@@ -345,14 +345,10 @@ void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex
               st.m->kv_usage.set(l, g->total.total_blocks ? double(g->total.used_blocks) / g->total.total_blocks : 0.0);
               st.m->replicas.set(l, double(reps.size()));
               const io_stats ios = st.io ? st.io() : io_stats{};
-              const double io = ios.cpu_seconds, proc = process_cpu_now();
               st.m->connections.set(l, double(ios.open_connections));
-              st.m->frontend_cpu.inc({{"part", "http_io"}}, std::max(0.0, io - st.io_cpu_seen));
-              st.m->frontend_cpu.inc({{"part", "actor"}}, std::max(0.0, st.actor_cpu - st.actor_cpu_seen));
-              st.m->process_cpu.inc({}, std::max(0.0, proc - st.process_cpu_seen));
-              st.io_cpu_seen = std::max(st.io_cpu_seen, io);
-              st.actor_cpu_seen = st.actor_cpu;
-              st.process_cpu_seen = std::max(st.process_cpu_seen, proc);
+              st.m->frontend_cpu.advance_to({{"part", "http_io"}}, ios.cpu_seconds);
+              st.m->frontend_cpu.advance_to({{"part", "actor"}}, st.actor_cpu);
+              st.m->process_cpu.advance_to({}, process_cpu_now());
               ex->respond(200, "text/plain; version=0.0.4; charset=utf-8", st.m->reg.render());
             };
             if (reps.empty()) return render();
@@ -472,6 +468,5 @@ frontend::~frontend() {
 }
 
 std::uint16_t frontend::port() const { return server_->port(); }
-std::size_t frontend::open_connections() const { return server_->open_connections(); }
 
 }  // namespace troupe::actors

@@ -38,7 +38,6 @@ class frontend {
   frontend& operator=(const frontend&) = delete;
 
   std::uint16_t port() const;
-  std::size_t open_connections() const;
 
  private:
   caf::actor actor_;

@@ -109,13 +109,18 @@ class session : public std::enable_shared_from_this<session> {
     parser_.emplace();
     parser_->body_limit(st_.cfg.max_body);
     parser_->header_limit(64 * 1024);
-    // Idle keep-alive connections and slow senders are closed after the timeout.
+    arm_idle_timer();  // slow senders are closed after the timeout too
+    auto self = shared_from_this();
+    beast::http::async_read(sock_, buf_, *parser_, [self](beast::error_code ec, std::size_t) { self->on_request(ec); });
+  }
+
+  // A connection that is not answering a request is closed once the idle timeout passes.
+  void arm_idle_timer() {
     timer_.expires_after(std::chrono::seconds(st_.cfg.idle_timeout_s));
     auto self = shared_from_this();
     timer_.async_wait([self](beast::error_code ec) {
       if (!ec && !self->busy_) self->close();
     });
-    beast::http::async_read(sock_, buf_, *parser_, [self](beast::error_code ec, std::size_t) { self->on_request(ec); });
   }
 
   void on_request(beast::error_code ec) {
@@ -200,11 +205,7 @@ class session : public std::enable_shared_from_this<session> {
     if (!watching_) return read_request();
     // The pending watch read continues the connection when the next request arrives; until
     // then the idle timeout applies.
-    timer_.expires_after(std::chrono::seconds(st_.cfg.idle_timeout_s));
-    auto self = shared_from_this();
-    timer_.async_wait([self](beast::error_code ec) {
-      if (!ec && !self->busy_) self->close();
-    });
+    arm_idle_timer();
   }
 
   // After the last answer on a connection: read and drop what the client still sends (the rest

@@ -91,7 +91,7 @@ void settle_handoffs(scheduler_actor::stateful_pointer<scheduler_state> self, st
 void group_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
   auto& st = self->state;
   if (st.engine->step_in_flight() || !st.engine->has_unfinished()) return;
-  const engine::forward_plan& plan = st.engine->begin_step();
+  engine::forward_plan plan = st.engine->begin_step();
   if (plan.empty()) {
     auto outputs = st.engine->finish_step({}, 0);
     settle_handoffs(self, outputs);
@@ -99,7 +99,7 @@ void group_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
     schedule_step(self);
     return;
   }
-  self->request(st.group, st.group_cfg.step_timeout, execute_atom::value, stage_input{plan, {}, 0})
+  self->request(st.group, st.group_cfg.step_timeout, execute_atom::value, stage_input{std::move(plan), {}, 0})
       .then(
           [=](step_logits& r) {
             auto& st = self->state;

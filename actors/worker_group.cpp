@@ -147,7 +147,6 @@ group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_
         }
         return status_of(self->state);
       },
-      [=](status_atom) { return status_of(self->state); },
       [=](ranks_atom) { return self->state.ranks; },
   };
 }

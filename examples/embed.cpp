@@ -66,8 +66,8 @@ int main(int argc, char** argv) {
   actors::generate_request r;
   r.id = "hello";
   r.prompt = tok->encode("Hello from my own actor system");
-  r.max_tokens = 8;
-  r.temperature = 0;  // greedy
+  r.params.max_tokens = 8;
+  r.params.temperature = 0;  // greedy
   caf::scoped_actor self{sys};
   bool accepted = false;
   self->request(troupe_actors.owner(), std::chrono::seconds(10), actors::submit_atom::value, r, sink)

@@ -10,6 +10,24 @@
 #include "actors/protocol/worker_protocol.h"
 #include "runtime/engine/request.h"
 
+namespace troupe::sampling {
+
+// On the wire the optional seed travels as a flag and a value.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
+  bool has_seed = x.seed.has_value();
+  std::uint64_t seed = x.seed.value_or(0);
+  auto restore_seed = caf::meta::load_callback([&]() -> caf::error {
+    x.seed = has_seed ? std::optional<std::uint64_t>(seed) : std::nullopt;
+    return caf::none;
+  });
+  return f(caf::meta::type_name("sampling_params"), x.temperature, x.top_k, x.top_p, x.min_p, x.repetition_penalty,
+           x.presence_penalty, x.frequency_penalty, has_seed, seed, x.max_tokens, x.stop_token_ids, x.stop,
+           x.ignore_eos, x.logprobs, restore_seed);
+}
+
+}  // namespace troupe::sampling
+
 namespace troupe::actors {
 
 // A request for one replica: prompt + tokens generated so far (non-empty after a migration,
@@ -18,21 +36,8 @@ struct generate_request {
   std::string id;
   std::vector<std::int32_t> prompt;
   std::vector<std::int32_t> generated;  // already streamed to the client; not sent again
-  float temperature = 1.0f;
-  std::int32_t top_k = 0;
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  float repetition_penalty = 1.0f;
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  bool has_seed = false;
-  std::uint64_t seed = 0;
-  std::int32_t max_tokens = 16;  // counted over generated + new tokens
-  std::vector<std::int32_t> stop_token_ids;
-  std::vector<std::string> stop;
-  bool ignore_eos = false;
+  sampling::sampling_params params;     // max_tokens counts generated + new tokens
   std::int32_t priority = 0;
-  std::int32_t logprobs = -1;  // -1: none; N: the chosen token's and the top N per token
   // Disaggregated serving: a prefill replica stops after the first token and hands the KV
   // over (finish_reason "handoff"); a decode replica gets that KV here and does not recompute
   // it (empty: recompute, as after a migration).
@@ -90,9 +95,8 @@ typename Inspector::result_type inspect(Inspector& f, load_report& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
-  return f(caf::meta::type_name("generate_request"), x.id, x.prompt, x.generated, x.temperature, x.top_k,
-           x.top_p, x.min_p, x.repetition_penalty, x.presence_penalty, x.frequency_penalty, x.has_seed, x.seed,
-           x.max_tokens, x.stop_token_ids, x.stop, x.ignore_eos, x.priority, x.logprobs, x.prefill_only, x.kv);
+  return f(caf::meta::type_name("generate_request"), x.id, x.prompt, x.generated, x.params, x.priority,
+           x.prefill_only, x.kv);
 }
 
 template <class Inspector>
@@ -133,8 +137,8 @@ using scheduler_actor = caf::typed_actor<
 // Adds every message type of this protocol to a config. Call once per actor system.
 void register_engine_protocol(caf::actor_system_config& cfg);
 
-// The engine request a generate_request stands for (prompt + generated as the prompt, the
-// token budget reduced by what was already generated).
+// The engine request a generate_request stands for, and back (the KV copied between the
+// engine's shared buffer and the message's own).
 engine::request to_engine_request(const generate_request& r);
 generate_request to_generate_request(const engine::request& r);
 

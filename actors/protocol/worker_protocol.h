@@ -78,7 +78,6 @@ typename Inspector::result_type inspect(Inspector& f, group_status& x) {
 using execute_atom = caf::atom_constant<caf::atom("execute")>;
 using ready_atom = caf::atom_constant<caf::atom("ready")>;
 using restart_atom = caf::atom_constant<caf::atom("restart")>;
-using status_atom = caf::atom_constant<caf::atom("status")>;
 using ranks_atom = caf::atom_constant<caf::atom("ranks")>;
 using export_atom = caf::atom_constant<caf::atom("export")>;
 
@@ -103,7 +102,6 @@ using group_actor = caf::typed_actor<
     caf::replies_to<ready_atom>::with<group_status>,
     // Restart the group now (a step timed out: a rank may be hung).
     caf::replies_to<restart_atom>::with<group_status>,
-    caf::replies_to<status_atom>::with<group_status>,
     // The current ranks, in pipeline order (fault injection and inspection).
     caf::replies_to<ranks_atom>::with<std::vector<worker_actor>>>;
 

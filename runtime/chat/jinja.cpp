@@ -620,7 +620,7 @@ struct call_args {
 
 bool run_test(const std::string& name, const value& v, const call_args& a, int line);
 
-value apply_filter(const std::string& name, const value& v, const call_args& a, int line, context& c);
+value apply_filter(const std::string& name, const value& v, const call_args& a, int line);
 
 value call_method(const value& obj, const std::string& name, const call_args& a, int line) {
   auto where = [&] { return "line " + std::to_string(line) + ": "; };
@@ -842,7 +842,7 @@ struct filter_expr : expr {
     call_args a;
     for (auto& e : pos) a.pos.push_back(e->eval(c));
     for (auto& [k, e] : kw) a.kw.emplace_back(k, e->eval(c));
-    return apply_filter(name, obj->eval(c), a, line, c);
+    return apply_filter(name, obj->eval(c), a, line);
   }
 };
 
@@ -978,7 +978,7 @@ bool run_test(const std::string& name, const value& v, const call_args& a, int l
   fail("line " + std::to_string(line) + ": unknown test '" + name + "'");
 }
 
-value apply_filter(const std::string& name, const value& v, const call_args& a, int line, context&) {
+value apply_filter(const std::string& name, const value& v, const call_args& a, int line) {
   const std::string where = "line " + std::to_string(line) + ": ";
   if (name == "trim") {
     const value* chars = a.arg(0, "chars");
@@ -1060,10 +1060,9 @@ value apply_filter(const std::string& name, const value& v, const call_args& a, 
     if (attr) {
       for (auto& x : iterate(v)) out.push_back(get_item(x, *attr, line));
     } else if (!a.pos.empty() && a.pos[0].is(kind::string)) {
-      context dummy;
       call_args rest;
       rest.pos.assign(a.pos.begin() + 1, a.pos.end());
-      for (auto& x : iterate(v)) out.push_back(apply_filter(a.pos[0].s, x, rest, line, dummy));
+      for (auto& x : iterate(v)) out.push_back(apply_filter(a.pos[0].s, x, rest, line));
     } else {
       fail(where + "map needs attribute= or a filter name");
     }

@@ -252,7 +252,7 @@ std::int32_t engine::sim_token(const sequence& s) const {
   return t;
 }
 
-const forward_plan& engine::begin_step() {
+forward_plan engine::begin_step() {
   if (pending_) throw std::logic_error("begin_step: the previous step is not finished");
   pending_.emplace();
   pending& p = *pending_;
@@ -282,7 +282,7 @@ const forward_plan& engine::begin_step() {
     if (int(fresh.size()) != sc.new_blocks) throw std::logic_error("scheduler planned more blocks than are free");
     s.blocks.insert(s.blocks.end(), fresh.begin(), fresh.end());
   }
-  forward_plan& fp = p.plan;
+  forward_plan fp;
   p.logit_row.assign(plan.scheduled.size(), -1);
   for (std::size_t i = 0; i < plan.scheduled.size(); ++i) {
     const auto& sc = plan.scheduled[i];
@@ -306,6 +306,8 @@ const forward_plan& engine::begin_step() {
       fp.logit_rows.push_back(std::int32_t(fp.tokens.size() - 1));
     }
   }
+  p.logit_rows = fp.logit_rows.size();
+  p.computes = !fp.empty();
   return fp;
 }
 
@@ -315,10 +317,10 @@ std::vector<request_output> engine::finish_step(std::span<const float> logits, d
   pending_.reset();
   std::vector<request_output> out = std::move(p.out);
   const std::size_t vocab = std::size_t(mc_.vocab_size);
-  if (!sim_ && logits.size() != p.plan.logit_rows.size() * vocab)
+  if (!sim_ && logits.size() != p.logit_rows * vocab)
     throw std::logic_error("finish_step: logits for " + std::to_string(logits.size() / std::max<std::size_t>(vocab, 1)) +
-                           " rows, the plan wants " + std::to_string(p.plan.logit_rows.size()));
-  if (!p.plan.empty()) {
+                           " rows, the plan wants " + std::to_string(p.logit_rows));
+  if (p.computes) {
     stats_.last_forward_seconds = forward_seconds;
     stats_.forward_seconds += forward_seconds;
     ++stats_.steps;
@@ -398,7 +400,7 @@ void engine::apply_deferred_aborts() {
 
 std::vector<request_output> engine::step() {
   if (!model_ && !sim_) throw std::logic_error("step: this engine's forward runs on workers; use begin_step/finish_step");
-  const forward_plan& plan = begin_step();
+  const forward_plan plan = begin_step();
   if (plan.empty()) return finish_step({}, 0);
   if (sim_) {
     sim::step_shape shape{std::int64_t(plan.tokens.size()), 0, std::int64_t(plan.logit_rows.size())};

@@ -69,11 +69,11 @@ class engine {
   std::vector<request_output> step();
 
   // A step in two halves, for a forward that runs elsewhere. begin_step schedules (admits,
-  // preempts, allocates blocks) and returns the plan the workers execute; the plan stays valid
-  // until finish_step. finish_step takes the logits of plan.logit_rows ([rows][vocab]; empty in
+  // preempts, allocates blocks) and hands over the plan the workers execute (its block ids
+  // stay allocated until finish_step or lose_kv). finish_step takes the logits of plan.logit_rows ([rows][vocab]; empty in
   // sim mode) and the forward's time, samples, and returns the outputs. Between the two,
   // add_request is fine and abort() takes effect when the step finishes.
-  const forward_plan& begin_step();
+  forward_plan begin_step();
   std::vector<request_output> finish_step(std::span<const float> logits, double forward_seconds);
   bool step_in_flight() const { return pending_.has_value(); }
 
@@ -107,7 +107,8 @@ class engine {
   void apply_deferred_aborts();
 
   struct pending {  // the step between begin_step and finish_step
-    forward_plan plan;
+    std::size_t logit_rows = 0;      // rows of logits the plan asked for
+    bool computes = false;           // the plan has tokens (a forward ran)
     std::vector<std::uint64_t> ids;  // scheduled sequences, in plan order
     std::vector<int> new_tokens;     // tokens each computes this step
     std::vector<int> logit_row;      // its row in the logits, or -1 (a prefill chunk)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 
 namespace troupe::metrics {
 
@@ -46,23 +47,37 @@ std::string label_text(const labels& l, const std::string& extra_name = "", cons
 
 }  // namespace
 
+double scalar_family::value(const labels& l) const {
+  std::lock_guard<std::mutex> g(*mu_);
+  auto it = values_.find(l);
+  return it == values_.end() ? 0 : it->second;
+}
+std::optional<double> sum_samples(const std::string& exposition, const std::string& metric,
+                                  const std::string& label_match) {
+  std::optional<double> sum;
+  std::istringstream in(exposition);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(metric, 0) != 0 || line.size() <= metric.size()) continue;
+    if (line[metric.size()] != '{' && line[metric.size()] != ' ') continue;  // another metric, same prefix
+    if (!label_match.empty() && line.find(label_match) == std::string::npos) continue;
+    sum = sum.value_or(0) + std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
 void counter::inc(const labels& l, double by) {
   std::lock_guard<std::mutex> g(*mu_);
   values_[l] += by;
 }
-double counter::value(const labels& l) const {
+void counter::advance_to(const labels& l, double total) {
   std::lock_guard<std::mutex> g(*mu_);
-  auto it = values_.find(l);
-  return it == values_.end() ? 0 : it->second;
+  double& v = values_[l];
+  v = std::max(v, total);
 }
 void gauge::set(const labels& l, double v) {
   std::lock_guard<std::mutex> g(*mu_);
   values_[l] = v;
-}
-double gauge::value(const labels& l) const {
-  std::lock_guard<std::mutex> g(*mu_);
-  auto it = values_.find(l);
-  return it == values_.end() ? 0 : it->second;
 }
 void histogram::observe(const labels& l, double v) {
   std::lock_guard<std::mutex> g(*mu_);

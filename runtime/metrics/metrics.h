@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,26 +16,27 @@ using labels = std::vector<std::pair<std::string, std::string>>;  // name, value
 
 class registry;
 
-class counter {
+// One number per label set: what counters and gauges share.
+class scalar_family {
  public:
-  void inc(const labels& l, double by = 1);
   double value(const labels& l) const;
 
- private:
+ protected:
   friend class registry;
   mutable std::mutex* mu_ = nullptr;
   std::map<labels, double> values_;
 };
 
-class gauge {
+class counter : public scalar_family {
+ public:
+  void inc(const labels& l, double by = 1);
+  // For a total read elsewhere (CPU time): moves the counter up to `total`, never down.
+  void advance_to(const labels& l, double total);
+};
+
+class gauge : public scalar_family {
  public:
   void set(const labels& l, double v);
-  double value(const labels& l) const;
-
- private:
-  friend class registry;
-  mutable std::mutex* mu_ = nullptr;
-  std::map<labels, double> values_;
 };
 
 class histogram {
@@ -75,6 +77,11 @@ class registry {
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<family>> families_;
 };
+
+// Reading exposition text back (a scraper's view): the sum of every sample of `metric` whose
+// line contains `label_match` (e.g. finished_reason="abort"); nullopt if there is none.
+std::optional<double> sum_samples(const std::string& exposition, const std::string& metric,
+                                  const std::string& label_match = "");
 
 // Escapes a label value for the text format (backslash, double quote, newline).
 std::string escape_label(const std::string& v);

@@ -90,9 +90,8 @@ BOOST_AUTO_TEST_CASE(a_sim_topology_serves_many_requests_deterministically) {
       generate_request r;
       r.id = "s" + std::to_string(i);
       r.prompt.assign(std::size_t(10 + i % 50), 5);
-      r.max_tokens = 4 + i % 7;
-      r.has_seed = true;
-      r.seed = std::uint64_t(i);
+      r.params.max_tokens = 4 + i % 7;
+      r.params.seed = std::uint64_t(i);
       self->request(cluster.owner(), std::chrono::seconds(30), submit_atom::value, r, caf::actor_cast<token_sink>(self))
           .receive([](bool ok) { BOOST_TEST(ok); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
     }

@@ -9,6 +9,7 @@
 
 #include "runtime/chat/chat_template.h"
 #include "runtime/engine/engine.h"
+#include "runtime/metrics/metrics.h"
 #include "tests/support/engine_factory.h"
 #include "tests/support/http_client.h"
 #include "tests/support/models.h"
@@ -55,15 +56,7 @@ struct server_fixture {
 
 // A sum over every series of a metric whose labels contain `match` (e.g. finished_reason="length").
 double metric_sum(const std::string& text, const std::string& name, const std::string& match = "") {
-  double sum = 0;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(name, 0) != 0 || (line.size() > name.size() && line[name.size()] != '{' && line[name.size()] != ' ')) continue;
-    if (!match.empty() && line.find(match) == std::string::npos) continue;
-    sum += std::stod(line.substr(line.rfind(' ') + 1));
-  }
-  return sum;
+  return metrics::sum_samples(text, name, match).value_or(0);
 }
 
 }  // namespace

@@ -71,9 +71,9 @@ nlohmann::json measure_overhead(caf::actor_system& sys, actors::local_cluster& c
     actors::generate_request r;
     r.id = "o" + std::to_string(batch) + "-" + std::to_string(i);
     for (int p = 0; p < 16; ++p) r.prompt.push_back((i * 131 + p * 7) % vocab);
-    r.max_tokens = window + 8;
-    r.temperature = 0;
-    r.ignore_eos = true;
+    r.params.max_tokens = window + 8;
+    r.params.temperature = 0;
+    r.params.ignore_eos = true;
     self->request(cluster.owner(), timeout, actors::submit_atom::value, r, sink)
         .receive([](bool) {}, [&](caf::error& e) { throw input_error(sys.render(e)); });
   }
@@ -172,9 +172,9 @@ int cmd_bench_runtime(int argc, char** argv) {
     auto& r = reqs[std::size_t(i)];
     r.id = "b" + std::to_string(i);
     for (int p = 0; p < prompt_len; ++p) r.prompt.push_back((i * 131 + p * 7) % vocab);
-    r.max_tokens = max_tokens;
-    r.temperature = 0;
-    r.ignore_eos = true;
+    r.params.max_tokens = max_tokens;
+    r.params.temperature = 0;
+    r.params.ignore_eos = true;
   }
   const auto t0 = std::chrono::steady_clock::now();
   using handle = decltype(self->request(cluster.owner(), topo.timeouts.request, actors::submit_atom::value, reqs[0], sink));

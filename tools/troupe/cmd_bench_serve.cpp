@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "runtime/common/error.h"
+#include "runtime/metrics/metrics.h"
 #include "tools/troupe/args.h"
 #include "tools/troupe/bench_serve/client.h"
 #include "tools/troupe/bench_serve/report.h"
@@ -21,19 +22,6 @@ std::vector<std::string> words(const std::string& s) {
   std::string w;
   while (in >> w) out.push_back(w);
   return out;
-}
-
-// Sums a metric's samples in Prometheus text (nullopt when the server does not export it).
-std::optional<double> scrape(const std::string& text, const std::string& name, const std::string& match = "") {
-  std::optional<double> sum;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(name, 0) != 0 || line.size() <= name.size() || (line[name.size()] != '{' && line[name.size()] != ' ')) continue;
-    if (!match.empty() && line.find(match) == std::string::npos) continue;
-    sum = sum.value_or(0) + std::stod(line.substr(line.rfind(' ') + 1));
-  }
-  return sum;
 }
 
 }  // namespace
@@ -125,8 +113,13 @@ int cmd_bench_serve(int argc, char** argv) {
   // The server's own CPU per streamed token, where it exports it (troupe does).
   if (before) {
     auto [status, after] = bench::http_get(co, "/metrics");
-    const auto f0 = scrape(*before, "troupe:frontend_cpu_seconds_total"), f1 = scrape(after, "troupe:frontend_cpu_seconds_total");
-    const auto p0 = scrape(*before, "process_cpu_seconds_total"), p1 = scrape(after, "process_cpu_seconds_total");
+    auto frontend_cpu = [](const std::string& text) {  // either metric_prefix
+      auto v = metrics::sum_samples(text, "troupe:frontend_cpu_seconds_total");
+      return v ? v : metrics::sum_samples(text, "troupe_frontend_cpu_seconds_total");
+    };
+    const auto f0 = frontend_cpu(*before), f1 = frontend_cpu(after);
+    const auto p0 = metrics::sum_samples(*before, "process_cpu_seconds_total");
+    const auto p1 = metrics::sum_samples(after, "process_cpu_seconds_total");
     if (status == 200 && f0 && f1 && s.output_tokens > 0) {
       j["server_frontend_cpu_us_per_token"] = (*f1 - *f0) * 1e6 / double(s.output_tokens);
       char b[160];
