@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "runtime/common/error.h"
+#include "runtime/common/json.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace troupe::api {
@@ -102,9 +104,9 @@ std::string message_text(const json& content, std::size_t index) {
 completion_request parse_request(const std::string& body, endpoint kind) {
   json j;
   try {
-    j = json::parse(body);
-  } catch (const std::exception& e) {
-    throw api_error(400, std::string("the body is not valid JSON: ") + e.what());
+    j = parse_json(body, "the body");
+  } catch (const input_error& e) {
+    throw api_error(400, e.what());
   }
   if (!j.is_object()) throw api_error(400, std::string("the body must be a JSON object, got ") + json_type(j));
   const fields f{j};

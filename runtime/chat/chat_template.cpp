@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "runtime/common/error.h"
+#include "runtime/common/json.h"
 
 namespace troupe::chat {
 
@@ -27,12 +28,7 @@ std::optional<chat_template> chat_template::load(const std::string& model_dir) {
   std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
-  nlohmann::json cfg;
-  try {
-    cfg = nlohmann::json::parse(ss.str());
-  } catch (const std::exception& e) {
-    throw input_error(path + ": not valid JSON: " + e.what());
-  }
+  const nlohmann::json cfg = parse_json(ss.str(), path);
   if (!cfg.contains("chat_template")) return std::nullopt;
   std::string source;
   const auto& t = cfg["chat_template"];

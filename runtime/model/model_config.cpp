@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "runtime/common/error.h"
+#include "runtime/common/json.h"
 
 namespace troupe::model {
 
@@ -60,12 +61,7 @@ std::vector<double> model_config::rope_inv_freq() const {
 }
 
 model_config parse_model_config(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const std::exception& e) {
-    throw input_error(source + ": not valid JSON: " + e.what());
-  }
+  const json j = parse_json(text, source);
   if (!j.is_object()) throw input_error(source + ": expected a JSON object");
   model_config c;
   auto archs = required<std::vector<std::string>>(j, "architectures", source);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/error.h"
+#include "runtime/common/json.h"
 
 namespace troupe::model {
 
@@ -69,12 +70,8 @@ safetensors_file::safetensors_file(const std::string& path) : path_(path) {
   std::uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = header_len << 8 | bytes[i];
   if (header_len > size_ - 8) throw input_error(path + ": header length " + std::to_string(header_len) + " exceeds the file");
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_len);
-  } catch (const std::exception& e) {
-    throw input_error(path + ": header is not valid JSON: " + e.what());
-  }
+  const nlohmann::json header =
+      parse_json(std::string_view(reinterpret_cast<const char*>(bytes + 8), header_len), path + ": header");
   if (!header.is_object()) throw input_error(path + ": header is not a JSON object");
   const std::uint8_t* data = bytes + 8 + header_len;
   const std::size_t data_len = size_ - 8 - header_len;

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "runtime/common/error.h"
+#include "runtime/common/json.h"
 #include "runtime/tokenizer/byte_level.h"
 #include "runtime/tokenizer/regex.h"
 #include "runtime/tokenizer/unicode.h"
@@ -382,12 +383,7 @@ std::unique_ptr<tokenizer> tokenizer::load(const std::string& path) {
 std::unique_ptr<tokenizer> tokenizer::from_json(const std::string& text, const std::string& source) {
   auto p = std::make_unique<impl>();
   p->source = source;
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const std::exception& e) {
-    throw input_error(source + ": not valid JSON: " + e.what());
-  }
+  const json j = parse_json(text, source);
   try {
     p->parse_model(j.at("model"));
     p->parse_normalizer(j.value("normalizer", json()));

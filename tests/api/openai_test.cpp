@@ -102,3 +102,26 @@ BOOST_AUTO_TEST_CASE(response_shapes) {
   BOOST_TEST(e.body()["error"]["param"].is_null());
   BOOST_TEST(!api::openai_finish_reason("abort").has_value());
 }
+
+// A 40 KB body of 20,000 nested arrays crashed the server: copying the parsed tree into the
+// template's values recursed once per level, on the multiplexer thread's stack.
+BOOST_AUTO_TEST_CASE(deeply_nested_json_is_refused_before_it_becomes_a_tree) {
+  const std::string deep = std::string(20000, '[') + std::string(20000, ']');
+  for (const std::string& body :
+       {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": " + deep + "}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": {\"a\": " + deep + "}}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"extra\": " + deep + "}]}"}) {
+    try {
+      api::parse_request(body, endpoint::chat);
+      BOOST_FAIL("accepted");
+    } catch (const api::api_error& e) {
+      BOOST_TEST(e.status() == 400);
+      BOOST_TEST(std::string(e.what()) == "the body: JSON nested deeper than 128 levels");
+    }
+  }
+  // Brackets inside strings are text, not nesting; 128 levels are fine.
+  const std::string ok = std::string(127, '[') + std::string(127, ']');
+  BOOST_TEST(param_of(json::parse("{\"prompt\": \"" + std::string(500, '[') + "\", \"user\": " + "\"x\"}")) == "accepted");
+  BOOST_TEST(param_of(json::parse("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": " + ok + "}"),
+                      endpoint::chat) == "accepted");
+}

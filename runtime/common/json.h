@@ -1,0 +1,24 @@
+// JSON from outside (request bodies, model files) parsed with a bound on nesting. nlohmann's
+// parser is iterative, but copying, dumping and converting a parsed tree recurse once per level:
+// a 40 KB body of 20,000 nested brackets would overflow the stack later, far from the parse.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace troupe {
+
+// Deep enough for any real request (tool schemas nest a dozen levels) or model file.
+inline constexpr std::size_t max_json_depth = 128;
+
+// The deepest nesting of arrays and objects in `text`, counted without parsing (strings and
+// their escapes skipped); stops counting past `limit`, so it is O(n) with no allocation.
+std::size_t json_depth(std::string_view text, std::size_t limit);
+
+// Parses `text`; throws input_error "<source>: not valid JSON: ..." or "<source>: JSON nested
+// deeper than N levels" so the caller can name the input.
+nlohmann::json parse_json(std::string_view text, const std::string& source, std::size_t max_depth = max_json_depth);
+
+}  // namespace troupe
