@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <ctime>
 #include <functional>
@@ -21,9 +22,15 @@ struct value;
 using list_t = std::vector<value>;
 using dict_t = std::vector<std::pair<std::string, value>>;  // insertion order, like a Python dict
 
+// Values nest no deeper than this: printing, comparing and freeing them recurse once per level.
+constexpr int max_value_depth = 256;
+
+[[noreturn]] void fail(const std::string& what);
+
 struct value {
   enum class kind { undefined, none, boolean, integer, real, string, list, dict, ns } k = kind::undefined;
   bool b = false;
+  int depth = 0;  // lists and dicts: 1 + the deepest element's depth
   long long i = 0;
   double d = 0;
   std::string s;  // string; for undefined, the name that was looked up
@@ -36,8 +43,24 @@ struct value {
   static value real(double x) { value v; v.k = kind::real; v.d = x; return v; }
   static value str(std::string x) { value v; v.k = kind::string; v.s = std::move(x); return v; }
   static value undef(std::string name) { value v; v.s = std::move(name); return v; }
-  static value list(list_t x = {}) { value v; v.k = kind::list; v.l = std::make_shared<list_t>(std::move(x)); return v; }
-  static value dict(dict_t x = {}, kind k = kind::dict) { value v; v.k = k; v.m = std::make_shared<dict_t>(std::move(x)); return v; }
+  static value list(list_t x = {}) {
+    value v;
+    v.k = kind::list;
+    for (auto& e : x) v.depth = std::max(v.depth, e.depth);
+    v.l = std::make_shared<list_t>(std::move(x));
+    return v.nest();
+  }
+  static value dict(dict_t x = {}, kind k = kind::dict) {
+    value v;
+    v.k = k;
+    for (auto& e : x) v.depth = std::max(v.depth, e.second.depth);
+    v.m = std::make_shared<dict_t>(std::move(x));
+    return v.nest();
+  }
+  value nest() {
+    if (++depth > max_value_depth) fail("values nested deeper than " + std::to_string(max_value_depth) + " levels");
+    return std::move(*this);
+  }
 
   bool is(kind x) const { return k == x; }
   bool number() const { return k == kind::integer || k == kind::real || k == kind::boolean; }
@@ -53,22 +76,27 @@ using kind = value::kind;
 
 [[noreturn]] void fail(const std::string& what) { throw template_error(what); }
 
-value from_json(const nlohmann::json& j) {
+// Checks the depth on the way down: building the children first would recurse unbounded.
+value from_json(const nlohmann::json& j, int depth = 0) {
+  if (depth >= max_value_depth) fail("values nested deeper than " + std::to_string(max_value_depth) + " levels");
   switch (j.type()) {
     case nlohmann::json::value_t::null: return value::none();
     case nlohmann::json::value_t::boolean: return value::boolean(j.get<bool>());
-    case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned: return value::integer(j.get<long long>());
+    case nlohmann::json::value_t::number_integer: return value::integer(j.get<long long>());
+    case nlohmann::json::value_t::number_unsigned: {
+      const auto u = j.get<std::uint64_t>();  // past long long: a float, as Python would print it exactly
+      return u > std::uint64_t(LLONG_MAX) ? value::real(double(u)) : value::integer((long long)u);
+    }
     case nlohmann::json::value_t::number_float: return value::real(j.get<double>());
     case nlohmann::json::value_t::string: return value::str(j.get<std::string>());
     case nlohmann::json::value_t::array: {
       list_t l;
-      for (auto& x : j) l.push_back(from_json(x));
+      for (auto& x : j) l.push_back(from_json(x, depth + 1));
       return value::list(std::move(l));
     }
     case nlohmann::json::value_t::object: {
       dict_t m;
-      for (auto& [k, x] : j.items()) m.emplace_back(k, from_json(x));
+      for (auto& [k, x] : j.items()) m.emplace_back(k, from_json(x, depth + 1));
       return value::dict(std::move(m));
     }
     default: return value::none();
@@ -501,6 +529,21 @@ struct loop_continue {};
 
 struct context {
   std::vector<std::map<std::string, value>> scopes;
+  render_limits limits;
+  std::size_t steps = 0;
+
+  void charge(std::size_t n) {
+    steps += n;
+    if (steps > limits.max_steps)
+      fail("the template ran past its budget of " + std::to_string(limits.max_steps) + " steps");
+  }
+  // A string about to be built: counted against the budget, refused past the output limit.
+  void building(std::size_t bytes, int line) {
+    if (bytes > limits.max_output)
+      fail("line " + std::to_string(line) + ": a string of " + std::to_string(bytes) + " bytes is past the limit of " +
+           std::to_string(limits.max_output));
+    charge(bytes / 256);
+  }
   value lookup(const std::string& name) const {
     for (auto it = scopes.rbegin(); it != scopes.rend(); ++it) {
       auto f = it->find(name);
@@ -816,6 +859,9 @@ struct call_expr : expr {
       else if (a.pos.size() >= 2) { start = a.pos[0].i; stop = a.pos[1].i; }
       if (a.pos.size() == 3) step = a.pos[2].i;
       if (step == 0 || a.pos.empty() || a.pos.size() > 3) fail(where + "bad range()");
+      const __int128 span = step > 0 ? __int128(stop) - start : __int128(start) - stop;
+      const __int128 count = span <= 0 ? 0 : (span + (step > 0 ? step : -__int128(step)) - 1) / (step > 0 ? step : -__int128(step));
+      c.charge(count > __int128(c.limits.max_steps) ? c.limits.max_steps + 1 : std::size_t(count));
       list_t l;
       for (long long i = start; step > 0 ? i < stop : i > stop; i += step) l.push_back(value::integer(i));
       return value::list(std::move(l));
@@ -885,7 +931,11 @@ struct binary_expr : expr {
       return truthy(x) ? x : b->eval(c);
     }
     const value x = a->eval(c), y = b->eval(c);
-    if (op == "~") return value::str(py_str(x) + py_str(y));
+    if (op == "~") {
+      std::string sx = py_str(x), sy = py_str(y);
+      c.building(sx.size() + sy.size(), line);
+      return value::str(std::move(sx) + sy);
+    }
     if (op == "==") return value::boolean(equal(x, y));
     if (op == "!=") return value::boolean(!equal(x, y));
     if (op == "<") return value::boolean(compare(x, y, op) < 0);
@@ -897,14 +947,19 @@ struct binary_expr : expr {
     need_defined(x, ("line " + std::to_string(line) + ": operator " + op).c_str());
     need_defined(y, ("line " + std::to_string(line) + ": operator " + op).c_str());
     if (op == "+") {
-      if (x.is(kind::string) && y.is(kind::string)) return value::str(x.s + y.s);
+      if (x.is(kind::string) && y.is(kind::string)) {
+        c.building(x.s.size() + y.s.size(), line);
+        return value::str(x.s + y.s);
+      }
       if (x.is(kind::list) && y.is(kind::list)) {
+        c.charge(x.l->size() + y.l->size());
         list_t l = *x.l;
         l.insert(l.end(), y.l->begin(), y.l->end());
         return value::list(std::move(l));
       }
     }
     if (op == "*" && x.is(kind::string) && y.is(kind::integer)) {
+      if (y.i > 0 && !x.s.empty()) c.building(y.i > (long long)(c.limits.max_output / x.s.size()) ? c.limits.max_output + 1 : x.s.size() * std::size_t(y.i), line);
       std::string r;
       for (long long i = 0; i < y.i; ++i) r += x.s;
       return value::str(r);
@@ -913,11 +968,19 @@ struct binary_expr : expr {
       fail(where + "unsupported operand types for " + op + ": " + type_name(x) + " and " + type_name(y));
     const bool ints = !x.is(kind::real) && !y.is(kind::real);
     const long long xi = x.is(kind::boolean) ? x.b : x.i, yi = y.is(kind::boolean) ? y.b : y.i;
-    if (op == "+") return ints ? value::integer(xi + yi) : value::real(x.num() + y.num());
-    if (op == "-") return ints ? value::integer(xi - yi) : value::real(x.num() - y.num());
-    if (op == "*") return ints ? value::integer(xi * yi) : value::real(x.num() * y.num());
-    if (op == "**") return ints && yi >= 0 ? value::integer((long long)std::llround(std::pow(double(xi), double(yi)))) : value::real(std::pow(x.num(), y.num()));
+    long long r = 0;
+    auto overflow = [&] { fail(where + "integer overflow in " + op); };
+    if (op == "+") return ints ? (__builtin_add_overflow(xi, yi, &r) ? overflow() : void(), value::integer(r)) : value::real(x.num() + y.num());
+    if (op == "-") return ints ? (__builtin_sub_overflow(xi, yi, &r) ? overflow() : void(), value::integer(r)) : value::real(x.num() - y.num());
+    if (op == "*") return ints ? (__builtin_mul_overflow(xi, yi, &r) ? overflow() : void(), value::integer(r)) : value::real(x.num() * y.num());
+    if (op == "**") {
+      if (!ints || yi < 0) return value::real(std::pow(x.num(), y.num()));
+      const double p = std::pow(double(xi), double(yi));
+      if (!(std::fabs(p) < 9.2e18)) overflow();
+      return value::integer((long long)std::llround(p));
+    }
     if (y.num() == 0) fail(where + "division by zero");
+    if (ints && xi == LLONG_MIN && yi == -1) overflow();
     if (op == "/") return value::real(x.num() / y.num());
     if (op == "//") {
       if (ints) {
@@ -1099,9 +1162,16 @@ value apply_filter(const std::string& name, const value& v, const call_args& a, 
 // Expression parser (Jinja's precedence: or < and < not < comparisons < + - < ~ < * / // % <
 // ** < unary < postfix, filters and tests).
 
+// Parsing and evaluating recurse once per level of an expression's tree: a tag's length and its
+// nesting are bounded so a hostile template cannot overflow the stack.
+constexpr std::size_t max_tag_tokens = 1024;
+constexpr int max_nesting = 64;
+
 class expr_parser {
  public:
-  expr_parser(std::vector<token> toks, int line) : t_(std::move(toks)), line_(line) {}
+  expr_parser(std::vector<token> toks, int line) : t_(std::move(toks)), line_(line) {
+    if (t_.size() > max_tag_tokens) err("a tag of more than " + std::to_string(max_tag_tokens) + " tokens");
+  }
 
   expr_ptr expression() { return condexpr(); }
   expr_ptr expression_no_cond() { return or_expr(); }  // a for's iterable: `if` filters the loop
@@ -1140,6 +1210,11 @@ class expr_parser {
   }
 
   expr_ptr condexpr() {
+    if (++depth_ > max_nesting) err("expression nested deeper than " + std::to_string(max_nesting) + " levels");
+    struct leave {
+      int& d;
+      ~leave() { --d; }
+    } guard{depth_};
     expr_ptr e = or_expr();
     while (is_name("if")) {
       next();
@@ -1423,6 +1498,7 @@ class expr_parser {
 
   std::vector<token> t_;
   std::size_t p_ = 0;
+  int depth_ = 0;
   int line_;
 };
 
@@ -1437,7 +1513,12 @@ using node_ptr = std::unique_ptr<node>;
 using body = std::vector<node_ptr>;
 
 void render_body(const body& b, context& c, std::string& out) {
-  for (auto& n : b) n->render(c, out);
+  for (auto& n : b) {
+    c.charge(1);
+    n->render(c, out);
+    if (out.size() > c.limits.max_output)
+      fail("the template's output passed the limit of " + std::to_string(c.limits.max_output) + " bytes");
+  }
 }
 
 struct text_node : node {
@@ -1476,6 +1557,7 @@ struct for_node : node {
     if (items.empty()) return render_body(otherwise, c, out);
     const long long n = (long long)items.size();
     for (long long i = 0; i < n; ++i) {
+      c.charge(1);
       c.scopes.emplace_back();  // a loop body's `set` does not leak out (hence namespace())
       bind(c, items[std::size_t(i)]);
       dict_t loop{{"index", value::integer(i + 1)},      {"index0", value::integer(i)},
@@ -1503,6 +1585,17 @@ struct for_node : node {
     for (std::size_t i = 0; i < vars.size(); ++i) c.set(vars[i], parts[i]);
   }
 };
+bool holds_namespace(const value& v) {
+  if (v.is(kind::ns)) return true;
+  if (v.is(kind::list))
+    for (auto& x : *v.l)
+      if (holds_namespace(x)) return true;
+  if (v.is(kind::dict))
+    for (auto& [k, x] : *v.m)
+      if (holds_namespace(x)) return true;
+  return false;
+}
+
 struct set_node : node {
   std::string name, attr;  // attr set: namespace attribute assignment
   expr_ptr e;
@@ -1520,6 +1613,8 @@ struct set_node : node {
     if (attr.empty()) return c.set(name, std::move(v));
     value ns = c.lookup(name);
     if (!ns.is(kind::ns)) fail("cannot set '" + attr + "' on '" + name + "': not a namespace");
+    // Namespaces are the one mutable value: one stored in a namespace could hold itself.
+    if (holds_namespace(v)) fail("cannot store a namespace in namespace '" + name + "'");
     for (auto& [k, x] : *ns.m)
       if (k == attr) {
         x = std::move(v);
@@ -1680,6 +1775,12 @@ class template_parser {
 
   node_ptr statement() {
     const segment seg = s_[p_++];
+    if (++depth_ > max_nesting)
+      fail("line " + std::to_string(seg.line) + ": blocks nested deeper than " + std::to_string(max_nesting) + " levels");
+    struct leave {
+      int& d;
+      ~leave() { --d; }
+    } guard{depth_};
     expr_parser ep(tokenize(seg.content, seg.line), seg.line);
     const std::string kw = ep.expect_name();
     if (kw == "if") {
@@ -1759,6 +1860,7 @@ class template_parser {
 
   std::vector<segment> s_;
   std::size_t p_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace
@@ -1776,8 +1878,9 @@ jinja_template::~jinja_template() = default;
 jinja_template::jinja_template(const jinja_template&) = default;
 jinja_template& jinja_template::operator=(const jinja_template&) = default;
 
-std::string jinja_template::render(const nlohmann::json& ctx) const {
+std::string jinja_template::render(const nlohmann::json& ctx, const render_limits& limits) const {
   context c;
+  c.limits = limits;
   c.scopes.emplace_back();
   if (ctx.is_object())
     for (auto& [k, v] : ctx.items()) c.scopes.back()[k] = from_json(v);

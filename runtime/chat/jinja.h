@@ -8,6 +8,7 @@
 // arithmetic, ~, comparisons, in, and/or/not, conditional expressions, and the str/dict methods
 // templates call. What it does not know is an error naming the line, never a silent guess.
 #pragma once
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -26,6 +27,13 @@ class template_raised : public template_error {
   using template_error::template_error;
 };
 
+// What one render may spend. A template comes from a model folder: it is code from outside, and
+// `range(100000000)` must fail its request, not stall the server.
+struct render_limits {
+  std::size_t max_steps = 1'000'000;   // statements run, loop iterations, items range() makes, 256 B built
+  std::size_t max_output = 16u << 20;  // bytes of output, and of any one string built
+};
+
 class jinja_template {
  public:
   // Parses; throws template_error "line N: what" on a syntax error.
@@ -36,8 +44,9 @@ class jinja_template {
   jinja_template& operator=(const jinja_template&);
 
   // Renders with `context`'s keys as variables. Throws template_raised for raise_exception and
-  // template_error for an evaluation error (an undefined value used, a wrong type).
-  std::string render(const nlohmann::json& context) const;
+  // template_error for an evaluation error (an undefined value used, a wrong type) or a render
+  // past `limits`.
+  std::string render(const nlohmann::json& context, const render_limits& limits = {}) const;
 
  private:
   struct impl;
