@@ -47,9 +47,28 @@ std::string label_text(const labels& l, const std::string& extra_name = "", cons
 
 }  // namespace
 
+void label_bounds::add(const std::string& label, label_bound b) { bounds_[label].bound = std::move(b); }
+
+labels label_bounds::apply(const labels& l) {
+  if (bounds_.empty()) return l;
+  labels out = l;
+  for (auto& [name, value] : out) {
+    auto it = bounds_.find(name);
+    if (it == bounds_.end()) continue;
+    entry& e = it->second;
+    if (value.size() > e.bound.max_length) {
+      value = e.bound.overflow;
+    } else if (!e.seen.count(value)) {
+      if (e.seen.size() >= e.bound.max_values) value = e.bound.overflow;
+      else e.seen.insert(value);
+    }
+  }
+  return out;
+}
+
 double scalar_family::value(const labels& l) const {
   std::lock_guard<std::mutex> g(*mu_);
-  auto it = values_.find(l);
+  auto it = values_.find(bounds_->apply(l));
   return it == values_.end() ? 0 : it->second;
 }
 std::optional<double> sum_samples(const std::string& exposition, const std::string& metric,
@@ -68,20 +87,20 @@ std::optional<double> sum_samples(const std::string& exposition, const std::stri
 
 void counter::inc(const labels& l, double by) {
   std::lock_guard<std::mutex> g(*mu_);
-  values_[l] += by;
+  values_[bounds_->apply(l)] += by;
 }
 void counter::advance_to(const labels& l, double total) {
   std::lock_guard<std::mutex> g(*mu_);
-  double& v = values_[l];
+  double& v = values_[bounds_->apply(l)];
   v = std::max(v, total);
 }
 void gauge::set(const labels& l, double v) {
   std::lock_guard<std::mutex> g(*mu_);
-  values_[l] = v;
+  values_[bounds_->apply(l)] = v;
 }
 void histogram::observe(const labels& l, double v) {
   std::lock_guard<std::mutex> g(*mu_);
-  series& s = values_[l];
+  series& s = values_[label_bounds_->apply(l)];
   if (s.buckets.empty()) s.buckets.assign(bounds_.size(), 0);
   const auto at = std::lower_bound(bounds_.begin(), bounds_.end(), v);  // le: v <= bound
   if (at != bounds_.end()) ++s.buckets[std::size_t(at - bounds_.begin())];
@@ -90,12 +109,12 @@ void histogram::observe(const labels& l, double v) {
 }
 std::uint64_t histogram::count(const labels& l) const {
   std::lock_guard<std::mutex> g(*mu_);
-  auto it = values_.find(l);
+  auto it = values_.find(label_bounds_->apply(l));
   return it == values_.end() ? 0 : it->second.count;
 }
 double histogram::sum(const labels& l) const {
   std::lock_guard<std::mutex> g(*mu_);
-  auto it = values_.find(l);
+  auto it = values_.find(label_bounds_->apply(l));
   return it == values_.end() ? 0 : it->second.sum;
 }
 
@@ -112,21 +131,29 @@ counter& registry::add_counter(const std::string& name, const std::string& help)
   family& f = add(name, help, "counter");
   f.c = std::make_unique<counter>();
   f.c->mu_ = &mu_;
+  f.c->bounds_ = &bounds_;
   return *f.c;
 }
 gauge& registry::add_gauge(const std::string& name, const std::string& help) {
   family& f = add(name, help, "gauge");
   f.g = std::make_unique<gauge>();
   f.g->mu_ = &mu_;
+  f.g->bounds_ = &bounds_;
   return *f.g;
 }
 histogram& registry::add_histogram(const std::string& name, const std::string& help, std::vector<double> bounds) {
   family& f = add(name, help, "histogram");
   f.h = std::make_unique<histogram>();
   f.h->mu_ = &mu_;
+  f.h->label_bounds_ = &bounds_;
   std::sort(bounds.begin(), bounds.end());
   f.h->bounds_ = std::move(bounds);
   return *f.h;
+}
+
+void registry::bound_label(const std::string& label, label_bound b) {
+  std::lock_guard<std::mutex> g(mu_);
+  bounds_.add(label, std::move(b));
 }
 
 std::string registry::render() const {

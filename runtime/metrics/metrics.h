@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,29 @@ using labels = std::vector<std::pair<std::string, std::string>>;  // name, value
 
 class registry;
 
+// A bound on the values of a label that clients choose (tenant, priority): each distinct value
+// is a series in every scrape, so past `max_values` distinct values, or longer than
+// `max_length` bytes, a value is counted under `overflow` instead.
+struct label_bound {
+  std::size_t max_values = 100;
+  std::size_t max_length = 64;
+  std::string overflow = "other";
+};
+
+// The bounds of one registry and the values each bounded label has admitted so far.
+class label_bounds {
+ public:
+  void add(const std::string& label, label_bound b);
+  labels apply(const labels& l);  // the caller holds the registry's lock
+
+ private:
+  struct entry {
+    label_bound bound;
+    std::set<std::string> seen;
+  };
+  std::map<std::string, entry> bounds_;
+};
+
 // One number per label set: what counters and gauges share.
 class scalar_family {
  public:
@@ -24,6 +48,7 @@ class scalar_family {
  protected:
   friend class registry;
   mutable std::mutex* mu_ = nullptr;
+  label_bounds* bounds_ = nullptr;
   std::map<labels, double> values_;
 };
 
@@ -53,6 +78,7 @@ class histogram {
     double sum = 0;
   };
   mutable std::mutex* mu_ = nullptr;
+  label_bounds* label_bounds_ = nullptr;
   std::vector<double> bounds_;
   std::map<labels, series> values_;
 };
@@ -62,6 +88,9 @@ class registry {
   counter& add_counter(const std::string& name, const std::string& help);  // name without _total
   gauge& add_gauge(const std::string& name, const std::string& help);
   histogram& add_histogram(const std::string& name, const std::string& help, std::vector<double> bounds);
+
+  // Bounds `label` in every family of this registry (applied to values recorded from now on).
+  void bound_label(const std::string& label, label_bound b);
 
   // Every family, in the order added, as Prometheus text.
   std::string render() const;
@@ -75,6 +104,7 @@ class registry {
   };
   family& add(const std::string& name, const std::string& help, const char* type);
   mutable std::mutex mu_;
+  label_bounds bounds_;
   std::vector<std::unique_ptr<family>> families_;
 };
 

@@ -37,3 +37,26 @@ BOOST_AUTO_TEST_CASE(renders_the_text_exposition_format) {
       "t_latency_seconds_count{m=\"x\"} 4\n";
   BOOST_TEST(r.render() == expected);
 }
+
+// A client-chosen `user` became a label without bound: one 1 MiB value made every scrape 168 MB.
+BOOST_AUTO_TEST_CASE(bounded_labels_count_long_and_surplus_values_as_other) {
+  registry r;
+  r.bound_label("tenant", {3, 8, "other"});
+  auto& c = r.add_counter("t_requests", "Requests.");
+  auto& h = r.add_histogram("t_latency_seconds", "Latency.", {1.0});
+  c.inc({{"tenant", std::string(1 << 20, 'x')}});
+  for (const char* t : {"a", "b", "c", "d", "e", "a"}) {
+    c.inc({{"tenant", t}, {"model", "m"}});
+    h.observe({{"tenant", t}}, 0.5);
+  }
+  BOOST_TEST(c.value({{"tenant", "a"}, {"model", "m"}}) == 2.0);
+  BOOST_TEST(c.value({{"tenant", "other"}, {"model", "m"}}) == 2.0);  // d and e
+  BOOST_TEST(c.value({{"tenant", "other"}}) == 1.0);                  // the 1 MiB one
+  BOOST_TEST(h.count({{"tenant", "other"}}) == 2u);
+  const std::string text = r.render();
+  BOOST_TEST(text.size() < 4096u);
+  BOOST_TEST(text.find("tenant=\"d\"") == std::string::npos);
+  // Labels without a bound are untouched.
+  c.inc({{"model", std::string(100, 'm')}});
+  BOOST_TEST(c.value({{"model", std::string(100, 'm')}}) == 1.0);
+}
