@@ -25,6 +25,7 @@ const char* reason_phrase(int status) {
   switch (status) {
     case 200: return "OK";
     case 400: return "Bad Request";
+    case 401: return "Unauthorized";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
@@ -142,20 +143,31 @@ class session : public std::enable_shared_from_this<session> {
     }
     auto msg = parser_->release();
     keep_alive_ = msg.keep_alive();
-    request r{std::string(msg.method_string()), std::string(msg.target()), std::move(msg.body())};
+    request r{std::string(msg.method_string()), std::string(msg.target()), std::move(msg.body()), {}};
+    for (const auto& f : msg) {
+      std::string name(f.name_string());
+      for (auto& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
+      r.headers.push_back({std::move(name), std::string(f.value())});
+    }
     ex_ = std::make_shared<session_exchange>(shared_from_this(), std::move(r));
     watch();  // notice a client that leaves while its answer is being prepared
     st_.on_request(ex_);
   }
 
-  // A read while a request is being answered: EOF or an error means the client left; bytes
-  // are kept for the next request (a pipelining client).
+  // A read while a request is being answered: an error means the client left; EOF means it
+  // half-closed (shutdown(SHUT_WR) after its request), so it still gets its answer and then the
+  // connection closes; bytes are kept for the next request (a pipelining client).
   void watch() {
     if (watching_ || closed_ || buf_.size() > 64 * 1024) return;
     watching_ = true;
     auto self = shared_from_this();
     sock_.async_read_some(buf_.prepare(4096), [self](beast::error_code ec, std::size_t n) {
       self->watching_ = false;
+      if (ec == asio::error::operation_aborted && !self->closed_) return self->read_request();  // see done()
+      if (ec == asio::error::eof && self->busy_) {
+        self->keep_alive_ = false;
+        return;
+      }
       if (ec) {
         if (self->busy_) self->client_gone();
         return self->close();
@@ -203,6 +215,9 @@ class session : public std::enable_shared_from_this<session> {
       return linger();
     }
     if (!watching_) return read_request();
+    // A pipelining client's next request is already buffered: stop the watch read, whose
+    // handler then parses it (two reads on one socket must not overlap).
+    if (buf_.size() > 0) return sock_.cancel();
     // The pending watch read continues the connection when the next request arrives; until
     // then the idle timeout applies.
     arm_idle_timer();
@@ -235,6 +250,9 @@ class session : public std::enable_shared_from_this<session> {
     beast::error_code ec;
     sock_.close(ec);  // pending writes end with an error; their buffers stay queued until then
     if (busy_) client_gone();
+    // The exchange holds this session; once closed, the session lets go of the exchange so the
+    // two are freed when the application drops its end (a cycle kept every gone client before).
+    ex_.reset();
   }
 
   tcp::socket sock_;

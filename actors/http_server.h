@@ -12,14 +12,22 @@
 
 namespace troupe::http {
 
+struct header {
+  std::string name, value;
+};
+
 struct request {
   std::string method;
   std::string target;  // path and query
   std::string body;
-};
+  std::vector<header> headers;  // names in lower case
 
-struct header {
-  std::string name, value;
+  // The value of the first header named `name` (lower case), or empty.
+  std::string header_value(const std::string& name) const {
+    for (auto& h : headers)
+      if (h.name == name) return h.value;
+    return "";
+  }
 };
 
 // One request being answered. Exactly one of respond() or begin_stream()..end_stream() per

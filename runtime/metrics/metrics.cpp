@@ -49,14 +49,13 @@ std::string label_text(const labels& l, const std::string& extra_name = "", cons
 
 void label_bounds::add(const std::string& label, label_bound b) { bounds_[label].bound = std::move(b); }
 
-labels label_bounds::apply(const labels& l) {
-  if (bounds_.empty()) return l;
+labels label_bounds::bound(const labels& l, bool all_overflow) {
   labels out = l;
   for (auto& [name, value] : out) {
     auto it = bounds_.find(name);
     if (it == bounds_.end()) continue;
     entry& e = it->second;
-    if (value.size() > e.bound.max_length) {
+    if (all_overflow || value.size() > e.bound.max_length) {
       value = e.bound.overflow;
     } else if (!e.seen.count(value)) {
       if (e.seen.size() >= e.bound.max_values) value = e.bound.overflow;
@@ -68,7 +67,7 @@ labels label_bounds::apply(const labels& l) {
 
 double scalar_family::value(const labels& l) const {
   std::lock_guard<std::mutex> g(*mu_);
-  auto it = values_.find(bounds_->apply(l));
+  auto it = values_.find(bounds_->apply(l, values_));
   return it == values_.end() ? 0 : it->second;
 }
 std::optional<double> sum_samples(const std::string& exposition, const std::string& metric,
@@ -87,20 +86,20 @@ std::optional<double> sum_samples(const std::string& exposition, const std::stri
 
 void counter::inc(const labels& l, double by) {
   std::lock_guard<std::mutex> g(*mu_);
-  values_[bounds_->apply(l)] += by;
+  values_[bounds_->apply(l, values_)] += by;
 }
 void counter::advance_to(const labels& l, double total) {
   std::lock_guard<std::mutex> g(*mu_);
-  double& v = values_[bounds_->apply(l)];
+  double& v = values_[bounds_->apply(l, values_)];
   v = std::max(v, total);
 }
 void gauge::set(const labels& l, double v) {
   std::lock_guard<std::mutex> g(*mu_);
-  values_[bounds_->apply(l)] = v;
+  values_[bounds_->apply(l, values_)] = v;
 }
 void histogram::observe(const labels& l, double v) {
   std::lock_guard<std::mutex> g(*mu_);
-  series& s = values_[label_bounds_->apply(l)];
+  series& s = values_[label_bounds_->apply(l, values_)];
   if (s.buckets.empty()) s.buckets.assign(bounds_.size(), 0);
   const auto at = std::lower_bound(bounds_.begin(), bounds_.end(), v);  // le: v <= bound
   if (at != bounds_.end()) ++s.buckets[std::size_t(at - bounds_.begin())];
@@ -109,12 +108,12 @@ void histogram::observe(const labels& l, double v) {
 }
 std::uint64_t histogram::count(const labels& l) const {
   std::lock_guard<std::mutex> g(*mu_);
-  auto it = values_.find(label_bounds_->apply(l));
+  auto it = values_.find(label_bounds_->apply(l, values_));
   return it == values_.end() ? 0 : it->second.count;
 }
 double histogram::sum(const labels& l) const {
   std::lock_guard<std::mutex> g(*mu_);
-  auto it = values_.find(label_bounds_->apply(l));
+  auto it = values_.find(label_bounds_->apply(l, values_));
   return it == values_.end() ? 0 : it->second.sum;
 }
 

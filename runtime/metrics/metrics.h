@@ -26,17 +26,30 @@ struct label_bound {
   std::string overflow = "other";
 };
 
-// The bounds of one registry and the values each bounded label has admitted so far.
+// The bounds of one registry and the values each bounded label has admitted so far. Bounded
+// labels multiply (tenant x priority x ...), so a family also holds at most `max_series` label
+// sets with a bounded value of their own; past that, new ones have every bounded label at
+// `overflow`.
 class label_bounds {
  public:
+  static constexpr std::size_t max_series = 64;
   void add(const std::string& label, label_bound b);
-  labels apply(const labels& l);  // the caller holds the registry's lock
+  // The label set to record `l` under in a family holding `series`; the caller holds the
+  // registry's lock.
+  template <class Series>
+  labels apply(const labels& l, const std::map<labels, Series>& series) {
+    if (bounds_.empty()) return l;
+    labels key = bound(l, false);
+    if (series.size() >= max_series && !series.count(key)) key = bound(l, true);
+    return key;
+  }
 
  private:
   struct entry {
     label_bound bound;
     std::set<std::string> seen;
   };
+  labels bound(const labels& l, bool all_overflow);
   std::map<std::string, entry> bounds_;
 };
 

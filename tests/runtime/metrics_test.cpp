@@ -60,3 +60,19 @@ BOOST_AUTO_TEST_CASE(bounded_labels_count_long_and_surplus_values_as_other) {
   c.inc({{"model", std::string(100, 'm')}});
   BOOST_TEST(c.value({{"model", std::string(100, 'm')}}) == 1.0);
 }
+
+// Bounded labels multiply (tenant x priority): a family keeps at most max_series label sets
+// with bounded values of their own.
+BOOST_AUTO_TEST_CASE(a_family_holds_a_bounded_number_of_series) {
+  registry r;
+  r.bound_label("tenant", {100, 64, "other"});
+  r.bound_label("priority", {100, 64, "other"});
+  auto& c = r.add_counter("t_requests", "Requests.");
+  for (int t = 0; t < 50; ++t)
+    for (int p = 0; p < 50; ++p) c.inc({{"tenant", std::to_string(t)}, {"priority", std::to_string(p)}});
+  const std::string text = r.render();
+  std::size_t lines = 0;
+  for (char ch : text) lines += ch == '\n';
+  BOOST_TEST(lines == 2 + label_bounds::max_series + 1);  // HELP, TYPE, the series, and "other"
+  BOOST_TEST(c.value({{"tenant", "other"}, {"priority", "other"}}) == double(2500 - label_bounds::max_series));
+}

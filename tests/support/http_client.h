@@ -33,7 +33,8 @@ struct http_response {
 };
 
 inline http_response http_request(std::uint16_t port, const std::string& method, const std::string& target,
-                                  const std::string& body = "") {
+                                  const std::string& body = "",
+                                  const std::vector<std::pair<std::string, std::string>>& headers = {}) {
   namespace beast = boost::beast;
   boost::asio::io_context ioc;
   beast::tcp_stream stream(ioc);
@@ -41,6 +42,7 @@ inline http_response http_request(std::uint16_t port, const std::string& method,
   beast::http::request<beast::http::string_body> req(beast::http::string_to_verb(method), target, 11);
   req.set(beast::http::field::host, "127.0.0.1");
   req.set(beast::http::field::content_type, "application/json");
+  for (auto& [k, v] : headers) req.set(k, v);
   req.body() = body;
   req.prepare_payload();
   beast::error_code wec;

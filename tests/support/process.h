@@ -58,6 +58,7 @@ class child_process {
   child_process& operator=(const child_process&) = delete;
 
   bool started() const { return pid_ > 0 && out_; }
+  pid_t pid() const { return pid_; }
 
   // Blocks until the child prints a line containing `needle`; false if its stdout closes first.
   bool wait_for_line(const std::string& needle, std::string* line_out = nullptr) {

@@ -1,0 +1,230 @@
+// What a hostile or careless client did to `troupe serve` (issue 8), each case over real HTTP
+// against a child process: deeply nested JSON, clients that half-close or leave, pipelined
+// requests, a chat template that loops, a huge `user` label, API keys, and the small routes.
+// Each case fails on the code before its fix (a crash, a leak, a hang or a wrong answer).
+#define BOOST_TEST_MODULE hostile_client
+#include <boost/test/unit_test.hpp>
+
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/metrics/metrics.h"
+#include "tests/support/http_client.h"
+#include "tests/support/models.h"
+
+using namespace troupe;
+using json = nlohmann::json;
+namespace asio = boost::asio;
+
+namespace {
+
+std::string model_dir() { return test::synth_model("small-llama-f32", test::preset("small")); }
+std::string local_toml() { return std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml"; }
+
+double metric(std::uint16_t port, const std::string& name, const std::string& match = "") {
+  return metrics::sum_samples(test::http_request(port, "GET", "/metrics").body, name, match).value_or(-1);
+}
+
+// Polls /metrics until `name` equals `want` or 60 s pass (the server closes connections on its
+// own I/O thread, after the client's side is done); returns the last value seen.
+double await_metric(std::uint16_t port, const std::string& name, double want) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  double v = metric(port, name);
+  while (v != want && std::chrono::steady_clock::now() < deadline) v = metric(port, name);
+  return v;
+}
+
+long rss_kb(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+// A raw connection with a receive timeout, so a server that never answers fails the test
+// instead of hanging it.
+struct raw_conn {
+  asio::io_context ioc;
+  asio::ip::tcp::socket sock{ioc};
+  explicit raw_conn(std::uint16_t port, int timeout_s = 20) {
+    sock.connect({asio::ip::make_address("127.0.0.1"), port});
+    timeval tv{timeout_s, 0};
+    ::setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  void send(const std::string& data) { asio::write(sock, asio::buffer(data)); }
+  void half_close() { sock.shutdown(asio::ip::tcp::socket::shutdown_send); }
+  // Reads until `count` occurrences of `needle` arrived, EOF, or the timeout.
+  std::string read_until_count(const std::string& needle, int count) {
+    std::string got;
+    char buf[8192];
+    auto seen = [&] {
+      int n = 0;
+      for (std::size_t p = got.find(needle); p != std::string::npos; p = got.find(needle, p + 1)) ++n;
+      return n;
+    };
+    while (seen() < count) {
+      const ssize_t n = ::recv(sock.native_handle(), buf, sizeof buf, 0);
+      if (n <= 0) break;
+      got.append(buf, std::size_t(n));
+    }
+    return got;
+  }
+};
+
+std::string post_text(const std::string& path, const std::string& body) {
+  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+struct server_fixture {
+  server_fixture() : serve({local_toml(), "--model", model_dir()}) {}
+  test::serve_process serve;
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(one_server, server_fixture)
+
+BOOST_AUTO_TEST_CASE(deeply_nested_json_gets_a_400_and_the_server_lives) {
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const std::string deep = std::string(20000, '[') + std::string(20000, ']');
+  for (const std::string& body : {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": " + deep + "}",
+                                  "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"x\": " + deep + "}]}"}) {
+    auto r = test::http_request(serve.port(), "POST", "/v1/chat/completions", body);
+    BOOST_TEST(r.status == 400);
+    BOOST_TEST(r.body.find("nested deeper than 128 levels") != std::string::npos, r.body);
+  }
+  BOOST_TEST(test::http_request(serve.port(), "GET", "/health").status == 200);
+}
+
+BOOST_AUTO_TEST_CASE(half_closed_clients_get_answers_and_their_connections_are_freed) {
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const int n = 2000;
+  int answered = 0;
+  for (int i = 0; i < 100; ++i) test::http_request(serve.port(), "GET", "/health");  // warm up before measuring
+  const long rss_before = rss_kb(serve.child().pid());
+  for (int i = 0; i < n; ++i) {
+    raw_conn c(serve.port());
+    c.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+    c.half_close();
+    const std::string got = c.read_until_count("\r\n\r\n{", 1);
+    answered += got.rfind("HTTP/1.1 200", 0) == 0;
+  }
+  BOOST_TEST(answered == n);
+  // Only the scraping connection stays open: every session was freed.
+  BOOST_TEST(await_metric(serve.port(), "troupe:http_connections_open", 1) == 1);
+  BOOST_TEST_MESSAGE("RSS before " << rss_before << " kB, after " << n << " half-closed connections "
+                                   << rss_kb(serve.child().pid()) << " kB");
+}
+
+BOOST_AUTO_TEST_CASE(clients_that_leave_mid_stream_or_while_queued_are_freed) {
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const long rss_before = rss_kb(serve.child().pid());
+  const std::string body = json{{"prompt", std::vector<int>(20, 11)}, {"max_tokens", 500}, {"stream", true}, {"ignore_eos", true}}.dump();
+  const int n = 300;
+  for (int i = 0; i < n; ++i) {
+    raw_conn c(serve.port());
+    c.send(post_text("/v1/completions", body));
+    if (i % 2) c.read_until_count("\"text\"", 1);  // mid-stream; the others leave while queued
+  }  // each connection closes here
+  BOOST_TEST(await_metric(serve.port(), "troupe:http_connections_open", 1) == 1);
+  BOOST_TEST(await_metric(serve.port(), "troupe:num_requests_running", 0) == 0);
+  BOOST_TEST(metric(serve.port(), "troupe:kv_cache_usage_perc") == 0);
+  BOOST_TEST_MESSAGE("RSS before " << rss_before << " kB, after " << n << " clients that left "
+                                   << rss_kb(serve.child().pid()) << " kB");
+}
+
+BOOST_AUTO_TEST_CASE(pipelined_requests_are_all_answered_at_once) {
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  raw_conn c(serve.port(), 30);  // the idle timeout (75 s) is what answered the second one before
+  const std::string one = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string models = "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n";
+  c.send(one + models + one);
+  const std::string got = c.read_until_count("HTTP/1.1 200", 3);
+  BOOST_TEST(got.find("\"object\":\"list\"") != std::string::npos);
+  int answers = 0;
+  for (std::size_t p = got.find("HTTP/1.1 200"); p != std::string::npos; p = got.find("HTTP/1.1 200", p + 1)) ++answers;
+  BOOST_TEST(answers == 3);
+}
+
+BOOST_AUTO_TEST_CASE(a_huge_or_ever_new_user_does_not_grow_metrics) {
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const std::size_t before = test::http_request(serve.port(), "GET", "/metrics").body.size();
+  const json one = {{"prompt", {1, 2, 3}}, {"max_tokens", 1}, {"user", std::string(1 << 20, 'u')}};
+  BOOST_TEST(test::post_json(serve.port(), "/v1/completions", one).status == 200);
+  for (int i = 0; i < 150; ++i)
+    BOOST_TEST_REQUIRE(test::post_json(serve.port(), "/v1/completions",
+                                       {{"prompt", {1, 2, 3}}, {"max_tokens", 1}, {"user", "tenant-" + std::to_string(i)}, {"priority", i}})
+                           .status == 200);
+  const std::string text = test::http_request(serve.port(), "GET", "/metrics").body;
+  BOOST_TEST(text.find("uuuuuuuu") == std::string::npos);
+  BOOST_TEST(text.find("tenant=\"tenant-0\"") != std::string::npos);
+  BOOST_TEST(text.find("tenant=\"tenant-149\"") == std::string::npos);
+  // Every request is counted, the ones past the bounds under "other".
+  BOOST_TEST(metrics::sum_samples(text, "troupe:request_success_total").value_or(0) == 151);
+  BOOST_TEST(metrics::sum_samples(text, "troupe:request_success_total", "tenant=\"other\"").value_or(0) >= 51);
+  BOOST_TEST_MESSAGE("/metrics: " << before << " bytes before, " << text.size() << " after");
+  BOOST_TEST(text.size() < 3 * 1024 * 1024);
+}
+
+BOOST_AUTO_TEST_CASE(routes_answer_with_the_right_status_and_shape) {
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  BOOST_TEST(test::http_request(serve.port(), "POST", "/health").status == 405);
+  BOOST_TEST(test::http_request(serve.port(), "PUT", "/metrics").status == 405);
+  BOOST_TEST(test::http_request(serve.port(), "POST", "/v1/models").status == 405);
+  auto list = test::http_request(serve.port(), "GET", "/v1/models");
+  const std::string id = list.json()["data"][0]["id"];
+  BOOST_TEST(list.json()["data"][0]["created"].get<long long>() > 1600000000);
+  auto one = test::http_request(serve.port(), "GET", "/v1/models/" + id);
+  BOOST_TEST(one.status == 200);
+  BOOST_TEST(one.json()["id"] == id);
+  BOOST_TEST(one.json()["object"] == "model");
+  BOOST_TEST(test::http_request(serve.port(), "GET", "/v1/models/nope").status == 404);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// A chat template from a model folder that loops range(100000000): it blocked every route and
+// grew RSS 0.5 GB/s. Now the request fails alone with the budget named, and the server serves.
+BOOST_AUTO_TEST_CASE(a_looping_chat_template_fails_its_request_only) {
+  const std::string dir = std::string(TROUPE_BINARY_DIR) + "/test-models/hostile-template";
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"}) {
+    std::filesystem::remove(dir + "/" + f);
+    std::filesystem::create_symlink(model_dir() + "/" + f, dir + "/" + f);
+  }
+  std::ofstream(dir + "/tokenizer_config.json")
+      << json{{"chat_template", "{% for i in range(100000000) %}{{ i }}{% endfor %}"}}.dump();
+  test::serve_process serve({local_toml(), "--model", dir});
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 2}};
+  for (int i = 0; i < 3; ++i) {
+    auto r = test::post_json(serve.port(), "/v1/chat/completions", chat);
+    BOOST_TEST(r.status == 400);
+    BOOST_TEST(r.body.find("budget of 1000000 steps") != std::string::npos, r.body);
+  }
+  BOOST_TEST(test::http_request(serve.port(), "GET", "/health").status == 200);
+  BOOST_TEST(test::post_json(serve.port(), "/v1/completions", {{"prompt", {1, 2}}, {"max_tokens", 2}}).status == 200);
+  BOOST_TEST(rss_kb(serve.child().pid()) < 2 * 1024 * 1024);
+}
+
+// Optional API keys, as vLLM's --api-key: the OpenAI routes need the bearer token; /health and
+// /metrics stay open.
+BOOST_AUTO_TEST_CASE(api_keys_guard_the_openai_routes) {
+  test::serve_process serve({local_toml(), "--model", model_dir(), "--api-key", "sekrit"});
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const std::string body = json{{"prompt", {1, 2}}, {"max_tokens", 1}}.dump();
+  auto no_key = test::http_request(serve.port(), "POST", "/v1/completions", body);
+  BOOST_TEST(no_key.status == 401);
+  BOOST_TEST(no_key.json()["error"]["type"] == "authentication_error");
+  BOOST_TEST(test::http_request(serve.port(), "GET", "/v1/models").status == 401);
+  BOOST_TEST(test::http_request(serve.port(), "POST", "/v1/completions", body, {{"Authorization", "Bearer wrong"}}).status == 401);
+  BOOST_TEST(test::http_request(serve.port(), "POST", "/v1/completions", body, {{"Authorization", "Bearer sekrit"}}).status == 200);
+  BOOST_TEST(test::http_request(serve.port(), "GET", "/health").status == 200);
+  BOOST_TEST(test::http_request(serve.port(), "GET", "/metrics").status == 200);
+}
