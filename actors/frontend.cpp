@@ -17,9 +17,34 @@ struct exchange_msg {
   std::shared_ptr<http::exchange> ex;
 };
 
+// What a request becomes before it is submitted: parsed, its chat template rendered and its
+// prompt tokenized, or the error to answer with. Made off the frontend actor (see prepare).
+struct prepared {
+  std::shared_ptr<http::exchange> ex;
+  api::endpoint kind = api::endpoint::completions;
+  std::chrono::steady_clock::time_point arrived;
+  std::optional<api::completion_request> req;
+  std::vector<std::int32_t> prompt;
+  std::optional<api::api_error> error;
+};
+
+// The parts of the frontend's state that preparing reads; immutable once the frontend runs.
+struct prepare_context {
+  std::string model_name;
+  int vocab_size = 0;
+  std::shared_ptr<const tokenizer::tokenizer> tok;
+  std::shared_ptr<const chat::chat_template> chat;
+};
+
+// A request parsed, rendered and tokenized (or refused) off the frontend actor.
+struct prepared_msg {
+  std::shared_ptr<prepared> p;
+};
+
 }  // namespace troupe::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::exchange_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::prepared_msg)
 
 namespace troupe::actors {
 
@@ -59,7 +84,11 @@ struct frontend_metrics {
         success(reg.add_counter(p + "request_success", "Finished requests by finish reason.")),
         rejected(reg.add_counter(p + "request_rejected", "Requests refused before running, by HTTP status.")),
         frontend_cpu(reg.add_counter(p + "frontend_cpu_seconds", "CPU time of the HTTP frontend: its I/O thread and its actor.")),
-        process_cpu(reg.add_counter("process_cpu_seconds", "Total user and system CPU time spent in seconds.")) {}
+        process_cpu(reg.add_counter("process_cpu_seconds", "Total user and system CPU time spent in seconds.")) {
+    // Clients choose these values: without a bound, each new one is a series in every scrape.
+    reg.bound_label("tenant", {});
+    reg.bound_label("priority", {16, 12, "other"});
+  }
 
   metrics::registry reg;
   metrics::histogram &ttft, &itl, &tpot, &e2e, &queue, &prefill, &decode, &prompt_len, &gen_len;
@@ -104,12 +133,27 @@ struct live_request {
   metrics::labels labels;
 };
 
+// Seconds since the Unix epoch: `created` of responses and of /v1/models.
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The message of an error from another actor, without CAF's "system_error(code, ...)" wrapping.
+std::string error_text(caf::actor_system& sys, const caf::error& err) {
+  if (err == caf::sec::request_timeout) return "the request timed out";
+  const caf::message& ctx = err.context();
+  for (std::size_t i = 0; i < ctx.size(); ++i)
+    if (ctx.match_element<std::string>(i)) return ctx.get_as<std::string>(i);
+  return sys.render(err);
+}
+
 struct frontend_state {
   frontend_config cfg;
   owner_actor owner;
   router_actor router;
-  std::shared_ptr<const tokenizer::tokenizer> tok;
-  std::optional<chat::chat_template> chat;
+  std::shared_ptr<const prepare_context> prepare_ctx;
+  int preparing = 0;  // requests being parsed and tokenized off the actor
+  std::int64_t started = 0;  // `created` of the served model
   std::shared_ptr<frontend_metrics> m;
   std::map<std::string, live_request> live;
   std::map<caf::actor_addr, std::uint64_t> preemptions_seen;  // per replica, for counter deltas
@@ -235,34 +279,67 @@ void on_update(frontend_ptr self, token_update& u) {
   }
 }
 
-void handle_completion(frontend_ptr self, const std::shared_ptr<http::exchange>& ex, api::endpoint kind) {
-  auto& st = self->state;
-  const auto arrived = clock::now();
-  api::completion_request req = api::parse_request(ex->req().body, kind);
-  if (!req.model.empty() && req.model != st.cfg.model_name)
-    throw api::api_error(404, "the model \"" + req.model + "\" does not exist; this server serves \"" + st.cfg.model_name + "\"",
+void prepare(const prepare_context& pc, prepared& p) {
+  api::completion_request req = api::parse_request(p.ex->req().body, p.kind);
+  if (!req.model.empty() && req.model != pc.model_name)
+    throw api::api_error(404, "the model \"" + req.model + "\" does not exist; this server serves \"" + pc.model_name + "\"",
                          "model", "not_found_error");
-  std::vector<std::int32_t> prompt;
-  if (kind == api::endpoint::chat) {
-    if (!st.chat) throw api::api_error(400, "this model has no chat template; use /v1/completions", "messages");
-    if (!st.tok) throw api::api_error(400, "this model has no tokenizer; use /v1/completions with token ids", "messages");
+  if (p.kind == api::endpoint::chat) {
+    if (!pc.chat) throw api::api_error(400, "this model has no chat template; use /v1/completions", "messages");
+    if (!pc.tok) throw api::api_error(400, "this model has no tokenizer; use /v1/completions with token ids", "messages");
     std::string text;
     try {
-      text = st.chat->render(req.messages, req.add_generation_prompt, req.template_kwargs);
+      text = pc.chat->render(req.messages, req.add_generation_prompt, req.template_kwargs);
     } catch (const input_error& e) {
       throw api::api_error(400, e.what(), "messages");
     }
-    prompt = st.tok->encode(text, false);  // the template wrote the special tokens itself
+    p.prompt = pc.tok->encode(text, false);  // the template wrote the special tokens itself
   } else if (req.prompt_text) {
-    if (!st.tok) throw api::api_error(400, "this model has no tokenizer; send the prompt as token ids", "prompt");
-    prompt = st.tok->encode(*req.prompt_text, true);
+    if (!pc.tok) throw api::api_error(400, "this model has no tokenizer; send the prompt as token ids", "prompt");
+    p.prompt = pc.tok->encode(*req.prompt_text, true);
   } else {
-    prompt = std::move(req.prompt_ids);
-    for (std::size_t i = 0; i < prompt.size(); ++i)
-      if (st.cfg.vocab_size > 0 && (prompt[i] < 0 || prompt[i] >= st.cfg.vocab_size))
-        throw api::api_error(400, "prompt: token " + std::to_string(i) + " is " + std::to_string(prompt[i]) +
-                                      ", outside the vocabulary [0, " + std::to_string(st.cfg.vocab_size) + ")", "prompt");
+    p.prompt = std::move(req.prompt_ids);
+    for (std::size_t i = 0; i < p.prompt.size(); ++i)
+      if (pc.vocab_size > 0 && (p.prompt[i] < 0 || p.prompt[i] >= pc.vocab_size))
+        throw api::api_error(400, "prompt: token " + std::to_string(i) + " is " + std::to_string(p.prompt[i]) +
+                                      ", outside the vocabulary [0, " + std::to_string(pc.vocab_size) + ")", "prompt");
   }
+  p.req = std::move(req);
+}
+
+// Parsing, template rendering and tokenizing run in a short-lived actor of their own, on CAF's
+// workers: a slow or hostile request (a template looping to its budget, a 4 MB body) then
+// delays only itself, not /health or other requests' streams.
+void prepare_actor(caf::event_based_actor* self, prepare_context pc, prepared p, caf::actor frontend) {
+  try {
+    prepare(pc, p);
+  } catch (const api::api_error& e) {
+    p.error = e;
+  } catch (const std::exception& e) {
+    p.error = api::api_error(500, std::string("internal error: ") + e.what());
+  }
+  self->send(frontend, prepared_msg{std::make_shared<prepared>(std::move(p))});
+}
+
+void handle_completion(frontend_ptr self, const std::shared_ptr<http::exchange>& ex, api::endpoint kind) {
+  auto& st = self->state;
+  if (int(st.live.size()) + st.preparing >= st.cfg.max_requests)
+    throw api::api_error(429, "too many requests in flight (" + std::to_string(st.cfg.max_requests) + "); retry later");
+  prepared p;
+  p.ex = ex;
+  p.kind = kind;
+  p.arrived = clock::now();
+  ++st.preparing;
+  self->spawn(prepare_actor, *st.prepare_ctx, std::move(p), caf::actor_cast<caf::actor>(self));
+}
+
+void submit(frontend_ptr self, prepared& p) {
+  auto& st = self->state;
+  const auto& ex = p.ex;
+  const api::endpoint kind = p.kind;
+  if (p.error) throw *p.error;
+  api::completion_request& req = *p.req;
+  std::vector<std::int32_t>& prompt = p.prompt;
   const int len = int(prompt.size());
   if (len == 0) throw api::api_error(400, "the prompt is empty after tokenization", kind == api::endpoint::chat ? "messages" : "prompt");
   if (len >= st.cfg.max_model_len)
@@ -275,8 +352,7 @@ void handle_completion(frontend_ptr self, const std::shared_ptr<http::exchange>&
                                   std::to_string(len) + " and max_tokens asks for " + std::to_string(req.params.max_tokens) +
                                   " more; lower max_tokens or shorten the prompt",
                          kind == api::endpoint::chat && !req.max_tokens_given ? "messages" : "max_tokens");
-  if (int(st.live.size()) >= st.cfg.max_requests)
-    throw api::api_error(429, "too many requests in flight (" + std::to_string(st.cfg.max_requests) + "); retry later");
+  if (ex->gone()) return;  // the client left while its request was being prepared
 
   const std::string id = std::string(kind == api::endpoint::chat ? "chatcmpl-" : "cmpl-") + st.id_salt +
                          std::to_string(++st.next_id);
@@ -286,11 +362,10 @@ void handle_completion(frontend_ptr self, const std::shared_ptr<http::exchange>&
   r.include_usage = req.include_usage;
   r.logprobs = req.params.logprobs >= 0;
   r.prompt_tokens = len;
-  r.arrived = arrived;
+  r.arrived = p.arrived;
   r.labels = {{"model_name", st.cfg.model_name}, {"tenant", req.user.empty() ? "default" : req.user},
               {"priority", std::to_string(req.priority)}, {"input_bucket", input_bucket(len)}};
-  const std::int64_t created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  r.w = std::make_unique<api::response_writer>(kind, id, st.cfg.model_name, created, st.tok.get(), r.logprobs);
+  r.w = std::make_unique<api::response_writer>(kind, id, st.cfg.model_name, unix_now(), st.prepare_ctx->tok.get(), r.logprobs);
   st.live.emplace(id, std::move(r));
 
   engine::request er;
@@ -318,7 +393,7 @@ void handle_completion(frontend_ptr self, const std::shared_ptr<http::exchange>&
             if (it == self->state.live.end()) return;
             auto ex = it->second.ex;
             self->state.live.erase(it);
-            const std::string why = self->system().render(err);
+            const std::string why = error_text(self->system(), err);
             if (why.find("no replica") != std::string::npos || err == caf::sec::request_timeout)
               send_error(self, ex, api::api_error(503, "no replica can serve the request now (" + why + "); retry later"));
             else
@@ -370,7 +445,37 @@ void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex
                         if (--g->left == 0) render();
                       });
           },
-          [=](caf::error& e) { send_error(self, ex, api::api_error(503, "router: " + self->system().render(e))); });
+          [=](caf::error& e) { send_error(self, ex, api::api_error(503, "router: " + error_text(self->system(), e))); });
+}
+
+// Whether the request carries one of the configured API keys (always, when none are).
+bool authorized(const frontend_config& cfg, const http::request& rq) {
+  if (cfg.api_keys.empty()) return true;
+  const std::string auth = rq.header_value("authorization");
+  const std::string prefix = "Bearer ";
+  if (auth.compare(0, prefix.size(), prefix) != 0) return false;
+  const std::string given = auth.substr(prefix.size());
+  bool ok = false;
+  for (const auto& k : cfg.api_keys) {  // compares every byte of every key: no early exit to time
+    unsigned diff = unsigned(k.size() != given.size());
+    for (std::size_t i = 0; i < k.size(); ++i) diff |= unsigned(static_cast<unsigned char>(k[i]) ^ (i < given.size() ? static_cast<unsigned char>(given[i]) : 0u));
+    ok |= diff == 0;
+  }
+  return ok;
+}
+
+void need_method(const http::request& rq, const std::string& path, std::initializer_list<const char*> allowed) {
+  std::string list;
+  for (const char* m : allowed) {
+    if (rq.method == m) return;
+    list += (list.empty() ? "" : ", ") + std::string(m);
+  }
+  throw api::api_error(405, "use " + list + " for " + path);
+}
+
+json model_card(const frontend_state& st) {
+  return {{"id", st.cfg.model_name}, {"object", "model"}, {"created", st.started}, {"owned_by", "troupe"},
+          {"max_model_len", st.cfg.max_model_len}};
 }
 
 void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
@@ -378,16 +483,27 @@ void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
   const auto& rq = ex->req();
   const std::string path = rq.target.substr(0, rq.target.find('?'));
   try {
+    const bool openai_route = path.rfind("/v1/", 0) == 0;
+    if ((openai_route || st.cfg.api_key_on_all_routes) && !authorized(st.cfg, rq))
+      throw api::api_error(401, "a valid API key is required: send it as 'Authorization: Bearer KEY'", "", "authentication_error");
     if (path == "/v1/completions" || path == "/v1/chat/completions") {
-      if (rq.method != "POST") throw api::api_error(405, "use POST for " + path);
+      need_method(rq, path, {"POST"});
       return handle_completion(self, ex, path == "/v1/completions" ? api::endpoint::completions : api::endpoint::chat);
     }
     if (path == "/v1/models") {
-      json data = {{"id", st.cfg.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "troupe"},
-                   {"max_model_len", st.cfg.max_model_len}};
-      return ex->respond(200, "application/json", dump({{"object", "list"}, {"data", json::array({data})}}));
+      need_method(rq, path, {"GET"});
+      return ex->respond(200, "application/json", dump({{"object", "list"}, {"data", json::array({model_card(st)})}}));
+    }
+    if (path.rfind("/v1/models/", 0) == 0) {
+      need_method(rq, path, {"GET"});
+      const std::string id = path.substr(11);
+      if (id != st.cfg.model_name)
+        throw api::api_error(404, "the model \"" + id + "\" does not exist; this server serves \"" + st.cfg.model_name + "\"",
+                             "model", "not_found_error");
+      return ex->respond(200, "application/json", dump(model_card(st)));
     }
     if (path == "/health") {
+      need_method(rq, path, {"GET", "HEAD"});
       self->request(st.router, st.cfg.request_timeout, live_atom::value)
           .then(
               [=](std::uint32_t n) {
@@ -395,15 +511,30 @@ void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
                 ex->respond(503, "application/json", dump({{"status", "unavailable"}, {"replicas_live", 0}}),
                             {{"Retry-After", std::to_string(self->state.cfg.retry_after_s)}});
               },
-              [=](caf::error& e) { send_error(self, ex, api::api_error(503, "router: " + self->system().render(e))); });
+              [=](caf::error& e) { send_error(self, ex, api::api_error(503, "router: " + error_text(self->system(), e))); });
       return;
     }
-    if (path == "/metrics") return handle_metrics(self, ex);
+    if (path == "/metrics") {
+      need_method(rq, path, {"GET", "HEAD"});
+      return handle_metrics(self, ex);
+    }
     throw api::api_error(404, "no route " + rq.method + " " + path);
   } catch (const api::api_error& e) {
     send_error(self, ex, e);
   } catch (const std::exception& e) {
     send_error(self, ex, api::api_error(500, std::string("internal error: ") + e.what()));
+  }
+}
+
+// A prepared request: submitted, or answered with its error.
+void on_prepared(frontend_ptr self, prepared& p) {
+  --self->state.preparing;
+  try {
+    submit(self, p);
+  } catch (const api::api_error& e) {
+    send_error(self, p.ex, e);
+  } catch (const std::exception& e) {
+    send_error(self, p.ex, api::api_error(500, std::string("internal error: ") + e.what()));
   }
 }
 
@@ -416,8 +547,13 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
   st.cfg = std::move(cfg);
   st.owner = std::move(owner);
   st.router = std::move(router);
-  st.tok = std::move(tok);
-  st.chat = std::move(chat);
+  auto pc = std::make_shared<prepare_context>();
+  pc->model_name = st.cfg.model_name;
+  pc->vocab_size = st.cfg.vocab_size;
+  pc->tok = std::move(tok);
+  if (chat) pc->chat = std::make_shared<const chat::chat_template>(std::move(*chat));
+  st.prepare_ctx = std::move(pc);
+  st.started = unix_now();
   std::random_device rd;
   char salt[16];
   std::snprintf(salt, sizeof salt, "%08x-", unsigned(rd()));
@@ -426,6 +562,10 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
       [=](const exchange_msg& m) {
         cpu_account acc(self->state.actor_cpu);
         handle(self, m.ex);
+      },
+      [=](const prepared_msg& m) {
+        cpu_account acc(self->state.actor_cpu);
+        on_prepared(self, *m.p);
       },
       [=](token_batch& b) {
         cpu_account acc(self->state.actor_cpu);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "actors/http_server.h"
 #include "actors/protocol/owner_protocol.h"
@@ -24,6 +25,8 @@ struct frontend_config {
   int max_requests = 4096;            // in flight; beyond it, 429 with Retry-After
   int retry_after_s = 1;              // Retry-After of 429 and 503
   std::string metric_prefix = "troupe:";
+  std::vector<std::string> api_keys;   // the OpenAI routes need one of these as a bearer token
+  bool api_key_on_all_routes = false;  // /health and /metrics too
   std::chrono::milliseconds request_timeout{30000};  // for the frontend's own asks (health, metrics)
 };
 

@@ -322,7 +322,8 @@ void read_timeouts(const reader& r, const toml::table& root, topology_config& t)
 void read_frontend(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* f = r.table(root, "frontend", "");
   if (!f) return;
-  r.only_keys(*f, "frontend.", {"address", "model_name", "max_requests", "retry_after", "max_body", "metric_prefix"});
+  r.only_keys(*f, "frontend.",
+              {"address", "model_name", "max_requests", "retry_after", "max_body", "metric_prefix", "api_keys", "api_key_routes"});
   auto& fe = t.frontend;
   if (const toml::node* a = f->get("address")) {
     const std::string addr = r.string(*f, "address", "frontend.", std::string());
@@ -346,6 +347,22 @@ void read_frontend(const reader& r, const toml::table& root, topology_config& t)
     const double bytes = r.size(*n, "frontend.max_body");
     if (bytes < 1024) r.fail(n, "frontend.max_body", "must be at least 1KiB");
     fe.max_body = std::size_t(bytes);
+  }
+  if (const toml::node* n = f->get("api_keys")) {
+    const toml::array* keys = n->as_array();
+    if (!keys) r.fail(n, "frontend.api_keys", std::string("expected an array of strings, got ") + type_name(*n));
+    for (auto&& k : *keys) {
+      if (!k.is_string() || k.value<std::string>()->empty())
+        r.fail(&k, "frontend.api_keys", "expected non-empty strings");
+      fe.api_keys.push_back(*k.value<std::string>());
+    }
+  }
+  if (f->get("api_key_routes")) {
+    const std::string routes = r.string(*f, "api_key_routes", "frontend.", std::string());
+    if (routes != "openai" && routes != "all")
+      r.fail(f->get("api_key_routes"), "frontend.api_key_routes", "expected \"openai\" or \"all\", got \"" + routes + "\"");
+    if (fe.api_keys.empty()) r.fail(f->get("api_key_routes"), "frontend.api_key_routes", "needs frontend.api_keys");
+    fe.api_key_on_all_routes = routes == "all";
   }
   fe.metric_prefix = r.string(*f, "metric_prefix", "frontend.", fe.metric_prefix);
   for (char c : fe.metric_prefix)

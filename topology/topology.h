@@ -76,6 +76,9 @@ struct frontend_spec {
   int retry_after_s = 1;             // Retry-After of 429 and 503 answers
   std::size_t max_body = std::size_t(4) << 20;
   std::string metric_prefix = "troupe:";
+  // Bearer tokens the OpenAI routes require (none: open, as on loopback by default).
+  std::vector<std::string> api_keys;
+  bool api_key_on_all_routes = false;  // api_key_routes = "all": /health and /metrics too
 };
 
 // The GPU the sim backend pretends to be.

@@ -90,7 +90,7 @@ served_model describe_model(const topology::topology_config& topo, const std::st
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
-  args a(argc, argv, 2, {"port", "host", "model", "listen", "registry-port"}, {});
+  args a(argc, argv, 2, {"port", "host", "model", "listen", "registry-port", "api-key"}, {});
   // Blocked before any thread starts, so every thread inherits the mask and SIGINT/SIGTERM
   // reach the sigwait below, which stops everything in order.
   sigset_t set;
@@ -126,6 +126,12 @@ int cmd_serve(int argc, char** argv) {
   fc.retry_after_s = topo.frontend.retry_after_s;
   fc.metric_prefix = topo.frontend.metric_prefix;
   fc.request_timeout = topo.timeouts.request;
+  fc.api_keys = topo.frontend.api_keys;
+  if (auto key = a.get("api-key")) {
+    if (key->empty()) throw input_error("--api-key: must not be empty");
+    fc.api_keys.push_back(*key);
+  }
+  fc.api_key_on_all_routes = topo.frontend.api_key_on_all_routes;
   std::unique_ptr<actors::frontend> fe;
   try {
     fe = std::make_unique<actors::frontend>(sys, cluster.owner(), cluster.router(), fc, served.tok, served.chat);
