@@ -312,4 +312,5 @@ BOOST_AUTO_TEST_CASE(overload_gets_429_and_no_replica_gets_503_with_retry_after)
   BOOST_TEST(r.status == 503);
   BOOST_TEST(r.headers.count("retry-after") == 1u);
   BOOST_TEST(r.json()["error"]["message"].get<std::string>().find("no replica") != std::string::npos, r.body);
+  BOOST_TEST(r.body.find("system_error") == std::string::npos, r.body);  // no CAF internals in the message
 }
