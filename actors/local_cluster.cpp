@@ -5,6 +5,7 @@
 #include "actors/router_actor.h"
 #include "actors/scheduler_actor.h"
 #include "runtime/common/error.h"
+#include "runtime/common/machine.h"
 #include "runtime/model/synth.h"
 
 #include <caf/io/all.hpp>
@@ -65,6 +66,16 @@ model::model_config sim_shape(const topology::topology_config& topo) {
   return model::load_model_config(topo.model.path);
 }
 
+void await_started(caf::actor_system& sys, const std::vector<scheduler_actor>& replicas, std::chrono::milliseconds timeout) {
+  caf::scoped_actor self{sys};
+  for (std::size_t i = 0; i < replicas.size(); ++i) {
+    std::string failed;
+    self->request(replicas[i], timeout, load_atom::value)
+        .receive([](const load_report&) {}, [&](caf::error& e) { failed = sys.render(e); });
+    if (!failed.empty()) throw input_error("replica " + std::to_string(i) + " could not start: " + failed);
+  }
+}
+
 local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_config& topo,
                              std::shared_ptr<const model::llama_model> model,
                              std::shared_ptr<const tokenizer::tokenizer> tok, placement_mode mode)
@@ -81,6 +92,22 @@ local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_co
     gpu.bandwidth = topo.sim->bandwidth;
     gpu.step_overhead_s = std::chrono::duration<double>(topo.sim->step_overhead).count();
   }
+  const std::string head = topo.nodes.front().name;
+  if (model) check_groups(topo, model->num_layers());
+  topology::check_kv_memory(topo, mode == placement_mode::head_node_only ? head : std::string(), machine_memory_bytes());
+  try {
+    start(topo, model, tok, mode, ec, shape, gpu);
+  } catch (...) {
+    stop();  // the destructor does not run for a constructor that throws
+    throw;
+  }
+}
+
+void local_cluster::start(const topology::topology_config& topo, std::shared_ptr<const model::llama_model> model,
+                          std::shared_ptr<const tokenizer::tokenizer> tok, placement_mode mode, const engine::engine_config& ec,
+                          const model::model_config& shape, const sim::gpu_spec& gpu) {
+  auto& sys = sys_;
+  const bool sim = topo.model.backend == topology::backend_kind::sim;
   router_config rc;
   rc.policy = topo.router.policy;
   rc.params = topo.router.params;
@@ -91,7 +118,6 @@ local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_co
   router_ = sys.spawn(actors::router, rc);
   const std::string head = topo.nodes.front().name;
   const auto groups = group_configs_of(topo);
-  if (model) check_groups(topo, model->num_layers());
   for (const auto& p : topology::place_replicas(topo)) {
     if (mode == placement_mode::head_node_only && p.node != head) continue;
     scheduler_actor s;
@@ -104,6 +130,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_co
     schedulers_.push_back(s);
     caf::anon_send(router_, replica_atom::value, p.replica, s);
   }
+  await_started(sys, schedulers_, topo.timeouts.request);
   owner_config oc;
   oc.migration_limit = topo.timeouts.migration_limit;
   oc.request_timeout = topo.timeouts.request;
@@ -163,7 +190,9 @@ std::uint32_t local_cluster::live_replicas() {
   return n;
 }
 
-local_cluster::~local_cluster() {
+local_cluster::~local_cluster() { stop(); }
+
+void local_cluster::stop() {
   caf::anon_send_exit(owner_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(router_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(registry_, caf::exit_reason::user_shutdown);

@@ -13,6 +13,7 @@
 #include "actors/worker_group.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/llama_model.h"
+#include "runtime/sim/cost_model.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "topology/topology.h"
 
@@ -34,6 +35,10 @@ std::vector<group_config> group_configs_of(const topology::topology_config& topo
 // Throws input_error naming the pool's line when a pool has more pipeline ranks than the
 // model has layers.
 void check_groups(const topology::topology_config& topo, int num_layers);
+
+// Waits until each replica answers (its engine and KV are allocated); throws input_error naming
+// the replica and the reason when one died starting, so the process ends instead of serving 503.
+void await_started(caf::actor_system& sys, const std::vector<scheduler_actor>& replicas, std::chrono::milliseconds timeout);
 
 // The model sizes a sim topology simulates: its preset, or its folder's config.json.
 model::model_config sim_shape(const topology::topology_config& topo);
@@ -76,6 +81,11 @@ class local_cluster {
   std::uint32_t live_replicas();
 
  private:
+  void start(const topology::topology_config& topo, std::shared_ptr<const model::llama_model> model,
+             std::shared_ptr<const tokenizer::tokenizer> tok, placement_mode mode, const engine::engine_config& ec,
+             const model::model_config& shape, const sim::gpu_spec& gpu);
+  void stop();  // asks every actor it spawned to exit
+
   caf::actor_system& sys_;
   std::vector<scheduler_actor> schedulers_;
   router_actor router_;

@@ -5,6 +5,7 @@
 #include "actors/local_cluster.h"
 #include "actors/node_agent.h"
 #include "runtime/common/error.h"
+#include "runtime/common/machine.h"
 
 namespace troupe::actors {
 
@@ -13,6 +14,7 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
               std::shared_ptr<const tokenizer::tokenizer> tok, const std::function<void(std::size_t)>& on_ready) {
   if (!topo.node(node)) throw input_error(topo.source + ": no node named \"" + node + "\"");
   if (model) check_groups(topo, model->num_layers());
+  topology::check_kv_memory(topo, node, machine_memory_bytes());
   auto registry = sys.middleman().remote_actor<node_registry_actor>(head_host, head_port);
   if (!registry)
     throw input_error("cannot reach the head at " + head_host + ":" + std::to_string(head_port) + ": " +

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -266,7 +267,9 @@ void read_scheduler(const reader& r, const toml::table& root, topology_config& t
   if (const toml::node* kv = s->get("kv_memory")) {
     double bytes = r.size(*kv, "scheduler.kv_memory");
     if (bytes < 1) r.fail(kv, "scheduler.kv_memory", "must be positive");
+    if (bytes > double(std::size_t(1) << 60)) r.fail(kv, "scheduler.kv_memory", "is beyond any machine");
     t.scheduler.kv_memory_bytes = std::size_t(bytes);
+    t.scheduler.kv_memory_line = int(kv->source().begin.line);
   }
   t.scheduler.kv_dtype = r.choice(*s, "kv_dtype", "scheduler.", kernels::dtype::f32,
                                   {{"f32", kernels::dtype::f32}, {"f16", kernels::dtype::f16}, {"bf16", kernels::dtype::bf16}});
@@ -422,6 +425,20 @@ topology_config load_topology(const std::string& path) {
 }  // namespace troupe::topology
 
 namespace troupe::topology {
+
+void check_kv_memory(const topology_config& t, const std::string& node, std::size_t machine_bytes) {
+  if (t.model.backend == backend_kind::sim) return;
+  std::size_t replicas = 0;
+  for (const auto& p : place_replicas(t)) replicas += node.empty() || p.node == node;
+  const long double need = (long double)t.scheduler.kv_memory_bytes * replicas;
+  if (need <= (long double)machine_bytes * 0.9L) return;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%.1f GiB per replica x %zu replica(s) on %s%s%s is %.1f GiB; this machine has %.1f GiB",
+                double(t.scheduler.kv_memory_bytes) / (1 << 30), replicas, node.empty() ? "this process" : "node \"", node.c_str(), node.empty() ? "" : "\"", double(need / (1 << 30)),
+                double(machine_bytes) / (1 << 30));
+  throw input_error(t.source + ":" + std::to_string(t.scheduler.kv_memory_line) + ": scheduler.kv_memory: " + buf +
+                    " (at most 90% of it can be KV)");
+}
 
 std::vector<replica_placement> place_replicas(const topology_config& t) {
   std::vector<replica_placement> out;

@@ -46,6 +46,7 @@ struct pool_spec {
 struct scheduler_spec {
   sched::scheduler_config limits;                   // token budget, max seqs, chunk, block size, order
   std::size_t kv_memory_bytes = std::size_t(256) << 20;  // per replica
+  int kv_memory_line = 0;                                // where it was set, for errors
   kernels::dtype kv_dtype = kernels::dtype::f32;
 };
 
@@ -123,5 +124,11 @@ struct replica_placement {
 };
 
 std::vector<replica_placement> place_replicas(const topology_config& t);
+
+// Refuses, before anything is allocated, a topology whose replicas on `node` (every node when
+// empty: all in one process) need more KV memory than the machine has (`machine_bytes`):
+// input_error naming scheduler.kv_memory, the figure and the machine's. The sim backend
+// allocates no KV and always passes.
+void check_kv_memory(const topology_config& t, const std::string& node, std::size_t machine_bytes);
 
 }  // namespace troupe::topology

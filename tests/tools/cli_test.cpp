@@ -64,3 +64,24 @@ BOOST_AUTO_TEST_CASE(bad_input_is_an_error_naming_what_was_wrong) {
   BOOST_TEST(r.status == 2);
   BOOST_TEST(r.out.find("unknown command 'frobnicate'") != std::string::npos);
 }
+
+// kv_memory = "100GB" on a smaller machine was accepted and RSS climbed until the machine ran
+// out; "900TB" killed the replica and left the process answering 503, deaf to SIGTERM. Both are
+// refused at start with the figures, and the process ends (timeout turns a hang into 124).
+BOOST_AUTO_TEST_CASE(kv_memory_beyond_the_machine_is_refused_at_start) {
+  const std::string dir = test::synth_model("tiny-llama-f32", test::preset("tiny"));
+  for (const char* size : {"100000GB", "900TB"}) {
+    const std::string path = std::string(TROUPE_BINARY_DIR) + "/kv-too-big.toml";
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    std::fprintf(f, "[model]\npath = \"%s\"\n[[nodes]]\nname = \"head\"\naddress = \"127.0.0.1:0\"\n"
+                    "[[pools]]\nname = \"main\"\nreplicas = 1\nnodes = [\"head\"]\n[scheduler]\nkv_memory = \"%s\"\n",
+                 dir.c_str(), size);
+    std::fclose(f);
+    const auto c = test::run_command("timeout 120 " + std::string(TROUPE_BINARY_DIR) + "/troupe serve " + path +
+                                     " --port 0 --registry-port 0 2>&1");
+    const run_result r{c.status, c.output};
+    BOOST_TEST(r.status == 1, r.out);
+    BOOST_TEST(r.out.find("kv-too-big.toml:11: scheduler.kv_memory:") != std::string::npos, r.out);
+    BOOST_TEST(r.out.find("this machine has") != std::string::npos, r.out);
+  }
+}

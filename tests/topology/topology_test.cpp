@@ -165,3 +165,24 @@ BOOST_AUTO_TEST_CASE(conditional_disaggregation_threshold) {
   const std::string e = error_of(minimal + "[router]\ndisaggregate_min_prompt = -1\n");
   BOOST_TEST(e.find("router.disaggregate_min_prompt") != std::string::npos, e);
 }
+
+BOOST_AUTO_TEST_CASE(kv_memory_is_checked_against_the_machine_per_node) {
+  const std::string two_nodes =
+      "[model]\npath = \"m\"\n[[nodes]]\nname = \"a\"\naddress = \"127.0.0.1:0\"\n[[nodes]]\nname = \"b\"\naddress = \"127.0.0.1:0\"\n"
+      "[[pools]]\nname = \"p\"\nreplicas = 3\nnodes = [\"a\", \"b\"]\n[scheduler]\nkv_memory = \"4GiB\"\n";
+  const topology_config t = parse_topology(two_nodes, "t.toml");
+  const std::size_t gib = std::size_t(1) << 30;
+  check_kv_memory(t, "b", 10 * gib);  // one replica on b: 4 of 10 GiB
+  try {
+    check_kv_memory(t, "a", 8 * gib);  // two on a: 8 GiB is more than 90% of 8
+    BOOST_FAIL("accepted");
+  } catch (const troupe::input_error& e) {
+    BOOST_TEST(std::string(e.what()) ==
+               "t.toml:14: scheduler.kv_memory: 4.0 GiB per replica x 2 replica(s) on node \"a\" is 8.0 GiB; "
+               "this machine has 8.0 GiB (at most 90% of it can be KV)");
+  }
+  BOOST_CHECK_THROW(check_kv_memory(t, "", 10 * gib), troupe::input_error);  // all three in one process
+  topology_config sim = t;
+  sim.model.backend = backend_kind::sim;
+  check_kv_memory(sim, "", gib);  // the sim backend allocates no KV
+}

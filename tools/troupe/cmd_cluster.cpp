@@ -13,6 +13,7 @@
 #include "tools/troupe/args.h"
 #include "tools/troupe/commands.h"
 #include "tools/troupe/model_folder.h"
+#include "tools/troupe/signals.h"
 
 namespace troupe::cli {
 
@@ -91,13 +92,7 @@ served_model describe_model(const topology::topology_config& topo, const std::st
 
 int cmd_serve(int argc, char** argv) {
   args a(argc, argv, 2, {"port", "host", "model", "listen", "registry-port", "api-key"}, {});
-  // Blocked before any thread starts, so every thread inherits the mask and SIGINT/SIGTERM
-  // reach the sigwait below, which stops everything in order.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  stop_signals signals;  // before any thread starts
   const std::string config = a.positional().empty() ? "configs/local.toml" : a.positional()[0];
   auto topo = topology::load_topology(config);
   const auto& head = topo.nodes.front();
@@ -148,8 +143,7 @@ int cmd_serve(int argc, char** argv) {
               "      curl %s/metrics\n",
               url.c_str(), url.c_str(), url.c_str());
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&set, &sig);
+  const int sig = signals.wait_for_stop();
   std::fprintf(stderr, "troupe serve: signal %d, stopping\n", sig);
   return 0;
 }
