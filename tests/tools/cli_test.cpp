@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
@@ -84,4 +85,30 @@ BOOST_AUTO_TEST_CASE(kv_memory_beyond_the_machine_is_refused_at_start) {
     BOOST_TEST(r.out.find("kv-too-big.toml:11: scheduler.kv_memory:") != std::string::npos, r.out);
     BOOST_TEST(r.out.find("this machine has") != std::string::npos, r.out);
   }
+}
+
+// `--help` on a subcommand said "unknown option"; `generate -h` synthesized a model and ran;
+// `bench runtime -h` ran the benchmark. Every command answers -h/--help with its usage, exit 0,
+// and nothing else happens (no model written, nothing served).
+BOOST_AUTO_TEST_CASE(every_command_answers_help_with_its_usage_and_does_nothing_else) {
+  const std::string out = std::string(TROUPE_BINARY_DIR) + "/help-must-not-write";
+  std::filesystem::remove_all(out);
+  for (const std::string& cmd : {"serve", "node", "launch", "generate", "model synth", "bench engine", "bench runtime",
+                                 "bench serve", "info", "model", "bench"}) {
+    for (const char* flag : {"--help", "-h"}) {
+      run_result r = troupe_cmd(cmd + " " + flag + " --out " + out + " --model " + out);
+      BOOST_TEST(r.status == 0, cmd << " " << flag << " -> " << r.out);
+      BOOST_TEST(r.out.rfind("usage: troupe " + cmd, 0) == 0, cmd << " " << flag << " -> " << r.out);
+    }
+  }
+  BOOST_TEST(!std::filesystem::exists(out));
+  run_result v = troupe_cmd("--version");
+  BOOST_TEST(v.status == 0);
+  BOOST_TEST(v.out.rfind("troupe 0.", 0) == 0, v.out);
+  run_result bad = troupe_cmd("generate -x");
+  BOOST_TEST(bad.status == 1);
+  BOOST_TEST(bad.out.find("unknown option -x") != std::string::npos, bad.out);
+  run_result port = troupe_cmd("serve --port 99999");
+  BOOST_TEST(port.status == 1);
+  BOOST_TEST(port.out.find("--port: 99999 is not a port") != std::string::npos, port.out);
 }

@@ -1,5 +1,6 @@
 #include "tools/troupe/args.h"
 
+#include <cctype>
 #include <cstdio>
 #include <unistd.h>
 
@@ -11,6 +12,9 @@ args::args(int argc, char** argv, int first, const std::set<std::string>& flags,
   for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
     if (a.rfind("--", 0) != 0) {
+      // A lone dash and negative numbers are values; any other "-x" is an option we lack.
+      if (a.size() > 1 && a[0] == '-' && !std::isdigit(static_cast<unsigned char>(a[1])))
+        throw input_error("unknown option " + a);
       positional_.push_back(a);
       continue;
     }
@@ -55,6 +59,12 @@ long long args::get_int(const std::string& name, long long fallback) const {
   } catch (const std::exception&) {
     throw input_error("option --" + name + " expects an integer, got '" + *v + "'");
   }
+}
+
+std::uint16_t args::get_port(const std::string& name, std::uint16_t fallback) const {
+  const long long p = get_int(name, fallback);
+  if (p < 0 || p > 65535) throw input_error("option --" + name + ": " + std::to_string(p) + " is not a port (0 to 65535)");
+  return std::uint16_t(p);
 }
 
 double args::get_double(const std::string& name, double fallback) const {

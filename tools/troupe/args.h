@@ -1,5 +1,6 @@
 // Minimal command-line parsing for the troupe subcommands: --flag VALUE and --switch.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -18,6 +19,8 @@ class args {
   std::optional<std::string> get(const std::string& name) const;
   long long get_int(const std::string& name, long long fallback) const;
   double get_double(const std::string& name, double fallback) const;
+  // A TCP port: an integer in [0, 65535] (0: any free port), else input_error naming the flag.
+  std::uint16_t get_port(const std::string& name, std::uint16_t fallback) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:

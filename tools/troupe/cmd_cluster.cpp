@@ -96,7 +96,7 @@ int cmd_serve(int argc, char** argv) {
   const std::string config = a.positional().empty() ? "configs/local.toml" : a.positional()[0];
   auto topo = topology::load_topology(config);
   const auto& head = topo.nodes.front();
-  const std::uint16_t registry_port = std::uint16_t(a.get_int("registry-port", head.port));
+  const std::uint16_t registry_port = a.get_port("registry-port", head.port);
   bool head_hosts = false;
   for (auto& p : topology::place_replicas(topo)) head_hosts = head_hosts || p.node == head.name;
   const bool sim = topo.model.backend == topology::backend_kind::sim;
@@ -112,7 +112,7 @@ int cmd_serve(int argc, char** argv) {
 
   actors::frontend_config fc;
   fc.http.host = a.get("host", topo.frontend.host);
-  fc.http.port = std::uint16_t(a.get_int("port", topo.frontend.port));
+  fc.http.port = a.get_port("port", topo.frontend.port);
   fc.http.max_body = topo.frontend.max_body;
   fc.model_name = served.name;
   fc.max_model_len = served.max_model_len;

@@ -50,7 +50,7 @@ int cmd_launch(int argc, char** argv) {
   std::vector<std::string> head_cmd = {exe, "serve", config, "--registry-port", std::to_string(head.port)};
   if (netns) head_cmd.insert(head_cmd.end(), {"--listen", "0.0.0.0"});
   head_cmd.insert(head_cmd.end(), model_flag.begin(), model_flag.end());
-  if (auto p = a.get("port")) head_cmd.insert(head_cmd.end(), {"--port", *p});
+  if (a.get("port")) head_cmd.insert(head_cmd.end(), {"--port", std::to_string(a.get_port("port", 0))});
   const pid_t head_pid = spawn_process(head_cmd, pipe_fds[1]);
   ::close(pipe_fds[1]);
   std::FILE* head_out = ::fdopen(pipe_fds[0], "r");

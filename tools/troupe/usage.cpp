@@ -1,0 +1,133 @@
+#include "tools/troupe/usage.h"
+
+#include <cstring>
+#include <map>
+
+namespace troupe::cli {
+
+namespace {
+
+const std::map<std::string, const char*>& usages() {
+  static const std::map<std::string, const char*> u = {
+      {"", R"(usage: troupe COMMAND [options]        (troupe COMMAND --help for a command's options)
+
+commands:
+  serve          the head of a topology: the OpenAI HTTP API, router, request owner, node registry
+  node           a process hosting the replicas a topology places on one node
+  launch         start every node of a topology as local processes and keep them running
+  generate       run prompts through the engine as one continuous batch
+  model synth    write a model folder with deterministic random weights
+  bench engine   prefill and decode throughput against the machine's roofline
+  bench runtime  the control plane under load, or the time outside the forward
+  bench serve    load an OpenAI-compatible server and report TTFT, TPOT, ITL, E2E, throughput
+  info           what this build and machine offer (ISA, threads, CUDA)
+
+  troupe --version   the version
+)"},
+      {"serve", R"(usage: troupe serve [CONFIG] [options]
+The head of a topology: the OpenAI HTTP API, router, request owner, and the registry nodes join.
+
+  CONFIG                 a topology file (default configs/local.toml)
+  --port N               HTTP port (default: the topology's [frontend] address, else 8000; 0: any free port)
+  --host HOST            HTTP address (default: the topology's, else 127.0.0.1)
+  --model DIR            the model folder (default: the topology's [model] path)
+  --registry-port N      the node registry's port (default: the head node's)
+  --listen HOST          the node registry's address
+  --api-key KEY          require 'Authorization: Bearer KEY' on the OpenAI routes
+  -h, --help             this text
+)"},
+      {"node", R"(usage: troupe node CONFIG --name NODE [options]
+A process hosting the replicas a topology places on one node; it joins the head and serves
+until the head is gone.
+
+  --name NODE            the node of CONFIG this process is (required)
+  --head HOST:PORT       the head's node registry (default: the first node's address)
+  --model DIR            the model folder (default: the topology's)
+  -h, --help             this text
+)"},
+      {"launch", R"(usage: troupe launch CONFIG [options]
+Starts every node of a topology as local processes (the head as `troupe serve`) and restarts
+any that dies, until Ctrl-C.
+
+  --netns                each node in a network namespace of its own (needs root)
+  --model DIR            the model folder (default: the topology's)
+  --port N               the head's HTTP port
+  -h, --help             this text
+)"},
+      {"generate", R"(usage: troupe generate (--prompt TEXT | --prompt-ids 1,2,3 | --prompts-file FILE) [options]
+Runs prompts through the engine in this process as one continuous batch.
+
+  --config TOPOLOGY      the model and scheduler limits from a topology (cpu backend)
+  --model DIR            the model folder (default models/small, synthesized on first run)
+  --max-tokens N         tokens to generate per prompt
+  --temperature T --top-k K --top-p P --min-p P --repetition-penalty R --seed S
+  --stop STRING          stop at this text
+  --ignore-eos           keep going past end-of-sequence tokens
+  --kv-dtype f32|f16|bf16  --max-batched-tokens N  --chunk N  --kv-blocks N
+  --json                 print the outputs as JSON
+  -h, --help             this text
+)"},
+      {"model", R"(usage: troupe model synth [options]     (troupe model synth --help)
+)"},
+      {"model synth", R"(usage: troupe model synth --preset tiny|small|1b --out DIR [options]
+Writes a Hugging Face model folder (config.json, model.safetensors, tokenizer files) with
+deterministic random weights.
+
+  --preset tiny|small|1b   the model's size
+  --out DIR                where to write it (required)
+  --arch llama|mistral|qwen2  --dtype f32|f16|bf16  --seed N  --tied  --rope-scaling llama3
+  -h, --help               this text
+)"},
+      {"bench", R"(usage: troupe bench engine|runtime|serve [options]     (troupe bench engine --help, ...)
+)"},
+      {"bench engine", R"(usage: troupe bench engine --model DIR [options]
+Prefill and decode throughput of the engine against this machine's measured roofline.
+
+  --model DIR            the model folder (required)
+  --batches 1,4,16,32    decode batch sizes    --context N   context per sequence
+  --prompt N             prefill length        --steps N     decode steps per batch
+  --kv-dtype f32|f16|bf16  --json  --profile
+  -h, --help             this text
+)"},
+      {"bench runtime", R"(usage: troupe bench runtime [options]
+The control plane under load on a sim or cpu topology started in this process, or with
+--overhead, the time outside the forward per decode step.
+
+  --config TOPOLOGY      (default configs/sim-32.toml)
+  --requests N  --prompt N  --max-tokens N  --json
+  --overhead 1,64        batch sizes to measure the overhead at
+  -h, --help             this text
+)"},
+      {"bench serve", R"(usage: troupe bench serve --url http://HOST:PORT [options]
+Loads an OpenAI-compatible server and reports TTFT, TPOT, ITL, E2E, throughput and goodput.
+
+  --url URL              the server (required)
+  --requests N  --concurrency C  --rate R  --arrival poisson|fixed
+  --prompt-len N  --output-len N  --prompt-dist/--output-dist fixed|uniform|longtail
+  --shared-prefix SYSTEMS:USERS:TOKENS  --trace FILE.jsonl  --chat  --model NAME
+  --goodput "ttft:MS tpot:MS e2el:MS"  --json FILE [--detailed]  --plot PREFIX
+  --seed S  --vocab N  --timeout S  --no-ignore-eos  --quiet
+  -h, --help             this text
+)"},
+      {"info", R"(usage: troupe info
+Prints what this build and machine offer: the instruction set in use, threads, CUDA devices.
+)"},
+  };
+  return u;
+}
+
+}  // namespace
+
+const char* usage_of(const std::string& command) {
+  auto it = usages().find(command);
+  return it == usages().end() ? nullptr : it->second;
+}
+
+std::string command_of(int argc, char** argv) {
+  if (argc < 2) return "";
+  std::string cmd = argv[1];
+  if (argc >= 3 && usages().count(cmd + " " + argv[2])) cmd += std::string(" ") + argv[2];
+  return cmd;
+}
+
+}  // namespace troupe::cli
