@@ -530,11 +530,13 @@ std::string incremental_detokenizer::next(const tokenizer& tok, std::span<const 
   auto [prefix_text, new_text] = window_texts(tok, ids);
   if (new_text.size() <= prefix_text.size() || new_text.compare(0, prefix_text.size(), prefix_text) != 0) return {};
   std::string delta = new_text.substr(prefix_text.size());
-  // Wait while the newest token ends inside a character; a later token completes it.
-  if (utf8_complete_prefix(delta) != delta.size()) return {};
+  // Wait only while the newest token ends inside a character that a later token can complete;
+  // bytes that can never form a character are emitted at once as U+FFFD, as the reference
+  // detokenizers do (waiting on them stalled the stream and grew the window every step).
+  if (utf8_incomplete_tail(delta) != 0) return {};
   prefix_ = read_;
   read_ = ids.size();
-  return delta;
+  return utf8_complete_prefix(delta) == delta.size() ? delta : utf8_sanitize(delta);
 }
 
 std::string incremental_detokenizer::flush(const tokenizer& tok, std::span<const std::int32_t> ids) {

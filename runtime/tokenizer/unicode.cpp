@@ -129,6 +129,16 @@ std::size_t utf8_complete_prefix(std::string_view s) {
   return good;
 }
 
+std::size_t utf8_incomplete_tail(std::string_view s) {
+  for (std::size_t k = 1; k <= 3 && k <= s.size(); ++k) {
+    const unsigned char c = static_cast<unsigned char>(s[s.size() - k]);
+    if ((c & 0xc0) == 0x80) continue;  // a continuation byte: look further back for its lead
+    const std::size_t len = (c >> 5) == 6 && c >= 0xc2 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 && c <= 0xf4 ? 4 : 1;
+    return len > k ? k : 0;
+  }
+  return 0;
+}
+
 std::string utf8_sanitize(std::string_view s) { return utf8_encode(utf8_decode(s)); }
 
 bool is_letter(char32_t cp) { return in_ranges(letter_ranges, cp); }

@@ -17,6 +17,10 @@ std::string utf8_encode(std::u32string_view s);
 std::size_t utf8_complete_prefix(std::string_view s);
 // `s` with every invalid or truncated sequence replaced by U+FFFD.
 std::string utf8_sanitize(std::string_view s);
+// The length (1 to 3) of a trailing sequence that a later byte could still complete into one
+// character (a lead byte and fewer continuation bytes than it announces); 0 if there is none,
+// including when the tail is invalid whatever follows.
+std::size_t utf8_incomplete_tail(std::string_view s);
 
 bool is_letter(char32_t cp);  // general category L*
 bool is_number(char32_t cp);  // general category N*

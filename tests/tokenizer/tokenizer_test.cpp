@@ -78,6 +78,37 @@ BOOST_AUTO_TEST_CASE(incremental_detokenizer_never_emits_half_a_character) {
   BOOST_TEST(streamed == text);
 }
 
+// The README's chat curl stalled: a byte token that never completes a character made the
+// detokenizer wait for good, so 822 deltas came empty and all the text came at the end.
+BOOST_AUTO_TEST_CASE(incremental_detokenizer_emits_bytes_that_cannot_complete_as_u_fffd_at_once) {
+  auto tok = tokenizer::from_json(synth_tokenizer_json(2000, 1), "synth");
+  auto id_of_bytes = [&](const std::string& b) {
+    for (std::int32_t i = 0; i < tok->vocab_size(); ++i)
+      if (tok->decode_bytes({i}) == b) return i;
+    BOOST_FAIL("no token for the bytes");
+    return -1;
+  };
+  const std::int32_t cont = id_of_bytes("\x80"), lead3 = id_of_bytes("\xe2"), a = id_of_bytes("a");
+  incremental_detokenizer d;
+  std::vector<std::int32_t> ids = {a, cont};
+  BOOST_TEST(d.next(*tok, std::span<const std::int32_t>(ids.data(), 1)) == "a");
+  BOOST_TEST(d.next(*tok, ids) == "\xef\xbf\xbd");  // a lone continuation byte: U+FFFD now
+  for (int i = 0; i < 50; ++i) {                     // and the stream goes on, one delta per token
+    ids.push_back(a);
+    BOOST_TEST_REQUIRE(d.next(*tok, ids) == "a");
+  }
+  ids.push_back(lead3);
+  BOOST_TEST(d.next(*tok, ids) == "");  // a lead byte may still be completed: wait
+  ids.push_back(a);
+  BOOST_TEST(d.next(*tok, ids) == "\xef\xbf\xbd" "a");  // it was not
+  BOOST_TEST(d.flush(*tok, ids) == "");
+  BOOST_TEST(utf8_incomplete_tail("ab\xe2\x82") == 2u);
+  BOOST_TEST(utf8_incomplete_tail("ab\xe2\x82\xac") == 0u);
+  BOOST_TEST(utf8_incomplete_tail("\xf0\x9f\x98") == 3u);
+  BOOST_TEST(utf8_incomplete_tail("\x80\x80\x80") == 0u);
+  BOOST_TEST(utf8_incomplete_tail("\xc0") == 0u);  // never valid
+}
+
 BOOST_AUTO_TEST_CASE(synthesized_vocabulary_has_the_requested_size_and_specials) {
   auto tok = tokenizer::from_json(synth_tokenizer_json(512, 0), "synth");
   BOOST_TEST(tok->vocab_size() == 512);
