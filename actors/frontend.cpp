@@ -304,6 +304,16 @@ void prepare(const prepare_context& pc, prepared& p) {
         throw api::api_error(400, "prompt: token " + std::to_string(i) + " is " + std::to_string(p.prompt[i]) +
                                       ", outside the vocabulary [0, " + std::to_string(pc.vocab_size) + ")", "prompt");
   }
+  if (pc.vocab_size > 0) {  // token ids the model does not have would index past its logits
+    for (auto id : req.params.stop_token_ids)
+      if (id < 0 || id >= pc.vocab_size)
+        throw api::api_error(400, "stop_token_ids: " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                      std::to_string(pc.vocab_size) + ")", "stop_token_ids");
+    for (auto& [id, b] : req.params.logit_bias)
+      if (id >= pc.vocab_size)
+        throw api::api_error(400, "logit_bias: token " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                      std::to_string(pc.vocab_size) + ")", "logit_bias");
+  }
   p.req = std::move(req);
 }
 
@@ -352,6 +362,9 @@ void submit(frontend_ptr self, prepared& p) {
                                   std::to_string(len) + " and max_tokens asks for " + std::to_string(req.params.max_tokens) +
                                   " more; lower max_tokens or shorten the prompt",
                          kind == api::endpoint::chat && !req.max_tokens_given ? "messages" : "max_tokens");
+  if (req.params.min_tokens > req.params.max_tokens)
+    throw api::api_error(400, "min_tokens: " + std::to_string(req.params.min_tokens) + " is more than max_tokens (" +
+                                  std::to_string(req.params.max_tokens) + ")", "min_tokens");
   if (ex->gone()) return;  // the client left while its request was being prepared
 
   const std::string id = std::string(kind == api::endpoint::chat ? "chatcmpl-" : "cmpl-") + st.id_salt +

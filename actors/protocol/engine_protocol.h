@@ -23,7 +23,7 @@ typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
   });
   return f(caf::meta::type_name("sampling_params"), x.temperature, x.top_k, x.top_p, x.min_p, x.repetition_penalty,
            x.presence_penalty, x.frequency_penalty, has_seed, seed, x.max_tokens, x.stop_token_ids, x.stop,
-           x.ignore_eos, x.logprobs, restore_seed);
+           x.ignore_eos, x.logprobs, x.logit_bias, x.min_tokens, x.include_stop_str_in_output, restore_seed);
 }
 
 }  // namespace troupe::sampling

@@ -1,6 +1,9 @@
 #include "runtime/api/openai.h"
 
+#include <charconv>
+#include <climits>
 #include <cmath>
+#include <set>
 
 #include "runtime/common/error.h"
 #include "runtime/common/json.h"
@@ -99,6 +102,47 @@ std::string message_text(const json& content, std::size_t index) {
   bad(field, std::string("expected a string or an array of text parts, got ") + json_type(content));
 }
 
+// Every field this server reads; anything else is refused by name rather than ignored.
+const std::set<std::string>& known_fields(endpoint kind) {
+  static const std::set<std::string> common = {
+      "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stream", "stream_options", "logprobs",
+      "stop", "stop_token_ids", "seed", "presence_penalty", "frequency_penalty", "repetition_penalty", "ignore_eos",
+      "user", "priority", "logit_bias", "min_tokens", "include_stop_str_in_output", "prompt_logprobs"};
+  static const std::set<std::string> completions = [] {
+    auto s = common;
+    s.insert({"prompt", "best_of", "echo", "suffix"});
+    return s;
+  }();
+  static const std::set<std::string> chat = [] {
+    auto s = common;
+    s.insert({"messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt", "chat_template_kwargs", "tools",
+              "tool_choice", "response_format"});
+    return s;
+  }();
+  return kind == endpoint::chat ? chat : completions;
+}
+
+void refuse_unknown_fields(const json& j, endpoint kind) {
+  const auto& known = known_fields(kind);
+  for (auto& [k, v] : j.items())
+    if (!known.count(k)) bad(k.size() > 64 ? k.substr(0, 64) + "..." : k, "is not a field this server supports");
+}
+
+// logit_bias: {"token id": bias, ...}, as OpenAI sends it (ids as strings).
+std::vector<std::pair<std::int32_t, float>> parse_logit_bias(const json& v) {
+  if (!v.is_object()) bad("logit_bias", std::string("expected an object of token id -> bias, got ") + json_type(v));
+  if (v.size() > 1024) bad("logit_bias", "at most 1024 tokens");
+  std::vector<std::pair<std::int32_t, float>> out;
+  for (auto& [k, b] : v.items()) {
+    long long id = -1;
+    const auto [p, ec] = std::from_chars(k.data(), k.data() + k.size(), id);
+    if (ec != std::errc() || p != k.data() + k.size() || id < 0 || id > INT32_MAX) bad("logit_bias", "\"" + k + "\" is not a token id");
+    if (!b.is_number() || !(b.get<double>() >= -100 && b.get<double>() <= 100)) bad("logit_bias", "biases must be numbers in [-100, 100]");
+    out.emplace_back(std::int32_t(id), b.get<float>());
+  }
+  return out;
+}
+
 }  // namespace
 
 completion_request parse_request(const std::string& body, endpoint kind) {
@@ -109,6 +153,7 @@ completion_request parse_request(const std::string& body, endpoint kind) {
     throw api_error(400, e.what());
   }
   if (!j.is_object()) throw api_error(400, std::string("the body must be a JSON object, got ") + json_type(j));
+  refuse_unknown_fields(j, kind);
   const fields f{j};
   completion_request r;
   r.kind = kind;
@@ -242,6 +287,23 @@ completion_request parse_request(const std::string& body, endpoint kind) {
     }
   }
   if (auto ie = f.boolean("ignore_eos")) p.ignore_eos = *ie;
+  if (const json* lb = f.get("logit_bias")) p.logit_bias = parse_logit_bias(*lb);
+  if (auto mt = f.integer("min_tokens")) {
+    if (*mt < 0) bad("min_tokens", "must be >= 0");
+    if (r.max_tokens_given && *mt > p.max_tokens) bad("min_tokens", "must not exceed max_tokens");
+    p.min_tokens = int(std::min<long long>(*mt, 1 << 30));
+  }
+  if (auto inc = f.boolean("include_stop_str_in_output")) p.include_stop_str_in_output = *inc;
+  if (f.get("prompt_logprobs")) bad("prompt_logprobs", "is not supported yet");
+  if (const json* rf = f.get("response_format")) {
+    if (!rf->is_object() || rf->value("type", "") != "text")
+      bad("response_format", "only {\"type\": \"text\"} is supported (no JSON mode or schemas yet)");
+  }
+  if (const json* tc = f.get("tool_choice")) {
+    if (!tc->is_string() || (tc->get<std::string>() != "none" && tc->get<std::string>() != "auto"))
+      bad("tool_choice", "only \"auto\" and \"none\" are supported (forcing a tool call is not)");
+    if (tc->get<std::string>() == "none") r.template_kwargs.erase("tools");
+  }
   if (auto s = f.boolean("stream")) r.stream = *s;
   if (const json* so = f.get("stream_options")) {
     if (!so->is_object()) bad("stream_options", "expected an object");

@@ -198,9 +198,10 @@ finish_reason engine::check_stop(sequence& s, std::string& delta) {
   const std::int32_t tok = s.tokens.back();
   finish_reason why = finish_reason::none;
   const auto& eos = mc_.eos_token_ids;
-  if (!s.params.ignore_eos && std::find(eos.begin(), eos.end(), tok) != eos.end()) why = finish_reason::stop;
+  const bool may_stop = s.num_output() >= s.params.min_tokens;
+  if (may_stop && !s.params.ignore_eos && std::find(eos.begin(), eos.end(), tok) != eos.end()) why = finish_reason::stop;
   const auto& stops = s.params.stop_token_ids;
-  if (std::find(stops.begin(), stops.end(), tok) != stops.end()) why = finish_reason::stop;
+  if (may_stop && std::find(stops.begin(), stops.end(), tok) != stops.end()) why = finish_reason::stop;
   if (why == finish_reason::none && (s.num_output() >= s.params.max_tokens || int(s.tokens.size()) >= cfg_.max_model_len))
     why = finish_reason::length;
   std::size_t hold = 0;  // bytes kept back so a stop string is never streamed in part
@@ -213,9 +214,11 @@ finish_reason engine::check_stop(sequence& s, std::string& delta) {
     bool cut = false;
     for (const auto& stop : s.params.stop) {
       longest = std::max(longest, stop.size());
+      if (!may_stop) continue;
       std::size_t from = before >= stop.size() ? before - stop.size() + 1 : 0;
       std::size_t at = s.text.find(stop, from);
       if (at != std::string::npos && at < s.text.size()) {
+        if (s.params.include_stop_str_in_output) at += stop.size();
         s.text.resize(std::max(at, s.emitted));
         why = finish_reason::stop;
         cut = true;
@@ -235,10 +238,14 @@ finish_reason engine::check_stop(sequence& s, std::string& delta) {
 std::int32_t engine::sample(const sequence& s, const float* row, std::vector<float>& scratch) const {
   std::span<const float> logits(row, std::size_t(mc_.vocab_size));
   const auto& p = s.params;
-  if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+  const bool penalties = p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  const bool processors = p.processes_logits(s.num_output());
+  if (penalties || processors) {
     scratch.assign(logits.begin(), logits.end());
-    sampling::apply_penalties(scratch, p, std::span(s.tokens.data(), std::size_t(s.prompt_len)),
-                              std::span(s.tokens.data() + s.prompt_len, std::size_t(s.num_output())));
+    if (penalties)
+      sampling::apply_penalties(scratch, p, std::span(s.tokens.data(), std::size_t(s.prompt_len)),
+                                std::span(s.tokens.data() + s.prompt_len, std::size_t(s.num_output())));
+    if (processors) sampling::apply_logit_processors(scratch, p, s.num_output(), mc_.eos_token_ids);
     logits = scratch;
   }
   return sampling::choose_token(logits, p, s.seed, s.num_output());

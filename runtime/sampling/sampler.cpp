@@ -25,6 +25,10 @@ void sampling_params::validate() const {
   if (logprobs < -1 || logprobs > max_logprobs) bad("logprobs", "must be in [0, " + std::to_string(max_logprobs) + "]");
   for (auto& s : stop)
     if (s.empty()) bad("stop", "stop strings must not be empty");
+  for (auto& [id, b] : logit_bias)
+    if (!(b >= -100.0f && b <= 100.0f)) bad("logit_bias", "biases must be in [-100, 100]");
+  if (min_tokens < 0) bad("min_tokens", "must be >= 0");
+  if (min_tokens > max_tokens) bad("min_tokens", "must not exceed max_tokens");
 }
 
 namespace {
@@ -63,6 +67,20 @@ std::size_t sort_head(std::vector<candidate>& c, double mass, std::size_t k) {
 double position_uniform(std::uint64_t seed, std::int64_t position) {
   std::uint64_t h = mix(seed ^ mix(std::uint64_t(position) + 0x5851f42d4c957f2dull));
   return double(h >> 11) * 0x1.0p-53;
+}
+
+void apply_logit_processors(std::span<float> logits, const sampling_params& p, int num_output,
+                            std::span<const std::int32_t> eos_ids) {
+  const auto vocab = std::int32_t(logits.size());
+  for (const auto& [id, bias] : p.logit_bias)
+    if (id >= 0 && id < vocab) logits[std::size_t(id)] += bias;
+  if (num_output >= p.min_tokens) return;
+  const float banned = -std::numeric_limits<float>::infinity();
+  if (!p.ignore_eos)
+    for (auto id : eos_ids)
+      if (id >= 0 && id < vocab) logits[std::size_t(id)] = banned;
+  for (auto id : p.stop_token_ids)
+    if (id >= 0 && id < vocab) logits[std::size_t(id)] = banned;
 }
 
 void apply_penalties(std::span<float> logits, const sampling_params& p, std::span<const std::int32_t> prompt,

@@ -18,6 +18,12 @@ double position_uniform(std::uint64_t seed, std::int64_t position);
 void apply_penalties(std::span<float> logits, const sampling_params& p, std::span<const std::int32_t> prompt,
                      std::span<const std::int32_t> output);
 
+// Applies logit_bias, and while fewer than min_tokens are out (`num_output`), bans `eos_ids`
+// (unless ignore_eos) and stop_token_ids. Ids outside the vocabulary are ignored (the API
+// refuses them before they get here).
+void apply_logit_processors(std::span<float> logits, const sampling_params& p, int num_output,
+                            std::span<const std::int32_t> eos_ids);
+
 // Picks a token for output position `position` from (already penalised) logits: argmax for
 // greedy (lowest id on ties), else temperature, top-k, top-p and min-p, then one draw.
 std::int32_t choose_token(std::span<const float> logits, const sampling_params& p, std::uint64_t seed,

@@ -21,10 +21,16 @@ struct sampling_params {
   std::vector<std::string> stop;  // stop strings; the output text ends before them
   bool ignore_eos = false;
   int logprobs = -1;  // -1: none; N >= 0: the chosen token's logprob and the N most likely
+  // Added to a token's logit before sampling ([-100, 100]; -100 all but bans, 100 all but forces).
+  std::vector<std::pair<std::int32_t, float>> logit_bias;
+  int min_tokens = 0;  // until this many tokens are out, EOS, stop_token_ids and stop strings cannot end it
+  bool include_stop_str_in_output = false;  // the matched stop string stays in the text
 
   static constexpr int max_logprobs = 20;
 
   bool greedy() const { return temperature == 0.0f; }
+  // Whether apply_logit_processors has anything to do at output position `num_output`.
+  bool processes_logits(int num_output) const { return !logit_bias.empty() || num_output < min_tokens; }
   // Throws input_error naming the field and its allowed range.
   void validate() const;
 };

@@ -125,3 +125,27 @@ BOOST_AUTO_TEST_CASE(deeply_nested_json_is_refused_before_it_becomes_a_tree) {
   BOOST_TEST(param_of(json::parse("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": " + ok + "}"),
                       endpoint::chat) == "accepted");
 }
+
+// Fields that were accepted and silently ignored: the cheap ones are read, the rest refused by
+// name, and so is any field this server does not know.
+BOOST_AUTO_TEST_CASE(no_field_is_accepted_and_ignored) {
+  const json chat_msgs = {{{"role", "user"}, {"content", "x"}}};
+  auto r = api::parse_request(json{{"prompt", "x"}, {"logit_bias", {{"17", 5}, {"3", -100}}}, {"min_tokens", 4},
+                                   {"max_tokens", 8}, {"include_stop_str_in_output", true}}.dump(),
+                              endpoint::completions);
+  BOOST_TEST(r.params.logit_bias.size() == 2u);
+  BOOST_TEST(r.params.min_tokens == 4);
+  BOOST_TEST(r.params.include_stop_str_in_output);
+  BOOST_TEST(param_of({{"prompt", "x"}, {"logit_bias", {{"x", 1}}}}) == "logit_bias");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"logit_bias", {{"1", 101}}}}) == "logit_bias");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"min_tokens", 9}, {"max_tokens", 8}}) == "min_tokens");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"prompt_logprobs", 1}}) == "prompt_logprobs");
+  BOOST_TEST(param_of({{"messages", chat_msgs}, {"response_format", {{"type", "json_object"}}}}, endpoint::chat) == "response_format");
+  BOOST_TEST(param_of({{"messages", chat_msgs}, {"response_format", {{"type", "text"}}}}, endpoint::chat) == "accepted");
+  BOOST_TEST(param_of({{"messages", chat_msgs}, {"tool_choice", "required"}}, endpoint::chat) == "tool_choice");
+  BOOST_TEST(param_of({{"messages", chat_msgs}, {"tool_choice", {{"type", "function"}}}}, endpoint::chat) == "tool_choice");
+  BOOST_TEST(param_of({{"messages", chat_msgs}, {"tool_choice", "auto"}}, endpoint::chat) == "accepted");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"frequency_penaltyy", 1}}) == "frequency_penaltyy");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"messages", chat_msgs}}) == "messages");  // a chat field on completions
+  BOOST_TEST(param_of({{"messages", chat_msgs}, {"echo", true}}, endpoint::chat) == "echo");
+}
