@@ -34,6 +34,7 @@ struct prepare_context {
   int vocab_size = 0;
   std::shared_ptr<const tokenizer::tokenizer> tok;
   std::shared_ptr<const chat::chat_template> chat;
+  sampling::sampling_params sampling_defaults;
 };
 
 // A request parsed, rendered and tokenized (or refused) off the frontend actor.
@@ -280,7 +281,7 @@ void on_update(frontend_ptr self, token_update& u) {
 }
 
 void prepare(const prepare_context& pc, prepared& p) {
-  api::completion_request req = api::parse_request(p.ex->req().body, p.kind);
+  api::completion_request req = api::parse_request(p.ex->req().body, p.kind, pc.sampling_defaults);
   if (!req.model.empty() && req.model != pc.model_name)
     throw api::api_error(404, "the model \"" + req.model + "\" does not exist; this server serves \"" + pc.model_name + "\"",
                          "model", "not_found_error");
@@ -557,12 +558,16 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
   auto& st = self->state;
   st.io = std::move(io);
   st.m = std::make_shared<frontend_metrics>(cfg.metric_prefix);
+  // Counters a dashboard rates over exist from the start, at 0, not from their first event.
+  st.m->preemptions.inc({{"model_name", cfg.model_name}}, 0);
+  st.m->migrations.inc({{"model_name", cfg.model_name}}, 0);
   st.cfg = std::move(cfg);
   st.owner = std::move(owner);
   st.router = std::move(router);
   auto pc = std::make_shared<prepare_context>();
   pc->model_name = st.cfg.model_name;
   pc->vocab_size = st.cfg.vocab_size;
+  pc->sampling_defaults = st.cfg.sampling_defaults;
   pc->tok = std::move(tok);
   if (chat) pc->chat = std::make_shared<const chat::chat_template>(std::move(*chat));
   st.prepare_ctx = std::move(pc);

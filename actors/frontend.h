@@ -25,6 +25,7 @@ struct frontend_config {
   int max_requests = 4096;            // in flight; beyond it, 429 with Retry-After
   int retry_after_s = 1;              // Retry-After of 429 and 503
   std::string metric_prefix = "troupe:";
+  sampling::sampling_params sampling_defaults;  // from generation_config.json
   std::vector<std::string> api_keys;   // the OpenAI routes need one of these as a bearer token
   bool api_key_on_all_routes = false;  // /health and /metrics too
   std::chrono::milliseconds request_timeout{30000};  // for the frontend's own asks (health, metrics)

@@ -175,7 +175,7 @@ class reader {
 void read_model(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* m = r.table(root, "model", "");
   if (!m) r.fail(&root, "model", "required table [model] is missing");
-  r.only_keys(*m, "model.", {"path", "preset", "backend", "max_model_len"});
+  r.only_keys(*m, "model.", {"path", "preset", "backend", "max_model_len", "chat_template"});
   t.model.backend = r.choice(*m, "backend", "model.", backend_kind::cpu,
                              {{"cpu", backend_kind::cpu}, {"cuda", backend_kind::cuda}, {"sim", backend_kind::sim}});
   t.model.path = r.string(*m, "path", "model.", std::string());
@@ -185,6 +185,7 @@ void read_model(const reader& r, const toml::table& root, topology_config& t) {
   if (!t.model.preset.empty() && t.model.preset != "tiny" && t.model.preset != "small" && t.model.preset != "1b")
     r.fail(m->get("preset"), "model.preset", "\"" + t.model.preset + "\" is not one of tiny, small, 1b");
   t.model.max_model_len = int(r.integer(*m, "max_model_len", "model.", 0, 0, 1 << 24));
+  t.model.chat_template = r.string(*m, "chat_template", "model.", std::string());
 }
 
 void read_nodes(const reader& r, const toml::table& root, topology_config& t) {

@@ -25,6 +25,7 @@ struct model_spec {
   std::string preset;  // sim without a folder: tiny | small | 1b sizes
   backend_kind backend = backend_kind::cpu;
   int max_model_len = 0;  // 0: the model's own
+  std::string chat_template;  // a .jinja file replacing the model folder's template
 };
 
 struct node_spec {

@@ -145,7 +145,7 @@ std::vector<std::pair<std::int32_t, float>> parse_logit_bias(const json& v) {
 
 }  // namespace
 
-completion_request parse_request(const std::string& body, endpoint kind) {
+completion_request parse_request(const std::string& body, endpoint kind, const sampling::sampling_params& defaults) {
   json j;
   try {
     j = parse_json(body, "the body");
@@ -157,6 +157,7 @@ completion_request parse_request(const std::string& body, endpoint kind) {
   const fields f{j};
   completion_request r;
   r.kind = kind;
+  r.params = defaults;
   r.model = f.string("model").value_or("");
 
   if (kind == endpoint::completions) {

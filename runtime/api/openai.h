@@ -50,8 +50,9 @@ struct completion_request {
   int priority = 0;
 };
 
-// Parses and checks a body; throws api_error(400) naming the offending field.
-completion_request parse_request(const std::string& body, endpoint kind);
+// Parses and checks a body; throws api_error(400) naming the offending field. Sampling fields
+// the body leaves out take their value from `defaults` (the model's generation_config.json).
+completion_request parse_request(const std::string& body, endpoint kind, const sampling::sampling_params& defaults = {});
 
 struct usage {
   int prompt_tokens = 0;

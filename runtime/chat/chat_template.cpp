@@ -22,13 +22,28 @@ std::string token_field(const nlohmann::json& cfg, const char* key) {
 
 }  // namespace
 
-std::optional<chat_template> chat_template::load(const std::string& model_dir) {
+std::optional<chat_template> chat_template::load(const std::string& model_dir, const std::string& override_file) {
   const std::string path = model_dir + "/tokenizer_config.json";
-  if (!std::filesystem::exists(path)) return std::nullopt;
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const nlohmann::json cfg = parse_json(ss.str(), path);
+  nlohmann::json cfg = nlohmann::json::object();
+  if (std::filesystem::exists(path)) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    cfg = parse_json(ss.str(), path);
+    if (!cfg.is_object()) throw input_error(path + ": expected a JSON object");
+  }
+  const std::string jinja_file = !override_file.empty() ? override_file : model_dir + "/chat_template.jinja";
+  if (!override_file.empty() || std::filesystem::exists(jinja_file)) {
+    std::ifstream in(jinja_file);
+    if (!in) throw input_error(jinja_file + ": cannot open the chat template");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    try {
+      return chat_template(ss.str(), token_field(cfg, "bos_token"), token_field(cfg, "eos_token"));
+    } catch (const template_error& e) {
+      throw input_error(jinja_file + ": " + e.what());
+    }
+  }
   if (!cfg.contains("chat_template")) return std::nullopt;
   std::string source;
   const auto& t = cfg["chat_template"];

@@ -12,10 +12,11 @@ namespace troupe::chat {
 
 class chat_template {
  public:
-  // From a model folder's tokenizer_config.json. Returns nullopt when the folder has no
-  // template; throws input_error naming the file for an unreadable file or a template that
-  // does not parse.
-  static std::optional<chat_template> load(const std::string& model_dir);
+  // A model folder's template: `override_file` when given (a .jinja file), else the folder's
+  // chat_template.jinja, else tokenizer_config.json's chat_template (bos/eos tokens always from
+  // tokenizer_config.json). Returns nullopt when there is none; throws input_error naming the
+  // file for an unreadable file or a template that does not parse.
+  static std::optional<chat_template> load(const std::string& model_dir, const std::string& override_file = "");
   chat_template(const std::string& source, std::string bos, std::string eos);
 
   // The prompt for `messages` (an array of {role, content, ...}). `extra` adds variables

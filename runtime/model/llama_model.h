@@ -2,6 +2,7 @@
 // pass over a batch of tokens from many sequences that reads and writes a paged KV cache.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,9 +41,12 @@ struct layer_weights {
 
 class llama_model {
  public:
-  // Loads config.json and every *.safetensors in `dir`. Throws input_error naming the file and
+  // Loads config.json and the folder's safetensors files (those model.safetensors.index.json
+  // lists, else every *.safetensors). Throws input_error naming the file and
   // the tensor for a missing tensor, a wrong shape, an unsupported dtype or architecture.
-  static std::unique_ptr<llama_model> load(const std::string& dir);
+  // `progress(layers_done, layers)` is called as the weights are packed (the slow part).
+  static std::unique_ptr<llama_model> load(const std::string& dir,
+                                           const std::function<void(int, int)>& progress = {});
 
   const model_config& config() const { return cfg_; }
   const std::string& dir() const { return dir_; }
@@ -71,7 +75,7 @@ class llama_model {
 
  private:
   llama_model() = default;
-  void load_tensors(const std::string& dir);
+  void load_tensors(const std::string& dir, const std::function<void(int, int)>& progress);
 
   std::string dir_;
   model_config cfg_;

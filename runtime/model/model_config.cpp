@@ -1,12 +1,17 @@
 #include "runtime/model/model_config.h"
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "runtime/common/error.h"
 #include "runtime/common/json.h"
+#include "runtime/model/generation_config.h"
 
 namespace troupe::model {
 
@@ -16,13 +21,27 @@ namespace {
 
 const char* const supported[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"};
 
+// An int from JSON, refused (not truncated) when it is not an integer or past 32 bits.
+int int_of(const json& v, const std::string& key, const std::string& source) {
+  if (!v.is_number_integer()) throw input_error(source + ": key '" + key + "' has the wrong type (" + v.dump() + ")");
+  if (v.is_number_unsigned() ? v.get<std::uint64_t>() > std::uint64_t(INT_MAX)
+                             : (v.get<std::int64_t>() > INT_MAX || v.get<std::int64_t>() < INT_MIN))
+    throw input_error(source + ": key '" + key + "' is " + v.dump() + ", beyond what this runtime supports (" +
+                      std::to_string(INT_MAX) + ")");
+  return int(v.get<std::int64_t>());
+}
+
 template <typename T>
 T required(const json& j, const char* key, const std::string& source) {
   if (!j.contains(key)) throw input_error(source + ": missing key '" + key + "'");
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    throw input_error(source + ": key '" + key + "' has the wrong type (" + j.at(key).dump() + ")");
+  if constexpr (std::is_same_v<T, int>) {
+    return int_of(j.at(key), key, source);
+  } else {
+    try {
+      return j.at(key).get<T>();
+    } catch (const json::exception&) {
+      throw input_error(source + ": key '" + key + "' has the wrong type (" + j.at(key).dump() + ")");
+    }
   }
 }
 
@@ -33,6 +52,17 @@ T optional_key(const json& j, const char* key, T fallback, const std::string& so
 }
 
 }  // namespace
+
+std::vector<int> eos_ids_of(const json& e, const std::string& source) {
+  std::vector<int> out;
+  if (e.is_null()) return out;
+  if (e.is_number_integer()) out.push_back(int_of(e, "eos_token_id", source));
+  else if (e.is_array())
+    for (auto& x : e) out.push_back(int_of(x, "eos_token_id", source));
+  else
+    throw input_error(source + ": key 'eos_token_id' has the wrong type (" + e.dump() + ")");
+  return out;
+}
 
 std::vector<double> model_config::rope_inv_freq() const {
   const int half = head_dim / 2;
@@ -84,12 +114,8 @@ model_config parse_model_config(const std::string& text, const std::string& sour
   c.rope_theta = optional_key<double>(j, "rope_theta", 10000.0, source);
   c.tie_word_embeddings = optional_key<bool>(j, "tie_word_embeddings", false, source);
   c.attention_bias = c.architecture == "Qwen2ForCausalLM" || optional_key<bool>(j, "attention_bias", false, source);
-  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = j["bos_token_id"].get<int>();
-  if (j.contains("eos_token_id")) {
-    const auto& e = j["eos_token_id"];
-    if (e.is_number_integer()) c.eos_token_ids.push_back(e.get<int>());
-    else if (e.is_array()) for (auto& x : e) c.eos_token_ids.push_back(x.get<int>());
-  }
+  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = int_of(j["bos_token_id"], "bos_token_id", source);
+  if (j.contains("eos_token_id")) c.eos_token_ids = eos_ids_of(j["eos_token_id"], source);
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     const auto& r = j["rope_scaling"];
     rope_scaling_config s;
@@ -102,6 +128,12 @@ model_config parse_model_config(const std::string& text, const std::string& sour
     s.original_max_position_embeddings = optional_key<int>(r, "original_max_position_embeddings", 8192, source);
     if (s.type != "default") c.rope_scaling = s;
   }
+  auto positive_real = [&](double v, const char* key) {
+    if (!(v > 0) || !std::isfinite(v)) throw input_error(source + ": '" + key + "' must be a positive number, got " + std::to_string(v));
+  };
+  positive_real(c.rope_theta, "rope_theta");
+  positive_real(c.rms_norm_eps, "rms_norm_eps");
+  if (c.rope_scaling) positive_real(c.rope_scaling->factor, "rope_scaling.factor");
   auto positive = [&](int v, const char* key) {
     if (v <= 0) throw input_error(source + ": '" + key + "' must be positive, got " + std::to_string(v));
   };
@@ -128,7 +160,10 @@ model_config load_model_config(const std::string& dir) {
   if (!in) throw input_error(path + ": cannot open (is '" + dir + "' a Hugging Face model folder?)");
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_model_config(ss.str(), path);
+  model_config c = parse_model_config(ss.str(), path);
+  for (int id : load_generation_config(dir).eos_token_ids)
+    if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) c.eos_token_ids.push_back(id);
+  return c;
 }
 
 std::string to_config_json(const model_config& c) {

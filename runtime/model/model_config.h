@@ -1,6 +1,8 @@
 // The architecture hyper-parameters of a Hugging Face model folder (config.json).
 #pragma once
 #include <optional>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -39,9 +41,13 @@ struct model_config {
   std::vector<double> rope_inv_freq() const;
 };
 
-// Reads and validates `dir`/config.json. Throws input_error naming the file and the key for a
-// missing or ill-typed key, an unsupported architecture or inconsistent sizes.
+// Reads and validates `dir`/config.json, with the end-of-sequence ids of
+// generation_config.json added when the folder has one. Throws input_error naming the file and
+// the key for a missing or ill-typed key, an unsupported architecture or inconsistent sizes.
 model_config load_model_config(const std::string& dir);
+
+// eos_token_id as Hugging Face writes it: an id, a list of ids, or null.
+std::vector<int> eos_ids_of(const nlohmann::json& v, const std::string& source);
 
 // Parses config.json text; `source` names it in errors.
 model_config parse_model_config(const std::string& text, const std::string& source);

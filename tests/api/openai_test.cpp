@@ -149,3 +149,12 @@ BOOST_AUTO_TEST_CASE(no_field_is_accepted_and_ignored) {
   BOOST_TEST(param_of({{"prompt", "x"}, {"messages", chat_msgs}}) == "messages");  // a chat field on completions
   BOOST_TEST(param_of({{"messages", chat_msgs}, {"echo", true}}, endpoint::chat) == "echo");
 }
+
+BOOST_AUTO_TEST_CASE(sampling_fields_left_out_take_the_models_defaults) {
+  sampling::sampling_params d;
+  d.temperature = 0.6f;
+  d.top_k = 20;
+  auto r = api::parse_request(json{{"prompt", "x"}, {"top_k", 5}}.dump(), endpoint::completions, d);
+  BOOST_TEST(r.params.temperature == 0.6f);
+  BOOST_TEST(r.params.top_k == 5);
+}

@@ -180,3 +180,20 @@ BOOST_AUTO_TEST_CASE(chat_template_loads_from_a_model_folder) {
     BOOST_TEST(std::string(e.what()).find("tokenizer_config.json: chat_template: line 1") != std::string::npos, e.what());
   }
 }
+
+// A template in chat_template.jinja was not read, and none could be given instead.
+BOOST_AUTO_TEST_CASE(chat_template_jinja_and_an_override_file_are_read) {
+  const std::string dir = std::string(TROUPE_BINARY_DIR) + "/chat-template-jinja-folder";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/tokenizer_config.json") << tokenizer::synth_tokenizer_config_json(512);
+  std::ofstream(dir + "/chat_template.jinja") << "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}";
+  const json msgs = json::array({{{"role", "user"}, {"content", "hi"}}});
+  auto t = chat::chat_template::load(dir);
+  BOOST_TEST_REQUIRE(t.has_value());
+  BOOST_TEST(t->render(msgs, true) == "<|begin_of_text|>[user] hi");  // the .jinja file wins; bos from the config
+  const std::string over = dir + "/override.jinja";
+  std::ofstream(over) << "{% for m in messages %}{{ m.content | upper }}{% endfor %}";
+  BOOST_TEST(chat::chat_template::load(dir, over)->render(msgs, true) == "HI");
+  BOOST_CHECK_THROW(chat::chat_template::load(dir, dir + "/missing.jinja"), input_error);
+}

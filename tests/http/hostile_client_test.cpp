@@ -185,6 +185,10 @@ BOOST_AUTO_TEST_CASE(routes_answer_with_the_right_status_and_shape) {
   BOOST_TEST(one.json()["id"] == id);
   BOOST_TEST(one.json()["object"] == "model");
   BOOST_TEST(test::http_request(serve.port(), "GET", "/v1/models/nope").status == 404);
+  // Counters exist at 0 before their first event (a rate over them works from the start).
+  const std::string text = test::http_request(serve.port(), "GET", "/metrics").body;
+  BOOST_TEST(metrics::sum_samples(text, "troupe:num_preemptions_total").value_or(-1) == 0);
+  BOOST_TEST(metrics::sum_samples(text, "troupe:num_migrations_total").value_or(-1) == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -4,9 +4,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/error.h"
+#include "runtime/model/generation_config.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/safetensors.h"
 #include "tests/support/models.h"
@@ -102,4 +104,63 @@ BOOST_AUTO_TEST_CASE(truncated_safetensors_file) {
 
 BOOST_AUTO_TEST_CASE(not_a_model_folder) {
   expect_load_error(std::string(TROUPE_BINARY_DIR) + "/no-such-model", {"config.json", "cannot open"});
+}
+
+// vocab_size or max_position_embeddings of 10^12 were truncated to 32 bits; rope_theta = 0 loaded.
+BOOST_AUTO_TEST_CASE(sizes_past_32_bits_and_zero_rope_theta_are_refused) {
+  auto dir = scratch_copy("sizes");
+  edit_config(dir, [](nlohmann::json& j) { j["vocab_size"] = 1000000000000LL; });
+  expect_load_error(dir, {"config.json", "'vocab_size' is 1000000000000, beyond"});
+  edit_config(dir, [](nlohmann::json& j) {
+    j["vocab_size"] = 512;
+    j["max_position_embeddings"] = 1000000000000LL;
+  });
+  expect_load_error(dir, {"'max_position_embeddings' is 1000000000000"});
+  edit_config(dir, [](nlohmann::json& j) {
+    j["max_position_embeddings"] = 2048;
+    j["rope_theta"] = 0;
+  });
+  expect_load_error(dir, {"config.json", "'rope_theta' must be a positive number"});
+  edit_config(dir, [](nlohmann::json& j) {
+    j["rope_theta"] = 10000;
+    j["eos_token_id"] = {1, 1e13};
+  });
+  expect_load_error(dir, {"'eos_token_id'"});
+}
+
+// generation_config.json was not read: its end-of-sequence ids add to config.json's, and its
+// sampling becomes the default of what a request leaves out.
+BOOST_AUTO_TEST_CASE(generation_config_adds_eos_ids_and_sampling_defaults) {
+  auto dir = scratch_copy("genconfig");
+  std::ofstream(dir + "/generation_config.json")
+      << R"({"eos_token_id": [2, 77, 78], "temperature": 0.6, "top_p": 0.9, "top_k": 20, "do_sample": true})";
+  const auto before = model::parse_model_config(
+      [&] { std::stringstream ss; ss << std::ifstream(dir + "/config.json").rdbuf(); return ss.str(); }(), "c");
+  const auto c = model::load_model_config(dir);
+  for (int id : {77, 78}) BOOST_TEST(std::count(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == 1);
+  BOOST_TEST(c.eos_token_ids.size() >= before.eos_token_ids.size() + 2);
+  const auto g = model::load_generation_config(dir);
+  BOOST_TEST(g.defaults.temperature == 0.6f);
+  BOOST_TEST(g.defaults.top_p == 0.9f);
+  BOOST_TEST(g.defaults.top_k == 20);
+  std::ofstream(dir + "/generation_config.json") << R"({"top_p": 7})";
+  BOOST_CHECK_THROW(model::load_generation_config(dir), input_error);
+}
+
+// model.safetensors.index.json was not read: a folder holding another checkpoint beside the
+// indexed shards (as Mistral's do) failed with a duplicate tensor; a missing shard is named.
+BOOST_AUTO_TEST_CASE(the_safetensors_index_names_the_files_to_load) {
+  auto dir = scratch_copy("index");
+  fs::rename(dir + "/model.safetensors", dir + "/model-00001-of-00001.safetensors");
+  fs::copy_file(dir + "/model-00001-of-00001.safetensors", dir + "/consolidated.safetensors");
+  nlohmann::json map = nlohmann::json::object();
+  {
+    model::safetensors_file f(dir + "/model-00001-of-00001.safetensors");
+    for (auto& [name, t] : f.tensors()) map[name] = "model-00001-of-00001.safetensors";
+  }
+  std::ofstream(dir + "/model.safetensors.index.json") << nlohmann::json{{"metadata", {{"total_size", 1}}}, {"weight_map", map}}.dump();
+  BOOST_TEST(model::llama_model::load(dir)->num_layers() > 0);
+  map["model.norm.weight"] = "model-00002-of-00002.safetensors";
+  std::ofstream(dir + "/model.safetensors.index.json") << nlohmann::json{{"weight_map", map}}.dump();
+  expect_load_error(dir, {"model.safetensors.index.json", "model-00002-of-00002.safetensors", "not in the folder"});
 }

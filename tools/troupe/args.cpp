@@ -83,6 +83,15 @@ double args::get_double(const std::string& name, double fallback) const {
 void progress_bar(const std::string& label, std::size_t done, std::size_t total, const char* unit) {
   static int last_percent = -1;
   const int percent = total ? int(100.0 * double(done) / double(total)) : 100;
+  if (!::isatty(2)) {  // a log, not a terminal: a plain line at every quarter
+    const int quarter = percent / 25;
+    if (quarter == last_percent && done < total) return;
+    last_percent = done >= total ? -1 : quarter;
+    if (unit) std::fprintf(stderr, "%s: %d%% (%zu/%zu %s)\n", label.c_str(), percent, done, total, unit);
+    else std::fprintf(stderr, "%s: %d%% (%.2f/%.2f GB)\n", label.c_str(), percent, done / 1e9, total / 1e9);
+    std::fflush(stderr);
+    return;
+  }
   if (percent == last_percent && done < total) return;  // redraw only when the number moves
   last_percent = done >= total ? -1 : percent;
   const int width = 30;

@@ -10,6 +10,7 @@
 #include "actors/local_cluster.h"
 #include "actors/node.h"
 #include "runtime/common/error.h"
+#include "runtime/model/generation_config.h"
 #include "tools/troupe/args.h"
 #include "tools/troupe/commands.h"
 #include "tools/troupe/model_folder.h"
@@ -67,9 +68,11 @@ struct served_model {
   int max_model_len = 0, vocab_size = 0;
   std::shared_ptr<const tokenizer::tokenizer> tok;
   std::optional<chat::chat_template> chat;
+  sampling::sampling_params sampling_defaults;
 };
 
-served_model describe_model(const topology::topology_config& topo, const std::string& dir, const opened_model& m) {
+served_model describe_model(const topology::topology_config& topo, const std::string& dir, const opened_model& m,
+                            const std::string& chat_template_file) {
   served_model s;
   model::model_config mc;
   if (topo.model.backend == topology::backend_kind::sim) {
@@ -81,7 +84,12 @@ served_model describe_model(const topology::topology_config& topo, const std::st
   s.vocab_size = mc.vocab_size;
   s.tok = m.tok;
   if (!s.tok && !dir.empty() && std::filesystem::exists(dir + "/tokenizer.json")) s.tok = tokenizer::tokenizer::load(dir + "/tokenizer.json");
-  if (!dir.empty() && std::filesystem::exists(dir)) s.chat = chat::chat_template::load(dir);
+  if (!dir.empty() && std::filesystem::exists(dir)) {
+    s.chat = chat::chat_template::load(dir, chat_template_file);
+    s.sampling_defaults = model::load_generation_config(dir).defaults;
+  } else if (!chat_template_file.empty()) {
+    s.chat = chat::chat_template::load("", chat_template_file);
+  }
   s.name = topo.frontend.model_name;
   if (s.name.empty()) s.name = !dir.empty() ? std::filesystem::path(dir).filename().string() : topo.model.preset;
   if (s.name.empty()) s.name = "troupe";
@@ -91,7 +99,7 @@ served_model describe_model(const topology::topology_config& topo, const std::st
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
-  args a(argc, argv, 2, {"port", "host", "model", "listen", "registry-port", "api-key"}, {});
+  args a(argc, argv, 2, {"port", "host", "model", "listen", "registry-port", "api-key", "chat-template"}, {});
   stop_signals signals;  // before any thread starts
   const std::string config = a.positional().empty() ? "configs/local.toml" : a.positional()[0];
   auto topo = topology::load_topology(config);
@@ -103,7 +111,8 @@ int cmd_serve(int argc, char** argv) {
   const std::string dir = a.get("model", topo.model.path);
   opened_model m;
   if (head_hosts && !sim) m = open_model(dir);
-  const served_model served = describe_model(topo, sim && topo.model.path.empty() ? "" : dir, m);
+  const served_model served =
+      describe_model(topo, sim && topo.model.path.empty() ? "" : dir, m, a.get("chat-template", topo.model.chat_template));
   cluster_config cfg(topo);
   caf::actor_system sys{cfg};
   actors::local_cluster cluster(sys, topo, m.model, m.tok, actors::placement_mode::head_node_only);
@@ -117,6 +126,7 @@ int cmd_serve(int argc, char** argv) {
   fc.model_name = served.name;
   fc.max_model_len = served.max_model_len;
   fc.vocab_size = served.vocab_size;
+  fc.sampling_defaults = served.sampling_defaults;
   fc.max_requests = topo.frontend.max_requests;
   fc.retry_after_s = topo.frontend.retry_after_s;
   fc.metric_prefix = topo.frontend.metric_prefix;

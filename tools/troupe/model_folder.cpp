@@ -1,6 +1,7 @@
 #include "tools/troupe/model_folder.h"
 
 #include <cstdio>
+#include <system_error>
 #include <filesystem>
 
 #include "runtime/model/synth.h"
@@ -19,7 +20,13 @@ opened_model open_model(const std::string& dir) {
     model::synthesize(o, [](std::size_t d, std::size_t t) { progress_bar("synth", d, t); });
   }
   opened_model m;
-  m.model = model::llama_model::load(dir);
+  std::uintmax_t bytes = 0;
+  std::error_code ec;
+  if (fs::is_directory(dir, ec))
+    for (auto& e : fs::directory_iterator(dir, ec))
+      if (e.path().extension() == ".safetensors") bytes += e.file_size(ec);
+  std::fprintf(stderr, "troupe: loading model %s (%.2f GB of weights)\n", dir.c_str(), double(bytes) / 1e9);
+  m.model = model::llama_model::load(dir, [](int done, int layers) { progress_bar("loading layers", std::size_t(done), std::size_t(layers), "layers"); });
   if (fs::exists(dir + "/tokenizer.json")) m.tok = tokenizer::tokenizer::load(dir + "/tokenizer.json");
   return m;
 }

@@ -34,6 +34,7 @@ The head of a topology: the OpenAI HTTP API, router, request owner, and the regi
   --registry-port N      the node registry's port (default: the head node's)
   --listen HOST          the node registry's address
   --api-key KEY          require 'Authorization: Bearer KEY' on the OpenAI routes
+  --chat-template FILE   a .jinja chat template instead of the model folder's
   -h, --help             this text
 )"},
       {"node", R"(usage: troupe node CONFIG --name NODE [options]
