@@ -8,13 +8,16 @@
 #include "runtime/common/error.h"
 #include "runtime/common/json.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "runtime/tokenizer/unicode.h"
 
 namespace troupe::api {
 
 using json = nlohmann::json;
 
+// Messages and field names may echo the client's bytes, which need not be UTF-8.
 api_error::api_error(int status, std::string message, std::string param, std::string type)
-    : std::runtime_error(std::move(message)), status_(status), param_(std::move(param)), type_(std::move(type)) {
+    : std::runtime_error(tokenizer::utf8_sanitize(message)), status_(status), param_(tokenizer::utf8_sanitize(param)),
+      type_(std::move(type)) {
   if (type_.empty()) {
     switch (status_) {
       case 400: type_ = "invalid_request_error"; break;
@@ -68,7 +71,11 @@ struct fields {
   std::optional<long long> integer(const char* k) const {
     const json* v = get(k);
     if (!v) return std::nullopt;
-    if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>()) return (long long)v->get<double>();
+    if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>()) {
+      const double d = v->get<double>();
+      if (!(d >= -9.2e18 && d <= 9.2e18)) bad(k, "is out of range");
+      return (long long)d;
+    }
     if (!v->is_number_integer()) bad(k, std::string("expected an integer, got ") + json_type(*v));
     return v->get<long long>();
   }

@@ -465,7 +465,12 @@ std::vector<token> tokenize(const std::string& src, int line) {
       token t;
       t.t = real ? token::type::real : token::type::integer;
       t.text = num;
-      if (real) t.d = std::stod(num); else t.i = std::stoll(num);
+      if (real) {
+        t.d = std::strtod(num.c_str(), nullptr);  // past double's range: inf, as Python's float() gives
+      } else {
+        const auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), t.i);
+        if (ec != std::errc() || end != num.data() + num.size()) err("integer literal " + num + " is out of range");
+      }
       out.push_back(t);
       p = q;
       continue;
@@ -488,7 +493,10 @@ std::vector<token> tokenize(const std::string& src, int line) {
             case 'x': {
               const std::size_t n = e == 'u' ? 4 : 2;
               if (q + n >= src.size()) err("bad escape in string");
-              s += utf8(std::u32string(1, char32_t(std::stoul(src.substr(q + 1, n), nullptr, 16))));
+              unsigned code = 0;
+              const auto [end, ec] = std::from_chars(src.data() + q + 1, src.data() + q + 1 + n, code, 16);
+              if (ec != std::errc() || end != src.data() + q + 1 + n) err("bad escape in string");
+              s += utf8(std::u32string(1, char32_t(code)));
               q += n;
               break;
             }

@@ -1,5 +1,7 @@
 #include "runtime/model/safetensors.h"
 
+#include <type_traits>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -48,6 +50,20 @@ const char* stored_name(dtype t) {
   return "?";
 }
 
+// A header list of integers; anything else (floats, which nlohmann would convert with undefined
+// behaviour past the range) is an error naming the tensor.
+template <class T>
+std::vector<T> integers(const nlohmann::json& v, const std::string& path, const std::string& name, const char* what) {
+  if (!v.is_array()) throw input_error(path + ": tensor '" + name + "': " + what + " is not a list");
+  std::vector<T> out;
+  for (const auto& x : v) {
+    if (!x.is_number_integer() || (std::is_unsigned_v<T> && !x.is_number_unsigned() && x.get<std::int64_t>() < 0))
+      throw input_error(path + ": tensor '" + name + "': " + what + " must hold non-negative integers");
+    out.push_back(x.get<T>());
+  }
+  return out;
+}
+
 }  // namespace
 
 safetensors_file::safetensors_file(const std::string& path) : path_(path) {
@@ -66,6 +82,17 @@ safetensors_file::safetensors_file(const std::string& path) : path_(path) {
     map_ = nullptr;
     throw input_error(path + ": mmap failed: " + std::strerror(errno));
   }
+  try {
+    read_header();
+  } catch (...) {  // the destructor does not run for a constructor that throws
+    ::munmap(map_, size_);
+    map_ = nullptr;
+    throw;
+  }
+}
+
+void safetensors_file::read_header() {
+  const std::string& path = path_;
   const auto* bytes = static_cast<const std::uint8_t*>(map_);
   std::uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = header_len << 8 | bytes[i];
@@ -82,8 +109,12 @@ safetensors_file::safetensors_file(const std::string& path) : path_(path) {
       t.name = name;
       t.file = path;
       t.dtype_name = v.at("dtype").get<std::string>();
-      t.shape = v.at("shape").get<std::vector<std::int64_t>>();
-      auto off = v.at("data_offsets").get<std::vector<std::uint64_t>>();
+      t.shape = integers<std::int64_t>(v.at("shape"), path, name, "shape");
+      std::uint64_t elements = 1;
+      for (auto d : t.shape)
+        if (d < 0 || __builtin_mul_overflow(elements, std::uint64_t(d), &elements) || elements > (std::uint64_t(1) << 48))
+          throw input_error(path + ": tensor '" + name + "' has an impossible shape");
+      auto off = integers<std::uint64_t>(v.at("data_offsets"), path, name, "data_offsets");
       if (off.size() != 2 || off[0] > off[1] || off[1] > data_len)
         throw input_error(path + ": tensor '" + name + "' has data_offsets outside the file");
       std::size_t es = stored_size(t.dtype_name);

@@ -39,6 +39,7 @@ class safetensors_file {
   const std::string& path() const { return path_; }
 
  private:
+  void read_header();  // the header and tensor table of the mapped file
   std::string path_;
   void* map_ = nullptr;
   std::size_t size_ = 0;

@@ -158,3 +158,15 @@ BOOST_AUTO_TEST_CASE(sampling_fields_left_out_take_the_models_defaults) {
   BOOST_TEST(r.params.temperature == 0.6f);
   BOOST_TEST(r.params.top_k == 5);
 }
+
+// Found by the fuzzer: an integral float past long long's range was converted with undefined
+// behaviour, and an error message echoing invalid UTF-8 from the body could not be serialized.
+BOOST_AUTO_TEST_CASE(huge_numbers_and_invalid_utf8_in_errors_are_handled) {
+  BOOST_TEST(param_of({{"prompt", "x"}, {"max_tokens", 4.4e31}}) == "max_tokens");
+  try {
+    api::parse_request(std::string("{\"prompt\": \"x\", \"\xa1\xa2\": 1}"), endpoint::completions);
+    BOOST_FAIL("accepted");
+  } catch (const api::api_error& e) {
+    BOOST_TEST(e.body().dump().find("not valid JSON") != std::string::npos);  // dump() threw on the echoed bytes
+  }
+}

@@ -80,3 +80,11 @@ BOOST_AUTO_TEST_CASE(real_templates_stay_far_inside_the_budget) {
       "{% for m in messages %}{{ '<|start|>' + m['role'] + '\\n\\n' + m['content'] | trim + '<|eot|>' }}{% endfor %}";
   BOOST_TEST(outcome(src, {{"messages", msgs}}) == "rendered");
 }
+
+// Found by the fuzzer: literals the tokenizer could not convert escaped as std::out_of_range and
+// std::invalid_argument, which nothing above expected (the server's load ended as an internal error).
+BOOST_AUTO_TEST_CASE(bad_literals_are_template_errors) {
+  BOOST_TEST(has(outcome("{{ 99999999999999999999999 }}"), "integer literal 99999999999999999999999 is out of range"));
+  BOOST_TEST(has(outcome("{{ '\\uzzzz' }}"), "bad escape in string"));
+  BOOST_TEST(outcome("{{ 1e999 }}") == "rendered");  // a float past the range is inf, as in Python
+}

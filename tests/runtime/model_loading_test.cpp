@@ -164,3 +164,35 @@ BOOST_AUTO_TEST_CASE(the_safetensors_index_names_the_files_to_load) {
   std::ofstream(dir + "/model.safetensors.index.json") << nlohmann::json{{"weight_map", map}}.dump();
   expect_load_error(dir, {"model.safetensors.index.json", "model-00002-of-00002.safetensors", "not in the folder"});
 }
+
+namespace {
+
+std::size_t mappings() {
+  std::ifstream in("/proc/self/maps");
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+std::string safetensors_with_header(const std::string& name, const std::string& header) {
+  const std::string path = std::string(TROUPE_BINARY_DIR) + "/test-models/" + name + ".safetensors";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[std::size_t(i)] = char((header.size() >> (8 * i)) & 0xff);
+  std::ofstream(path, std::ios::binary) << bytes << header << std::string(16, '\0');
+  return path;
+}
+
+}  // namespace
+
+// Found by the fuzzer: a float in a shape was converted with undefined behaviour, and a file
+// whose header was refused stayed mapped (the constructor threw before the destructor could
+// unmap it): every refused file leaked its size in address space.
+BOOST_AUTO_TEST_CASE(bad_safetensors_headers_are_refused_without_leaking_the_mapping) {
+  const std::string floats = safetensors_with_header("float-shape", R"({"a": {"dtype": "F32", "shape": [2.4e49], "data_offsets": [0, 16]}})");
+  BOOST_CHECK_THROW(model::safetensors_file{floats}, input_error);
+  const std::string huge = safetensors_with_header("huge-shape", R"({"a": {"dtype": "F32", "shape": [4611686018427387904, 4], "data_offsets": [0, 16]}})");
+  BOOST_CHECK_THROW(model::safetensors_file{huge}, input_error);
+  const std::size_t before = mappings();
+  for (int i = 0; i < 200; ++i) BOOST_CHECK_THROW(model::safetensors_file{floats}, input_error);
+  BOOST_TEST(mappings() <= before + 2);
+}
