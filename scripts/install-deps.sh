@@ -18,6 +18,7 @@ packages=(
   python3-jinja2              # the chat-template renderer is checked against it
   prometheus                  # promtool checks /metrics
   gnuplot-nox                 # troupe bench serve draws its plots with it
+  clang libclang-rt-14-dev    # the sanitizer build and the libFuzzer targets (tests/fuzz)
 )
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   packages+=(nodejs npm)      # the independent tokenizer implementation the tests compare with

@@ -16,4 +16,10 @@ if [ "$mode" = run ]; then
   # through the OpenAI API on 127.0.0.1:8000 until Ctrl-C; it prints how to send a request.
   exec ./build/troupe serve configs/local.toml
 fi
-exec ctest --test-dir build --output-on-failure -j2 --timeout 1500
+ctest --test-dir build --output-on-failure -j2 --timeout 1500
+# The unit tests again, and the fuzz targets on their seed corpora, under AddressSanitizer and
+# UndefinedBehaviorSanitizer in a second tree built with clang (libFuzzer is clang's).
+CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DTROUPE_SANITIZE=ON -DTROUPE_FUZZ=ON -DTROUPE_DISABLE_CUDA=ON
+cmake --build build-asan -j"$(nproc)" --target sanitized
+exec ctest --test-dir build-asan --output-on-failure -j2 --timeout 600 -L 'unit|fuzz' -E '^example_'

@@ -107,6 +107,7 @@ class engine {
   void apply_deferred_aborts();
 
   struct pending {  // the step between begin_step and finish_step
+    pending() {}  // user-provided: clang cannot see default member initializers of a nested class here
     std::size_t logit_rows = 0;      // rows of logits the plan asked for
     bool computes = false;           // the plan has tokens (a forward ran)
     std::vector<std::uint64_t> ids;  // scheduled sequences, in plan order
