@@ -6,7 +6,9 @@
 #include <chrono>
 #include <random>
 
+#include "actors/error_text.h"
 #include "runtime/api/openai.h"
+#include "runtime/common/constant_time.h"
 #include "runtime/common/error.h"
 #include "runtime/metrics/metrics.h"
 
@@ -137,15 +139,6 @@ struct live_request {
 // Seconds since the Unix epoch: `created` of responses and of /v1/models.
 std::int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// The message of an error from another actor, without CAF's "system_error(code, ...)" wrapping.
-std::string error_text(caf::actor_system& sys, const caf::error& err) {
-  if (err == caf::sec::request_timeout) return "the request timed out";
-  const caf::message& ctx = err.context();
-  for (std::size_t i = 0; i < ctx.size(); ++i)
-    if (ctx.match_element<std::string>(i)) return ctx.get_as<std::string>(i);
-  return sys.render(err);
 }
 
 struct frontend_state {
@@ -407,7 +400,7 @@ void submit(frontend_ptr self, prepared& p) {
             if (it == self->state.live.end()) return;
             auto ex = it->second.ex;
             self->state.live.erase(it);
-            const std::string why = error_text(self->system(), err);
+            const std::string why = error_message(self->system(), err);
             if (why.find("no replica") != std::string::npos || err == caf::sec::request_timeout)
               send_error(self, ex, api::api_error(503, "no replica can serve the request now (" + why + "); retry later"));
             else
@@ -459,7 +452,7 @@ void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex
                         if (--g->left == 0) render();
                       });
           },
-          [=](caf::error& e) { send_error(self, ex, api::api_error(503, "router: " + error_text(self->system(), e))); });
+          [=](caf::error& e) { send_error(self, ex, api::api_error(503, "router: " + error_message(self->system(), e))); });
 }
 
 // Whether the request carries one of the configured API keys (always, when none are).
@@ -470,11 +463,7 @@ bool authorized(const frontend_config& cfg, const http::request& rq) {
   if (auth.compare(0, prefix.size(), prefix) != 0) return false;
   const std::string given = auth.substr(prefix.size());
   bool ok = false;
-  for (const auto& k : cfg.api_keys) {  // compares every byte of every key: no early exit to time
-    unsigned diff = unsigned(k.size() != given.size());
-    for (std::size_t i = 0; i < k.size(); ++i) diff |= unsigned(static_cast<unsigned char>(k[i]) ^ (i < given.size() ? static_cast<unsigned char>(given[i]) : 0u));
-    ok |= diff == 0;
-  }
+  for (const auto& k : cfg.api_keys) ok |= constant_time_equal(k, given);  // every key, no early exit to time
   return ok;
 }
 
@@ -525,7 +514,7 @@ void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
                 ex->respond(503, "application/json", dump({{"status", "unavailable"}, {"replicas_live", 0}}),
                             {{"Retry-After", std::to_string(self->state.cfg.retry_after_s)}});
               },
-              [=](caf::error& e) { send_error(self, ex, api::api_error(503, "router: " + error_text(self->system(), e))); });
+              [=](caf::error& e) { send_error(self, ex, api::api_error(503, "router: " + error_message(self->system(), e))); });
       return;
     }
     if (path == "/metrics") {

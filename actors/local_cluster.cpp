@@ -9,6 +9,8 @@
 #include "runtime/model/synth.h"
 
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
+#include <unistd.h>
 
 namespace troupe::actors {
 
@@ -21,8 +23,17 @@ void register_protocols(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<migration_event>>("troupe.migration_events");
 }
 
-void configure_network(caf::actor_system_config& cfg, const topology::timeouts_spec& t) {
+void configure_network(caf::actor_system_config& cfg, const topology::timeouts_spec& t,
+                       const topology::cluster_spec& cluster) {
   cfg.load<caf::io::middleman>();
+  if (cluster.tls()) {
+    for (const auto& f : {cluster.tls_certificate, cluster.tls_key, cluster.tls_ca})
+      if (::access(f.c_str(), R_OK) != 0) throw input_error("[cluster] TLS file " + f + " cannot be read");
+    cfg.load<caf::openssl::manager>();
+    cfg.openssl_certificate = cluster.tls_certificate;
+    cfg.openssl_key = cluster.tls_key;
+    cfg.openssl_cafile = cluster.tls_ca;
+  }
   cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::duration_cast<caf::timespan>(t.heartbeat)});
   cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::duration_cast<caf::timespan>(t.connection)});
 }
@@ -176,8 +187,18 @@ group_status local_cluster::group_of(std::size_t i) {
   return st;
 }
 
-std::uint16_t local_cluster::publish(const std::string& host, std::uint16_t port) {
-  auto r = sys_.middleman().publish(registry_, port, host.empty() ? nullptr : host.c_str(), true);
+node_registry_actor connect_registry(caf::actor_system& sys, const std::string& host, std::uint16_t port, bool tls) {
+  auto r = tls ? caf::openssl::remote_actor<node_registry_actor>(sys, host, port)
+               : sys.middleman().remote_actor<node_registry_actor>(host, port);
+  if (!r) throw input_error("cannot reach the head at " + host + ":" + std::to_string(port) + ": " + sys.render(r.error()));
+  return *r;
+}
+
+void local_cluster::admit(join_credentials credentials) { caf::anon_send(registry_, admit_atom::value, std::move(credentials)); }
+
+std::uint16_t local_cluster::publish(const std::string& host, std::uint16_t port, bool tls) {
+  auto r = tls ? caf::openssl::publish(registry_, port, host.empty() ? nullptr : host.c_str(), true)
+               : sys_.middleman().publish(registry_, port, host.empty() ? nullptr : host.c_str(), true);
   if (!r) throw input_error("cannot listen on " + host + ":" + std::to_string(port) + ": " + sys_.render(r.error()));
   return *r;
 }

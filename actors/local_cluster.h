@@ -23,8 +23,14 @@ namespace troupe::actors {
 void register_protocols(caf::actor_system_config& cfg);
 
 // Loads CAF's middleman with the topology's heartbeat and connection timeout, without which a
-// cut link is never noticed. Call before the actor system starts.
-void configure_network(caf::actor_system_config& cfg, const topology::timeouts_spec& t);
+// cut link is never noticed, and CAF's OpenSSL module with the cluster's certificates when it
+// has them (then every link checks the peer's certificate against tls_ca, both ways). Call
+// before the actor system starts.
+void configure_network(caf::actor_system_config& cfg, const topology::timeouts_spec& t,
+                       const topology::cluster_spec& cluster = {});
+
+// The node registry at host:port, over TLS when `tls`; throws input_error naming the address.
+node_registry_actor connect_registry(caf::actor_system& sys, const std::string& host, std::uint16_t port, bool tls);
 
 // The engine settings of every replica of a topology.
 engine::engine_config engine_config_of(const topology::topology_config& topo);
@@ -72,10 +78,13 @@ class local_cluster {
   // Replica i's worker group as it is now.
   group_status group_of(std::size_t i);
 
-  // Makes the head's node registry reachable for other nodes at host:port (0: any free port):
-  // a node joins with its agent, and the registry has the agent spawn that node's replicas.
-  // Returns the port, or throws input_error naming the address when it cannot listen.
-  std::uint16_t publish(const std::string& host, std::uint16_t port);
+  // Makes the head's node registry reachable for other nodes at host:port (0: any free port),
+  // over TLS when `tls`: a node joins with its agent and `admit`'s credentials, and the registry
+  // has the agent spawn that node's replicas. Returns the port, or throws input_error naming
+  // the address when it cannot listen.
+  std::uint16_t publish(const std::string& host, std::uint16_t port, bool tls = false);
+  // The token and model fingerprint a join must carry; no node joins before this.
+  void admit(join_credentials credentials);
 
   // Replicas the router can place on now.
   std::uint32_t live_replicas();

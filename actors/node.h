@@ -4,6 +4,7 @@
 #include <functional>
 #include <string>
 
+#include "actors/protocol/node_protocol.h"
 #include "actors/protocol/router_protocol.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -17,6 +18,7 @@ namespace troupe::actors {
 // refuses the node. `on_ready` is called once the replicas are registered, with their count.
 void run_node(caf::actor_system& sys, const topology::topology_config& topo, const std::string& node,
               const std::string& head_host, std::uint16_t head_port, std::shared_ptr<const model::llama_model> model,
-              std::shared_ptr<const tokenizer::tokenizer> tok, const std::function<void(std::size_t)>& on_ready);
+              std::shared_ptr<const tokenizer::tokenizer> tok, const join_credentials& credentials,
+              const std::function<void(std::size_t)>& on_ready);
 
 }  // namespace troupe::actors

@@ -11,6 +11,8 @@ void register_node_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<node_resources>("troupe.node_resources");
   cfg.add_message_type<node_agent_actor>("troupe.node_agent_actor");
   cfg.add_message_type<std::vector<std::uint32_t>>("troupe.uint32s");
+  cfg.add_message_type<join_request>("troupe.join_request");
+  cfg.add_message_type<join_credentials>("troupe.join_credentials");
 }
 
 node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<node_agent_state> self, std::string node,
@@ -75,11 +77,34 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
                                                  topology::topology_config topo, router_actor router) {
   self->state.topo = std::move(topo);
   self->state.router = std::move(router);
+  // A node that goes away may join again (a restarted process); until then its name is taken.
+  self->set_down_handler([=](const caf::down_msg& d) {
+    auto& joined = self->state.joined;
+    for (auto it = joined.begin(); it != joined.end(); ++it)
+      if (it->second == d.source) {
+        joined.erase(it);
+        return;
+      }
+  });
   return {
-      [=](join_atom, const std::string& node, node_agent_actor agent) -> caf::result<std::uint32_t> {
+      [=](admit_atom, const join_credentials& c) { self->state.credentials = c; },
+      [=](join_atom, const join_request& j) -> caf::result<std::uint32_t> {
         auto& st = self->state;
+        const std::string& node = j.node;
+        auto refuse = [&](const std::string& why) { return caf::make_error(caf::sec::invalid_argument, why); };
+        if (!st.credentials) return refuse("the head is not admitting nodes yet; retry");
+        if (!constant_time_equal(j.token, st.credentials->token)) return refuse("node \"" + node + "\": wrong cluster token");
+        if (j.fingerprint != st.credentials->fingerprint)
+          return refuse("node \"" + node + "\" serves another model (fingerprint " + j.fingerprint + ", the head's is " +
+                        st.credentials->fingerprint + ")");
         if (!st.topo.node(node))
-          return caf::make_error(caf::sec::invalid_argument, st.topo.source + ": no node named \"" + node + "\"");
+          return refuse(st.topo.source + ": no node named \"" + node + "\"");
+        if (node == st.topo.nodes.front().name) return refuse("\"" + node + "\" is the head's own node");
+        if (st.joined.count(node)) return refuse("node \"" + node + "\" has already joined and is alive");
+        if (!j.agent) return refuse("node \"" + node + "\" sent no agent");
+        st.joined.emplace(node, j.agent.address());
+        self->monitor(j.agent);
+        const node_agent_actor agent = j.agent;
         std::vector<std::uint32_t> mine;
         for (auto& p : topology::place_replicas(st.topo))
           if (p.node == node) mine.push_back(p.replica);

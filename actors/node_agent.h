@@ -8,6 +8,7 @@
 #include "actors/protocol/node_protocol.h"
 #include "actors/protocol/router_protocol.h"
 #include "actors/worker_group.h"
+#include "runtime/common/constant_time.h"
 #include "runtime/engine/engine.h"
 #include "topology/topology.h"
 
@@ -33,6 +34,8 @@ node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<no
 struct node_registry_state {
   topology::topology_config topo;
   router_actor router;
+  std::optional<join_credentials> credentials;  // none yet: every join is refused
+  std::map<std::string, caf::actor_addr> joined;  // node name -> its agent, while alive
   static inline const char* name = "troupe.node_registry";
 };
 

@@ -299,6 +299,34 @@ void read_router(const reader& r, const toml::table& root, topology_config& t) {
   }
 }
 
+bool loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+void read_cluster(const reader& r, const toml::table& root, topology_config& t) {
+  const toml::table* c = r.table(root, "cluster", "");
+  auto& cl = t.cluster;
+  if (c) {
+    r.only_keys(*c, "cluster.", {"token", "token_file", "tls_certificate", "tls_key", "tls_ca"});
+    cl.line = int(c->source().begin.line);
+    cl.token = r.string(*c, "token", "cluster.", std::string());
+    cl.token_file = r.string(*c, "token_file", "cluster.", std::string());
+    if (!cl.token.empty() && !cl.token_file.empty()) r.fail(c->get("token"), "cluster.token", "give token or token_file, not both");
+    if (c->get("token") && cl.token.size() < 16) r.fail(c->get("token"), "cluster.token", "must be at least 16 characters");
+    cl.tls_certificate = r.string(*c, "tls_certificate", "cluster.", std::string());
+    cl.tls_key = r.string(*c, "tls_key", "cluster.", std::string());
+    cl.tls_ca = r.string(*c, "tls_ca", "cluster.", std::string());
+    const int given = !cl.tls_certificate.empty() + !cl.tls_key.empty() + !cl.tls_ca.empty();
+    if (given != 0 && given != 3)
+      r.fail(c, "cluster.tls_certificate", "TLS needs all three of tls_certificate, tls_key and tls_ca");
+  }
+  if (cl.tls()) return;
+  for (const auto& n : t.nodes)
+    if (!loopback(n.host))
+      throw input_error(t.source + ":" + std::to_string(n.line) + ": nodes.address: node \"" + n.name + "\" listens on " +
+                        n.host + ", off loopback: set [cluster] tls_certificate, tls_key and tls_ca so links are authenticated");
+}
+
 void read_timeouts(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* to = r.table(root, "timeouts", "");
   if (!to) return;
@@ -401,7 +429,7 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
     throw input_error(source + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }
   reader r(source);
-  r.only_keys(root, "", {"model", "nodes", "pools", "scheduler", "router", "timeouts", "frontend", "sim"});
+  r.only_keys(root, "", {"model", "nodes", "pools", "scheduler", "router", "timeouts", "frontend", "sim", "cluster"});
   topology_config t;
   t.source = source;
   read_model(r, root, t);
@@ -412,6 +440,7 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
   read_timeouts(r, root, t);
   read_sim(r, root, t);
   read_frontend(r, root, t);
+  read_cluster(r, root, t);
   return t;
 }
 

@@ -69,6 +69,20 @@ struct timeouts_spec {
   std::chrono::milliseconds group_restart_window{60000};  // ... before the replica is given up
 };
 
+// Who may join the cluster: a node joins only with the cluster token (TROUPE_CLUSTER_TOKEN,
+// token_file or token; without any, the head makes one and keeps it in a file only this user
+// can read, which nodes on the same machine read) and the head's model fingerprint. With the
+// three tls_* files, every link between processes is TLS with mutual certificate checks; a
+// topology with a node off loopback must have them.
+struct cluster_spec {
+  std::string token;
+  std::string token_file;
+  std::string tls_certificate, tls_key, tls_ca;  // PEM files
+  int line = 0;
+
+  bool tls() const { return !tls_certificate.empty(); }
+};
+
 // The head's HTTP frontend (OpenAI API, /health, /metrics).
 struct frontend_spec {
   std::string host = "127.0.0.1";
@@ -99,6 +113,7 @@ struct topology_config {
   router_spec router;
   timeouts_spec timeouts;
   frontend_spec frontend;
+  cluster_spec cluster;
   std::optional<sim_spec> sim;
 
   const node_spec* node(const std::string& name) const;

@@ -30,6 +30,7 @@ using spawn_replica_atom = caf::atom_constant<caf::atom("spawnrep")>;
 using stop_replica_atom = caf::atom_constant<caf::atom("stoprep")>;
 using resources_atom = caf::atom_constant<caf::atom("resources")>;
 using join_atom = caf::atom_constant<caf::atom("join")>;
+using admit_atom = caf::atom_constant<caf::atom("admit")>;
 
 // One per process.
 using node_agent_actor = caf::typed_actor<
@@ -40,8 +41,35 @@ using node_agent_actor = caf::typed_actor<
     // What this process has.
     caf::replies_to<resources_atom>::with<node_resources>>;
 
-// On the head: where node agents join. Replies with how many replicas it placed on the node.
-using node_registry_actor = caf::typed_actor<caf::replies_to<join_atom, std::string, node_agent_actor>::with<std::uint32_t>>;
+// A node asking to serve: its name in the topology, its agent, and its credentials.
+struct join_request {
+  std::string node;
+  node_agent_actor agent;
+  std::string token;        // the cluster token
+  std::string fingerprint;  // of the model the node loaded (model::model_fingerprint)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, join_request& x) {
+  return f(caf::meta::type_name("join_request"), x.node, x.agent, x.token, x.fingerprint);
+}
+
+// What a join must carry; set on the head before nodes may join.
+struct join_credentials {
+  std::string token;
+  std::string fingerprint;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, join_credentials& x) {
+  return f(caf::meta::type_name("join_credentials"), x.token, x.fingerprint);
+}
+
+// On the head: where node agents join. A join is refused (with the reason) until admit has set
+// the credentials, with the wrong token or model, for the head's own node, a node the topology
+// does not name, or a node already joined and alive. Replies with how many replicas it placed.
+using node_registry_actor = caf::typed_actor<caf::replies_to<join_atom, join_request>::with<std::uint32_t>,
+                                             caf::reacts_to<admit_atom, join_credentials>>;
 
 void register_node_protocol(caf::actor_system_config& cfg);
 

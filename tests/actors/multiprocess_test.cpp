@@ -9,6 +9,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/local_cluster.h"
+#include "runtime/model/fingerprint.h"
 #include "tests/support/engine_factory.h"
 #include "tests/support/models.h"
 #include "tests/support/process.h"
@@ -64,6 +65,10 @@ void fail_a_node_mid_generation(bool greedy, fault how, const std::string& confi
   }
   // Any free port (tests may run in parallel); on every interface when nodes are in namespaces.
   const std::uint16_t port = head.publish(how == fault::link_cut ? "" : "127.0.0.1", 0);
+  // The nodes inherit the token through the environment and serve the same folder.
+  const std::string token = "multiprocess-test-token-" + std::to_string(::getpid());
+  ::setenv("TROUPE_CLUSTER_TOKEN", token.c_str(), 1);
+  head.admit({token, model::model_fingerprint(model_dir)});
   const std::string troupe = std::string(TROUPE_BINARY_DIR) + "/troupe";
   auto node_cmd = [&](std::vector<std::string> prefix, const std::string& name, const std::string& addr) {
     std::vector<std::string> c = {troupe, "node", config_path, "--name", name, "--head", addr + ":" + std::to_string(port),

@@ -7,6 +7,7 @@
 
 #include "actors/local_cluster.h"
 #include "actors/node_agent.h"
+#include "runtime/model/fingerprint.h"
 #include "tests/support/models.h"
 
 using namespace troupe;
@@ -69,12 +70,31 @@ BOOST_AUTO_TEST_CASE(registry_places_a_joining_nodes_replicas_and_refuses_strang
   auto agent = sys.spawn(node_agent, std::string("node-a"), model, std::shared_ptr<const tokenizer::tokenizer>(),
                          engine_config_of(topo), group_configs_of(topo), dir);
   caf::scoped_actor self{sys};
-  self->request(registry, timeout, join_atom::value, std::string("node-a"), agent)
+  const std::string token = "a-cluster-token-of-some-length", fp = model::model_fingerprint(dir);
+  // Refused, each with its reason, and nothing placed: before admission, a wrong token, another
+  // model, the head's own name (a rogue "head" took every request before), a stranger.
+  auto refused = [&](const join_request& j, const std::string& why) {
+    self->request(registry, timeout, join_atom::value, j)
+        .receive([&](std::uint32_t) { BOOST_FAIL(j.node << " joined; expected: " << why); },
+                 [&](caf::error& e) { BOOST_TEST(sys.render(e).find(why) != std::string::npos, sys.render(e)); });
+  };
+  refused({"node-a", agent, token, fp}, "not admitting nodes yet");
+  self->send(registry, admit_atom::value, join_credentials{token, fp});
+  refused({"node-a", agent, "wrong-token-wrong-token", fp}, "wrong cluster token");
+  const std::string other = test::synth_model("tiny-llama-f32-seed7", [] {
+    auto o = test::preset("tiny");
+    o.seed = 7;
+    return o;
+  }());
+  refused({"node-a", agent, token, model::model_fingerprint(other)}, "serves another model");
+  refused({"head", agent, token, fp}, "is the head's own node");
+  refused({"node-z", agent, token, fp}, "no node named");
+  BOOST_TEST(head.live_replicas() == 0u);
+  self->request(registry, timeout, join_atom::value, join_request{"node-a", agent, token, fp})
       .receive([](std::uint32_t n) { BOOST_TEST(n == 1u); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
   BOOST_TEST(head.live_replicas() == 1u);
-  self->request(registry, timeout, join_atom::value, std::string("node-z"), agent)
-      .receive([](std::uint32_t) { BOOST_FAIL("a node the topology does not name joined"); },
-               [&](caf::error& e) { BOOST_TEST(sys.render(e).find("node-z") != std::string::npos, sys.render(e)); });
+  refused({"node-a", agent, token, fp}, "has already joined and is alive");  // a second node-a does not replace the first
+  BOOST_TEST(head.live_replicas() == 1u);
   self->send_exit(agent, caf::exit_reason::user_shutdown);
   self->send_exit(registry, caf::exit_reason::user_shutdown);
 }

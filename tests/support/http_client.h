@@ -6,6 +6,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -74,7 +75,9 @@ class serve_process {
   explicit serve_process(const std::vector<std::string>& extra_args) {
     std::vector<std::string> argv = {std::string(TROUPE_BINARY_DIR) + "/troupe", "serve"};
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-    argv.insert(argv.end(), {"--port", "0", "--registry-port", "0"});
+    argv.insert(argv.end(), {"--port", "0"});
+    if (std::find(extra_args.begin(), extra_args.end(), "--registry-port") == extra_args.end())
+      argv.insert(argv.end(), {"--registry-port", "0"});
     child_ = std::make_unique<child_process>(argv);
     std::string line;
     if (!child_->wait_for_line("listening on http://127.0.0.1:", &line)) return;

@@ -59,8 +59,12 @@ BOOST_AUTO_TEST_CASE(bad_input_is_an_error_naming_what_was_wrong) {
   expect("bench engine", "--model DIR is required");
   const std::string three = std::string(TROUPE_SOURCE_DIR) + "/configs/three-local.toml";
   expect("node " + three + " --name nobody", "no node named \"nobody\"");
-  expect("node " + three + " --name node-a --head 127.0.0.1:1 --model " + test::synth_model("tiny-llama-f32", test::preset("tiny")),
-         "cannot reach the head at 127.0.0.1:1");
+  const std::string tiny = test::synth_model("tiny-llama-f32", test::preset("tiny"));
+  ::unsetenv("TROUPE_CLUSTER_TOKEN");
+  expect("node " + three + " --name node-a --head 127.0.0.1:1 --model " + tiny, "no cluster token: set TROUPE_CLUSTER_TOKEN");
+  ::setenv("TROUPE_CLUSTER_TOKEN", "a-token-of-sixteen-or-more", 1);
+  expect("node " + three + " --name node-a --head 127.0.0.1:1 --model " + tiny, "cannot reach the head at 127.0.0.1:1");
+  ::unsetenv("TROUPE_CLUSTER_TOKEN");
   run_result r = troupe_cmd("frobnicate");
   BOOST_TEST(r.status == 2);
   BOOST_TEST(r.out.find("unknown command 'frobnicate'") != std::string::npos);

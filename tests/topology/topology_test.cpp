@@ -186,3 +186,21 @@ BOOST_AUTO_TEST_CASE(kv_memory_is_checked_against_the_machine_per_node) {
   sim.model.backend = backend_kind::sim;
   check_kv_memory(sim, "", gib);  // the sim backend allocates no KV
 }
+
+// A node off loopback without TLS would listen unauthenticated: refused, naming the node.
+BOOST_AUTO_TEST_CASE(nodes_off_loopback_need_tls) {
+  const std::string off =
+      "[model]\npath = \"m\"\n[[nodes]]\nname = \"head\"\naddress = \"10.1.2.3:7700\"\n"
+      "[[pools]]\nname = \"p\"\nreplicas = 1\nnodes = [\"head\"]\n";
+  try {
+    parse_topology(off, "t.toml");
+    BOOST_FAIL("accepted");
+  } catch (const troupe::input_error& e) {
+    BOOST_TEST(std::string(e.what()).find("t.toml:3: nodes.address: node \"head\" listens on 10.1.2.3, off loopback") == 0u, e.what());
+  }
+  const auto t = parse_topology(off + "[cluster]\ntls_certificate = \"c\"\ntls_key = \"k\"\ntls_ca = \"a\"\n", "t.toml");
+  BOOST_TEST(t.cluster.tls());
+  BOOST_CHECK_THROW(parse_topology(off + "[cluster]\ntls_certificate = \"c\"\n", "t.toml"), troupe::input_error);
+  BOOST_CHECK_THROW(parse_topology(off + "[cluster]\ntoken = \"short\"\ntls_certificate = \"c\"\ntls_key = \"k\"\ntls_ca = \"a\"\n", "t.toml"),
+                    troupe::input_error);
+}

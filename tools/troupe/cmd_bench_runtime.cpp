@@ -15,6 +15,7 @@
 #include "actors/local_cluster.h"
 #include "runtime/common/error.h"
 #include "tools/troupe/args.h"
+#include "tools/troupe/cluster_auth.h"
 #include "tools/troupe/commands.h"
 #include "tools/troupe/model_folder.h"
 #include "tools/troupe/process.h"
@@ -25,7 +26,7 @@ namespace {
 struct bench_config : caf::actor_system_config {
   bench_config(const topology::topology_config& t, bool network) {
     actors::register_protocols(*this);
-    if (network) actors::configure_network(*this, t.timeouts);
+    if (network) actors::configure_network(*this, t.timeouts, t.cluster);
   }
 };
 
@@ -135,7 +136,8 @@ int cmd_bench_runtime(int argc, char** argv) {
                                 remote_nodes.empty() ? actors::placement_mode::all_here : actors::placement_mode::head_node_only);
   std::vector<std::unique_ptr<node_process>> children;
   if (!remote_nodes.empty()) {
-    const std::uint16_t port = cluster.publish("127.0.0.1", 0);
+    const std::uint16_t port = cluster.publish("127.0.0.1", 0, topo.cluster.tls());
+    cluster.admit({cluster_token(topo, port, true), served_fingerprint(topo, topo.model.path)});
     for (auto& n : remote_nodes)
       children.push_back(std::make_unique<node_process>(config, n, "127.0.0.1:" + std::to_string(port), topo.model.path));
   }

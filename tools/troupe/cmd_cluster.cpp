@@ -12,6 +12,7 @@
 #include "runtime/common/error.h"
 #include "runtime/model/generation_config.h"
 #include "tools/troupe/args.h"
+#include "tools/troupe/cluster_auth.h"
 #include "tools/troupe/commands.h"
 #include "tools/troupe/model_folder.h"
 #include "tools/troupe/signals.h"
@@ -23,9 +24,20 @@ namespace {
 struct cluster_config : caf::actor_system_config {
   explicit cluster_config(const topology::topology_config& t) {
     actors::register_protocols(*this);
-    actors::configure_network(*this, t.timeouts);
+    actors::configure_network(*this, t.timeouts, t.cluster);
   }
 };
+
+// --tls-certificate/--tls-key/--tls-ca (what `troupe launch --netns` passes) replace the
+// topology's [cluster] TLS files.
+void apply_tls_flags(const args& a, topology::topology_config& topo) {
+  const int given = a.has("tls-certificate") + a.has("tls-key") + a.has("tls-ca");
+  if (given == 0) return;
+  if (given != 3) throw input_error("--tls-certificate, --tls-key and --tls-ca go together");
+  topo.cluster.tls_certificate = *a.get("tls-certificate");
+  topo.cluster.tls_key = *a.get("tls-key");
+  topo.cluster.tls_ca = *a.get("tls-ca");
+}
 
 std::pair<std::string, std::uint16_t> split_address(const std::string& a, const std::string& what) {
   const auto colon = a.rfind(':');
@@ -39,19 +51,22 @@ std::pair<std::string, std::uint16_t> split_address(const std::string& a, const 
 }  // namespace
 
 int cmd_node(int argc, char** argv) {
-  args a(argc, argv, 2, {"name", "head", "model"}, {});
+  args a(argc, argv, 2, {"name", "head", "model", "tls-certificate", "tls-key", "tls-ca"}, {});
   if (a.positional().size() != 1) throw input_error("usage: troupe node CONFIG --name NODE [--head HOST:PORT] [--model DIR]");
   auto topo = topology::load_topology(a.positional()[0]);
+  apply_tls_flags(a, topo);
   auto name = a.get("name");
   if (!name) throw input_error("--name NODE is required");
   if (!topo.node(*name)) throw input_error(topo.source + ": no node named \"" + *name + "\"");
   const auto& head = topo.nodes.front();
   auto [host, port] = a.has("head") ? split_address(*a.get("head"), "--head") : std::make_pair(head.host, head.port);
   if (port == 0) throw input_error(topo.source + ": the head's address has port 0; give --head HOST:PORT");
-  opened_model m = open_model(a.get("model", topo.model.path));
+  const std::string dir = a.get("model", topo.model.path);
+  const actors::join_credentials credentials{cluster_token(topo, port, false), served_fingerprint(topo, dir)};
+  opened_model m = open_model(dir);
   cluster_config cfg(topo);
   caf::actor_system sys{cfg};
-  actors::run_node(sys, topo, *name, host, port, m.model, m.tok, [&](std::size_t n) {
+  actors::run_node(sys, topo, *name, host, port, m.model, m.tok, credentials, [&](std::size_t n) {
     std::printf("troupe node %s: ready, %zu replica(s) registered with %s:%u\n", name->c_str(), n, host.c_str(), unsigned(port));
     std::fflush(stdout);
   });
@@ -99,10 +114,12 @@ served_model describe_model(const topology::topology_config& topo, const std::st
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
-  args a(argc, argv, 2, {"port", "host", "model", "listen", "registry-port", "api-key", "chat-template"}, {});
+  args a(argc, argv, 2,
+         {"port", "host", "model", "listen", "registry-port", "api-key", "chat-template", "tls-certificate", "tls-key", "tls-ca"}, {});
   stop_signals signals;  // before any thread starts
   const std::string config = a.positional().empty() ? "configs/local.toml" : a.positional()[0];
   auto topo = topology::load_topology(config);
+  apply_tls_flags(a, topo);
   const auto& head = topo.nodes.front();
   const std::uint16_t registry_port = a.get_port("registry-port", head.port);
   bool head_hosts = false;
@@ -117,7 +134,10 @@ int cmd_serve(int argc, char** argv) {
   caf::actor_system sys{cfg};
   actors::local_cluster cluster(sys, topo, m.model, m.tok, actors::placement_mode::head_node_only);
   const std::string listen = a.get("listen", head.host);
-  const std::uint16_t bound = cluster.publish(listen == "0.0.0.0" ? "" : listen, registry_port);
+  if (!topo.cluster.tls() && listen != "127.0.0.1" && listen.rfind("127.", 0) != 0 && listen != "localhost")
+    throw input_error("--listen " + listen + ": the node registry listens off loopback only with TLS ([cluster] tls_* or --tls-*)");
+  const std::uint16_t bound = cluster.publish(listen == "0.0.0.0" ? "" : listen, registry_port, topo.cluster.tls());
+  cluster.admit({cluster_token(topo, bound, true), served_fingerprint(topo, dir)});
 
   actors::frontend_config fc;
   fc.http.host = a.get("host", topo.frontend.host);
@@ -155,6 +175,7 @@ int cmd_serve(int argc, char** argv) {
   std::fflush(stdout);
   const int sig = signals.wait_for_stop();
   std::fprintf(stderr, "troupe serve: signal %d, stopping\n", sig);
+  forget_cluster_token(bound);
   return 0;
 }
 

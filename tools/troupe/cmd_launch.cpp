@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -13,6 +15,7 @@
 
 #include "runtime/common/error.h"
 #include "tools/troupe/args.h"
+#include "tools/troupe/cluster_auth.h"
 #include "tools/troupe/commands.h"
 #include "tools/troupe/netns.h"
 #include "tools/troupe/process.h"
@@ -43,12 +46,23 @@ int cmd_launch(int argc, char** argv) {
 
   std::unique_ptr<netns_star> star;
   if (netns) star = std::make_unique<netns_star>(std::to_string(::getpid() % 100000));
+  // One token for the head and the nodes this launch starts, inherited through the environment.
+  if (!std::getenv("TROUPE_CLUSTER_TOKEN")) ::setenv("TROUPE_CLUSTER_TOKEN", cluster_token(topo, head.port, true).c_str(), 1);
+  // Across namespaces the head listens on 0.0.0.0: its links need TLS. Without [cluster] TLS
+  // files, a certificate made for this launch is presented and trusted by every process.
+  std::vector<std::string> tls_flags;
+  std::string tls_dir;
+  if (netns && !topo.cluster.tls()) {
+    const std::string dir = tls_dir = make_launch_certificate();
+    tls_flags = {"--tls-certificate", dir + "/cert.pem", "--tls-key", dir + "/key.pem", "--tls-ca", dir + "/cert.pem"};
+  }
 
   // The head first; nodes need it to be listening.
   int pipe_fds[2];
   if (::pipe(pipe_fds) != 0) throw input_error("pipe failed");
   std::vector<std::string> head_cmd = {exe, "serve", config, "--registry-port", std::to_string(head.port)};
   if (netns) head_cmd.insert(head_cmd.end(), {"--listen", "0.0.0.0"});
+  head_cmd.insert(head_cmd.end(), tls_flags.begin(), tls_flags.end());
   head_cmd.insert(head_cmd.end(), model_flag.begin(), model_flag.end());
   if (a.get("port")) head_cmd.insert(head_cmd.end(), {"--port", std::to_string(a.get_port("port", 0))});
   const pid_t head_pid = spawn_process(head_cmd, pipe_fds[1]);
@@ -86,6 +100,7 @@ int cmd_launch(int argc, char** argv) {
     std::vector<std::string> node_cmd = {exe, "node", config, "--name", topo.nodes[k].name, "--head",
                                          head_addr + ":" + std::to_string(head.port)};
     node_cmd.insert(node_cmd.end(), model_flag.begin(), model_flag.end());
+    node_cmd.insert(node_cmd.end(), tls_flags.begin(), tls_flags.end());
     cmd.insert(cmd.end(), node_cmd.begin(), node_cmd.end());
     const pid_t pid = spawn_process(cmd);
     std::printf("troupe launch: started %s (pid %d)%s\n", topo.nodes[k].name.c_str(), int(pid), netns ? " in its own network namespace" : "");
@@ -138,6 +153,7 @@ int cmd_launch(int argc, char** argv) {
   ::kill(head_pid, SIGKILL);
   while (::waitpid(-1, nullptr, 0) > 0) {
   }
+  if (!tls_dir.empty()) std::filesystem::remove_all(tls_dir);
   std::fflush(stdout);
   return exit_code;
 }

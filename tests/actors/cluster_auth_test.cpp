@@ -1,0 +1,116 @@
+// Who may join a running cluster, with real processes: `troupe serve` as the head and
+// `troupe node` processes trying to join it. A node with other weights, a node calling itself
+// the head, a second copy of a joined node, or a node without the cluster's certificate is
+// refused with the reason, and the real node still joins and serves.
+#define BOOST_TEST_MODULE cluster_auth
+#include <boost/test/unit_test.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/http_client.h"
+#include "tests/support/models.h"
+
+using namespace troupe;
+
+namespace {
+
+const std::string troupe_bin = std::string(TROUPE_BINARY_DIR) + "/troupe";
+std::string tiny() { return test::synth_model("tiny-llama-f32", test::preset("tiny")); }
+std::string other_tiny() {
+  auto o = test::preset("tiny");
+  o.seed = 7;  // same shapes, other weights
+  return test::synth_model("tiny-llama-f32-seed7", o);
+}
+
+// A `troupe node` run to its end (or 60 s): exit status and everything it printed.
+test::command_result node_attempt(const std::string& config, const std::string& name, std::uint16_t registry,
+                                  const std::string& model, const std::string& extra = "") {
+  return test::run_command("timeout 60 " + troupe_bin + " node " + config + " --name " + name + " --head 127.0.0.1:" +
+                           std::to_string(registry) + " --model " + model + " " + extra + " 2>&1");
+}
+
+// A free port for the head's registry (the nodes must be told where it is).
+std::uint16_t free_port() {
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::acceptor a(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  return a.local_endpoint().port();
+}
+
+// A topology file: three-local.toml plus `extra`.
+std::string topology_with(const std::string& name, const std::string& extra) {
+  std::ifstream in(std::string(TROUPE_SOURCE_DIR) + "/configs/three-local.toml");
+  std::stringstream ss;
+  ss << in.rdbuf() << "\n" << extra << "\n";
+  const std::string path = std::string(TROUPE_BINARY_DIR) + "/" + name + ".toml";
+  std::ofstream(path) << ss.str();
+  return path;
+}
+
+std::string make_cert(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  const int rc = std::system(("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=t -keyout " +
+                              dir + "/key.pem -out " + dir + "/cert.pem >/dev/null 2>&1").c_str());
+  BOOST_TEST_REQUIRE(rc == 0);
+  return dir;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(rogue_nodes_are_refused_and_the_real_one_serves) {
+  const std::string config = std::string(TROUPE_SOURCE_DIR) + "/configs/three-local.toml";
+  const std::uint16_t registry = free_port();
+  ::unsetenv("TROUPE_CLUSTER_TOKEN");  // the head makes the token; nodes on this machine read it
+  test::serve_process serve({config, "--model", tiny(), "--registry-port", std::to_string(registry)});
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  auto r = node_attempt(config, "node-a", registry, other_tiny());
+  BOOST_TEST(r.status == 1, r.output);
+  BOOST_TEST(r.output.find("serves another model") != std::string::npos, r.output);
+  r = node_attempt(config, "head", registry, tiny());
+  BOOST_TEST(r.status == 1, r.output);
+  BOOST_TEST(r.output.find("is the head's own node") != std::string::npos, r.output);
+  {
+    ::setenv("TROUPE_CLUSTER_TOKEN", "not-the-cluster-token-at-all", 1);
+    r = node_attempt(config, "node-a", registry, tiny());
+    ::unsetenv("TROUPE_CLUSTER_TOKEN");
+    BOOST_TEST(r.status == 1, r.output);
+    BOOST_TEST(r.output.find("wrong cluster token") != std::string::npos, r.output);
+  }
+  BOOST_TEST(test::http_request(serve.port(), "GET", "/health").status == 503);  // nobody joined
+  test::child_process real({troupe_bin, "node", config, "--name", "node-a", "--head", "127.0.0.1:" + std::to_string(registry),
+                            "--model", tiny()});
+  BOOST_TEST_REQUIRE(real.wait_for_line("ready"));
+  r = node_attempt(config, "node-a", registry, tiny());  // a second node-a does not take the first one's place
+  BOOST_TEST(r.status == 1, r.output);
+  BOOST_TEST(r.output.find("has already joined and is alive") != std::string::npos, r.output);
+  auto done = test::post_json(serve.port(), "/v1/completions", {{"prompt", {1, 2, 3}}, {"max_tokens", 4}});
+  BOOST_TEST(done.status == 200, done.body);
+}
+
+BOOST_AUTO_TEST_CASE(with_tls_only_a_node_holding_the_clusters_certificate_joins) {
+  const std::string dir = std::string(TROUPE_BINARY_DIR) + "/cluster-auth-tls";
+  make_cert(dir + "/cluster");
+  make_cert(dir + "/stranger");
+  const std::string config = topology_with("cluster-auth-tls", "[cluster]\ntls_certificate = \"" + dir + "/cluster/cert.pem\"\n"
+                                           "tls_key = \"" + dir + "/cluster/key.pem\"\ntls_ca = \"" + dir + "/cluster/cert.pem\"\n");
+  const std::uint16_t registry = free_port();
+  ::setenv("TROUPE_CLUSTER_TOKEN", "the-tls-test-cluster-token", 1);
+  test::serve_process serve({config, "--model", tiny(), "--registry-port", std::to_string(registry)});
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  // The right token but another certificate: the TLS handshake fails.
+  auto r = node_attempt(config, "node-a", registry, tiny(),
+                        "--tls-certificate " + dir + "/stranger/cert.pem --tls-key " + dir + "/stranger/key.pem --tls-ca " +
+                            dir + "/stranger/cert.pem");
+  BOOST_TEST(r.status == 1, r.output);
+  BOOST_TEST(r.output.find("cannot reach the head") != std::string::npos, r.output);
+  // Plain TCP against a TLS registry: refused the same way.
+  r = node_attempt(std::string(TROUPE_SOURCE_DIR) + "/configs/three-local.toml", "node-a", registry, tiny());
+  BOOST_TEST(r.status == 1, r.output);
+  test::child_process real({troupe_bin, "node", config, "--name", "node-a", "--head", "127.0.0.1:" + std::to_string(registry),
+                            "--model", tiny()});
+  BOOST_TEST_REQUIRE(real.wait_for_line("ready"));
+  auto done = test::post_json(serve.port(), "/v1/completions", {{"prompt", {1, 2, 3}}, {"max_tokens", 4}});
+  BOOST_TEST(done.status == 200, done.body);
+  ::unsetenv("TROUPE_CLUSTER_TOKEN");
+}
