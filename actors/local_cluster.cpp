@@ -89,8 +89,9 @@ void await_started(caf::actor_system& sys, const std::vector<scheduler_actor>& r
 
 local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_config& topo,
                              std::shared_ptr<const model::llama_model> model,
-                             std::shared_ptr<const tokenizer::tokenizer> tok, placement_mode mode)
-    : sys_(sys) {
+                             std::shared_ptr<const tokenizer::tokenizer> tok, placement_mode mode, const std::string& head)
+    : sys_(sys), head_(head.empty() ? topo.heads().front()->name : head) {
+  if (!topo.is_head(head_)) throw input_error(topo.source + ": \"" + head_ + "\" is not a head of this topology");
   if (topo.model.backend == topology::backend_kind::cuda)
     throw input_error(topo.source + ": backend \"cuda\" cannot run here yet (cpu and sim can)");
   const bool sim = topo.model.backend == topology::backend_kind::sim;
@@ -103,9 +104,8 @@ local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_co
     gpu.bandwidth = topo.sim->bandwidth;
     gpu.step_overhead_s = std::chrono::duration<double>(topo.sim->step_overhead).count();
   }
-  const std::string head = topo.nodes.front().name;
   if (model) check_groups(topo, model->num_layers());
-  topology::check_kv_memory(topo, mode == placement_mode::head_node_only ? head : std::string(), machine_memory_bytes());
+  topology::check_kv_memory(topo, mode == placement_mode::head_node_only ? head_ : std::string(), machine_memory_bytes());
   try {
     start(topo, model, tok, mode, ec, shape, gpu);
   } catch (...) {
@@ -127,10 +127,9 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
     if (p.role != topology::pool_role::both) rc.roles[p.replica] = p.role;
   rc.disaggregate_min_prompt = topo.router.disaggregate_min_prompt;
   router_ = sys.spawn(actors::router, rc);
-  const std::string head = topo.nodes.front().name;
   const auto groups = group_configs_of(topo);
   for (const auto& p : topology::place_replicas(topo)) {
-    if (mode == placement_mode::head_node_only && p.node != head) continue;
+    if (mode == placement_mode::head_node_only && p.node != head_) continue;
     scheduler_actor s;
     if (sim) {
       s = sys.spawn(sim_scheduler, shape, gpu, ec);

@@ -58,7 +58,7 @@ class local_cluster {
   // With head_node_only, `model` may be null when the head node hosts no replica.
   local_cluster(caf::actor_system& sys, const topology::topology_config& topo,
                 std::shared_ptr<const model::llama_model> model, std::shared_ptr<const tokenizer::tokenizer> tok,
-                placement_mode mode = placement_mode::all_here);
+                placement_mode mode = placement_mode::all_here, const std::string& head = "");
   // Stops every actor it spawned.
   ~local_cluster();
   local_cluster(const local_cluster&) = delete;
@@ -96,6 +96,7 @@ class local_cluster {
   void stop();  // asks every actor it spawned to exit
 
   caf::actor_system& sys_;
+  std::string head_;  // the head this process is (head_node_only hosts this node's replicas)
   std::vector<scheduler_actor> schedulers_;
   router_actor router_;
   owner_actor owner_;

@@ -2,6 +2,9 @@
 
 #include <caf/io/all.hpp>
 
+#include <algorithm>
+#include <optional>
+
 #include "actors/error_text.h"
 #include "actors/local_cluster.h"
 #include "actors/node_agent.h"
@@ -10,31 +13,91 @@
 
 namespace troupe::actors {
 
-void run_node(caf::actor_system& sys, const topology::topology_config& topo, const std::string& node,
-              const std::string& head_host, std::uint16_t head_port, std::shared_ptr<const model::llama_model> model,
-              std::shared_ptr<const tokenizer::tokenizer> tok, const join_credentials& credentials,
-              const std::function<void(std::size_t)>& on_ready) {
-  if (!topo.node(node)) throw input_error(topo.source + ": no node named \"" + node + "\"");
-  if (model) check_groups(topo, model->num_layers());
-  topology::check_kv_memory(topo, node, machine_memory_bytes());
-  auto registry = std::optional<node_registry_actor>(connect_registry(sys, head_host, head_port, topo.cluster.tls()));
-  auto agent = sys.spawn(node_agent, node, model, tok, engine_config_of(topo), group_configs_of(topo), topo.model.path);
-  caf::scoped_actor self{sys};
-  std::uint32_t placed = 0;
+namespace {
+
+struct head_link {
+  head_address at;
+  std::optional<node_registry_actor> registry;  // joined, while alive
+};
+
+// Connects to a head and joins it. Returns the replicas placed; nullopt when the head cannot be
+// reached (it may come back); throws input_error when it refuses the node (wrong token or
+// model, a name it will not take).
+std::optional<std::uint32_t> join(caf::actor_system& sys, caf::scoped_actor& self, const topology::topology_config& topo,
+                                  head_link& h, const join_request& req) {
+  node_registry_actor registry;
+  try {
+    registry = connect_registry(sys, h.at.host, h.at.port, topo.cluster.tls());
+  } catch (const input_error&) {
+    return std::nullopt;
+  }
+  std::optional<std::uint32_t> placed;
   std::string refused;
-  self->request(*registry, topo.timeouts.request, join_atom::value, join_request{node, agent, credentials.token, credentials.fingerprint})
+  self->request(registry, topo.timeouts.request, join_atom::value, req)
       .receive([&](std::uint32_t n) { placed = n; }, [&](caf::error& err) { refused = error_message(sys, err); });
   if (!refused.empty()) {
+    // A restarted head may still see this node's old link alive for a heartbeat or two.
+    if (refused.find("already joined") != std::string::npos || refused.find("not admitting") != std::string::npos)
+      return std::nullopt;
+    throw input_error("head " + h.at.name + " refused node " + req.node + ": " + refused);
+  }
+  h.registry = registry;
+  self->monitor(registry);
+  return placed;
+}
+
+}  // namespace
+
+void run_node(caf::actor_system& sys, const topology::topology_config& topo, const std::string& node,
+              const std::vector<head_address>& heads, std::shared_ptr<const model::llama_model> model,
+              std::shared_ptr<const tokenizer::tokenizer> tok, const join_credentials& credentials,
+              const std::function<void(std::size_t)>& on_ready, const std::function<void(const std::string&)>& on_event) {
+  if (!topo.node(node)) throw input_error(topo.source + ": no node named \"" + node + "\"");
+  if (heads.empty()) throw input_error(topo.source + ": no head to join");
+  if (model) check_groups(topo, model->num_layers());
+  topology::check_kv_memory(topo, node, machine_memory_bytes());
+  auto agent = sys.spawn(node_agent, node, model, tok, engine_config_of(topo), group_configs_of(topo), topo.model.path);
+  caf::scoped_actor self{sys};
+  const join_request req{node, agent, credentials.token, credentials.fingerprint};
+  std::vector<head_link> links;
+  for (const auto& h : heads) links.push_back({h, std::nullopt});
+  std::size_t placed = 0;
+  try {
+    for (auto& l : links)
+      if (auto n = join(sys, self, topo, l, req)) placed = std::max<std::size_t>(placed, *n);
+  } catch (...) {
     self->send_exit(agent, caf::exit_reason::user_shutdown);
-    throw input_error("the head refused node " + node + ": " + refused);
+    throw;
+  }
+  if (std::none_of(links.begin(), links.end(), [](const head_link& l) { return l.registry.has_value(); })) {
+    self->send_exit(agent, caf::exit_reason::user_shutdown);
+    throw input_error("cannot reach the head at " + heads.front().host + ":" + std::to_string(heads.front().port) +
+                      (heads.size() > 1 ? " or any other head" : ""));
   }
   if (on_ready) on_ready(placed);
-  // Serve until the head is gone: its registry going down (or the link to it) ends this node,
-  // and the agent takes its replicas with it.
-  self->monitor(*registry);
-  bool head_alive = true;
-  while (head_alive) self->receive([&](const caf::down_msg&) { head_alive = false; });
-  self->send_exit(agent, caf::exit_reason::user_shutdown);
+  // Serve until the process is stopped. A head that goes away (killed, restarted, cut off)
+  // leaves the replicas and their KV here, serving the other heads; the node joins it again
+  // when it is back, and its requests that were running here were aborted by the schedulers.
+  for (;;) {
+    self->receive(
+        [&](const caf::down_msg& d) {
+          for (auto& l : links)
+            if (l.registry && l.registry->address() == d.source) {
+              l.registry.reset();
+              if (on_event) on_event("head " + l.at.name + " is gone; keeping the replicas, rejoining when it is back");
+            }
+        },
+        caf::after(std::chrono::seconds(1)) >> [&] {
+          for (auto& l : links)
+            if (!l.registry) {
+              try {
+                if (join(sys, self, topo, l, req) && on_event) on_event("rejoined head " + l.at.name);
+              } catch (const input_error& e) {
+                if (on_event) on_event(e.what());
+              }
+            }
+        });
+  }
 }
 
 }  // namespace troupe::actors

@@ -1,8 +1,9 @@
-// A node process: joins the head through CAF's middleman and hosts the replicas the topology
+// A node process: joins every head through CAF's middleman and hosts the replicas the topology
 // places on it, registering each with the head's router.
 #pragma once
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "actors/protocol/node_protocol.h"
 #include "actors/protocol/router_protocol.h"
@@ -12,13 +13,19 @@
 
 namespace troupe::actors {
 
-// Connects to the head's node registry at head_host:head_port and joins with this process's
-// node agent, which spawns the replicas the head places here; blocks until the head goes away
-// (returns normally). Throws input_error naming the address when the head cannot be reached or
-// refuses the node. `on_ready` is called once the replicas are registered, with their count.
+struct head_address {
+  std::string name, host;
+  std::uint16_t port = 0;
+};
+
+// Runs node `node` of a topology in this process until it is stopped: joins every head (with
+// `credentials`), whose registries have the node agent spawn the node's replicas once and share
+// them. A head that goes away leaves the replicas serving the others and is joined again when it
+// is back. on_ready(replicas) after the first joins; on_event(text) for each head lost or
+// rejoined. Throws input_error when no head can be reached at first, or one refuses the node.
 void run_node(caf::actor_system& sys, const topology::topology_config& topo, const std::string& node,
-              const std::string& head_host, std::uint16_t head_port, std::shared_ptr<const model::llama_model> model,
+              const std::vector<head_address>& heads, std::shared_ptr<const model::llama_model> model,
               std::shared_ptr<const tokenizer::tokenizer> tok, const join_credentials& credentials,
-              const std::function<void(std::size_t)>& on_ready);
+              const std::function<void(std::size_t)>& on_ready, const std::function<void(const std::string&)>& on_event = {});
 
 }  // namespace troupe::actors

@@ -99,7 +99,7 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
                         st.credentials->fingerprint + ")");
         if (!st.topo.node(node))
           return refuse(st.topo.source + ": no node named \"" + node + "\"");
-        if (node == st.topo.nodes.front().name) return refuse("\"" + node + "\" is the head's own node");
+        if (st.topo.is_head(node)) return refuse("\"" + node + "\" is a head, not a node that joins one");
         if (st.joined.count(node)) return refuse("node \"" + node + "\" has already joined and is alive");
         if (!j.agent) return refuse("node \"" + node + "\" sent no agent");
         st.joined.emplace(node, j.agent.address());

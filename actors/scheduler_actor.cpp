@@ -124,6 +124,25 @@ void group_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
           });
 }
 
+// The head that submitted requests is gone (killed, cut off): nobody reads their tokens, so
+// they are aborted and their KV freed; that head's request owner, or another head's, places
+// them again if it still can. Returns whether `m` was about a sink.
+bool on_sink_down(scheduler_actor::stateful_pointer<scheduler_state> self, const caf::down_msg& m) {
+  auto& st = self->state;
+  if (!st.watched_sinks.erase(m.source)) return false;
+  bool any = false;
+  for (auto it = st.sinks.begin(); it != st.sinks.end();) {
+    if (it->second.address() == m.source) {
+      any |= st.engine->abort(it->first);
+      it = st.sinks.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (any) schedule_step(self);
+  return true;
+}
+
 scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_pointer<scheduler_state> self) {
   return {
       [=](submit_atom, const generate_request& r, token_sink sink) -> caf::result<bool> {
@@ -133,6 +152,7 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
         } catch (const input_error& err) {
           return caf::make_error(caf::sec::invalid_argument, err.what());
         }
+        if (st.watched_sinks.insert(sink.address()).second) self->monitor(sink);
         st.sinks[r.id] = std::move(sink);
         schedule_step(self);
         return true;
@@ -202,6 +222,7 @@ scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<sched
   st.group = self->spawn<caf::monitored>(group_supervisor, std::move(model), cache, group,
                                          caf::actor_cast<caf::actor>(self));
   self->set_down_handler([=](const caf::down_msg& m) {
+    if (on_sink_down(self, m)) return;
     if (m.source == self->state.group.address())
       self->quit(caf::make_error(caf::sec::runtime_error, "the replica's worker group ended: " + caf::to_string(m.reason)));
   });
@@ -211,6 +232,7 @@ scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<sched
 scheduler_actor::behavior_type sim_scheduler(scheduler_actor::stateful_pointer<scheduler_state> self,
                                              model::model_config shape, sim::gpu_spec gpu, engine::engine_config cfg) {
   self->state.engine = std::make_unique<engine::engine>(shape, gpu, cfg);
+  self->set_down_handler([=](const caf::down_msg& m) { on_sink_down(self, m); });
   return scheduler_behavior(self);
 }
 

@@ -4,7 +4,9 @@
 // replica's worker group (actors/worker_group.h), spawned linked: if the group gives up, the
 // replica ends; if a rank dies, the lost step and the KV are recomputed on the fresh group.
 #pragma once
+#include <map>
 #include <memory>
+#include <set>
 
 #include "actors/protocol/engine_protocol.h"
 #include "actors/worker_group.h"
@@ -15,6 +17,7 @@ namespace troupe::actors {
 struct scheduler_state {
   std::unique_ptr<engine::engine> engine;
   std::map<std::string, token_sink> sinks;  // where each live request's tokens go
+  std::set<caf::actor_addr> watched_sinks;  // monitored: a sink that dies (its head) aborts its requests
   bool step_pending = false;                // a step_atom is in the mailbox
   std::vector<engine::request_output> held; // sim: outputs of the step whose time is passing
   std::uint64_t steps = 0;

@@ -37,6 +37,20 @@ const node_spec* topology_config::node(const std::string& name) const {
   return nullptr;
 }
 
+std::vector<const node_spec*> topology_config::heads() const {
+  std::vector<const node_spec*> out;
+  for (auto& n : nodes)
+    if (n.head) out.push_back(&n);
+  if (out.empty() && !nodes.empty()) out.push_back(&nodes.front());
+  return out;
+}
+
+bool topology_config::is_head(const std::string& name) const {
+  for (auto* h : heads())
+    if (h->name == name) return true;
+  return false;
+}
+
 namespace {
 
 const char* type_name(const toml::node& n) {
@@ -195,7 +209,7 @@ void read_nodes(const reader& r, const toml::table& root, topology_config& t) {
   std::set<std::string> names;
   for (auto&& e : *n->as_array()) {
     const toml::table& nt = *e.as_table();
-    r.only_keys(nt, "nodes.", {"name", "address"});
+    r.only_keys(nt, "nodes.", {"name", "address", "head"});
     node_spec s;
     s.name = r.string(nt, "name", "nodes.", std::nullopt);
     s.line = int(nt.source().begin.line);
@@ -214,8 +228,17 @@ void read_nodes(const reader& r, const toml::table& root, topology_config& t) {
     if (port < 0 || port > 65535) r.fail(nt.get("address"), "nodes.address", "expected \"host:port\", got \"" + addr + "\"");
     s.host = addr.substr(0, colon);
     s.port = std::uint16_t(port);
+    if (const toml::node* h = nt.get("head")) {
+      if (!h->is_boolean()) r.fail(h, "nodes.head", std::string("expected true or false, got ") + type_name(*h));
+      s.head = h->value<bool>().value();
+    }
     t.nodes.push_back(std::move(s));
   }
+  const auto heads = t.heads();
+  if (heads.size() > 1)
+    for (auto* h : heads)
+      if (h->port == 0)
+        r.fail(n, "nodes.address", "head \"" + h->name + "\" needs a fixed port: nodes join every head at its address");
 }
 
 void read_pools(const reader& r, const toml::table& root, topology_config& t) {
@@ -244,7 +267,7 @@ void read_pools(const reader& r, const toml::table& root, topology_config& t) {
       }
       if (p.nodes.empty()) r.fail(nn, "pools.nodes", "pool \"" + p.name + "\" lists no nodes");
     } else {
-      p.nodes.push_back(t.nodes.front().name);
+      p.nodes.push_back(t.heads().front()->name);
     }
     t.pools.push_back(std::move(p));
   }

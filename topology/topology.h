@@ -32,6 +32,7 @@ struct node_spec {
   std::string name;
   std::string host = "127.0.0.1";
   std::uint16_t port = 0;  // 0: any free port (single-process topologies)
+  bool head = false;       // runs `troupe serve`: an HTTP frontend, request owner and router
   int line = 0;            // where it was declared, for later error messages
 };
 
@@ -117,6 +118,10 @@ struct topology_config {
   std::optional<sim_spec> sim;
 
   const node_spec* node(const std::string& name) const;
+  // The nodes that are heads: those marked `head = true`, or the first node. With several,
+  // each serves the API over the same other nodes, so losing one leaves the others serving.
+  std::vector<const node_spec*> heads() const;
+  bool is_head(const std::string& name) const;
 };
 
 // Reads and validates a topology file. Throws input_error as "FILE:LINE: KEY: what is wrong"

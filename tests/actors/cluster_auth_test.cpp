@@ -69,7 +69,7 @@ BOOST_AUTO_TEST_CASE(rogue_nodes_are_refused_and_the_real_one_serves) {
   BOOST_TEST(r.output.find("serves another model") != std::string::npos, r.output);
   r = node_attempt(config, "head", registry, tiny());
   BOOST_TEST(r.status == 1, r.output);
-  BOOST_TEST(r.output.find("is the head's own node") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("is a head, not a node that joins one") != std::string::npos, r.output);
   {
     ::setenv("TROUPE_CLUSTER_TOKEN", "not-the-cluster-token-at-all", 1);
     r = node_attempt(config, "node-a", registry, tiny());

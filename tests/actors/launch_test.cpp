@@ -36,3 +36,24 @@ BOOST_AUTO_TEST_CASE(launch_with_netns_restarts_a_killed_node_and_stops_cleanly)
   BOOST_TEST(WEXITSTATUS(status) == 0);
   BOOST_TEST(::kill(again, 0) == -1);  // launch took its nodes with it
 }
+
+// kill -9 of the head stopped the whole cluster; now launch starts it again, the node keeps its
+// replica and rejoins, and the new head serves.
+BOOST_AUTO_TEST_CASE(launch_restarts_a_killed_head_and_the_node_rejoins_it) {
+  const std::string model_dir = test::synth_model("tiny-llama-f32", test::preset("tiny"));
+  test::child_process launch({std::string(TROUPE_BINARY_DIR) + "/troupe", "launch",
+                              std::string(TROUPE_SOURCE_DIR) + "/configs/three-local.toml", "--model", model_dir, "--port", "0"});
+  std::string line;
+  BOOST_TEST_REQUIRE(launch.wait_for_line("started head (pid", &line));
+  std::smatch m;
+  BOOST_TEST_REQUIRE(std::regex_search(line, m, std::regex("pid ([0-9]+)")));
+  const pid_t head = pid_t(std::stoi(m[1]));
+  BOOST_TEST_REQUIRE(launch.wait_for_line("node node-a: ready"));
+  ::kill(head, SIGKILL);
+  BOOST_TEST_REQUIRE(launch.wait_for_line("head (pid " + std::to_string(head) + ") died; restarted as pid"));
+  BOOST_TEST_REQUIRE(launch.wait_for_line("node node-a: rejoined head head"));
+  launch.kill(SIGTERM);
+  BOOST_TEST_REQUIRE(launch.wait_for_line("stopping"));
+  const int status = launch.reap();
+  BOOST_TEST(WIFEXITED(status));
+}

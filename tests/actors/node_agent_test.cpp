@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_CASE(registry_places_a_joining_nodes_replicas_and_refuses_strang
     return o;
   }());
   refused({"node-a", agent, token, model::model_fingerprint(other)}, "serves another model");
-  refused({"head", agent, token, fp}, "is the head's own node");
+  refused({"head", agent, token, fp}, "is a head, not a node that joins one");
   refused({"node-z", agent, token, fp}, "no node named");
   BOOST_TEST(head.live_replicas() == 0u);
   self->request(registry, timeout, join_atom::value, join_request{"node-a", agent, token, fp})

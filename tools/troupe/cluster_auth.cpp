@@ -38,15 +38,15 @@ std::string read_token(const std::string& path) {
   return token;
 }
 
-std::string random_token() {
+}  // namespace
+
+std::string new_cluster_token() {
   std::random_device rd;
   std::string t;
   const char* hex = "0123456789abcdef";
   for (int i = 0; i < 32; ++i) t += hex[rd() % 16];
   return t;
 }
-
-}  // namespace
 
 std::string cluster_token(const topology::topology_config& t, std::uint16_t registry_port, bool create) {
   if (const char* env = std::getenv("TROUPE_CLUSTER_TOKEN"); env && *env) {
@@ -55,6 +55,8 @@ std::string cluster_token(const topology::topology_config& t, std::uint16_t regi
   }
   if (!t.cluster.token.empty()) return t.cluster.token;
   if (!t.cluster.token_file.empty()) return read_token(t.cluster.token_file);
+  if (t.heads().size() > 1)
+    throw input_error(t.source + ": several heads need one cluster token: set TROUPE_CLUSTER_TOKEN or [cluster] token_file");
   const std::string path = token_dir() + "/token-" + std::to_string(registry_port);
   if (!create) {
     if (::access(path.c_str(), R_OK) != 0)
@@ -62,7 +64,7 @@ std::string cluster_token(const topology::topology_config& t, std::uint16_t regi
                         path + ")");
     return read_token(path);
   }
-  const std::string token = random_token();
+  const std::string token = new_cluster_token();
   const std::string tmp = path + ".new";
   {
     const mode_t old = ::umask(077);

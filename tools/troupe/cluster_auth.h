@@ -14,6 +14,9 @@ namespace troupe::cli {
 // Throws input_error saying where a token can come from when a node finds none.
 std::string cluster_token(const topology::topology_config& t, std::uint16_t registry_port, bool create);
 
+// A fresh random token (32 hex digits).
+std::string new_cluster_token();
+
 // Removes the token file the head made for `registry_port` (on its way out).
 void forget_cluster_token(std::uint16_t registry_port);
 

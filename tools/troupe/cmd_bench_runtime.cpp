@@ -125,7 +125,7 @@ int cmd_bench_runtime(int argc, char** argv) {
     vocab = m.model->config().vocab_size;
   }
   // Replicas on other nodes than the head run in `troupe node` processes started here.
-  const std::string head_name = topo.nodes.front().name;
+  const std::string head_name = topo.heads().front()->name;
   std::vector<std::string> remote_nodes;
   for (auto& p : topology::place_replicas(topo))
     if (p.node != head_name && std::find(remote_nodes.begin(), remote_nodes.end(), p.node) == remote_nodes.end())

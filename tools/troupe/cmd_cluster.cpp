@@ -58,19 +58,35 @@ int cmd_node(int argc, char** argv) {
   auto name = a.get("name");
   if (!name) throw input_error("--name NODE is required");
   if (!topo.node(*name)) throw input_error(topo.source + ": no node named \"" + *name + "\"");
-  const auto& head = topo.nodes.front();
-  auto [host, port] = a.has("head") ? split_address(*a.get("head"), "--head") : std::make_pair(head.host, head.port);
-  if (port == 0) throw input_error(topo.source + ": the head's address has port 0; give --head HOST:PORT");
+  // The heads to join: --head HOST:PORT[,HOST:PORT...], else every head of the topology.
+  std::vector<actors::head_address> heads;
+  if (auto list = a.get("head")) {
+    for (std::size_t pos = 0; pos <= list->size();) {
+      const std::size_t comma = std::min(list->find(',', pos), list->size());
+      auto [host, port] = split_address(list->substr(pos, comma - pos), "--head");
+      heads.push_back({host + ":" + std::to_string(port), host, port});
+      pos = comma + 1;
+    }
+  } else {
+    for (const auto* h : topo.heads()) heads.push_back({h->name, h->host, h->port});
+  }
+  for (const auto& h : heads)
+    if (h.port == 0) throw input_error(topo.source + ": head " + h.name + " has port 0; give --head HOST:PORT");
   const std::string dir = a.get("model", topo.model.path);
-  const actors::join_credentials credentials{cluster_token(topo, port, false), served_fingerprint(topo, dir)};
+  const actors::join_credentials credentials{cluster_token(topo, heads.front().port, false), served_fingerprint(topo, dir)};
   opened_model m = open_model(dir);
   cluster_config cfg(topo);
   caf::actor_system sys{cfg};
-  actors::run_node(sys, topo, *name, host, port, m.model, m.tok, credentials, [&](std::size_t n) {
-    std::printf("troupe node %s: ready, %zu replica(s) registered with %s:%u\n", name->c_str(), n, host.c_str(), unsigned(port));
-    std::fflush(stdout);
-  });
-  std::fprintf(stderr, "troupe node %s: the head is gone, stopping\n", name->c_str());
+  actors::run_node(
+      sys, topo, *name, heads, m.model, m.tok, credentials,
+      [&](std::size_t n) {
+        std::printf("troupe node %s: ready, %zu replica(s) registered with %zu head(s)\n", name->c_str(), n, heads.size());
+        std::fflush(stdout);
+      },
+      [&](const std::string& event) {
+        std::printf("troupe node %s: %s\n", name->c_str(), event.c_str());
+        std::fflush(stdout);
+      });
   return 0;
 }
 
@@ -115,12 +131,16 @@ served_model describe_model(const topology::topology_config& topo, const std::st
 
 int cmd_serve(int argc, char** argv) {
   args a(argc, argv, 2,
-         {"port", "host", "model", "listen", "registry-port", "api-key", "chat-template", "tls-certificate", "tls-key", "tls-ca"}, {});
+         {"port", "host", "model", "listen", "registry-port", "api-key", "chat-template", "tls-certificate", "tls-key", "tls-ca",
+          "name"},
+         {});
   stop_signals signals;  // before any thread starts
   const std::string config = a.positional().empty() ? "configs/local.toml" : a.positional()[0];
   auto topo = topology::load_topology(config);
   apply_tls_flags(a, topo);
-  const auto& head = topo.nodes.front();
+  const std::string head_name = a.get("name", topo.heads().front()->name);
+  if (!topo.is_head(head_name)) throw input_error("--name " + head_name + ": not a head of " + topo.source);
+  const auto& head = *topo.node(head_name);
   const std::uint16_t registry_port = a.get_port("registry-port", head.port);
   bool head_hosts = false;
   for (auto& p : topology::place_replicas(topo)) head_hosts = head_hosts || p.node == head.name;
@@ -132,7 +152,7 @@ int cmd_serve(int argc, char** argv) {
       describe_model(topo, sim && topo.model.path.empty() ? "" : dir, m, a.get("chat-template", topo.model.chat_template));
   cluster_config cfg(topo);
   caf::actor_system sys{cfg};
-  actors::local_cluster cluster(sys, topo, m.model, m.tok, actors::placement_mode::head_node_only);
+  actors::local_cluster cluster(sys, topo, m.model, m.tok, actors::placement_mode::head_node_only, head_name);
   const std::string listen = a.get("listen", head.host);
   if (!topo.cluster.tls() && listen != "127.0.0.1" && listen.rfind("127.", 0) != 0 && listen != "localhost")
     throw input_error("--listen " + listen + ": the node registry listens off loopback only with TLS ([cluster] tls_* or --tls-*)");

@@ -29,8 +29,8 @@ int cmd_launch(int argc, char** argv) {
   if (a.positional().size() != 1) throw input_error("usage: troupe launch CONFIG [--netns] [--model DIR] [--port HTTP_PORT]");
   const std::string config = a.positional()[0];
   const auto topo = topology::load_topology(config);
-  const auto& head = topo.nodes.front();
-  if (head.port == 0) throw input_error(config + ": the head (" + head.name + ") needs a fixed port for launch");
+  for (const auto* h : topo.heads())
+    if (h->port == 0) throw input_error(config + ": the head (" + h->name + ") needs a fixed port for launch");
   const std::string exe = self_executable();
   const bool netns = a.has("netns");
   std::vector<std::string> model_flag;
@@ -47,7 +47,8 @@ int cmd_launch(int argc, char** argv) {
   std::unique_ptr<netns_star> star;
   if (netns) star = std::make_unique<netns_star>(std::to_string(::getpid() % 100000));
   // One token for the head and the nodes this launch starts, inherited through the environment.
-  if (!std::getenv("TROUPE_CLUSTER_TOKEN")) ::setenv("TROUPE_CLUSTER_TOKEN", cluster_token(topo, head.port, true).c_str(), 1);
+  if (!std::getenv("TROUPE_CLUSTER_TOKEN") && topo.cluster.token.empty() && topo.cluster.token_file.empty())
+    ::setenv("TROUPE_CLUSTER_TOKEN", new_cluster_token().c_str(), 1);
   // Across namespaces the head listens on 0.0.0.0: its links need TLS. Without [cluster] TLS
   // files, a certificate made for this launch is presented and trusted by every process.
   std::vector<std::string> tls_flags;
@@ -57,100 +58,114 @@ int cmd_launch(int argc, char** argv) {
     tls_flags = {"--tls-certificate", dir + "/cert.pem", "--tls-key", dir + "/key.pem", "--tls-ca", dir + "/cert.pem"};
   }
 
-  // The head first; nodes need it to be listening.
-  int pipe_fds[2];
-  if (::pipe(pipe_fds) != 0) throw input_error("pipe failed");
-  std::vector<std::string> head_cmd = {exe, "serve", config, "--registry-port", std::to_string(head.port)};
-  if (netns) head_cmd.insert(head_cmd.end(), {"--listen", "0.0.0.0"});
-  head_cmd.insert(head_cmd.end(), tls_flags.begin(), tls_flags.end());
-  head_cmd.insert(head_cmd.end(), model_flag.begin(), model_flag.end());
-  if (a.get("port")) head_cmd.insert(head_cmd.end(), {"--port", std::to_string(a.get_port("port", 0))});
-  const pid_t head_pid = spawn_process(head_cmd, pipe_fds[1]);
-  ::close(pipe_fds[1]);
-  std::FILE* head_out = ::fdopen(pipe_fds[0], "r");
-  char line[1024];
-  bool listening = false;
-  while (!listening && std::fgets(line, sizeof line, head_out)) {
-    std::fputs(line, stdout);
-    listening = std::string(line).find("listening") != std::string::npos;
-  }
-  std::fflush(stdout);
-  if (!listening) throw input_error("the head exited before listening (see its output above)");
-  std::thread([head_out] {  // keep relaying the head's output
-    char l[1024];
-    while (std::fgets(l, sizeof l, head_out)) {
-      std::fputs(l, stdout);
-      std::fflush(stdout);
+  // A child's output, relayed line by line; returns once the line containing `until` came
+  // (true) or the child closed its output (false); the rest is relayed in the background.
+  auto start_relayed = [](const std::vector<std::string>& cmd, const char* until) -> std::pair<pid_t, bool> {
+    int pipe_fds[2];
+    if (::pipe(pipe_fds) != 0) throw input_error("pipe failed");
+    const pid_t pid = spawn_process(cmd, pipe_fds[1]);
+    ::close(pipe_fds[1]);
+    std::FILE* out = ::fdopen(pipe_fds[0], "r");
+    char line[1024];
+    bool seen = false;
+    while (!seen && std::fgets(line, sizeof line, out)) {
+      std::fputs(line, stdout);
+      seen = std::string(line).find(until) != std::string::npos;
     }
-  }).detach();
+    std::fflush(stdout);
+    std::thread([out] {
+      char l[1024];
+      while (std::fgets(l, sizeof l, out)) {
+        std::fputs(l, stdout);
+        std::fflush(stdout);
+      }
+      std::fclose(out);
+    }).detach();
+    return {pid, seen};
+  };
 
-  struct node_proc {
+  // The heads first (nodes join them); head k serves HTTP on the base port + k.
+  struct proc {
+    std::string name;
     std::vector<std::string> argv;
+    bool head = false;
     int restarts = 0;
   };
-  std::map<pid_t, node_proc> nodes;
-  for (std::size_t k = 1; k < topo.nodes.size(); ++k) {
+  std::map<pid_t, proc> procs;
+  const auto heads = topo.heads();
+  const int http_base = int(a.get_port("port", topo.frontend.port));
+  for (std::size_t k = 0; k < heads.size(); ++k) {
+    std::vector<std::string> cmd = {exe, "serve", config, "--name", heads[k]->name, "--registry-port",
+                                    std::to_string(heads[k]->port)};
+    if (netns) cmd.insert(cmd.end(), {"--listen", "0.0.0.0"});
+    cmd.insert(cmd.end(), tls_flags.begin(), tls_flags.end());
+    cmd.insert(cmd.end(), model_flag.begin(), model_flag.end());
+    if (a.get("port") || heads.size() > 1) cmd.insert(cmd.end(), {"--port", std::to_string(http_base == 0 ? 0 : http_base + int(k))});
+    auto [pid, listening] = start_relayed(cmd, "listening");
+    if (!listening) throw input_error("head " + heads[k]->name + " exited before listening (see its output above)");
+    std::printf("troupe launch: started %s (pid %d), a head\n", heads[k]->name.c_str(), int(pid));
+    std::fflush(stdout);
+    procs[pid] = {heads[k]->name, cmd, true, 0};
+  }
+
+  for (const auto& node : topo.nodes) {
+    if (topo.is_head(node.name)) continue;
     std::vector<std::string> cmd;
-    std::string head_addr = head.host;
+    std::string head_list;
     if (netns) {
-      auto m = star->add(int(k));
+      auto m = star->add(int(procs.size()));
       cmd = star->exec_prefix(m);
-      head_addr = m.host_addr;
+      for (auto* h : heads) head_list += (head_list.empty() ? "" : ",") + m.host_addr + ":" + std::to_string(h->port);
     }
-    std::vector<std::string> node_cmd = {exe, "node", config, "--name", topo.nodes[k].name, "--head",
-                                         head_addr + ":" + std::to_string(head.port)};
+    std::vector<std::string> node_cmd = {exe, "node", config, "--name", node.name};
+    if (!head_list.empty()) node_cmd.insert(node_cmd.end(), {"--head", head_list});
     node_cmd.insert(node_cmd.end(), model_flag.begin(), model_flag.end());
     node_cmd.insert(node_cmd.end(), tls_flags.begin(), tls_flags.end());
     cmd.insert(cmd.end(), node_cmd.begin(), node_cmd.end());
     const pid_t pid = spawn_process(cmd);
-    std::printf("troupe launch: started %s (pid %d)%s\n", topo.nodes[k].name.c_str(), int(pid), netns ? " in its own network namespace" : "");
+    std::printf("troupe launch: started %s (pid %d)%s\n", node.name.c_str(), int(pid), netns ? " in its own network namespace" : "");
     std::fflush(stdout);
-    nodes[pid] = {cmd, 0};
+    procs[pid] = {node.name, cmd, false, 0};
   }
 
+  // Every process that dies is started again (a head too: the nodes keep their replicas and
+  // rejoin it), up to 5 times each.
   int exit_code = 0;
   for (bool running = true; running;) {
     int sig = 0;
     sigwait(&set, &sig);
     if (sig == SIGINT || sig == SIGTERM) {
       std::printf("troupe launch: stopping\n");
-      ::kill(head_pid, SIGTERM);  // nodes stop when their head goes away
+      for (auto& [p, pr] : procs) ::kill(p, SIGTERM);
       running = false;
       break;
     }
     for (pid_t pid; (pid = ::waitpid(-1, nullptr, WNOHANG)) > 0;) {
-      if (pid == head_pid) {
-        std::printf("troupe launch: the head exited; stopping the nodes\n");
-        for (auto& [p, n] : nodes) ::kill(p, SIGTERM);
-        running = false;
-        exit_code = 1;
+      auto it = procs.find(pid);
+      if (it == procs.end()) continue;
+      proc pr = it->second;
+      procs.erase(it);
+      if (++pr.restarts > 5) {
+        std::printf("troupe launch: %s died 5 times; not restarting it\n", pr.name.c_str());
+        if (pr.head) exit_code = 1;
         continue;
       }
-      auto it = nodes.find(pid);
-      if (it == nodes.end() || !running) continue;
-      node_proc n = it->second;
-      nodes.erase(it);
-      if (++n.restarts > 5) {
-        std::printf("troupe launch: a node died 5 times; not restarting it\n");
-        continue;
-      }
-      const pid_t again = spawn_process(n.argv);
-      std::printf("troupe launch: a node (pid %d) died; restarted as pid %d\n", int(pid), int(again));
+      const pid_t again = pr.head ? start_relayed(pr.argv, "listening").first : spawn_process(pr.argv);
+      std::printf("troupe launch: %s (pid %d) died; restarted as pid %d\n", pr.name.c_str(), int(pid), int(again));
       std::fflush(stdout);
-      nodes[again] = n;
+      procs[again] = pr;
     }
   }
   // Give everyone a moment to leave, then make sure.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  std::size_t left = nodes.size() + 1;
+  std::size_t left = procs.size();
   while (left > 0 && std::chrono::steady_clock::now() < deadline) {
     pid_t pid = ::waitpid(-1, nullptr, WNOHANG);
     if (pid > 0) --left;
     else if (pid < 0) break;
     else std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling a deadline, not synchronising
   }
-  for (auto& [p, n] : nodes) ::kill(p, SIGKILL);
-  ::kill(head_pid, SIGKILL);
+  for (auto& [p, pr] : procs) ::kill(p, SIGKILL);
   while (::waitpid(-1, nullptr, 0) > 0) {
   }
   if (!tls_dir.empty()) std::filesystem::remove_all(tls_dir);

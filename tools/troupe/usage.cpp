@@ -31,6 +31,7 @@ The head of a topology: the OpenAI HTTP API, router, request owner, and the regi
   --port N               HTTP port (default: the topology's [frontend] address, else 8000; 0: any free port)
   --host HOST            HTTP address (default: the topology's, else 127.0.0.1)
   --model DIR            the model folder (default: the topology's [model] path)
+  --name HEAD            which head of the topology this is (default: the first)
   --registry-port N      the node registry's port (default: the head node's)
   --listen HOST          the node registry's address
   --api-key KEY          require 'Authorization: Bearer KEY' on the OpenAI routes
@@ -42,7 +43,7 @@ A process hosting the replicas a topology places on one node; it joins the head 
 until the head is gone.
 
   --name NODE            the node of CONFIG this process is (required)
-  --head HOST:PORT       the head's node registry (default: the first node's address)
+  --head HOST:PORT[,..]  the heads' node registries (default: every head of the topology)
   --model DIR            the model folder (default: the topology's)
   -h, --help             this text
 )"},
