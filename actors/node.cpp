@@ -20,30 +20,36 @@ struct head_link {
   std::optional<node_registry_actor> registry;  // joined, while alive
 };
 
-// Connects to a head and joins it. Returns the replicas placed; nullopt when the head cannot be
-// reached (it may come back); throws input_error when it refuses the node (wrong token or
-// model, a name it will not take).
-std::optional<std::uint32_t> join(caf::actor_system& sys, caf::scoped_actor& self, const topology::topology_config& topo,
-                                  head_link& h, const join_request& req) {
+// One attempt to join a head: the replicas placed, or why not.
+struct join_outcome {
+  std::optional<std::uint32_t> placed;
+  std::string why_not;
+  bool final = false;  // a refusal that waiting does not change (token, model, name)
+};
+
+join_outcome join(caf::actor_system& sys, caf::scoped_actor& self, const topology::topology_config& topo, head_link& h,
+                  const join_request& req) {
+  join_outcome out;
   node_registry_actor registry;
   try {
     registry = connect_registry(sys, h.at.host, h.at.port, topo.cluster.tls());
-  } catch (const input_error&) {
-    return std::nullopt;
+  } catch (const input_error& e) {
+    out.why_not = e.what();
+    return out;
   }
-  std::optional<std::uint32_t> placed;
   std::string refused;
   self->request(registry, topo.timeouts.request, join_atom::value, req)
-      .receive([&](std::uint32_t n) { placed = n; }, [&](caf::error& err) { refused = error_message(sys, err); });
+      .receive([&](std::uint32_t n) { out.placed = n; }, [&](caf::error& err) { refused = error_message(sys, err); });
   if (!refused.empty()) {
-    // A restarted head may still see this node's old link alive for a heartbeat or two.
-    if (refused.find("already joined") != std::string::npos || refused.find("not admitting") != std::string::npos)
-      return std::nullopt;
-    throw input_error("head " + h.at.name + " refused node " + req.node + ": " + refused);
+    out.why_not = "head " + h.at.name + " refused node " + req.node + ": " + refused;
+    // A restarted head may still see this node's old link alive for a heartbeat or two, and a
+    // head that is starting admits nobody yet: both pass.
+    out.final = refused.find("already joined") == std::string::npos && refused.find("not admitting") == std::string::npos;
+    return out;
   }
   h.registry = registry;
   self->monitor(registry);
-  return placed;
+  return out;
 }
 
 }  // namespace
@@ -62,17 +68,18 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
   std::vector<head_link> links;
   for (const auto& h : heads) links.push_back({h, std::nullopt});
   std::size_t placed = 0;
-  try {
-    for (auto& l : links)
-      if (auto n = join(sys, self, topo, l, req)) placed = std::max<std::size_t>(placed, *n);
-  } catch (...) {
-    self->send_exit(agent, caf::exit_reason::user_shutdown);
-    throw;
+  std::string why_not;
+  for (auto& l : links) {
+    const join_outcome o = join(sys, self, topo, l, req);
+    if (o.placed) placed = std::max<std::size_t>(placed, *o.placed);
+    if (o.final || (!o.placed && why_not.empty())) why_not = o.why_not;
+    if (o.final) break;
   }
-  if (std::none_of(links.begin(), links.end(), [](const head_link& l) { return l.registry.has_value(); })) {
+  // At start every head must take the node, or at least one when the others are unreachable.
+  if (!why_not.empty() && (std::none_of(links.begin(), links.end(), [](const head_link& l) { return l.registry.has_value(); }) ||
+                           why_not.find("refused") != std::string::npos)) {
     self->send_exit(agent, caf::exit_reason::user_shutdown);
-    throw input_error("cannot reach the head at " + heads.front().host + ":" + std::to_string(heads.front().port) +
-                      (heads.size() > 1 ? " or any other head" : ""));
+    throw input_error(why_not);
   }
   if (on_ready) on_ready(placed);
   // Serve until the process is stopped. A head that goes away (killed, restarted, cut off)
@@ -90,11 +97,9 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
         caf::after(std::chrono::seconds(1)) >> [&] {
           for (auto& l : links)
             if (!l.registry) {
-              try {
-                if (join(sys, self, topo, l, req) && on_event) on_event("rejoined head " + l.at.name);
-              } catch (const input_error& e) {
-                if (on_event) on_event(e.what());
-              }
+              const join_outcome o = join(sys, self, topo, l, req);
+              if (o.placed && on_event) on_event("rejoined head " + l.at.name);
+              if (o.final && on_event) on_event(o.why_not);
             }
         });
   }

@@ -135,6 +135,8 @@ int cmd_serve(int argc, char** argv) {
           "name"},
          {});
   stop_signals signals;  // before any thread starts
+  a.get_port("port", 0);  // a bad port is refused before anything loads
+  a.get_port("registry-port", 0);
   const std::string config = a.positional().empty() ? "configs/local.toml" : a.positional()[0];
   auto topo = topology::load_topology(config);
   apply_tls_flags(a, topo);
