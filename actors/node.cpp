@@ -3,6 +3,7 @@
 #include <caf/io/all.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 
 #include "actors/error_text.h"
@@ -18,13 +19,15 @@ namespace {
 struct head_link {
   head_address at;
   std::optional<node_registry_actor> registry;  // joined, while alive
+  std::uint64_t generation = 0;                 // of the last process of this head joined
 };
 
 // One attempt to join a head: the replicas placed, or why not.
 struct join_outcome {
   std::optional<std::uint32_t> placed;
   std::string why_not;
-  bool final = false;  // a refusal that waiting does not change (token, model, name)
+  bool final = false;      // a refusal that waiting does not change (token, model, name)
+  bool restarted = false;  // a newer process of a head joined before
 };
 
 join_outcome join(caf::actor_system& sys, caf::scoped_actor& self, const topology::topology_config& topo, head_link& h,
@@ -38,8 +41,15 @@ join_outcome join(caf::actor_system& sys, caf::scoped_actor& self, const topolog
     return out;
   }
   std::string refused;
+  join_reply reply;
   self->request(registry, topo.timeouts.request, join_atom::value, req)
-      .receive([&](std::uint32_t n) { out.placed = n; }, [&](caf::error& err) { refused = error_message(sys, err); });
+      .receive([&](const join_reply& r) { reply = r; }, [&](caf::error& err) { refused = error_message(sys, err); });
+  if (refused.empty() && reply.generation < h.generation) {
+    // An older process of this head (cut off, then back) while a newer one was joined: fenced.
+    out.why_not = "head " + h.at.name + " answered from generation " + std::to_string(reply.generation) +
+                  ", older than " + std::to_string(h.generation) + " joined before; not rejoining it";
+    return out;
+  }
   if (!refused.empty()) {
     out.why_not = "head " + h.at.name + " refused node " + req.node + ": " + refused;
     // A restarted head may still see this node's old link alive for a heartbeat or two, and a
@@ -47,6 +57,9 @@ join_outcome join(caf::actor_system& sys, caf::scoped_actor& self, const topolog
     out.final = refused.find("already joined") == std::string::npos && refused.find("not admitting") == std::string::npos;
     return out;
   }
+  out.placed = reply.placed;
+  out.restarted = h.generation != 0 && reply.generation > h.generation;
+  h.generation = reply.generation;
   h.registry = registry;
   self->monitor(registry);
   return out;
@@ -98,7 +111,9 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
           for (auto& l : links)
             if (!l.registry) {
               const join_outcome o = join(sys, self, topo, l, req);
-              if (o.placed && on_event) on_event("rejoined head " + l.at.name);
+              if (o.placed && on_event)
+                on_event("rejoined head " + l.at.name + (o.restarted ? " (restarted: generation " + std::to_string(l.generation) + ")" : ""));
+              if (!o.placed && !o.final && o.why_not.find("older than") != std::string::npos && on_event) on_event(o.why_not);
               if (o.final && on_event) on_event(o.why_not);
             }
         });

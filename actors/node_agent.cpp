@@ -1,5 +1,7 @@
 #include "actors/node_agent.h"
 
+#include <chrono>
+
 #include <sys/sysinfo.h>
 #include <thread>
 
@@ -13,6 +15,7 @@ void register_node_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<std::uint32_t>>("troupe.uint32s");
   cfg.add_message_type<join_request>("troupe.join_request");
   cfg.add_message_type<join_credentials>("troupe.join_credentials");
+  cfg.add_message_type<join_reply>("troupe.join_reply");
 }
 
 node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<node_agent_state> self, std::string node,
@@ -77,6 +80,9 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
                                                  topology::topology_config topo, router_actor router) {
   self->state.topo = std::move(topo);
   self->state.router = std::move(router);
+  // Nanoseconds since the epoch at start: larger for every later start of a head.
+  self->state.generation = std::uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   // A node that goes away may join again (a restarted process); until then its name is taken.
   self->set_down_handler([=](const caf::down_msg& d) {
     auto& joined = self->state.joined;
@@ -88,7 +94,7 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
   });
   return {
       [=](admit_atom, const join_credentials& c) { self->state.credentials = c; },
-      [=](join_atom, const join_request& j) -> caf::result<std::uint32_t> {
+      [=](join_atom, const join_request& j) -> caf::result<join_reply> {
         auto& st = self->state;
         const std::string& node = j.node;
         auto refuse = [&](const std::string& why) { return caf::make_error(caf::sec::invalid_argument, why); };
@@ -108,9 +114,10 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
         std::vector<std::uint32_t> mine;
         for (auto& p : topology::place_replicas(st.topo))
           if (p.node == node) mine.push_back(p.replica);
-        auto rp = self->make_response_promise<std::uint32_t>();
+        auto rp = self->make_response_promise<join_reply>();
+        const std::uint64_t generation = st.generation;
         if (mine.empty()) {
-          rp.deliver(std::uint32_t(0));
+          rp.deliver(join_reply{0, generation});
           return rp;
         }
         auto left = std::make_shared<std::size_t>(mine.size());
@@ -122,7 +129,7 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
                   [=](scheduler_actor s) mutable {
                     self->request(self->state.router, self->state.topo.timeouts.request, replica_atom::value, replica, s)
                         .then([=](bool) mutable {
-                                if (--*left == 0) rp.deliver(std::uint32_t(mine.size()));
+                                if (--*left == 0) rp.deliver(join_reply{std::uint32_t(mine.size()), generation});
                               },
                               [=](caf::error& e) mutable { rp.deliver(e); });
                   },

@@ -36,6 +36,7 @@ struct node_registry_state {
   router_actor router;
   std::optional<join_credentials> credentials;  // none yet: every join is refused
   std::map<std::string, caf::actor_addr> joined;  // node name -> its agent, while alive
+  std::uint64_t generation = 0;                   // this head's start (see join_reply)
   static inline const char* name = "troupe.node_registry";
 };
 

@@ -54,6 +54,19 @@ typename Inspector::result_type inspect(Inspector& f, join_request& x) {
   return f(caf::meta::type_name("join_request"), x.node, x.agent, x.token, x.fingerprint);
 }
 
+// A head's answer to a join: the replicas it placed, and its generation, which grows with each
+// start of a head, so a node never goes back to an older process of a head it has seen
+// restarted (one cut off and healed after its successor took over).
+struct join_reply {
+  std::uint32_t placed = 0;
+  std::uint64_t generation = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, join_reply& x) {
+  return f(caf::meta::type_name("join_reply"), x.placed, x.generation);
+}
+
 // What a join must carry; set on the head before nodes may join.
 struct join_credentials {
   std::string token;
@@ -67,8 +80,8 @@ typename Inspector::result_type inspect(Inspector& f, join_credentials& x) {
 
 // On the head: where node agents join. A join is refused (with the reason) until admit has set
 // the credentials, with the wrong token or model, for the head's own node, a node the topology
-// does not name, or a node already joined and alive. Replies with how many replicas it placed.
-using node_registry_actor = caf::typed_actor<caf::replies_to<join_atom, join_request>::with<std::uint32_t>,
+// does not name, or a node already joined and alive.
+using node_registry_actor = caf::typed_actor<caf::replies_to<join_atom, join_request>::with<join_reply>,
                                              caf::reacts_to<admit_atom, join_credentials>>;
 
 void register_node_protocol(caf::actor_system_config& cfg);

@@ -147,6 +147,8 @@ BOOST_AUTO_TEST_CASE(killing_one_head_loses_nothing_through_the_other_and_a_rest
       std::vector<std::string>{config, "--name", "head-a", "--model", tiny(), "--registry-port", std::to_string(reg_a)});
   BOOST_TEST_REQUIRE(head_a->port() != 0);
   BOOST_TEST_REQUIRE(await_replicas(head_a->port(), 2));
+  // The nodes saw a newer process of head-a (its generation grew), not the old one back.
+  BOOST_TEST(node_a.wait_for_line("rejoined head head-a (restarted: generation"));
   const double serving_after = std::chrono::duration<double>(clock_type::now() - killed).count();
   auto again = test::post_json(head_a->port(), "/v1/completions", body_of(3));
   BOOST_TEST_REQUIRE(again.status == 200, again.body);

@@ -5,6 +5,8 @@
 
 #include <caf/all.hpp>
 
+#include <chrono>
+
 #include "actors/local_cluster.h"
 #include "actors/node_agent.h"
 #include "runtime/model/fingerprint.h"
@@ -66,6 +68,7 @@ BOOST_AUTO_TEST_CASE(registry_places_a_joining_nodes_replicas_and_refuses_strang
   caf::actor_system sys{cfg};
   local_cluster head(sys, topo, nullptr, nullptr, placement_mode::head_node_only);
   BOOST_TEST(head.live_replicas() == 0u);
+  const auto t0 = std::chrono::system_clock::now();
   auto registry = sys.spawn(node_registry, topo, head.router());
   auto agent = sys.spawn(node_agent, std::string("node-a"), model, std::shared_ptr<const tokenizer::tokenizer>(),
                          engine_config_of(topo), group_configs_of(topo), dir);
@@ -75,7 +78,7 @@ BOOST_AUTO_TEST_CASE(registry_places_a_joining_nodes_replicas_and_refuses_strang
   // model, the head's own name (a rogue "head" took every request before), a stranger.
   auto refused = [&](const join_request& j, const std::string& why) {
     self->request(registry, timeout, join_atom::value, j)
-        .receive([&](std::uint32_t) { BOOST_FAIL(j.node << " joined; expected: " << why); },
+        .receive([&](const join_reply&) { BOOST_FAIL(j.node << " joined; expected: " << why); },
                  [&](caf::error& e) { BOOST_TEST(sys.render(e).find(why) != std::string::npos, sys.render(e)); });
   };
   refused({"node-a", agent, token, fp}, "not admitting nodes yet");
@@ -90,11 +93,24 @@ BOOST_AUTO_TEST_CASE(registry_places_a_joining_nodes_replicas_and_refuses_strang
   refused({"head", agent, token, fp}, "is a head, not a node that joins one");
   refused({"node-z", agent, token, fp}, "no node named");
   BOOST_TEST(head.live_replicas() == 0u);
+  join_reply first;
   self->request(registry, timeout, join_atom::value, join_request{"node-a", agent, token, fp})
-      .receive([](std::uint32_t n) { BOOST_TEST(n == 1u); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+      .receive([&](const join_reply& r) { first = r; }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  BOOST_TEST(first.placed == 1u);
   BOOST_TEST(head.live_replicas() == 1u);
   refused({"node-a", agent, token, fp}, "has already joined and is alive");  // a second node-a does not replace the first
   BOOST_TEST(head.live_replicas() == 1u);
+  // The head's generation is its start: a later start of a head answers with a larger one, so
+  // a node can tell a restarted head from an older process of it.
+  BOOST_TEST(first.generation >= std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count()));
+  auto later = sys.spawn(node_registry, topo, head.router());
+  self->send(later, admit_atom::value, join_credentials{token, fp});
+  auto agent_b = sys.spawn(node_agent, std::string("node-b"), model, std::shared_ptr<const tokenizer::tokenizer>(),
+                           engine_config_of(topo), group_configs_of(topo), dir);
+  self->request(later, timeout, join_atom::value, join_request{"node-b", agent_b, token, fp})
+      .receive([&](const join_reply& r) { BOOST_TEST(r.generation > first.generation); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  self->send_exit(agent_b, caf::exit_reason::user_shutdown);
+  self->send_exit(later, caf::exit_reason::user_shutdown);
   self->send_exit(agent, caf::exit_reason::user_shutdown);
   self->send_exit(registry, caf::exit_reason::user_shutdown);
 }
