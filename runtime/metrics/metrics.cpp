@@ -86,20 +86,20 @@ std::optional<double> sum_samples(const std::string& exposition, const std::stri
 
 void counter::inc(const labels& l, double by) {
   std::lock_guard<std::mutex> g(*mu_);
-  values_[bounds_->apply(l, values_)] += by;
+  bounds_->series_of(l, values_) += by;
 }
 void counter::advance_to(const labels& l, double total) {
   std::lock_guard<std::mutex> g(*mu_);
-  double& v = values_[bounds_->apply(l, values_)];
+  double& v = bounds_->series_of(l, values_);
   v = std::max(v, total);
 }
 void gauge::set(const labels& l, double v) {
   std::lock_guard<std::mutex> g(*mu_);
-  values_[bounds_->apply(l, values_)] = v;
+  bounds_->series_of(l, values_) = v;
 }
 void histogram::observe(const labels& l, double v) {
   std::lock_guard<std::mutex> g(*mu_);
-  series& s = values_[label_bounds_->apply(l, values_)];
+  series& s = label_bounds_->series_of(l, values_);
   if (s.buckets.empty()) s.buckets.assign(bounds_.size(), 0);
   const auto at = std::lower_bound(bounds_.begin(), bounds_.end(), v);  // le: v <= bound
   if (at != bounds_.end()) ++s.buckets[std::size_t(at - bounds_.begin())];

@@ -43,6 +43,14 @@ class label_bounds {
     if (series.size() >= max_series && !series.count(key)) key = bound(l, true);
     return key;
   }
+  // The series `l` is recorded in: found as it is (admitted before: the per-token path is one
+  // lookup), or created under its bounded label set.
+  template <class Series>
+  Series& series_of(const labels& l, std::map<labels, Series>& series) {
+    auto it = series.find(l);
+    if (it != series.end()) return it->second;
+    return series[apply(l, series)];
+  }
 
  private:
   struct entry {
