@@ -273,11 +273,19 @@ void on_update(frontend_ptr self, token_update& u) {
   }
 }
 
+// Whether `id` is a token of the model (any id is, without a vocabulary size).
+bool in_vocabulary(const prepare_context& pc, std::int32_t id) { return pc.vocab_size <= 0 || (id >= 0 && id < pc.vocab_size); }
+std::string vocabulary(const prepare_context& pc) { return "the vocabulary [0, " + std::to_string(pc.vocab_size) + ")"; }
+
+api::api_error no_such_model(const std::string& asked, const std::string& served) {
+  return api::api_error(404, "the model \"" + asked + "\" does not exist; this server serves \"" + served + "\"", "model",
+                        "not_found_error");
+}
+
 void prepare(const prepare_context& pc, prepared& p) {
   api::completion_request req = api::parse_request(p.ex->req().body, p.kind, pc.sampling_defaults);
   if (!req.model.empty() && req.model != pc.model_name)
-    throw api::api_error(404, "the model \"" + req.model + "\" does not exist; this server serves \"" + pc.model_name + "\"",
-                         "model", "not_found_error");
+    throw no_such_model(req.model, pc.model_name);
   if (p.kind == api::endpoint::chat) {
     if (!pc.chat) throw api::api_error(400, "this model has no chat template; use /v1/completions", "messages");
     if (!pc.tok) throw api::api_error(400, "this model has no tokenizer; use /v1/completions with token ids", "messages");
@@ -294,29 +302,26 @@ void prepare(const prepare_context& pc, prepared& p) {
   } else {
     p.prompt = std::move(req.prompt_ids);
     for (std::size_t i = 0; i < p.prompt.size(); ++i)
-      if (pc.vocab_size > 0 && (p.prompt[i] < 0 || p.prompt[i] >= pc.vocab_size))
-        throw api::api_error(400, "prompt: token " + std::to_string(i) + " is " + std::to_string(p.prompt[i]) +
-                                      ", outside the vocabulary [0, " + std::to_string(pc.vocab_size) + ")", "prompt");
+      if (!in_vocabulary(pc, p.prompt[i]))
+        throw api::api_error(400, "prompt: token " + std::to_string(i) + " is " + std::to_string(p.prompt[i]) + ", outside " +
+                                      vocabulary(pc), "prompt");
   }
-  if (pc.vocab_size > 0) {  // token ids the model does not have would index past its logits
-    for (auto id : req.params.stop_token_ids)
-      if (id < 0 || id >= pc.vocab_size)
-        throw api::api_error(400, "stop_token_ids: " + std::to_string(id) + " is outside the vocabulary [0, " +
-                                      std::to_string(pc.vocab_size) + ")", "stop_token_ids");
-    for (auto& [id, b] : req.params.logit_bias)
-      if (id >= pc.vocab_size)
-        throw api::api_error(400, "logit_bias: token " + std::to_string(id) + " is outside the vocabulary [0, " +
-                                      std::to_string(pc.vocab_size) + ")", "logit_bias");
-  }
+  // Token ids the model does not have would index past its logits.
+  for (auto id : req.params.stop_token_ids)
+    if (!in_vocabulary(pc, id))
+      throw api::api_error(400, "stop_token_ids: " + std::to_string(id) + " is outside " + vocabulary(pc), "stop_token_ids");
+  for (auto& [id, b] : req.params.logit_bias)
+    if (!in_vocabulary(pc, id))
+      throw api::api_error(400, "logit_bias: token " + std::to_string(id) + " is outside " + vocabulary(pc), "logit_bias");
   p.req = std::move(req);
 }
 
 // Parsing, template rendering and tokenizing run in a short-lived actor of their own, on CAF's
 // workers: a slow or hostile request (a template looping to its budget, a 4 MB body) then
 // delays only itself, not /health or other requests' streams.
-void prepare_actor(caf::event_based_actor* self, prepare_context pc, prepared p, caf::actor frontend) {
+void prepare_actor(caf::event_based_actor* self, std::shared_ptr<const prepare_context> pc, prepared p, caf::actor frontend) {
   try {
-    prepare(pc, p);
+    prepare(*pc, p);
   } catch (const api::api_error& e) {
     p.error = e;
   } catch (const std::exception& e) {
@@ -334,7 +339,7 @@ void handle_completion(frontend_ptr self, const std::shared_ptr<http::exchange>&
   p.kind = kind;
   p.arrived = clock::now();
   ++st.preparing;
-  self->spawn(prepare_actor, *st.prepare_ctx, std::move(p), caf::actor_cast<caf::actor>(self));
+  self->spawn(prepare_actor, st.prepare_ctx, std::move(p), caf::actor_cast<caf::actor>(self));
 }
 
 void submit(frontend_ptr self, prepared& p) {
@@ -501,8 +506,7 @@ void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
       need_method(rq, path, {"GET"});
       const std::string id = path.substr(11);
       if (id != st.cfg.model_name)
-        throw api::api_error(404, "the model \"" + id + "\" does not exist; this server serves \"" + st.cfg.model_name + "\"",
-                             "model", "not_found_error");
+        throw no_such_model(id, st.cfg.model_name);
       return ex->respond(200, "application/json", dump(model_card(st)));
     }
     if (path == "/health") {

@@ -45,12 +45,8 @@ std::string shape_fingerprint(const model_config& c) {
 std::string model_fingerprint(const std::string& dir) {
   digest d;
   d.add(to_config_json(load_model_config(dir)));
-  std::vector<std::string> files;
-  for (auto& e : std::filesystem::directory_iterator(dir))
-    if (e.path().extension() == ".safetensors") files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
   std::map<std::string, std::string> tensors;  // by name, whatever file holds them
-  for (const auto& f : files) {
+  for (const auto& f : model_safetensors_files(dir)) {
     safetensors_file s(f);
     for (auto& [name, t] : s.tensors()) {
       std::string entry = t.dtype_name;

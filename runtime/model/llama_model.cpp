@@ -84,37 +84,6 @@ kernels::packed_weight pack_rows(const std::vector<const tensor_info*>& parts) {
 
 }  // namespace
 
-// The safetensors files of a folder: those model.safetensors.index.json maps tensors to when
-// it exists (a folder may also hold other checkpoints, e.g. consolidated.safetensors), else
-// every *.safetensors file.
-static std::vector<std::string> safetensors_paths(const std::string& dir) {
-  std::vector<std::string> paths;
-  const std::string index = dir + "/model.safetensors.index.json";
-  if (std::filesystem::exists(index)) {
-    std::ifstream in(index);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const nlohmann::json j = parse_json(ss.str(), index);
-    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-      throw input_error(index + ": expected an object with a \"weight_map\" of tensor name -> file");
-    std::set<std::string> files;
-    for (auto& [tensor, file] : j["weight_map"].items()) {
-      if (!file.is_string() || file.get<std::string>().find('/') != std::string::npos)
-        throw input_error(index + ": weight_map[\"" + tensor + "\"] must name a file in the folder");
-      files.insert(file.get<std::string>());
-    }
-    for (auto& f : files) {
-      if (!std::filesystem::exists(dir + "/" + f)) throw input_error(index + ": lists " + f + ", which is not in the folder");
-      paths.push_back(dir + "/" + f);
-    }
-    return paths;
-  }
-  for (auto& e : std::filesystem::directory_iterator(dir))
-    if (e.path().extension() == ".safetensors") paths.push_back(e.path().string());
-  std::sort(paths.begin(), paths.end());
-  return paths;
-}
-
 std::unique_ptr<llama_model> llama_model::load(const std::string& dir, const std::function<void(int, int)>& progress) {
   std::unique_ptr<llama_model> m(new llama_model());
   m->dir_ = dir;
@@ -125,7 +94,7 @@ std::unique_ptr<llama_model> llama_model::load(const std::string& dir, const std
 }
 
 void llama_model::load_tensors(const std::string& dir, const std::function<void(int, int)>& progress) {
-  const std::vector<std::string> paths = safetensors_paths(dir);
+  const std::vector<std::string> paths = model_safetensors_files(dir);
   if (paths.empty()) throw input_error(dir + ": no *.safetensors files");
   for (auto& p : paths) files_.push_back(std::make_unique<safetensors_file>(p));
   tensor_index idx(files_, dir);

@@ -1,5 +1,10 @@
 #include "runtime/model/safetensors.h"
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <type_traits>
 
 #include <fcntl.h>
@@ -65,6 +70,34 @@ std::vector<T> integers(const nlohmann::json& v, const std::string& path, const 
 }
 
 }  // namespace
+
+std::vector<std::string> model_safetensors_files(const std::string& dir) {
+  std::vector<std::string> paths;
+  const std::string index = dir + "/model.safetensors.index.json";
+  if (std::filesystem::exists(index)) {
+    std::ifstream in(index);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const nlohmann::json j = parse_json(ss.str(), index);
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+      throw input_error(index + ": expected an object with a \"weight_map\" of tensor name -> file");
+    std::set<std::string> files;
+    for (auto& [tensor, file] : j["weight_map"].items()) {
+      if (!file.is_string() || file.get<std::string>().find('/') != std::string::npos)
+        throw input_error(index + ": weight_map[\"" + tensor + "\"] must name a file in the folder");
+      files.insert(file.get<std::string>());
+    }
+    for (auto& f : files) {
+      if (!std::filesystem::exists(dir + "/" + f)) throw input_error(index + ": lists " + f + ", which is not in the folder");
+      paths.push_back(dir + "/" + f);
+    }
+    return paths;
+  }
+  for (auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".safetensors") paths.push_back(e.path().string());
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
 
 safetensors_file::safetensors_file(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY);

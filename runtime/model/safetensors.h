@@ -26,6 +26,11 @@ struct tensor_info {
   kernels::dtype type() const;
 };
 
+// The safetensors files of a model folder: those model.safetensors.index.json maps tensors to
+// when it exists (a folder may also hold another checkpoint, e.g. consolidated.safetensors),
+// else every *.safetensors, sorted. Throws input_error naming the index for a bad one.
+std::vector<std::string> model_safetensors_files(const std::string& dir);
+
 // One mapped .safetensors file. Throws input_error (naming the file) on a malformed header,
 // an out-of-range offset or a size that does not match dtype x shape.
 class safetensors_file {

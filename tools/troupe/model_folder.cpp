@@ -4,6 +4,7 @@
 #include <system_error>
 #include <filesystem>
 
+#include "runtime/model/safetensors.h"
 #include "runtime/model/synth.h"
 #include "tools/troupe/args.h"
 
@@ -23,8 +24,7 @@ opened_model open_model(const std::string& dir) {
   std::uintmax_t bytes = 0;
   std::error_code ec;
   if (fs::is_directory(dir, ec))
-    for (auto& e : fs::directory_iterator(dir, ec))
-      if (e.path().extension() == ".safetensors") bytes += e.file_size(ec);
+    for (const auto& f : model::model_safetensors_files(dir)) bytes += fs::file_size(f, ec);
   std::fprintf(stderr, "troupe: loading model %s (%.2f GB of weights)\n", dir.c_str(), double(bytes) / 1e9);
   m.model = model::llama_model::load(dir, [](int done, int layers) { progress_bar("loading layers", std::size_t(done), std::size_t(layers), "layers"); });
   if (fs::exists(dir + "/tokenizer.json")) m.tok = tokenizer::tokenizer::load(dir + "/tokenizer.json");
