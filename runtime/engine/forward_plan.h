@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/model/llama_model.h"
+#include "runtime/sampling/sample_rows.h"
 
 namespace troupe::engine {
 
@@ -23,6 +24,7 @@ struct forward_plan {
   std::vector<std::int32_t> seq_of_token;         // [T] index into tables
   std::vector<std::vector<std::int32_t>> tables;  // block ids of each scheduled sequence
   std::vector<std::int32_t> logit_rows;           // tokens whose logits the step samples from
+  std::vector<sampling::sampling_row> sampling;   // how to choose each logit row's token
   std::vector<kv_import> imports;
 
   bool empty() const { return tokens.empty(); }

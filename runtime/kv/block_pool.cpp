@@ -1,37 +1,67 @@
 #include "runtime/kv/block_pool.h"
 
-#include <cassert>
+#include <stdexcept>
+#include <string>
 
 namespace troupe::kv {
 
-block_pool::block_pool(int num_blocks) : ref_counts_(static_cast<std::size_t>(num_blocks), 0) {
-  for (block_id b = 0; b < num_blocks; ++b) free_.push_back(b);
+block_pool::block_pool(int num_blocks)
+    : ref_counts_(std::size_t(num_blocks), 0), prev_(std::size_t(num_blocks), -1), next_(std::size_t(num_blocks), -1) {
+  for (block_id b = 0; b < num_blocks; ++b) push_back(b);
+}
+
+void block_pool::push_back(block_id b) {
+  prev_[std::size_t(b)] = tail_;
+  next_[std::size_t(b)] = -1;
+  if (tail_ >= 0) next_[std::size_t(tail_)] = b; else head_ = b;
+  tail_ = b;
+  ++num_free_;
+}
+
+void block_pool::unlink(block_id b) {
+  const block_id p = prev_[std::size_t(b)], n = next_[std::size_t(b)];
+  if (p >= 0) next_[std::size_t(p)] = n; else head_ = n;
+  if (n >= 0) prev_[std::size_t(n)] = p; else tail_ = p;
+  prev_[std::size_t(b)] = next_[std::size_t(b)] = -1;
+  --num_free_;
 }
 
 std::vector<block_id> block_pool::allocate(int n) {
   if (n < 0 || n > num_free()) return {};
   std::vector<block_id> out;
-  out.reserve(static_cast<std::size_t>(n));
+  out.reserve(std::size_t(n));
   for (int i = 0; i < n; ++i) {
-    block_id b = free_.front();
-    free_.pop_front();
-    ref_counts_[static_cast<std::size_t>(b)] = 1;
+    const block_id b = head_;
+    unlink(b);
+    ref_counts_[std::size_t(b)] = 1;
     out.push_back(b);
   }
   return out;
 }
 
+void block_pool::take(block_id b) {
+  if (ref_count(b) != 0) throw std::logic_error("block_pool::take: block " + std::to_string(b) + " is in use");
+  unlink(b);
+  ref_counts_[std::size_t(b)] = 1;
+}
+
 void block_pool::share(block_id b) {
-  assert(ref_count(b) > 0);
-  ++ref_counts_[static_cast<std::size_t>(b)];
+  if (ref_count(b) <= 0) throw std::logic_error("block_pool::share: block " + std::to_string(b) + " is free");
+  ++ref_counts_[std::size_t(b)];
 }
 
 void block_pool::release(const std::vector<block_id>& blocks) {
   for (block_id b : blocks) {
-    int& rc = ref_counts_[static_cast<std::size_t>(b)];
-    assert(rc > 0);
-    if (--rc == 0) free_.push_back(b);
+    int& rc = ref_counts_[std::size_t(b)];
+    if (rc <= 0) throw std::logic_error("block_pool::release: block " + std::to_string(b) + " is already free");
+    if (--rc == 0) push_back(b);
   }
+}
+
+std::vector<block_id> block_pool::free_list() const {
+  std::vector<block_id> out;
+  for (block_id b = head_; b >= 0; b = next_[std::size_t(b)]) out.push_back(b);
+  return out;
 }
 
 }  // namespace troupe::kv

@@ -27,6 +27,13 @@ struct seq_snapshot {
   int num_blocks = 0;    // blocks held
   int priority = 0;      // lower runs first under queue_order::priority
   std::uint64_t arrival = 0;
+  // Waiting sequences: blocks of a prefix-cache hit (counted in num_blocks, their tokens in
+  // num_computed) that nobody holds, so admitting the sequence takes them from the free ones.
+  int cached_free_blocks = 0;
+  // Running sequences: blocks that preempting it gives back (held by it alone; a block it
+  // shares with another sequence stays in use). -1: all num_blocks.
+  int exclusive_blocks = -1;
+  int releasable() const { return exclusive_blocks < 0 ? num_blocks : exclusive_blocks; }
 };
 
 struct scheduled_seq {

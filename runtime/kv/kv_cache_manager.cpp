@@ -1,0 +1,139 @@
+#include "runtime/kv/kv_cache_manager.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace troupe::kv {
+
+kv_cache_manager::kv_cache_manager(kv_manager_config cfg)
+    : cfg_(cfg), pool_(cfg.num_blocks), hash_of_(std::size_t(cfg.num_blocks), 0), cached_(std::size_t(cfg.num_blocks), false) {}
+
+const std::vector<block_id>& kv_cache_manager::table(seq_id s) const {
+  static const std::vector<block_id> none;
+  auto it = tables_.find(s);
+  return it == tables_.end() ? none : it->second;
+}
+
+int kv_cache_manager::num_blocks_of(seq_id s) const { return int(table(s).size()); }
+
+int kv_cache_manager::num_exclusive(seq_id s) const {
+  int n = 0;
+  for (block_id b : table(s)) n += pool_.ref_count(b) == 1 ? 1 : 0;
+  return n;
+}
+
+prefix_hit kv_cache_manager::find_prefix(std::span<const block_hash> hashes, int max_blocks) const {
+  prefix_hit hit;
+  if (!cfg_.prefix_caching) return hit;
+  const std::size_t n = std::min(hashes.size(), std::size_t(std::max(max_blocks, 0)));
+  for (std::size_t i = 0; i < n; ++i) {
+    auto it = by_hash_.find(hashes[i]);
+    if (it == by_hash_.end()) break;
+    hit.blocks.push_back(it->second);
+    hit.evictable += pool_.ref_count(it->second) == 0 ? 1 : 0;
+  }
+  return hit;
+}
+
+void kv_cache_manager::attach_prefix(seq_id s, const prefix_hit& hit) {
+  auto& t = tables_[s];
+  if (!t.empty()) throw std::logic_error("attach_prefix: the sequence already holds blocks");
+  for (block_id b : hit.blocks) {
+    if (pool_.ref_count(b) == 0)
+      pool_.take(b);
+    else
+      pool_.share(b);
+    t.push_back(b);
+  }
+  registered_[s] = int(hit.blocks.size());
+}
+
+void kv_cache_manager::count_lookup(int query_tokens, int hit_tokens) {
+  stats_.queries += std::uint64_t(std::max(query_tokens, 0));
+  stats_.hits += std::uint64_t(std::max(hit_tokens, 0));
+}
+
+void kv_cache_manager::evict(block_id b) {
+  if (!cached_[std::size_t(b)]) return;
+  cached_[std::size_t(b)] = false;
+  const block_hash h = hash_of_[std::size_t(b)];
+  by_hash_.erase(h);
+  if (events_.empty() || events_.back().kind != kv_event_kind::removed) events_.push_back({kv_event_kind::removed});
+  events_.back().hashes.push_back(h);
+}
+
+bool kv_cache_manager::allocate(seq_id s, int n) {
+  if (n <= 0) return n == 0;
+  auto fresh = pool_.allocate(n);
+  if (int(fresh.size()) != n) return false;
+  for (block_id b : fresh) evict(b);
+  auto& t = tables_[s];
+  t.insert(t.end(), fresh.begin(), fresh.end());
+  return true;
+}
+
+void kv_cache_manager::cache_blocks(seq_id s, std::span<const block_hash> hashes, std::span<const std::int32_t> tokens,
+                                    int full_blocks) {
+  if (!cfg_.prefix_caching) return;
+  auto it = tables_.find(s);
+  if (it == tables_.end()) return;
+  const auto& t = it->second;
+  int& done = registered_[s];
+  const int upto = std::min({full_blocks, int(hashes.size()), int(t.size())});
+  kv_event* ev = nullptr;
+  for (int i = done; i < upto; ++i) {
+    const block_hash h = hashes[std::size_t(i)];
+    const block_id b = t[std::size_t(i)];
+    if (by_hash_.count(h) || cached_[std::size_t(b)]) {  // another copy holds this prefix
+      ev = nullptr;
+      continue;
+    }
+    by_hash_[h] = b;
+    hash_of_[std::size_t(b)] = h;
+    cached_[std::size_t(b)] = true;
+    if (!ev) {
+      events_.push_back({kv_event_kind::stored});
+      ev = &events_.back();
+      ev->has_parent = i > 0;
+      ev->parent = i > 0 ? hashes[std::size_t(i) - 1] : 0;
+      ev->block_size = cfg_.block_size;
+    }
+    ev->hashes.push_back(h);
+    const auto first = tokens.begin() + std::ptrdiff_t(i) * cfg_.block_size;
+    ev->token_ids.insert(ev->token_ids.end(), first, first + cfg_.block_size);
+  }
+  done = std::max(done, upto);
+}
+
+void kv_cache_manager::free(seq_id s) {
+  auto it = tables_.find(s);
+  if (it == tables_.end()) return;
+  std::vector<block_id> tail_first(it->second.rbegin(), it->second.rend());
+  pool_.release(tail_first);
+  tables_.erase(it);
+  registered_.erase(s);
+}
+
+void kv_cache_manager::clear_cache() {
+  const bool any = !by_hash_.empty();
+  by_hash_.clear();
+  std::fill(cached_.begin(), cached_.end(), false);
+  for (auto& [s, n] : registered_) n = 0;
+  if (any || cfg_.prefix_caching) events_.push_back({kv_event_kind::cleared});
+}
+
+std::vector<kv_event> kv_cache_manager::take_events() {
+  std::vector<kv_event> out;
+  out.swap(events_);
+  return out;
+}
+
+std::vector<block_hash> kv_cache_manager::cached_hashes() const {
+  std::vector<block_hash> out;
+  out.reserve(by_hash_.size());
+  for (auto& [h, b] : by_hash_) out.push_back(h);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace troupe::kv

@@ -1,0 +1,107 @@
+// A replica's KV blocks as one object: the block pool, the prefix cache over it, and each
+// sequence's block table. The scheduler asks it for counts and allocations only; the engine
+// never touches a block id except to put tables in a plan.
+//
+// Prefix caching: a full block whose KV has been computed is registered under its chained hash
+// (block_hash.h). A new sequence looks its leading block hashes up and reuses the blocks found
+// by reference count; it never writes them (its first new token always goes into a block of its
+// own). A block whose last holder lets go returns to the free list but stays findable until the
+// pool needs it: eviction is least recently freed first, and a sequence's blocks are freed tail
+// first, so the head of a shared prefix is the last of it to go.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/kv/block_hash.h"
+#include "runtime/kv/block_pool.h"
+#include "runtime/kv/kv_events.h"
+
+namespace troupe::kv {
+
+using seq_id = std::uint64_t;
+
+struct kv_manager_config {
+  int num_blocks = 0;
+  int block_size = 16;
+  bool prefix_caching = true;
+};
+
+// What a lookup found: the leading blocks already computed, and how many of them sit in the
+// free list (taking them costs free blocks).
+struct prefix_hit {
+  std::vector<block_id> blocks;
+  int evictable = 0;
+  int tokens(int block_size) const { return int(blocks.size()) * block_size; }
+};
+
+struct prefix_stats {
+  std::uint64_t queries = 0;  // tokens looked up (vLLM's prefix_cache_queries)
+  std::uint64_t hits = 0;     // tokens found
+};
+
+class kv_cache_manager {
+ public:
+  explicit kv_cache_manager(kv_manager_config cfg);
+
+  const kv_manager_config& config() const { return cfg_; }
+  int block_size() const { return cfg_.block_size; }
+  int num_blocks() const { return pool_.num_blocks(); }
+  int num_free() const { return pool_.num_free(); }  // includes cached blocks nobody holds
+  int num_used() const { return pool_.num_used(); }
+  int num_cached() const { return int(by_hash_.size()); }
+  const block_pool& pool() const { return pool_; }
+
+  const std::vector<block_id>& table(seq_id s) const;
+  int num_blocks_of(seq_id s) const;
+  // Blocks of `s` no other sequence holds (what freeing it gives back).
+  int num_exclusive(seq_id s) const;
+
+  // The longest run of leading `hashes` that is cached, capped at `max_blocks`. Counts in no
+  // statistic: a waiting sequence is looked up every step until it is admitted.
+  prefix_hit find_prefix(std::span<const block_hash> hashes, int max_blocks) const;
+  // Starts sequence `s`'s table with a hit found in this same step (nothing changed since).
+  void attach_prefix(seq_id s, const prefix_hit& hit);
+  // Records one admission's lookup: `query` tokens asked, `hit` tokens found.
+  void count_lookup(int query_tokens, int hit_tokens);
+
+  // Appends `n` fresh blocks to `s`'s table, evicting the least recently freed cached blocks if
+  // it must. False (and nothing taken) if fewer than n are free.
+  bool allocate(seq_id s, int n);
+
+  // Registers `s`'s full blocks whose KV is now computed: block i under hashes[i], for i below
+  // `full_blocks`. A hash cached already (another copy of the same prefix) leaves this block
+  // uncached.
+  void cache_blocks(seq_id s, std::span<const block_hash> hashes, std::span<const std::int32_t> tokens, int full_blocks);
+
+  // Drops `s`'s table: its blocks go back, tail first; cached ones stay findable until evicted.
+  void free(seq_id s);
+
+  // Forgets every cached hash (the KV tensors were lost or reset). Tables stay; the blocks they
+  // hold are no longer findable.
+  void clear_cache();
+
+  const prefix_stats& stats() const { return stats_; }
+
+  // The events since the last call, oldest first.
+  std::vector<kv_event> take_events();
+  // Every hash cached now (a receiver that lost events rebuilds its view from this).
+  std::vector<block_hash> cached_hashes() const;
+
+ private:
+  void evict(block_id b);
+
+  kv_manager_config cfg_;
+  block_pool pool_;
+  std::map<seq_id, std::vector<block_id>> tables_;
+  std::unordered_map<block_hash, block_id> by_hash_;
+  std::vector<block_hash> hash_of_;  // per block; meaningful where cached_[b]
+  std::vector<bool> cached_;
+  std::map<seq_id, int> registered_;  // per sequence: leading blocks already registered or hit
+  prefix_stats stats_;
+  std::vector<kv_event> events_;
+};
+
+}  // namespace troupe::kv

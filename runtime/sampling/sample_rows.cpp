@@ -1,0 +1,49 @@
+#include "runtime/sampling/sample_rows.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "kernels/cpu/thread_pool.h"
+
+namespace troupe::sampling {
+
+std::vector<sampled_token> sample_rows(std::span<const float> logits, std::span<const sampling_row> rows, int vocab,
+                                       std::span<const std::int32_t> eos_ids) {
+  const std::size_t v = std::size_t(vocab);
+  if (logits.size() != rows.size() * v)
+    throw std::logic_error("sample_rows: " + std::to_string(logits.size()) + " logits for " + std::to_string(rows.size()) +
+                           " rows of " + std::to_string(vocab));
+  std::vector<sampled_token> out(rows.size());
+  // Rows are independent: a vocabulary-wide pass per row is most of a step's time outside the
+  // forward at batch 64, so they are spread over the threads.
+  kernels::parallel_for(rows.size(), [&](std::size_t i) {
+    const sampling_row& r = rows[i];
+    std::span<const float> row = logits.subspan(i * v, v);
+    const auto& p = r.params;
+    const bool penalties = needs_history(p);
+    const bool processors = p.processes_logits(r.num_output);
+    std::vector<float> scratch;
+    std::span<const float> use = row;
+    if (penalties || processors) {
+      scratch.assign(row.begin(), row.end());
+      if (penalties) {
+        const std::size_t pl = std::min<std::size_t>(std::size_t(r.prompt_len), r.history.size());
+        apply_penalties(scratch, p, std::span(r.history.data(), pl), std::span(r.history.data() + pl, r.history.size() - pl));
+      }
+      if (processors) apply_logit_processors(scratch, p, r.num_output, eos_ids);
+      use = scratch;
+    }
+    out[i].token = choose_token(use, p, r.seed, r.num_output);
+    if (p.logprobs >= 0) out[i].logprobs = logprobs_of(row, out[i].token, p.logprobs);
+  });
+  return out;
+}
+
+std::int32_t sim_token(const sampling_row& row, int vocab, std::span<const std::int32_t> eos_ids) {
+  const double u = position_uniform(row.seed, row.num_output);
+  std::int32_t t = std::int32_t(u * vocab);
+  while (std::find(eos_ids.begin(), eos_ids.end(), t) != eos_ids.end()) t = (t + 1) % vocab;
+  return t;
+}
+
+}  // namespace troupe::sampling
