@@ -194,8 +194,8 @@ std::vector<api::token_logprob> logprobs_of(const token_update& u) {
 void finish(frontend_ptr self, live_request& r, const token_update& u) {
   auto& m = *self->state.m;
   const auto now = clock::now();
-  const auto reason = api::openai_finish_reason(u.finish_reason);
-  const bool error = u.finish_reason.rfind("error:", 0) == 0;
+  const auto reason = api::openai_finish_reason(engine::finish_reason_name(u.reason));
+  const bool error = u.reason == engine::finish_reason::error;
   metrics::labels l = r.labels;
   l.emplace_back("finished_reason", reason ? *reason : error ? "error" : "abort");
   m.success.inc(l);
@@ -214,7 +214,7 @@ void finish(frontend_ptr self, live_request& r, const token_update& u) {
   if (r.gone) return;
   const api::usage usage{r.prompt_tokens, r.output_tokens};
   if (error) {
-    const api::api_error e(500, "the request failed while running: " + u.finish_reason.substr(6), "", "server_error");
+    const api::api_error e(500, "the request failed while running: " + u.error, "", "server_error");
     if (r.stream) {
       sse(r.ex, e.body());
       r.ex->send("data: [DONE]\n\n");
@@ -387,7 +387,7 @@ void submit(frontend_ptr self, prepared& p) {
   er.priority = req.priority;
   // A client that leaves aborts its request at once, freeing its KV blocks.
   ex->on_gone([self_handle = caf::actor_cast<caf::actor>(self), id] { caf::anon_send(self_handle, gone_atom::value, id); });
-  self->request(st.owner, st.cfg.request_timeout, submit_atom::value, to_generate_request(er), caf::actor_cast<token_sink>(self))
+  self->request(st.owner, st.cfg.request_timeout, submit_atom::value, er, caf::actor_cast<token_sink>(self))
       .then(
           [=](bool) {
             auto it = self->state.live.find(id);

@@ -64,7 +64,7 @@ class local_cluster {
   local_cluster(const local_cluster&) = delete;
   local_cluster& operator=(const local_cluster&) = delete;
 
-  // Where clients submit: submit_atom + generate_request + a token_sink.
+  // Where clients submit: submit_atom + engine::request + a token_sink.
   owner_actor owner() const { return owner_; }
   router_actor router() const { return router_; }
   const std::vector<scheduler_actor>& schedulers() const { return schedulers_; }

@@ -20,7 +20,8 @@ void fail(owner_ptr self, const std::string& id, const std::string& why, promise
     token_update u;
     u.id = id;
     u.finished = true;
-    u.finish_reason = "error: " + why;
+    u.reason = engine::finish_reason::error;
+    u.error = why;
     u.prompt_tokens = std::int32_t(it->second.request.prompt.size());
     u.output_tokens = std::int32_t(it->second.tokens.size());
     self->send(it->second.client, token_batch{0, {u}});
@@ -48,7 +49,7 @@ void place(owner_ptr self, const std::string& id, std::uint32_t avoid, std::shar
             if (it == self->state.requests.end()) return;  // aborted meanwhile
             if (!rep.placed) return fail(self, id, "no replica can take it (" + rep.why + ")", initial.get());
             owned_request& r = it->second;
-            generate_request req = r.request;
+            engine::request req = r.request;
             req.generated = r.tokens;
             req.prefill_only = rep.prefill_only;
             req.kv = std::move(r.kv);  // once: a later move recomputes
@@ -100,7 +101,7 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
     for (auto& id : lost) migrate(self, id);
   });
   return {
-      [=](submit_atom, const generate_request& req, token_sink client) -> caf::result<bool> {
+      [=](submit_atom, const engine::request& req, token_sink client) -> caf::result<bool> {
         auto& st = self->state;
         if (st.requests.count(req.id)) return caf::make_error(caf::sec::invalid_argument, "request id '" + req.id + "' is in use");
         owned_request r;
@@ -139,13 +140,13 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
           }
           r.tokens.insert(r.tokens.end(), u.tokens.begin(), u.tokens.end());
           u.migrations = r.migrations;
-          if (u.finished && u.finish_reason == "handoff") {
+          if (u.finished && u.reason == engine::finish_reason::handoff) {
             // Prefill done elsewhere: the client's stream goes on from a decode replica, which
             // gets the KV instead of recomputing it.
             r.kv = std::move(u.kv);
             u.kv.clear();
             u.finished = false;
-            u.finish_reason.clear();
+            u.reason = engine::finish_reason::none;
             r.prefilled = true;
             r.scheduler = nullptr;  // the prefill replica is done with it
             auto& batch = out[r.client];

@@ -18,7 +18,7 @@ struct owner_config {
 };
 
 struct owned_request {
-  generate_request request;             // as submitted
+  engine::request request;             // as submitted
   std::vector<std::int32_t> tokens;     // streamed to the client so far
   token_sink client;
   std::uint32_t replica = 0;

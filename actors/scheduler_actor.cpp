@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "actors/group_executor.h"
 #include "runtime/common/error.h"
+#include "runtime/engine/sim_executor.h"
 
 namespace troupe::actors {
 
@@ -20,7 +22,7 @@ token_update to_update(const engine::request_output& o) {
   u.tokens = o.new_tokens;
   u.text = o.text_delta;
   u.finished = o.finished;
-  u.finish_reason = o.finished ? engine::finish_reason_name(o.reason) : "";
+  u.reason = o.reason;
   u.prompt_tokens = o.num_prompt_tokens;
   u.output_tokens = o.num_output_tokens;
   for (const auto& lp : o.logprobs) {
@@ -53,75 +55,41 @@ void deliver(scheduler_actor::stateful_pointer<scheduler_state> self, std::vecto
   for (auto& [sink, batch] : batches) self->send(sink, std::move(batch));
 }
 
-// Requests handed off to a decode replica (disaggregated prefill) end here with their KV. On
-// the worker group the ranks export it first (asynchronously: the other outputs go out now);
-// a sim replica has none. Either way the held blocks are freed once it is out.
+// Requests handed off to a decode replica (disaggregated prefill) end here with their KV: the
+// executor exports it (asynchronously on a worker group: the other outputs go out now; a sim
+// replica has none), then the held blocks are freed and the handoff goes to its sink.
 void settle_handoffs(scheduler_actor::stateful_pointer<scheduler_state> self, std::vector<engine::request_output>& outputs) {
   auto& st = self->state;
   auto handoff = [](const engine::request_output& o) { return o.finished && o.reason == engine::finish_reason::handoff; };
-  if (!st.group) {
-    for (auto& o : outputs)
-      if (handoff(o)) st.engine->release_held(o.id);
-    return;
-  }
   for (auto& o : outputs) {
     if (!handoff(o)) continue;
     auto it = st.sinks.find(o.id);
     if (it == st.sinks.end()) {
-      st.engine->release_held(o.id);
+      st.engine->export_handoff(o.id, [](std::vector<float>) {});  // nobody wants it: just free
       continue;
     }
     token_sink sink = it->second;
     st.sinks.erase(it);
     auto u = std::make_shared<token_update>(to_update(o));
-    const std::string id = o.id;
-    kv_export req{o.held_blocks, o.kv_positions, {}};
-    auto send = [=] {
-      self->state.engine->release_held(id);
-      self->send(sink, token_batch{self->state.steps, {*u}});
-    };
-    self->request(st.group, st.group_cfg.step_timeout, export_atom::value, std::move(req))
-        .then([=](std::vector<float>& kv) { u->kv = std::move(kv); send(); },
-              [=](caf::error&) { send(); });  // no KV: the decode replica recomputes it
+    st.engine->export_handoff(o.id, [self, sink, u](std::vector<float> kv) {
+      u->kv = std::move(kv);
+      self->send(sink, token_batch{self->state.steps, {std::move(*u)}});
+    });
   }
   outputs.erase(std::remove_if(outputs.begin(), outputs.end(), handoff), outputs.end());
 }
 
-// A step on the worker group: plan here, forward there, sample here when the logits return.
-void group_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
+// One engine step; its outputs go out when the executor is done with it (at once, after the
+// cost model's time on the sim backend, or when the worker group answers).
+void run_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
   auto& st = self->state;
   if (st.engine->step_in_flight() || !st.engine->has_unfinished()) return;
-  engine::forward_plan plan = st.engine->begin_step();
-  if (plan.empty()) {
-    auto outputs = st.engine->finish_step({}, 0);
+  st.engine->step([self](std::vector<engine::request_output> outputs) {
+    ++self->state.steps;
     settle_handoffs(self, outputs);
     deliver(self, outputs);
     schedule_step(self);
-    return;
-  }
-  self->request(st.group, st.group_cfg.step_timeout, execute_atom::value, stage_input{std::move(plan), {}, 0})
-      .then(
-          [=](step_logits& r) {
-            auto& st = self->state;
-            auto outputs = st.engine->finish_step(r.logits, r.seconds);
-            ++st.steps;
-            settle_handoffs(self, outputs);
-            deliver(self, outputs);
-            schedule_step(self);
-          },
-          [=](caf::error& err) {
-            // A rank died (or hung) with the step: its KV is gone. Every running sequence is
-            // recomputed on the restarted group; outputs are unchanged.
-            auto& st = self->state;
-            st.engine->lose_kv();
-            const bool hung = err == caf::sec::request_timeout;
-            auto resume = [=](group_status) { schedule_step(self); };
-            auto give_up = [=](caf::error& e) { self->quit(e); };
-            if (hung)
-              self->request(st.group, st.group_cfg.step_timeout, restart_atom::value).then(resume, give_up);
-            else
-              self->request(st.group, st.group_cfg.step_timeout, ready_atom::value).then(resume, give_up);
-          });
+  });
 }
 
 // The head that submitted requests is gone (killed, cut off): nobody reads their tokens, so
@@ -145,10 +113,10 @@ bool on_sink_down(scheduler_actor::stateful_pointer<scheduler_state> self, const
 
 scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_pointer<scheduler_state> self) {
   return {
-      [=](submit_atom, const generate_request& r, token_sink sink) -> caf::result<bool> {
+      [=](submit_atom, const engine::request& r, token_sink sink) -> caf::result<bool> {
         auto& st = self->state;
         try {
-          st.engine->add_request(to_engine_request(r));
+          st.engine->add_request(r);
         } catch (const input_error& err) {
           return caf::make_error(caf::sec::invalid_argument, err.what());
         }
@@ -181,26 +149,13 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
         return self->state.group;
       },
       [=](step_atom) {
-        auto& st = self->state;
-        st.step_pending = false;
-        if (st.group) return group_step(self);
-        if (!st.held.empty()) {  // sim: the previous step's time has passed
-          settle_handoffs(self, st.held);
-          deliver(self, st.held);
-          st.held.clear();
-        }
-        if (!st.engine->has_unfinished()) return;
-        auto outputs = st.engine->step();
-        ++st.steps;
-        if (!st.engine->simulated()) {
-          deliver(self, outputs);
-          schedule_step(self);
-          return;
-        }
-        st.held = std::move(outputs);
-        st.step_pending = true;
-        const auto cost = std::chrono::duration<double>(st.engine->stats().last_forward_seconds);
-        self->delayed_send(self, std::chrono::duration_cast<std::chrono::microseconds>(cost), step_atom::value);
+        self->state.step_pending = false;
+        run_step(self);
+      },
+      [=](wake_atom) {
+        auto then = std::move(self->state.wake);
+        self->state.wake = nullptr;
+        if (then) then();
       },
   };
 }
@@ -213,14 +168,15 @@ scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<sched
                                          std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg,
                                          group_config group) {
   auto& st = self->state;
-  st.engine = std::make_unique<engine::engine>(model->config(), std::move(tok), cfg);
   st.group_cfg = group;
   // The ranks' KV has the geometry of the engine's block pool. Monitors, not links, tie the
   // replica's lifetime to its group both ways: a link would pass an exit_reason::kill on
   // unconditionally, through the scheduler to its node agent and every other replica there.
-  const kv::kv_cache_config cache{st.engine->blocks().num_blocks(), cfg.sched.block_size, cfg.kv_type};
-  st.group = self->spawn<caf::monitored>(group_supervisor, std::move(model), cache, group,
+  st.group = self->spawn<caf::monitored>(group_supervisor, model, engine::kv_geometry(cfg, model->config()), group,
                                          caf::actor_cast<caf::actor>(self));
+  auto exec = std::make_unique<group_executor<scheduler_actor::stateful_pointer<scheduler_state>>>(self, st.group,
+                                                                                                   group.step_timeout);
+  st.engine = std::make_unique<engine::engine>(model->config(), std::move(tok), cfg, std::move(exec));
   self->set_down_handler([=](const caf::down_msg& m) {
     if (on_sink_down(self, m)) return;
     if (m.source == self->state.group.address())
@@ -231,7 +187,14 @@ scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<sched
 
 scheduler_actor::behavior_type sim_scheduler(scheduler_actor::stateful_pointer<scheduler_state> self,
                                              model::model_config shape, sim::gpu_spec gpu, engine::engine_config cfg) {
-  self->state.engine = std::make_unique<engine::engine>(shape, gpu, cfg);
+  // The cost model's time for each step passes as a delayed message, so no thread sleeps.
+  auto wait = [self](double seconds, std::function<void()> then) {
+    self->state.wake = std::move(then);
+    const auto d = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(seconds));
+    self->delayed_send(self, d, wake_atom::value);
+  };
+  auto exec = std::make_unique<engine::sim_executor>(shape, gpu, wait);
+  self->state.engine = std::make_unique<engine::engine>(shape, nullptr, cfg, std::move(exec));
   self->set_down_handler([=](const caf::down_msg& m) { on_sink_down(self, m); });
   return scheduler_behavior(self);
 }

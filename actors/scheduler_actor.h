@@ -6,6 +6,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <functional>
 #include <set>
 
 #include "actors/protocol/engine_protocol.h"
@@ -19,7 +20,7 @@ struct scheduler_state {
   std::map<std::string, token_sink> sinks;  // where each live request's tokens go
   std::set<caf::actor_addr> watched_sinks;  // monitored: a sink that dies (its head) aborts its requests
   bool step_pending = false;                // a step_atom is in the mailbox
-  std::vector<engine::request_output> held; // sim: outputs of the step whose time is passing
+  std::function<void()> wake;                // sim: what to do when the step's time has passed
   std::uint64_t steps = 0;
   group_actor group;        // null for sim
   group_config group_cfg;

@@ -8,7 +8,9 @@ void register_worker_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<engine::kv_import>("troupe.kv_import");
   cfg.add_message_type<kv_export>("troupe.kv_export");
   cfg.add_message_type<std::vector<float>>("troupe.floats");
-  cfg.add_message_type<step_logits>("troupe.step_logits");
+  cfg.add_message_type<engine::step_result>("troupe.step_result");
+  cfg.add_message_type<sampling::sampling_row>("troupe.sampling_row");
+  cfg.add_message_type<sampling::sampled_token>("troupe.sampled_token");
   cfg.add_message_type<group_status>("troupe.group_status");
   cfg.add_message_type<worker_actor>("troupe.worker_actor");
   cfg.add_message_type<std::vector<worker_actor>>("troupe.worker_actors");
@@ -29,7 +31,7 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
   st.last = last;
   st.next = std::move(next);
   return {
-      [=](execute_atom, stage_input& in) -> caf::result<step_logits> {
+      [=](execute_atom, stage_input& in) -> caf::result<engine::step_result> {
         auto& st = self->state;
         const auto t0 = std::chrono::steady_clock::now();
         const model::forward_batch b = engine::view(in.plan);
@@ -47,9 +49,12 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
           stage_input out{std::move(in.plan), std::move(st.ws.x), spent()};
           return self->delegate(st.next, execute_atom::value, std::move(out));
         }
-        step_logits r;
-        r.logits.resize(in.plan.logit_rows.size() * std::size_t(st.model->config().vocab_size));
-        st.model->head(b, st.ws, r.logits.data());
+        // The last rank chooses the tokens where the logits are; only ids leave it.
+        const auto& mc = st.model->config();
+        st.logits.resize(in.plan.logit_rows.size() * std::size_t(mc.vocab_size));
+        st.model->head(b, st.ws, st.logits.data());
+        engine::step_result r;
+        r.tokens = sampling::sample_rows(st.logits, in.plan.sampling, mc.vocab_size, mc.eos_token_ids);
         r.seconds = spent();
         return r;
       },
@@ -131,7 +136,7 @@ group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_
                                                               std::to_string(st.restarts) + " restarts"));
   });
   return {
-      [=](execute_atom, stage_input& in) -> caf::result<step_logits> {
+      [=](execute_atom, stage_input& in) -> caf::result<engine::step_result> {
         return self->delegate(self->state.ranks.front(), execute_atom::value, std::move(in));
       },
       [=](export_atom, kv_export& x) -> caf::result<std::vector<float>> {

@@ -26,6 +26,7 @@ struct worker_state {
   std::shared_ptr<const model::llama_model> model;
   std::unique_ptr<kv::kv_cache> cache;  // this rank's layers only
   model::forward_workspace ws;
+  std::vector<float> logits;  // the last rank's, reused every step
   int first = 0, last = 0;
   worker_actor next;  // null on the last rank
   static inline const char* name = "troupe.worker";

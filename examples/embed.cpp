@@ -25,7 +25,7 @@ actors::token_sink::behavior_type printer(actors::token_sink::pointer self) {
           for (auto t : u.tokens) std::printf("token %d\n", t);
           if (!u.text.empty()) std::printf("text so far + \"%s\"\n", u.text.c_str());  // never half a character
           if (u.finished) {
-            std::printf("finished: %s after %d tokens\n", u.finish_reason.c_str(), u.output_tokens);
+            std::printf("finished: %s after %d tokens\n", engine::finish_reason_name(u.reason), u.output_tokens);
             self->quit();
           }
         }
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   actors::local_cluster troupe_actors(sys, topo, model, tok);  // router, request owner, 2 replicas
 
   auto sink = sys.spawn(printer);
-  actors::generate_request r;
+  engine::request r;
   r.id = "hello";
   r.prompt = tok->encode("Hello from my own actor system");
   r.params.max_tokens = 8;

@@ -10,40 +10,19 @@
 #include "actors/protocol/worker_protocol.h"
 #include "runtime/engine/request.h"
 
-namespace troupe::sampling {
 
-// On the wire the optional seed travels as a flag and a value.
+namespace troupe::engine {
+
+// The one request type: what a client's request owner submits is what the engine queues.
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
-  bool has_seed = x.seed.has_value();
-  std::uint64_t seed = x.seed.value_or(0);
-  auto restore_seed = caf::meta::load_callback([&]() -> caf::error {
-    x.seed = has_seed ? std::optional<std::uint64_t>(seed) : std::nullopt;
-    return caf::none;
-  });
-  return f(caf::meta::type_name("sampling_params"), x.temperature, x.top_k, x.top_p, x.min_p, x.repetition_penalty,
-           x.presence_penalty, x.frequency_penalty, has_seed, seed, x.max_tokens, x.stop_token_ids, x.stop,
-           x.ignore_eos, x.logprobs, x.logit_bias, x.min_tokens, x.include_stop_str_in_output, restore_seed);
+typename Inspector::result_type inspect(Inspector& f, request& x) {
+  return f(caf::meta::type_name("request"), x.id, x.prompt, x.generated, x.params, x.priority, x.prefill_only, x.kv,
+           x.cache_salt, x.public_prefix);
 }
 
-}  // namespace troupe::sampling
+}  // namespace troupe::engine
 
 namespace troupe::actors {
-
-// A request for one replica: prompt + tokens generated so far (non-empty after a migration,
-// so the replica continues the sequence instead of restarting it) and sampling parameters.
-struct generate_request {
-  std::string id;
-  std::vector<std::int32_t> prompt;
-  std::vector<std::int32_t> generated;  // already streamed to the client; not sent again
-  sampling::sampling_params params;     // max_tokens counts generated + new tokens
-  std::int32_t priority = 0;
-  // Disaggregated serving: a prefill replica stops after the first token and hands the KV
-  // over (finish_reason "handoff"); a decode replica gets that KV here and does not recompute
-  // it (empty: recompute, as after a migration).
-  bool prefill_only = false;
-  std::vector<float> kv;
-};
 
 // One request's progress in one step.
 struct token_update {
@@ -51,7 +30,8 @@ struct token_update {
   std::vector<std::int32_t> tokens;  // new this step
   std::string text;                  // text those tokens completed
   bool finished = false;
-  std::string finish_reason;         // "stop", "length", "abort", or an error message
+  engine::finish_reason reason = engine::finish_reason::none;  // set when finished
+  std::string error;                 // reason error: what went wrong
   std::int32_t prompt_tokens = 0;
   std::int32_t output_tokens = 0;    // total, including tokens generated before a migration
   // Per token of `tokens` when the request asked for logprobs: the chosen token's, and the top
@@ -62,7 +42,7 @@ struct token_update {
   // On the final update: queue, prefill and decode time on the replica that finished it.
   double queue_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
   std::int32_t migrations = 0;  // times the request moved so far (set by the request owner)
-  std::vector<float> kv;         // finish_reason "handoff": the KV for the decode replica
+  std::vector<float> kv;         // reason handoff: the KV for the decode replica
 };
 
 // Everything one step produced for one destination: tokens travel once per step per
@@ -93,15 +73,16 @@ typename Inspector::result_type inspect(Inspector& f, load_report& x) {
            x.used_blocks, x.total_blocks, x.steps, x.forward_seconds, x.kv_losses, x.preemptions, x.prompt_tokens_computed, x.generated_tokens);
 }
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
-  return f(caf::meta::type_name("generate_request"), x.id, x.prompt, x.generated, x.params, x.priority,
-           x.prefill_only, x.kv);
-}
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_update& x) {
-  return f(caf::meta::type_name("token_update"), x.id, x.tokens, x.text, x.finished, x.finish_reason,
+  auto reason = static_cast<std::uint8_t>(x.reason);
+  auto load_reason = caf::meta::load_callback([&]() -> caf::error {
+    if (reason > static_cast<std::uint8_t>(engine::finish_reason::error)) return caf::sec::invalid_argument;
+    x.reason = static_cast<engine::finish_reason>(reason);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("token_update"), x.id, x.tokens, x.text, x.finished, reason, load_reason, x.error,
            x.prompt_tokens, x.output_tokens, x.logprobs, x.top_ids, x.top_logprobs, x.queue_seconds,
            x.prefill_seconds, x.decode_seconds, x.migrations, x.kv);
 }
@@ -119,12 +100,13 @@ using abort_atom = caf::atom_constant<caf::atom("abort")>;
 using step_atom = caf::atom_constant<caf::atom("step")>;
 using load_atom = caf::atom_constant<caf::atom("load")>;
 using group_atom = caf::atom_constant<caf::atom("group")>;
+using wake_atom = caf::atom_constant<caf::atom("wake")>;
 
 // The scheduler of one replica.
 using scheduler_actor = caf::typed_actor<
     // Queue a request; its tokens go to the sink. Replies true, or an error naming what was
     // wrong with the request (nothing is queued then).
-    caf::replies_to<submit_atom, generate_request, token_sink>::with<bool>,
+    caf::replies_to<submit_atom, engine::request, token_sink>::with<bool>,
     // End a request now and free its blocks; its final update (reason "abort") follows.
     caf::reacts_to<abort_atom, std::string>,
     // The replica's current load.
@@ -132,14 +114,11 @@ using scheduler_actor = caf::typed_actor<
     // The supervisor of the replica's worker ranks (sim replicas have none: an error).
     caf::replies_to<group_atom>::with<group_actor>,
     // Internal: run one engine step (the actor sends it to itself while it has work).
-    caf::reacts_to<step_atom>>;
+    caf::reacts_to<step_atom>,
+    // Internal: a sim step's time has passed.
+    caf::reacts_to<wake_atom>>;
 
 // Adds every message type of this protocol to a config. Call once per actor system.
 void register_engine_protocol(caf::actor_system_config& cfg);
-
-// The engine request a generate_request stands for, and back (the KV copied between the
-// engine's shared buffer and the message's own).
-engine::request to_engine_request(const generate_request& r);
-generate_request to_generate_request(const engine::request& r);
 
 }  // namespace troupe::actors

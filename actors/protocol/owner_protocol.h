@@ -27,7 +27,7 @@ using migrations_atom = caf::atom_constant<caf::atom("migrations")>;
 using owner_actor = caf::typed_actor<
     // A client's request; its tokens go to the client's sink in batches. Replies true once a
     // replica accepted it, or an error (bad request, no replica): then no tokens follow.
-    caf::replies_to<submit_atom, generate_request, token_sink>::with<bool>,
+    caf::replies_to<submit_atom, engine::request, token_sink>::with<bool>,
     // The client gives up on a request: the replica frees its blocks at once.
     caf::reacts_to<abort_atom, std::string>,
     // Tokens from the replicas.

@@ -4,16 +4,55 @@
 //
 // One step: the scheduler sends execute(stage_input{plan}) to the supervisor, which delegates
 // it to rank 0; rank k runs its layers and delegates (plan, hidden state) to rank k + 1; the
-// last rank computes the logits and answers the scheduler directly.
+// last rank computes the logits, chooses the tokens and answers the scheduler directly.
 #pragma once
 #include <caf/all.hpp>
 
 #include <cstdint>
 #include <vector>
 
+#include "runtime/engine/executor.h"
 #include "runtime/engine/forward_plan.h"
 
+namespace troupe::sampling {
+
+// On the wire the optional seed travels as a flag and a value.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
+  bool has_seed = x.seed.has_value();
+  std::uint64_t seed = x.seed.value_or(0);
+  auto restore_seed = caf::meta::load_callback([&]() -> caf::error {
+    x.seed = has_seed ? std::optional<std::uint64_t>(seed) : std::nullopt;
+    return caf::none;
+  });
+  return f(caf::meta::type_name("sampling_params"), x.temperature, x.top_k, x.top_p, x.min_p, x.repetition_penalty,
+           x.presence_penalty, x.frequency_penalty, has_seed, seed, x.max_tokens, x.stop_token_ids, x.stop,
+           x.ignore_eos, x.logprobs, x.logit_bias, x.min_tokens, x.include_stop_str_in_output, restore_seed);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sampling_row& x) {
+  return f(caf::meta::type_name("sampling_row"), x.params, x.seed, x.num_output, x.prompt_len, x.history);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, token_logprobs& x) {
+  return f(caf::meta::type_name("token_logprobs"), x.logprob, x.top_ids, x.top_logprobs);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sampled_token& x) {
+  return f(caf::meta::type_name("sampled_token"), x.token, x.logprobs);
+}
+
+}  // namespace troupe::sampling
+
 namespace troupe::engine {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_result& x) {
+  return f(caf::meta::type_name("step_result"), x.tokens, x.seconds);
+}
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_import& x) {
@@ -22,7 +61,8 @@ typename Inspector::result_type inspect(Inspector& f, kv_import& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, forward_plan& x) {
-  return f(caf::meta::type_name("forward_plan"), x.tokens, x.positions, x.seq_of_token, x.tables, x.logit_rows, x.imports);
+  return f(caf::meta::type_name("forward_plan"), x.tokens, x.positions, x.seq_of_token, x.tables, x.logit_rows, x.sampling,
+           x.imports);
 }
 
 }  // namespace troupe::engine
@@ -37,12 +77,9 @@ struct stage_input {
   double seconds = 0;  // forward time spent by earlier ranks
 };
 
-// What the last rank answers: the logits of plan.logit_rows ([rows][vocab]) and the forward
-// time summed over the ranks (time in messages between ranks is not in it).
-struct step_logits {
-  std::vector<float> logits;
-  double seconds = 0;
-};
+// What the last rank answers is an engine::step_result: the tokens it chose from the logits of
+// plan.logit_rows (never the logits themselves) and the forward time summed over the ranks
+// (time in messages between ranks is not in it).
 
 // Read a handed-off sequence's KV out of the ranks: each rank fills its layers' part of
 // `data` (sized for every layer of the model, kv::kv_cache::export_kv layout).
@@ -63,10 +100,6 @@ typename Inspector::result_type inspect(Inspector& f, stage_input& x) {
   return f(caf::meta::type_name("stage_input"), x.plan, x.hidden, x.seconds);
 }
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, step_logits& x) {
-  return f(caf::meta::type_name("step_logits"), x.logits, x.seconds);
-}
-template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_export& x) {
   return f(caf::meta::type_name("kv_export"), x.table, x.positions, x.data);
 }
@@ -84,8 +117,8 @@ using export_atom = caf::atom_constant<caf::atom("export")>;
 // One worker rank: a pipeline stage holding a range of layers and the KV tensors of exactly
 // those layers. Its role (prefill, decode or both) is its replica's.
 using worker_actor = caf::typed_actor<
-    // Run this rank's layers of the step; answers (through the last rank) with the logits.
-    caf::replies_to<execute_atom, stage_input>::with<step_logits>,
+    // Run this rank's layers of the step; answers (through the last rank) with the tokens.
+    caf::replies_to<execute_atom, stage_input>::with<engine::step_result>,
     // Add this rank's layers of a sequence's KV; answers (through the last rank) with all of it.
     caf::replies_to<export_atom, kv_export>::with<std::vector<float>>>;
 
@@ -95,7 +128,7 @@ using worker_actor = caf::typed_actor<
 // replica (the request owner then moves its requests).
 using group_actor = caf::typed_actor<
     // One step, delegated to rank 0. Fails if a rank dies while it runs.
-    caf::replies_to<execute_atom, stage_input>::with<step_logits>,
+    caf::replies_to<execute_atom, stage_input>::with<engine::step_result>,
     // A sequence's KV for a decode replica, gathered from every rank.
     caf::replies_to<export_atom, kv_export>::with<std::vector<float>>,
     // Answers once every rank death seen before it was handled (the group is whole again).

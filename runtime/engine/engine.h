@@ -1,19 +1,21 @@
 // The engine: continuous batching over a paged KV cache. Requests join and leave at every
-// step; each step runs one forward pass over the scheduled tokens of every running sequence.
+// step; each step schedules the tokens of every running sequence (sched::plan_step), has the
+// executor run them (executor.h) and turns the chosen tokens into outputs (output_processor.h).
+// The KV blocks, the prefix cache and the block tables belong to the kv_cache_manager.
 #pragma once
 #include <cstdint>
-#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
-#include "runtime/engine/forward_plan.h"
+#include "runtime/engine/executor.h"
+#include "runtime/engine/output_processor.h"
 #include "runtime/engine/request.h"
-#include "runtime/kv/block_pool.h"
 #include "runtime/kv/kv_cache.h"
+#include "runtime/kv/kv_cache_manager.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/sched/scheduler.h"
 #include "runtime/sim/cost_model.h"
@@ -27,6 +29,10 @@ struct engine_config {
   std::size_t kv_memory_bytes = std::size_t(256) << 20;  // sizes the block pool
   int num_blocks = 0;                                    // overrides kv_memory_bytes when > 0
   int max_model_len = 0;                                 // 0: the model's max_position_embeddings
+  bool prefix_caching = true;                            // reuse computed blocks of equal prefixes
+  // What the KV depends on besides the tokens: "<model id>@<revision>". Every replica of a
+  // model must use the same key (it roots the block hashes the router compares).
+  std::string model_key = "model";
 };
 
 struct engine_stats {
@@ -36,24 +42,21 @@ struct engine_stats {
   std::uint64_t prompt_tokens_computed = 0;   // includes recomputation after preemption
   std::uint64_t generated_tokens = 0;
   std::uint64_t preemptions = 0;
-  std::uint64_t kv_losses = 0;              // lose_kv() calls: the workers' KV was lost
+  std::uint64_t kv_losses = 0;              // steps whose KV was lost (the executor failed)
   std::uint64_t recomputed_after_loss = 0;  // sequences sent back to recompute by them
 };
+
+// How many KV blocks the config gives a model, and the geometry an executor sizes its cache by.
+int kv_pool_blocks(const engine_config& cfg, const model::model_config& m);
+kv::kv_cache_config kv_geometry(const engine_config& cfg, const model::model_config& m);
 
 class engine {
  public:
   // `tok` may be null: prompts are then token ids only and outputs carry no text.
-  engine(std::shared_ptr<const model::llama_model> model, std::shared_ptr<const tokenizer::tokenizer> tok,
-         engine_config cfg);
-  // The sim backend: the same scheduling and block accounting with no weights and no KV
-  // tensors; each step computes nothing, returns deterministic tokens (a hash of the request
-  // seed and position, never an EOS id) and reports the cost model's time for it as
-  // stats().last_forward_seconds. The caller lets that time pass.
-  engine(const model::model_config& shape, const sim::gpu_spec& gpu, engine_config cfg);
-  // The scheduling half only: the forward runs on workers that own the KV tensors (sized from
-  // the same config). Drive it with begin_step / finish_step; step() is not available.
-  engine(const model::model_config& shape, std::shared_ptr<const tokenizer::tokenizer> tok, engine_config cfg);
+  engine(model::model_config shape, std::shared_ptr<const tokenizer::tokenizer> tok, engine_config cfg,
+         std::unique_ptr<executor> exec);
   ~engine();
+  engine(engine&&) = default;
 
   // Queues a request. Throws input_error (naming the field) for a duplicate id, an empty
   // prompt, a token id outside the vocabulary, invalid sampling parameters, or a prompt that
@@ -61,28 +64,27 @@ class engine {
   void add_request(request r);
 
   // Ends a request now and frees its blocks; its final output (reason abort) comes from the
-  // next step(). Returns false if the id is not live.
+  // next step. Returns false if the id is not live.
   bool abort(const std::string& id);
 
-  // Runs one scheduling step and forward pass; returns the outputs of every request that made
-  // progress or finished. step() == begin_step + the forward + finish_step.
+  // Runs one step: schedules (admits, preempts, allocates blocks), has the executor run the
+  // plan, and calls `emit` with the outputs of every request that made progress or finished,
+  // at once or when the executor is done. Between, add_request is fine and abort() takes
+  // effect when the step ends. If the executor fails, the KV is lost (lose_kv) and `emit`
+  // gets what ended anyway (aborts).
+  using emit_fn = std::function<void(std::vector<request_output>)>;
+  void step(emit_fn emit);
+  // One step with an executor that completes at once (CPU, sim without a clock).
   std::vector<request_output> step();
+  bool step_in_flight() const { return pending_ != nullptr; }
 
-  // A step in two halves, for a forward that runs elsewhere. begin_step schedules (admits,
-  // preempts, allocates blocks) and hands over the plan the workers execute (its block ids
-  // stay allocated until finish_step or lose_kv). finish_step takes the logits of plan.logit_rows ([rows][vocab]; empty in
-  // sim mode) and the forward's time, samples, and returns the outputs. Between the two,
-  // add_request is fine and abort() takes effect when the step finishes.
-  forward_plan begin_step();
-  std::vector<request_output> finish_step(std::span<const float> logits, double forward_seconds);
-  bool step_in_flight() const { return pending_.has_value(); }
+  // A request that ended with reason handoff: its KV (executor::export_kv), then its blocks
+  // are freed. `done` gets an empty vector if there is none to give (the receiver recomputes).
+  void export_handoff(const std::string& id, executor::kv_done done);
 
-  // Frees the blocks a handed-off request still holds (after its KV was exported).
-  void release_held(const std::string& id);
-
-  // The workers lost their KV (a rank died, the group restarted): the step in flight, if any,
-  // is dropped, and every running sequence goes back to waiting with its tokens kept, to be
-  // recomputed, exactly as after a preemption. Outputs are unchanged by it.
+  // The executor's KV was lost (a rank died, the group restarted): every running sequence goes
+  // back to waiting with its tokens kept, to be recomputed as after a preemption, and the
+  // prefix cache forgets everything. Outputs are unchanged by it.
   void lose_kv();
 
   bool has_unfinished() const { return !seqs_.empty() || !aborted_.empty(); }
@@ -90,51 +92,52 @@ class engine {
   std::size_t num_waiting() const { return waiting_.size(); }
   // Tokens of waiting sequences not yet computed (what a router weighs as queued prefill).
   std::size_t waiting_prompt_tokens() const;
-  const kv::block_pool& blocks() const { return pool_; }
+  const kv::kv_cache_manager& kv() const { return kv_; }
+  kv::kv_cache_manager& kv() { return kv_; }
+  const kv::block_pool& blocks() const { return kv_.pool(); }
   const engine_stats& stats() const { return stats_; }
   const engine_config& config() const { return cfg_; }
   const model::model_config& model_config() const { return mc_; }
-  bool simulated() const { return sim_.has_value(); }
   const tokenizer::tokenizer* tokenizer() const { return tok_.get(); }
+  executor& exec() { return *exec_; }
 
  private:
   struct sequence;
+  struct pending;
+  forward_plan begin_step();
+  std::vector<request_output> finish_step(std::optional<step_result> result);
   // Releases the sequence's blocks, fills the final fields of `o` and forgets the sequence.
   void finish(sequence& s, finish_reason why, request_output& o);
-  finish_reason check_stop(sequence& s, std::string& delta);
-  std::int32_t sample(const sequence& s, const float* logits_row, std::vector<float>& scratch) const;
-  std::int32_t sim_token(const sequence& s) const;
   void apply_deferred_aborts();
+  sampling::sampling_row sampling_row_of(const sequence& s) const;
 
-  struct pending {  // the step between begin_step and finish_step
-    pending() {}  // user-provided: clang cannot see default member initializers of a nested class here
-    std::size_t logit_rows = 0;      // rows of logits the plan asked for
-    bool computes = false;           // the plan has tokens (a forward ran)
-    std::vector<std::uint64_t> ids;  // scheduled sequences, in plan order
-    std::vector<int> new_tokens;     // tokens each computes this step
-    std::vector<int> logit_row;      // its row in the logits, or -1 (a prefill chunk)
-    std::vector<request_output> out; // aborts finished before the step
-  };
-
-  std::shared_ptr<const model::llama_model> model_;  // null in sim mode
   model::model_config mc_;
-  std::optional<sim::gpu_spec> sim_;
   std::shared_ptr<const tokenizer::tokenizer> tok_;
   engine_config cfg_;
-  kv::block_pool pool_;
-  std::unique_ptr<kv::kv_cache> cache_;  // null in sim mode
+  std::unique_ptr<executor> exec_;
+  kv::kv_cache_manager kv_;
+  output_processor outputs_;
   std::map<std::uint64_t, std::unique_ptr<sequence>> seqs_;
   std::map<std::string, std::uint64_t> by_name_;
   std::vector<std::uint64_t> running_, waiting_;
   std::vector<request_output> aborted_;
-  std::optional<pending> pending_;
+  std::unique_ptr<pending> pending_;  // set while a step is with the executor
   std::vector<std::string> deferred_aborts_;
-  std::map<std::string, std::vector<kv::block_id>> held_;  // handed-off requests' blocks
+  struct held_kv {
+    std::uint64_t seq = 0;
+    int positions = 0;
+  };
+  std::map<std::string, held_kv> held_;  // handed-off requests whose blocks are kept
   std::uint64_t next_id_ = 1;
+  kv::block_hash root_;
   engine_stats stats_;
-  std::vector<float> logits_;
-  model::forward_workspace workspace_;
 };
+
+// An engine whose forward runs on this process's CPU over `model`'s weights.
+engine cpu_engine(std::shared_ptr<const model::llama_model> model, std::shared_ptr<const tokenizer::tokenizer> tok,
+                  engine_config cfg);
+// An engine over the sim backend (no weights, no KV tensors; see sim_executor.h).
+engine sim_engine(const model::model_config& shape, const sim::gpu_spec& gpu, engine_config cfg);
 
 // Runs requests to completion on a fresh engine and returns each one's generated tokens, in
 // the order given. For tests and `troupe generate`.

@@ -23,10 +23,18 @@ struct request {
   // The KV a prefill replica exported: every token of prompt + generated except the last
   // generated one, laid out as kv::kv_cache::export_kv writes it. The engine imports it in
   // the request's first step instead of recomputing it. Needs at least one generated token.
-  std::shared_ptr<const std::vector<float>> kv;
+  // Empty: computed here.
+  std::vector<float> kv;
+  // Prefix-cache isolation: blocks are shared only between requests with the same salt (a
+  // tenant), except the first `public_prefix` tokens (a prompt the topology made public),
+  // whose whole blocks every tenant shares.
+  std::string cache_salt;
+  std::int32_t public_prefix = 0;
 };
 
-enum class finish_reason { none, stop, length, abort, handoff };
+// Why a request ended here. handoff: a prefill replica passed it on with its KV; error: it
+// failed outside the engine (its replica was lost and it could not be placed again).
+enum class finish_reason : std::uint8_t { none, stop, length, abort, handoff, error };
 
 const char* finish_reason_name(finish_reason r);
 

@@ -70,7 +70,7 @@ BOOST_AUTO_TEST_CASE(a_request_that_cannot_be_placed_ends_with_an_error) {
   std::string err;
   for (int attempt = 0; attempt < 100 && err.find("no replica") == std::string::npos; ++attempt) {
     r.id = "r" + std::to_string(attempt);
-    self->request(cluster.owner(), std::chrono::seconds(30), submit_atom::value, to_generate_request(r),
+    self->request(cluster.owner(), std::chrono::seconds(30), submit_atom::value, r,
                   caf::actor_cast<token_sink>(self))
         .receive([&](bool) {}, [&](caf::error& e) { err = sys.render(e); });
   }
@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_CASE(a_sim_topology_serves_many_requests_deterministically) {
     caf::scoped_actor self{sys};
     std::map<std::string, std::vector<std::int32_t>> tokens;
     for (int i = 0; i < 300; ++i) {
-      generate_request r;
+      engine::request r;
       r.id = "s" + std::to_string(i);
       r.prompt.assign(std::size_t(10 + i % 50), 5);
       r.params.max_tokens = 4 + i % 7;

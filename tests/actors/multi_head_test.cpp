@@ -53,7 +53,7 @@ const int max_tokens = 24;
 std::string expected_text(int i) {
   static auto model = std::shared_ptr<const model::llama_model>(model::llama_model::load(tiny()));
   static auto tok = std::shared_ptr<const tokenizer::tokenizer>(tokenizer::tokenizer::load(tiny() + "/tokenizer.json"));
-  engine::engine e(model, tok, {});
+  auto e = engine::cpu_engine(model, tok, {});
   engine::request r;
   r.id = "x";
   r.prompt = prompt_of(i);

@@ -39,7 +39,7 @@ void fail_a_node_mid_generation(bool greedy, fault how, const std::string& confi
   const auto reqs = test::mixed_requests(32, model->config().vocab_size, greedy, 120);
   std::vector<std::vector<std::int32_t>> expected;
   {
-    engine::engine e(model, nullptr, test::engine_cfg(512, 2048));
+    auto e = engine::cpu_engine(model, nullptr, test::engine_cfg(512, 2048));
     expected = engine::generate_all(e, reqs);
   }
 
@@ -87,7 +87,7 @@ void fail_a_node_mid_generation(bool greedy, fault how, const std::string& confi
   caf::scoped_actor self{sys};
   auto sink = caf::actor_cast<token_sink>(self);
   for (auto& r : reqs)
-    self->request(head.owner(), std::chrono::seconds(30), submit_atom::value, to_generate_request(r), sink)
+    self->request(head.owner(), std::chrono::seconds(30), submit_atom::value, r, sink)
         .receive([](bool ok) { BOOST_TEST(ok); }, [&](caf::error& e) { BOOST_FAIL("submit: " << sys.render(e)); });
   std::map<std::string, std::vector<std::int32_t>> got;
   std::map<std::string, int> finished;
@@ -105,7 +105,7 @@ void fail_a_node_mid_generation(bool greedy, fault how, const std::string& confi
             t.insert(t.end(), u.tokens.begin(), u.tokens.end());
             if (u.finished) {
               ++finished[u.id];
-              reasons[u.id] = u.finish_reason;
+              reasons[u.id] = engine::finish_reason_name(u.reason);
               ++done;
             }
           }

@@ -25,7 +25,7 @@ constexpr auto request_timeout = std::chrono::seconds(30);
 
 void check_actor_matches_engine(bool greedy) {
   const auto reqs = test::mixed_requests(64, small_model()->config().vocab_size, greedy, 120);
-  engine::engine baseline(small_model(), nullptr, test::engine_cfg(64, 512));
+  auto baseline = engine::cpu_engine(small_model(), nullptr, test::engine_cfg(64, 512));
   const auto expected = engine::generate_all(baseline, reqs);
 
   config cfg;
@@ -34,7 +34,7 @@ void check_actor_matches_engine(bool greedy) {
   caf::scoped_actor self{sys};
   auto sink = caf::actor_cast<token_sink>(self);
   for (auto& r : reqs)
-    self->request(sched, request_timeout, submit_atom::value, to_generate_request(r), sink)
+    self->request(sched, request_timeout, submit_atom::value, r, sink)
         .receive([](bool accepted) { BOOST_TEST(accepted); },
                  [&](caf::error& err) { BOOST_FAIL("submit failed: " << sys.render(err)); });
 
@@ -53,7 +53,7 @@ void check_actor_matches_engine(bool greedy) {
             if (u.finished) {
               ++finished[u.id];
               ++done;
-              BOOST_TEST(u.finish_reason == "length");
+              BOOST_TEST(int(u.reason) == int(engine::finish_reason::length));
               BOOST_TEST(u.output_tokens == int(t.size()));
             }
           }
@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_CASE(a_bad_request_is_refused_with_its_reason) {
   caf::actor_system sys{cfg};
   auto sched = sys.spawn(scheduler, small_model(), std::shared_ptr<const tokenizer::tokenizer>(), test::engine_cfg(64, 512), group_config{});
   caf::scoped_actor self{sys};
-  generate_request r;
+  engine::request r;
   r.id = "empty";
   self->request(sched, request_timeout, submit_atom::value, r, caf::actor_cast<token_sink>(self))
       .receive([](bool) { BOOST_FAIL("accepted an empty prompt"); },

@@ -29,7 +29,7 @@ std::shared_ptr<const tokenizer::tokenizer> tok() {
 
 // What the engine alone generates (greedy) for a prompt, as text.
 std::string engine_text(const std::vector<std::int32_t>& prompt, int max_tokens) {
-  engine::engine e(test::small_model(), tok(), test::engine_cfg(512, 2048));
+  auto e = engine::cpu_engine(test::small_model(), tok(), test::engine_cfg(512, 2048));
   engine::request r;
   r.id = "x";
   r.prompt = prompt;

@@ -18,7 +18,7 @@ using test::small_model;
 using outputs = std::vector<std::vector<std::int32_t>>;
 
 outputs run_batched(const std::vector<engine::request>& reqs, engine::engine_config cfg, engine::engine_stats* stats = nullptr) {
-  engine::engine e(small_model(), nullptr, cfg);
+  auto e = engine::cpu_engine(small_model(), nullptr, cfg);
   auto out = engine::generate_all(e, reqs);
   BOOST_TEST(e.blocks().num_free() == e.blocks().num_blocks());  // every block back
   if (stats) *stats = e.stats();
@@ -29,7 +29,7 @@ outputs run_alone(const std::vector<engine::request>& reqs, kernels::dtype kv = 
   outputs out;
   auto cfg = test::engine_cfg(512, 2048);
   cfg.kv_type = kv;
-  engine::engine e(small_model(), nullptr, cfg);
+  auto e = engine::cpu_engine(small_model(), nullptr, cfg);
   for (auto& r : reqs) {
     out.push_back(engine::generate_all(e, {r})[0]);
     BOOST_TEST_REQUIRE(e.blocks().num_free() == e.blocks().num_blocks());
@@ -62,7 +62,7 @@ BOOST_AUTO_TEST_CASE(greedy_tokens_do_not_depend_on_batching_chunking_or_preempt
 BOOST_AUTO_TEST_CASE(seeded_samples_do_not_depend_on_batching_chunking_or_preemption) { check_invariance(false); }
 
 BOOST_AUTO_TEST_CASE(abort_frees_blocks_and_reports_the_request_once) {
-  engine::engine e(small_model(), nullptr, test::engine_cfg(64, 256));
+  auto e = engine::cpu_engine(small_model(), nullptr, test::engine_cfg(64, 256));
   auto reqs = test::mixed_requests(4, small_model()->config().vocab_size, true);
   for (auto& r : reqs) e.add_request(r);
   e.step();
@@ -83,7 +83,7 @@ BOOST_AUTO_TEST_CASE(abort_frees_blocks_and_reports_the_request_once) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_requests_are_rejected_with_the_field_named) {
-  engine::engine e(small_model(), nullptr, test::engine_cfg(64, 256, 8));
+  auto e = engine::cpu_engine(small_model(), nullptr, test::engine_cfg(64, 256, 8));
   auto expect_error = [&](engine::request r, const std::string& needle) {
     try {
       e.add_request(r);
@@ -117,7 +117,7 @@ BOOST_AUTO_TEST_CASE(stop_token_ids_and_max_tokens_end_generation) {
   BOOST_TEST_REQUIRE(free_run[0].size() >= 4u);
   auto r = reqs[0];
   r.params.stop_token_ids = {free_run[0][2]};
-  engine::engine e(small_model(), nullptr, {});
+  auto e = engine::cpu_engine(small_model(), nullptr, {});
   e.add_request(r);
   std::vector<std::int32_t> got;
   engine::finish_reason why = engine::finish_reason::none;
@@ -149,7 +149,7 @@ BOOST_AUTO_TEST_CASE(stop_strings_cut_the_text_and_are_never_streamed_in_part) {
   r.params.max_tokens = 40;
   r.params.ignore_eos = true;
   auto run = [&](const engine::request& req, std::string& text, std::vector<std::string>& deltas) {
-    engine::engine e(small_model(), tok, {});
+    auto e = engine::cpu_engine(small_model(), tok, {});
     e.add_request(req);
     engine::finish_reason why = engine::finish_reason::none;
     while (e.has_unfinished())
@@ -205,29 +205,35 @@ BOOST_AUTO_TEST_CASE(a_request_resumed_from_its_generated_tokens_continues_exact
 namespace {
 
 // The forward of a pipeline of `ranks` stages, each with its own cache of its layers only, as
-// the worker actors run it.
-struct pipeline {
+// the worker actors run it, behind the executor interface. `fail_every` N: every Nth step fails
+// with its KV lost (a rank died) and the caches start empty again; `defer`: a step waits until
+// complete() (a step in flight on remote ranks).
+struct pipeline : engine::executor {
   std::shared_ptr<const model::llama_model> m;
   std::vector<std::unique_ptr<kv::kv_cache>> caches;
   std::vector<std::pair<int, int>> ranges;
   model::forward_workspace ws;
   std::vector<float> logits;
+  int num_blocks, fail_every = 0, steps = 0;
+  bool defer = false;
+  std::optional<std::pair<engine::forward_plan, step_done>> waiting;
 
-  pipeline(std::shared_ptr<const model::llama_model> model, int ranks, int num_blocks) : m(std::move(model)) {
+  pipeline(std::shared_ptr<const model::llama_model> model, int ranks, int blocks) : m(std::move(model)), num_blocks(blocks) {
     const int L = m->num_layers();
     for (int r = 0; r < ranks; ++r) ranges.emplace_back(L * r / ranks, L * (r + 1) / ranks);
-    reset(num_blocks);
+    reset();
   }
-  void reset(int num_blocks) {  // a group restart: fresh, empty caches
+  void reset() {  // a group restart: fresh, empty caches
     caches.clear();
     const auto& c = m->config();
     for (auto [a, b] : ranges)
       caches.push_back(std::make_unique<kv::kv_cache>(kv::kv_cache_config{num_blocks, 16, kernels::dtype::f32}, b - a,
                                                       c.num_key_value_heads, c.head_dim));
   }
-  std::span<const float> run(const engine::forward_plan& p) {
+  engine::step_result run(const engine::forward_plan& p) {
     const auto b = engine::view(p);
-    const std::size_t kvd = std::size_t(m->config().kv_dim());
+    const auto& c = m->config();
+    const std::size_t kvd = std::size_t(c.kv_dim());
     for (const auto& imp : p.imports)  // each rank writes its own layers of the payload
       for (std::size_t r = 0; r < ranges.size(); ++r)
         caches[r]->import_kv(p.tables[std::size_t(imp.seq)].data(), imp.positions,
@@ -239,44 +245,55 @@ struct pipeline {
       m->run_layers(b, ranges[r].first, ranges[r].second, *caches[r], stage);
       ws.x = std::move(stage.x);
     }
-    logits.resize(p.logit_rows.size() * std::size_t(m->config().vocab_size));
+    logits.resize(p.logit_rows.size() * std::size_t(c.vocab_size));
     m->head(b, ws, logits.data());
-    return logits;
+    return {sampling::sample_rows(logits, p.sampling, c.vocab_size, c.eos_token_ids), 0};
+  }
+  void execute(engine::forward_plan plan, step_done done) override {
+    if (fail_every > 0 && ++steps % fail_every == 0) {
+      reset();
+      return done(std::nullopt);
+    }
+    if (defer) {
+      waiting.emplace(std::move(plan), std::move(done));
+      return;
+    }
+    done(run(plan));
+  }
+  void complete() {
+    auto w = std::move(*waiting);
+    waiting.reset();
+    w.second(run(w.first));
+  }
+  void export_kv(std::vector<std::int32_t> table, int positions, kv_done done) override {
+    // Each rank exports its own layers into its part of the whole model's payload.
+    const auto& c = m->config();
+    std::vector<float> kv(std::size_t(c.num_hidden_layers) * positions * 2 * c.kv_dim());
+    for (std::size_t r = 0; r < ranges.size(); ++r)
+      caches[r]->export_kv(table.data(), positions, kv.data() + std::size_t(ranges[r].first) * positions * 2 * c.kv_dim());
+    done(std::move(kv));
   }
 };
+
+// An engine over a pipeline executor it owns; `pipe` is left pointing at that executor.
+engine::engine pipeline_engine(engine::engine_config cfg, int ranks, pipeline*& pipe) {
+  auto p = std::make_unique<pipeline>(small_model(), ranks, cfg.num_blocks);
+  pipe = p.get();
+  return engine::engine(small_model()->config(), nullptr, cfg, std::move(p));
+}
 
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_pipeline_split_forward_with_lost_kv_gives_the_same_tokens) {
-  // The worker path: the scheduling half of the engine plans, a 2-stage pipeline computes,
-  // and every fifth step the pipeline's KV is lost (a rank died) before the step finishes.
+  // The worker path: the engine plans, a 2-stage pipeline computes and samples, and every
+  // fifth step the pipeline's KV is lost (a rank died) before the step finishes.
   for (bool greedy : {true, false}) {
     const auto reqs = test::mixed_requests(12, small_model()->config().vocab_size, greedy);
     const outputs alone = run_alone(reqs);
-    auto cfg = test::engine_cfg(64, 256, 200);
-    engine::engine e(small_model()->config(), nullptr, cfg);
-    pipeline pipe(small_model(), 2, 200);
-    std::map<std::string, std::size_t> index;
-    for (std::size_t i = 0; i < reqs.size(); ++i) {
-      index[reqs[i].id] = i;
-      e.add_request(reqs[i]);
-    }
-    outputs got(reqs.size());
-    int step = 0;
-    while (e.has_unfinished()) {
-      const auto& plan = e.begin_step();
-      BOOST_TEST(e.step_in_flight());
-      if (++step % 5 == 0 && !plan.empty()) {
-        e.lose_kv();
-        pipe.reset(200);
-        continue;
-      }
-      const auto logits = plan.empty() ? std::span<const float>() : pipe.run(plan);
-      for (auto& o : e.finish_step(logits, 0)) {
-        auto& t = got[index.at(o.id)];
-        t.insert(t.end(), o.new_tokens.begin(), o.new_tokens.end());
-      }
-    }
+    pipeline* pipe = nullptr;
+    auto e = pipeline_engine(test::engine_cfg(64, 256, 200), 2, pipe);
+    pipe->fail_every = 5;
+    const outputs got = engine::generate_all(e, reqs);
     BOOST_TEST(e.stats().kv_losses > 0u);
     BOOST_TEST(e.blocks().num_free() == e.blocks().num_blocks());
     for (std::size_t i = 0; i < reqs.size(); ++i) BOOST_TEST(got[i] == alone[i], (greedy ? "greedy" : "seeded") << " request " << i);
@@ -285,16 +302,19 @@ BOOST_AUTO_TEST_CASE(a_pipeline_split_forward_with_lost_kv_gives_the_same_tokens
 
 BOOST_AUTO_TEST_CASE(an_abort_during_a_step_in_flight_ends_the_request_after_it) {
   auto reqs = test::mixed_requests(3, small_model()->config().vocab_size, true);
-  engine::engine e(small_model()->config(), nullptr, test::engine_cfg(512, 2048, 100));
-  pipeline pipe(small_model(), 1, 100);
+  pipeline* pipe = nullptr;
+  auto e = pipeline_engine(test::engine_cfg(512, 2048, 100), 1, pipe);
+  pipe->defer = true;
   for (auto& r : reqs) e.add_request(r);
-  const auto& plan = e.begin_step();
+  std::vector<engine::request_output> outs;
+  auto take = [&](std::vector<engine::request_output> o) { outs.insert(outs.end(), o.begin(), o.end()); };
+  e.step(take);
+  BOOST_TEST(e.step_in_flight());
   BOOST_TEST(e.abort("req-1"));  // its prompt is in the plan the workers are running
-  std::vector<engine::request_output> outs = e.finish_step(pipe.run(plan), 0);
-  while (e.has_unfinished()) {
-    const auto& p = e.begin_step();
-    for (auto& o : e.finish_step(p.empty() ? std::span<const float>() : pipe.run(p), 0)) outs.push_back(o);
-  }
+  pipe->complete();
+  BOOST_TEST(!e.step_in_flight());
+  pipe->defer = false;
+  while (e.has_unfinished()) e.step(take);
   int ends = 0, tokens = 0;
   for (auto& o : outs)
     if (o.id == "req-1") {
@@ -317,47 +337,37 @@ BOOST_AUTO_TEST_CASE(a_prefill_handed_off_with_its_kv_decodes_to_the_same_tokens
     const auto reqs = test::mixed_requests(10, small_model()->config().vocab_size, greedy);
     const outputs alone = run_alone(reqs);
     auto cfg = test::engine_cfg(64, 256, 200);
-    engine::engine p(small_model()->config(), nullptr, cfg), d(small_model()->config(), nullptr, cfg);
-    pipeline pp(small_model(), 2, 200), dp(small_model(), 3, 200);
-    auto drive = [](engine::engine& e, pipeline& pipe, auto on_output) {
-      while (e.has_unfinished()) {
-        const auto& plan = e.begin_step();
-        const auto logits = plan.empty() ? std::span<const float>() : pipe.run(plan);
-        for (auto& o : e.finish_step(logits, 0)) on_output(o);
-      }
-    };
-    for (auto r : reqs) {
-      r.prefill_only = true;
-      p.add_request(r);
-    }
+    pipeline *pp = nullptr, *dp = nullptr;
+    auto p = pipeline_engine(cfg, 2, pp);
+    auto d = pipeline_engine(cfg, 3, dp);
+    std::vector<engine::request> prefill = reqs;
+    for (auto& r : prefill) r.prefill_only = true;
     std::map<std::string, std::size_t> index;
     for (std::size_t i = 0; i < reqs.size(); ++i) index[reqs[i].id] = i;
     outputs got(reqs.size());
-    drive(p, pp, [&](engine::request_output& o) {
-      BOOST_TEST_REQUIRE(o.finished);
-      BOOST_TEST(engine::finish_reason_name(o.reason) == std::string("handoff"));
-      const std::size_t i = index.at(o.id);
-      got[i] = o.new_tokens;
-      BOOST_TEST(o.kv_positions == int(reqs[i].prompt.size()));
-      // Each rank exports its own layers into its part of the whole model's payload.
-      const auto& c = small_model()->config();
-      auto kv = std::make_shared<std::vector<float>>(std::size_t(c.num_hidden_layers) * o.kv_positions * 2 * c.kv_dim());
-      for (std::size_t r = 0; r < pp.ranges.size(); ++r)
-        pp.caches[r]->export_kv(o.held_blocks.data(), o.kv_positions,
-                                kv->data() + std::size_t(pp.ranges[r].first) * o.kv_positions * 2 * c.kv_dim());
-      p.release_held(o.id);
-      engine::request next = reqs[i];
-      next.generated = o.new_tokens;
-      next.kv = kv;
-      d.add_request(next);
-    });
+    for (auto& r : prefill) p.add_request(r);
+    while (p.has_unfinished())
+      for (auto& o : p.step()) {
+        BOOST_TEST_REQUIRE(o.finished);
+        BOOST_TEST(engine::finish_reason_name(o.reason) == std::string("handoff"));
+        const std::size_t i = index.at(o.id);
+        got[i] = o.new_tokens;
+        BOOST_TEST(o.kv_positions == int(reqs[i].prompt.size()));
+        p.export_handoff(o.id, [&, i, first = o.new_tokens](std::vector<float> kv) {
+          engine::request next = reqs[i];
+          next.generated = first;
+          next.kv = std::move(kv);
+          d.add_request(next);
+        });
+      }
     BOOST_TEST(p.blocks().num_free() == p.blocks().num_blocks());
     BOOST_TEST(p.stats().generated_tokens == reqs.size());  // one token each, then handed off
     // D's pipeline imports into its own caches; its ranks split the layers differently.
-    drive(d, dp, [&](engine::request_output& o) {
-      auto& t = got[index.at(o.id)];
-      t.insert(t.end(), o.new_tokens.begin(), o.new_tokens.end());
-    });
+    while (d.has_unfinished())
+      for (auto& o : d.step()) {
+        auto& t = got[index.at(o.id)];
+        t.insert(t.end(), o.new_tokens.begin(), o.new_tokens.end());
+      }
     BOOST_TEST(d.stats().prompt_tokens_computed == 0u);  // every prompt came as KV
     BOOST_TEST(d.blocks().num_free() == d.blocks().num_blocks());
     for (std::size_t i = 0; i < reqs.size(); ++i) BOOST_TEST(got[i] == alone[i], (greedy ? "greedy" : "seeded") << " request " << i);

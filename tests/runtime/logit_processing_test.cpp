@@ -32,7 +32,7 @@ std::shared_ptr<const tokenizer::tokenizer> tiny_tok() {
 }
 
 run generate(const sampling::sampling_params& p) {
-  engine::engine e(tiny(), tiny_tok(), {});
+  auto e = engine::cpu_engine(tiny(), tiny_tok(), {});
   engine::request r;
   r.id = "r";
   r.prompt = {5, 17, 300, 40};

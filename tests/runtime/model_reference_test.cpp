@@ -80,7 +80,7 @@ void check_against_reference(const std::string& name, model::synth_options opts,
   BOOST_TEST_MESSAGE(name << ": max |logit difference| over " << seq_len << " positions = " << err);
   BOOST_TEST(err <= tolerance);
 
-  engine::engine e(m, nullptr, {});
+  auto e = engine::cpu_engine(m, nullptr, {});
   engine::request r{"greedy", {ids.begin(), ids.begin() + greedy_prompt}, {}, {}, 0};
   r.params.temperature = 0;
   r.params.max_tokens = greedy_tokens;

@@ -56,7 +56,7 @@ inline run_result run_cluster(const topology::topology_config& topo, const std::
     caf::scoped_actor self{sys};
     auto sink = caf::actor_cast<token_sink>(self);
     for (auto& r : reqs)
-      self->request(cluster.owner(), std::chrono::seconds(30), submit_atom::value, to_generate_request(r), sink)
+      self->request(cluster.owner(), std::chrono::seconds(30), submit_atom::value, r, sink)
           .receive([](bool ok) { BOOST_TEST(ok); },
                    [&](caf::error& e) { BOOST_FAIL("submit: " << sys.render(e)); });
     std::size_t done = 0;
@@ -75,7 +75,7 @@ inline run_result run_cluster(const topology::topology_config& topo, const std::
               t.insert(t.end(), u.tokens.begin(), u.tokens.end());
               if (u.finished) {
                 ++out.finished[u.id];
-                out.reasons[u.id] = u.finish_reason;
+                out.reasons[u.id] = engine::finish_reason_name(u.reason);
                 ++done;
               }
             }
@@ -113,7 +113,7 @@ inline void check_same(const std::vector<engine::request>& reqs, const std::vect
 
 // What the engine alone produces for the requests.
 inline std::vector<std::vector<std::int32_t>> engine_outputs(const std::vector<engine::request>& reqs) {
-  engine::engine e(small_model(), nullptr, engine_cfg(512, 2048));
+  auto e = engine::cpu_engine(small_model(), nullptr, engine_cfg(512, 2048));
   return engine::generate_all(e, reqs);
 }
 

@@ -35,7 +35,7 @@ BOOST_AUTO_TEST_CASE(generate_with_the_default_topology_gives_the_engines_tokens
                             " --prompt-ids 5,17,300,4000 --max-tokens 12 --ignore-eos --json");
   BOOST_TEST_REQUIRE(r.status == 0, r.out);
   const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
-  engine::engine e(test::small_model(), nullptr, {});
+  auto e = engine::cpu_engine(test::small_model(), nullptr, {});
   engine::request req{"0", {5, 17, 300, 4000}, {}, {}, 0};
   req.params.temperature = 0;
   req.params.max_tokens = 12;

@@ -69,7 +69,7 @@ nlohmann::json measure_overhead(caf::actor_system& sys, actors::local_cluster& c
   auto sink = caf::actor_cast<actors::token_sink>(self);
   constexpr int window = 24;  // decode steps measured
   for (int i = 0; i < batch; ++i) {
-    actors::generate_request r;
+    engine::request r;
     r.id = "o" + std::to_string(batch) + "-" + std::to_string(i);
     for (int p = 0; p < 16; ++p) r.prompt.push_back((i * 131 + p * 7) % vocab);
     r.params.max_tokens = window + 8;
@@ -169,7 +169,7 @@ int cmd_bench_runtime(int argc, char** argv) {
   caf::scoped_actor self{sys};
   auto sink = caf::actor_cast<actors::token_sink>(self);
 
-  std::vector<actors::generate_request> reqs(static_cast<std::size_t>(n));
+  std::vector<engine::request> reqs(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {
     auto& r = reqs[std::size_t(i)];
     r.id = "b" + std::to_string(i);

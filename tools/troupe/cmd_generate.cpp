@@ -140,7 +140,7 @@ int cmd_generate(int argc, char** argv) {
     for (auto& r : reqs) {
       bool ok = false;
       std::string err;
-      self->request(cluster.owner(), topo->timeouts.request, actors::submit_atom::value, actors::to_generate_request(r),
+      self->request(cluster.owner(), topo->timeouts.request, actors::submit_atom::value, r,
                     caf::actor_cast<actors::token_sink>(self))
           .receive([&](bool accepted) { ok = accepted; }, [&](caf::error& e) { err = sys.render(e); });
       if (!ok) throw input_error("request " + r.id + " was refused: " + err);
@@ -151,7 +151,7 @@ int cmd_generate(int argc, char** argv) {
           [&](actors::token_batch& b) {
             ++st.steps;
             for (auto& u : b.updates) {
-              take(u.id, u.tokens, u.text, u.finished, u.finish_reason);
+              take(u.id, u.tokens, u.text, u.finished, u.reason == engine::finish_reason::error ? "error: " + u.error : engine::finish_reason_name(u.reason));
               done += u.finished ? 1 : 0;
             }
           },
@@ -160,7 +160,7 @@ int cmd_generate(int argc, char** argv) {
           });
     }
   } else {
-    engine::engine e(m.model, m.tok, cfg);
+    auto e = engine::cpu_engine(m.model, m.tok, cfg);
     for (auto& r : reqs) e.add_request(r);
     while (e.has_unfinished())
       for (auto& o : e.step()) take(o.id, o.new_tokens, o.text_delta, o.finished, engine::finish_reason_name(o.reason));
