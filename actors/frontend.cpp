@@ -351,19 +351,12 @@ void submit(frontend_ptr self, prepared& p) {
   std::vector<std::int32_t>& prompt = p.prompt;
   const int len = int(prompt.size());
   if (len == 0) throw api::api_error(400, "the prompt is empty after tokenization", kind == api::endpoint::chat ? "messages" : "prompt");
-  if (len >= st.cfg.max_model_len)
-    throw api::api_error(413, "the prompt has " + std::to_string(len) + " tokens; this model's context holds " +
-                                  std::to_string(st.cfg.max_model_len) + " (prompt plus at least one generated token)",
-                         kind == api::endpoint::chat ? "messages" : "prompt");
+  const char* prompt_field = kind == api::endpoint::chat ? "messages" : "prompt";
+  if (auto c = engine::check_context(len, 0, 1, st.cfg.max_model_len, true)) throw api::api_error(413, c->message, prompt_field);
   if (!req.max_tokens_given) req.params.max_tokens = kind == api::endpoint::chat ? st.cfg.max_model_len - len : 16;
-  if (len + req.params.max_tokens > st.cfg.max_model_len)
-    throw api::api_error(400, "this model's context holds " + std::to_string(st.cfg.max_model_len) + " tokens; the prompt has " +
-                                  std::to_string(len) + " and max_tokens asks for " + std::to_string(req.params.max_tokens) +
-                                  " more; lower max_tokens or shorten the prompt",
-                         kind == api::endpoint::chat && !req.max_tokens_given ? "messages" : "max_tokens");
-  if (req.params.min_tokens > req.params.max_tokens)
-    throw api::api_error(400, "min_tokens: " + std::to_string(req.params.min_tokens) + " is more than max_tokens (" +
-                                  std::to_string(req.params.max_tokens) + ")", "min_tokens");
+  if (auto c = engine::check_context(len, 0, req.params.max_tokens, st.cfg.max_model_len, true))
+    throw api::api_error(400, c->message, !req.max_tokens_given ? prompt_field : "max_tokens");
+  if (auto v = req.params.check()) throw api::api_error(400, v->field + ": " + v->rule, v->field);
   if (ex->gone()) return;  // the client left while its request was being prepared
 
   const std::string id = std::string(kind == api::endpoint::chat ? "chatcmpl-" : "cmpl-") + st.id_salt +

@@ -235,18 +235,15 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
   auto& p = r.params;
   const char* max_key = kind == endpoint::chat && f.get("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   if (auto mt = f.integer(max_key)) {
-    if (*mt < 1) bad(max_key, "must be >= 1");
-    p.max_tokens = int(std::min<long long>(*mt, 1 << 30));
+    p.max_tokens = int(std::clamp<long long>(*mt, 0, 1 << 30));
     r.max_tokens_given = true;
   }
   if (auto n = f.integer("n"); n && *n != 1) bad("n", "only n = 1 is supported");
   if (auto b = f.integer("best_of"); b && *b != 1) bad("best_of", "only best_of = 1 is supported");
   if (auto t = f.number("temperature")) {
-    if (*t < 0 || *t > 100) bad("temperature", "must be in [0, 100]");
     p.temperature = float(*t);
   }
   if (auto t = f.number("top_p")) {
-    if (!(*t > 0 && *t <= 1)) bad("top_p", "must be in (0, 1]");
     p.top_p = float(*t);
   }
   if (auto k = f.integer("top_k")) {
@@ -254,19 +251,15 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
     p.top_k = *k <= 0 ? 0 : int(*k);
   }
   if (auto m = f.number("min_p")) {
-    if (*m < 0 || *m > 1) bad("min_p", "must be in [0, 1]");
     p.min_p = float(*m);
   }
   if (auto v = f.number("presence_penalty")) {
-    if (*v < -2 || *v > 2) bad("presence_penalty", "must be in [-2, 2]");
     p.presence_penalty = float(*v);
   }
   if (auto v = f.number("frequency_penalty")) {
-    if (*v < -2 || *v > 2) bad("frequency_penalty", "must be in [-2, 2]");
     p.frequency_penalty = float(*v);
   }
   if (auto v = f.number("repetition_penalty")) {
-    if (*v <= 0) bad("repetition_penalty", "must be > 0");
     p.repetition_penalty = float(*v);
   }
   if (const json* s = f.get("seed")) {
@@ -284,8 +277,6 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
     } else {
       bad("stop", std::string("expected a string or an array of strings, got ") + json_type(*s));
     }
-    for (auto& x : p.stop)
-      if (x.empty()) bad("stop", "stop strings must not be empty");
   }
   if (const json* s = f.get("stop_token_ids")) {
     if (!s->is_array()) bad("stop_token_ids", "expected an array of token ids");
@@ -297,12 +288,11 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
   if (auto ie = f.boolean("ignore_eos")) p.ignore_eos = *ie;
   if (const json* lb = f.get("logit_bias")) p.logit_bias = parse_logit_bias(*lb);
   if (auto mt = f.integer("min_tokens")) {
-    if (*mt < 0) bad("min_tokens", "must be >= 0");
-    if (r.max_tokens_given && *mt > p.max_tokens) bad("min_tokens", "must not exceed max_tokens");
-    p.min_tokens = int(std::min<long long>(*mt, 1 << 30));
+    p.min_tokens = int(std::max<long long>(std::min<long long>(*mt, 1 << 30), -1));
   }
   if (auto inc = f.boolean("include_stop_str_in_output")) p.include_stop_str_in_output = *inc;
   if (f.get("prompt_logprobs")) bad("prompt_logprobs", "is not supported yet");
+  if (auto v = p.check(r.max_tokens_given)) bad(v->field == "max_tokens" ? max_key : v->field, v->rule);
   if (const json* rf = f.get("response_format")) {
     if (!rf->is_object() || rf->value("type", "") != "text")
       bad("response_format", "only {\"type\": \"text\"} is supported (no JSON mode or schemas yet)");

@@ -23,6 +23,19 @@ const char* finish_reason_name(finish_reason r) {
   return "?";
 }
 
+std::optional<context_misfit> check_context(int prompt, int generated, int max_tokens, int max_model_len,
+                                            bool max_tokens_must_fit) {
+  const std::string holds = "this model's context holds " + std::to_string(max_model_len) + " tokens";
+  if (prompt >= max_model_len)
+    return context_misfit{"the prompt has " + std::to_string(prompt) + " tokens; " + holds +
+                          " (prompt plus at least one generated token)"};
+  if (prompt + generated >= max_model_len) return context_misfit{"prompt and generated tokens already fill the context; " + holds};
+  if (max_tokens_must_fit && std::int64_t(prompt) + max_tokens > max_model_len)
+    return context_misfit{holds + "; the prompt has " + std::to_string(prompt) + " and max_tokens asks for " +
+                          std::to_string(max_tokens) + " more; lower max_tokens or shorten the prompt"};
+  return std::nullopt;
+}
+
 struct engine::sequence {
   std::uint64_t id = 0;
   std::string name;
@@ -111,11 +124,8 @@ void engine::add_request(request r) {
     throw input_error("request '" + r.id + "': max_tokens (" + std::to_string(r.params.max_tokens) +
                       ") already reached by the tokens generated before");
   const int len = int(r.prompt.size());
-  if (len >= cfg_.max_model_len)
-    throw input_error("request '" + r.id + "': the prompt has " + std::to_string(len) + " tokens; the context holds " +
-                      std::to_string(cfg_.max_model_len) + " (prompt + at least one generated token)");
-  if (len + int(r.generated.size()) >= cfg_.max_model_len)
-    throw input_error("request '" + r.id + "': prompt and generated tokens already fill the context");
+  if (auto c = check_context(len, int(r.generated.size()), r.params.max_tokens, cfg_.max_model_len, false))
+    throw input_error("request '" + r.id + "': " + c->message);
   const int most = std::min(len + r.params.max_tokens, cfg_.max_model_len);
   const int need = kv::blocks_for(most, cfg_.sched.block_size);
   if (need > kv_.num_blocks())

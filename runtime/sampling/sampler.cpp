@@ -10,25 +10,28 @@
 
 namespace troupe::sampling {
 
-void sampling_params::validate() const {
-  auto bad = [](const std::string& field, const std::string& rule) {
-    throw input_error("invalid sampling parameter '" + field + "': " + rule);
-  };
-  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) bad("temperature", "must be a finite number >= 0");
-  if (top_k < 0) bad("top_k", "must be >= 0 (0 disables it)");
-  if (!(top_p > 0.0f && top_p <= 1.0f)) bad("top_p", "must be in (0, 1]");
-  if (!(min_p >= 0.0f && min_p <= 1.0f)) bad("min_p", "must be in [0, 1]");
-  if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty)) bad("repetition_penalty", "must be > 0");
-  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) bad("presence_penalty", "must be in [-2, 2]");
-  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) bad("frequency_penalty", "must be in [-2, 2]");
-  if (max_tokens < 1) bad("max_tokens", "must be >= 1");
-  if (logprobs < -1 || logprobs > max_logprobs) bad("logprobs", "must be in [0, " + std::to_string(max_logprobs) + "]");
+std::optional<sampling_params::violation> sampling_params::check(bool max_tokens_set) const {
+  using v = violation;
+  if (!(temperature >= 0.0f && temperature <= 100.0f)) return v{"temperature", "must be in [0, 100]"};
+  if (top_k < 0) return v{"top_k", "must be >= 0 (0 disables it)"};
+  if (!(top_p > 0.0f && top_p <= 1.0f)) return v{"top_p", "must be in (0, 1]"};
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) return v{"min_p", "must be in [0, 1]"};
+  if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty)) return v{"repetition_penalty", "must be > 0"};
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) return v{"presence_penalty", "must be in [-2, 2]"};
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) return v{"frequency_penalty", "must be in [-2, 2]"};
+  if (max_tokens < 1) return v{"max_tokens", "must be >= 1"};
+  if (logprobs < -1 || logprobs > max_logprobs) return v{"logprobs", "must be in [0, " + std::to_string(max_logprobs) + "]"};
   for (auto& s : stop)
-    if (s.empty()) bad("stop", "stop strings must not be empty");
+    if (s.empty()) return v{"stop", "stop strings must not be empty"};
   for (auto& [id, b] : logit_bias)
-    if (!(b >= -100.0f && b <= 100.0f)) bad("logit_bias", "biases must be in [-100, 100]");
-  if (min_tokens < 0) bad("min_tokens", "must be >= 0");
-  if (min_tokens > max_tokens) bad("min_tokens", "must not exceed max_tokens");
+    if (!(b >= -100.0f && b <= 100.0f)) return v{"logit_bias", "biases must be in [-100, 100]"};
+  if (min_tokens < 0) return v{"min_tokens", "must be >= 0"};
+  if (max_tokens_set && min_tokens > max_tokens) return v{"min_tokens", "must not exceed max_tokens"};
+  return std::nullopt;
+}
+
+void sampling_params::validate() const {
+  if (auto v = check()) throw input_error("invalid sampling parameter '" + v->field + "': " + v->rule);
 }
 
 namespace {

@@ -31,6 +31,14 @@ struct sampling_params {
   bool greedy() const { return temperature == 0.0f; }
   // Whether apply_logit_processors has anything to do at output position `num_output`.
   bool processes_logits(int num_output) const { return !logit_bias.empty() || num_output < min_tokens; }
+  // The first parameter out of its allowed range, if any: the one place these ranges live (the
+  // engine refuses such a request, the API answers 400 naming the field). `max_tokens_set`:
+  // false while max_tokens still holds a default the caller will replace (min_tokens is then
+  // not compared with it).
+  struct violation {
+    std::string field, rule;
+  };
+  std::optional<violation> check(bool max_tokens_set = true) const;
   // Throws input_error naming the field and its allowed range.
   void validate() const;
 };
