@@ -32,6 +32,10 @@ void put_le(std::vector<std::uint8_t>& out, std::uint64_t x, int bytes) {
 
 std::uint64_t siphash(std::span<const std::uint8_t> in) {
   static const std::uint8_t key[16] = {'t', 'r', 'o', 'u', 'p', 'e', ' ', 'p', 'r', 'e', 'f', 'i', 'x', ' ', 'v', '1'};
+  return siphash(key, in);
+}
+
+std::uint64_t siphash(const std::uint8_t (&key)[16], std::span<const std::uint8_t> in) {
   const std::uint64_t k0 = load_le(key, 8), k1 = load_le(key + 8, 8);
   sip s{k0 ^ 0x736f6d6570736575ull, k1 ^ 0x646f72616e646f6dull, k0 ^ 0x6c7967656e657261ull, k1 ^ 0x7465646279746573ull};
   const std::size_t n = in.size(), whole = n & ~std::size_t(7);

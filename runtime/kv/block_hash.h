@@ -23,6 +23,8 @@ using block_hash = std::uint64_t;
 
 // SipHash-2-4 with the fixed key, over `bytes`.
 std::uint64_t siphash(std::span<const std::uint8_t> bytes);
+// SipHash-2-4 with any 16-byte key (the fixed one above; tests check the published vectors).
+std::uint64_t siphash(const std::uint8_t (&key)[16], std::span<const std::uint8_t> bytes);
 
 // The root every chain of a model starts from.
 block_hash root_hash(std::string_view model_key);
