@@ -27,6 +27,7 @@ struct prepared {
   std::chrono::steady_clock::time_point arrived;
   std::optional<api::completion_request> req;
   std::vector<std::int32_t> prompt;
+  int public_prefix = 0;  // leading prompt tokens that are a public prompt's
   std::optional<api::api_error> error;
 };
 
@@ -37,7 +38,18 @@ struct prepare_context {
   std::shared_ptr<const tokenizer::tokenizer> tok;
   std::shared_ptr<const chat::chat_template> chat;
   sampling::sampling_params sampling_defaults;
+  // The public prompts as token prefixes: as a completion prompt starts, and as a chat whose
+  // first message is that system prompt is rendered up to the end of it.
+  std::vector<std::vector<std::int32_t>> public_prefixes;
 };
+
+// How many leading tokens of `prompt` are the longest public prefix it starts with.
+int public_prefix_of(const prepare_context& pc, const std::vector<std::int32_t>& prompt) {
+  std::size_t best = 0;
+  for (const auto& p : pc.public_prefixes)
+    if (p.size() > best && p.size() <= prompt.size() && std::equal(p.begin(), p.end(), prompt.begin())) best = p.size();
+  return int(best);
+}
 
 // A request parsed, rendered and tokenized (or refused) off the frontend actor.
 struct prepared_msg {
@@ -84,6 +96,11 @@ struct frontend_metrics {
         generation_tokens(reg.add_counter(p + "generation_tokens", "Output tokens streamed.")),
         preemptions(reg.add_counter(p + "num_preemptions", "Sequences preempted (and later recomputed) on the replicas.")),
         migrations(reg.add_counter(p + "num_migrations", "Times a request moved to another replica after its replica died.")),
+        prefix_queries(reg.add_counter(p + "prefix_cache_queries", "Prompt tokens looked up in the replicas' prefix caches.")),
+        prefix_hits(reg.add_counter(p + "prefix_cache_hits", "Prompt tokens found in the replicas' prefix caches (not computed).")),
+        events_published(reg.add_counter(p + "kv_events_published", "KV events sent on the [kv_events] endpoint.")),
+        events_dropped(reg.add_counter(p + "kv_events_dropped", "KV events dropped because the publisher fell behind.")),
+        router_decisions(reg.add_counter(p + "router_decisions", "Routing decisions by the policy's reason.")),
         success(reg.add_counter(p + "request_success", "Finished requests by finish reason.")),
         rejected(reg.add_counter(p + "request_rejected", "Requests refused before running, by HTTP status.")),
         frontend_cpu(reg.add_counter(p + "frontend_cpu_seconds", "CPU time of the HTTP frontend: its I/O thread and its actor.")),
@@ -96,7 +113,8 @@ struct frontend_metrics {
   metrics::registry reg;
   metrics::histogram &ttft, &itl, &tpot, &e2e, &queue, &prefill, &decode, &prompt_len, &gen_len;
   metrics::gauge &running, &waiting, &kv_usage, &replicas, &connections;
-  metrics::counter &prompt_tokens, &generation_tokens, &preemptions, &migrations, &success, &rejected, &frontend_cpu, &process_cpu;
+  metrics::counter &prompt_tokens, &generation_tokens, &preemptions, &migrations, &prefix_queries, &prefix_hits,
+      &events_published, &events_dropped, &router_decisions, &success, &rejected, &frontend_cpu, &process_cpu;
 };
 
 double thread_cpu_now() {
@@ -150,7 +168,10 @@ struct frontend_state {
   std::int64_t started = 0;  // `created` of the served model
   std::shared_ptr<frontend_metrics> m;
   std::map<std::string, live_request> live;
-  std::map<caf::actor_addr, std::uint64_t> preemptions_seen;  // per replica, for counter deltas
+  struct replica_counters {
+    std::uint64_t preemptions = 0, prefix_queries = 0, prefix_hits = 0;
+  };
+  std::map<caf::actor_addr, replica_counters> seen;  // per replica, for counter deltas
   std::uint64_t next_id = 0;
   std::string id_salt;
   std::function<io_stats()> io;  // the HTTP server's CPU and connections
@@ -313,6 +334,7 @@ void prepare(const prepare_context& pc, prepared& p) {
   for (auto& [id, b] : req.params.logit_bias)
     if (!in_vocabulary(pc, id))
       throw api::api_error(400, "logit_bias: token " + std::to_string(id) + " is outside " + vocabulary(pc), "logit_bias");
+  p.public_prefix = public_prefix_of(pc, p.prompt);
   p.req = std::move(req);
 }
 
@@ -340,6 +362,29 @@ void handle_completion(frontend_ptr self, const std::shared_ptr<http::exchange>&
   p.arrived = clock::now();
   ++st.preparing;
   self->spawn(prepare_actor, st.prepare_ctx, std::move(p), caf::actor_cast<caf::actor>(self));
+}
+
+// The index of the configured API key the request carries, or -1.
+int key_index(const frontend_config& cfg, const http::request& rq) {
+  const std::string auth = rq.header_value("authorization");
+  const std::string prefix = "Bearer ";
+  if (auth.compare(0, prefix.size(), prefix) != 0) return -1;
+  const std::string given = auth.substr(prefix.size());
+  int found = -1;
+  for (std::size_t i = 0; i < cfg.api_keys.size(); ++i)  // every key, no early exit to time
+    if (constant_time_equal(cfg.api_keys[i], given)) found = int(i);
+  return found;
+}
+
+bool authorized(const frontend_config& cfg, const http::request& rq) { return cfg.api_keys.empty() || key_index(cfg, rq) >= 0; }
+
+// The prefix-cache salt of a request: its API key's tenant, else its `user`, else none (the
+// shared default). The two kinds never collide.
+std::string cache_salt(const frontend_config& cfg, const http::request& rq, const std::string& user) {
+  const int k = cfg.api_keys.empty() ? -1 : key_index(cfg, rq);
+  if (k >= 0 && std::size_t(k) < cfg.api_key_tenants.size() && !cfg.api_key_tenants[std::size_t(k)].empty())
+    return "tenant:" + cfg.api_key_tenants[std::size_t(k)];
+  return user.empty() ? std::string() : "user:" + user;
 }
 
 void submit(frontend_ptr self, prepared& p) {
@@ -378,6 +423,8 @@ void submit(frontend_ptr self, prepared& p) {
   er.prompt = std::move(prompt);
   er.params = req.params;
   er.priority = req.priority;
+  er.cache_salt = cache_salt(st.cfg, ex->req(), req.user);
+  er.public_prefix = p.public_prefix;
   // A client that leaves aborts its request at once, freeing its KV blocks.
   ex->on_gone([self_handle = caf::actor_cast<caf::actor>(self), id] { caf::anon_send(self_handle, gone_atom::value, id); });
   self->request(st.owner, st.cfg.request_timeout, submit_atom::value, er, caf::actor_cast<token_sink>(self))
@@ -429,7 +476,23 @@ void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex
               st.m->frontend_cpu.advance_to({{"part", "http_io"}}, ios.cpu_seconds);
               st.m->frontend_cpu.advance_to({{"part", "actor"}}, st.actor_cpu);
               st.m->process_cpu.advance_to({}, process_cpu_now());
-              ex->respond(200, "text/plain; version=0.0.4; charset=utf-8", st.m->reg.render());
+              // The router's counts, when it answers in time; the page goes out either way.
+              self->request(st.router, st.cfg.request_timeout, router_stats_atom::value)
+                  .then(
+                      [=](const router_stats& rs) {
+                        auto& st = self->state;
+                        st.m->events_published.advance_to(l, double(rs.events_published));
+                        st.m->events_dropped.advance_to(l, double(rs.events_dropped));
+                        for (const auto& [reason, n] : rs.decisions) {
+                          metrics::labels rl = l;
+                          rl.emplace_back("reason", reason);
+                          st.m->router_decisions.advance_to(rl, double(n));
+                        }
+                        ex->respond(200, "text/plain; version=0.0.4; charset=utf-8", st.m->reg.render());
+                      },
+                      [=](caf::error&) {
+                        ex->respond(200, "text/plain; version=0.0.4; charset=utf-8", self->state.m->reg.render());
+                      });
             };
             if (reps.empty()) return render();
             for (const auto& s : reps)
@@ -440,10 +503,15 @@ void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex
                         g->total.waiting_seqs += r.waiting_seqs;
                         g->total.used_blocks += r.used_blocks;
                         g->total.total_blocks += r.total_blocks;
-                        auto& seen = self->state.preemptions_seen[s.address()];
-                        if (r.preemptions > seen)
-                          self->state.m->preemptions.inc({{"model_name", self->state.cfg.model_name}}, double(r.preemptions - seen));
-                        seen = r.preemptions;
+                        auto& seen = self->state.seen[s.address()];
+                        const metrics::labels ml = {{"model_name", self->state.cfg.model_name}};
+                        auto delta = [&](metrics::counter& c, std::uint64_t now, std::uint64_t& before) {
+                          if (now > before) c.inc(ml, double(now - before));
+                          before = now;
+                        };
+                        delta(self->state.m->preemptions, r.preemptions, seen.preemptions);
+                        delta(self->state.m->prefix_queries, r.prefix_queries, seen.prefix_queries);
+                        delta(self->state.m->prefix_hits, r.prefix_hits, seen.prefix_hits);
                         if (--g->left == 0) render();
                       },
                       [=](caf::error&) {  // a replica that just died: counted as absent
@@ -454,16 +522,6 @@ void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex
 }
 
 // Whether the request carries one of the configured API keys (always, when none are).
-bool authorized(const frontend_config& cfg, const http::request& rq) {
-  if (cfg.api_keys.empty()) return true;
-  const std::string auth = rq.header_value("authorization");
-  const std::string prefix = "Bearer ";
-  if (auth.compare(0, prefix.size(), prefix) != 0) return false;
-  const std::string given = auth.substr(prefix.size());
-  bool ok = false;
-  for (const auto& k : cfg.api_keys) ok |= constant_time_equal(k, given);  // every key, no early exit to time
-  return ok;
-}
 
 void need_method(const http::request& rq, const std::string& path, std::initializer_list<const char*> allowed) {
   std::string list;
@@ -547,6 +605,10 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
   // Counters a dashboard rates over exist from the start, at 0, not from their first event.
   st.m->preemptions.inc({{"model_name", cfg.model_name}}, 0);
   st.m->migrations.inc({{"model_name", cfg.model_name}}, 0);
+  st.m->prefix_queries.inc({{"model_name", cfg.model_name}}, 0);
+  st.m->prefix_hits.inc({{"model_name", cfg.model_name}}, 0);
+  st.m->events_published.inc({{"model_name", cfg.model_name}}, 0);
+  st.m->events_dropped.inc({{"model_name", cfg.model_name}}, 0);
   st.cfg = std::move(cfg);
   st.owner = std::move(owner);
   st.router = std::move(router);
@@ -556,6 +618,17 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
   pc->sampling_defaults = st.cfg.sampling_defaults;
   pc->tok = std::move(tok);
   if (chat) pc->chat = std::make_shared<const chat::chat_template>(std::move(*chat));
+  if (pc->tok)
+    for (const auto& [name, text] : st.cfg.public_prompts) {
+      pc->public_prefixes.push_back(pc->tok->encode(text, true));
+      if (!pc->chat) continue;
+      try {  // the chat form: the template's rendering of that system message alone
+        const auto msgs = nlohmann::json::array({{{"role", "system"}, {"content", text}}});
+        pc->public_prefixes.push_back(pc->tok->encode(pc->chat->render(msgs, false), false));
+      } catch (const input_error&) {
+        // a template that refuses a lone system message: the completion form still applies
+      }
+    }
   st.prepare_ctx = std::move(pc);
   st.started = unix_now();
   std::random_device rd;

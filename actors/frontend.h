@@ -28,6 +28,11 @@ struct frontend_config {
   sampling::sampling_params sampling_defaults;  // from generation_config.json
   std::vector<std::string> api_keys;   // the OpenAI routes need one of these as a bearer token
   bool api_key_on_all_routes = false;  // /health and /metrics too
+  // Per api_keys entry, the tenant it names ("" none). The prefix cache keeps tenants apart:
+  // a request's tenant is its key's, else its `user`, else the shared default.
+  std::vector<std::string> api_key_tenants;
+  // System prompts (name, text) every tenant shares prefix-cache blocks of.
+  std::vector<std::pair<std::string, std::string>> public_prompts;
   std::chrono::milliseconds request_timeout{30000};  // for the frontend's own asks (health, metrics)
 };
 

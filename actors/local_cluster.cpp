@@ -1,11 +1,13 @@
 #include "actors/local_cluster.h"
 
+
 #include "actors/node_agent.h"
 #include "actors/request_owner.h"
 #include "actors/router_actor.h"
 #include "actors/scheduler_actor.h"
 #include "runtime/common/error.h"
 #include "runtime/common/machine.h"
+#include "runtime/model/fingerprint.h"
 #include "runtime/model/synth.h"
 
 #include <caf/io/all.hpp>
@@ -44,6 +46,18 @@ engine::engine_config engine_config_of(const topology::topology_config& topo) {
   ec.kv_type = topo.scheduler.kv_dtype;
   ec.kv_memory_bytes = topo.scheduler.kv_memory_bytes;
   ec.max_model_len = topo.model.max_model_len;
+  ec.prefix_caching = topo.scheduler.prefix_caching;
+  // Every process of the cluster computes the same key from the same topology (the join
+  // checks they serve the same model), so their block hashes agree.
+  if (topo.model.backend == topology::backend_kind::sim) {
+    ec.model_key = model::shape_fingerprint(sim_shape(topo));
+  } else {
+    try {
+      ec.model_key = model::model_fingerprint(topo.model.path);
+    } catch (const input_error&) {
+      ec.model_key = "path:" + topo.model.path;  // not readable from here: the loader says why
+    }
+  }
   return ec;
 }
 
@@ -126,6 +140,11 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
   for (const auto& p : topology::place_replicas(topo))
     if (p.role != topology::pool_role::both) rc.roles[p.replica] = p.role;
   rc.disaggregate_min_prompt = topo.router.disaggregate_min_prompt;
+  rc.block_size = ec.sched.block_size;
+  rc.model_key = ec.model_key;
+  // One publisher per cluster: the first head's (the others would bind the same endpoints).
+  if (topo.kv_events.enabled() && head_ == topo.heads().front()->name)
+    rc.publisher = std::make_shared<kv_event_publisher>(topo.kv_events);
   router_ = sys.spawn(actors::router, rc);
   const auto groups = group_configs_of(topo);
   for (const auto& p : topology::place_replicas(topo)) {

@@ -42,6 +42,10 @@ void place(owner_ptr self, const std::string& id, std::uint32_t avoid, std::shar
   if (it == st.requests.end()) return;
   const owned_request& r = it->second;
   route_query q{id, std::int32_t(r.request.prompt.size() + r.tokens.size()), r.request.priority, avoid, r.prefilled};
+  q.tokens = r.request.prompt;
+  q.tokens.insert(q.tokens.end(), r.tokens.begin(), r.tokens.end());
+  q.cache_salt = r.request.cache_salt;
+  q.public_prefix = r.request.public_prefix;
   self->request(st.router, st.cfg.request_timeout, route_atom::value, q)
       .then(
           [=](const route_reply& rep) {

@@ -10,6 +10,8 @@ void register_router_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<scheduler_actor>("troupe.scheduler_actor");
   cfg.add_message_type<std::vector<std::int64_t>>("troupe.int64s");
   cfg.add_message_type<std::vector<scheduler_actor>>("troupe.scheduler_actors");
+  cfg.add_message_type<router_stats>("troupe.router_stats");
+  cfg.add_message_type<std::vector<std::pair<std::string, std::uint64_t>>>("troupe.named_counts");
 }
 
 namespace {
@@ -23,11 +25,20 @@ std::size_t slot_of(router_actor::stateful_pointer<router_state> self, std::uint
   return st.loads.size() - 1;
 }
 
+// Asks replica `replica` for its KV events from now on and for what it holds now.
+void subscribe_kv(router_actor::stateful_pointer<router_state> self, std::uint32_t replica, const scheduler_actor& s) {
+  self->request(s, self->state.cfg.request_timeout, kv_subscribe_atom::value, replica, caf::actor_cast<kv_event_sink>(self))
+      .then([=](const kv_snapshot& snap) { self->state.index.reset(replica, snap.generation, snap.seq, snap.hashes); },
+            [](caf::error&) {});  // a dead replica is handled by its down message
+}
+
 }  // namespace
 
 router_actor::behavior_type router(router_actor::stateful_pointer<router_state> self, router_config cfg) {
   self->state.policy = routing::registry::global().get(cfg.policy);
+  self->state.kv_aware = cfg.policy == "kv_aware";
   self->state.cfg = std::move(cfg);
+  const kv::block_hash root = kv::root_hash(self->state.cfg.model_key);
   // A replica that goes down is never chosen again until it registers anew.
   self->set_down_handler([=](const caf::down_msg& dm) {
     auto& st = self->state;
@@ -35,6 +46,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
       if (st.replicas[i] && st.replicas[i].address() == dm.source) {
         st.loads[i].alive = false;
         st.replicas[i] = nullptr;
+        st.index.drop(st.loads[i].replica);  // its blocks died with it
       }
   });
   self->send(self, poll_atom::value);
@@ -64,18 +76,29 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
           prefill = std::any_of(st.loads.begin(), st.loads.end(), [&](const routing::replica_load& l) {
             return l.alive && l.replica != q.avoid && role_of(l.replica) == topology::pool_role::prefill;
           });
-        const bool filtering = avoiding || !st.cfg.roles.empty();
+        const bool filtering = avoiding || !st.cfg.roles.empty() || st.kv_aware;
         std::vector<routing::replica_load> view;
+        std::vector<kv::block_hash> hashes;
+        if (st.kv_aware) {  // where this request's prefix is cached, as far as the index knows
+          kv::extend_block_hashes(hashes, q.tokens, st.cfg.block_size, {root, kv::salt_key(q.cache_salt), q.public_prefix});
+          if (!hashes.empty() && int(hashes.size()) * st.cfg.block_size >= int(q.tokens.size()))
+            hashes.pop_back();  // the last token is always computed: a full last block is never a hit
+        }
         if (filtering) {
           view = st.loads;
           for (auto& l : view) {
             const auto role = role_of(l.replica);
             const bool fits = prefill ? role == topology::pool_role::prefill : role != topology::pool_role::prefill;
             if (l.replica == q.avoid || !fits) l.alive = false;
+            if (st.kv_aware) {
+              l.cached_blocks = st.index.matched_blocks(l.replica, hashes);
+              l.index_complete = st.index.complete(l.replica);
+            }
           }
         }
-        routing::decision d =
-            st.policy({0, q.prompt_tokens, q.priority}, filtering ? view : st.loads, st.cfg.params, st.decisions++);
+        routing::decision d = st.policy({0, q.prompt_tokens, q.priority, st.cfg.block_size}, filtering ? view : st.loads,
+                                        st.cfg.params, st.decisions++);
+        if (!d.reason.empty() && st.reasons.size() < 64) ++st.reasons[d.reason];
         route_reply r;
         r.prefill_only = prefill;
         r.why = d.why;
@@ -86,7 +109,11 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         r.scheduler = st.replicas[i];
         // Count the placement now, so a burst between two load reports spreads out.
         st.loads[i].running_seqs += 1;
-        st.loads[i].waiting_prompt_tokens += q.prompt_tokens;
+        const int cached = filtering ? std::min(view[i].cached_blocks * st.cfg.block_size, q.prompt_tokens) : 0;
+        st.loads[i].waiting_prompt_tokens += q.prompt_tokens - cached;
+        // And expect its blocks there: the next request with this prefix should follow it
+        // before the replica's events say so.
+        if (st.kv_aware) st.index.predict(r.replica, hashes);
         return r;
       },
       [=](replica_atom, std::uint32_t replica, scheduler_actor s) {
@@ -94,7 +121,42 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         self->monitor(s);
         self->state.replicas[i] = s;
         self->state.loads[i] = {replica, true, 0, 0, 0, 0};
+        self->state.index.drop(replica);  // an earlier life's blocks are not this one's
+        subscribe_kv(self, replica, s);
         return true;
+      },
+      [=](kv::kv_event_batch& b) {
+        auto& st = self->state;
+        ++st.stats.kv_batches;
+        const auto known = std::find_if(st.loads.begin(), st.loads.end(), [&](const routing::replica_load& l) {
+          return l.alive && l.replica == b.replica;
+        });
+        if (known == st.loads.end()) {  // a replica not (or no longer) registered here
+          ++st.stats.kv_stale;
+          return;
+        }
+        switch (st.index.apply(b)) {
+          case routing::prefix_index::outcome::applied:
+            break;
+          case routing::prefix_index::outcome::stale:
+            ++st.stats.kv_stale;
+            return;
+          case routing::prefix_index::outcome::gap:  // ask for everything again
+            ++st.stats.kv_gaps;
+            subscribe_kv(self, b.replica, st.replicas[std::size_t(known - st.loads.begin())]);
+            break;
+        }
+        if (st.cfg.publisher) st.cfg.publisher->publish(b);
+      },
+      [=](router_stats_atom) {
+        auto& st = self->state;
+        router_stats s = st.stats;
+        for (auto& [reason, n] : st.reasons) s.decisions.emplace_back(reason, n);
+        if (st.cfg.publisher) {
+          s.events_published = st.cfg.publisher->events_published();
+          s.events_dropped = st.cfg.publisher->events_dropped();
+        }
+        return s;
       },
       [=](timing_atom) { return self->state.decision_ns; },
       [=](replicas_atom) {

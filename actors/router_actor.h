@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "actors/protocol/router_protocol.h"
+#include "actors/kv_event_publisher.h"
 #include "runtime/routing/policy.h"
+#include "runtime/routing/prefix_index.h"
 #include "topology/topology.h"
 
 namespace troupe::actors {
@@ -21,6 +23,11 @@ struct router_config {
   // without, it runs whole on a decode or both replica.
   std::map<std::uint32_t, topology::pool_role> roles;
   int disaggregate_min_prompt = 0;  // shorter prompts run whole on a decode replica
+  // How the replicas key their prefix-cache blocks (engine_config's), for KV-aware routing.
+  int block_size = 16;
+  std::string model_key = "model";
+  // KV events go out here too when set (the topology's [kv_events], on the first head).
+  std::shared_ptr<kv_event_publisher> publisher;
 };
 
 struct router_state {
@@ -29,6 +36,10 @@ struct router_state {
   std::vector<routing::replica_load> loads;  // index = position in `replicas`
   std::vector<scheduler_actor> replicas;
   std::uint64_t decisions = 0;
+  bool kv_aware = false;                    // the policy reads the prefix index
+  routing::prefix_index index;              // fed by the replicas' KV events
+  std::map<std::string, std::uint64_t> reasons;  // decisions by reason
+  router_stats stats;
   std::vector<std::int64_t> decision_ns;  // handler time per decision (bounded)
   static inline const char* name = "troupe.router";
 };

@@ -79,6 +79,31 @@ void settle_handoffs(scheduler_actor::stateful_pointer<scheduler_state> self, st
   outputs.erase(std::remove_if(outputs.begin(), outputs.end(), handoff), outputs.end());
 }
 
+// The prefix cache's changes of the step that just ended, to every subscriber. A cache reset
+// (the KV was lost) starts a new generation with the all-cleared event.
+void publish_kv_events(scheduler_actor::stateful_pointer<scheduler_state> self) {
+  auto& st = self->state;
+  std::vector<kv::kv_event> events = st.engine->kv().take_events();
+  if (events.empty() || st.kv_sinks.empty()) return;
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  auto send = [&](std::vector<kv::kv_event> evs) {
+    if (evs.empty()) return;
+    kv::kv_event_batch b{st.replica, st.kv_generation, ++st.kv_seq, now, std::move(evs)};
+    for (const auto& s : st.kv_sinks) self->send(s, b);
+  };
+  std::vector<kv::kv_event> part;
+  for (auto& e : events) {
+    if (e.kind == kv::kv_event_kind::cleared) {
+      send(std::move(part));
+      part.clear();
+      ++st.kv_generation;
+      st.kv_seq = 0;
+    }
+    part.push_back(std::move(e));
+  }
+  send(std::move(part));
+}
+
 // One engine step; its outputs go out when the executor is done with it (at once, after the
 // cost model's time on the sim backend, or when the worker group answers).
 void run_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
@@ -86,6 +111,9 @@ void run_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
   if (st.engine->step_in_flight() || !st.engine->has_unfinished()) return;
   st.engine->step([self](std::vector<engine::request_output> outputs) {
     ++self->state.steps;
+    // The KV events first: whoever acts on these tokens (a client routing its next request)
+    // then finds the router already told where their blocks are.
+    publish_kv_events(self);
     settle_handoffs(self, outputs);
     deliver(self, outputs);
     schedule_step(self);
@@ -97,7 +125,11 @@ void run_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
 // them again if it still can. Returns whether `m` was about a sink.
 bool on_sink_down(scheduler_actor::stateful_pointer<scheduler_state> self, const caf::down_msg& m) {
   auto& st = self->state;
-  if (!st.watched_sinks.erase(m.source)) return false;
+  const auto kv_before = st.kv_sinks.size();
+  st.kv_sinks.erase(std::remove_if(st.kv_sinks.begin(), st.kv_sinks.end(),
+                                   [&](const kv_event_sink& s) { return s.address() == m.source; }),
+                    st.kv_sinks.end());
+  if (!st.watched_sinks.erase(m.source)) return st.kv_sinks.size() != kv_before;
   bool any = false;
   for (auto it = st.sinks.begin(); it != st.sinks.end();) {
     if (it->second.address() == m.source) {
@@ -112,6 +144,8 @@ bool on_sink_down(scheduler_actor::stateful_pointer<scheduler_state> self, const
 }
 
 scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_pointer<scheduler_state> self) {
+  self->state.kv_generation = std::uint64_t(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   return {
       [=](submit_atom, const engine::request& r, token_sink sink) -> caf::result<bool> {
         auto& st = self->state;
@@ -142,7 +176,20 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
         r.preemptions = e.stats().preemptions;
         r.prompt_tokens_computed = e.stats().prompt_tokens_computed;
         r.generated_tokens = e.stats().generated_tokens;
+        r.prefix_queries = e.kv().stats().queries;
+        r.prefix_hits = e.kv().stats().hits;
+        r.cached_blocks = e.kv().num_cached();
         return r;
+      },
+      [=](kv_subscribe_atom, std::uint32_t replica, kv_event_sink sink) {
+        auto& st = self->state;
+        publish_kv_events(self);  // what earlier subscribers have not seen yet, before the snapshot
+        st.replica = replica;
+        if (std::none_of(st.kv_sinks.begin(), st.kv_sinks.end(), [&](const kv_event_sink& s) { return s == sink; })) {
+          if (st.watched_sinks.insert(sink.address()).second) self->monitor(sink);
+          st.kv_sinks.push_back(sink);
+        }
+        return kv_snapshot{st.kv_generation, st.kv_seq, st.engine->kv().cached_hashes()};
       },
       [=](group_atom) -> caf::result<group_actor> {
         if (!self->state.group) return caf::make_error(caf::sec::invalid_argument, "a sim replica has no worker group");

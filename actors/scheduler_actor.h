@@ -22,6 +22,12 @@ struct scheduler_state {
   bool step_pending = false;                // a step_atom is in the mailbox
   std::function<void()> wake;                // sim: what to do when the step's time has passed
   std::uint64_t steps = 0;
+  // KV events: who gets them, as which replica, and where the stream stands. The generation
+  // starts at the spawn time (a restarted replica's is larger) and grows at every cache reset.
+  std::vector<kv_event_sink> kv_sinks;
+  std::uint32_t replica = 0;
+  std::uint64_t kv_generation = 0;
+  std::uint64_t kv_seq = 0;
   group_actor group;        // null for sim
   group_config group_cfg;
   static inline const char* name = "troupe.scheduler";

@@ -16,6 +16,7 @@ packages=(
   libmsgpack-cxx-dev          # admin protocol
   python3-torch python3-numpy # the independent reference implementation the tests compare with
   python3-jinja2              # the chat-template renderer is checked against it
+  python3-zmq python3-msgpack # an independent reader of the KV events (tests/kv/kv_events_check.py)
   prometheus                  # promtool checks /metrics
   gnuplot-nox                 # troupe bench serve draws its plots with it
   clang libclang-rt-14-dev    # the sanitizer build and the libFuzzer targets (tests/fuzz)

@@ -168,6 +168,13 @@ class reader {
     fail(&n, key, "expected a duration such as \"500ms\" or \"2s\", got \"" + s + "\"");
   }
 
+  bool boolean(const toml::table& t, const char* key, const std::string& prefix, bool fallback) const {
+    const toml::node* n = t.get(key);
+    if (!n) return fallback;
+    if (!n->is_boolean()) fail(n, prefix + key, std::string("expected true or false, got ") + type_name(*n));
+    return n->value<bool>().value();
+  }
+
   template <typename E>
   E choice(const toml::table& t, const char* key, const std::string& prefix, E fallback,
            std::initializer_list<std::pair<const char*, E>> options) const {
@@ -281,7 +288,8 @@ void read_pools(const reader& r, const toml::table& root, topology_config& t) {
 void read_scheduler(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* s = r.table(root, "scheduler", "");
   if (!s) return;
-  r.only_keys(*s, "scheduler.", {"max_batched_tokens", "max_seqs", "block_size", "chunk", "kv_memory", "kv_dtype", "order"});
+  r.only_keys(*s, "scheduler.", {"max_batched_tokens", "max_seqs", "block_size", "chunk", "kv_memory", "kv_dtype", "order", "prefix_caching"});
+  t.scheduler.prefix_caching = r.boolean(*s, "prefix_caching", "scheduler.", true);
   auto& l = t.scheduler.limits;
   l.max_num_batched_tokens = int(r.integer(*s, "max_batched_tokens", "scheduler.", l.max_num_batched_tokens, 1, 1 << 20));
   l.max_num_seqs = int(r.integer(*s, "max_seqs", "scheduler.", l.max_num_seqs, 1, 1 << 16));
@@ -378,7 +386,7 @@ void read_frontend(const reader& r, const toml::table& root, topology_config& t)
   const toml::table* f = r.table(root, "frontend", "");
   if (!f) return;
   r.only_keys(*f, "frontend.",
-              {"address", "model_name", "max_requests", "retry_after", "max_body", "metric_prefix", "api_keys", "api_key_routes"});
+              {"address", "model_name", "max_requests", "retry_after", "max_body", "metric_prefix", "api_keys", "api_key_routes", "public_prompts"});
   auto& fe = t.frontend;
   if (const toml::node* a = f->get("address")) {
     const std::string addr = r.string(*f, "address", "frontend.", std::string());
@@ -407,9 +415,35 @@ void read_frontend(const reader& r, const toml::table& root, topology_config& t)
     const toml::array* keys = n->as_array();
     if (!keys) r.fail(n, "frontend.api_keys", std::string("expected an array of strings, got ") + type_name(*n));
     for (auto&& k : *keys) {
+      if (const toml::table* kt = k.as_table()) {  // { key = "...", tenant = "..." }
+        r.only_keys(*kt, "frontend.api_keys.", {"key", "tenant"});
+        const std::string key = r.string(*kt, "key", "frontend.api_keys.", std::nullopt);
+        const std::string tenant = r.string(*kt, "tenant", "frontend.api_keys.", std::string());
+        if (key.empty()) r.fail(&k, "frontend.api_keys.key", "must not be empty");
+        if (tenant.empty() || tenant.size() > 64) r.fail(&k, "frontend.api_keys.tenant", "expected a name of 1 to 64 characters");
+        fe.api_keys.push_back(key);
+        fe.api_key_tenants.push_back(tenant);
+        continue;
+      }
       if (!k.is_string() || k.value<std::string>()->empty())
-        r.fail(&k, "frontend.api_keys", "expected non-empty strings");
+        r.fail(&k, "frontend.api_keys", "expected non-empty strings or { key = \"...\", tenant = \"...\" } tables");
       fe.api_keys.push_back(*k.value<std::string>());
+      fe.api_key_tenants.emplace_back();
+    }
+  }
+  if (const toml::node* n = f->get("public_prompts")) {
+    const toml::array* list = n->as_array();
+    if (!list) r.fail(n, "frontend.public_prompts", std::string("expected an array of tables, got ") + type_name(*n));
+    for (auto&& e : *list) {
+      const toml::table* pt = e.as_table();
+      if (!pt) r.fail(&e, "frontend.public_prompts", "expected tables { name = \"...\", text = \"...\" }");
+      r.only_keys(*pt, "frontend.public_prompts.", {"name", "text"});
+      topology::frontend_spec::public_prompt p{r.string(*pt, "name", "frontend.public_prompts.", std::nullopt),
+                                              r.string(*pt, "text", "frontend.public_prompts.", std::nullopt)};
+      if (p.text.empty()) r.fail(&e, "frontend.public_prompts.text", "must not be empty");
+      for (auto& q : fe.public_prompts)
+        if (q.name == p.name) r.fail(&e, "frontend.public_prompts.name", "\"" + p.name + "\" is declared twice");
+      fe.public_prompts.push_back(std::move(p));
     }
   }
   if (f->get("api_key_routes")) {
@@ -423,6 +457,42 @@ void read_frontend(const reader& r, const toml::table& root, topology_config& t)
   for (char c : fe.metric_prefix)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':'))
       r.fail(f->get("metric_prefix"), "frontend.metric_prefix", "may hold only letters, digits, '_' and ':'");
+}
+
+// "tcp://127.0.0.1:PORT" (or localhost / [::1]): nothing listens off loopback without
+// authentication, and the events sockets have none yet.
+void check_loopback_endpoint(const reader& r, const toml::node* n, const std::string& key, const std::string& ep) {
+  const std::string scheme = "tcp://";
+  const auto colon = ep.rfind(':');
+  if (ep.compare(0, scheme.size(), scheme) != 0 || colon == std::string::npos || colon <= scheme.size())
+    r.fail(n, key, "expected \"tcp://127.0.0.1:PORT\", got \"" + ep + "\"");
+  const std::string host = ep.substr(scheme.size(), colon - scheme.size());
+  int port = -1;
+  try {
+    std::size_t used = 0;
+    port = std::stoi(ep.substr(colon + 1), &used);
+    if (used != ep.size() - colon - 1) port = -1;
+  } catch (const std::exception&) {
+  }
+  if (port < 1 || port > 65535) r.fail(n, key, "expected a port in [1, 65535] in \"" + ep + "\"");
+  if (!(loopback(host) || host == "[::1]"))
+    r.fail(n, key, "\"" + host + "\" is not a loopback address; KV events have no authentication, so they bind to loopback only");
+}
+
+void read_kv_events(const reader& r, const toml::table& root, topology_config& t) {
+  const toml::table* k = r.table(root, "kv_events", "");
+  if (!k) return;
+  r.only_keys(*k, "kv_events.", {"endpoint", "replay_endpoint", "topic", "buffer"});
+  auto& ev = t.kv_events;
+  ev.endpoint = r.string(*k, "endpoint", "kv_events.", std::nullopt);
+  check_loopback_endpoint(r, k->get("endpoint"), "kv_events.endpoint", ev.endpoint);
+  ev.replay_endpoint = r.string(*k, "replay_endpoint", "kv_events.", std::string());
+  if (!ev.replay_endpoint.empty()) {
+    check_loopback_endpoint(r, k->get("replay_endpoint"), "kv_events.replay_endpoint", ev.replay_endpoint);
+    if (ev.replay_endpoint == ev.endpoint) r.fail(k->get("replay_endpoint"), "kv_events.replay_endpoint", "must differ from kv_events.endpoint");
+  }
+  ev.topic = r.string(*k, "topic", "kv_events.", std::string());
+  ev.buffer = int(r.integer(*k, "buffer", "kv_events.", ev.buffer, 1, 1 << 20));
 }
 
 void read_sim(const reader& r, const toml::table& root, topology_config& t) {
@@ -452,7 +522,7 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
     throw input_error(source + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }
   reader r(source);
-  r.only_keys(root, "", {"model", "nodes", "pools", "scheduler", "router", "timeouts", "frontend", "sim", "cluster"});
+  r.only_keys(root, "", {"model", "nodes", "pools", "scheduler", "router", "timeouts", "frontend", "sim", "cluster", "kv_events"});
   topology_config t;
   t.source = source;
   read_model(r, root, t);
@@ -463,6 +533,7 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
   read_timeouts(r, root, t);
   read_sim(r, root, t);
   read_frontend(r, root, t);
+  read_kv_events(r, root, t);
   read_cluster(r, root, t);
   return t;
 }

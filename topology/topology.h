@@ -50,6 +50,7 @@ struct scheduler_spec {
   std::size_t kv_memory_bytes = std::size_t(256) << 20;  // per replica
   int kv_memory_line = 0;                                // where it was set, for errors
   kernels::dtype kv_dtype = kernels::dtype::f32;
+  bool prefix_caching = true;  // reuse the KV of equal prefixes (runtime/kv/kv_cache_manager.h)
 };
 
 struct router_spec {
@@ -96,6 +97,25 @@ struct frontend_spec {
   // Bearer tokens the OpenAI routes require (none: open, as on loopback by default).
   std::vector<std::string> api_keys;
   bool api_key_on_all_routes = false;  // api_key_routes = "all": /health and /metrics too
+  // Per api_keys entry, the tenant it names ("" for none). A tenant's requests share prefix-
+  // cache blocks only among themselves; without one, a request's `user` is its tenant.
+  std::vector<std::string> api_key_tenants;
+  // System prompts every tenant may share blocks of: a prompt that starts with one (as the text
+  // of a completion prompt, or a chat's first, system message) shares its whole blocks.
+  struct public_prompt {
+    std::string name, text;
+  };
+  std::vector<public_prompt> public_prompts;
+};
+
+// KV events out of the cluster: a ZeroMQ PUB socket in vLLM's wire format, and a ROUTER socket
+// that replays what a late subscriber missed (docs/kv-events.md).
+struct kv_events_spec {
+  std::string endpoint;         // "tcp://127.0.0.1:PORT"; empty: not published
+  std::string replay_endpoint;  // empty: no replay
+  std::string topic;            // the first frame of every message
+  int buffer = 10000;           // batches kept for replay
+  bool enabled() const { return !endpoint.empty(); }
 };
 
 // The GPU the sim backend pretends to be.
@@ -115,6 +135,7 @@ struct topology_config {
   timeouts_spec timeouts;
   frontend_spec frontend;
   cluster_spec cluster;
+  kv_events_spec kv_events;
   std::optional<sim_spec> sim;
 
   const node_spec* node(const std::string& name) const;

@@ -10,6 +10,12 @@ void register_engine_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<token_batch>("troupe.token_batch");
   cfg.add_message_type<load_report>("troupe.load_report");
   cfg.add_message_type<token_sink>("troupe.token_sink");
+  cfg.add_message_type<kv::kv_event>("troupe.kv_event");
+  cfg.add_message_type<std::vector<kv::kv_event>>("troupe.kv_events");
+  cfg.add_message_type<kv::kv_event_batch>("troupe.kv_event_batch");
+  cfg.add_message_type<kv_snapshot>("troupe.kv_snapshot");
+  cfg.add_message_type<kv_event_sink>("troupe.kv_event_sink");
+  cfg.add_message_type<std::vector<std::uint64_t>>("troupe.uint64s");
 }
 
 }  // namespace troupe::actors

@@ -9,7 +9,29 @@
 
 #include "actors/protocol/worker_protocol.h"
 #include "runtime/engine/request.h"
+#include "runtime/kv/kv_events.h"
 
+
+namespace troupe::kv {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_event& x) {
+  auto kind = static_cast<std::uint8_t>(x.kind);
+  auto load_kind = caf::meta::load_callback([&]() -> caf::error {
+    if (kind > static_cast<std::uint8_t>(kv_event_kind::cleared)) return caf::sec::invalid_argument;
+    x.kind = static_cast<kv_event_kind>(kind);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("kv_event"), kind, load_kind, x.hashes, x.parent, x.has_parent, x.token_ids, x.block_size,
+           x.medium);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_event_batch& x) {
+  return f(caf::meta::type_name("kv_event_batch"), x.replica, x.generation, x.seq, x.timestamp, x.events);
+}
+
+}  // namespace troupe::kv
 
 namespace troupe::engine {
 
@@ -65,12 +87,16 @@ struct load_report {
   std::uint64_t preemptions = 0;
   std::uint64_t prompt_tokens_computed = 0;  // includes recomputation; not KV imported
   std::uint64_t generated_tokens = 0;
+  std::uint64_t prefix_queries = 0;  // prompt tokens looked up in the prefix cache
+  std::uint64_t prefix_hits = 0;     // of them, found cached
+  std::int32_t cached_blocks = 0;    // blocks findable in the prefix cache now
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, load_report& x) {
   return f(caf::meta::type_name("load_report"), x.running_seqs, x.waiting_seqs, x.waiting_prompt_tokens,
-           x.used_blocks, x.total_blocks, x.steps, x.forward_seconds, x.kv_losses, x.preemptions, x.prompt_tokens_computed, x.generated_tokens);
+           x.used_blocks, x.total_blocks, x.steps, x.forward_seconds, x.kv_losses, x.preemptions, x.prompt_tokens_computed, x.generated_tokens,
+           x.prefix_queries, x.prefix_hits, x.cached_blocks);
 }
 
 
@@ -95,12 +121,29 @@ typename Inspector::result_type inspect(Inspector& f, token_batch& x) {
 // Receives a replica's token batches (the request owner, or a test).
 using token_sink = caf::typed_actor<caf::reacts_to<token_batch>>;
 
+// Receives a replica's KV events (the router, or a test): one batch per step that changed the
+// prefix cache, numbered from 1 within each generation of the replica.
+using kv_event_sink = caf::typed_actor<caf::reacts_to<kv::kv_event_batch>>;
+
+// Everything a replica's prefix cache holds now, after its batch `seq` of `generation`.
+struct kv_snapshot {
+  std::uint64_t generation = 0;
+  std::uint64_t seq = 0;
+  std::vector<kv::block_hash> hashes;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_snapshot& x) {
+  return f(caf::meta::type_name("kv_snapshot"), x.generation, x.seq, x.hashes);
+}
+
 using submit_atom = caf::atom_constant<caf::atom("submit")>;
 using abort_atom = caf::atom_constant<caf::atom("abort")>;
 using step_atom = caf::atom_constant<caf::atom("step")>;
 using load_atom = caf::atom_constant<caf::atom("load")>;
 using group_atom = caf::atom_constant<caf::atom("group")>;
 using wake_atom = caf::atom_constant<caf::atom("wake")>;
+using kv_subscribe_atom = caf::atom_constant<caf::atom("kvsub")>;
 
 // The scheduler of one replica.
 using scheduler_actor = caf::typed_actor<
@@ -111,6 +154,9 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<abort_atom, std::string>,
     // The replica's current load.
     caf::replies_to<load_atom>::with<load_report>,
+    // Send this replica's KV events to the sink from now on, stamped with replica id `r`;
+    // replies with what the prefix cache holds now. A sink that dies is dropped.
+    caf::replies_to<kv_subscribe_atom, std::uint32_t, kv_event_sink>::with<kv_snapshot>,
     // The supervisor of the replica's worker ranks (sim replicas have none: an error).
     caf::replies_to<group_atom>::with<group_actor>,
     // Internal: run one engine step (the actor sends it to itself while it has work).

@@ -15,6 +15,11 @@ struct route_query {
   std::int32_t priority = 0;
   std::uint32_t avoid = UINT32_MAX;  // a replica not to pick (the one a request just left)
   bool decode = false;  // a request handed off after its prefill: decode-capable replicas only
+  // What keys its prefix-cache blocks (engine::request's fields), for KV-aware routing: the
+  // prompt and the tokens generated so far, the tenant's salt and the public prefix length.
+  std::vector<std::int32_t> tokens;
+  std::string cache_salt;
+  std::int32_t public_prefix = 0;
 };
 
 struct route_reply {
@@ -27,7 +32,8 @@ struct route_reply {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, route_query& x) {
-  return f(caf::meta::type_name("route_query"), x.request, x.prompt_tokens, x.priority, x.avoid, x.decode);
+  return f(caf::meta::type_name("route_query"), x.request, x.prompt_tokens, x.priority, x.avoid, x.decode, x.tokens,
+           x.cache_salt, x.public_prefix);
 }
 
 template <class Inspector>
@@ -41,6 +47,23 @@ using poll_atom = caf::atom_constant<caf::atom("poll")>;
 using live_atom = caf::atom_constant<caf::atom("live")>;
 using timing_atom = caf::atom_constant<caf::atom("timing")>;
 using replicas_atom = caf::atom_constant<caf::atom("replicas")>;
+using router_stats_atom = caf::atom_constant<caf::atom("rstats")>;
+
+// What the router has done, for /metrics and the admin console. Labels are fixed sets.
+struct router_stats {
+  std::vector<std::pair<std::string, std::uint64_t>> decisions;  // by the policy's reason
+  std::uint64_t kv_batches = 0;         // KV event batches received from replicas
+  std::uint64_t kv_stale = 0;           // of them, from an old generation or already known
+  std::uint64_t kv_gaps = 0;            // times a replica's stream had a gap (snapshot asked)
+  std::uint64_t events_published = 0;   // events sent on the ZeroMQ endpoint
+  std::uint64_t events_dropped = 0;     // events the publisher could not keep up with
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, router_stats& x) {
+  return f(caf::meta::type_name("router_stats"), x.decisions, x.kv_batches, x.kv_stale, x.kv_gaps, x.events_published,
+           x.events_dropped);
+}
 
 using router_actor = caf::typed_actor<
     // Pick a live replica for a request (placed == false when none can take it).
@@ -54,6 +77,10 @@ using router_actor = caf::typed_actor<
     caf::replies_to<replicas_atom>::with<std::vector<scheduler_actor>>,
     // The time each routing decision took, in nanoseconds, oldest first (the last 100,000).
     caf::replies_to<timing_atom>::with<std::vector<std::int64_t>>,
+    // A replica's KV events (the router subscribes to each replica it registers).
+    caf::reacts_to<kv::kv_event_batch>,
+    // Decisions by reason and KV-event counts.
+    caf::replies_to<router_stats_atom>::with<router_stats>,
     // Internal: refresh the replicas' load reports.
     caf::reacts_to<poll_atom>>;
 

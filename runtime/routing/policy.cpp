@@ -1,5 +1,6 @@
 #include "runtime/routing/policy.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "runtime/common/error.h"
@@ -20,9 +21,9 @@ decision round_robin(const route_request&, std::span<const replica_load> replica
   std::vector<std::size_t> alive;
   for (std::size_t i = 0; i < replicas.size(); ++i)
     if (replicas[i].alive) alive.push_back(i);
-  if (alive.empty()) return {std::nullopt, "round_robin: no live replica"};
+  if (alive.empty()) return {std::nullopt, "round_robin: no live replica", "no_replica"};
   const std::size_t pick = alive[index % alive.size()];
-  return {pick, "round_robin: turn " + std::to_string(index) + " -> replica " + std::to_string(replicas[pick].replica)};
+  return {pick, "round_robin: turn " + std::to_string(index) + " -> replica " + std::to_string(replicas[pick].replica), "turn"};
 }
 
 decision least_loaded(const route_request& r, std::span<const replica_load> replicas, const policy_params& p,
@@ -40,8 +41,43 @@ decision least_loaded(const route_request& r, std::span<const replica_load> repl
       best_score = score;
     }
   }
-  if (!best) return {std::nullopt, "least_loaded: no live replica"};
-  return {best, "least_loaded: replica " + std::to_string(replicas[*best].replica) + " scores " + std::to_string(best_score)};
+  if (!best) return {std::nullopt, "least_loaded: no live replica", "no_replica"};
+  return {best, "least_loaded: replica " + std::to_string(replicas[*best].replica) + " scores " + std::to_string(best_score), "load"};
+}
+
+decision kv_aware(const route_request& r, std::span<const replica_load> replicas, const policy_params& p,
+                  std::uint64_t index) {
+  const bool incomplete = std::any_of(replicas.begin(), replicas.end(), [](const replica_load& x) {
+    return x.alive && !x.index_complete;
+  });
+  if (incomplete) {
+    decision d = least_loaded(r, replicas, {{"running_weight", param(p, "running_weight", 1.0)},
+                                            {"token_weight", param(p, "token_weight", 1.0 / 256)}}, index);
+    d.why = "kv_aware (index incomplete, by load): " + d.why;
+    if (d.index) d.reason = "index_incomplete";
+    return d;
+  }
+  const double w_prefix = param(p, "prefix_weight", 1.0), w_tok = param(p, "token_weight", 1.0 / 256),
+               w_run = param(p, "running_weight", 1.0), w_use = param(p, "usage_weight", 0.0);
+  std::optional<std::size_t> best;
+  double best_cost = 0;
+  for (std::size_t i = 0; i < replicas.size(); ++i) {
+    const auto& x = replicas[i];
+    if (!x.alive) continue;
+    const double cached = double(std::min(x.cached_blocks * r.block_size, r.prompt_tokens));
+    const double usage = x.total_blocks > 0 ? 1.0 - double(x.free_blocks) / x.total_blocks : 0.0;
+    const double cost = w_tok * (x.waiting_prompt_tokens + r.prompt_tokens - w_prefix * cached) + w_run * x.running_seqs + w_use * usage;
+    if (!best || cost < best_cost || (cost == best_cost && x.replica < replicas[*best].replica)) {
+      best = i;
+      best_cost = cost;
+    }
+  }
+  if (!best) return {std::nullopt, "kv_aware: no live replica", "no_replica"};
+  const auto& b = replicas[*best];
+  const int hit = std::min(b.cached_blocks * r.block_size, r.prompt_tokens);
+  return {best, "kv_aware: replica " + std::to_string(b.replica) + " holds " + std::to_string(hit) + " of " +
+                    std::to_string(r.prompt_tokens) + " prompt tokens, cost " + std::to_string(best_cost),
+          hit > 0 ? "prefix_hit" : "no_hit"};
 }
 
 registry& registry::global() {
@@ -49,6 +85,7 @@ registry& registry::global() {
     registry g;
     g.add("round_robin", round_robin);
     g.add("least_loaded", least_loaded, {"running_weight", "token_weight"});
+    g.add("kv_aware", kv_aware, {"prefix_weight", "token_weight", "running_weight", "usage_weight"});
     return g;
   }();
   return r;

@@ -174,10 +174,13 @@ int cmd_serve(int argc, char** argv) {
   fc.metric_prefix = topo.frontend.metric_prefix;
   fc.request_timeout = topo.timeouts.request;
   fc.api_keys = topo.frontend.api_keys;
+  fc.api_key_tenants = topo.frontend.api_key_tenants;
   if (auto key = a.get("api-key")) {
     if (key->empty()) throw input_error("--api-key: must not be empty");
     fc.api_keys.push_back(*key);
+    fc.api_key_tenants.emplace_back();
   }
+  for (const auto& p : topo.frontend.public_prompts) fc.public_prompts.emplace_back(p.name, p.text);
   fc.api_key_on_all_routes = topo.frontend.api_key_on_all_routes;
   std::unique_ptr<actors::frontend> fe;
   try {

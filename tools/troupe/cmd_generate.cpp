@@ -78,12 +78,7 @@ int cmd_generate(int argc, char** argv) {
 
   opened_model m = open_model(dir);
   engine::engine_config cfg;
-  if (topo) {
-    cfg.sched = topo->scheduler.limits;
-    cfg.kv_type = topo->scheduler.kv_dtype;
-    cfg.kv_memory_bytes = topo->scheduler.kv_memory_bytes;
-    cfg.max_model_len = topo->model.max_model_len;
-  }
+  if (topo) cfg = actors::engine_config_of(*topo);
   if (auto kv = a.get("kv-dtype")) cfg.kv_type = parse_kv_dtype(*kv);
   cfg.sched.max_num_batched_tokens = int(a.get_int("max-batched-tokens", cfg.sched.max_num_batched_tokens));
   cfg.sched.long_prefill_chunk = int(a.get_int("chunk", cfg.sched.long_prefill_chunk));

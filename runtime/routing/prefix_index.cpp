@@ -1,0 +1,99 @@
+#include "runtime/routing/prefix_index.h"
+
+namespace troupe::routing {
+
+prefix_index::outcome prefix_index::apply(const kv::kv_event_batch& b) {
+  auto it = replicas_.find(b.replica);
+  if (it == replicas_.end()) {  // no snapshot yet: remember the generation, wait for one
+    replica_view v;
+    v.generation = b.generation;
+    replicas_.emplace(b.replica, std::move(v));
+    return outcome::gap;
+  }
+  replica_view& v = it->second;
+  if (b.generation < v.generation) return outcome::stale;
+  if (b.generation > v.generation) {  // restarted or reset: nothing of before counts
+    v.generation = b.generation;
+    v.blocks.clear();
+    v.predicted.clear();
+    v.complete = b.seq == 1;
+    v.seq = 0;
+    if (!v.complete) return outcome::gap;
+  } else if (b.seq <= v.seq) {
+    return outcome::stale;  // already in the snapshot
+  } else if (!v.complete || b.seq != v.seq + 1) {
+    v.complete = false;
+    v.blocks.clear();
+    return outcome::gap;
+  }
+  v.seq = b.seq;
+  for (const auto& e : b.events) {
+    switch (e.kind) {
+      case kv::kv_event_kind::stored:
+        v.blocks.insert(e.hashes.begin(), e.hashes.end());
+        for (auto h : e.hashes) v.predicted.erase(h);
+        break;
+      case kv::kv_event_kind::removed:
+        for (auto h : e.hashes) {
+          v.blocks.erase(h);
+          v.predicted.erase(h);
+        }
+        break;
+      case kv::kv_event_kind::cleared:
+        v.blocks.clear();
+        v.predicted.clear();
+        break;
+    }
+  }
+  return outcome::applied;
+}
+
+void prefix_index::reset(std::uint32_t r, std::uint64_t generation, std::uint64_t seq, std::span<const kv::block_hash> hashes) {
+  replica_view& v = replicas_[r];
+  if (generation < v.generation || (generation == v.generation && v.complete && seq < v.seq)) return;
+  v.generation = generation;
+  v.seq = seq;
+  v.complete = true;
+  v.blocks.clear();
+  v.predicted.clear();
+  v.blocks.insert(hashes.begin(), hashes.end());
+}
+
+void prefix_index::predict(std::uint32_t r, std::span<const kv::block_hash> hashes) {
+  auto it = replicas_.find(r);
+  if (it == replicas_.end()) return;
+  auto& p = it->second.predicted;
+  if (p.size() + hashes.size() > max_predicted) p.clear();
+  for (auto h : hashes)
+    if (!it->second.blocks.count(h)) p.insert(h);
+}
+
+void prefix_index::drop(std::uint32_t r) { replicas_.erase(r); }
+
+int prefix_index::matched_blocks(std::uint32_t r, std::span<const kv::block_hash> hashes) const {
+  auto it = replicas_.find(r);
+  if (it == replicas_.end()) return 0;
+  int n = 0;
+  for (auto h : hashes) {
+    if (!it->second.blocks.count(h) && !it->second.predicted.count(h)) break;
+    ++n;
+  }
+  return n;
+}
+
+bool prefix_index::complete(std::uint32_t r) const {
+  auto it = replicas_.find(r);
+  return it != replicas_.end() && it->second.complete;
+}
+
+std::size_t prefix_index::num_blocks(std::uint32_t r) const {
+  auto it = replicas_.find(r);
+  return it == replicas_.end() ? 0 : it->second.blocks.size();
+}
+
+std::uint64_t prefix_index::generation(std::uint32_t r) const {
+  auto it = replicas_.find(r);
+  return it == replicas_.end() ? 0 : it->second.generation;
+}
+
+}  // namespace troupe::routing
