@@ -378,13 +378,13 @@ int key_index(const frontend_config& cfg, const http::request& rq) {
 
 bool authorized(const frontend_config& cfg, const http::request& rq) { return cfg.api_keys.empty() || key_index(cfg, rq) >= 0; }
 
-// The prefix-cache salt of a request: its API key's tenant, else its `user`, else none (the
-// shared default). The two kinds never collide.
+// The prefix-cache salt of a request: its API key's tenant, else its `user` (unless
+// tenant_by_user is off), else none (the shared default). The two kinds never collide.
 std::string cache_salt(const frontend_config& cfg, const http::request& rq, const std::string& user) {
   const int k = cfg.api_keys.empty() ? -1 : key_index(cfg, rq);
   if (k >= 0 && std::size_t(k) < cfg.api_key_tenants.size() && !cfg.api_key_tenants[std::size_t(k)].empty())
     return "tenant:" + cfg.api_key_tenants[std::size_t(k)];
-  return user.empty() ? std::string() : "user:" + user;
+  return user.empty() || !cfg.tenant_by_user ? std::string() : "user:" + user;
 }
 
 void submit(frontend_ptr self, prepared& p) {

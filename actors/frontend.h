@@ -31,6 +31,7 @@ struct frontend_config {
   // Per api_keys entry, the tenant it names ("" none). The prefix cache keeps tenants apart:
   // a request's tenant is its key's, else its `user`, else the shared default.
   std::vector<std::string> api_key_tenants;
+  bool tenant_by_user = true;  // false: `user` does not separate caches
   // System prompts (name, text) every tenant shares prefix-cache blocks of.
   std::vector<std::pair<std::string, std::string>> public_prompts;
   std::chrono::milliseconds request_timeout{30000};  // for the frontend's own asks (health, metrics)

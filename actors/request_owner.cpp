@@ -60,6 +60,7 @@ void place(owner_ptr self, const std::string& id, std::uint32_t avoid, std::shar
             r.kv.clear();
             r.scheduler = rep.scheduler;
             r.replica = rep.replica;
+            r.prompt_done = false;
             watch(self, rep.scheduler);
             self->request(rep.scheduler, self->state.cfg.request_timeout, submit_atom::value, req,
                           caf::actor_cast<token_sink>(self))
@@ -142,6 +143,12 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
             st.migrations.push_back({u.id, r.lost_replica, r.replica, secs,
                                      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()});
           }
+          // The router's view of this replica's load, current before its next load report.
+          const bool first = !r.prompt_done && !u.tokens.empty();
+          if (first || u.finished)
+            self->send(st.router, progress_atom::value, r.replica,
+                       std::int32_t(first ? r.request.prompt.size() + r.tokens.size() : 0), bool(u.finished));
+          r.prompt_done |= first;
           r.tokens.insert(r.tokens.end(), u.tokens.begin(), u.tokens.end());
           u.migrations = r.migrations;
           if (u.finished && u.reason == engine::finish_reason::handoff) {

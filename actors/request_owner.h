@@ -27,6 +27,7 @@ struct owned_request {
   std::chrono::steady_clock::time_point lost_at;  // when its replica was found dead
   std::uint32_t lost_replica = 0;
   bool awaiting_first_token = false;              // migrated, no token from the new replica yet
+  bool prompt_done = false;     // this placement's first token came (told to the router)
   bool prefilled = false;       // handed off by a prefill replica: decode replicas only from now
   std::vector<float> kv;        // that replica's KV, until a decode replica takes it
 };

@@ -125,6 +125,13 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         subscribe_kv(self, replica, s);
         return true;
       },
+      [=](progress_atom, std::uint32_t replica, std::int32_t prompt_tokens, bool finished) {
+        for (auto& l : self->state.loads)
+          if (l.replica == replica && l.alive) {
+            l.waiting_prompt_tokens = std::max(0, l.waiting_prompt_tokens - prompt_tokens);
+            if (finished) l.running_seqs = std::max(0, l.running_seqs - 1);
+          }
+      },
       [=](kv::kv_event_batch& b) {
         auto& st = self->state;
         ++st.stats.kv_batches;

@@ -386,7 +386,8 @@ void read_frontend(const reader& r, const toml::table& root, topology_config& t)
   const toml::table* f = r.table(root, "frontend", "");
   if (!f) return;
   r.only_keys(*f, "frontend.",
-              {"address", "model_name", "max_requests", "retry_after", "max_body", "metric_prefix", "api_keys", "api_key_routes", "public_prompts"});
+              {"address", "model_name", "max_requests", "retry_after", "max_body", "metric_prefix", "api_keys", "api_key_routes", "public_prompts", "tenant_by_user"});
+  t.frontend.tenant_by_user = r.boolean(*f, "tenant_by_user", "frontend.", true);
   auto& fe = t.frontend;
   if (const toml::node* a = f->get("address")) {
     const std::string addr = r.string(*f, "address", "frontend.", std::string());

@@ -100,6 +100,9 @@ struct frontend_spec {
   // Per api_keys entry, the tenant it names ("" for none). A tenant's requests share prefix-
   // cache blocks only among themselves; without one, a request's `user` is its tenant.
   std::vector<std::string> api_key_tenants;
+  // Whether a request's `user` names its tenant when its API key names none (false: such
+  // requests all share the default tenant's cache, as one organisation's users would).
+  bool tenant_by_user = true;
   // System prompts every tenant may share blocks of: a prompt that starts with one (as the text
   // of a completion prompt, or a chat's first, system message) shares its whole blocks.
   struct public_prompt {

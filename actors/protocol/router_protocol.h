@@ -48,6 +48,7 @@ using live_atom = caf::atom_constant<caf::atom("live")>;
 using timing_atom = caf::atom_constant<caf::atom("timing")>;
 using replicas_atom = caf::atom_constant<caf::atom("replicas")>;
 using router_stats_atom = caf::atom_constant<caf::atom("rstats")>;
+using progress_atom = caf::atom_constant<caf::atom("progress")>;
 
 // What the router has done, for /metrics and the admin console. Labels are fixed sets.
 struct router_stats {
@@ -77,6 +78,10 @@ using router_actor = caf::typed_actor<
     caf::replies_to<replicas_atom>::with<std::vector<scheduler_actor>>,
     // The time each routing decision took, in nanoseconds, oldest first (the last 100,000).
     caf::replies_to<timing_atom>::with<std::vector<std::int64_t>>,
+    // A request placed on a replica made progress: `prompt_tokens` of its prompt are computed
+    // (its first token came; 0 if not news) and whether it left the replica. Keeps the load the
+    // router weighs current between two load reports.
+    caf::reacts_to<progress_atom, std::uint32_t, std::int32_t, bool>,
     // A replica's KV events (the router subscribes to each replica it registers).
     caf::reacts_to<kv::kv_event_batch>,
     // Decisions by reason and KV-event counts.

@@ -2,6 +2,8 @@
 
 #include <msgpack.hpp>
 
+#include <cstring>
+
 namespace troupe::kv {
 
 namespace {
@@ -13,6 +15,17 @@ void pack_hashes(packer& pk, const std::vector<block_hash>& hs) {
   for (auto h : hs) pk.pack_uint64(h);
 }
 
+// Always a float64, as vLLM's `ts: float` expects: msgpack-c's pack_double writes a double
+// with an integral value as an integer.
+void pack_float64(msgpack::sbuffer& buf, double d) {
+  std::uint64_t bits;
+  std::memcpy(&bits, &d, 8);
+  char out[9];
+  out[0] = char(0xcb);
+  for (int i = 0; i < 8; ++i) out[1 + i] = char(bits >> (56 - 8 * i));
+  buf.write(out, sizeof out);
+}
+
 void pack_medium(packer& pk, const std::string& medium) { pk.pack(medium == "gpu" || medium.empty() ? std::string("GPU") : medium); }
 
 }  // namespace
@@ -21,7 +34,7 @@ std::string encode_kv_event_batch(const kv_event_batch& b) {
   msgpack::sbuffer buf;
   packer pk(buf);
   pk.pack_array(3);
-  pk.pack_double(b.timestamp);
+  pack_float64(buf, b.timestamp);
   pk.pack_array(std::uint32_t(b.events.size()));
   for (const auto& e : b.events) {
     switch (e.kind) {

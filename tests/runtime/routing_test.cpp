@@ -3,6 +3,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/routing/policy.h"
+#include "runtime/routing/prefix_index.h"
 
 using namespace troupe::routing;
 
@@ -44,4 +45,76 @@ BOOST_AUTO_TEST_CASE(registry_holds_builtins_and_user_policies) {
   BOOST_CHECK_EXCEPTION(g.get("nope"), troupe::input_error, [](const troupe::input_error& e) {
     return std::string(e.what()).find("unknown routing policy 'nope'") != std::string::npos;
   });
+}
+
+BOOST_AUTO_TEST_CASE(kv_aware_weighs_cached_prefix_against_load) {
+  // 1,024-token prompt, 64 blocks of 16. Replica 0 holds 60 of its blocks but runs 3 sequences.
+  std::vector<replica_load> r = {{0, true, 3, 0, 100, 100}, {1, true, 0, 0, 100, 100}};
+  r[0].cached_blocks = 60;
+  const route_request q{1, 1024, 0, 16};
+  // cost 0: (1024 - 960) / 256 + 3 = 3.25; cost 1: 1024 / 256 = 4.
+  decision d = kv_aware(q, r, {}, 0);
+  BOOST_TEST(*d.index == 0u);
+  BOOST_TEST(d.reason == "prefix_hit");
+  // Twice the weight on running sequences: the idle replica wins and computes the prompt.
+  d = kv_aware(q, r, {{"running_weight", 2.0}}, 0);
+  BOOST_TEST(*d.index == 1u);
+  BOOST_TEST(d.reason == "no_hit");
+  // An index known to be incomplete for any live replica: load only.
+  r[1].index_complete = false;
+  d = kv_aware(q, r, {}, 0);
+  BOOST_TEST(*d.index == 1u);
+  BOOST_TEST(d.reason == "index_incomplete");
+  r[1].alive = false;  // ... unless that replica cannot be chosen anyway
+  BOOST_TEST(kv_aware(q, r, {}, 0).reason == "prefix_hit");
+}
+
+namespace {
+
+troupe::kv::kv_event_batch stored(std::uint32_t replica, std::uint64_t gen, std::uint64_t seq, std::vector<troupe::kv::block_hash> hs) {
+  troupe::kv::kv_event e;
+  e.kind = troupe::kv::kv_event_kind::stored;
+  e.hashes = std::move(hs);
+  return {replica, gen, seq, 0, {e}};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(prefix_index_follows_events_and_fences_old_generations) {
+  using troupe::kv::kv_event;
+  using troupe::kv::kv_event_kind;
+  prefix_index ix;
+  // Before its snapshot a replica is incomplete, and its events are a gap.
+  BOOST_TEST(!ix.complete(0));
+  BOOST_TEST(int(ix.apply(stored(0, 5, 1, {11}))) == int(prefix_index::outcome::gap));
+  ix.reset(0, 5, 1, std::vector<troupe::kv::block_hash>{11});
+  BOOST_TEST(ix.complete(0));
+  BOOST_TEST(int(ix.apply(stored(0, 5, 1, {11}))) == int(prefix_index::outcome::stale));  // in the snapshot
+  BOOST_TEST(int(ix.apply(stored(0, 5, 2, {12, 13}))) == int(prefix_index::outcome::applied));
+  const std::vector<troupe::kv::block_hash> q = {11, 12, 13, 14};
+  BOOST_TEST(ix.matched_blocks(0, q) == 3);
+  BOOST_TEST(ix.matched_blocks(0, std::vector<troupe::kv::block_hash>{12, 13}) == 2);
+  BOOST_TEST(ix.matched_blocks(1, q) == 0);
+  kv_event removed{kv_event_kind::removed, {12}};
+  BOOST_TEST(int(ix.apply({0, 5, 3, 0, {removed}})) == int(prefix_index::outcome::applied));
+  BOOST_TEST(ix.matched_blocks(0, q) == 1);
+  // A missing batch: incomplete, nothing credited, until a snapshot.
+  BOOST_TEST(int(ix.apply(stored(0, 5, 5, {12}))) == int(prefix_index::outcome::gap));
+  BOOST_TEST(!ix.complete(0));
+  BOOST_TEST(ix.matched_blocks(0, q) == 0);
+  ix.reset(0, 5, 5, std::vector<troupe::kv::block_hash>{11, 12});
+  BOOST_TEST(ix.matched_blocks(0, q) == 2);
+  // The replica restarted: its new generation starts empty; the old one's events are stale.
+  BOOST_TEST(int(ix.apply(stored(0, 9, 1, {21}))) == int(prefix_index::outcome::applied));
+  BOOST_TEST(ix.matched_blocks(0, q) == 0);
+  BOOST_TEST(int(ix.apply(stored(0, 5, 6, {11}))) == int(prefix_index::outcome::stale));
+  BOOST_TEST(ix.matched_blocks(0, q) == 0);
+  // A prediction counts until an event or a reset says otherwise.
+  ix.predict(0, q);
+  BOOST_TEST(ix.matched_blocks(0, q) == 4);
+  kv_event cleared{kv_event_kind::cleared};
+  BOOST_TEST(int(ix.apply({0, 9, 2, 0, {cleared}})) == int(prefix_index::outcome::applied));
+  BOOST_TEST(ix.matched_blocks(0, q) == 0);
+  ix.drop(0);
+  BOOST_TEST(!ix.complete(0));
 }

@@ -204,3 +204,43 @@ BOOST_AUTO_TEST_CASE(nodes_off_loopback_need_tls) {
   BOOST_CHECK_THROW(parse_topology(off + "[cluster]\ntoken = \"short\"\ntls_certificate = \"c\"\ntls_key = \"k\"\ntls_ca = \"a\"\n", "t.toml"),
                     troupe::input_error);
 }
+
+BOOST_AUTO_TEST_CASE(kv_aware_toml_has_caching_routing_and_events_on_loopback) {
+  topology_config t = load_topology(std::string(TROUPE_SOURCE_DIR) + "/configs/kv-aware.toml");
+  BOOST_TEST(t.pools.at(0).replicas == 2);
+  BOOST_TEST(t.scheduler.prefix_caching);
+  BOOST_TEST(t.router.policy == "kv_aware");
+  BOOST_TEST(t.router.params.at("prefix_weight") == 1.0);
+  BOOST_TEST(t.kv_events.endpoint == "tcp://127.0.0.1:5557");
+  BOOST_TEST(t.kv_events.replay_endpoint == "tcp://127.0.0.1:5558");
+  BOOST_TEST(t.kv_events.topic == "kv-events");
+}
+
+BOOST_AUTO_TEST_CASE(prefix_caching_tenants_public_prompts_and_events_are_checked) {
+  topology_config t = parse_topology(minimal, "t.toml");
+  BOOST_TEST(t.scheduler.prefix_caching);  // on by default
+  BOOST_TEST(!t.kv_events.enabled());
+  t = parse_topology(minimal + "\n[scheduler]\nprefix_caching = false\n", "t.toml");
+  BOOST_TEST(!t.scheduler.prefix_caching);
+  BOOST_TEST(error_of(minimal + "\n[scheduler]\nprefix_caching = 1\n") ==
+             "t.toml:12: scheduler.prefix_caching: expected true or false, got an integer");
+  t = parse_topology(minimal + R"(
+[frontend]
+api_keys = ["plain", { key = "k-acme", tenant = "acme" }]
+public_prompts = [{ name = "bot", text = "You are a helpful assistant." }]
+)", "t.toml");
+  BOOST_TEST(t.frontend.api_keys == (std::vector<std::string>{"plain", "k-acme"}));
+  BOOST_TEST(t.frontend.api_key_tenants == (std::vector<std::string>{"", "acme"}));
+  BOOST_TEST_REQUIRE(t.frontend.public_prompts.size() == 1u);
+  BOOST_TEST(t.frontend.public_prompts[0].text == "You are a helpful assistant.");
+  BOOST_TEST(error_of(minimal + "\n[frontend]\napi_keys = [{ key = \"k\", tenant = \"t\", role = \"x\" }]\n").find(
+                 "frontend.api_keys.role: unknown key") != std::string::npos);
+  BOOST_TEST(error_of(minimal + "\n[kv_events]\nendpoint = \"tcp://0.0.0.0:5557\"\n").find("is not a loopback address") !=
+             std::string::npos);
+  BOOST_TEST(error_of(minimal + "\n[kv_events]\nendpoint = \"udp://127.0.0.1:5557\"\n").find("expected \"tcp://127.0.0.1:PORT\"") !=
+             std::string::npos);
+  BOOST_TEST(error_of(minimal + "\n[kv_events]\nendpoint = \"tcp://127.0.0.1:5557\"\nreplay_endpoint = \"tcp://127.0.0.1:5557\"\n")
+                 .find("must differ") != std::string::npos);
+  BOOST_TEST(error_of(minimal + "\n[router]\npolicy = \"kv_aware\"\n[router.params]\nprefix = 1\n").find(
+                 "takes no parameter \"prefix\"") != std::string::npos);
+}

@@ -175,6 +175,7 @@ int cmd_serve(int argc, char** argv) {
   fc.request_timeout = topo.timeouts.request;
   fc.api_keys = topo.frontend.api_keys;
   fc.api_key_tenants = topo.frontend.api_key_tenants;
+  fc.tenant_by_user = topo.frontend.tenant_by_user;
   if (auto key = a.get("api-key")) {
     if (key->empty()) throw input_error("--api-key: must not be empty");
     fc.api_keys.push_back(*key);
