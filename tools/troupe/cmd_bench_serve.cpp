@@ -29,8 +29,9 @@ std::vector<std::string> words(const std::string& s) {
 int cmd_bench_serve(int argc, char** argv) {
   args a(argc, argv, 3,
          {"url", "model", "requests", "concurrency", "rate", "arrival", "prompt-len", "prompt-dist", "output-len",
-          "output-dist", "shared-prefix", "trace", "seed", "goodput", "json", "plot", "vocab", "timeout"},
-         {"chat", "no-ignore-eos", "quiet", "detailed"});
+          "output-dist", "shared-prefix", "trace", "seed", "goodput", "json", "plot", "vocab", "timeout",
+          "block-size"},
+         {"chat", "no-ignore-eos", "quiet", "detailed", "shuffle"});
   auto url = a.get("url");
   if (!url) throw input_error("usage: troupe bench serve --url http://HOST:PORT [options]; see troupe --help");
   bench::client_options co = bench::parse_url(*url);
@@ -48,6 +49,7 @@ int cmd_bench_serve(int argc, char** argv) {
   }
 
   std::vector<bench::planned_request> plan;
+  long long ideal_hits = 0;  // shared-prefix workloads: prompt tokens an ideal cache would reuse
   const std::uint64_t seed = std::uint64_t(a.get_int("seed", 0));
   const int vocab = int(a.get_int("vocab", 32000));
   if (auto trace = a.get("trace")) {
@@ -71,8 +73,15 @@ int cmd_bench_serve(int argc, char** argv) {
     }
     w.vocab = vocab;
     w.seed = seed;
+    w.shuffle = a.has("shuffle");
     if (w.requests < 1 || w.prompt_len < 1 || w.output_len < 1) throw input_error("--requests, --prompt-len and --output-len must be positive");
     plan = bench::plan_workload(w);
+    if (w.systems > 0) {  // every request after its system prompt's first reuses its whole blocks
+      const int block = int(a.get_int("block-size", 16));
+      if (block < 1) throw input_error("--block-size: must be positive");
+      const long long used = std::min<long long>(w.systems, (w.requests + w.users - 1) / std::max(w.users, 1));
+      ideal_hits = (w.requests - used) * (w.prefix_len / block) * block;
+    }
   }
   const bench::slo goal = bench::parse_slo(words(a.get("goodput", "")));
   const bool quiet = a.has("quiet");
@@ -120,6 +129,28 @@ int cmd_bench_serve(int argc, char** argv) {
     const auto f0 = frontend_cpu(*before), f1 = frontend_cpu(after);
     const auto p0 = metrics::sum_samples(*before, "process_cpu_seconds_total");
     const auto p1 = metrics::sum_samples(after, "process_cpu_seconds_total");
+    // The server's prefix-cache hit rate over the run (troupe's counters, in tokens as vLLM's).
+    auto counter = [](const std::string& text, const std::string& name) {
+      auto v = metrics::sum_samples(text, "troupe:" + name);
+      return v ? v : metrics::sum_samples(text, "troupe_" + name);
+    };
+    const auto q0 = counter(*before, "prefix_cache_queries_total"), q1 = counter(after, "prefix_cache_queries_total");
+    const auto h0 = counter(*before, "prefix_cache_hits_total"), h1 = counter(after, "prefix_cache_hits_total");
+    if (status == 200 && q0 && q1 && h0 && h1 && *q1 > *q0) {
+      const double rate = (*h1 - *h0) / (*q1 - *q0);
+      j["prefix_cache_hit_rate"] = rate;
+      char b[200];
+      std::snprintf(b, sizeof b, "%-40s %.3f\n", "Prefix cache hit rate (server):", rate);
+      text += b;
+      if (ideal_hits > 0) {
+        long long prompt_tokens = 0;
+        for (const auto& r : plan) prompt_tokens += r.prompt_len;
+        const double ideal = double(ideal_hits) / double(prompt_tokens);
+        j["prefix_cache_hit_rate_ideal"] = ideal;
+        std::snprintf(b, sizeof b, "%-40s %.3f\n", "Prefix cache hit rate (ideal):", ideal);
+        text += b;
+      }
+    }
     if (status == 200 && f0 && f1 && s.output_tokens > 0) {
       j["server_frontend_cpu_us_per_token"] = (*f1 - *f0) * 1e6 / double(s.output_tokens);
       char b[160];

@@ -106,7 +106,7 @@ Loads an OpenAI-compatible server and reports TTFT, TPOT, ITL, E2E, throughput a
   --url URL              the server (required)
   --requests N  --concurrency C  --rate R  --arrival poisson|fixed
   --prompt-len N  --output-len N  --prompt-dist/--output-dist fixed|uniform|longtail
-  --shared-prefix SYSTEMS:USERS:TOKENS  --trace FILE.jsonl  --chat  --model NAME
+  --shared-prefix SYSTEMS:USERS:TOKENS  --shuffle  --block-size N  --trace FILE.jsonl  --chat  --model NAME
   --goodput "ttft:MS tpot:MS e2el:MS"  --json FILE [--detailed]  --plot PREFIX
   --seed S  --vocab N  --timeout S  --no-ignore-eos  --quiet
   -h, --help             this text

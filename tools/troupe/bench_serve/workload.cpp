@@ -44,16 +44,22 @@ std::vector<planned_request> plan_workload(const workload_options& o) {
   double t = 0;
   std::vector<std::vector<std::int32_t>> systems;
   for (int s = 0; s < o.systems; ++s) systems.push_back(random_ids(o.prefix_len, o.vocab, o.seed, 1000 + std::uint64_t(s)));
+  std::vector<int> slot(std::size_t(std::max(o.requests, 0)));  // request i plays user slot[i]
+  for (int i = 0; i < o.requests; ++i) slot[std::size_t(i)] = i;
+  if (o.shuffle)  // Fisher-Yates with the workload's own draws
+    for (int i = o.requests - 1; i > 0; --i)
+      std::swap(slot[std::size_t(i)], slot[std::size_t(uniform(o.seed, 9, std::uint64_t(i)) * (i + 1)) % std::size_t(i + 1)]);
   for (int i = 0; i < o.requests; ++i) {
     planned_request r;
+    const int k = slot[std::size_t(i)];
     if (o.process == arrival::poisson && o.rate > 0) t += -std::log(uniform(o.seed, 1, std::uint64_t(i))) / o.rate;
     else if (o.process == arrival::fixed && o.rate > 0) t = i / o.rate;
     r.at = o.process == arrival::burst ? 0 : t;
     const int user_len = draw_length(o.prompt_dist, o.prompt_len, o.seed ^ 0x11, std::uint64_t(i));
     if (!systems.empty()) {
-      const auto& sys = systems[std::size_t((i / std::max(o.users, 1)) % o.systems)];
+      const auto& sys = systems[std::size_t((k / std::max(o.users, 1)) % o.systems)];
       r.prompt_ids = sys;
-      r.tenant = "user-" + std::to_string(i % std::max(o.users, 1));
+      r.tenant = "user-" + std::to_string(k % std::max(o.users, 1));
     }
     auto own = random_ids(user_len, o.vocab, o.seed, 2000000 + std::uint64_t(i));
     r.prompt_ids.insert(r.prompt_ids.end(), own.begin(), own.end());

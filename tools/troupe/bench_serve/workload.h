@@ -23,6 +23,9 @@ struct workload_options {
   // Shared-prefix workloads: `systems` system prompts of `prefix_len` tokens, each used by
   // `users` users; request i uses system prompt (i / users) % systems.
   int systems = 0, users = 1, prefix_len = 0;
+  // Shuffle which request gets which system prompt (and user), deterministically for the seed:
+  // users of all system prompts interleave instead of arriving system by system.
+  bool shuffle = false;
   int vocab = 32000;  // token ids are drawn from [100, vocab - 100)
   std::uint64_t seed = 0;
 };
