@@ -153,8 +153,8 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
     if (sim) {
       s = sys.spawn(sim_scheduler, shape, gpu, ec);
     } else {
-      if (!model) throw input_error(topo.source + ": the head hosts replica " + std::to_string(p.replica) + " but no model was loaded");
-      s = sys.spawn(scheduler, model, tok, ec, groups.at(p.replica));
+      if (!model) throw input_error(topo.source + ": the head hosts replica " + to_string(p.replica) + " but no model was loaded");
+      s = sys.spawn(scheduler, model, tok, ec, groups.at(p.replica.value));
     }
     schedulers_.push_back(s);
     caf::anon_send(router_, replica_atom::value, p.replica, s);

@@ -41,16 +41,16 @@ node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<no
     self->quit(m.reason);
   });
   return {
-      [=](spawn_replica_atom, std::uint32_t replica) -> caf::result<scheduler_actor> {
+      [=](spawn_replica_atom, replica_id replica) -> caf::result<scheduler_actor> {
         auto& st = self->state;
         if (st.replicas.count(replica)) return st.replicas[replica];
         // Linked: when the agent goes, its replicas go with it.
-        const group_config g = replica < st.groups.size() ? st.groups[replica] : group_config{};
+        const group_config g = replica.value < st.groups.size() ? st.groups[replica.value] : group_config{};
         auto s = self->spawn<caf::linked>(scheduler, st.model, st.tok, st.engine, g);
         st.replicas[replica] = s;
         return s;
       },
-      [=](stop_replica_atom, std::uint32_t replica) {
+      [=](stop_replica_atom, replica_id replica) {
         auto& st = self->state;
         auto it = st.replicas.find(replica);
         if (it == st.replicas.end()) return false;
@@ -111,7 +111,7 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
         st.joined.emplace(node, j.agent.address());
         self->monitor(j.agent);
         const node_agent_actor agent = j.agent;
-        std::vector<std::uint32_t> mine;
+        std::vector<replica_id> mine;
         for (auto& p : topology::place_replicas(st.topo))
           if (p.node == node) mine.push_back(p.replica);
         auto rp = self->make_response_promise<join_reply>();

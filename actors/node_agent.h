@@ -21,7 +21,7 @@ struct node_agent_state {
   engine::engine_config engine;
   std::vector<group_config> groups;  // worker group of each replica of the topology, by id
   std::string model_dir;
-  std::map<std::uint32_t, scheduler_actor> replicas;
+  std::map<replica_id, scheduler_actor> replicas;
   static inline const char* name = "troupe.node_agent";
 };
 

@@ -36,7 +36,7 @@ void watch(owner_ptr self, const scheduler_actor& s) {
 
 // Routes the request and submits it with the tokens streamed so far. `initial` is set for the
 // client's own submission; migrations pass null.
-void place(owner_ptr self, const std::string& id, std::uint32_t avoid, std::shared_ptr<promise> initial) {
+void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_ptr<promise> initial) {
   auto& st = self->state;
   auto it = st.requests.find(id);
   if (it == st.requests.end()) return;
@@ -88,7 +88,7 @@ void migrate(owner_ptr self, const std::string& id) {
   r.awaiting_first_token = true;
   r.lost_at = std::chrono::steady_clock::now();
   r.lost_replica = r.replica;
-  const std::uint32_t from = r.replica;
+  const replica_id from = r.replica;
   r.scheduler = nullptr;
   place(self, id, from, nullptr);
 }
@@ -114,7 +114,7 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
         r.client = std::move(client);
         st.requests.emplace(req.id, std::move(r));
         auto rp = std::make_shared<promise>(self->make_response_promise<bool>());
-        place(self, req.id, UINT32_MAX, rp);
+        place(self, req.id, no_replica, rp);
         return *rp;
       },
       [=](abort_atom, const std::string& id) {
@@ -163,7 +163,7 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
             auto& batch = out[r.client];
             batch.step = b.step;
             batch.updates.push_back(std::move(u));
-            place(self, it->first, UINT32_MAX, nullptr);
+            place(self, it->first, no_replica, nullptr);
             continue;
           }
           auto& batch = out[r.client];

@@ -21,11 +21,11 @@ struct owned_request {
   engine::request request;             // as submitted
   std::vector<std::int32_t> tokens;     // streamed to the client so far
   token_sink client;
-  std::uint32_t replica = 0;
+  replica_id replica;
   scheduler_actor scheduler;
   int migrations = 0;
   std::chrono::steady_clock::time_point lost_at;  // when its replica was found dead
-  std::uint32_t lost_replica = 0;
+  replica_id lost_replica;
   bool awaiting_first_token = false;              // migrated, no token from the new replica yet
   bool prompt_done = false;     // this placement's first token came (told to the router)
   bool prefilled = false;       // handed off by a prefill replica: decode replicas only from now

@@ -16,7 +16,7 @@ void register_router_protocol(caf::actor_system_config& cfg) {
 
 namespace {
 
-std::size_t slot_of(router_actor::stateful_pointer<router_state> self, std::uint32_t replica) {
+std::size_t slot_of(router_actor::stateful_pointer<router_state> self, replica_id replica) {
   auto& st = self->state;
   for (std::size_t i = 0; i < st.loads.size(); ++i)
     if (st.loads[i].replica == replica) return i;
@@ -26,7 +26,7 @@ std::size_t slot_of(router_actor::stateful_pointer<router_state> self, std::uint
 }
 
 // Asks replica `replica` for its KV events from now on and for what it holds now.
-void subscribe_kv(router_actor::stateful_pointer<router_state> self, std::uint32_t replica, const scheduler_actor& s) {
+void subscribe_kv(router_actor::stateful_pointer<router_state> self, replica_id replica, const scheduler_actor& s) {
   self->request(s, self->state.cfg.request_timeout, kv_subscribe_atom::value, replica, caf::actor_cast<kv_event_sink>(self))
       .then([=](const kv_snapshot& snap) { self->state.index.reset(replica, snap.generation, snap.seq, snap.hashes); },
             [](caf::error&) {});  // a dead replica is handled by its down message
@@ -64,7 +64,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         } timing{st, t0};
         // A request leaving a replica must not be sent back to it, and a role limits where a
         // request may go; copy the loads only then.
-        auto role_of = [&](std::uint32_t replica) {
+        auto role_of = [&](replica_id replica) {
           auto it = st.cfg.roles.find(replica);
           return it == st.cfg.roles.end() ? topology::pool_role::both : it->second;
         };
@@ -116,7 +116,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         if (st.kv_aware) st.index.predict(r.replica, hashes);
         return r;
       },
-      [=](replica_atom, std::uint32_t replica, scheduler_actor s) {
+      [=](replica_atom, replica_id replica, scheduler_actor s) {
         const std::size_t i = slot_of(self, replica);
         self->monitor(s);
         self->state.replicas[i] = s;
@@ -125,7 +125,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         subscribe_kv(self, replica, s);
         return true;
       },
-      [=](progress_atom, std::uint32_t replica, std::int32_t prompt_tokens, bool finished) {
+      [=](progress_atom, replica_id replica, std::int32_t prompt_tokens, bool finished) {
         for (auto& l : self->state.loads)
           if (l.replica == replica && l.alive) {
             l.waiting_prompt_tokens = std::max(0, l.waiting_prompt_tokens - prompt_tokens);
@@ -181,7 +181,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         auto& st = self->state;
         for (std::size_t i = 0; i < st.replicas.size(); ++i) {
           if (!st.replicas[i]) continue;
-          const std::uint32_t replica = st.loads[i].replica;
+          const replica_id replica = st.loads[i].replica;
           self->request(st.replicas[i], st.cfg.request_timeout, load_atom::value)
               .then([=](const load_report& r) {
                 for (auto& l : self->state.loads)

@@ -21,7 +21,7 @@ struct router_config {
   // Replica id -> its pool's role (absent: both). With prefill replicas live, a new request
   // goes to one of them and is handed off to a decode (or both) replica after its prefill;
   // without, it runs whole on a decode or both replica.
-  std::map<std::uint32_t, topology::pool_role> roles;
+  std::map<replica_id, topology::pool_role> roles;
   int disaggregate_min_prompt = 0;  // shorter prompts run whole on a decode replica
   // How the replicas key their prefix-cache blocks (engine_config's), for KV-aware routing.
   int block_size = 16;

@@ -181,7 +181,7 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
         r.cached_blocks = e.kv().num_cached();
         return r;
       },
-      [=](kv_subscribe_atom, std::uint32_t replica, kv_event_sink sink) {
+      [=](kv_subscribe_atom, replica_id replica, kv_event_sink sink) {
         auto& st = self->state;
         publish_kv_events(self);  // what earlier subscribers have not seen yet, before the snapshot
         st.replica = replica;

@@ -25,7 +25,7 @@ struct scheduler_state {
   // KV events: who gets them, as which replica, and where the stream stands. The generation
   // starts at the spawn time (a restarted replica's is larger) and grows at every cache reset.
   std::vector<kv_event_sink> kv_sinks;
-  std::uint32_t replica = 0;
+  replica_id replica;
   std::uint64_t kv_generation = 0;
   std::uint64_t kv_seq = 0;
   group_actor group;        // null for sim

@@ -23,14 +23,15 @@ decision prefer_free_blocks(const route_request&, std::span<const replica_load> 
     if (!best || replicas[i].free_blocks > replicas[*best].free_blocks) best = i;
   }
   if (!best) return {std::nullopt, "prefer_free_blocks: every replica is below min_free"};
-  return {best, "prefer_free_blocks: replica " + std::to_string(replicas[*best].replica)};
+  return {best, "prefer_free_blocks: replica " + to_string(replicas[*best].replica), "free_blocks"};
 }
 
 int main() {
   registry::global().add("prefer_free_blocks", prefer_free_blocks, {"min_free"});
 
   std::vector<replica_load> replicas = {
-      {0, true, 3, 0, 40, 100}, {1, true, 1, 0, 90, 100}, {2, false, 0, 0, 100, 100}};
+      {troupe::replica_id(0), true, 3, 0, 40, 100}, {troupe::replica_id(1), true, 1, 0, 90, 100},
+      {troupe::replica_id(2), false, 0, 0, 100, 100}};
   const policy& p = registry::global().get("prefer_free_blocks");
   decision d = p({1, 20, 0}, replicas, {{"min_free", 32}}, 0);
   std::printf("%s\n", d.why.c_str());  // replica 1: the dead replica 2 is never chosen

@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/dtype.h"
 #include "runtime/routing/policy.h"
+#include "runtime/common/ids.h"
 #include "runtime/sched/scheduler.h"
 
 namespace troupe::topology {
@@ -161,7 +162,7 @@ namespace troupe::topology {
 // Where each replica runs: replicas are numbered pool by pool in file order, and a pool's
 // replicas go round-robin over the pool's nodes.
 struct replica_placement {
-  std::uint32_t replica = 0;
+  replica_id replica;
   std::string pool;
   pool_role role = pool_role::both;
   std::string node;

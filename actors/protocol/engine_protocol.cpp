@@ -10,6 +10,8 @@ void register_engine_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<token_batch>("troupe.token_batch");
   cfg.add_message_type<load_report>("troupe.load_report");
   cfg.add_message_type<token_sink>("troupe.token_sink");
+  cfg.add_message_type<replica_id>("troupe.replica_id");
+  cfg.add_message_type<std::vector<replica_id>>("troupe.replica_ids");
   cfg.add_message_type<kv::kv_event>("troupe.kv_event");
   cfg.add_message_type<std::vector<kv::kv_event>>("troupe.kv_events");
   cfg.add_message_type<kv::kv_event_batch>("troupe.kv_event_batch");

@@ -12,6 +12,16 @@
 #include "runtime/kv/kv_events.h"
 
 
+namespace troupe {
+
+// Typed ids travel as their number.
+template <class Inspector, class Tag, class Rep>
+typename Inspector::result_type inspect(Inspector& f, id<Tag, Rep>& x) {
+  return f(caf::meta::type_name("id"), x.value);
+}
+
+}  // namespace troupe
+
 namespace troupe::kv {
 
 template <class Inspector>
@@ -156,7 +166,7 @@ using scheduler_actor = caf::typed_actor<
     caf::replies_to<load_atom>::with<load_report>,
     // Send this replica's KV events to the sink from now on, stamped with replica id `r`;
     // replies with what the prefix cache holds now. A sink that dies is dropped.
-    caf::replies_to<kv_subscribe_atom, std::uint32_t, kv_event_sink>::with<kv_snapshot>,
+    caf::replies_to<kv_subscribe_atom, replica_id, kv_event_sink>::with<kv_snapshot>,
     // The supervisor of the replica's worker ranks (sim replicas have none: an error).
     caf::replies_to<group_atom>::with<group_actor>,
     // Internal: run one engine step (the actor sends it to itself while it has work).

@@ -17,7 +17,7 @@ struct node_resources {
   std::uint64_t memory_total = 0;      // bytes
   std::uint64_t memory_available = 0;  // bytes
   std::string model;                   // the model folder the node serves
-  std::vector<std::uint32_t> replicas; // running here now
+  std::vector<replica_id> replicas;    // running here now
 };
 
 template <class Inspector>
@@ -35,9 +35,9 @@ using admit_atom = caf::atom_constant<caf::atom("admit")>;
 // One per process.
 using node_agent_actor = caf::typed_actor<
     // Start replica R's scheduler here; replies with its handle.
-    caf::replies_to<spawn_replica_atom, std::uint32_t>::with<scheduler_actor>,
+    caf::replies_to<spawn_replica_atom, replica_id>::with<scheduler_actor>,
     // Stop replica R (its requests migrate like after a crash). Replies false if not here.
-    caf::replies_to<stop_replica_atom, std::uint32_t>::with<bool>,
+    caf::replies_to<stop_replica_atom, replica_id>::with<bool>,
     // What this process has.
     caf::replies_to<resources_atom>::with<node_resources>>;
 

@@ -11,7 +11,7 @@ namespace troupe::actors {
 // replica's death being noticed to the first token from the new one.
 struct migration_event {
   std::string request;
-  std::uint32_t from = 0, to = 0;
+  replica_id from, to;
   double seconds_to_first_token = 0;
   std::int64_t first_token_at_ns = 0;  // steady_clock time of that token on the head
 };

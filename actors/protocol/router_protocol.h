@@ -9,11 +9,14 @@
 
 namespace troupe::actors {
 
+// "No replica" where one may be named (route_query::avoid).
+inline constexpr replica_id no_replica{UINT32_MAX};
+
 struct route_query {
   std::string request;
   std::int32_t prompt_tokens = 0;
   std::int32_t priority = 0;
-  std::uint32_t avoid = UINT32_MAX;  // a replica not to pick (the one a request just left)
+  replica_id avoid = no_replica;  // a replica not to pick (the one a request just left)
   bool decode = false;  // a request handed off after its prefill: decode-capable replicas only
   // What keys its prefix-cache blocks (engine::request's fields), for KV-aware routing: the
   // prompt and the tokens generated so far, the tenant's salt and the public prefix length.
@@ -24,7 +27,7 @@ struct route_query {
 
 struct route_reply {
   bool placed = false;
-  std::uint32_t replica = 0;
+  replica_id replica;
   scheduler_actor scheduler;  // valid when placed
   std::string why;            // the policy's reason, or why nothing could be placed
   bool prefill_only = false;  // placed on a prefill replica: it hands the request off after its first token
@@ -71,7 +74,7 @@ using router_actor = caf::typed_actor<
     caf::replies_to<route_atom, route_query>::with<route_reply>,
     // A replica joins (or comes back under a new handle). The router monitors it and stops
     // placing on it the moment it goes down. Replies once the replica can be placed on.
-    caf::replies_to<replica_atom, std::uint32_t, scheduler_actor>::with<bool>,
+    caf::replies_to<replica_atom, replica_id, scheduler_actor>::with<bool>,
     // How many replicas can be placed on now.
     caf::replies_to<live_atom>::with<std::uint32_t>,
     // The live replicas' schedulers, wherever they run (for load queries and tools).
@@ -81,7 +84,7 @@ using router_actor = caf::typed_actor<
     // A request placed on a replica made progress: `prompt_tokens` of its prompt are computed
     // (its first token came; 0 if not news) and whether it left the replica. Keeps the load the
     // router weighs current between two load reports.
-    caf::reacts_to<progress_atom, std::uint32_t, std::int32_t, bool>,
+    caf::reacts_to<progress_atom, replica_id, std::int32_t, bool>,
     // A replica's KV events (the router subscribes to each replica it registers).
     caf::reacts_to<kv::kv_event_batch>,
     // Decisions by reason and KV-event counts.

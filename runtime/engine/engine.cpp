@@ -4,6 +4,7 @@
 #include <chrono>
 #include <random>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "runtime/common/error.h"
 #include "runtime/engine/cpu_executor.h"
@@ -174,7 +175,7 @@ void engine::export_handoff(const std::string& id, executor::kv_done done) {
   auto it = held_.find(id);
   if (it == held_.end()) return done({});
   const held_kv h = it->second;
-  exec_->export_kv(kv_.table(h.seq), h.positions, [this, id, h, done = std::move(done)](std::vector<float> kv) {
+  exec_->export_kv(kv_.raw_table(h.seq), h.positions, [this, id, h, done = std::move(done)](std::vector<float> kv) {
     kv_.free(h.seq);
     held_.erase(id);
     done(std::move(kv));
@@ -199,8 +200,7 @@ bool engine::abort(const std::string& id) {
 
 void engine::finish(sequence& s, finish_reason why, request_output& o) {
   if (why == finish_reason::handoff) {  // held until the executor exported the KV
-    const auto& table = kv_.table(s.id);
-    o.held_blocks.assign(table.begin(), table.end());
+    o.held_blocks = kv_.raw_table(s.id);
     o.kv_positions = s.num_computed;
     held_[s.name] = {s.id, s.num_computed};
   } else {
@@ -245,6 +245,18 @@ forward_plan engine::begin_step() {
     snap.exclusive_blocks = kv_.num_exclusive(id);
     run.push_back(snap);
   }
+  // Blocks that running prefills (or waiting ones ahead in the queue) are computing: a waiting
+  // sequence whose next block is one of them waits for it to be cached rather than compute the
+  // same prefix a second time. This is the one exception to "no overtaking": it waits on
+  // another sequence's progress, not for room.
+  std::unordered_set<kv::block_hash> computing;
+  if (cfg_.prefix_caching)
+    for (auto id : running_) {
+      sequence& s = *seqs_.at(id);
+      if (s.num_computed >= s.prompt_len) continue;
+      kv::extend_block_hashes(s.hashes, std::span(s.tokens.data(), std::size_t(s.prompt_len)), bs, s.keys);
+      for (std::size_t i = std::size_t(s.num_computed / bs); i < s.hashes.size(); ++i) computing.insert(s.hashes[i]);
+    }
   // A waiting sequence that holds nothing looks its prefix up: what is cached counts as
   // computed, and the cached blocks nobody holds cost free blocks to take. At least its last
   // token is always computed here (its logits are needed, and a shared block is never written).
@@ -260,7 +272,16 @@ forward_plan engine::begin_step() {
       snap.num_computed = hit.tokens(bs);
       snap.num_blocks = int(hit.blocks.size());
       snap.cached_free_blocks = hit.evictable;
+      const std::size_t next = hit.blocks.size();
+      const bool shares_more = next < s.hashes.size() && int(next + 1) * bs < int(s.tokens.size());
       hits.emplace(id, std::move(hit));
+      if (shares_more && computing.count(s.hashes[next])) {
+        ++stats_.prefix_waits;
+        continue;  // not a candidate this step; it is admitted once that block is cached
+      }
+      // If admitted, it computes its prompt's blocks from here: later arrivals with the same
+      // prefix wait for them.
+      for (std::size_t i = next; i < s.hashes.size() && int(i + 1) * bs <= s.prompt_len; ++i) computing.insert(s.hashes[i]);
     }
     wait.push_back(snap);
   }
@@ -298,8 +319,7 @@ forward_plan engine::begin_step() {
     }
     if (!s.first_scheduled) s.first_scheduled = sequence::clock::now();
     p.new_tokens.push_back(sc.num_new_tokens);
-    const auto& table = kv_.table(sc.id);
-    fp.tables.emplace_back(table.begin(), table.end());
+    fp.tables.push_back(kv_.raw_table(sc.id));
     for (int j = 0; j < sc.num_new_tokens; ++j) {
       const int pos = s.num_computed + j;
       fp.tokens.push_back(s.tokens[std::size_t(pos)]);

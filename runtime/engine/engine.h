@@ -44,6 +44,8 @@ struct engine_stats {
   std::uint64_t preemptions = 0;
   std::uint64_t kv_losses = 0;              // steps whose KV was lost (the executor failed)
   std::uint64_t recomputed_after_loss = 0;  // sequences sent back to recompute by them
+  // Steps a waiting sequence sat out because a running prefill was computing its next block.
+  std::uint64_t prefix_waits = 0;
 };
 
 // How many KV blocks the config gives a model, and the geometry an executor sizes its cache by.

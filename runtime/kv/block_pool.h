@@ -10,9 +10,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/common/ids.h"
+
 namespace troupe::kv {
 
-using block_id = std::int32_t;
+// A block of the pool, 0 .. num_blocks - 1 (block tables in a forward_plan carry .value).
+using block_id = id<struct block_tag, std::int32_t>;
 
 class block_pool {
  public:
@@ -36,18 +39,18 @@ class block_pool {
   // the back of the free list. Precondition: every block is in use.
   void release(const std::vector<block_id>& blocks);
 
-  int ref_count(block_id b) const { return ref_counts_[static_cast<std::size_t>(b)]; }
+  int ref_count(block_id b) const { return ref_counts_[std::size_t(b.value)]; }
 
   // The free list from front (next evicted) to back, for tests and inspection.
   std::vector<block_id> free_list() const;
 
  private:
-  void push_back(block_id b);
-  void unlink(block_id b);
+  void push_back(std::int32_t b);
+  void unlink(std::int32_t b);
 
   std::vector<int> ref_counts_;
-  std::vector<block_id> prev_, next_;  // the free list, doubly linked; -1 ends it
-  block_id head_ = -1, tail_ = -1;
+  std::vector<std::int32_t> prev_, next_;  // the free list, doubly linked by raw id; -1 ends it
+  std::int32_t head_ = -1, tail_ = -1;
   int num_free_ = 0;
 };
 

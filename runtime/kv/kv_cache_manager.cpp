@@ -14,6 +14,12 @@ const std::vector<block_id>& kv_cache_manager::table(seq_id s) const {
   return it == tables_.end() ? none : it->second;
 }
 
+std::vector<std::int32_t> kv_cache_manager::raw_table(seq_id s) const {
+  std::vector<std::int32_t> out;
+  for (block_id b : table(s)) out.push_back(b.value);
+  return out;
+}
+
 int kv_cache_manager::num_blocks_of(seq_id s) const { return int(table(s).size()); }
 
 int kv_cache_manager::num_exclusive(seq_id s) const {
@@ -54,9 +60,9 @@ void kv_cache_manager::count_lookup(int query_tokens, int hit_tokens) {
 }
 
 void kv_cache_manager::evict(block_id b) {
-  if (!cached_[std::size_t(b)]) return;
-  cached_[std::size_t(b)] = false;
-  const block_hash h = hash_of_[std::size_t(b)];
+  if (!cached_[std::size_t(b.value)]) return;
+  cached_[std::size_t(b.value)] = false;
+  const block_hash h = hash_of_[std::size_t(b.value)];
   by_hash_.erase(h);
   if (events_.empty() || events_.back().kind != kv_event_kind::removed) events_.push_back({kv_event_kind::removed});
   events_.back().hashes.push_back(h);
@@ -84,13 +90,13 @@ void kv_cache_manager::cache_blocks(seq_id s, std::span<const block_hash> hashes
   for (int i = done; i < upto; ++i) {
     const block_hash h = hashes[std::size_t(i)];
     const block_id b = t[std::size_t(i)];
-    if (by_hash_.count(h) || cached_[std::size_t(b)]) {  // another copy holds this prefix
+    if (by_hash_.count(h) || cached_[std::size_t(b.value)]) {  // another copy holds this prefix
       ev = nullptr;
       continue;
     }
     by_hash_[h] = b;
-    hash_of_[std::size_t(b)] = h;
-    cached_[std::size_t(b)] = true;
+    hash_of_[std::size_t(b.value)] = h;
+    cached_[std::size_t(b.value)] = true;
     if (!ev) {
       events_.push_back({kv_event_kind::stored});
       ev = &events_.back();

@@ -55,6 +55,8 @@ class kv_cache_manager {
   const block_pool& pool() const { return pool_; }
 
   const std::vector<block_id>& table(seq_id s) const;
+  // The same as raw ids, as block tables travel in a forward_plan and to the kernels.
+  std::vector<std::int32_t> raw_table(seq_id s) const;
   int num_blocks_of(seq_id s) const;
   // Blocks of `s` no other sequence holds (what freeing it gives back).
   int num_exclusive(seq_id s) const;

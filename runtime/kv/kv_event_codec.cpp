@@ -64,7 +64,7 @@ std::string encode_kv_event_batch(const kv_event_batch& b) {
         break;
     }
   }
-  pk.pack_uint32(b.replica);
+  pk.pack_uint32(b.replica.value);
   return std::string(buf.data(), buf.size());
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/common/ids.h"
 #include "runtime/kv/block_hash.h"
 
 namespace troupe::kv {
@@ -25,7 +26,7 @@ struct kv_event {
 // A step's events from one replica, in order. Sequence numbers count batches per replica and
 // generation; a receiver that sees a gap knows its view of that replica is incomplete.
 struct kv_event_batch {
-  std::uint32_t replica = 0;
+  replica_id replica;
   std::uint64_t generation = 0;  // grows at every restart and cache reset of the replica
   std::uint64_t seq = 0;         // 1, 2, ... within the generation
   double timestamp = 0;          // seconds since the Unix epoch, when the step ended

@@ -23,7 +23,7 @@ decision round_robin(const route_request&, std::span<const replica_load> replica
     if (replicas[i].alive) alive.push_back(i);
   if (alive.empty()) return {std::nullopt, "round_robin: no live replica", "no_replica"};
   const std::size_t pick = alive[index % alive.size()];
-  return {pick, "round_robin: turn " + std::to_string(index) + " -> replica " + std::to_string(replicas[pick].replica), "turn"};
+  return {pick, "round_robin: turn " + std::to_string(index) + " -> replica " + to_string(replicas[pick].replica), "turn"};
 }
 
 decision least_loaded(const route_request& r, std::span<const replica_load> replicas, const policy_params& p,
@@ -42,7 +42,7 @@ decision least_loaded(const route_request& r, std::span<const replica_load> repl
     }
   }
   if (!best) return {std::nullopt, "least_loaded: no live replica", "no_replica"};
-  return {best, "least_loaded: replica " + std::to_string(replicas[*best].replica) + " scores " + std::to_string(best_score), "load"};
+  return {best, "least_loaded: replica " + to_string(replicas[*best].replica) + " scores " + std::to_string(best_score), "load"};
 }
 
 decision kv_aware(const route_request& r, std::span<const replica_load> replicas, const policy_params& p,
@@ -75,7 +75,7 @@ decision kv_aware(const route_request& r, std::span<const replica_load> replicas
   if (!best) return {std::nullopt, "kv_aware: no live replica", "no_replica"};
   const auto& b = replicas[*best];
   const int hit = std::min(b.cached_blocks * r.block_size, r.prompt_tokens);
-  return {best, "kv_aware: replica " + std::to_string(b.replica) + " holds " + std::to_string(hit) + " of " +
+  return {best, "kv_aware: replica " + to_string(b.replica) + " holds " + std::to_string(hit) + " of " +
                     std::to_string(r.prompt_tokens) + " prompt tokens, cost " + std::to_string(best_cost),
           hit > 0 ? "prefix_hit" : "no_hit"};
 }

@@ -9,11 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "runtime/common/ids.h"
+
 namespace troupe::routing {
 
 // What a replica last reported, as the router sees it.
 struct replica_load {
-  std::uint32_t replica = 0;         // id within the topology
+  replica_id replica;                // id within the topology
   bool alive = true;                 // false while dead or draining: never chosen
   int running_seqs = 0;
   int waiting_prompt_tokens = 0;     // prompt tokens queued but not yet computed

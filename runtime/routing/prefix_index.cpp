@@ -48,7 +48,7 @@ prefix_index::outcome prefix_index::apply(const kv::kv_event_batch& b) {
   return outcome::applied;
 }
 
-void prefix_index::reset(std::uint32_t r, std::uint64_t generation, std::uint64_t seq, std::span<const kv::block_hash> hashes) {
+void prefix_index::reset(replica_id r, std::uint64_t generation, std::uint64_t seq, std::span<const kv::block_hash> hashes) {
   replica_view& v = replicas_[r];
   if (generation < v.generation || (generation == v.generation && v.complete && seq < v.seq)) return;
   v.generation = generation;
@@ -59,7 +59,7 @@ void prefix_index::reset(std::uint32_t r, std::uint64_t generation, std::uint64_
   v.blocks.insert(hashes.begin(), hashes.end());
 }
 
-void prefix_index::predict(std::uint32_t r, std::span<const kv::block_hash> hashes) {
+void prefix_index::predict(replica_id r, std::span<const kv::block_hash> hashes) {
   auto it = replicas_.find(r);
   if (it == replicas_.end()) return;
   auto& p = it->second.predicted;
@@ -68,9 +68,9 @@ void prefix_index::predict(std::uint32_t r, std::span<const kv::block_hash> hash
     if (!it->second.blocks.count(h)) p.insert(h);
 }
 
-void prefix_index::drop(std::uint32_t r) { replicas_.erase(r); }
+void prefix_index::drop(replica_id r) { replicas_.erase(r); }
 
-int prefix_index::matched_blocks(std::uint32_t r, std::span<const kv::block_hash> hashes) const {
+int prefix_index::matched_blocks(replica_id r, std::span<const kv::block_hash> hashes) const {
   auto it = replicas_.find(r);
   if (it == replicas_.end()) return 0;
   int n = 0;
@@ -81,17 +81,17 @@ int prefix_index::matched_blocks(std::uint32_t r, std::span<const kv::block_hash
   return n;
 }
 
-bool prefix_index::complete(std::uint32_t r) const {
+bool prefix_index::complete(replica_id r) const {
   auto it = replicas_.find(r);
   return it != replicas_.end() && it->second.complete;
 }
 
-std::size_t prefix_index::num_blocks(std::uint32_t r) const {
+std::size_t prefix_index::num_blocks(replica_id r) const {
   auto it = replicas_.find(r);
   return it == replicas_.end() ? 0 : it->second.blocks.size();
 }
 
-std::uint64_t prefix_index::generation(std::uint32_t r) const {
+std::uint64_t prefix_index::generation(replica_id r) const {
   auto it = replicas_.find(r);
   return it == replicas_.end() ? 0 : it->second.generation;
 }

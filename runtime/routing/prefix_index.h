@@ -24,23 +24,23 @@ class prefix_index {
 
   // A snapshot: replica `r` holds exactly `hashes` after its batch `seq` of `generation`.
   // Ignored if older than what the index has.
-  void reset(std::uint32_t r, std::uint64_t generation, std::uint64_t seq, std::span<const kv::block_hash> hashes);
+  void reset(replica_id r, std::uint64_t generation, std::uint64_t seq, std::span<const kv::block_hash> hashes);
 
   // The replica is gone (dead, or re-registering): it holds nothing until its next snapshot.
-  void drop(std::uint32_t r);
+  void drop(replica_id r);
 
   // The router just placed a request with these blocks on `r`: count them as held until the
   // replica's events catch up (a burst with one prefix then follows its first request). A
   // prediction never confirmed lingers at most until the replica's next reset or until
   // max_predicted are pending, when all are forgotten.
-  void predict(std::uint32_t r, std::span<const kv::block_hash> hashes);
+  void predict(replica_id r, std::span<const kv::block_hash> hashes);
   static constexpr std::size_t max_predicted = 1 << 16;
 
   // How many of `hashes`, from the first, replica `r` holds (or is predicted to).
-  int matched_blocks(std::uint32_t r, std::span<const kv::block_hash> hashes) const;
-  bool complete(std::uint32_t r) const;
-  std::size_t num_blocks(std::uint32_t r) const;
-  std::uint64_t generation(std::uint32_t r) const;
+  int matched_blocks(replica_id r, std::span<const kv::block_hash> hashes) const;
+  bool complete(replica_id r) const;
+  std::size_t num_blocks(replica_id r) const;
+  std::uint64_t generation(replica_id r) const;
 
  private:
   struct replica_view {
@@ -50,7 +50,7 @@ class prefix_index {
     std::unordered_set<kv::block_hash> blocks;
     std::unordered_set<kv::block_hash> predicted;
   };
-  std::map<std::uint32_t, replica_view> replicas_;
+  std::map<replica_id, replica_view> replicas_;
 };
 
 }  // namespace troupe::routing

@@ -70,7 +70,7 @@ route_reply route(caf::scoped_actor& self, const router_actor& r, std::vector<st
 }
 
 void add_replica(caf::scoped_actor& self, const router_actor& r, std::uint32_t id, const scheduler_actor& s) {
-  self->request(r, timeout, replica_atom::value, id, s).receive([](bool) {}, [](caf::error&) { BOOST_FAIL("register"); });
+  self->request(r, timeout, replica_atom::value, replica_id(id), s).receive([](bool) {}, [](caf::error&) { BOOST_FAIL("register"); });
 }
 
 }  // namespace
@@ -93,16 +93,16 @@ BOOST_AUTO_TEST_CASE(the_router_credits_computed_prefixes_and_forgets_them_when_
   run(self, s1, "a", prompt(1, 1));
   route_reply rep = route(self, router, prompt(1, 2));  // same 64-token prefix, new question
   BOOST_TEST(rep.placed);
-  BOOST_TEST(rep.replica == 1u);
+  BOOST_TEST(rep.replica == replica_id(1));
   BOOST_TEST(rep.why.find("holds 64 of 74") != std::string::npos, rep.why);
   // Another prefix is cached nowhere: the tie goes to the lowest id, by load.
   rep = route(self, router, prompt(2, 1));
-  BOOST_TEST(rep.replica == 0u);
+  BOOST_TEST(rep.replica == replica_id(0));
   BOOST_TEST(rep.why.find("holds 0 of 74") != std::string::npos, rep.why);
 
   // Replica 1 dies and comes back empty under the same id.
   kv_snapshot before;
-  self->request(s1, timeout, kv_subscribe_atom::value, std::uint32_t(1), caf::actor_cast<kv_event_sink>(self))
+  self->request(s1, timeout, kv_subscribe_atom::value, replica_id(1), caf::actor_cast<kv_event_sink>(self))
       .receive([&](kv_snapshot& s) { before = s; }, [](caf::error&) { BOOST_FAIL("subscribe"); });
   BOOST_TEST(before.hashes.size() == 4u);  // the 4 full blocks of the first 64 tokens
   self->monitor(s1);
@@ -114,7 +114,7 @@ BOOST_AUTO_TEST_CASE(the_router_credits_computed_prefixes_and_forgets_them_when_
   kv::kv_event e;
   e.kind = kv::kv_event_kind::stored;
   e.hashes = before.hashes;
-  self->send(router, kv::kv_event_batch{1, before.generation, before.seq + 1, 0, {e}});
+  self->send(router, kv::kv_event_batch{replica_id(1), before.generation, before.seq + 1, 0, {e}});
   rep = route(self, router, prompt(1, 3));
   BOOST_TEST(rep.placed);
   BOOST_TEST(rep.why.find("holds 64") == std::string::npos, rep.why);  // gone with the old life

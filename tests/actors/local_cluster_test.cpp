@@ -45,8 +45,8 @@ BOOST_AUTO_TEST_CASE(requests_on_a_killed_replica_migrate_and_finish_with_the_sa
     double worst = 0;
     for (auto& m : got.migrations) {
       worst = std::max(worst, m.seconds_to_first_token);
-      BOOST_TEST(m.from == 0u);
-      BOOST_TEST(m.to == 1u);
+      BOOST_TEST(m.from == replica_id(0));
+      BOOST_TEST(m.to == replica_id(1));
     }
     BOOST_TEST_MESSAGE((greedy ? "greedy" : "seeded") << ": " << got.migrations.size()
                        << " requests migrated; from the death being noticed to a migrated request's first token: at most "

@@ -33,7 +33,7 @@ BOOST_AUTO_TEST_CASE(agent_spawns_stops_and_reports) {
                          std::vector<group_config>{}, dir);
   caf::scoped_actor self{sys};
   scheduler_actor s;
-  self->request(agent, timeout, spawn_replica_atom::value, std::uint32_t(7))
+  self->request(agent, timeout, spawn_replica_atom::value, replica_id(7))
       .receive([&](scheduler_actor x) { s = x; }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
   BOOST_TEST_REQUIRE(bool(s));
   self->request(s, timeout, load_atom::value)
@@ -44,17 +44,17 @@ BOOST_AUTO_TEST_CASE(agent_spawns_stops_and_reports) {
             BOOST_TEST(r.node == "n1");
             BOOST_TEST(r.cores > 0);
             BOOST_TEST(r.memory_total > 0u);
-            BOOST_TEST(r.replicas == std::vector<std::uint32_t>{7});
+            BOOST_TEST(r.replicas == std::vector<replica_id>{replica_id(7)});
             BOOST_TEST(r.model == dir);
           },
           [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
   self->monitor(s);
-  self->request(agent, timeout, stop_replica_atom::value, std::uint32_t(7))
+  self->request(agent, timeout, stop_replica_atom::value, replica_id(7))
       .receive([](bool stopped) { BOOST_TEST(stopped); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
   bool down = false;
   self->receive([&](const caf::down_msg&) { down = true; });  // the replica really stopped
   BOOST_TEST(down);
-  self->request(agent, timeout, stop_replica_atom::value, std::uint32_t(7))
+  self->request(agent, timeout, stop_replica_atom::value, replica_id(7))
       .receive([](bool stopped) { BOOST_TEST(!stopped); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
   self->send_exit(agent, caf::exit_reason::user_shutdown);
 }

@@ -38,7 +38,7 @@ BOOST_AUTO_TEST_CASE(a_dead_group_ends_its_replica_and_its_requests_migrate) {
   const auto got = test::run_cluster(test::local_topology(2), reqs, 24, [](local_cluster& c) { c.kill_group(0); });
   BOOST_TEST_MESSAGE(got.migrations.size() << " requests migrated after the group of replica 0 was killed");
   BOOST_TEST(got.migrations.size() > 0u);
-  for (auto& m : got.migrations) BOOST_TEST((m.from == 0u && m.to == 1u));
+  for (auto& m : got.migrations) BOOST_TEST((m.from == replica_id(0) && m.to == replica_id(1)));
   test::check_same(reqs, test::engine_outputs(reqs), got);
 }
 
@@ -48,6 +48,6 @@ BOOST_AUTO_TEST_CASE(a_group_past_its_restart_limit_gives_up_and_its_requests_mi
   topo.timeouts.group_restarts = 0;  // the first rank death is one too many
   const auto got = test::run_cluster(topo, reqs, 24, [](local_cluster& c) { c.kill_worker(0, 0); });
   BOOST_TEST(got.migrations.size() > 0u);
-  for (auto& m : got.migrations) BOOST_TEST((m.from == 0u && m.to == 1u));
+  for (auto& m : got.migrations) BOOST_TEST((m.from == replica_id(0) && m.to == replica_id(1)));
   test::check_same(reqs, test::engine_outputs(reqs), got);
 }

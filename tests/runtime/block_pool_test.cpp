@@ -5,20 +5,28 @@
 
 using namespace troupe::kv;
 
+namespace {
+std::vector<block_id> blocks(std::initializer_list<int> ids) {
+  std::vector<block_id> out;
+  for (int i : ids) out.push_back(block_id(i));
+  return out;
+}
+}  // namespace
+
 BOOST_AUTO_TEST_CASE(allocates_in_free_list_order_and_frees_on_last_release) {
   block_pool p(4);
   auto a = p.allocate(2);
-  BOOST_TEST(a == (std::vector<block_id>{0, 1}));
+  BOOST_TEST(a == (blocks({0, 1})));
   BOOST_TEST(p.num_free() == 2);
   p.share(a[1]);
   p.release(a);
-  BOOST_TEST(p.ref_count(0) == 0);
-  BOOST_TEST(p.ref_count(1) == 1);  // still held by the sharer
+  BOOST_TEST(p.ref_count(block_id(0)) == 0);
+  BOOST_TEST(p.ref_count(block_id(1)) == 1);  // still held by the sharer
   BOOST_TEST(p.num_free() == 3);
   // Freed blocks go to the back: the never-used ones come first.
-  BOOST_TEST(p.allocate(2) == (std::vector<block_id>{2, 3}));
-  p.release({1});
-  BOOST_TEST(p.allocate(2) == (std::vector<block_id>{0, 1}));
+  BOOST_TEST(p.allocate(2) == (blocks({2, 3})));
+  p.release({block_id(1)});
+  BOOST_TEST(p.allocate(2) == (blocks({0, 1})));
 }
 
 BOOST_AUTO_TEST_CASE(allocation_is_all_or_nothing) {

@@ -11,6 +11,14 @@
 using namespace troupe::kv;
 
 namespace {
+std::vector<block_id> blocks(std::initializer_list<int> ids) {
+  std::vector<block_id> out;
+  for (int i : ids) out.push_back(block_id(i));
+  return out;
+}
+}  // namespace
+
+namespace {
 
 constexpr int bs = 4;
 
@@ -34,7 +42,7 @@ void compute(kv_cache_manager& m, seq_id s, const std::vector<std::int32_t>& t, 
 
 void all_free(const kv_cache_manager& m) {
   BOOST_TEST(m.num_free() == m.num_blocks());
-  for (block_id b = 0; b < m.num_blocks(); ++b) BOOST_TEST(m.pool().ref_count(b) == 0);
+  for (int b = 0; b < m.num_blocks(); ++b) BOOST_TEST(m.pool().ref_count(block_id(b)) == 0);
   BOOST_TEST(int(m.pool().free_list().size()) == m.num_blocks());
 }
 
@@ -108,10 +116,10 @@ BOOST_AUTO_TEST_CASE(eviction_takes_the_least_recently_freed_and_a_tail_before_i
   compute(m, 2, b, k);  // blocks 2, 3
   m.free(1);            // free list: 4 5 | 1 0 (tail first)
   m.free(2);            // free list: 4 5 1 0 3 2
-  BOOST_TEST(m.pool().free_list() == (std::vector<block_id>{4, 5, 1, 0, 3, 2}));
+  BOOST_TEST(m.pool().free_list() == (blocks({4, 5, 1, 0, 3, 2})));
   m.take_events();
   BOOST_TEST(m.allocate(3, 3));  // never-used 4, 5, then a's tail block 1
-  BOOST_TEST(m.table(3) == (std::vector<block_id>{4, 5, 1}));
+  BOOST_TEST(m.table(3) == (blocks({4, 5, 1})));
   const auto ev = m.take_events();
   BOOST_TEST_REQUIRE(ev.size() == 1u);
   BOOST_TEST(int(ev[0].kind) == int(kv_event_kind::removed));
@@ -120,7 +128,7 @@ BOOST_AUTO_TEST_CASE(eviction_takes_the_least_recently_freed_and_a_tail_before_i
   BOOST_TEST(m.find_prefix(hashes_of(b, k), 9).blocks.size() == 2u);
   // A hit on a free block takes it out of the middle of the list.
   m.attach_prefix(4, m.find_prefix(hashes_of(b, k), 9));
-  BOOST_TEST(m.pool().free_list() == (std::vector<block_id>{0}));
+  BOOST_TEST(m.pool().free_list() == (blocks({0})));
   m.free(3);
   m.free(4);
   all_free(m);

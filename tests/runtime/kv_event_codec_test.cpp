@@ -14,7 +14,7 @@ BOOST_AUTO_TEST_CASE(a_batch_encodes_as_vllm_lays_it_out) {
   kv_event first{kv_event_kind::stored, {9}, 0, false, {1, 2, 3, 4}, 4};
   kv_event removed{kv_event_kind::removed, {7}};
   kv_event cleared{kv_event_kind::cleared};
-  const std::string bytes = encode_kv_event_batch({3, 1, 1, 1.7e9, {stored, first, removed, cleared}});
+  const std::string bytes = encode_kv_event_batch({troupe::replica_id(3), 1, 1, 1.7e9, {stored, first, removed, cleared}});
   msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
   const msgpack::object& o = oh.get();
   BOOST_TEST_REQUIRE(o.type == msgpack::type::ARRAY);

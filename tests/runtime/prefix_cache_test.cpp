@@ -37,7 +37,7 @@ engine::engine_config with_caching(engine::engine_config c, bool on) {
 void all_blocks_free(const engine::engine& e) {
   BOOST_TEST(e.blocks().num_free() == e.blocks().num_blocks());
   BOOST_TEST(int(e.blocks().free_list().size()) == e.blocks().num_blocks());
-  for (int b = 0; b < e.blocks().num_blocks(); ++b) BOOST_TEST_REQUIRE(e.blocks().ref_count(b) == 0);
+  for (int b = 0; b < e.blocks().num_blocks(); ++b) BOOST_TEST_REQUIRE(e.blocks().ref_count(kv::block_id(b)) == 0);
 }
 
 // Each request alone on a fresh engine with caching off: the reference.
@@ -158,5 +158,19 @@ BOOST_AUTO_TEST_CASE(no_hit_across_tenants_unless_the_prefix_is_public) {
   const auto before = e.kv().stats().hits;
   BOOST_TEST(engine::generate_all(e, {pub[1]})[0] == ref[1]);
   BOOST_TEST(e.kv().stats().hits - before == 64u);
+  all_blocks_free(e);
+}
+
+BOOST_AUTO_TEST_CASE(a_request_waits_for_a_prefix_another_is_computing_instead_of_computing_it_twice) {
+  // Two requests with the same 96-token prefix arrive together; prefills go 32 tokens a step.
+  // The second sits out while the first computes the prefix, then finds all of it cached.
+  const auto reqs = shared_prefix_requests(2, 96, true);
+  const outputs ref = reference(reqs);
+  auto e = engine::cpu_engine(small_model(), nullptr, test::engine_cfg(32, 256));
+  const outputs got = engine::generate_all(e, reqs);
+  BOOST_TEST(got[0] == ref[0]);
+  BOOST_TEST(got[1] == ref[1]);
+  BOOST_TEST(e.stats().prefix_waits > 0u);
+  BOOST_TEST(e.kv().stats().hits == 96u);
   all_blocks_free(e);
 }

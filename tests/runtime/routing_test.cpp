@@ -6,10 +6,11 @@
 #include "runtime/routing/prefix_index.h"
 
 using namespace troupe::routing;
+using troupe::replica_id;
 
 namespace {
 std::vector<replica_load> three() {
-  return {{0, true, 4, 0, 100, 100}, {1, true, 1, 900, 100, 100}, {2, true, 2, 0, 100, 100}};
+  return {{replica_id(0), true, 4, 0, 100, 100}, {replica_id(1), true, 1, 900, 100, 100}, {replica_id(2), true, 2, 0, 100, 100}};
 }
 }  // namespace
 
@@ -49,7 +50,7 @@ BOOST_AUTO_TEST_CASE(registry_holds_builtins_and_user_policies) {
 
 BOOST_AUTO_TEST_CASE(kv_aware_weighs_cached_prefix_against_load) {
   // 1,024-token prompt, 64 blocks of 16. Replica 0 holds 60 of its blocks but runs 3 sequences.
-  std::vector<replica_load> r = {{0, true, 3, 0, 100, 100}, {1, true, 0, 0, 100, 100}};
+  std::vector<replica_load> r = {{replica_id(0), true, 3, 0, 100, 100}, {replica_id(1), true, 0, 0, 100, 100}};
   r[0].cached_blocks = 60;
   const route_request q{1, 1024, 0, 16};
   // cost 0: (1024 - 960) / 256 + 3 = 3.25; cost 1: 1024 / 256 = 4.
@@ -75,7 +76,7 @@ troupe::kv::kv_event_batch stored(std::uint32_t replica, std::uint64_t gen, std:
   troupe::kv::kv_event e;
   e.kind = troupe::kv::kv_event_kind::stored;
   e.hashes = std::move(hs);
-  return {replica, gen, seq, 0, {e}};
+  return {replica_id(replica), gen, seq, 0, {e}};
 }
 
 }  // namespace
@@ -85,36 +86,36 @@ BOOST_AUTO_TEST_CASE(prefix_index_follows_events_and_fences_old_generations) {
   using troupe::kv::kv_event_kind;
   prefix_index ix;
   // Before its snapshot a replica is incomplete, and its events are a gap.
-  BOOST_TEST(!ix.complete(0));
+  BOOST_TEST(!ix.complete(replica_id(0)));
   BOOST_TEST(int(ix.apply(stored(0, 5, 1, {11}))) == int(prefix_index::outcome::gap));
-  ix.reset(0, 5, 1, std::vector<troupe::kv::block_hash>{11});
-  BOOST_TEST(ix.complete(0));
+  ix.reset(replica_id(0), 5, 1, std::vector<troupe::kv::block_hash>{11});
+  BOOST_TEST(ix.complete(replica_id(0)));
   BOOST_TEST(int(ix.apply(stored(0, 5, 1, {11}))) == int(prefix_index::outcome::stale));  // in the snapshot
   BOOST_TEST(int(ix.apply(stored(0, 5, 2, {12, 13}))) == int(prefix_index::outcome::applied));
   const std::vector<troupe::kv::block_hash> q = {11, 12, 13, 14};
-  BOOST_TEST(ix.matched_blocks(0, q) == 3);
-  BOOST_TEST(ix.matched_blocks(0, std::vector<troupe::kv::block_hash>{12, 13}) == 2);
-  BOOST_TEST(ix.matched_blocks(1, q) == 0);
+  BOOST_TEST(ix.matched_blocks(replica_id(0), q) == 3);
+  BOOST_TEST(ix.matched_blocks(replica_id(0), std::vector<troupe::kv::block_hash>{12, 13}) == 2);
+  BOOST_TEST(ix.matched_blocks(replica_id(1), q) == 0);
   kv_event removed{kv_event_kind::removed, {12}};
-  BOOST_TEST(int(ix.apply({0, 5, 3, 0, {removed}})) == int(prefix_index::outcome::applied));
-  BOOST_TEST(ix.matched_blocks(0, q) == 1);
+  BOOST_TEST(int(ix.apply({replica_id(0), 5, 3, 0, {removed}})) == int(prefix_index::outcome::applied));
+  BOOST_TEST(ix.matched_blocks(replica_id(0), q) == 1);
   // A missing batch: incomplete, nothing credited, until a snapshot.
   BOOST_TEST(int(ix.apply(stored(0, 5, 5, {12}))) == int(prefix_index::outcome::gap));
-  BOOST_TEST(!ix.complete(0));
-  BOOST_TEST(ix.matched_blocks(0, q) == 0);
-  ix.reset(0, 5, 5, std::vector<troupe::kv::block_hash>{11, 12});
-  BOOST_TEST(ix.matched_blocks(0, q) == 2);
+  BOOST_TEST(!ix.complete(replica_id(0)));
+  BOOST_TEST(ix.matched_blocks(replica_id(0), q) == 0);
+  ix.reset(replica_id(0), 5, 5, std::vector<troupe::kv::block_hash>{11, 12});
+  BOOST_TEST(ix.matched_blocks(replica_id(0), q) == 2);
   // The replica restarted: its new generation starts empty; the old one's events are stale.
   BOOST_TEST(int(ix.apply(stored(0, 9, 1, {21}))) == int(prefix_index::outcome::applied));
-  BOOST_TEST(ix.matched_blocks(0, q) == 0);
+  BOOST_TEST(ix.matched_blocks(replica_id(0), q) == 0);
   BOOST_TEST(int(ix.apply(stored(0, 5, 6, {11}))) == int(prefix_index::outcome::stale));
-  BOOST_TEST(ix.matched_blocks(0, q) == 0);
+  BOOST_TEST(ix.matched_blocks(replica_id(0), q) == 0);
   // A prediction counts until an event or a reset says otherwise.
-  ix.predict(0, q);
-  BOOST_TEST(ix.matched_blocks(0, q) == 4);
+  ix.predict(replica_id(0), q);
+  BOOST_TEST(ix.matched_blocks(replica_id(0), q) == 4);
   kv_event cleared{kv_event_kind::cleared};
-  BOOST_TEST(int(ix.apply({0, 9, 2, 0, {cleared}})) == int(prefix_index::outcome::applied));
-  BOOST_TEST(ix.matched_blocks(0, q) == 0);
-  ix.drop(0);
-  BOOST_TEST(!ix.complete(0));
+  BOOST_TEST(int(ix.apply({replica_id(0), 9, 2, 0, {cleared}})) == int(prefix_index::outcome::applied));
+  BOOST_TEST(ix.matched_blocks(replica_id(0), q) == 0);
+  ix.drop(replica_id(0));
+  BOOST_TEST(!ix.complete(replica_id(0)));
 }

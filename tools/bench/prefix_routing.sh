@@ -11,10 +11,12 @@ cd "$(dirname "$0")/../.."
 config=configs/bench-prefix-$backend.toml
 out=docs/bench
 case $backend in
-  sim) users=64; rate=40; repeat_n=32 ;;
+  sim) users=64; rate=120; repeat_n=32 ;;
   cpu) users=8; rate=1.5; repeat_n=12 ;;
   *) echo "usage: $0 sim|cpu" >&2; exit 2 ;;
 esac
+rate=${RATE:-$rate}                                    # requests per second
+policies=${POLICIES:-round_robin least_loaded kv_aware}
 port=18650
 tmp=$(mktemp -d)
 server=""
@@ -32,7 +34,7 @@ serve() {  # serve CONFIG: starts the head and waits until it answers /health
 }
 stop() { kill $server; wait $server 2>/dev/null || true; server=""; }
 
-for policy in round_robin least_loaded kv_aware; do
+for policy in $policies; do
   sed "s/^policy = .*/policy = \"$policy\"/" "$config" > "$tmp/$policy.toml"
   serve "$tmp/$policy.toml"
   build/troupe bench serve --url "http://127.0.0.1:$port" --shared-prefix "16:$users:1000" --shuffle \
