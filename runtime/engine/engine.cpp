@@ -144,6 +144,7 @@ void engine::add_request(request r) {
   s->out.detok = tokenizer::incremental_detokenizer(r.generated.size());
   s->prefill_only = r.prefill_only;
   s->keys = {root_, kv::salt_key(r.cache_salt), r.public_prefix};
+  if (cfg_.prefix_caching) kv::extend_block_hashes(s->hashes, s->tokens, cfg_.sched.block_size, s->keys);
   if (!r.kv.empty()) {
     const int positions = int(s->tokens.size()) - 1;
     if (r.generated.empty()) throw input_error("request '" + r.id + "': imported KV needs the token generated with it");
@@ -164,9 +165,13 @@ void engine::add_request(request r) {
 
 std::size_t engine::waiting_prompt_tokens() const {
   std::size_t n = 0;
+  const int bs = cfg_.sched.block_size;
   for (auto id : waiting_) {
     const sequence& s = *seqs_.at(id);
-    n += s.tokens.size() - std::size_t(s.num_computed);
+    std::size_t cached = 0;  // what its admission will find in the prefix cache is no work
+    if (cfg_.prefix_caching && s.num_computed == 0 && !s.import && kv_.num_blocks_of(id) == 0)
+      cached = std::size_t(kv_.find_prefix(s.hashes, (int(s.tokens.size()) - 1) / bs).tokens(bs));
+    n += s.tokens.size() - std::size_t(s.num_computed) - cached;
   }
   return n;
 }

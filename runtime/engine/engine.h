@@ -92,7 +92,8 @@ class engine {
   bool has_unfinished() const { return !seqs_.empty() || !aborted_.empty(); }
   std::size_t num_running() const { return running_.size(); }
   std::size_t num_waiting() const { return waiting_.size(); }
-  // Tokens of waiting sequences not yet computed (what a router weighs as queued prefill).
+  // Tokens of waiting sequences still to compute, what the prefix cache holds for them
+  // excepted (what a router weighs as queued prefill).
   std::size_t waiting_prompt_tokens() const;
   const kv::kv_cache_manager& kv() const { return kv_; }
   kv::kv_cache_manager& kv() { return kv_; }

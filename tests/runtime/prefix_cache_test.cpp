@@ -174,3 +174,15 @@ BOOST_AUTO_TEST_CASE(a_request_waits_for_a_prefix_another_is_computing_instead_o
   BOOST_TEST(e.kv().stats().hits == 96u);
   all_blocks_free(e);
 }
+
+BOOST_AUTO_TEST_CASE(queued_prompt_work_leaves_out_what_the_cache_holds) {
+  // What a replica reports as queued prefill (the router weighs it) is what it will compute.
+  const auto reqs = shared_prefix_requests(2, 64, true);
+  auto e = engine::cpu_engine(small_model(), nullptr, test::engine_cfg(512, 2048));
+  engine::generate_all(e, {reqs[0]});
+  auto second = reqs[1];
+  e.add_request(second);
+  BOOST_TEST(e.waiting_prompt_tokens() == second.prompt.size() - 64);
+  while (e.has_unfinished()) e.step();
+  all_blocks_free(e);
+}

@@ -9,7 +9,7 @@ set -euo pipefail
 backend=${1:?usage: tools/bench/prefix_routing.sh sim|cpu}
 cd "$(dirname "$0")/../.."
 config=configs/bench-prefix-$backend.toml
-out=docs/bench
+out=${OUT:-docs/bench}
 case $backend in
   sim) users=64; rate=120; repeat_n=32 ;;
   cpu) users=8; rate=1.5; repeat_n=12 ;;
@@ -35,7 +35,9 @@ serve() {  # serve CONFIG: starts the head and waits until it answers /health
 stop() { kill $server; wait $server 2>/dev/null || true; server=""; }
 
 for policy in $policies; do
-  sed "s/^policy = .*/policy = \"$policy\"/" "$config" > "$tmp/$policy.toml"
+  # round_robin takes no parameters: drop the [router.params] table for it
+  awk -v p="$policy" '/^\[router.params\]/ { skip = (p == "round_robin") } /^$/ { skip = 0 } !skip' "$config" |
+    sed "s/^policy = .*/policy = \"$policy\"/" > "$tmp/$policy.toml"
   serve "$tmp/$policy.toml"
   build/troupe bench serve --url "http://127.0.0.1:$port" --shared-prefix "16:$users:1000" --shuffle \
       --prompt-len 24 --prompt-dist uniform --output-len 16 --rate $rate --seed 1 --quiet \
