@@ -17,7 +17,7 @@ using namespace troupe;
 namespace {
 
 const std::string troupe_bin = std::string(TROUPE_BINARY_DIR) + "/troupe";
-std::string tiny() { return test::synth_model("tiny-llama-f32", test::preset("tiny")); }
+std::string tiny() { return test::tiny_model_dir(); }
 std::string other_tiny() {
   auto o = test::preset("tiny");
   o.seed = 7;  // same shapes, other weights
@@ -32,12 +32,6 @@ test::command_result node_attempt(const std::string& config, const std::string& 
 }
 
 // A free port for the head's registry (the nodes must be told where it is).
-std::uint16_t free_port() {
-  boost::asio::io_context ioc;
-  boost::asio::ip::tcp::acceptor a(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
-  return a.local_endpoint().port();
-}
-
 // A topology file: three-local.toml plus `extra`.
 std::string topology_with(const std::string& name, const std::string& extra) {
   std::ifstream in(std::string(TROUPE_SOURCE_DIR) + "/configs/three-local.toml");
@@ -60,7 +54,7 @@ std::string make_cert(const std::string& dir) {
 
 BOOST_AUTO_TEST_CASE(rogue_nodes_are_refused_and_the_real_one_serves) {
   const std::string config = std::string(TROUPE_SOURCE_DIR) + "/configs/three-local.toml";
-  const std::uint16_t registry = free_port();
+  const std::uint16_t registry = test::free_port();
   ::unsetenv("TROUPE_CLUSTER_TOKEN");  // the head makes the token; nodes on this machine read it
   test::serve_process serve({config, "--model", tiny(), "--registry-port", std::to_string(registry)});
   BOOST_TEST_REQUIRE(serve.port() != 0);
@@ -94,7 +88,7 @@ BOOST_AUTO_TEST_CASE(with_tls_only_a_node_holding_the_clusters_certificate_joins
   make_cert(dir + "/stranger");
   const std::string config = topology_with("cluster-auth-tls", "[cluster]\ntls_certificate = \"" + dir + "/cluster/cert.pem\"\n"
                                            "tls_key = \"" + dir + "/cluster/key.pem\"\ntls_ca = \"" + dir + "/cluster/cert.pem\"\n");
-  const std::uint16_t registry = free_port();
+  const std::uint16_t registry = test::free_port();
   ::setenv("TROUPE_CLUSTER_TOKEN", "the-tls-test-cluster-token", 1);
   test::serve_process serve({config, "--model", tiny(), "--registry-port", std::to_string(registry)});
   BOOST_TEST_REQUIRE(serve.port() != 0);

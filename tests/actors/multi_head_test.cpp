@@ -20,13 +20,7 @@ using clock_type = std::chrono::steady_clock;
 namespace {
 
 const std::string troupe_bin = std::string(TROUPE_BINARY_DIR) + "/troupe";
-std::string tiny() { return test::synth_model("tiny-llama-f32", test::preset("tiny")); }
-
-std::uint16_t free_port() {
-  boost::asio::io_context ioc;
-  boost::asio::ip::tcp::acceptor a(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
-  return a.local_endpoint().port();
-}
+std::string tiny() { return test::tiny_model_dir(); }
 
 // configs/two-heads.toml with the heads on free ports (tests run in parallel).
 std::string topology(std::uint16_t port_a, std::uint16_t port_b) {
@@ -81,7 +75,7 @@ bool await_replicas(std::uint16_t port, int replicas) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(killing_one_head_loses_nothing_through_the_other_and_a_restarted_head_serves) {
-  const std::uint16_t reg_a = free_port(), reg_b = free_port();
+  const std::uint16_t reg_a = test::free_port(), reg_b = test::free_port();
   const std::string config = topology(reg_a, reg_b);
   ::setenv("TROUPE_CLUSTER_TOKEN", "multi-head-test-cluster-token", 1);
   auto head_a = std::make_unique<test::serve_process>(

@@ -20,13 +20,7 @@ using json = nlohmann::json;
 namespace {
 
 const std::string troupe_bin = std::string(TROUPE_BINARY_DIR) + "/troupe";
-std::string tiny() { return test::synth_model("tiny-llama-f32", test::preset("tiny")); }
-
-std::uint16_t free_port() {
-  boost::asio::io_context ioc;
-  boost::asio::ip::tcp::acceptor a(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
-  return a.local_endpoint().port();
-}
+std::string tiny() { return test::tiny_model_dir(); }
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -79,7 +73,7 @@ test::http_response complete(std::uint16_t port, const std::vector<std::int32_t>
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(kv_events_reach_an_independent_decoder_and_replay_fills_what_a_late_subscriber_missed) {
-  const std::uint16_t pub = free_port(), rep = free_port();
+  const std::uint16_t pub = test::free_port(), rep = test::free_port();
   std::string text = read_file(std::string(TROUPE_SOURCE_DIR) + "/configs/kv-aware.toml");
   text = std::regex_replace(text, std::regex("127\\.0\\.0\\.1:5557"), "127.0.0.1:" + std::to_string(pub));
   text = std::regex_replace(text, std::regex("127\\.0\\.0\\.1:5558"), "127.0.0.1:" + std::to_string(rep));
@@ -98,7 +92,7 @@ BOOST_AUTO_TEST_CASE(kv_events_reach_an_independent_decoder_and_replay_fills_wha
 
 BOOST_AUTO_TEST_CASE(across_processes_requests_sharing_a_prefix_reach_the_replica_that_holds_it) {
   // One replica in the head's process, one in a node process.
-  const std::uint16_t registry = free_port();
+  const std::uint16_t registry = test::free_port();
   const std::string config = write_config("kv-aware-two-process.toml", R"([model]
 path = "models/small"
 [[nodes]]

@@ -33,6 +33,13 @@ struct http_response {
   }
 };
 
+// A loopback port free now (a test's servers run in parallel with other tests').
+inline std::uint16_t free_port() {
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::acceptor a(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  return a.local_endpoint().port();
+}
+
 inline http_response http_request(std::uint16_t port, const std::string& method, const std::string& target,
                                   const std::string& body = "",
                                   const std::vector<std::pair<std::string, std::string>>& headers = {}) {

@@ -37,6 +37,9 @@ inline model::synth_options preset(const std::string& p, const std::string& arch
 }
 
 // The `small` F32 Llama model shared by a test executable's cases (loaded once).
+// The folder of the `tiny` preset (what process tests serve: it loads in milliseconds).
+inline std::string tiny_model_dir() { return synth_model("tiny-llama-f32", preset("tiny")); }
+
 inline std::shared_ptr<const model::llama_model> small_model() {
   static auto m = std::shared_ptr<const model::llama_model>(model::llama_model::load(synth_model("small-llama-f32", preset("small"))));
   return m;
