@@ -14,7 +14,6 @@ class cpu_executor final : public executor {
   cpu_executor(std::shared_ptr<const model::llama_model> model, kv::kv_cache_config cache);
   void execute(forward_plan plan, step_done done) override;
   void export_kv(std::vector<std::int32_t> table, int positions, kv_done done) override;
-  const kv::kv_cache& cache() const { return *cache_; }
 
  private:
   std::shared_ptr<const model::llama_model> model_;

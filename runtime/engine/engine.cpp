@@ -247,7 +247,7 @@ forward_plan engine::begin_step() {
   for (auto id : running_) {
     const sequence& s = *seqs_.at(id);
     sched::seq_snapshot snap{id, int(s.tokens.size()), s.num_computed, kv_.num_blocks_of(id), s.priority, s.arrival};
-    snap.exclusive_blocks = kv_.num_exclusive(id);
+    if (cfg_.prefix_caching) snap.exclusive_blocks = kv_.num_exclusive(id);  // else: all of them
     run.push_back(snap);
   }
   // Blocks that running prefills (or waiting ones ahead in the queue) are computing: a waiting
@@ -279,11 +279,11 @@ forward_plan engine::begin_step() {
       snap.cached_free_blocks = hit.evictable;
       const std::size_t next = hit.blocks.size();
       const bool shares_more = next < s.hashes.size() && int(next + 1) * bs < int(s.tokens.size());
-      hits.emplace(id, std::move(hit));
       if (shares_more && computing.count(s.hashes[next])) {
         ++stats_.prefix_waits;
         continue;  // not a candidate this step; it is admitted once that block is cached
       }
+      hits.emplace(id, std::move(hit));
       // If admitted, it computes its prompt's blocks from here: later arrivals with the same
       // prefix wait for them.
       for (std::size_t i = next; i < s.hashes.size() && int(i + 1) * bs <= s.prompt_len; ++i) computing.insert(s.hashes[i]);

@@ -102,7 +102,6 @@ class engine {
   const engine_config& config() const { return cfg_; }
   const model::model_config& model_config() const { return mc_; }
   const tokenizer::tokenizer* tokenizer() const { return tok_.get(); }
-  executor& exec() { return *exec_; }
 
  private:
   struct sequence;

@@ -9,7 +9,7 @@ void sim_executor::execute(forward_plan plan, step_done done) {
   sim::step_shape s{std::int64_t(plan.tokens.size()), 0, std::int64_t(plan.logit_rows.size())};
   for (auto pos : plan.positions) s.context_reads += pos + 1;
   step_result r;
-  r.seconds = plan.empty() ? 0 : sim::step_seconds(shape_, gpu_, s);
+  r.seconds = sim::step_seconds(shape_, gpu_, s);
   for (const auto& row : plan.sampling) r.tokens.push_back({sampling::sim_token(row, shape_.vocab_size, shape_.eos_token_ids), {}});
   if (!wait_ || r.seconds <= 0) return done(std::move(r));
   const double secs = r.seconds;

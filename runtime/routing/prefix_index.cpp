@@ -86,14 +86,4 @@ bool prefix_index::complete(replica_id r) const {
   return it != replicas_.end() && it->second.complete;
 }
 
-std::size_t prefix_index::num_blocks(replica_id r) const {
-  auto it = replicas_.find(r);
-  return it == replicas_.end() ? 0 : it->second.blocks.size();
-}
-
-std::uint64_t prefix_index::generation(replica_id r) const {
-  auto it = replicas_.find(r);
-  return it == replicas_.end() ? 0 : it->second.generation;
-}
-
 }  // namespace troupe::routing

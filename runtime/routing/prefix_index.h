@@ -39,8 +39,6 @@ class prefix_index {
   // How many of `hashes`, from the first, replica `r` holds (or is predicted to).
   int matched_blocks(replica_id r, std::span<const kv::block_hash> hashes) const;
   bool complete(replica_id r) const;
-  std::size_t num_blocks(replica_id r) const;
-  std::uint64_t generation(replica_id r) const;
 
  private:
   struct replica_view {

@@ -2,16 +2,10 @@
 #include <boost/test/unit_test.hpp>
 
 #include "runtime/kv/block_pool.h"
+#include "tests/support/kv_blocks.h"
 
 using namespace troupe::kv;
-
-namespace {
-std::vector<block_id> blocks(std::initializer_list<int> ids) {
-  std::vector<block_id> out;
-  for (int i : ids) out.push_back(block_id(i));
-  return out;
-}
-}  // namespace
+using troupe::test::blocks;
 
 BOOST_AUTO_TEST_CASE(allocates_in_free_list_order_and_frees_on_last_release) {
   block_pool p(4);

@@ -7,16 +7,10 @@
 #include <numeric>
 
 #include "runtime/kv/kv_cache_manager.h"
+#include "tests/support/kv_blocks.h"
 
 using namespace troupe::kv;
-
-namespace {
-std::vector<block_id> blocks(std::initializer_list<int> ids) {
-  std::vector<block_id> out;
-  for (int i : ids) out.push_back(block_id(i));
-  return out;
-}
-}  // namespace
+using troupe::test::blocks;
 
 namespace {
 

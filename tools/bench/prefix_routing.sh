@@ -2,7 +2,8 @@
 # The shared-prefix benchmark of docs/performance.md: 16 system prompts of 1,000 tokens, many
 # users asking short questions (interleaved), against 4 replicas with round_robin,
 # least_loaded and kv_aware routing; then one replica answering a repeated 1,000-token prompt
-# with and without prefix caching. Writes docs/bench/prefix-BACKEND-*.json and prints a table.
+# with and without prefix caching. Writes docs/bench/prefix-BACKEND-*.json, each policy's latency
+# plots (-latency.png, -cdf.png) and prints a table.
 #
 # usage: tools/bench/prefix_routing.sh sim|cpu     (after building: cmake --build build)
 set -euo pipefail
@@ -41,7 +42,7 @@ for policy in $policies; do
   serve "$tmp/$policy.toml"
   build/troupe bench serve --url "http://127.0.0.1:$port" --shared-prefix "16:$users:1000" --shuffle \
       --prompt-len 24 --prompt-dist uniform --output-len 16 --rate $rate --seed 1 --quiet \
-      --json "$out/prefix-$backend-$policy.json" > "$tmp/$policy.txt"
+      --json "$out/prefix-$backend-$policy.json" --plot "$out/prefix-$backend-$policy" > "$tmp/$policy.txt"
   stop
 done
 
