@@ -9,23 +9,21 @@ using kernels::dtype;
 kv_cache::kv_cache(const kv_cache_config& cfg, int num_layers, int n_kv_heads, int head_dim)
     : cfg_(cfg), layers_(num_layers), n_kv_(n_kv_heads), hd_(head_dim) {
   layer_elems_ = std::size_t(cfg.num_blocks) * cfg.block_size * n_kv_heads * head_dim;
-  const std::size_t bytes = layer_elems_ * kernels::dtype_size(cfg.type);
-  for (int l = 0; l < num_layers; ++l) {
-    // Zero-filled so a bug that reads an unwritten slot is deterministic, not garbage.
-    k_.emplace_back(new std::uint8_t[bytes]());
-    v_.emplace_back(new std::uint8_t[bytes]());
-  }
+  layer_bytes_ = layer_elems_ * kernels::dtype_size(cfg.type);
+  // Zero-filled so a bug that reads an unwritten slot is deterministic, not garbage.
+  const std::size_t bytes = 2 * layer_bytes_ * std::size_t(num_layers);
+  region_ = cfg.shared ? kv_region::create_shared(new_segment_name(), bytes) : kv_region::heap(bytes);
 }
 
 kernels::paged_kv_layer kv_cache::layer(int l) const {
-  return {k_[l].get(), v_[l].get(), cfg_.type, cfg_.block_size, n_kv_, hd_};
+  return {k(l), v(l), cfg_.type, cfg_.block_size, n_kv_, hd_};
 }
 
 void kv_cache::write(int layer, std::int32_t block, int slot, const float* k_row, const float* v_row) {
   const std::size_t row = std::size_t(n_kv_) * hd_;
   const std::size_t first = (std::size_t(block) * cfg_.block_size + slot) * row;
-  std::uint8_t* k = k_[layer].get();
-  std::uint8_t* v = v_[layer].get();
+  std::uint8_t* k = this->k(layer);
+  std::uint8_t* v = this->v(layer);
   if (cfg_.type == dtype::f32) {
     std::memcpy(k + first * 4, k_row, row * 4);
     std::memcpy(v + first * 4, v_row, row * 4);
@@ -40,8 +38,8 @@ void kv_cache::write(int layer, std::int32_t block, int slot, const float* k_row
 void kv_cache::read(int layer, std::int32_t block, int slot, float* k_row, float* v_row) const {
   const std::size_t row = std::size_t(n_kv_) * hd_;
   const std::size_t first = (std::size_t(block) * cfg_.block_size + slot) * row;
-  const std::uint8_t* k = k_[layer].get();
-  const std::uint8_t* v = v_[layer].get();
+  const std::uint8_t* k = this->k(layer);
+  const std::uint8_t* v = this->v(layer);
   for (std::size_t i = 0; i < row; ++i) {
     k_row[i] = kernels::load_as_f32(k, cfg_.type, first + i);
     v_row[i] = kernels::load_as_f32(v, cfg_.type, first + i);

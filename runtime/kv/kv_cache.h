@@ -1,5 +1,8 @@
 // The KV tensors of every layer, in blocks: layer l, block b, slot s, KV head h starts at
-// element ((b * block_size + s) * n_kv_heads + h) * head_dim of k(l) / v(l).
+// element ((b * block_size + s) * n_kv_heads + h) * head_dim of k(l) / v(l). All of it is one
+// region (kv_region.h): K of layer l, then V of layer l, for l in order, each num_blocks blocks,
+// so one block of one layer's K or V is block_bytes() contiguous bytes at a fixed offset
+// (block_offset) that another process mapping the region computes the same way.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -8,6 +11,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/dtype.h"
+#include "runtime/kv/kv_region.h"
 
 namespace troupe::kv {
 
@@ -15,6 +19,8 @@ struct kv_cache_config {
   int num_blocks = 0;
   int block_size = 16;  // tokens per block
   kernels::dtype type = kernels::dtype::f32;
+  // In a shared-memory segment other processes on this host can map (transfer/pull.h).
+  bool shared = false;
 };
 
 class kv_cache {
@@ -38,6 +44,22 @@ class kv_cache {
   void export_kv(const std::int32_t* table, int positions, float* out) const;
   void import_kv(const std::int32_t* table, int positions, const float* in);
 
+  int num_layers() const { return layers_; }
+  int n_kv_heads() const { return n_kv_; }
+  int head_dim() const { return hd_; }
+  // One block of one layer's K (kv = 0) or V (kv = 1): its bytes and where they start.
+  std::size_t block_bytes() const { return std::size_t(cfg_.block_size) * n_kv_ * hd_ * kernels::dtype_size(cfg_.type); }
+  static std::size_t block_offset(int layer, int kv, std::int32_t block, int num_blocks, std::size_t block_bytes) {
+    return ((std::size_t(layer) * 2 + std::size_t(kv)) * std::size_t(num_blocks) + std::size_t(block)) * block_bytes;
+  }
+  std::uint8_t* block_data(int layer, int kv, std::int32_t block) {
+    return region_->data() + block_offset(layer, kv, block, cfg_.num_blocks, block_bytes());
+  }
+  const std::uint8_t* block_data(int layer, int kv, std::int32_t block) const {
+    return region_->data() + block_offset(layer, kv, block, cfg_.num_blocks, block_bytes());
+  }
+  const kv_region& region() const { return *region_; }
+
   // Bytes of KV for one token across all layers.
   std::size_t bytes_per_token() const;
   // How many blocks fit in `bytes`.
@@ -48,7 +70,10 @@ class kv_cache {
   kv_cache_config cfg_;
   int layers_, n_kv_, hd_;
   std::size_t layer_elems_;
-  std::vector<std::unique_ptr<std::uint8_t[]>> k_, v_;
+  std::unique_ptr<kv_region> region_;
+  std::uint8_t* k(int l) const { return region_->data() + (std::size_t(l) * 2) * layer_bytes_; }
+  std::uint8_t* v(int l) const { return region_->data() + (std::size_t(l) * 2 + 1) * layer_bytes_; }
+  std::size_t layer_bytes_;
 };
 
 }  // namespace troupe::kv

@@ -1,0 +1,282 @@
+#include "runtime/kv/transfer/tcp.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <stdexcept>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "runtime/kv/transfer/registry.h"
+
+namespace troupe::kv::transfer {
+
+namespace {
+
+constexpr char magic[4] = {'T', 'K', 'V', '1'};
+constexpr std::uint32_t max_body = 1u << 24;  // 4M block ids: far above any cache
+constexpr int max_connections = 32;
+constexpr int iov_chunk = 512;  // below IOV_MAX
+
+std::runtime_error net_error(const std::string& what) { return std::runtime_error(what + ": " + std::strerror(errno)); }
+
+void set_timeout(int fd, std::chrono::milliseconds t) {
+  timeval tv{};
+  t = std::max(t, std::chrono::milliseconds(1));
+  tv.tv_sec = time_t(t.count() / 1000);
+  tv.tv_usec = suseconds_t((t.count() % 1000) * 1000);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+// Moves every byte of the iovecs, in chunks the kernel accepts; false on error or end of stream.
+bool move_all(int fd, std::vector<iovec>& iov, bool send) {
+  std::size_t first = 0;
+  while (first < iov.size()) {
+    const int n = int(std::min<std::size_t>(iov.size() - first, iov_chunk));
+    const ssize_t r = send ? ::writev(fd, iov.data() + first, n) : ::readv(fd, iov.data() + first, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    std::size_t left = std::size_t(r);
+    while (left > 0 && first < iov.size()) {
+      if (left >= iov[first].iov_len) {
+        left -= iov[first].iov_len;
+        ++first;
+      } else {
+        iov[first].iov_base = static_cast<std::uint8_t*>(iov[first].iov_base) + left;
+        iov[first].iov_len -= left;
+        left = 0;
+      }
+    }
+    while (first < iov.size() && iov[first].iov_len == 0) ++first;
+  }
+  return true;
+}
+
+bool send_bytes(int fd, const void* p, std::size_t n) {
+  std::vector<iovec> v{{const_cast<void*>(p), n}};
+  return move_all(fd, v, true);
+}
+bool recv_bytes(int fd, void* p, std::size_t n) {
+  std::vector<iovec> v{{p, n}};
+  return move_all(fd, v, false);
+}
+
+template <class T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+// Reads fields out of a request body, refusing anything short.
+struct reader {
+  const std::string& b;
+  std::size_t at = 0;
+  template <class T>
+  bool get(T& v) {
+    if (b.size() - at < sizeof v) return false;
+    std::memcpy(&v, b.data() + at, sizeof v);
+    at += sizeof v;
+    return true;
+  }
+  bool str(std::string& s) {
+    std::uint16_t n = 0;
+    if (!get(n) || b.size() - at < n) return false;
+    s.assign(b.data() + at, n);
+    at += n;
+    return true;
+  }
+};
+
+void send_status(int fd, const std::string& error) {
+  std::string out;
+  put(out, std::uint32_t(error.empty() ? 0 : 1));
+  if (!error.empty()) {
+    put(out, std::uint32_t(error.size()));
+    out += error;
+  }
+  send_bytes(fd, out.data(), out.size());
+}
+
+}  // namespace
+
+tcp_server::tcp_server(const registry& reg, const std::string& host) : reg_(reg) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  if (int rc = ::getaddrinfo(host.c_str(), "0", &hints, &res); rc != 0)
+    throw std::runtime_error("KV transfer server: cannot resolve '" + host + "': " + ::gai_strerror(rc));
+  listen_fd_ = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (listen_fd_ < 0 || ::bind(listen_fd_, res->ai_addr, res->ai_addrlen) != 0 || ::listen(listen_fd_, 64) != 0) {
+    auto e = net_error("KV transfer server: cannot listen on " + host);
+    ::freeaddrinfo(res);
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+    throw e;
+  }
+  ::freeaddrinfo(res);
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  port_ = ntohs(a.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&a)->sin_port
+                                       : reinterpret_cast<sockaddr_in6*>(&a)->sin6_port);
+  if (::pipe2(wake_, O_CLOEXEC) != 0) throw net_error("KV transfer server: pipe");
+  thread_ = std::thread([this] { accept_loop(); });
+}
+
+tcp_server::~tcp_server() {
+  const char c = 0;
+  [[maybe_unused]] auto r = ::write(wake_[1], &c, 1);
+  thread_.join();
+  ::close(listen_fd_);
+  ::close(wake_[0]);
+  ::close(wake_[1]);
+  // Connections still being served hold their own fd and a reference to each cache they read;
+  // the registry outlives them (it is process-wide).
+}
+
+void tcp_server::accept_loop() {
+  for (;;) {
+    pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (p[1].revents) return;
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    if (connections_.fetch_add(1) >= max_connections) {  // bounded: a flood gets refused, not threads
+      connections_.fetch_sub(1);
+      send_status(fd, "too many KV transfers in progress");
+      ::close(fd);
+      continue;
+    }
+    std::thread([this, fd] {
+      serve(fd);
+      ::close(fd);
+      connections_.fetch_sub(1);
+    }).detach();
+  }
+}
+
+void tcp_server::serve(int fd) {
+  set_timeout(fd, std::chrono::seconds(30));
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  char m[4];
+  std::uint32_t len = 0;
+  if (!recv_bytes(fd, m, 4) || std::memcmp(m, magic, 4) != 0) return send_status(fd, "not a KV transfer request");
+  if (!recv_bytes(fd, &len, 4) || len > max_body) return send_status(fd, "KV transfer request too large");
+  std::string body(len, '\0');
+  if (!recv_bytes(fd, body.data(), len)) return;
+  reader r{body};
+  std::string key, secret;
+  std::uint32_t first = 0, last = 0, n = 0;
+  if (!r.str(key) || !r.str(secret) || !r.get(first) || !r.get(last) || !r.get(n) || body.size() - r.at != std::size_t(n) * 4)
+    return send_status(fd, "malformed KV transfer request");
+  std::vector<std::int32_t> blocks(n);
+  std::memcpy(blocks.data(), body.data() + r.at, std::size_t(n) * 4);
+  auto cache = reg_.find(key, secret);
+  if (!cache) return send_status(fd, "no KV cache '" + key + "' is exposed here with that secret");
+  if (first >= last || int(last) > cache->num_layers())
+    return send_status(fd, "layers [" + std::to_string(first) + ", " + std::to_string(last) + ") are not in the cache");
+  for (auto b : blocks)
+    if (b < 0 || b >= cache->config().num_blocks) return send_status(fd, "block " + std::to_string(b) + " is not in the cache");
+  send_status(fd, "");
+  const std::size_t bb = cache->block_bytes();
+  std::vector<iovec> iov;
+  for (std::uint32_t l = first; l < last; ++l) {  // straight from the cache's memory, layer by layer
+    iov.clear();
+    for (int kv = 0; kv < 2; ++kv)
+      for (auto b : blocks) iov.push_back({const_cast<std::uint8_t*>(cache->block_data(int(l), kv, b)), bb});
+    if (!move_all(fd, iov, true)) return;
+  }
+}
+
+void tcp_pull(const std::string& host, std::uint16_t port, const std::string& key, const std::string& secret, int first,
+              int last, std::span<const std::int32_t> blocks, std::size_t block_bytes,
+              const std::function<tcp_destination(int)>& dst, const std::function<void(int)>& layer_done,
+              std::chrono::steady_clock::time_point deadline) {
+  const std::string where = host + ":" + std::to_string(port);
+  auto left = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  };
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0)
+    throw std::runtime_error("KV transfer from " + where + ": " + ::gai_strerror(rc));
+  const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  struct closer {
+    int fd;
+    ~closer() { if (fd >= 0) ::close(fd); }
+  } guard{fd};
+  int rc = fd < 0 ? -1 : ::connect(fd, res->ai_addr, res->ai_addrlen);
+  ::freeaddrinfo(res);
+  if (rc != 0 && errno == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    const auto ms = left().count();
+    if (ms <= 0 || ::poll(&p, 1, int(std::min<long long>(ms, INT_MAX))) != 1) throw std::runtime_error("KV transfer from " + where + ": connect timed out");
+    int err = 0;
+    socklen_t el = sizeof err;
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+    errno = err;
+    rc = err == 0 ? 0 : -1;
+  }
+  if (rc != 0) throw net_error("KV transfer from " + where + ": connect");
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  set_timeout(fd, left());
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  std::string body;
+  put(body, std::uint16_t(key.size()));
+  body += key;
+  put(body, std::uint16_t(secret.size()));
+  body += secret;
+  put(body, std::uint32_t(first));
+  put(body, std::uint32_t(last));
+  put(body, std::uint32_t(blocks.size()));
+  body.append(reinterpret_cast<const char*>(blocks.data()), blocks.size() * 4);
+  std::string req(magic, 4);
+  put(req, std::uint32_t(body.size()));
+  req += body;
+  auto failed = [&](const std::string& what) {
+    if (std::chrono::steady_clock::now() >= deadline) return std::runtime_error("KV transfer from " + where + ": timed out " + what);
+    return std::runtime_error("KV transfer from " + where + ": connection lost " + what);
+  };
+  if (!send_bytes(fd, req.data(), req.size())) throw failed("sending the request");
+  std::uint32_t status = 1;
+  if (!recv_bytes(fd, &status, 4)) throw failed("before the sender answered");
+  if (status != 0) {
+    std::uint32_t n = 0;
+    std::string msg;
+    if (recv_bytes(fd, &n, 4) && n < 4096) {
+      msg.resize(n);
+      if (!recv_bytes(fd, msg.data(), n)) msg.clear();
+    }
+    throw std::runtime_error("KV transfer from " + where + " refused: " + (msg.empty() ? "no reason given" : msg));
+  }
+  std::vector<iovec> iov;
+  for (int l = first; l < last; ++l) {
+    const tcp_destination d = dst(l);
+    iov.clear();
+    for (auto* p : d.k) iov.push_back({p, block_bytes});
+    for (auto* p : d.v) iov.push_back({p, block_bytes});
+    set_timeout(fd, left());
+    if (!move_all(fd, iov, false)) throw failed("at layer " + std::to_string(l));
+    layer_done(l);
+  }
+}
+
+}  // namespace troupe::kv::transfer
