@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include "kernels/cpu/stream_copy.h"
 #include "runtime/kv/block_pool.h"
 #include "runtime/kv/transfer/registry.h"
 #include "runtime/kv/transfer/tcp.h"
@@ -14,6 +15,9 @@
 namespace troupe::kv::transfer {
 
 namespace {
+
+// Transfers from this size on copy with non-temporal stores: beyond a typical last-level cache.
+constexpr std::size_t stream_threshold = std::size_t(8) << 20;
 
 // Senders' segments this process has mapped, kept so each is mapped (and populated) once.
 class segment_maps {
@@ -101,12 +105,20 @@ pull_result pull(const kv_handle& from, const pull_target& to, backend how, std:
     const kv_source& s = from.sources[std::size_t(r)];
     res.used = resolve(how, s);
     if (std::chrono::steady_clock::now() >= deadline) throw transfer_error("KV transfer of " + from.request + ": timed out");
+    // Past the caches' size, stores that bypass them (kernels/cpu/stream_copy.h).
+    const bool streaming = 2 * std::size_t(hi - lo) * n * bb >= stream_threshold;
     auto copy_from = [&](const std::uint8_t* base, int src_blocks_total) {
       for (int m = l; m < end; ++m) {
         for (int kv = 0; kv < 2; ++kv)
-          for (std::size_t i = 0; i < n; ++i)
-            std::memcpy(dst.block_data(m - lo, kv, to.blocks[i]),
-                        base + kv_cache::block_offset(m - rfirst, kv, src_blocks[i], src_blocks_total, bb), bb);
+          for (std::size_t i = 0; i < n; ++i) {
+            std::uint8_t* d = dst.block_data(m - lo, kv, to.blocks[i]);
+            const std::uint8_t* s = base + kv_cache::block_offset(m - rfirst, kv, src_blocks[i], src_blocks_total, bb);
+            if (streaming)
+              kernels::stream_copy(d, s, bb);
+            else
+              std::memcpy(d, s, bb);
+          }
+        if (streaming) kernels::stream_fence();
         if (layer_done) layer_done(m);
       }
     };
