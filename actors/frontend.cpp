@@ -85,6 +85,9 @@ struct frontend_metrics {
         queue(reg.add_histogram(p + "request_queue_time_seconds", "Time a request waited before its first scheduled step.", latency_buckets)),
         prefill(reg.add_histogram(p + "request_prefill_time_seconds", "Time from the first scheduled step to the first token.", latency_buckets)),
         decode(reg.add_histogram(p + "request_decode_time_seconds", "Time from the first token to the last.", latency_buckets)),
+        transfer(reg.add_histogram(p + "request_kv_transfer_time_seconds",
+                                   "Time from a decode replica's reservation of blocks for a prefilled request to its KV in place.",
+                                   latency_buckets)),
         prompt_len(reg.add_histogram(p + "request_prompt_tokens", "Prompt length of finished requests.", token_buckets)),
         gen_len(reg.add_histogram(p + "request_generation_tokens", "Output length of finished requests.", token_buckets)),
         running(reg.add_gauge(p + "num_requests_running", "Requests running on the replicas.")),
@@ -111,7 +114,7 @@ struct frontend_metrics {
   }
 
   metrics::registry reg;
-  metrics::histogram &ttft, &itl, &tpot, &e2e, &queue, &prefill, &decode, &prompt_len, &gen_len;
+  metrics::histogram &ttft, &itl, &tpot, &e2e, &queue, &prefill, &decode, &transfer, &prompt_len, &gen_len;
   metrics::gauge &running, &waiting, &kv_usage, &replicas, &connections;
   metrics::counter &prompt_tokens, &generation_tokens, &preemptions, &migrations, &prefix_queries, &prefix_hits,
       &events_published, &events_dropped, &router_decisions, &success, &rejected, &frontend_cpu, &process_cpu;
@@ -227,6 +230,7 @@ void finish(frontend_ptr self, live_request& r, const token_update& u) {
     m.queue.observe(r.labels, u.queue_seconds);
     m.prefill.observe(r.labels, u.prefill_seconds);
     m.decode.observe(r.labels, u.decode_seconds);
+    if (u.transfer_seconds > 0) m.transfer.observe(r.labels, u.transfer_seconds);
     m.prompt_len.observe(r.labels, r.prompt_tokens);
     m.gen_len.observe(r.labels, r.output_tokens);
     if (r.output_tokens > 1)

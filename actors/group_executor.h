@@ -5,8 +5,11 @@
 // made whole, the owning actor ends.
 #pragma once
 #include <chrono>
+#include <functional>
 
 #include "actors/protocol/worker_protocol.h"
+#include "actors/worker_group.h"
+#include "runtime/kv/transfer/registry.h"
 #include "runtime/engine/executor.h"
 
 namespace troupe::actors {
@@ -15,8 +18,8 @@ namespace troupe::actors {
 template <class Self>
 class group_executor final : public engine::executor {
  public:
-  group_executor(Self self, group_actor group, std::chrono::milliseconds step_timeout)
-      : self_(self), group_(std::move(group)), timeout_(step_timeout) {}
+  group_executor(Self self, group_actor group, std::chrono::milliseconds step_timeout, int layers, int ranks)
+      : self_(self), group_(std::move(group)), timeout_(step_timeout), layers_(layers), ranks_(ranks) {}
 
   void execute(engine::forward_plan plan, step_done done) override {
     auto self = self_;
@@ -34,16 +37,47 @@ class group_executor final : public engine::executor {
               });
   }
 
-  void export_kv(std::vector<std::int32_t> table, int positions, kv_done done) override {
-    self_->request(group_, timeout_, export_atom::value, kv_export{std::move(table), positions, {}})
-        .then([done](std::vector<float>& kv) { done(std::move(kv)); },
-              [done](caf::error&) { done({}); });  // no KV: the receiver recomputes it
+  std::vector<std::pair<int, int>> kv_ranks() const override {
+    std::vector<std::pair<int, int>> r;
+    for (int i = 0; i < ranks_; ++i) r.push_back(rank_layers(layers_, i, ranks_));
+    return r;
   }
+  std::vector<kv::transfer::kv_source> kv_sources() const override {
+    std::vector<kv::transfer::kv_source> out;
+    for (const auto& s : sources_) out.push_back(kv::transfer::registry::global().with_tcp(s));
+    return out;
+  }
+  // The group's caches of its current generation (the supervisor says at every start).
+  void set_sources(std::vector<kv::transfer::kv_source> s) { sources_ = std::move(s); }
+
+  void pull_kv(kv::transfer::kv_handle from, kv::transfer::kv_layout mine, std::vector<std::int32_t> table,
+               kv::transfer::backend how, std::chrono::steady_clock::time_point deadline, pull_done done) override {
+    auto self = self_;
+    auto group = group_;
+    const std::string id = from.request;
+    auto go = [=, from = std::move(from), mine = std::move(mine), table = std::move(table)](bool held) mutable {
+      if (!held) return done({"the sender no longer holds its KV", 0, kv::transfer::backend::automatic});
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      kv_pull x{std::move(from), std::move(mine), std::move(table), how, std::max<std::int64_t>(1, left.count())};
+      self->request(group, left + std::chrono::seconds(10), pull_atom::value, std::move(x))
+          .then([done](std::uint64_t bytes) { done({"", std::size_t(bytes), kv::transfer::backend::automatic}); },
+                [self, done](caf::error& e) { done({self->system().render(e), 0, kv::transfer::backend::automatic}); });
+    };
+    if (claim_) return claim_(id, std::move(go));
+    go(true);
+  }
+  // Asks the sender to keep the KV of request `id` while it is pulled; the continuation gets
+  // whether it still holds it. Without one, pulls go ahead unasked.
+  using claim_fn = std::function<void(const std::string& id, std::function<void(bool)> then)>;
+  void set_claim(claim_fn f) { claim_ = std::move(f); }
 
  private:
   Self self_;
   group_actor group_;
   std::chrono::milliseconds timeout_;
+  int layers_, ranks_;
+  std::vector<kv::transfer::kv_source> sources_;
+  claim_fn claim_;
 };
 
 }  // namespace troupe::actors

@@ -47,6 +47,12 @@ engine::engine_config engine_config_of(const topology::topology_config& topo) {
   ec.kv_memory_bytes = topo.scheduler.kv_memory_bytes;
   ec.max_model_len = topo.model.max_model_len;
   ec.prefix_caching = topo.scheduler.prefix_caching;
+  ec.kv_shared_memory = topo.kv_transfer.shared_memory;
+  ec.transfer_backend = topo.kv_transfer.backend;
+  ec.transfer_timeout = topo.kv_transfer.timeout;
+  ec.handoff_hold = topo.kv_transfer.hold;
+  ec.on_transfer_failure = topo.kv_transfer.retry_on_failure ? engine::engine_config::transfer_failure::retry
+                                                             : engine::engine_config::transfer_failure::recompute;
   // Every process of the cluster computes the same key from the same topology (the join
   // checks they serve the same model), so their block hashes agree.
   if (topo.model.backend == topology::backend_kind::sim) {
@@ -139,7 +145,7 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
   rc.request_timeout = topo.timeouts.request;
   for (const auto& p : topology::place_replicas(topo))
     if (p.role != topology::pool_role::both) rc.roles[p.replica] = p.role;
-  rc.disaggregate_min_prompt = topo.router.disaggregate_min_prompt;
+  rc.disaggregation = {topo.router.disaggregate_min_prompt, topo.router.disaggregate_queue_ratio};
   rc.block_size = ec.sched.block_size;
   rc.model_key = ec.model_key;
   // One publisher per cluster: the first head's (the others would bind the same endpoints).

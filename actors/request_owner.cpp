@@ -14,6 +14,7 @@ using promise = caf::typed_response_promise<bool>;
 void fail(owner_ptr self, const std::string& id, const std::string& why, promise* initial) {
   auto it = self->state.requests.find(id);
   if (it == self->state.requests.end()) return;
+  if (it->second.kv_holder) self->send(it->second.kv_holder, release_atom::value, id);  // nobody will pull it
   if (initial) {
     initial->deliver(caf::make_error(caf::sec::invalid_argument, why));
   } else {
@@ -56,15 +57,20 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
             engine::request req = r.request;
             req.generated = r.tokens;
             req.prefill_only = rep.prefill_only;
-            req.kv = std::move(r.kv);  // once: a later move recomputes
-            r.kv.clear();
+            // The KV once: the receiver releases the holder after its pull; a later move recomputes.
+            req.kv_from = std::move(r.kv);
+            r.kv = {};
+            const caf::actor holder = caf::actor_cast<caf::actor>(r.kv_holder);
+            r.kv_holder = nullptr;
             r.scheduler = rep.scheduler;
             r.replica = rep.replica;
             r.prompt_done = false;
             watch(self, rep.scheduler);
-            self->request(rep.scheduler, self->state.cfg.request_timeout, submit_atom::value, req,
-                          caf::actor_cast<token_sink>(self))
-                .then(
+            const auto sink = caf::actor_cast<token_sink>(self);
+            const auto timeout = self->state.cfg.request_timeout;
+            auto submitted = holder ? self->request(rep.scheduler, timeout, handoff_atom::value, req, holder, sink)
+                                    : self->request(rep.scheduler, timeout, submit_atom::value, req, sink);
+            std::move(submitted).then(
                     [=](bool) {
                       if (initial) initial->deliver(true);
                       // Aborted while it was being placed: the replica must not run it for nobody.
@@ -72,6 +78,7 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
                     },
                     [=](caf::error& err) {
                       // A bad request is refused everywhere: do not move it around.
+                      if (holder) self->send(caf::actor_cast<scheduler_actor>(holder), release_atom::value, id);
                       fail(self, id, self->system().render(err), initial.get());
                     });
           },
@@ -151,11 +158,20 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
           r.prompt_done |= first;
           r.tokens.insert(r.tokens.end(), u.tokens.begin(), u.tokens.end());
           u.migrations = r.migrations;
+          if (u.finished && u.reason == engine::finish_reason::transfer_failed) {
+            // Its KV could not be pulled and the policy is to prefill it again elsewhere.
+            r.prefilled = false;
+            r.scheduler = nullptr;
+            place(self, it->first, r.kv_replica, nullptr);
+            continue;
+          }
           if (u.finished && u.reason == engine::finish_reason::handoff) {
             // Prefill done elsewhere: the client's stream goes on from a decode replica, which
-            // gets the KV instead of recomputing it.
+            // pulls the KV from the prefill replica instead of recomputing it.
             r.kv = std::move(u.kv);
-            u.kv.clear();
+            u.kv = {};
+            r.kv_holder = r.scheduler;
+            r.kv_replica = r.replica;
             u.finished = false;
             u.reason = engine::finish_reason::none;
             r.prefilled = true;

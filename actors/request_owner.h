@@ -29,7 +29,11 @@ struct owned_request {
   bool awaiting_first_token = false;              // migrated, no token from the new replica yet
   bool prompt_done = false;     // this placement's first token came (told to the router)
   bool prefilled = false;       // handed off by a prefill replica: decode replicas only from now
-  std::vector<float> kv;        // that replica's KV, until a decode replica takes it
+  // Where that replica holds its KV (the handle, not the bytes), until a decode replica takes
+  // it; the holder frees it when the receiver says, or when told the request went elsewhere.
+  kv::transfer::kv_handle kv;
+  scheduler_actor kv_holder;
+  replica_id kv_replica;        // the replica that prefilled it (a retry avoids it)
 };
 
 

@@ -71,19 +71,28 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         const bool avoiding = std::any_of(st.loads.begin(), st.loads.end(), [&](const routing::replica_load& l) {
           return l.alive && l.replica == q.avoid;
         });
-        bool prefill = false;  // disaggregate: a live prefill replica takes the prompt
-        if (!q.decode && !st.cfg.roles.empty() && q.prompt_tokens >= st.cfg.disaggregate_min_prompt)
-          prefill = std::any_of(st.loads.begin(), st.loads.end(), [&](const routing::replica_load& l) {
-            return l.alive && l.replica != q.avoid && role_of(l.replica) == topology::pool_role::prefill;
-          });
-        const bool filtering = avoiding || !st.cfg.roles.empty() || st.kv_aware;
-        std::vector<routing::replica_load> view;
         std::vector<kv::block_hash> hashes;
         if (st.kv_aware) {  // where this request's prefix is cached, as far as the index knows
           kv::extend_block_hashes(hashes, q.tokens, st.cfg.block_size, {root, kv::salt_key(q.cache_salt), q.public_prefix});
           if (!hashes.empty() && int(hashes.size()) * st.cfg.block_size >= int(q.tokens.size()))
             hashes.pop_back();  // the last token is always computed: a full last block is never a hit
         }
+        // Disaggregate: a live prefill replica takes the prompt if its queue is short enough next
+        // to what a decode replica would have to compute of it (runtime/routing/disaggregation.h).
+        bool prefill = false;
+        if (!q.decode && !st.cfg.roles.empty()) {
+          int queue = -1, cached = 0;
+          for (const auto& l : st.loads) {
+            if (!l.alive || l.replica == q.avoid) continue;
+            if (role_of(l.replica) == topology::pool_role::prefill)
+              queue = queue < 0 ? l.waiting_prompt_tokens : std::min(queue, l.waiting_prompt_tokens);
+            else if (st.kv_aware)
+              cached = std::max(cached, st.index.matched_blocks(l.replica, hashes) * st.cfg.block_size);
+          }
+          prefill = queue >= 0 && routing::prefill_remotely(q.prompt_tokens - cached, queue, st.cfg.disaggregation);
+        }
+        const bool filtering = avoiding || !st.cfg.roles.empty() || st.kv_aware;
+        std::vector<routing::replica_load> view;
         if (filtering) {
           view = st.loads;
           for (auto& l : view) {

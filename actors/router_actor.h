@@ -7,6 +7,7 @@
 
 #include "actors/protocol/router_protocol.h"
 #include "actors/kv_event_publisher.h"
+#include "runtime/routing/disaggregation.h"
 #include "runtime/routing/policy.h"
 #include "runtime/routing/prefix_index.h"
 #include "topology/topology.h"
@@ -22,7 +23,7 @@ struct router_config {
   // goes to one of them and is handed off to a decode (or both) replica after its prefill;
   // without, it runs whole on a decode or both replica.
   std::map<replica_id, topology::pool_role> roles;
-  int disaggregate_min_prompt = 0;  // shorter prompts run whole on a decode replica
+  routing::disaggregation_params disaggregation;  // which prompts go to a prefill replica
   // How the replicas key their prefix-cache blocks (engine_config's), for KV-aware routing.
   int block_size = 16;
   std::string model_key = "model";

@@ -11,7 +11,7 @@ namespace troupe::actors {
 namespace {
 
 void schedule_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
-  if (self->state.step_pending || !self->state.engine->has_unfinished()) return;
+  if (self->state.step_pending || !self->state.engine->has_work()) return;
   self->state.step_pending = true;
   self->send(self, step_atom::value);
 }
@@ -33,6 +33,8 @@ token_update to_update(const engine::request_output& o) {
   u.queue_seconds = o.queue_seconds;
   u.prefill_seconds = o.prefill_seconds;
   u.decode_seconds = o.decode_seconds;
+  u.transfer_seconds = o.transfer_seconds;
+  u.kv = o.kv;
   return u;
 }
 
@@ -40,11 +42,20 @@ token_update to_update(const engine::request_output& o) {
 
 namespace {
 
+// Tells the replica holding a pulled request's KV that it may free it.
+void release_holder(scheduler_actor::stateful_pointer<scheduler_state> self, const std::string& id) {
+  auto it = self->state.holders.find(id);
+  if (it == self->state.holders.end()) return;
+  self->send(caf::actor_cast<scheduler_actor>(it->second), release_atom::value, id);
+  self->state.holders.erase(it);
+}
+
 // One batch per destination for a step's outputs.
 void deliver(scheduler_actor::stateful_pointer<scheduler_state> self, std::vector<engine::request_output>& outputs) {
   auto& st = self->state;
   std::map<token_sink, token_batch> batches;
   for (auto& o : outputs) {
+    if (o.finished) release_holder(self, o.id);  // ended before its pull did (an abort)
     auto it = st.sinks.find(o.id);
     if (it == st.sinks.end()) continue;
     auto& b = batches[it->second];
@@ -55,28 +66,21 @@ void deliver(scheduler_actor::stateful_pointer<scheduler_state> self, std::vecto
   for (auto& [sink, batch] : batches) self->send(sink, std::move(batch));
 }
 
-// Requests handed off to a decode replica (disaggregated prefill) end here with their KV: the
-// executor exports it (asynchronously on a worker group: the other outputs go out now; a sim
-// replica has none), then the held blocks are freed and the handoff goes to its sink.
-void settle_handoffs(scheduler_actor::stateful_pointer<scheduler_state> self, std::vector<engine::request_output>& outputs) {
+// Requests handed off to a decode replica (disaggregated prefill) keep their blocks here until
+// the receiver has pulled their KV and says so, or until the hold expires; a handoff nobody
+// receives (its sink is gone) is freed at once.
+void hold_handoffs(scheduler_actor::stateful_pointer<scheduler_state> self, std::vector<engine::request_output>& outputs) {
   auto& st = self->state;
-  auto handoff = [](const engine::request_output& o) { return o.finished && o.reason == engine::finish_reason::handoff; };
   for (auto& o : outputs) {
-    if (!handoff(o)) continue;
-    auto it = st.sinks.find(o.id);
-    if (it == st.sinks.end()) {
-      st.engine->export_handoff(o.id, [](std::vector<float>) {});  // nobody wants it: just free
+    if (!o.finished || o.reason != engine::finish_reason::handoff) continue;
+    if (!st.sinks.count(o.id)) {
+      st.engine->release_handoff(o.id);
       continue;
     }
-    token_sink sink = it->second;
-    st.sinks.erase(it);
-    auto u = std::make_shared<token_update>(to_update(o));
-    st.engine->export_handoff(o.id, [self, sink, u](std::vector<float> kv) {
-      u->kv = std::move(kv);
-      self->send(sink, token_batch{self->state.steps, {std::move(*u)}});
-    });
+    const std::uint64_t n = ++st.handoffs;
+    st.held[o.id] = n;
+    self->delayed_send(self, st.engine->config().handoff_hold, hold_atom::value, o.id, n);
   }
-  outputs.erase(std::remove_if(outputs.begin(), outputs.end(), handoff), outputs.end());
 }
 
 // The prefix cache's changes of the step that just ended, to every subscriber. A cache reset
@@ -108,13 +112,13 @@ void publish_kv_events(scheduler_actor::stateful_pointer<scheduler_state> self) 
 // cost model's time on the sim backend, or when the worker group answers).
 void run_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
   auto& st = self->state;
-  if (st.engine->step_in_flight() || !st.engine->has_unfinished()) return;
+  if (st.engine->step_in_flight() || !st.engine->has_work()) return;
   st.engine->step([self](std::vector<engine::request_output> outputs) {
     ++self->state.steps;
     // The KV events first: whoever acts on these tokens (a client routing its next request)
     // then finds the router already told where their blocks are.
     publish_kv_events(self);
-    settle_handoffs(self, outputs);
+    hold_handoffs(self, outputs);
     deliver(self, outputs);
     schedule_step(self);
   });
@@ -143,21 +147,54 @@ bool on_sink_down(scheduler_actor::stateful_pointer<scheduler_state> self, const
   return true;
 }
 
+// Queues a request whose tokens go to `sink`; an error names what was wrong with it.
+caf::result<bool> accept(scheduler_actor::stateful_pointer<scheduler_state> self, const engine::request& r, token_sink sink) {
+  auto& st = self->state;
+  try {
+    st.engine->add_request(r);
+  } catch (const input_error& err) {
+    return caf::make_error(caf::sec::invalid_argument, err.what());
+  }
+  if (st.watched_sinks.insert(sink.address()).second) self->monitor(sink);
+  st.sinks[r.id] = std::move(sink);
+  schedule_step(self);
+  return true;
+}
+
 scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_pointer<scheduler_state> self) {
   self->state.kv_generation = std::uint64_t(
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  // A pull that ended frees the sender's blocks at once, and may let a step run.
+  self->state.engine->on_transfer([self](const engine::transfer_record& rec) {
+    release_holder(self, rec.id);
+    schedule_step(self);
+  });
   return {
-      [=](submit_atom, const engine::request& r, token_sink sink) -> caf::result<bool> {
+      [=](submit_atom, const engine::request& r, token_sink sink) { return accept(self, r, std::move(sink)); },
+      [=](handoff_atom, const engine::request& r, caf::actor holder, token_sink sink) -> caf::result<bool> {
+        auto res = accept(self, r, std::move(sink));
+        if (holder && self->state.sinks.count(r.id)) self->state.holders[r.id] = holder;
+        return res;
+      },
+      [=](claim_atom, const std::string& id) {
         auto& st = self->state;
-        try {
-          st.engine->add_request(r);
-        } catch (const input_error& err) {
-          return caf::make_error(caf::sec::invalid_argument, err.what());
-        }
-        if (st.watched_sinks.insert(sink.address()).second) self->monitor(sink);
-        st.sinks[r.id] = std::move(sink);
-        schedule_step(self);
+        auto it = st.held.find(id);
+        if (it == st.held.end()) return false;
+        it->second = ++st.handoffs;  // a fresh hold from now; the earlier timer no longer matches
+        self->delayed_send(self, st.engine->config().handoff_hold, hold_atom::value, id, it->second);
         return true;
+      },
+      [=](release_atom, const std::string& id) {
+        if (self->state.held.erase(id) && self->state.engine->release_handoff(id)) schedule_step(self);
+      },
+      [=](hold_atom, const std::string& id, std::uint64_t n) {
+        auto it = self->state.held.find(id);
+        if (it == self->state.held.end() || it->second != n) return;
+        self->state.held.erase(it);
+        if (self->state.engine->release_handoff(id)) schedule_step(self);
+      },
+      [=](kv_sources_atom, std::vector<kv::transfer::kv_source>& sources) {
+        if (self->state.set_kv_sources) self->state.set_kv_sources(std::move(sources));
       },
       [=](abort_atom, const std::string& id) {
         if (self->state.engine->abort(id)) schedule_step(self);
@@ -179,6 +216,11 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
         r.prefix_queries = e.kv().stats().queries;
         r.prefix_hits = e.kv().stats().hits;
         r.cached_blocks = e.kv().num_cached();
+        r.kv_pulls = e.stats().kv_pulls;
+        r.kv_pull_failures = e.stats().kv_pull_failures;
+        r.kv_pull_bytes = e.stats().kv_pull_bytes;
+        r.kv_pull_seconds = e.stats().kv_pull_seconds;
+        r.handoffs_held = std::int32_t(e.num_handoffs_held());
         return r;
       },
       [=](kv_subscribe_atom, replica_id replica, kv_event_sink sink) {
@@ -221,8 +263,18 @@ scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<sched
   // unconditionally, through the scheduler to its node agent and every other replica there.
   st.group = self->spawn<caf::monitored>(group_supervisor, model, engine::kv_geometry(cfg, model->config()), group,
                                          caf::actor_cast<caf::actor>(self));
-  auto exec = std::make_unique<group_executor<scheduler_actor::stateful_pointer<scheduler_state>>>(self, st.group,
-                                                                                                   group.step_timeout);
+  const int layers = model->num_layers();
+  const int ranks = std::max(1, std::min(group.pipeline_ranks, layers));  // as the supervisor clamps it
+  auto exec = std::make_unique<group_executor<scheduler_actor::stateful_pointer<scheduler_state>>>(
+      self, st.group, group.step_timeout, layers, ranks);
+  auto* raw = exec.get();
+  st.set_kv_sources = [raw](std::vector<kv::transfer::kv_source> s) { raw->set_sources(std::move(s)); };
+  raw->set_claim([self](const std::string& id, std::function<void(bool)> then) {
+    auto it = self->state.holders.find(id);
+    if (it == self->state.holders.end()) return then(true);  // nobody holds it for us: KV in-process
+    self->request(caf::actor_cast<scheduler_actor>(it->second), self->state.engine->config().transfer_timeout, claim_atom::value, id)
+        .then([then](bool held) { then(held); }, [then](caf::error&) { then(false); });
+  });
   st.engine = std::make_unique<engine::engine>(model->config(), std::move(tok), cfg, std::move(exec));
   self->set_down_handler([=](const caf::down_msg& m) {
     if (on_sink_down(self, m)) return;

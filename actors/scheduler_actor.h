@@ -30,6 +30,13 @@ struct scheduler_state {
   std::uint64_t kv_seq = 0;
   group_actor group;        // null for sim
   group_config group_cfg;
+  std::function<void(std::vector<kv::transfer::kv_source>)> set_kv_sources;  // the group executor's
+  // Disaggregation. As a sender: handed-off requests whose blocks are held here for a receiver,
+  // by handoff number (a hold that expires frees them). As a receiver: the scheduler holding
+  // each pulled request's KV, told to release it once the pull ended (or the request did).
+  std::map<std::string, std::uint64_t> held;
+  std::uint64_t handoffs = 0;
+  std::map<std::string, caf::actor> holders;
   static inline const char* name = "troupe.scheduler";
 };
 

@@ -1,13 +1,16 @@
 #include "actors/worker_group.h"
 
+#include "runtime/kv/transfer/pull.h"
+#include "runtime/kv/transfer/registry.h"
+
 namespace troupe::actors {
 
 void register_worker_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<engine::forward_plan>("troupe.forward_plan");
   cfg.add_message_type<stage_input>("troupe.stage_input");
-  cfg.add_message_type<engine::kv_import>("troupe.kv_import");
-  cfg.add_message_type<kv_export>("troupe.kv_export");
-  cfg.add_message_type<std::vector<float>>("troupe.floats");
+  cfg.add_message_type<kv_pull>("troupe.kv_pull");
+  cfg.add_message_type<kv::transfer::kv_handle>("troupe.kv_handle");
+  cfg.add_message_type<std::vector<kv::transfer::kv_source>>("troupe.kv_sources");
   cfg.add_message_type<engine::step_result>("troupe.step_result");
   cfg.add_message_type<sampling::sampling_row>("troupe.sampling_row");
   cfg.add_message_type<sampling::sampled_token>("troupe.sampled_token");
@@ -18,14 +21,14 @@ void register_worker_protocol(caf::actor_system_config& cfg) {
 
 std::pair<int, int> rank_layers(int layers, int r, int n) { return {layers * r / n, layers * (r + 1) / n}; }
 
+
 worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> self,
-                                   std::shared_ptr<const model::llama_model> model, kv::kv_cache_config cache,
+                                   std::shared_ptr<const model::llama_model> model, std::shared_ptr<kv::kv_cache> cache,
                                    int first, int last, worker_actor next, caf::actor supervisor) {
   auto& st = self->state;
   self->monitor(supervisor);  // a rank lives no longer than its group
   self->set_down_handler([=](const caf::down_msg& m) { self->quit(m.reason); });
-  const auto& mc = model->config();
-  st.cache = std::make_unique<kv::kv_cache>(cache, last - first, mc.num_key_value_heads, mc.head_dim);
+  st.cache = std::move(cache);
   st.model = std::move(model);
   st.first = first;
   st.last = last;
@@ -35,10 +38,6 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
         auto& st = self->state;
         const auto t0 = std::chrono::steady_clock::now();
         const model::forward_batch b = engine::view(in.plan);
-        const std::size_t kvd = std::size_t(st.model->config().kv_dim());
-        for (const auto& imp : in.plan.imports)  // imported KV first: this rank's layers of it
-          st.cache->import_kv(in.plan.tables[std::size_t(imp.seq)].data(), imp.positions,
-                              imp.data.data() + std::size_t(st.first) * imp.positions * 2 * kvd);
         if (st.first == 0)
           st.model->embed(b, st.ws);
         else
@@ -58,34 +57,63 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
         r.seconds = spent();
         return r;
       },
-      [=](export_atom, kv_export& x) -> caf::result<std::vector<float>> {
-        auto& st = self->state;
-        const auto& mc = st.model->config();
-        const std::size_t per_layer = std::size_t(x.positions) * 2 * mc.kv_dim();
-        if (x.data.size() != per_layer * std::size_t(mc.num_hidden_layers))
-          return caf::make_error(caf::sec::invalid_argument, "kv export: payload of the wrong size");
-        st.cache->export_kv(x.table.data(), x.positions, x.data.data() + std::size_t(st.first) * per_layer);
-        if (st.next) return self->delegate(st.next, export_atom::value, std::move(x));
-        return std::move(x.data);
-      },
   };
 }
+
+namespace {
+
+void withdraw(group_state& st) {
+  for (const auto& s : st.sources) kv::transfer::registry::global().withdraw(s.key);
+  st.sources.clear();
+  st.caches.clear();
+}
+
+}  // namespace
+
+group_state::~group_state() { withdraw(*this); }
 
 namespace {
 
 void spawn_ranks(group_actor::stateful_pointer<group_state> self) {
   auto& st = self->state;
   const int n = st.cfg.pipeline_ranks;
+  const auto& mc = st.model->config();
   st.ranks.assign(std::size_t(n), worker_actor{});
+  st.caches.assign(std::size_t(n), nullptr);
+  st.sources.assign(std::size_t(n), {});
   worker_actor next;
   for (int r = n - 1; r >= 0; --r) {  // last first, so each rank knows the one after it
     auto [a, b] = rank_layers(st.model->num_layers(), r, n);
-    next = self->spawn<caf::monitored>(worker, st.model, st.cache, a, b, next, caf::actor_cast<caf::actor>(self));
+    auto cache = std::make_shared<kv::kv_cache>(st.cache, b - a, mc.num_key_value_heads, mc.head_dim);
+    st.sources[std::size_t(r)] = kv::transfer::registry::global().expose(cache);
+    st.caches[std::size_t(r)] = cache;
+    next = self->spawn<caf::monitored>(worker, st.model, cache, a, b, next, caf::actor_cast<caf::actor>(self));
     st.ranks[std::size_t(r)] = next;
   }
+  if (st.scheduler) caf::anon_send(st.scheduler, kv_sources_atom::value, st.sources);
+}
+
+// A pull's copy, off the ranks' and the supervisor's threads: a detached actor that answers one
+// request and ends. It holds this generation's caches, so a restart meanwhile leaves it writing
+// caches nobody reads any more.
+caf::behavior pull_helper(caf::event_based_actor* self, std::vector<std::shared_ptr<kv::kv_cache>> caches,
+                          std::vector<std::pair<int, int>> ranges) {
+  return {[=](pull_atom, kv_pull& x) -> caf::result<std::uint64_t> {
+    self->quit();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(x.timeout_ms);
+    std::uint64_t bytes = 0;
+    try {
+      for (std::size_t r = 0; r < caches.size(); ++r)
+        bytes += kv::transfer::pull(x.from, {caches[r].get(), ranges[r].first, x.mine, x.table}, x.how, deadline).bytes;
+    } catch (const kv::transfer::transfer_error& e) {
+      return caf::make_error(caf::sec::runtime_error, e.what());
+    }
+    return bytes;
+  }};
 }
 
 void stop_ranks(group_actor::stateful_pointer<group_state> self) {
+  withdraw(self->state);
   for (auto& r : self->state.ranks) {
     self->state.retired.insert(r.address());
     self->demonitor(r.address());
@@ -118,6 +146,7 @@ group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_
   st.model = std::move(model);
   st.cache = cache;
   st.cfg = cfg;
+  st.scheduler = scheduler;
   if (st.cfg.pipeline_ranks < 1 || st.cfg.pipeline_ranks > st.model->num_layers())
     st.cfg.pipeline_ranks = std::max(1, std::min(st.cfg.pipeline_ranks, st.model->num_layers()));
   spawn_ranks(self);
@@ -139,10 +168,17 @@ group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_
       [=](execute_atom, stage_input& in) -> caf::result<engine::step_result> {
         return self->delegate(self->state.ranks.front(), execute_atom::value, std::move(in));
       },
-      [=](export_atom, kv_export& x) -> caf::result<std::vector<float>> {
-        const auto& mc = self->state.model->config();
-        x.data.assign(std::size_t(mc.num_hidden_layers) * x.positions * 2 * mc.kv_dim(), 0.0f);
-        return self->delegate(self->state.ranks.front(), export_atom::value, std::move(x));
+      [=](pull_atom, kv_pull& x) -> caf::result<std::uint64_t> {
+        auto& st = self->state;
+        std::vector<std::pair<int, int>> ranges;
+        for (int r = 0; r < int(st.caches.size()); ++r) ranges.push_back(rank_layers(st.model->num_layers(), r, int(st.caches.size())));
+        auto helper = self->spawn<caf::detached>(pull_helper, st.caches, std::move(ranges));
+        auto rp = self->make_response_promise<std::uint64_t>();
+        const auto limit = std::chrono::milliseconds(x.timeout_ms) + std::chrono::seconds(5);
+        self->request(helper, limit, pull_atom::value, std::move(x))
+            .then([rp](std::uint64_t bytes) mutable { rp.deliver(bytes); },
+                  [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        return rp;
       },
       [=](ready_atom) { return status_of(self->state); },
       [=](restart_atom) -> caf::result<group_status> {

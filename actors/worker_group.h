@@ -24,7 +24,7 @@ std::pair<int, int> rank_layers(int layers, int r, int n);
 
 struct worker_state {
   std::shared_ptr<const model::llama_model> model;
-  std::unique_ptr<kv::kv_cache> cache;  // this rank's layers only
+  std::shared_ptr<kv::kv_cache> cache;  // this rank's layers only (made and exposed by the group)
   model::forward_workspace ws;
   std::vector<float> logits;  // the last rank's, reused every step
   int first = 0, last = 0;
@@ -32,11 +32,10 @@ struct worker_state {
   static inline const char* name = "troupe.worker";
 };
 
-// One rank. `cache` is the replica's KV pool geometry (blocks, block size, dtype); the rank
-// allocates the tensors of its own layers. `next` is the following rank (null on the last);
-// the rank ends when `supervisor` does.
+// One rank over layers [first, last) with `cache`, the KV tensors of exactly those layers.
+// `next` is the following rank (null on the last); the rank ends when `supervisor` does.
 worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> self,
-                                   std::shared_ptr<const model::llama_model> model, kv::kv_cache_config cache,
+                                   std::shared_ptr<const model::llama_model> model, std::shared_ptr<kv::kv_cache> cache,
                                    int first, int last, worker_actor next, caf::actor supervisor);
 
 struct group_state {
@@ -44,13 +43,21 @@ struct group_state {
   kv::kv_cache_config cache;
   group_config cfg;
   std::vector<worker_actor> ranks;
+  // Each rank's cache and where other replicas pull it from, this generation; the scheduler is
+  // told the sources at every (re)start, and they are withdrawn when the ranks go.
+  std::vector<std::shared_ptr<kv::kv_cache>> caches;
+  std::vector<kv::transfer::kv_source> sources;
+  caf::actor scheduler;
+  ~group_state();
   std::set<caf::actor_addr> retired;  // ranks of earlier generations
   std::uint32_t restarts = 0;
   std::deque<std::chrono::steady_clock::time_point> recent;  // restart times inside the window
   static inline const char* name = "troupe.group_supervisor";
 };
 
-// Spawns `cfg.pipeline_ranks` ranks over the model's layers and restarts them as a whole when
+// Spawns `cfg.pipeline_ranks` ranks over the model's layers, each with a fresh cache of the
+// geometry `cache` (in shared memory when cache.shared) exposed for pulls, tells `scheduler`
+// where the caches can be pulled from (kv_sources_atom), and restarts the ranks as a whole when
 // one dies, at most cfg.max_restarts times per cfg.restart_window; past that it exits with an
 // error. It ends when `scheduler` (its replica) does.
 group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_state> self,

@@ -310,9 +310,13 @@ void read_scheduler(const reader& r, const toml::table& root, topology_config& t
 void read_router(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* rt = r.table(root, "router", "");
   if (!rt) return;
-  r.only_keys(*rt, "router.", {"policy", "params", "disaggregate_min_prompt"});
+  r.only_keys(*rt, "router.", {"policy", "params", "disaggregate_min_prompt", "disaggregate_queue_ratio"});
   t.router.policy = r.string(*rt, "policy", "router.", std::string("round_robin"));
   t.router.disaggregate_min_prompt = int(r.integer(*rt, "disaggregate_min_prompt", "router.", 0, 0, 1 << 24));
+  if (const toml::node* q = rt->get("disaggregate_queue_ratio")) {
+    t.router.disaggregate_queue_ratio = r.number(*q, "router.disaggregate_queue_ratio");
+    if (t.router.disaggregate_queue_ratio < 0) r.fail(q, "router.disaggregate_queue_ratio", "must be 0 (no limit) or positive");
+  }
   auto& reg = routing::registry::global();
   if (!reg.has(t.router.policy)) {
     std::string known;
@@ -496,6 +500,31 @@ void read_kv_events(const reader& r, const toml::table& root, topology_config& t
   ev.buffer = int(r.integer(*k, "buffer", "kv_events.", ev.buffer, 1, 1 << 20));
 }
 
+void read_kv_transfer(const reader& r, const toml::table& root, topology_config& t) {
+  const toml::table* k = r.table(root, "kv_transfer", "");
+  if (!k) return;
+  r.only_keys(*k, "kv_transfer.", {"backend", "timeout", "hold", "on_failure", "shared_memory"});
+  auto& x = t.kv_transfer;
+  x.backend = r.choice(*k, "backend", "kv_transfer.", x.backend,
+                       {{"auto", kv::transfer::backend::automatic}, {"inproc", kv::transfer::backend::inproc},
+                        {"shm", kv::transfer::backend::shm}, {"tcp", kv::transfer::backend::tcp}});
+  auto positive = [&](const char* key, std::chrono::milliseconds& out) {
+    const toml::node* n = k->get(key);
+    if (!n) return;
+    const auto d = std::chrono::duration_cast<std::chrono::milliseconds>(r.duration(*n, std::string("kv_transfer.") + key));
+    if (d.count() <= 0) r.fail(n, std::string("kv_transfer.") + key, "must be positive");
+    out = d;
+  };
+  positive("timeout", x.timeout);
+  positive("hold", x.hold);
+  // A receiver's pull must end before the sender stops holding the blocks it reads.
+  if (x.hold <= x.timeout)
+    r.fail(k->get("hold") ? k->get("hold") : k->get("timeout"), "kv_transfer.hold",
+           "must be longer than kv_transfer.timeout (" + std::to_string(x.timeout.count()) + " ms): a pull must end before the sender frees what it reads");
+  x.retry_on_failure = r.choice(*k, "on_failure", "kv_transfer.", false, {{"recompute", false}, {"retry", true}});
+  x.shared_memory = r.boolean(*k, "shared_memory", "kv_transfer.", true);
+}
+
 void read_sim(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* s = r.table(root, "sim", "");
   if (!s) {
@@ -523,7 +552,8 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
     throw input_error(source + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }
   reader r(source);
-  r.only_keys(root, "", {"model", "nodes", "pools", "scheduler", "router", "timeouts", "frontend", "sim", "cluster", "kv_events"});
+  r.only_keys(root, "", {"model", "nodes", "pools", "scheduler", "router", "timeouts", "frontend", "sim", "cluster", "kv_events",
+                         "kv_transfer"});
   topology_config t;
   t.source = source;
   read_model(r, root, t);
@@ -535,6 +565,7 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
   read_sim(r, root, t);
   read_frontend(r, root, t);
   read_kv_events(r, root, t);
+  read_kv_transfer(r, root, t);
   read_cluster(r, root, t);
   return t;
 }

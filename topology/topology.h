@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/dtype.h"
+#include "runtime/kv/transfer/kv_handle.h"
 #include "runtime/routing/policy.h"
 #include "runtime/common/ids.h"
 #include "runtime/sched/scheduler.h"
@@ -57,9 +58,21 @@ struct scheduler_spec {
 struct router_spec {
   std::string policy = "round_robin";
   routing::policy_params params;
-  // Conditional disaggregation: prompts shorter than this skip the prefill pool and run whole
-  // on a decode replica (their prefill is cheap next to moving their KV). 0: every prompt.
+  // Conditional disaggregation (runtime/routing/disaggregation.h): a prompt goes to the prefill
+  // pool only when what is left to compute of it is at least disaggregate_min_prompt tokens and
+  // the prefill pool's queued work is at most disaggregate_queue_ratio times that (0: no limit).
   int disaggregate_min_prompt = 0;
+  double disaggregate_queue_ratio = 0;
+};
+
+// Moving KV between replicas (runtime/kv/transfer): how, how long a pull may take, how long a
+// prefill replica holds a handed-off request's KV for its receiver, and what a failed pull does.
+struct kv_transfer_spec {
+  kv::transfer::backend backend = kv::transfer::backend::automatic;
+  std::chrono::milliseconds timeout{10000};
+  std::chrono::milliseconds hold{60000};
+  bool retry_on_failure = false;  // on_failure = "retry": prefill again elsewhere; else recompute
+  bool shared_memory = true;      // caches in shared-memory segments (same-host pulls by mapping)
 };
 
 struct timeouts_spec {
@@ -140,6 +153,7 @@ struct topology_config {
   frontend_spec frontend;
   cluster_spec cluster;
   kv_events_spec kv_events;
+  kv_transfer_spec kv_transfer;
   std::optional<sim_spec> sim;
 
   const node_spec* node(const std::string& name) const;

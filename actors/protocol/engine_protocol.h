@@ -48,7 +48,7 @@ namespace troupe::engine {
 // The one request type: what a client's request owner submits is what the engine queues.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request& x) {
-  return f(caf::meta::type_name("request"), x.id, x.prompt, x.generated, x.params, x.priority, x.prefill_only, x.kv,
+  return f(caf::meta::type_name("request"), x.id, x.prompt, x.generated, x.params, x.priority, x.prefill_only, x.kv_from,
            x.cache_salt, x.public_prefix);
 }
 
@@ -74,7 +74,8 @@ struct token_update {
   // On the final update: queue, prefill and decode time on the replica that finished it.
   double queue_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
   std::int32_t migrations = 0;  // times the request moved so far (set by the request owner)
-  std::vector<float> kv;         // reason handoff: the KV for the decode replica
+  double transfer_seconds = 0;  // on the final update: its KV's pull into this replica
+  kv::transfer::kv_handle kv;   // reason handoff: where the decode replica pulls the KV from
 };
 
 // Everything one step produced for one destination: tokens travel once per step per
@@ -100,13 +101,19 @@ struct load_report {
   std::uint64_t prefix_queries = 0;  // prompt tokens looked up in the prefix cache
   std::uint64_t prefix_hits = 0;     // of them, found cached
   std::int32_t cached_blocks = 0;    // blocks findable in the prefix cache now
+  // KV pulled from other replicas: pulls done and failed, bytes, seconds; and handed-off
+  // requests whose blocks this replica holds for a receiver now.
+  std::uint64_t kv_pulls = 0, kv_pull_failures = 0, kv_pull_bytes = 0;
+  double kv_pull_seconds = 0;
+  std::int32_t handoffs_held = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, load_report& x) {
   return f(caf::meta::type_name("load_report"), x.running_seqs, x.waiting_seqs, x.waiting_prompt_tokens,
            x.used_blocks, x.total_blocks, x.steps, x.forward_seconds, x.kv_losses, x.preemptions, x.prompt_tokens_computed, x.generated_tokens,
-           x.prefix_queries, x.prefix_hits, x.cached_blocks);
+           x.prefix_queries, x.prefix_hits, x.cached_blocks, x.kv_pulls, x.kv_pull_failures, x.kv_pull_bytes,
+           x.kv_pull_seconds, x.handoffs_held);
 }
 
 
@@ -114,13 +121,13 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_update& x) {
   auto reason = static_cast<std::uint8_t>(x.reason);
   auto load_reason = caf::meta::load_callback([&]() -> caf::error {
-    if (reason > static_cast<std::uint8_t>(engine::finish_reason::error)) return caf::sec::invalid_argument;
+    if (reason > static_cast<std::uint8_t>(engine::finish_reason::transfer_failed)) return caf::sec::invalid_argument;
     x.reason = static_cast<engine::finish_reason>(reason);
     return caf::none;
   });
   return f(caf::meta::type_name("token_update"), x.id, x.tokens, x.text, x.finished, reason, load_reason, x.error,
            x.prompt_tokens, x.output_tokens, x.logprobs, x.top_ids, x.top_logprobs, x.queue_seconds,
-           x.prefill_seconds, x.decode_seconds, x.migrations, x.kv);
+           x.prefill_seconds, x.decode_seconds, x.migrations, x.transfer_seconds, x.kv);
 }
 
 template <class Inspector>
@@ -154,12 +161,26 @@ using load_atom = caf::atom_constant<caf::atom("load")>;
 using group_atom = caf::atom_constant<caf::atom("group")>;
 using wake_atom = caf::atom_constant<caf::atom("wake")>;
 using kv_subscribe_atom = caf::atom_constant<caf::atom("kvsub")>;
+using handoff_atom = caf::atom_constant<caf::atom("handoff")>;
+using release_atom = caf::atom_constant<caf::atom("release")>;
+using hold_atom = caf::atom_constant<caf::atom("hold")>;
+using claim_atom = caf::atom_constant<caf::atom("claim")>;
 
 // The scheduler of one replica.
 using scheduler_actor = caf::typed_actor<
     // Queue a request; its tokens go to the sink. Replies true, or an error naming what was
     // wrong with the request (nothing is queued then).
     caf::replies_to<submit_atom, engine::request, token_sink>::with<bool>,
+    // The same for a request whose KV another replica (the scheduler `holder`) computed and
+    // holds: this replica reserves its blocks, pulls the KV (request::kv_from) and then tells
+    // the holder to release it (release_atom), whether the pull worked or not.
+    caf::replies_to<handoff_atom, engine::request, caf::actor, token_sink>::with<bool>,
+    // A receiver is about to pull a handed-off request's KV held here: true if it still is, and
+    // then it stays held until released or for another hold period (a receiver's pull must not
+    // read blocks that were freed and reused meanwhile).
+    caf::replies_to<claim_atom, std::string>::with<bool>,
+    // A receiver is done with a handed-off request's KV held here: free its blocks.
+    caf::reacts_to<release_atom, std::string>,
     // End a request now and free its blocks; its final update (reason "abort") follows.
     caf::reacts_to<abort_atom, std::string>,
     // The replica's current load.
@@ -172,7 +193,11 @@ using scheduler_actor = caf::typed_actor<
     // Internal: run one engine step (the actor sends it to itself while it has work).
     caf::reacts_to<step_atom>,
     // Internal: a sim step's time has passed.
-    caf::reacts_to<wake_atom>>;
+    caf::reacts_to<wake_atom>,
+    // Internal: the hold of handoff number N of a request expired (nobody pulled it in time).
+    caf::reacts_to<hold_atom, std::string, std::uint64_t>,
+    // From the replica's worker group, at each (re)start: where its caches can be pulled from.
+    caf::reacts_to<kv_sources_atom, std::vector<kv::transfer::kv_source>>>;
 
 // Adds every message type of this protocol to a config. Call once per actor system.
 void register_engine_protocol(caf::actor_system_config& cfg);

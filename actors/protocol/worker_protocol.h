@@ -13,6 +13,7 @@
 
 #include "runtime/engine/executor.h"
 #include "runtime/engine/forward_plan.h"
+#include "runtime/kv/transfer/kv_handle.h"
 
 namespace troupe::sampling {
 
@@ -47,6 +48,32 @@ typename Inspector::result_type inspect(Inspector& f, sampled_token& x) {
 
 }  // namespace troupe::sampling
 
+namespace troupe::kv::transfer {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_layout& x) {
+  auto type = static_cast<std::uint8_t>(x.type);
+  auto load_type = caf::meta::load_callback([&]() -> caf::error {
+    if (type > static_cast<std::uint8_t>(kernels::dtype::bf16)) return caf::sec::invalid_argument;
+    x.type = static_cast<kernels::dtype>(type);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("kv_layout"), type, load_type, x.block_size, x.num_layers, x.n_kv_heads, x.head_dim,
+           x.model_key, x.ranks);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_source& x) {
+  return f(caf::meta::type_name("kv_source"), x.key, x.shared, x.num_blocks, x.host_id, x.pid, x.host, x.port, x.secret);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_handle& x) {
+  return f(caf::meta::type_name("kv_handle"), x.request, x.layout, x.sources, x.blocks, x.positions);
+}
+
+}  // namespace troupe::kv::transfer
+
 namespace troupe::engine {
 
 template <class Inspector>
@@ -55,14 +82,8 @@ typename Inspector::result_type inspect(Inspector& f, step_result& x) {
 }
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, kv_import& x) {
-  return f(caf::meta::type_name("kv_import"), x.seq, x.positions, x.data);
-}
-
-template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, forward_plan& x) {
-  return f(caf::meta::type_name("forward_plan"), x.tokens, x.positions, x.seq_of_token, x.tables, x.logit_rows, x.sampling,
-           x.imports);
+  return f(caf::meta::type_name("forward_plan"), x.tokens, x.positions, x.seq_of_token, x.tables, x.logit_rows, x.sampling);
 }
 
 }  // namespace troupe::engine
@@ -81,12 +102,15 @@ struct stage_input {
 // plan.logit_rows (never the logits themselves) and the forward time summed over the ranks
 // (time in messages between ranks is not in it).
 
-// Read a handed-off sequence's KV out of the ranks: each rank fills its layers' part of
-// `data` (sized for every layer of the model, kv::kv_cache::export_kv layout).
-struct kv_export {
+// Pull a sequence's KV from another replica into blocks the scheduler reserved (`table`): the
+// supervisor hands it to a helper thread that fills every rank's cache, so the ranks keep
+// stepping meanwhile. Answers with the bytes moved, or an error saying why it failed.
+struct kv_pull {
+  kv::transfer::kv_handle from;
+  kv::transfer::kv_layout mine;
   std::vector<std::int32_t> table;
-  std::int32_t positions = 0;
-  std::vector<float> data;
+  kv::transfer::backend how = kv::transfer::backend::automatic;
+  std::int64_t timeout_ms = 0;  // from when the supervisor receives it
 };
 
 // A group's state, for the scheduler's load report, tests and the admin console.
@@ -100,8 +124,14 @@ typename Inspector::result_type inspect(Inspector& f, stage_input& x) {
   return f(caf::meta::type_name("stage_input"), x.plan, x.hidden, x.seconds);
 }
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, kv_export& x) {
-  return f(caf::meta::type_name("kv_export"), x.table, x.positions, x.data);
+typename Inspector::result_type inspect(Inspector& f, kv_pull& x) {
+  auto how = static_cast<std::uint8_t>(x.how);
+  auto load_how = caf::meta::load_callback([&]() -> caf::error {
+    if (how > static_cast<std::uint8_t>(kv::transfer::backend::nccl)) return caf::sec::invalid_argument;
+    x.how = static_cast<kv::transfer::backend>(how);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("kv_pull"), x.from, x.mine, x.table, how, load_how, x.timeout_ms);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_status& x) {
@@ -112,15 +142,14 @@ using execute_atom = caf::atom_constant<caf::atom("execute")>;
 using ready_atom = caf::atom_constant<caf::atom("ready")>;
 using restart_atom = caf::atom_constant<caf::atom("restart")>;
 using ranks_atom = caf::atom_constant<caf::atom("ranks")>;
-using export_atom = caf::atom_constant<caf::atom("export")>;
+using pull_atom = caf::atom_constant<caf::atom("pull")>;
+using kv_sources_atom = caf::atom_constant<caf::atom("kvsources")>;
 
 // One worker rank: a pipeline stage holding a range of layers and the KV tensors of exactly
 // those layers. Its role (prefill, decode or both) is its replica's.
 using worker_actor = caf::typed_actor<
     // Run this rank's layers of the step; answers (through the last rank) with the tokens.
-    caf::replies_to<execute_atom, stage_input>::with<engine::step_result>,
-    // Add this rank's layers of a sequence's KV; answers (through the last rank) with all of it.
-    caf::replies_to<export_atom, kv_export>::with<std::vector<float>>>;
+    caf::replies_to<execute_atom, stage_input>::with<engine::step_result>>;
 
 // The supervisor of a replica's ranks. If any rank dies, every rank is stopped and a fresh set
 // (with empty KV) is spawned: the group restarts as a whole, and the scheduler recomputes what
@@ -129,8 +158,8 @@ using worker_actor = caf::typed_actor<
 using group_actor = caf::typed_actor<
     // One step, delegated to rank 0. Fails if a rank dies while it runs.
     caf::replies_to<execute_atom, stage_input>::with<engine::step_result>,
-    // A sequence's KV for a decode replica, gathered from every rank.
-    caf::replies_to<export_atom, kv_export>::with<std::vector<float>>,
+    // Copy a sequence's KV from another replica into every rank's reserved blocks: the bytes.
+    caf::replies_to<pull_atom, kv_pull>::with<std::uint64_t>,
     // Answers once every rank death seen before it was handled (the group is whole again).
     caf::replies_to<ready_atom>::with<group_status>,
     // Restart the group now (a step timed out: a rank may be hung).

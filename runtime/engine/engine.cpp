@@ -20,6 +20,7 @@ const char* finish_reason_name(finish_reason r) {
     case finish_reason::abort: return "abort";
     case finish_reason::handoff: return "handoff";
     case finish_reason::error: return "error";
+    case finish_reason::transfer_failed: return "transfer_failed";
   }
   return "?";
 }
@@ -49,7 +50,12 @@ struct engine::sequence {
   std::uint64_t seed = 0;
   output_stream out;
   bool prefill_only = false;
-  std::shared_ptr<const std::vector<float>> import;  // KV to write in the first step
+  kv::transfer::kv_handle pull_from;  // KV to pull once admitted (blocks reserved), then empty
+  bool pulling = false;               // the pull into its reserved blocks is in flight
+  std::uint64_t pull_epoch = 0;       // which pull a completion belongs to
+  bool pull_lost = false;             // the executor's KV was lost while it pulled
+  bool abort_after_pull = false;      // aborted while pulling: its blocks go when the pull ends
+  double transfer_seconds = 0;
   kv::hash_keys keys;                     // how its blocks are keyed in the prefix cache
   std::vector<kv::block_hash> hashes;     // of its full blocks so far
   using clock = std::chrono::steady_clock;
@@ -81,7 +87,7 @@ int kv_pool_blocks(const engine_config& cfg, const model::model_config& m) {
 }
 
 kv::kv_cache_config kv_geometry(const engine_config& cfg, const model::model_config& m) {
-  return {kv_pool_blocks(cfg, m), cfg.sched.block_size, cfg.kv_type};
+  return {kv_pool_blocks(cfg, m), cfg.sched.block_size, cfg.kv_type, cfg.kv_shared_memory};
 }
 
 engine::engine(model::model_config shape, std::shared_ptr<const tokenizer::tokenizer> tok, engine_config cfg,
@@ -95,6 +101,13 @@ engine::engine(model::model_config shape, std::shared_ptr<const tokenizer::token
       root_(kv::root_hash(cfg_.model_key)) {
   if (cfg_.max_model_len <= 0) cfg_.max_model_len = mc_.max_position_embeddings;
   if (!exec_) throw std::logic_error("engine: no executor");
+  layout_.type = cfg_.kv_type;
+  layout_.block_size = cfg_.sched.block_size;
+  layout_.num_layers = mc_.num_hidden_layers;
+  layout_.n_kv_heads = mc_.num_key_value_heads;
+  layout_.head_dim = mc_.head_dim;
+  layout_.model_key = cfg_.model_key;
+  layout_.ranks = exec_->kv_ranks();
 }
 
 engine::~engine() = default;
@@ -145,21 +158,22 @@ void engine::add_request(request r) {
   s->prefill_only = r.prefill_only;
   s->keys = {root_, kv::salt_key(r.cache_salt), r.public_prefix};
   if (cfg_.prefix_caching) kv::extend_block_hashes(s->hashes, s->tokens, cfg_.sched.block_size, s->keys);
-  if (!r.kv.empty()) {
+  if (!r.kv_from.empty()) {
     const int positions = int(s->tokens.size()) - 1;
-    if (r.generated.empty()) throw input_error("request '" + r.id + "': imported KV needs the token generated with it");
-    const std::size_t want = std::size_t(mc.num_hidden_layers) * positions * 2 * mc.kv_dim();
-    if (r.kv.size() != want)
-      throw input_error("request '" + r.id + "': imported KV has " + std::to_string(r.kv.size()) + " values; " +
-                        std::to_string(positions) + " positions of this model need " + std::to_string(want));
-    s->num_computed = positions;
-    s->import = std::make_shared<const std::vector<float>>(std::move(r.kv));
+    if (r.generated.empty()) throw input_error("request '" + r.id + "': KV to pull needs the token generated with it");
+    if (r.kv_from.positions != positions)
+      throw input_error("request '" + r.id + "': the KV handle holds " + std::to_string(r.kv_from.positions) +
+                        " positions; its tokens need " + std::to_string(positions));
+    if (auto why = kv::transfer::layout_mismatch(r.kv_from.layout, layout_)) throw input_error("request '" + r.id + "': " + *why);
+    s->num_computed = positions;  // once pulled; until then its reserved blocks sit out the steps
+    s->pull_from = std::move(r.kv_from);
   }
   s->params = std::move(r.params);
   // A request without a seed gets one now, so recompute and migration repeat its draws.
   s->seed = s->params.seed ? *s->params.seed : std::random_device{}() * 0x100000001ull ^ std::random_device{}();
   by_name_[s->name] = s->id;
   waiting_.push_back(s->id);
+  stalled_ = false;
   seqs_.emplace(s->id, std::move(s));
 }
 
@@ -169,22 +183,27 @@ std::size_t engine::waiting_prompt_tokens() const {
   for (auto id : waiting_) {
     const sequence& s = *seqs_.at(id);
     std::size_t cached = 0;  // what its admission will find in the prefix cache is no work
-    if (cfg_.prefix_caching && s.num_computed == 0 && !s.import && kv_.num_blocks_of(id) == 0)
+    if (cfg_.prefix_caching && s.num_computed == 0 && kv_.num_blocks_of(id) == 0)
       cached = std::size_t(kv_.find_prefix(s.hashes, (int(s.tokens.size()) - 1) / bs).tokens(bs));
     n += s.tokens.size() - std::size_t(s.num_computed) - cached;
   }
   return n;
 }
 
-void engine::export_handoff(const std::string& id, executor::kv_done done) {
+bool engine::release_handoff(const std::string& id) {
   auto it = held_.find(id);
-  if (it == held_.end()) return done({});
-  const held_kv h = it->second;
-  exec_->export_kv(kv_.raw_table(h.seq), h.positions, [this, id, h, done = std::move(done)](std::vector<float> kv) {
-    kv_.free(h.seq);
-    held_.erase(id);
-    done(std::move(kv));
-  });
+  if (it == held_.end()) return false;
+  kv_.free(it->second.seq);
+  held_.erase(it);
+  stalled_ = false;
+  return true;
+}
+
+bool engine::has_work() const {
+  if (!aborted_.empty()) return true;
+  for (auto id : running_)
+    if (!seqs_.at(id)->pulling) return true;
+  return !waiting_.empty() && !stalled_;
 }
 
 bool engine::abort(const std::string& id) {
@@ -196,17 +215,25 @@ bool engine::abort(const std::string& id) {
     return true;
   }
   sequence& s = *seqs_.at(it->second);
+  if (s.pulling) {  // a copy is writing its blocks: they go (and it ends) when the pull ends
+    s.abort_after_pull = true;
+    return true;
+  }
   request_output o;
   o.id = s.name;
   finish(s, finish_reason::abort, o);
   aborted_.push_back(std::move(o));
+  stalled_ = false;
   return true;
 }
 
 void engine::finish(sequence& s, finish_reason why, request_output& o) {
-  if (why == finish_reason::handoff) {  // held until the executor exported the KV
-    o.held_blocks = kv_.raw_table(s.id);
-    o.kv_positions = s.num_computed;
+  if (why == finish_reason::handoff) {  // held until the receiver pulled the KV
+    o.kv.request = s.name;
+    o.kv.layout = layout_;
+    o.kv.sources = exec_->kv_sources();
+    o.kv.blocks = kv_.raw_table(s.id);
+    o.kv.positions = s.num_computed;
     held_[s.name] = {s.id, s.num_computed};
   } else {
     kv_.free(s.id);
@@ -221,6 +248,7 @@ void engine::finish(sequence& s, finish_reason why, request_output& o) {
   o.queue_seconds = secs(sched - s.arrived).count();
   o.prefill_seconds = secs(first - sched).count();
   o.decode_seconds = secs(now - first).count();
+  o.transfer_seconds = s.transfer_seconds;
   remove_id(running_, s.id);
   remove_id(waiting_, s.id);
   by_name_.erase(s.name);
@@ -246,6 +274,7 @@ forward_plan engine::begin_step() {
   std::vector<sched::seq_snapshot> run, wait;
   for (auto id : running_) {
     const sequence& s = *seqs_.at(id);
+    if (s.pulling) continue;  // its blocks are reserved for the pull: not scheduled, not preempted
     sched::seq_snapshot snap{id, int(s.tokens.size()), s.num_computed, kv_.num_blocks_of(id), s.priority, s.arrival};
     if (cfg_.prefix_caching) snap.exclusive_blocks = kv_.num_exclusive(id);  // else: all of them
     run.push_back(snap);
@@ -258,7 +287,7 @@ forward_plan engine::begin_step() {
   if (cfg_.prefix_caching)
     for (auto id : running_) {
       sequence& s = *seqs_.at(id);
-      if (s.num_computed >= s.prompt_len) continue;
+      if (s.pulling || s.num_computed >= s.prompt_len) continue;
       kv::extend_block_hashes(s.hashes, std::span(s.tokens.data(), std::size_t(s.prompt_len)), bs, s.keys);
       for (std::size_t i = std::size_t(s.num_computed / bs); i < s.hashes.size(); ++i) computing.insert(s.hashes[i]);
     }
@@ -270,7 +299,7 @@ forward_plan engine::begin_step() {
   for (auto id : waiting_) {
     sequence& s = *seqs_.at(id);
     sched::seq_snapshot snap{id, int(s.tokens.size()), s.num_computed, kv_.num_blocks_of(id), s.priority, s.arrival};
-    if (cfg_.prefix_caching && !s.import && s.num_computed == 0 && snap.num_blocks == 0 &&
+    if (cfg_.prefix_caching && s.pull_from.empty() && s.num_computed == 0 && snap.num_blocks == 0 &&
         lookups++ < std::size_t(std::max(cfg_.sched.max_num_seqs, 1))) {
       kv::extend_block_hashes(s.hashes, s.tokens, bs, s.keys);
       kv::prefix_hit hit = kv_.find_prefix(s.hashes, (int(s.tokens.size()) - 1) / bs);
@@ -295,7 +324,6 @@ forward_plan engine::begin_step() {
     sequence& s = *seqs_.at(id);
     kv_.free(id);
     s.num_computed = 0;
-    s.import.reset();
     remove_id(running_, id);
     waiting_.push_back(id);
     ++stats_.preemptions;
@@ -313,16 +341,17 @@ forward_plan engine::begin_step() {
   for (const auto& sc : plan.scheduled)
     if (!kv_.allocate(sc.id, sc.new_blocks)) throw std::logic_error("scheduler planned more blocks than are free");
   forward_plan fp;
-  p.logit_row.assign(plan.scheduled.size(), -1);
-  for (std::size_t i = 0; i < plan.scheduled.size(); ++i) {
-    const auto& sc = plan.scheduled[i];
+  std::vector<std::uint64_t> to_pull;
+  for (const auto& sc : plan.scheduled) {
     sequence& s = *seqs_.at(sc.id);
-    p.ids.push_back(sc.id);
-    if (s.import) {  // its first step: the imported KV goes in first
-      fp.imports.push_back({std::int32_t(i), s.num_computed, *s.import});
-      s.import.reset();
-    }
     if (!s.first_scheduled) s.first_scheduled = sequence::clock::now();
+    if (!s.pull_from.empty()) {  // just admitted: its blocks are reserved, its KV comes first
+      to_pull.push_back(sc.id);
+      continue;
+    }
+    const std::size_t i = p.ids.size();
+    p.ids.push_back(sc.id);
+    p.logit_row.push_back(-1);
     p.new_tokens.push_back(sc.num_new_tokens);
     fp.tables.push_back(kv_.raw_table(sc.id));
     for (int j = 0; j < sc.num_new_tokens; ++j) {
@@ -339,6 +368,8 @@ forward_plan engine::begin_step() {
   }
   p.logit_rows = fp.logit_rows.size();
   p.computes = !fp.empty();
+  stalled_ = fp.empty() && plan.admitted.empty() && p.out.empty();
+  for (auto id : to_pull) start_pull(*seqs_.at(id));
   return fp;
 }
 
@@ -414,20 +445,77 @@ void engine::lose_kv() {
   }
   // Back to waiting, ahead of the never-started ones and in their running order, so they are
   // readmitted first; their tokens so far are kept and recomputed, as after a preemption.
-  std::vector<std::uint64_t> back;
+  std::vector<std::uint64_t> back, still_pulling;
   for (auto id : running_) {
     sequence& s = *seqs_.at(id);
+    if (s.pulling) {  // its copy may still write its blocks: they go when it ends
+      s.pull_lost = true;
+      still_pulling.push_back(id);
+      continue;
+    }
     kv_.free(id);
     s.num_computed = 0;
-    s.import.reset();
     back.push_back(id);
   }
-  running_.clear();
+  running_ = std::move(still_pulling);
+  stalled_ = false;
   waiting_.insert(waiting_.begin(), back.begin(), back.end());
   kv_.clear_cache();  // the tensors behind every cached block are gone
   stats_.recomputed_after_loss += back.size();
   ++stats_.kv_losses;
   apply_deferred_aborts();
+}
+
+void engine::start_pull(sequence& s) {
+  s.pulling = true;
+  s.pull_epoch = ++pull_epoch_;
+  const auto t0 = sequence::clock::now();
+  const std::uint64_t id = s.id, epoch = s.pull_epoch;
+  // The table as of now: the pull fills the leading blocks, the step after it writes the rest.
+  exec_->pull_kv(s.pull_from, layout_, kv_.raw_table(id), cfg_.transfer_backend, t0 + cfg_.transfer_timeout,
+                 [this, id, epoch, t0](pull_outcome out) {
+                   auto it = seqs_.find(id);
+                   if (it != seqs_.end()) it->second->transfer_seconds += std::chrono::duration<double>(sequence::clock::now() - t0).count();
+                   pulled(id, epoch, std::move(out));
+                 });
+}
+
+void engine::pulled(std::uint64_t id, std::uint64_t epoch, pull_outcome out) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end() || !it->second->pulling || it->second->pull_epoch != epoch) return;
+  sequence& s = *it->second;
+  s.pulling = false;
+  stalled_ = false;
+  transfer_record rec{s.name, std::move(out), s.transfer_seconds};
+  if (s.pull_lost && rec.outcome.error.empty()) rec.outcome.error = "the replica's KV was lost while it arrived";
+  const bool ok = rec.outcome.error.empty();
+  s.pull_from = {};
+  if (ok) {
+    ++stats_.kv_pulls;
+    stats_.kv_pull_bytes += rec.outcome.bytes;
+    stats_.kv_pull_seconds += rec.seconds;
+  } else {
+    ++stats_.kv_pull_failures;
+  }
+  if (s.abort_after_pull) {
+    request_output o;
+    o.id = s.name;
+    finish(s, finish_reason::abort, o);
+    aborted_.push_back(std::move(o));
+  } else if (!ok) {  // the reserved blocks go back; the policy decides what comes next
+    kv_.free(id);
+    s.num_computed = 0;
+    if (cfg_.on_transfer_failure == engine_config::transfer_failure::retry && !s.pull_lost) {
+      request_output o;
+      o.id = s.name;
+      finish(s, finish_reason::transfer_failed, o);
+      aborted_.push_back(std::move(o));
+    } else {  // computed here from its tokens, first in line
+      remove_id(running_, id);
+      waiting_.insert(waiting_.begin(), id);
+    }
+  }
+  if (on_transfer_) on_transfer_(rec);
 }
 
 void engine::apply_deferred_aborts() {

@@ -4,6 +4,7 @@
 // The KV blocks, the prefix cache and the block tables belong to the kv_cache_manager.
 #pragma once
 #include <cstdint>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -33,6 +34,18 @@ struct engine_config {
   // What the KV depends on besides the tokens: "<model id>@<revision>". Every replica of a
   // model must use the same key (it roots the block hashes the router compares).
   std::string model_key = "model";
+  // The KV cache in a shared-memory segment, so replicas in other processes on this host pull
+  // blocks by mapping it (otherwise over TCP).
+  bool kv_shared_memory = false;
+  // Pulling a request's KV from the replica that prefilled it (request::kv_from).
+  kv::transfer::backend transfer_backend = kv::transfer::backend::automatic;
+  std::chrono::milliseconds transfer_timeout{10000};  // a pull not done by then failed
+  // A failed pull releases the reserved blocks, then: recompute the prompt here, or end the
+  // request with reason transfer_failed so its owner prefills it again on another replica.
+  enum class transfer_failure { recompute, retry } on_transfer_failure = transfer_failure::recompute;
+  // How long a handed-off request's blocks wait for the receiver's pull (its scheduler actor
+  // frees them after this even if no release came: the receiver died or gave up).
+  std::chrono::milliseconds handoff_hold{60000};
 };
 
 struct engine_stats {
@@ -46,6 +59,16 @@ struct engine_stats {
   std::uint64_t recomputed_after_loss = 0;  // sequences sent back to recompute by them
   // Steps a waiting sequence sat out because a running prefill was computing its next block.
   std::uint64_t prefix_waits = 0;
+  // KV pulled from other replicas (request::kv_from): pulls done, failed, bytes, seconds.
+  std::uint64_t kv_pulls = 0, kv_pull_failures = 0, kv_pull_bytes = 0;
+  double kv_pull_seconds = 0;
+};
+
+// One pull of a request's KV that ended (for the owner of the sending replica's blocks).
+struct transfer_record {
+  std::string id;
+  pull_outcome outcome;
+  double seconds = 0;
 };
 
 // How many KV blocks the config gives a model, and the geometry an executor sizes its cache by.
@@ -80,9 +103,17 @@ class engine {
   std::vector<request_output> step();
   bool step_in_flight() const { return pending_ != nullptr; }
 
-  // A request that ended with reason handoff: its KV (executor::export_kv), then its blocks
-  // are freed. `done` gets an empty vector if there is none to give (the receiver recomputes).
-  void export_handoff(const std::string& id, executor::kv_done done);
+  // A request that ended with reason handoff keeps its blocks for the replica that pulls its
+  // KV (request_output::kv); this frees them. False if `id` holds none.
+  bool release_handoff(const std::string& id);
+  std::size_t num_handoffs_held() const { return held_.size(); }
+
+  // This replica's KV layout (what a sender's handle must match).
+  const kv::transfer::kv_layout& kv_layout() const { return layout_; }
+
+  // Called whenever a pull of a request's KV ends, successfully or not (the sender's blocks can
+  // go), from the thread that drives the engine.
+  void on_transfer(std::function<void(const transfer_record&)> f) { on_transfer_ = std::move(f); }
 
   // The executor's KV was lost (a rank died, the group restarted): every running sequence goes
   // back to waiting with its tokens kept, to be recomputed as after a preemption, and the
@@ -90,6 +121,8 @@ class engine {
   void lose_kv();
 
   bool has_unfinished() const { return !seqs_.empty() || !aborted_.empty(); }
+  // Whether a step now would do anything: false while every live request waits on its KV.
+  bool has_work() const;
   std::size_t num_running() const { return running_.size(); }
   std::size_t num_waiting() const { return waiting_.size(); }
   // Tokens of waiting sequences still to compute, what the prefix cache holds for them
@@ -111,6 +144,8 @@ class engine {
   // Releases the sequence's blocks, fills the final fields of `o` and forgets the sequence.
   void finish(sequence& s, finish_reason why, request_output& o);
   void apply_deferred_aborts();
+  void start_pull(sequence& s);
+  void pulled(std::uint64_t id, std::uint64_t epoch, pull_outcome out);
   sampling::sampling_row sampling_row_of(const sequence& s) const;
 
   model::model_config mc_;
@@ -132,6 +167,10 @@ class engine {
   std::map<std::string, held_kv> held_;  // handed-off requests whose blocks are kept
   std::uint64_t next_id_ = 1;
   kv::block_hash root_;
+  kv::transfer::kv_layout layout_;
+  std::function<void(const transfer_record&)> on_transfer_;
+  std::uint64_t pull_epoch_ = 0;
+  bool stalled_ = false;  // the last step did nothing and nothing changed since
   engine_stats stats_;
 };
 

@@ -3,12 +3,20 @@
 // (sampling happens where the logits are). Three live behind this interface: the CPU executor
 // (in-process model and cache), the sim executor (the cost model's time, no arithmetic) and the
 // worker group (ranks in actors, actors/group_executor.h). The engine has no other mode.
+//
+// KV moves between replicas by pull (runtime/kv/transfer): the executor that computed a
+// sequence's KV exposes its caches (kv_sources), and the receiving executor copies the blocks
+// straight into blocks its engine reserved (pull_kv).
 #pragma once
+#include <chrono>
 #include <functional>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/engine/forward_plan.h"
+#include "runtime/kv/transfer/kv_handle.h"
 #include "runtime/sampling/sample_rows.h"
 
 namespace troupe::engine {
@@ -16,6 +24,13 @@ namespace troupe::engine {
 struct step_result {
   std::vector<sampling::sampled_token> tokens;  // one per plan.logit_rows, in order
   double seconds = 0;                           // the forward's time (sim: the cost model's)
+};
+
+// How a pull ended: bytes copied, or why it failed (the engine then releases the blocks).
+struct pull_outcome {
+  std::string error;  // empty: the blocks hold the KV now
+  std::size_t bytes = 0;
+  kv::transfer::backend used = kv::transfer::backend::automatic;
 };
 
 class executor {
@@ -28,11 +43,17 @@ class executor {
   using step_done = std::function<void(std::optional<step_result>)>;
   virtual void execute(forward_plan plan, step_done done) = 0;
 
-  // The KV of a sequence's first `positions` tokens whose blocks are `table`, every layer, as
-  // f32 in kv::kv_cache::export_kv's layout; calls `done` with it, or with nothing if the
-  // executor holds no KV (sim) or the export failed (the receiver then recomputes).
-  using kv_done = std::function<void(std::vector<float>)>;
-  virtual void export_kv(std::vector<std::int32_t> table, int positions, kv_done done) = 0;
+  // The model layers [first, last) each rank's cache holds, in order.
+  virtual std::vector<std::pair<int, int>> kv_ranks() const = 0;
+  // Where another replica can pull each rank's cache from now (one per kv_ranks entry).
+  virtual std::vector<kv::transfer::kv_source> kv_sources() const = 0;
+
+  // Copies the blocks of `from` into this executor's blocks `table` (reserved by the engine,
+  // untouched by any step until `done`), for every rank; `mine` is this replica's layout.
+  // Calls `done` exactly once, from the thread that drives the engine.
+  using pull_done = std::function<void(pull_outcome)>;
+  virtual void pull_kv(kv::transfer::kv_handle from, kv::transfer::kv_layout mine, std::vector<std::int32_t> table,
+                       kv::transfer::backend how, std::chrono::steady_clock::time_point deadline, pull_done done) = 0;
 };
 
 }  // namespace troupe::engine

@@ -11,13 +11,6 @@
 
 namespace troupe::engine {
 
-// KV computed elsewhere, written into a sequence's blocks before the step's layers run.
-struct kv_import {
-  std::int32_t seq = 0;        // index into forward_plan::tables
-  std::int32_t positions = 0;  // tokens [0, positions) of the sequence
-  std::vector<float> data;     // kv::kv_cache::export_kv layout, every layer of the model
-};
-
 struct forward_plan {
   std::vector<std::int32_t> tokens;               // [T]
   std::vector<std::int32_t> positions;            // [T]
@@ -25,7 +18,6 @@ struct forward_plan {
   std::vector<std::vector<std::int32_t>> tables;  // block ids of each scheduled sequence
   std::vector<std::int32_t> logit_rows;           // tokens whose logits the step samples from
   std::vector<sampling::sampling_row> sampling;   // how to choose each logit row's token
-  std::vector<kv_import> imports;
 
   bool empty() const { return tokens.empty(); }
 };

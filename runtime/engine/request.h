@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/kv/transfer/kv_handle.h"
 #include "runtime/sampling/sampler.h"
 
 namespace troupe::engine {
@@ -21,11 +22,11 @@ struct request {
   // Disaggregated prefill: the request ends after its first new token with reason handoff,
   // its blocks held (release_held) until the workers exported its KV for a decode replica.
   bool prefill_only = false;
-  // The KV a prefill replica exported: every token of prompt + generated except the last
-  // generated one, laid out as kv::kv_cache::export_kv writes it. The engine imports it in
-  // the request's first step instead of recomputing it. Needs at least one generated token.
-  // Empty: computed here.
-  std::vector<float> kv;
+  // Where the KV of every token of prompt + generated except the last generated one can be
+  // pulled from (the replica that prefilled it). The engine reserves the blocks when it admits
+  // the request, has the executor pull into them, and computes from there instead of
+  // recomputing the prompt. Needs at least one generated token. Empty: computed here.
+  kv::transfer::kv_handle kv_from;
   // Prefix-cache isolation: blocks are shared only between requests with the same salt (a
   // tenant), except the first `public_prefix` tokens (a prompt the topology made public),
   // whose whole blocks every tenant shares.
@@ -34,8 +35,9 @@ struct request {
 };
 
 // Why a request ended here. handoff: a prefill replica passed it on with its KV; error: it
-// failed outside the engine (its replica was lost and it could not be placed again).
-enum class finish_reason : std::uint8_t { none, stop, length, abort, handoff, error };
+// failed outside the engine (its replica was lost and it could not be placed again);
+// transfer_failed: its KV could not be pulled and the policy says to prefill it again elsewhere.
+enum class finish_reason : std::uint8_t { none, stop, length, abort, handoff, error, transfer_failed };
 
 const char* finish_reason_name(finish_reason r);
 
@@ -63,9 +65,12 @@ struct request_output {
   // Set on the final output: seconds from arrival to first scheduled (queue), from then to the
   // first token (prefill), and from the first token to the end (decode), on this replica.
   double queue_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
-  // reason handoff: the blocks still held and how many positions of KV they hold.
-  std::vector<std::int32_t> held_blocks;
-  int kv_positions = 0;
+  // Set on the final output of a request whose KV was pulled here: seconds from its blocks'
+  // reservation to the last byte in place.
+  double transfer_seconds = 0;
+  // reason handoff: where its KV can be pulled from; its blocks are held until
+  // engine::release_handoff.
+  kv::transfer::kv_handle kv;
 };
 
 }  // namespace troupe::engine

@@ -16,6 +16,17 @@ void sim_executor::execute(forward_plan plan, step_done done) {
   wait_(secs, [done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
 }
 
-void sim_executor::export_kv(std::vector<std::int32_t>, int, kv_done done) { done({}); }
+std::vector<std::pair<int, int>> sim_executor::kv_ranks() const { return {{0, shape_.num_hidden_layers}}; }
+
+std::vector<kv::transfer::kv_source> sim_executor::kv_sources() const {
+  kv::transfer::kv_source s;
+  s.key = "sim";  // nothing to read: a sim pull moves no bytes
+  return {s};
+}
+
+void sim_executor::pull_kv(kv::transfer::kv_handle, kv::transfer::kv_layout, std::vector<std::int32_t>,
+                           kv::transfer::backend, std::chrono::steady_clock::time_point, pull_done done) {
+  done({});  // no KV tensors: the blocks count as filled at once (the transfer's time is not modelled)
+}
 
 }  // namespace troupe::engine

@@ -17,7 +17,10 @@ class sim_executor final : public executor {
   using wait_fn = std::function<void(double seconds, std::function<void()> then)>;
   sim_executor(model::model_config shape, sim::gpu_spec gpu, wait_fn wait = {});
   void execute(forward_plan plan, step_done done) override;
-  void export_kv(std::vector<std::int32_t> table, int positions, kv_done done) override;
+  std::vector<std::pair<int, int>> kv_ranks() const override;
+  std::vector<kv::transfer::kv_source> kv_sources() const override;
+  void pull_kv(kv::transfer::kv_handle from, kv::transfer::kv_layout mine, std::vector<std::int32_t> table,
+               kv::transfer::backend how, std::chrono::steady_clock::time_point deadline, pull_done done) override;
 
  private:
   model::model_config shape_;

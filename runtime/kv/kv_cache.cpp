@@ -1,6 +1,7 @@
 #include "runtime/kv/kv_cache.h"
 
 #include <cstring>
+#include <stdexcept>
 
 namespace troupe::kv {
 
@@ -12,7 +13,14 @@ kv_cache::kv_cache(const kv_cache_config& cfg, int num_layers, int n_kv_heads, i
   layer_bytes_ = layer_elems_ * kernels::dtype_size(cfg.type);
   // Zero-filled so a bug that reads an unwritten slot is deterministic, not garbage.
   const std::size_t bytes = 2 * layer_bytes_ * std::size_t(num_layers);
-  region_ = cfg.shared ? kv_region::create_shared(new_segment_name(), bytes) : kv_region::heap(bytes);
+  if (cfg.shared) {
+    try {
+      region_ = kv_region::create_shared(new_segment_name(), bytes);
+    } catch (const std::runtime_error&) {
+      // No room in /dev/shm (a small container's): private memory, reachable over TCP only.
+    }
+  }
+  if (!region_) region_ = kv_region::heap(bytes);
 }
 
 kernels::paged_kv_layer kv_cache::layer(int l) const {
@@ -44,19 +52,6 @@ void kv_cache::read(int layer, std::int32_t block, int slot, float* k_row, float
     k_row[i] = kernels::load_as_f32(k, cfg_.type, first + i);
     v_row[i] = kernels::load_as_f32(v, cfg_.type, first + i);
   }
-}
-
-void kv_cache::export_kv(const std::int32_t* table, int positions, float* out) const {
-  const std::size_t row = std::size_t(n_kv_) * hd_;
-  for (int l = 0; l < layers_; ++l)
-    for (int p = 0; p < positions; ++p, out += 2 * row)
-      read(l, table[p / cfg_.block_size], p % cfg_.block_size, out, out + row);
-}
-
-void kv_cache::import_kv(const std::int32_t* table, int positions, const float* in) {
-  const std::size_t row = std::size_t(n_kv_) * hd_;
-  for (int l = 0; l < layers_; ++l)
-    for (int p = 0; p < positions; ++p, in += 2 * row) write(l, table[p / cfg_.block_size], p % cfg_.block_size, in, in + row);
 }
 
 std::size_t kv_cache::bytes_per_token() const {

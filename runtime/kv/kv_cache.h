@@ -37,13 +37,6 @@ class kv_cache {
   // Reads the K and V rows of one slot as f32 (exact for f16 and bf16).
   void read(int layer, std::int32_t block, int slot, float* k_row, float* v_row) const;
 
-  // A sequence's KV moved between caches (prefill on one replica, decode on another): the first
-  // `positions` tokens of the sequence whose blocks are `table`, every layer of this cache, as
-  // f32 laid out [layer][position][K row, V row]. kv_floats() is the size of that.
-  std::size_t kv_floats(int positions) const { return std::size_t(layers_) * positions * 2 * n_kv_ * hd_; }
-  void export_kv(const std::int32_t* table, int positions, float* out) const;
-  void import_kv(const std::int32_t* table, int positions, const float* in);
-
   int num_layers() const { return layers_; }
   int n_kv_heads() const { return n_kv_; }
   int head_dim() const { return hd_; }

@@ -62,7 +62,7 @@ struct sender {
     for (auto [a, b] : split) {
       auto c = std::make_shared<kv_cache>(kv_cache_config{num_blocks, bs, t, true}, b - a, heads, hd);
       fill(*c, seed + std::uint64_t(a));
-      handle.sources.push_back(registry::global().expose(c));
+      handle.sources.push_back(registry::global().with_tcp(registry::global().expose(c)));
       ranks.push_back(std::move(c));
     }
   }
@@ -116,7 +116,7 @@ BOOST_AUTO_TEST_CASE(blocks_from_another_process_arrive_intact) {
     if (pid == 0) {  // the sender: one rank, 16 blocks
       auto c = std::make_shared<kv_cache>(kv_cache_config{16, bs, t, true}, layers, heads, hd);
       fill(*c, 99);
-      kv_source s = registry::global().expose(c);
+      kv_source s = registry::global().with_tcp(registry::global().expose(c));
       std::string msg = s.key + "\n" + std::to_string(s.num_blocks) + "\n" + s.host_id + "\n" + std::to_string(s.pid) + "\n" +
                         s.host + "\n" + std::to_string(s.port) + "\n" + s.secret + "\n";
       [[maybe_unused]] auto w = ::write(to_parent[1], msg.data(), msg.size());
@@ -245,4 +245,38 @@ BOOST_AUTO_TEST_CASE(the_tcp_server_serves_nothing_without_the_secret) {
   registry::global().withdraw(s.handle.sources[0].key);
   for (backend how : {backend::inproc, backend::tcp})
     BOOST_CHECK_THROW(pull(s.handle, {&dst, 0, layout_of(dtype::f32, {{0, layers}}), reserved}, how, soon()), transfer_error);
+}
+
+BOOST_AUTO_TEST_CASE(a_transfer_larger_than_the_caches_arrives_intact) {
+  // 10 MiB: past the size from which pulls copy with non-temporal stores.
+  const int L = 4, H = 8, D = 128, B = 16, blocks = 40;
+  kv_layout lay;
+  lay.type = dtype::bf16;
+  lay.block_size = B;
+  lay.num_layers = L;
+  lay.n_kv_heads = H;
+  lay.head_dim = D;
+  lay.model_key = "big@1";
+  lay.ranks = {{0, L}};
+  auto src = std::make_shared<kv_cache>(kv_cache_config{blocks, B, dtype::bf16, true}, L, H, D);
+  fill(*src, 11);
+  kv_handle h;
+  h.request = "big";
+  h.layout = lay;
+  h.sources = {registry::global().expose(src)};
+  for (int i = 0; i < blocks; ++i) h.blocks.push_back(blocks - 1 - i);
+  h.positions = blocks * B;
+  std::vector<std::int32_t> reserved;
+  for (int i = 0; i < blocks; ++i) reserved.push_back(i + 1);
+  for (backend how : {backend::inproc, backend::shm}) {
+    kv_cache dst({blocks + 1, B, dtype::bf16, false}, L, H, D);
+    const auto r = pull(h, {&dst, 0, lay, reserved}, how, soon());
+    BOOST_TEST(r.bytes == std::size_t(2) * L * blocks * dst.block_bytes());
+    for (int l = 0; l < L; ++l)
+      for (int kv = 0; kv < 2; ++kv)
+        for (int i = 0; i < blocks; ++i)
+          BOOST_TEST_REQUIRE(std::memcmp(dst.block_data(l, kv, reserved[std::size_t(i)]), src->block_data(l, kv, h.blocks[std::size_t(i)]),
+                                         dst.block_bytes()) == 0);
+  }
+  registry::global().withdraw(h.sources[0].key);
 }

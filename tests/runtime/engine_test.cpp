@@ -6,6 +6,8 @@
 
 #include "runtime/common/error.h"
 #include "runtime/engine/engine.h"
+#include "runtime/kv/transfer/pull.h"
+#include "runtime/kv/transfer/registry.h"
 #include "tests/support/engine_factory.h"
 #include "tests/support/models.h"
 
@@ -210,7 +212,8 @@ namespace {
 // complete() (a step in flight on remote ranks).
 struct pipeline : engine::executor {
   std::shared_ptr<const model::llama_model> m;
-  std::vector<std::unique_ptr<kv::kv_cache>> caches;
+  std::vector<std::shared_ptr<kv::kv_cache>> caches;  // exposed for pulls, as the group's are
+  std::vector<kv::transfer::kv_source> sources;
   std::vector<std::pair<int, int>> ranges;
   model::forward_workspace ws;
   std::vector<float> logits;
@@ -223,21 +226,24 @@ struct pipeline : engine::executor {
     for (int r = 0; r < ranks; ++r) ranges.emplace_back(L * r / ranks, L * (r + 1) / ranks);
     reset();
   }
+  ~pipeline() override { withdraw(); }
+  void withdraw() {
+    for (auto& s : sources) kv::transfer::registry::global().withdraw(s.key);
+    sources.clear();
+  }
   void reset() {  // a group restart: fresh, empty caches
+    withdraw();
     caches.clear();
     const auto& c = m->config();
-    for (auto [a, b] : ranges)
-      caches.push_back(std::make_unique<kv::kv_cache>(kv::kv_cache_config{num_blocks, 16, kernels::dtype::f32}, b - a,
+    for (auto [a, b] : ranges) {
+      caches.push_back(std::make_shared<kv::kv_cache>(kv::kv_cache_config{num_blocks, 16, kernels::dtype::f32}, b - a,
                                                       c.num_key_value_heads, c.head_dim));
+      sources.push_back(kv::transfer::registry::global().expose(caches.back()));
+    }
   }
   engine::step_result run(const engine::forward_plan& p) {
     const auto b = engine::view(p);
     const auto& c = m->config();
-    const std::size_t kvd = std::size_t(c.kv_dim());
-    for (const auto& imp : p.imports)  // each rank writes its own layers of the payload
-      for (std::size_t r = 0; r < ranges.size(); ++r)
-        caches[r]->import_kv(p.tables[std::size_t(imp.seq)].data(), imp.positions,
-                             imp.data.data() + std::size_t(ranges[r].first) * imp.positions * 2 * kvd);
     m->embed(b, ws);
     for (std::size_t r = 0; r < ranges.size(); ++r) {
       model::forward_workspace stage;  // each rank has its own; only the hidden state travels
@@ -265,13 +271,18 @@ struct pipeline : engine::executor {
     waiting.reset();
     w.second(run(w.first));
   }
-  void export_kv(std::vector<std::int32_t> table, int positions, kv_done done) override {
-    // Each rank exports its own layers into its part of the whole model's payload.
-    const auto& c = m->config();
-    std::vector<float> kv(std::size_t(c.num_hidden_layers) * positions * 2 * c.kv_dim());
-    for (std::size_t r = 0; r < ranges.size(); ++r)
-      caches[r]->export_kv(table.data(), positions, kv.data() + std::size_t(ranges[r].first) * positions * 2 * c.kv_dim());
-    done(std::move(kv));
+  std::vector<std::pair<int, int>> kv_ranks() const override { return ranges; }
+  std::vector<kv::transfer::kv_source> kv_sources() const override { return sources; }
+  void pull_kv(kv::transfer::kv_handle from, kv::transfer::kv_layout mine, std::vector<std::int32_t> table,
+               kv::transfer::backend how, std::chrono::steady_clock::time_point deadline, pull_done done) override {
+    engine::pull_outcome out;
+    try {  // each rank pulls its own layers, from whichever of the sender's ranks hold them
+      for (std::size_t r = 0; r < ranges.size(); ++r)
+        out.bytes += kv::transfer::pull(from, {caches[r].get(), ranges[r].first, mine, table}, how, deadline).bytes;
+    } catch (const kv::transfer::transfer_error& e) {
+      out.error = e.what();
+    }
+    done(out);
   }
 };
 
@@ -346,29 +357,36 @@ BOOST_AUTO_TEST_CASE(a_prefill_handed_off_with_its_kv_decodes_to_the_same_tokens
     for (std::size_t i = 0; i < reqs.size(); ++i) index[reqs[i].id] = i;
     outputs got(reqs.size());
     for (auto& r : prefill) p.add_request(r);
+    // D pulls each request's KV from P's caches, then P may free the blocks it held for it.
+    std::size_t released = 0;
+    d.on_transfer([&](const engine::transfer_record& rec) {
+      BOOST_TEST(rec.outcome.error == "");
+      released += p.release_handoff(rec.id);
+    });
     while (p.has_unfinished())
       for (auto& o : p.step()) {
         BOOST_TEST_REQUIRE(o.finished);
         BOOST_TEST(engine::finish_reason_name(o.reason) == std::string("handoff"));
         const std::size_t i = index.at(o.id);
         got[i] = o.new_tokens;
-        BOOST_TEST(o.kv_positions == int(reqs[i].prompt.size()));
-        p.export_handoff(o.id, [&, i, first = o.new_tokens](std::vector<float> kv) {
-          engine::request next = reqs[i];
-          next.generated = first;
-          next.kv = std::move(kv);
-          d.add_request(next);
-        });
+        BOOST_TEST(o.kv.positions == int(reqs[i].prompt.size()));
+        engine::request next = reqs[i];
+        next.generated = o.new_tokens;
+        next.kv_from = o.kv;
+        d.add_request(next);
       }
-    BOOST_TEST(p.blocks().num_free() == p.blocks().num_blocks());
+    BOOST_TEST(p.num_handoffs_held() == reqs.size());  // held until pulled
     BOOST_TEST(p.stats().generated_tokens == reqs.size());  // one token each, then handed off
-    // D's pipeline imports into its own caches; its ranks split the layers differently.
+    // D's pipeline pulls into its own caches; its ranks split the layers differently.
     while (d.has_unfinished())
       for (auto& o : d.step()) {
         auto& t = got[index.at(o.id)];
         t.insert(t.end(), o.new_tokens.begin(), o.new_tokens.end());
       }
     BOOST_TEST(d.stats().prompt_tokens_computed == 0u);  // every prompt came as KV
+    BOOST_TEST(d.stats().kv_pulls == reqs.size());
+    BOOST_TEST(released == reqs.size());
+    BOOST_TEST(p.blocks().num_free() == p.blocks().num_blocks());
     BOOST_TEST(d.blocks().num_free() == d.blocks().num_blocks());
     for (std::size_t i = 0; i < reqs.size(); ++i) BOOST_TEST(got[i] == alone[i], (greedy ? "greedy" : "seeded") << " request " << i);
   }

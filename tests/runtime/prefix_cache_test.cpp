@@ -115,15 +115,14 @@ BOOST_AUTO_TEST_CASE(handed_off_kv_is_cached_on_the_decode_side) {
   first.prefill_only = true;
   p.add_request(first);
   std::vector<std::int32_t> got0;
+  d.on_transfer([&](const engine::transfer_record& rec) { p.release_handoff(rec.id); });
   while (p.has_unfinished())
     for (auto& o : p.step()) {
       got0 = o.new_tokens;
-      p.export_handoff(o.id, [&](std::vector<float> kv) {
-        auto next = reqs[0];
-        next.generated = got0;
-        next.kv = std::move(kv);
-        d.add_request(next);
-      });
+      auto next = reqs[0];
+      next.generated = got0;
+      next.kv_from = o.kv;
+      d.add_request(next);
     }
   while (d.has_unfinished())
     for (auto& o : d.step()) got0.insert(got0.end(), o.new_tokens.begin(), o.new_tokens.end());

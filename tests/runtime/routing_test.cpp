@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "runtime/common/error.h"
+#include "runtime/routing/disaggregation.h"
 #include "runtime/routing/policy.h"
 #include "runtime/routing/prefix_index.h"
 
@@ -118,4 +119,15 @@ BOOST_AUTO_TEST_CASE(prefix_index_follows_events_and_fences_old_generations) {
   BOOST_TEST(ix.matched_blocks(replica_id(0), q) == 0);
   ix.drop(replica_id(0));
   BOOST_TEST(!ix.complete(replica_id(0)));
+}
+
+BOOST_AUTO_TEST_CASE(conditional_disaggregation_weighs_the_prefill_queue_against_the_local_prefill) {
+  using troupe::routing::prefill_remotely;
+  const troupe::routing::disaggregation_params p{64, 4};
+  BOOST_TEST(!prefill_remotely(63, 0, p));        // too short to be worth moving its KV
+  BOOST_TEST(prefill_remotely(64, 0, p));
+  BOOST_TEST(prefill_remotely(1000, 4000, p));    // waits behind 4x its own work at most
+  BOOST_TEST(!prefill_remotely(1000, 4001, p));   // the prefill pool is too far behind
+  BOOST_TEST(prefill_remotely(1000, 1 << 30, {0, 0}));  // ratio 0: no queue limit
+  BOOST_TEST(!prefill_remotely(0, 0, {0, 0}));    // all of it cached where it decodes
 }

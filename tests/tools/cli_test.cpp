@@ -97,8 +97,8 @@ BOOST_AUTO_TEST_CASE(kv_memory_beyond_the_machine_is_refused_at_start) {
 BOOST_AUTO_TEST_CASE(every_command_answers_help_with_its_usage_and_does_nothing_else) {
   const std::string out = std::string(TROUPE_BINARY_DIR) + "/help-must-not-write";
   std::filesystem::remove_all(out);
-  for (const std::string& cmd : {"serve", "node", "launch", "generate", "model synth", "bench engine", "bench runtime",
-                                 "bench serve", "info", "model", "bench"}) {
+  for (const std::string cmd : {"serve", "node", "launch", "generate", "model synth", "bench engine", "bench runtime",
+                                 "bench serve", "bench kv-transfer", "info", "model", "bench"}) {
     for (const char* flag : {"--help", "-h"}) {
       run_result r = troupe_cmd(cmd + " " + flag + " --out " + out + " --model " + out);
       BOOST_TEST(r.status == 0, cmd << " " << flag << " -> " << r.out);

@@ -164,6 +164,34 @@ BOOST_AUTO_TEST_CASE(conditional_disaggregation_threshold) {
   BOOST_TEST(parse_topology(minimal, "t.toml").router.disaggregate_min_prompt == 0);
   const std::string e = error_of(minimal + "[router]\ndisaggregate_min_prompt = -1\n");
   BOOST_TEST(e.find("router.disaggregate_min_prompt") != std::string::npos, e);
+  BOOST_TEST(parse_topology(minimal + "[router]\ndisaggregate_queue_ratio = 2.5\n", "t.toml").router.disaggregate_queue_ratio == 2.5);
+  const std::string q = error_of(minimal + "[router]\ndisaggregate_queue_ratio = -1\n");
+  BOOST_TEST(q.find("router.disaggregate_queue_ratio") != std::string::npos, q);
+}
+
+BOOST_AUTO_TEST_CASE(kv_transfer_settings_are_read_and_checked) {
+  const auto d = parse_topology(minimal, "t.toml").kv_transfer;
+  BOOST_TEST(std::string(kv::transfer::backend_name(d.backend)) == "auto");
+  BOOST_TEST(d.timeout.count() == 10000);
+  BOOST_TEST(d.hold.count() == 60000);
+  BOOST_TEST(!d.retry_on_failure);
+  BOOST_TEST(d.shared_memory);
+  const auto t = parse_topology(minimal + "[kv_transfer]\nbackend = \"tcp\"\ntimeout = \"2s\"\nhold = \"5s\"\non_failure = \"retry\"\n"
+                                          "shared_memory = false\n", "t.toml").kv_transfer;
+  BOOST_TEST(std::string(kv::transfer::backend_name(t.backend)) == "tcp");
+  BOOST_TEST(t.timeout.count() == 2000);
+  BOOST_TEST(t.hold.count() == 5000);
+  BOOST_TEST(t.retry_on_failure);
+  BOOST_TEST(!t.shared_memory);
+  for (auto [text, key] : std::vector<std::pair<std::string, std::string>>{
+           {"backend = \"udp\"", "kv_transfer.backend"},
+           {"on_failure = \"ignore\"", "kv_transfer.on_failure"},
+           {"timeout = \"20s\"\nhold = \"10s\"", "kv_transfer.hold: must be longer than kv_transfer.timeout"},
+           {"timeout = \"0s\"", "kv_transfer.timeout: must be positive"},
+           {"hops = 3", "kv_transfer.hops: unknown key"}}) {
+    const std::string e = error_of(minimal + "[kv_transfer]\n" + text + "\n");
+    BOOST_TEST(e.find(key) != std::string::npos, text << " -> " << e);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(kv_memory_is_checked_against_the_machine_per_node) {

@@ -151,6 +151,17 @@ int cmd_bench_serve(int argc, char** argv) {
         text += b;
       }
     }
+    // Disaggregated serving: the KV transfer phase (decode replica's reservation to KV in place).
+    const auto ts0 = counter(*before, "request_kv_transfer_time_seconds_sum"), ts1 = counter(after, "request_kv_transfer_time_seconds_sum");
+    const auto tc0 = counter(*before, "request_kv_transfer_time_seconds_count"), tc1 = counter(after, "request_kv_transfer_time_seconds_count");
+    if (status == 200 && ts0 && ts1 && tc0 && tc1 && *tc1 > *tc0) {
+      const double mean_ms = (*ts1 - *ts0) / (*tc1 - *tc0) * 1e3;
+      j["kv_transfers"] = *tc1 - *tc0;
+      j["mean_kv_transfer_ms"] = mean_ms;
+      char b[200];
+      std::snprintf(b, sizeof b, "%-40s %.0f\n%-40s %.2f\n", "KV transfers (server):", *tc1 - *tc0, "Mean KV transfer time (server, ms):", mean_ms);
+      text += b;
+    }
     if (status == 200 && f0 && f1 && s.output_tokens > 0) {
       j["server_frontend_cpu_us_per_token"] = (*f1 - *f0) * 1e6 / double(s.output_tokens);
       char b[160];

@@ -10,6 +10,7 @@
 #include "actors/local_cluster.h"
 #include "actors/node.h"
 #include "runtime/common/error.h"
+#include "runtime/kv/transfer/registry.h"
 #include "runtime/model/generation_config.h"
 #include "tools/troupe/args.h"
 #include "tools/troupe/cluster_auth.h"
@@ -75,6 +76,11 @@ int cmd_node(int argc, char** argv) {
   const std::string dir = a.get("model", topo.model.path);
   const actors::join_credentials credentials{cluster_token(topo, heads.front().port, false), served_fingerprint(topo, dir)};
   opened_model m = open_model(dir);
+  // KV leaves this process by pull: other processes of this host map its caches' segments
+  // (those of killed processes are removed first), other hosts read them over TCP on this
+  // node's address, presenting each cache's secret.
+  kv::remove_stale_segments();
+  kv::transfer::registry::global().set_tcp_host(topo.node(*name)->host);
   cluster_config cfg(topo);
   caf::actor_system sys{cfg};
   actors::run_node(
@@ -150,6 +156,10 @@ int cmd_serve(int argc, char** argv) {
   const std::string dir = a.get("model", topo.model.path);
   opened_model m;
   if (head_hosts && !sim) m = open_model(dir);
+  if (head_hosts) {  // as on a node (cmd_node)
+    kv::remove_stale_segments();
+    kv::transfer::registry::global().set_tcp_host(head.host);
+  }
   const served_model served =
       describe_model(topo, sim && topo.model.path.empty() ? "" : dir, m, a.get("chat-template", topo.model.chat_template));
   cluster_config cfg(topo);

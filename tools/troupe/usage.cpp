@@ -20,6 +20,7 @@ commands:
   bench engine   prefill and decode throughput against the machine's roofline
   bench runtime  the control plane under load, or the time outside the forward
   bench serve    load an OpenAI-compatible server and report TTFT, TPOT, ITL, E2E, throughput
+  bench kv-transfer  GB/s of each KV transfer backend against this machine's memcpy
   info           what this build and machine offer (ISA, threads, CUDA)
 
   troupe --version   the version
@@ -80,7 +81,7 @@ deterministic random weights.
   --arch llama|mistral|qwen2  --dtype f32|f16|bf16  --seed N  --tied  --rope-scaling llama3
   -h, --help               this text
 )"},
-      {"bench", R"(usage: troupe bench engine|runtime|serve [options]     (troupe bench engine --help, ...)
+      {"bench", R"(usage: troupe bench engine|runtime|serve|kv-transfer [options]     (troupe bench engine --help, ...)
 )"},
       {"bench engine", R"(usage: troupe bench engine --model DIR [options]
 Prefill and decode throughput of the engine against this machine's measured roofline.
@@ -109,6 +110,16 @@ Loads an OpenAI-compatible server and reports TTFT, TPOT, ITL, E2E, throughput a
   --shared-prefix SYSTEMS:USERS:TOKENS  --shuffle  --block-size N  --trace FILE.jsonl  --chat  --model NAME
   --goodput "ttft:MS tpot:MS e2el:MS"  --json FILE [--detailed]  --plot PREFIX
   --seed S  --vocab N  --timeout S  --no-ignore-eos  --quiet
+  -h, --help             this text
+)"},
+      {"bench kv-transfer", R"(usage: troupe bench kv-transfer [options]
+GB/s of each KV transfer backend (in-process, shared memory, TCP over loopback) moving f16
+blocks of a 1B-class layout, against memcpy measured in the same run. The shared-memory and TCP
+senders are a forked process.
+
+  --sizes 1,4,16,64,256  MiB of KV per transfer
+  --reps N               timed pulls per size and backend (median; default 5)
+  --json                 one JSON object on stdout instead of the table
   -h, --help             this text
 )"},
       {"info", R"(usage: troupe info

@@ -32,6 +32,12 @@ kv_source registry::expose(std::shared_ptr<const kv_cache> cache) {
   static const char* hex = "0123456789abcdef";
   for (int i = 0; i < 32; ++i) s.secret += hex[rd() % 16];
   std::lock_guard lock(mu_);
+  caches_[s.key] = {std::move(cache), s.secret};
+  return s;
+}
+
+kv_source registry::with_tcp(kv_source s) {
+  std::lock_guard lock(mu_);
   if (!server_ && server_error_.empty()) {
     try {
       server_ = std::make_unique<tcp_server>(*this, tcp_host_);
@@ -43,7 +49,6 @@ kv_source registry::expose(std::shared_ptr<const kv_cache> cache) {
     s.host = tcp_host_;
     s.port = server_->port();
   }
-  caches_[s.key] = {std::move(cache), s.secret};
   return s;
 }
 

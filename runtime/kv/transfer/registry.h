@@ -23,8 +23,12 @@ class registry {
   // names this node's address. Call before exposing (later calls change nothing once it runs).
   void set_tcp_host(const std::string& host);
 
-  // Makes `cache` pullable; returns how to reach it (the handle says which layers it holds).
+  // Makes `cache` pullable in this process and, if it is in shared memory, on this host;
+  // returns how to reach it (the handle says which layers it holds).
   kv_source expose(std::shared_ptr<const kv_cache> cache);
+  // `s` (exposed here) with the TCP server's address, which is started on first use (so a
+  // process whose KV never leaves it listens on nothing).
+  kv_source with_tcp(kv_source s);
   void withdraw(const std::string& key);
 
   // The cache exposed under `key` (null when withdrawn or never here); with `secret`, only if it
