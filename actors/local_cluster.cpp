@@ -1,5 +1,7 @@
 #include "actors/local_cluster.h"
 
+#include "actors/kv_store_actor.h"
+
 
 #include "actors/node_agent.h"
 #include "actors/request_owner.h"
@@ -20,6 +22,7 @@ void register_protocols(caf::actor_system_config& cfg) {
   register_engine_protocol(cfg);
   register_worker_protocol(cfg);
   register_router_protocol(cfg);
+  register_store_protocol(cfg);
   register_node_protocol(cfg);
   cfg.add_message_type<migration_event>("troupe.migration_event");
   cfg.add_message_type<std::vector<migration_event>>("troupe.migration_events");
@@ -153,6 +156,14 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
     rc.publisher = std::make_shared<kv_event_publisher>(topo.kv_events);
   router_ = sys.spawn(actors::router, rc);
   const auto groups = group_configs_of(topo);
+  // One KV store for the replicas of this process (a sim replica has no KV bytes to store).
+  bool hosts = false;
+  for (const auto& p : topology::place_replicas(topo)) hosts |= mode == placement_mode::all_here || p.node == head_;
+  if (hosts && !sim && model) {
+    const std::string me = head_.empty() ? topo.heads().front()->name : head_;
+    store_ = spawn_kv_store(sys, topo, ec, model->config(), me);
+    if (store_) caf::anon_send(router_, store_atom::value, store_id_of(topo, me), store_);
+  }
   for (const auto& p : topology::place_replicas(topo)) {
     if (mode == placement_mode::head_node_only && p.node != head_) continue;
     scheduler_actor s;
@@ -160,7 +171,7 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
       s = sys.spawn(sim_scheduler, shape, gpu, ec);
     } else {
       if (!model) throw input_error(topo.source + ": the head hosts replica " + to_string(p.replica) + " but no model was loaded");
-      s = sys.spawn(scheduler, model, tok, ec, groups.at(p.replica.value));
+      s = sys.spawn(scheduler, model, tok, ec, groups.at(p.replica.value), store_);
     }
     schedulers_.push_back(s);
     caf::anon_send(router_, replica_atom::value, p.replica, s);
@@ -171,6 +182,28 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
   oc.request_timeout = topo.timeouts.request;
   owner_ = sys.spawn(request_owner, router_, oc);
   registry_ = sys.spawn(node_registry, topo, router_);
+}
+
+replica_id store_id_of(const topology::topology_config& topo, const std::string& node) {
+  std::uint32_t index = 0;
+  while (index < topo.nodes.size() && topo.nodes[index].name != node) ++index;
+  return replica_id(store_id_base + index);
+}
+
+kv_store_actor spawn_kv_store(caf::actor_system& sys, const topology::topology_config& topo, const engine::engine_config& ec,
+                              const model::model_config& m, const std::string& node) {
+  if (!topo.kv_store.enabled()) return {};
+  kv_store_config c;
+  c.layout = engine::kv_layout_of(ec, m, {{0, m.num_hidden_layers}});
+  c.capacity_bytes = topo.kv_store.capacity_bytes;
+  c.id = store_id_of(topo, node);
+  c.hold = topo.kv_transfer.hold;
+  return sys.spawn<caf::detached>(kv_store, c);
+}
+
+void local_cluster::drain_replica(std::size_t i) {
+  caf::anon_send(router_, drain_atom::value, replica_id(std::uint32_t(i)));
+  caf::anon_send(schedulers_.at(i), drain_atom::value);
 }
 
 void local_cluster::kill_replica(std::size_t i) {
@@ -242,6 +275,7 @@ void local_cluster::stop() {
   caf::anon_send_exit(router_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(registry_, caf::exit_reason::user_shutdown);
   for (auto& s : schedulers_) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
+  if (store_) caf::anon_send_exit(store_, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace troupe::actors

@@ -10,6 +10,7 @@
 #include "actors/protocol/node_protocol.h"
 #include "actors/protocol/owner_protocol.h"
 #include "actors/protocol/router_protocol.h"
+#include "actors/protocol/store_protocol.h"
 #include "actors/worker_group.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/llama_model.h"
@@ -46,6 +47,14 @@ void check_groups(const topology::topology_config& topo, int num_layers);
 // the replica and the reason when one died starting, so the process ends instead of serving 503.
 void await_started(caf::actor_system& sys, const std::vector<scheduler_actor>& replicas, std::chrono::milliseconds timeout);
 
+// The id node `node`'s KV store has in KV events and the router.
+replica_id store_id_of(const topology::topology_config& topo, const std::string& node);
+
+// This process's KV store when the topology has [kv_store] (null otherwise): spawned on a thread
+// of its own, in the replicas' layout, with its id for node `node` of the topology.
+kv_store_actor spawn_kv_store(caf::actor_system& sys, const topology::topology_config& topo, const engine::engine_config& ec,
+                              const model::model_config& m, const std::string& node);
+
 // The model sizes a sim topology simulates: its preset, or its folder's config.json.
 model::model_config sim_shape(const topology::topology_config& topo);
 
@@ -67,6 +76,7 @@ class local_cluster {
   // Where clients submit: submit_atom + engine::request + a token_sink.
   owner_actor owner() const { return owner_; }
   router_actor router() const { return router_; }
+  kv_store_actor store() const { return store_; }  // null without [kv_store]
   const std::vector<scheduler_actor>& schedulers() const { return schedulers_; }
 
   // Fault injection: kills replica i's scheduler as if its process died.
@@ -75,6 +85,10 @@ class local_cluster {
   void kill_worker(std::size_t i, std::size_t rank);
   // Kills replica i's group supervisor (the whole group, and with it the replica).
   void kill_group(std::size_t i);
+  // Drains replica i: the router places nothing more on it and it hands every request it holds,
+  // with the KV computed so far, to other replicas. Returns at once; replica i's load report says
+  // when it is drained.
+  void drain_replica(std::size_t i);
   // Replica i's worker group as it is now.
   group_status group_of(std::size_t i);
 
@@ -101,6 +115,7 @@ class local_cluster {
   router_actor router_;
   owner_actor owner_;
   node_registry_actor registry_;
+  kv_store_actor store_;  // this process's, with [kv_store]
 };
 
 }  // namespace troupe::actors

@@ -75,9 +75,13 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
   if (heads.empty()) throw input_error(topo.source + ": no head to join");
   if (model) check_groups(topo, model->num_layers());
   topology::check_kv_memory(topo, node, machine_memory_bytes());
-  auto agent = sys.spawn(node_agent, node, model, tok, engine_config_of(topo), group_configs_of(topo), topo.model.path);
+  const auto ec = engine_config_of(topo);
+  // The node's KV store (with [kv_store]): its replicas offload to it, every head's router
+  // learns of it when the node joins.
+  const kv_store_actor store = model ? spawn_kv_store(sys, topo, ec, model->config(), node) : kv_store_actor{};
+  auto agent = sys.spawn(node_agent, node, model, tok, ec, group_configs_of(topo), topo.model.path, store);
   caf::scoped_actor self{sys};
-  const join_request req{node, agent, credentials.token, credentials.fingerprint};
+  const join_request req{node, agent, credentials.token, credentials.fingerprint, store};
   std::vector<head_link> links;
   for (const auto& h : heads) links.push_back({h, std::nullopt});
   std::size_t placed = 0;
@@ -92,6 +96,7 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
   if (!why_not.empty() && (std::none_of(links.begin(), links.end(), [](const head_link& l) { return l.registry.has_value(); }) ||
                            why_not.find("refused") != std::string::npos)) {
     self->send_exit(agent, caf::exit_reason::user_shutdown);
+    if (store) self->send_exit(store, caf::exit_reason::user_shutdown);
     throw input_error(why_not);
   }
   if (on_ready) on_ready(placed);

@@ -5,6 +5,7 @@
 #include <sys/sysinfo.h>
 #include <thread>
 
+#include "actors/local_cluster.h"
 #include "actors/scheduler_actor.h"
 
 namespace troupe::actors {
@@ -21,8 +22,9 @@ void register_node_protocol(caf::actor_system_config& cfg) {
 node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<node_agent_state> self, std::string node,
                                            std::shared_ptr<const model::llama_model> model,
                                            std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg,
-                                           std::vector<group_config> groups, std::string model_dir) {
+                                           std::vector<group_config> groups, std::string model_dir, kv_store_actor store) {
   auto& st = self->state;
+  st.store = std::move(store);
   st.node = std::move(node);
   st.model = std::move(model);
   st.tok = std::move(tok);
@@ -46,7 +48,7 @@ node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<no
         if (st.replicas.count(replica)) return st.replicas[replica];
         // Linked: when the agent goes, its replicas go with it.
         const group_config g = replica.value < st.groups.size() ? st.groups[replica.value] : group_config{};
-        auto s = self->spawn<caf::linked>(scheduler, st.model, st.tok, st.engine, g);
+        auto s = self->spawn<caf::linked>(scheduler, st.model, st.tok, st.engine, g, st.store);
         st.replicas[replica] = s;
         return s;
       },
@@ -110,6 +112,7 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
         if (!j.agent) return refuse("node \"" + node + "\" sent no agent");
         st.joined.emplace(node, j.agent.address());
         self->monitor(j.agent);
+        if (j.store) self->send(st.router, store_atom::value, store_id_of(st.topo, node), j.store);
         const node_agent_actor agent = j.agent;
         std::vector<replica_id> mine;
         for (auto& p : topology::place_replicas(st.topo))

@@ -22,6 +22,7 @@ struct node_agent_state {
   std::vector<group_config> groups;  // worker group of each replica of the topology, by id
   std::string model_dir;
   std::map<replica_id, scheduler_actor> replicas;
+  kv_store_actor store;  // the node's, handed to every replica spawned here
   static inline const char* name = "troupe.node_agent";
 };
 
@@ -29,7 +30,7 @@ node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<no
                                            std::shared_ptr<const model::llama_model> model,
                                            std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg,
                                            std::vector<group_config> groups,
-                                           std::string model_dir);
+                                           std::string model_dir, kv_store_actor store = {});
 
 struct node_registry_state {
   topology::topology_config topo;

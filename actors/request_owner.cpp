@@ -35,6 +35,27 @@ void watch(owner_ptr self, const scheduler_actor& s) {
   if (self->state.watched.insert(s.address()).second) self->monitor(s);
 }
 
+// Submits `req` to the replica the router chose; with a holder, the replica pulls req.kv_from
+// from it and then releases it.
+void submit(owner_ptr self, const std::string& id, const route_reply& rep, const engine::request& req, caf::actor holder,
+            std::shared_ptr<promise> initial) {
+  const auto sink = caf::actor_cast<token_sink>(self);
+  const auto timeout = self->state.cfg.request_timeout;
+  auto submitted = holder ? self->request(rep.scheduler, timeout, handoff_atom::value, req, holder, sink)
+                          : self->request(rep.scheduler, timeout, submit_atom::value, req, sink);
+  std::move(submitted).then(
+      [=](bool) {
+        if (initial) initial->deliver(true);
+        // Aborted while it was being placed: the replica must not run it for nobody.
+        if (!self->state.requests.count(id)) self->send(rep.scheduler, abort_atom::value, id);
+      },
+      [=](caf::error& err) {
+        // A bad request is refused everywhere: do not move it around.
+        if (holder) self->send(caf::actor_cast<scheduler_actor>(holder), release_atom::value, id);
+        fail(self, id, self->system().render(err), initial.get());
+      });
+}
+
 // Routes the request and submits it with the tokens streamed so far. `initial` is set for the
 // client's own submission; migrations pass null.
 void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_ptr<promise> initial) {
@@ -66,21 +87,17 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
             r.replica = rep.replica;
             r.prompt_done = false;
             watch(self, rep.scheduler);
-            const auto sink = caf::actor_cast<token_sink>(self);
-            const auto timeout = self->state.cfg.request_timeout;
-            auto submitted = holder ? self->request(rep.scheduler, timeout, handoff_atom::value, req, holder, sink)
-                                    : self->request(rep.scheduler, timeout, submit_atom::value, req, sink);
-            std::move(submitted).then(
-                    [=](bool) {
-                      if (initial) initial->deliver(true);
-                      // Aborted while it was being placed: the replica must not run it for nobody.
-                      if (!self->state.requests.count(id)) self->send(rep.scheduler, abort_atom::value, id);
+            if (holder || !rep.store) return submit(self, id, rep, req, holder, initial);
+            // A KV store holds more of its prefix than that replica: the store pins what it
+            // still has and the replica pulls it from there (no answer: computed as usual).
+            self->request(rep.store, self->state.cfg.request_timeout, lookup_atom::value, id, rep.store_hashes)
+                .then(
+                    [=](kv::transfer::kv_handle& h) mutable {
+                      if (h.empty()) return submit(self, id, rep, req, nullptr, initial);
+                      req.kv_from = std::move(h);
+                      submit(self, id, rep, req, caf::actor_cast<caf::actor>(rep.store), initial);
                     },
-                    [=](caf::error& err) {
-                      // A bad request is refused everywhere: do not move it around.
-                      if (holder) self->send(caf::actor_cast<scheduler_actor>(holder), release_atom::value, id);
-                      fail(self, id, self->system().render(err), initial.get());
-                    });
+                    [=](caf::error&) { submit(self, id, rep, req, nullptr, initial); });
           },
           [=](caf::error& err) { fail(self, id, "router: " + self->system().render(err), initial.get()); });
 }
@@ -166,20 +183,26 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
             continue;
           }
           if (u.finished && u.reason == engine::finish_reason::handoff) {
-            // Prefill done elsewhere: the client's stream goes on from a decode replica, which
-            // pulls the KV from the prefill replica instead of recomputing it.
-            r.kv = std::move(u.kv);
+            // Prefilled (or drained) elsewhere: the client's stream goes on from a decode-capable
+            // replica, which pulls the KV from the one that computed it instead of recomputing
+            // it. A request handed off before anything was computed just goes elsewhere.
+            const replica_id from = r.replica;
+            if (!u.kv.empty()) {
+              r.kv = std::move(u.kv);
+              r.kv_holder = r.scheduler;
+              r.kv_replica = from;
+              r.prefilled = true;
+            }
             u.kv = {};
-            r.kv_holder = r.scheduler;
-            r.kv_replica = r.replica;
             u.finished = false;
             u.reason = engine::finish_reason::none;
-            r.prefilled = true;
-            r.scheduler = nullptr;  // the prefill replica is done with it
-            auto& batch = out[r.client];
-            batch.step = b.step;
-            batch.updates.push_back(std::move(u));
-            place(self, it->first, no_replica, nullptr);
+            r.scheduler = nullptr;  // that replica is done with it
+            if (!u.tokens.empty()) {  // a prefill's first token; a drained request has none new
+              auto& batch = out[r.client];
+              batch.step = b.step;
+              batch.updates.push_back(std::move(u));
+            }
+            place(self, it->first, from, nullptr);
             continue;
           }
           auto& batch = out[r.client];

@@ -25,8 +25,9 @@ std::size_t slot_of(router_actor::stateful_pointer<router_state> self, replica_i
   return st.loads.size() - 1;
 }
 
-// Asks replica `replica` for its KV events from now on and for what it holds now.
-void subscribe_kv(router_actor::stateful_pointer<router_state> self, replica_id replica, const scheduler_actor& s) {
+// Asks replica (or store) `replica` for its KV events from now on and for what it holds now.
+template <class Handle>
+void subscribe_kv(router_actor::stateful_pointer<router_state> self, replica_id replica, const Handle& s) {
   self->request(s, self->state.cfg.request_timeout, kv_subscribe_atom::value, replica, caf::actor_cast<kv_event_sink>(self))
       .then([=](const kv_snapshot& snap) { self->state.index.reset(replica, snap.generation, snap.seq, snap.hashes); },
             [](caf::error&) {});  // a dead replica is handled by its down message
@@ -47,6 +48,13 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         st.loads[i].alive = false;
         st.replicas[i] = nullptr;
         st.index.drop(st.loads[i].replica);  // its blocks died with it
+      }
+    for (auto it = st.stores.begin(); it != st.stores.end();)
+      if (it->second.address() == dm.source) {
+        st.index.drop(it->first);
+        it = st.stores.erase(it);
+      } else {
+        ++it;
       }
   });
   self->send(self, poll_atom::value);
@@ -72,7 +80,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
           return l.alive && l.replica == q.avoid;
         });
         std::vector<kv::block_hash> hashes;
-        if (st.kv_aware) {  // where this request's prefix is cached, as far as the index knows
+        if (st.kv_aware || !st.stores.empty()) {  // where this request's prefix is cached, as far as the index knows
           kv::extend_block_hashes(hashes, q.tokens, st.cfg.block_size, {root, kv::salt_key(q.cache_salt), q.public_prefix});
           if (!hashes.empty() && int(hashes.size()) * st.cfg.block_size >= int(q.tokens.size()))
             hashes.pop_back();  // the last token is always computed: a full last block is never a hit
@@ -83,7 +91,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         if (!q.decode && !st.cfg.roles.empty()) {
           int queue = -1, cached = 0;
           for (const auto& l : st.loads) {
-            if (!l.alive || l.replica == q.avoid) continue;
+            if (!l.alive || l.replica == q.avoid || st.draining.count(l.replica)) continue;
             if (role_of(l.replica) == topology::pool_role::prefill)
               queue = queue < 0 ? l.waiting_prompt_tokens : std::min(queue, l.waiting_prompt_tokens);
             else if (st.kv_aware)
@@ -91,14 +99,14 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
           }
           prefill = queue >= 0 && routing::prefill_remotely(q.prompt_tokens - cached, queue, st.cfg.disaggregation);
         }
-        const bool filtering = avoiding || !st.cfg.roles.empty() || st.kv_aware;
+        const bool filtering = avoiding || !st.cfg.roles.empty() || st.kv_aware || !st.draining.empty();
         std::vector<routing::replica_load> view;
         if (filtering) {
           view = st.loads;
           for (auto& l : view) {
             const auto role = role_of(l.replica);
             const bool fits = prefill ? role == topology::pool_role::prefill : role != topology::pool_role::prefill;
-            if (l.replica == q.avoid || !fits) l.alive = false;
+            if (l.replica == q.avoid || !fits || st.draining.count(l.replica)) l.alive = false;
             if (st.kv_aware) {
               l.cached_blocks = st.index.matched_blocks(l.replica, hashes);
               l.index_complete = st.index.complete(l.replica);
@@ -123,6 +131,19 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         // And expect its blocks there: the next request with this prefix should follow it
         // before the replica's events say so.
         if (st.kv_aware) st.index.predict(r.replica, hashes);
+        // A store that holds more of the prefix than the replica: the replica pulls it from there.
+        if (!q.decode && !st.stores.empty()) {
+          const int own = filtering && st.kv_aware ? view[i].cached_blocks : 0;
+          int best = own;
+          for (const auto& [id, store] : st.stores) {
+            const int m = st.index.matched_blocks(id, hashes);
+            if (m > best) {
+              best = m;
+              r.store = store;
+            }
+          }
+          if (r.store) r.store_hashes.assign(hashes.begin(), hashes.begin() + best);
+        }
         return r;
       },
       [=](replica_atom, replica_id replica, scheduler_actor s) {
@@ -131,6 +152,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         self->state.replicas[i] = s;
         self->state.loads[i] = {replica, true, 0, 0, 0, 0};
         self->state.index.drop(replica);  // an earlier life's blocks are not this one's
+        self->state.draining.erase(replica);
         subscribe_kv(self, replica, s);
         return true;
       },
@@ -147,7 +169,8 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         const auto known = std::find_if(st.loads.begin(), st.loads.end(), [&](const routing::replica_load& l) {
           return l.alive && l.replica == b.replica;
         });
-        if (known == st.loads.end()) {  // a replica not (or no longer) registered here
+        const auto store = st.stores.find(b.replica);
+        if (known == st.loads.end() && store == st.stores.end()) {  // not (or no longer) registered here
           ++st.stats.kv_stale;
           return;
         }
@@ -159,7 +182,10 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
             return;
           case routing::prefix_index::outcome::gap:  // ask for everything again
             ++st.stats.kv_gaps;
-            subscribe_kv(self, b.replica, st.replicas[std::size_t(known - st.loads.begin())]);
+            if (store != st.stores.end())
+              subscribe_kv(self, b.replica, store->second);
+            else
+              subscribe_kv(self, b.replica, st.replicas[std::size_t(known - st.loads.begin())]);
             break;
         }
         if (st.cfg.publisher) st.cfg.publisher->publish(b);
@@ -168,6 +194,8 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         auto& st = self->state;
         router_stats s = st.stats;
         for (auto& [reason, n] : st.reasons) s.decisions.emplace_back(reason, n);
+        s.stores = st.stores.size();
+        for (auto& [id, store] : st.stores) s.store_blocks += st.index.size(id);
         if (st.cfg.publisher) {
           s.events_published = st.cfg.publisher->events_published();
           s.events_dropped = st.cfg.publisher->events_dropped();
@@ -183,8 +211,15 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
       },
       [=](live_atom) {
         std::uint32_t n = 0;
-        for (auto& l : self->state.loads) n += l.alive ? 1 : 0;
+        for (auto& l : self->state.loads) n += l.alive && !self->state.draining.count(l.replica) ? 1 : 0;
         return n;
+      },
+      [=](drain_atom, replica_id replica) { self->state.draining.insert(replica); },
+      [=](store_atom, replica_id id, kv_store_actor store) {
+        self->monitor(store);
+        self->state.stores[id] = store;
+        self->state.index.drop(id);
+        subscribe_kv(self, id, store);
       },
       [=](poll_atom) {
         auto& st = self->state;

@@ -3,6 +3,7 @@
 #pragma once
 #include <chrono>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "actors/protocol/router_protocol.h"
@@ -40,6 +41,8 @@ struct router_state {
   bool kv_aware = false;                    // the policy reads the prefix index
   routing::prefix_index index;              // fed by the replicas' KV events
   std::map<std::string, std::uint64_t> reasons;  // decisions by reason
+  std::set<replica_id> draining;                 // alive, but placed on no more
+  std::map<replica_id, kv_store_actor> stores;   // the nodes' KV stores, indexed like replicas
   router_stats stats;
   std::vector<std::int64_t> decision_ns;  // handler time per decision (bounded)
   static inline const char* name = "troupe.router";

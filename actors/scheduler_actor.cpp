@@ -72,7 +72,7 @@ void deliver(scheduler_actor::stateful_pointer<scheduler_state> self, std::vecto
 void hold_handoffs(scheduler_actor::stateful_pointer<scheduler_state> self, std::vector<engine::request_output>& outputs) {
   auto& st = self->state;
   for (auto& o : outputs) {
-    if (!o.finished || o.reason != engine::finish_reason::handoff) continue;
+    if (!o.finished || o.reason != engine::finish_reason::handoff || o.kv.empty()) continue;
     if (!st.sinks.count(o.id)) {
       st.engine->release_handoff(o.id);
       continue;
@@ -108,10 +108,50 @@ void publish_kv_events(scheduler_actor::stateful_pointer<scheduler_state> self) 
   send(std::move(part));
 }
 
+// A drained replica answers everyone waiting for it to be empty.
+void check_drained(scheduler_actor::stateful_pointer<scheduler_state> self) {
+  auto& st = self->state;
+  if (!st.draining || st.engine->has_unfinished() || st.engine->num_handoffs_held() > 0) return;
+  for (auto& p : st.drained) p.deliver(true);
+  st.drained.clear();
+}
+
+// The cached blocks the step let go of, to this node's KV store (write-behind: the store copies
+// them on its own thread while they stay pinned here, and the next step does not wait for it).
+void offload(scheduler_actor::stateful_pointer<scheduler_state> self) {
+  auto& st = self->state;
+  if (!st.store) return;
+  engine::offload_batch b = st.engine->take_offloads();
+  if (b.blocks.empty()) return;
+  kv_offload x;
+  x.from = b.from;
+  for (auto& o : b.blocks) {
+    x.hashes.push_back(o.hash);
+    x.parents.push_back(o.parent);
+    x.has_parent.push_back(o.has_parent ? 1 : 0);
+    x.tokens.insert(x.tokens.end(), o.tokens.begin(), o.tokens.end());
+  }
+  const auto blocks = b.from.blocks;
+  auto done = [self, blocks] {
+    self->state.engine->offload_done(blocks);
+    schedule_step(self);
+  };
+  self->request(st.store, st.engine->config().transfer_timeout, offload_atom::value, std::move(x))
+      .then([done](std::uint32_t) { done(); }, [done](caf::error&) { done(); });
+}
+
 // One engine step; its outputs go out when the executor is done with it (at once, after the
-// cost model's time on the sim backend, or when the worker group answers).
+// cost model's time on the sim backend, or when the worker group answers). A draining replica
+// runs no step: it hands off everything it holds instead.
 void run_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
   auto& st = self->state;
+  if (st.draining && !st.engine->step_in_flight()) {
+    auto outputs = st.engine->hand_off_all();
+    hold_handoffs(self, outputs);
+    deliver(self, outputs);
+    check_drained(self);
+    return;
+  }
   if (st.engine->step_in_flight() || !st.engine->has_work()) return;
   st.engine->step([self](std::vector<engine::request_output> outputs) {
     ++self->state.steps;
@@ -120,6 +160,7 @@ void run_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
     publish_kv_events(self);
     hold_handoffs(self, outputs);
     deliver(self, outputs);
+    offload(self);
     schedule_step(self);
   });
 }
@@ -186,12 +227,24 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
       },
       [=](release_atom, const std::string& id) {
         if (self->state.held.erase(id) && self->state.engine->release_handoff(id)) schedule_step(self);
+        check_drained(self);
       },
       [=](hold_atom, const std::string& id, std::uint64_t n) {
         auto it = self->state.held.find(id);
         if (it == self->state.held.end() || it->second != n) return;
         self->state.held.erase(it);
         if (self->state.engine->release_handoff(id)) schedule_step(self);
+        check_drained(self);
+      },
+      [=](drain_atom) -> caf::result<bool> {
+        auto& st = self->state;
+        st.draining = true;
+        auto rp = self->make_response_promise<bool>();
+        st.drained.push_back(rp);
+        // Between steps: hand off now (a step in flight hands off when it ends).
+        if (!st.engine->step_in_flight()) run_step(self);
+        check_drained(self);
+        return rp;
       },
       [=](kv_sources_atom, std::vector<kv::transfer::kv_source>& sources) {
         if (self->state.set_kv_sources) self->state.set_kv_sources(std::move(sources));
@@ -221,6 +274,7 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
         r.kv_pull_bytes = e.stats().kv_pull_bytes;
         r.kv_pull_seconds = e.stats().kv_pull_seconds;
         r.handoffs_held = std::int32_t(e.num_handoffs_held());
+        r.draining = self->state.draining;
         return r;
       },
       [=](kv_subscribe_atom, replica_id replica, kv_event_sink sink) {
@@ -255,8 +309,10 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
 scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<scheduler_state> self,
                                          std::shared_ptr<const model::llama_model> model,
                                          std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg,
-                                         group_config group) {
+                                         group_config group, kv_store_actor store) {
   auto& st = self->state;
+  st.store = std::move(store);
+  cfg.kv_offload = bool(st.store);
   st.group_cfg = group;
   // The ranks' KV has the geometry of the engine's block pool. Monitors, not links, tie the
   // replica's lifetime to its group both ways: a link would pass an exit_reason::kill on

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "actors/protocol/engine_protocol.h"
+#include "actors/protocol/store_protocol.h"
 #include "actors/worker_group.h"
 #include "runtime/engine/engine.h"
 
@@ -37,6 +38,9 @@ struct scheduler_state {
   std::map<std::string, std::uint64_t> held;
   std::uint64_t handoffs = 0;
   std::map<std::string, caf::actor> holders;
+  bool draining = false;
+  kv_store_actor store;  // this node's KV store, if any: cached blocks let go of are offered to it
+  std::vector<caf::typed_response_promise<bool>> drained;  // answered once nothing is left
   static inline const char* name = "troupe.scheduler";
 };
 
@@ -45,7 +49,7 @@ struct scheduler_state {
 scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<scheduler_state> self,
                                          std::shared_ptr<const model::llama_model> model,
                                          std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg,
-                                         group_config group = {});
+                                         group_config group = {}, kv_store_actor store = {});
 
 // The same scheduler over the sim backend: each step's outputs are sent when the cost model's
 // time for that step has passed (a delayed message, so no thread sleeps).

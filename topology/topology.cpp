@@ -525,6 +525,20 @@ void read_kv_transfer(const reader& r, const toml::table& root, topology_config&
   x.shared_memory = r.boolean(*k, "shared_memory", "kv_transfer.", true);
 }
 
+void read_kv_store(const reader& r, const toml::table& root, topology_config& t) {
+  const toml::table* k = r.table(root, "kv_store", "");
+  if (!k) return;
+  r.only_keys(*k, "kv_store.", {"capacity"});
+  const toml::node* c = k->get("capacity");
+  if (!c) r.fail(k, "kv_store.capacity", "is required (host memory per process, e.g. \"1GiB\")");
+  const double bytes = r.size(*c, "kv_store.capacity");
+  if (bytes < 1) r.fail(c, "kv_store.capacity", "must be positive");
+  if (bytes > double(std::size_t(1) << 50)) r.fail(c, "kv_store.capacity", "is beyond any machine");
+  if (t.model.backend == backend_kind::sim) r.fail(c, "kv_store.capacity", "the sim backend has no KV bytes to store");
+  if (!t.scheduler.prefix_caching) r.fail(c, "kv_store.capacity", "needs scheduler.prefix_caching (blocks are found by their prefix hash)");
+  t.kv_store.capacity_bytes = std::size_t(bytes);
+}
+
 void read_sim(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* s = r.table(root, "sim", "");
   if (!s) {
@@ -553,7 +567,7 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
   }
   reader r(source);
   r.only_keys(root, "", {"model", "nodes", "pools", "scheduler", "router", "timeouts", "frontend", "sim", "cluster", "kv_events",
-                         "kv_transfer"});
+                         "kv_transfer", "kv_store"});
   topology_config t;
   t.source = source;
   read_model(r, root, t);
@@ -566,6 +580,7 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
   read_frontend(r, root, t);
   read_kv_events(r, root, t);
   read_kv_transfer(r, root, t);
+  read_kv_store(r, root, t);
   read_cluster(r, root, t);
   return t;
 }

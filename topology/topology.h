@@ -67,6 +67,13 @@ struct router_spec {
 
 // Moving KV between replicas (runtime/kv/transfer): how, how long a pull may take, how long a
 // prefill replica holds a handed-off request's KV for its receiver, and what a failed pull does.
+// A KV store per process hosting replicas (actors/kv_store_actor.h): host memory for the prefix
+// blocks its replicas let go of, which any replica can pull back instead of recomputing.
+struct kv_store_spec {
+  std::size_t capacity_bytes = 0;  // 0: no store
+  bool enabled() const { return capacity_bytes > 0; }
+};
+
 struct kv_transfer_spec {
   kv::transfer::backend backend = kv::transfer::backend::automatic;
   std::chrono::milliseconds timeout{10000};
@@ -154,6 +161,7 @@ struct topology_config {
   cluster_spec cluster;
   kv_events_spec kv_events;
   kv_transfer_spec kv_transfer;
+  kv_store_spec kv_store;
   std::optional<sim_spec> sim;
 
   const node_spec* node(const std::string& name) const;

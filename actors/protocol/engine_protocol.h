@@ -106,6 +106,10 @@ struct load_report {
   std::uint64_t kv_pulls = 0, kv_pull_failures = 0, kv_pull_bytes = 0;
   double kv_pull_seconds = 0;
   std::int32_t handoffs_held = 0;
+  // Draining: admits nothing, hands what it holds to other replicas; drained once it also
+  // holds no request and no handed-off KV (safe to remove).
+  bool draining = false;
+  bool drained() const { return draining && running_seqs == 0 && waiting_seqs == 0 && handoffs_held == 0; }
 };
 
 template <class Inspector>
@@ -113,7 +117,7 @@ typename Inspector::result_type inspect(Inspector& f, load_report& x) {
   return f(caf::meta::type_name("load_report"), x.running_seqs, x.waiting_seqs, x.waiting_prompt_tokens,
            x.used_blocks, x.total_blocks, x.steps, x.forward_seconds, x.kv_losses, x.preemptions, x.prompt_tokens_computed, x.generated_tokens,
            x.prefix_queries, x.prefix_hits, x.cached_blocks, x.kv_pulls, x.kv_pull_failures, x.kv_pull_bytes,
-           x.kv_pull_seconds, x.handoffs_held);
+           x.kv_pull_seconds, x.handoffs_held, x.draining);
 }
 
 
@@ -165,6 +169,7 @@ using handoff_atom = caf::atom_constant<caf::atom("handoff")>;
 using release_atom = caf::atom_constant<caf::atom("release")>;
 using hold_atom = caf::atom_constant<caf::atom("hold")>;
 using claim_atom = caf::atom_constant<caf::atom("claim")>;
+using drain_atom = caf::atom_constant<caf::atom("drain")>;
 
 // The scheduler of one replica.
 using scheduler_actor = caf::typed_actor<
@@ -185,6 +190,10 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<abort_atom, std::string>,
     // The replica's current load.
     caf::replies_to<load_atom>::with<load_report>,
+    // Drain: from now on every request here is handed off to another replica at the end of the
+    // step, with the KV it has computed (the receiver pulls it), and requests that arrive are
+    // passed on the same way. Replies true once nothing is left here (safe to remove).
+    caf::replies_to<drain_atom>::with<bool>,
     // Send this replica's KV events to the sink from now on, stamped with replica id `r`;
     // replies with what the prefix cache holds now. A sink that dies is dropped.
     caf::replies_to<kv_subscribe_atom, replica_id, kv_event_sink>::with<kv_snapshot>,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "actors/protocol/engine_protocol.h"
+#include "actors/protocol/store_protocol.h"
 
 namespace troupe::actors {
 
@@ -47,11 +48,12 @@ struct join_request {
   node_agent_actor agent;
   std::string token;        // the cluster token
   std::string fingerprint;  // of the model the node loaded (model::model_fingerprint)
+  kv_store_actor store;     // the node's KV store, if the topology has them
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_request& x) {
-  return f(caf::meta::type_name("join_request"), x.node, x.agent, x.token, x.fingerprint);
+  return f(caf::meta::type_name("join_request"), x.node, x.agent, x.token, x.fingerprint, x.store);
 }
 
 // A head's answer to a join: the replicas it placed, and its generation, which grows with each

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "actors/protocol/engine_protocol.h"
+#include "actors/protocol/store_protocol.h"
 
 namespace troupe::actors {
 
@@ -31,6 +32,10 @@ struct route_reply {
   scheduler_actor scheduler;  // valid when placed
   std::string why;            // the policy's reason, or why nothing could be placed
   bool prefill_only = false;  // placed on a prefill replica: it hands the request off after its first token
+  // A KV store holds more of this request's prefix than the chosen replica: the owner looks
+  // these leading hashes up there and the replica pulls what is found instead of computing it.
+  kv_store_actor store;
+  std::vector<kv::block_hash> store_hashes;
 };
 
 template <class Inspector>
@@ -41,7 +46,8 @@ typename Inspector::result_type inspect(Inspector& f, route_query& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, route_reply& x) {
-  return f(caf::meta::type_name("route_reply"), x.placed, x.replica, x.scheduler, x.why, x.prefill_only);
+  return f(caf::meta::type_name("route_reply"), x.placed, x.replica, x.scheduler, x.why, x.prefill_only, x.store,
+           x.store_hashes);
 }
 
 using route_atom = caf::atom_constant<caf::atom("route")>;
@@ -61,12 +67,14 @@ struct router_stats {
   std::uint64_t kv_gaps = 0;            // times a replica's stream had a gap (snapshot asked)
   std::uint64_t events_published = 0;   // events sent on the ZeroMQ endpoint
   std::uint64_t events_dropped = 0;     // events the publisher could not keep up with
+  std::uint64_t stores = 0;             // KV stores followed
+  std::uint64_t store_blocks = 0;       // blocks the index holds for them
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, router_stats& x) {
   return f(caf::meta::type_name("router_stats"), x.decisions, x.kv_batches, x.kv_stale, x.kv_gaps, x.events_published,
-           x.events_dropped);
+           x.events_dropped, x.stores, x.store_blocks);
 }
 
 using router_actor = caf::typed_actor<
@@ -77,6 +85,11 @@ using router_actor = caf::typed_actor<
     caf::replies_to<replica_atom, replica_id, scheduler_actor>::with<bool>,
     // How many replicas can be placed on now.
     caf::replies_to<live_atom>::with<std::uint32_t>,
+    // A node's KV store joins (id store_id_base + node): the router follows its contents
+    // through its KV events and points requests at it when it holds more of their prefix.
+    caf::reacts_to<store_atom, replica_id, kv_store_actor>,
+    // Place nothing more on replica R (it is draining) until it registers again.
+    caf::reacts_to<drain_atom, replica_id>,
     // The live replicas' schedulers, wherever they run (for load queries and tools).
     caf::replies_to<replicas_atom>::with<std::vector<scheduler_actor>>,
     // The time each routing decision took, in nanoseconds, oldest first (the last 100,000).

@@ -90,24 +90,31 @@ kv::kv_cache_config kv_geometry(const engine_config& cfg, const model::model_con
   return {kv_pool_blocks(cfg, m), cfg.sched.block_size, cfg.kv_type, cfg.kv_shared_memory};
 }
 
+kv::transfer::kv_layout kv_layout_of(const engine_config& cfg, const model::model_config& m,
+                                     std::vector<std::pair<int, int>> ranks) {
+  kv::transfer::kv_layout l;
+  l.type = cfg.kv_type;
+  l.block_size = cfg.sched.block_size;
+  l.num_layers = m.num_hidden_layers;
+  l.n_kv_heads = m.num_key_value_heads;
+  l.head_dim = m.head_dim;
+  l.model_key = cfg.model_key;
+  l.ranks = std::move(ranks);
+  return l;
+}
+
 engine::engine(model::model_config shape, std::shared_ptr<const tokenizer::tokenizer> tok, engine_config cfg,
                std::unique_ptr<executor> exec)
     : mc_(std::move(shape)),
       tok_(std::move(tok)),
       cfg_(std::move(cfg)),
       exec_(std::move(exec)),
-      kv_({kv_pool_blocks(cfg_, mc_), cfg_.sched.block_size, cfg_.prefix_caching}),
+      kv_({kv_pool_blocks(cfg_, mc_), cfg_.sched.block_size, cfg_.prefix_caching, cfg_.kv_offload && cfg_.prefix_caching}),
       outputs_(tok_.get(), mc_.eos_token_ids, cfg_.max_model_len > 0 ? cfg_.max_model_len : mc_.max_position_embeddings),
       root_(kv::root_hash(cfg_.model_key)) {
   if (cfg_.max_model_len <= 0) cfg_.max_model_len = mc_.max_position_embeddings;
   if (!exec_) throw std::logic_error("engine: no executor");
-  layout_.type = cfg_.kv_type;
-  layout_.block_size = cfg_.sched.block_size;
-  layout_.num_layers = mc_.num_hidden_layers;
-  layout_.n_kv_heads = mc_.num_key_value_heads;
-  layout_.head_dim = mc_.head_dim;
-  layout_.model_key = cfg_.model_key;
-  layout_.ranks = exec_->kv_ranks();
+  layout_ = kv_layout_of(cfg_, mc_, exec_->kv_ranks());
 }
 
 engine::~engine() = default;
@@ -159,11 +166,10 @@ void engine::add_request(request r) {
   s->keys = {root_, kv::salt_key(r.cache_salt), r.public_prefix};
   if (cfg_.prefix_caching) kv::extend_block_hashes(s->hashes, s->tokens, cfg_.sched.block_size, s->keys);
   if (!r.kv_from.empty()) {
-    const int positions = int(s->tokens.size()) - 1;
-    if (r.generated.empty()) throw input_error("request '" + r.id + "': KV to pull needs the token generated with it");
-    if (r.kv_from.positions != positions)
-      throw input_error("request '" + r.id + "': the KV handle holds " + std::to_string(r.kv_from.positions) +
-                        " positions; its tokens need " + std::to_string(positions));
+    const int positions = r.kv_from.positions;  // at least its last token is computed here
+    if (positions < 1 || positions > int(s->tokens.size()) - 1)
+      throw input_error("request '" + r.id + "': the KV handle holds " + std::to_string(positions) + " positions; its " +
+                        std::to_string(s->tokens.size()) + " tokens take 1 to " + std::to_string(s->tokens.size() - 1));
     if (auto why = kv::transfer::layout_mismatch(r.kv_from.layout, layout_)) throw input_error("request '" + r.id + "': " + *why);
     s->num_computed = positions;  // once pulled; until then its reserved blocks sit out the steps
     s->pull_from = std::move(r.kv_from);
@@ -199,6 +205,25 @@ bool engine::release_handoff(const std::string& id) {
   return true;
 }
 
+offload_batch engine::take_offloads() {
+  offload_batch b;
+  b.blocks = kv_.take_offloads();
+  if (b.blocks.empty()) return b;
+  b.from.request = "offload";
+  b.from.layout = layout_;
+  b.from.sources = exec_->kv_sources();
+  for (const auto& o : b.blocks) b.from.blocks.push_back(o.block.value);
+  b.from.positions = std::int32_t(b.blocks.size()) * cfg_.sched.block_size;
+  return b;
+}
+
+void engine::offload_done(const std::vector<std::int32_t>& blocks) {
+  std::vector<kv::block_id> ids;
+  for (auto b : blocks) ids.push_back(kv::block_id(b));
+  kv_.unpin(ids);
+  stalled_ = false;
+}
+
 bool engine::has_work() const {
   if (!aborted_.empty()) return true;
   for (auto id : running_)
@@ -227,8 +252,27 @@ bool engine::abort(const std::string& id) {
   return true;
 }
 
+std::vector<request_output> engine::hand_off_all() {
+  if (pending_) throw std::logic_error("engine::hand_off_all: a step is in flight");
+  std::vector<request_output> out = std::move(aborted_);
+  aborted_.clear();
+  std::vector<std::uint64_t> ids = running_;
+  ids.insert(ids.end(), waiting_.begin(), waiting_.end());
+  for (auto id : ids) {
+    sequence& s = *seqs_.at(id);
+    if (s.pulling) continue;  // its KV is still arriving: handed off once it is here
+    request_output o;
+    o.id = s.name;
+    finish(s, finish_reason::handoff, o);
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
 void engine::finish(sequence& s, finish_reason why, request_output& o) {
-  if (why == finish_reason::handoff) {  // held until the receiver pulled the KV
+  // A request handed off with KV computed keeps its blocks until the receiver pulled them; one
+  // that computed nothing here (still waiting) goes without a handle.
+  if (why == finish_reason::handoff && s.num_computed > 0 && s.pull_from.empty()) {
     o.kv.request = s.name;
     o.kv.layout = layout_;
     o.kv.sources = exec_->kv_sources();

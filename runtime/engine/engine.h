@@ -46,6 +46,15 @@ struct engine_config {
   // How long a handed-off request's blocks wait for the receiver's pull (its scheduler actor
   // frees them after this even if no release came: the receiver died or gave up).
   std::chrono::milliseconds handoff_hold{60000};
+  // Offer cached blocks nobody holds any more to a KV store (take_offloads).
+  bool kv_offload = false;
+};
+
+// Blocks to copy to a KV store: `from` is a handle on them (from.blocks[i] is blocks[i]), pinned
+// until offload_done.
+struct offload_batch {
+  kv::transfer::kv_handle from;
+  std::vector<kv::offload_block> blocks;
 };
 
 struct engine_stats {
@@ -74,6 +83,9 @@ struct transfer_record {
 // How many KV blocks the config gives a model, and the geometry an executor sizes its cache by.
 int kv_pool_blocks(const engine_config& cfg, const model::model_config& m);
 kv::kv_cache_config kv_geometry(const engine_config& cfg, const model::model_config& m);
+// The KV layout replicas of this config and model agree on, for caches split as `ranks`.
+kv::transfer::kv_layout kv_layout_of(const engine_config& cfg, const model::model_config& m,
+                                     std::vector<std::pair<int, int>> ranks);
 
 class engine {
  public:
@@ -103,10 +115,21 @@ class engine {
   std::vector<request_output> step();
   bool step_in_flight() const { return pending_ != nullptr; }
 
+  // Ends every request here with reason handoff, for another replica to continue (a drain):
+  // those with KV computed hand it over (request_output::kv, held like a prefill's), the others
+  // go without. Requests whose own KV is still arriving are left for a later call. Not while a
+  // step is in flight.
+  std::vector<request_output> hand_off_all();
+
   // A request that ended with reason handoff keeps its blocks for the replica that pulls its
   // KV (request_output::kv); this frees them. False if `id` holds none.
   bool release_handoff(const std::string& id);
   std::size_t num_handoffs_held() const { return held_.size(); }
+
+  // With kv_offload: the cached blocks let go of since the last call, pinned for a store to copy;
+  // offload_done unpins them (copied or not).
+  offload_batch take_offloads();
+  void offload_done(const std::vector<std::int32_t>& blocks);
 
   // This replica's KV layout (what a sender's handle must match).
   const kv::transfer::kv_layout& kv_layout() const { return layout_; }

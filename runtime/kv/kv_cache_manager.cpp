@@ -6,7 +6,13 @@
 namespace troupe::kv {
 
 kv_cache_manager::kv_cache_manager(kv_manager_config cfg)
-    : cfg_(cfg), pool_(cfg.num_blocks), hash_of_(std::size_t(cfg.num_blocks), 0), cached_(std::size_t(cfg.num_blocks), false) {}
+    : cfg_(cfg), pool_(cfg.num_blocks), hash_of_(std::size_t(cfg.num_blocks), 0), cached_(std::size_t(cfg.num_blocks), false) {
+  if (cfg_.offload) {
+    parent_of_.assign(std::size_t(cfg.num_blocks), 0);
+    has_parent_.assign(std::size_t(cfg.num_blocks), false);
+    tokens_of_.assign(std::size_t(cfg.num_blocks) * std::size_t(cfg.block_size), 0);
+  }
+}
 
 const std::vector<block_id>& kv_cache_manager::table(seq_id s) const {
   static const std::vector<block_id> none;
@@ -97,6 +103,12 @@ void kv_cache_manager::cache_blocks(seq_id s, std::span<const block_hash> hashes
     by_hash_[h] = b;
     hash_of_[std::size_t(b.value)] = h;
     cached_[std::size_t(b.value)] = true;
+    if (cfg_.offload) {
+      parent_of_[std::size_t(b.value)] = i > 0 ? hashes[std::size_t(i) - 1] : 0;
+      has_parent_[std::size_t(b.value)] = i > 0;
+      std::copy_n(tokens.begin() + std::ptrdiff_t(i) * cfg_.block_size, cfg_.block_size,
+                  tokens_of_.begin() + std::ptrdiff_t(b.value) * cfg_.block_size);
+    }
     if (!ev) {
       events_.push_back({kv_event_kind::stored});
       ev = &events_.back();
@@ -116,6 +128,9 @@ void kv_cache_manager::free(seq_id s) {
   if (it == tables_.end()) return;
   std::vector<block_id> tail_first(it->second.rbegin(), it->second.rend());
   pool_.release(tail_first);
+  if (cfg_.offload)
+    for (block_id b : tail_first)
+      if (pool_.ref_count(b) == 0 && cached_[std::size_t(b.value)]) let_go_.push_back(b);
   tables_.erase(it);
   registered_.erase(s);
 }
@@ -125,8 +140,26 @@ void kv_cache_manager::clear_cache() {
   by_hash_.clear();
   std::fill(cached_.begin(), cached_.end(), false);
   for (auto& [s, n] : registered_) n = 0;
+  let_go_.clear();
   if (any || cfg_.prefix_caching) events_.push_back({kv_event_kind::cleared});
 }
+
+std::vector<offload_block> kv_cache_manager::take_offloads() {
+  std::vector<offload_block> out;
+  for (block_id b : let_go_) {
+    const auto i = std::size_t(b.value);
+    if (!cached_[i] || pool_.ref_count(b) != 0) continue;  // evicted, or held again (or offered twice)
+    pool_.take(b);
+    offload_block o{b, hash_of_[i], parent_of_[i], has_parent_[i], {}};
+    o.tokens.assign(tokens_of_.begin() + std::ptrdiff_t(i * std::size_t(cfg_.block_size)),
+                    tokens_of_.begin() + std::ptrdiff_t((i + 1) * std::size_t(cfg_.block_size)));
+    out.push_back(std::move(o));
+  }
+  let_go_.clear();
+  return out;
+}
+
+void kv_cache_manager::unpin(const std::vector<block_id>& blocks) { pool_.release(blocks); }
 
 std::vector<kv_event> kv_cache_manager::take_events() {
   std::vector<kv_event> out;

@@ -27,6 +27,17 @@ struct kv_manager_config {
   int num_blocks = 0;
   int block_size = 16;
   bool prefix_caching = true;
+  // Offer the cached blocks nobody holds any more to a KV store (take_offloads).
+  bool offload = false;
+};
+
+// A cached block to copy to a KV store, pinned (not evictable) until unpin().
+struct offload_block {
+  block_id block;
+  block_hash hash = 0;
+  block_hash parent = 0;
+  bool has_parent = false;
+  std::vector<std::int32_t> tokens;  // block_size of them
 };
 
 // What a lookup found: the leading blocks already computed, and how many of them sit in the
@@ -87,6 +98,13 @@ class kv_cache_manager {
 
   const prefix_stats& stats() const { return stats_; }
 
+  // With offload on: the cached blocks whose last holder let go since the last call and that are
+  // still cached and free, each pinned so the pool cannot hand it out until unpin(). A store
+  // copies them between steps (write-behind); a block taken again by a hit meanwhile is skipped
+  // (it is offered again when it is let go of again).
+  std::vector<offload_block> take_offloads();
+  void unpin(const std::vector<block_id>& blocks);
+
   // The events since the last call, oldest first.
   std::vector<kv_event> take_events();
   // Every hash cached now (a receiver that lost events rebuilds its view from this).
@@ -102,6 +120,11 @@ class kv_cache_manager {
   std::vector<block_hash> hash_of_;  // per block; meaningful where cached_[b]
   std::vector<bool> cached_;
   std::map<seq_id, int> registered_;  // per sequence: leading blocks already registered or hit
+  // Offload (cfg_.offload): each cached block's parent and tokens, and the blocks let go of.
+  std::vector<block_hash> parent_of_;
+  std::vector<bool> has_parent_;
+  std::vector<std::int32_t> tokens_of_;  // block_size per block
+  std::vector<block_id> let_go_;
   prefix_stats stats_;
   std::vector<kv_event> events_;
 };

@@ -81,6 +81,11 @@ int prefix_index::matched_blocks(replica_id r, std::span<const kv::block_hash> h
   return n;
 }
 
+std::size_t prefix_index::size(replica_id r) const {
+  auto it = replicas_.find(r);
+  return it == replicas_.end() ? 0 : it->second.blocks.size();
+}
+
 bool prefix_index::complete(replica_id r) const {
   auto it = replicas_.find(r);
   return it != replicas_.end() && it->second.complete;

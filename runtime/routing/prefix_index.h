@@ -39,6 +39,8 @@ class prefix_index {
   // How many of `hashes`, from the first, replica `r` holds (or is predicted to).
   int matched_blocks(replica_id r, std::span<const kv::block_hash> hashes) const;
   bool complete(replica_id r) const;
+  // Blocks the index holds for `r` (its events' view, predictions not counted).
+  std::size_t size(replica_id r) const;
 
  private:
   struct replica_view {

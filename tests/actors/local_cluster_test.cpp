@@ -59,6 +59,28 @@ BOOST_AUTO_TEST_CASE(requests_on_a_killed_replica_migrate_and_finish_with_the_sa
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_drained_replicas_requests_finish_elsewhere_with_their_kv_and_no_prompt_recomputed) {
+  for (bool greedy : {true, false}) {
+    const auto reqs = test::mixed_requests(32, small_model()->config().vocab_size, greedy, 120);
+    const auto expected = engine_outputs(reqs);
+    test::fault_action drain0 = [](local_cluster& c) { c.drain_replica(0); };
+    const run_result got = test::run_cluster(local_topology(2), reqs, 40, drain0);
+    check_same(reqs, expected, got);
+    BOOST_TEST_REQUIRE(got.loads.size() == 2u);
+    std::uint64_t prompts = 0, computed = 0;
+    for (const auto& r : reqs) prompts += r.prompt.size();
+    for (const auto& l : got.loads) computed += l.prompt_tokens_computed;
+    BOOST_TEST(computed == prompts);  // every prompt computed once: moved requests took their KV along
+    BOOST_TEST(got.loads[0].drained());
+    BOOST_TEST(got.loads[0].used_blocks == 0);
+    BOOST_TEST(got.loads[1].kv_pulls > 0u);
+    BOOST_TEST(got.loads[1].kv_pull_failures == 0u);
+    BOOST_TEST(got.migrations.empty());  // a drain is not a death
+    BOOST_TEST_MESSAGE((greedy ? "greedy" : "seeded") << ": " << got.loads[1].kv_pulls << " requests moved with their KV ("
+                       << got.loads[1].kv_pull_bytes << " bytes)");
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_request_that_cannot_be_placed_ends_with_an_error) {
   config cfg;
   caf::actor_system sys{cfg};

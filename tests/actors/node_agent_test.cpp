@@ -30,7 +30,7 @@ BOOST_AUTO_TEST_CASE(agent_spawns_stops_and_reports) {
   engine::engine_config ec;
   ec.num_blocks = 16;
   auto agent = sys.spawn(node_agent, std::string("n1"), model, std::shared_ptr<const tokenizer::tokenizer>(), ec,
-                         std::vector<group_config>{}, dir);
+                         std::vector<group_config>{}, dir, kv_store_actor{});
   caf::scoped_actor self{sys};
   scheduler_actor s;
   self->request(agent, timeout, spawn_replica_atom::value, replica_id(7))
@@ -71,7 +71,7 @@ BOOST_AUTO_TEST_CASE(registry_places_a_joining_nodes_replicas_and_refuses_strang
   const auto t0 = std::chrono::system_clock::now();
   auto registry = sys.spawn(node_registry, topo, head.router());
   auto agent = sys.spawn(node_agent, std::string("node-a"), model, std::shared_ptr<const tokenizer::tokenizer>(),
-                         engine_config_of(topo), group_configs_of(topo), dir);
+                         engine_config_of(topo), group_configs_of(topo), dir, kv_store_actor{});
   caf::scoped_actor self{sys};
   const std::string token = "a-cluster-token-of-some-length", fp = model::model_fingerprint(dir);
   // Refused, each with its reason, and nothing placed: before admission, a wrong token, another
@@ -106,7 +106,7 @@ BOOST_AUTO_TEST_CASE(registry_places_a_joining_nodes_replicas_and_refuses_strang
   auto later = sys.spawn(node_registry, topo, head.router());
   self->send(later, admit_atom::value, join_credentials{token, fp});
   auto agent_b = sys.spawn(node_agent, std::string("node-b"), model, std::shared_ptr<const tokenizer::tokenizer>(),
-                           engine_config_of(topo), group_configs_of(topo), dir);
+                           engine_config_of(topo), group_configs_of(topo), dir, kv_store_actor{});
   self->request(later, timeout, join_atom::value, join_request{"node-b", agent_b, token, fp})
       .receive([&](const join_reply& r) { BOOST_TEST(r.generation > first.generation); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
   self->send_exit(agent_b, caf::exit_reason::user_shutdown);

@@ -30,7 +30,7 @@ void check_actor_matches_engine(bool greedy) {
 
   config cfg;
   caf::actor_system sys{cfg};
-  auto sched = sys.spawn(scheduler, small_model(), std::shared_ptr<const tokenizer::tokenizer>(), test::engine_cfg(64, 512), group_config{});
+  auto sched = sys.spawn(scheduler, small_model(), std::shared_ptr<const tokenizer::tokenizer>(), test::engine_cfg(64, 512), group_config{}, kv_store_actor{});
   caf::scoped_actor self{sys};
   auto sink = caf::actor_cast<token_sink>(self);
   for (auto& r : reqs)
@@ -85,7 +85,7 @@ BOOST_AUTO_TEST_CASE(sixty_four_concurrent_seeded_requests_get_the_engines_token
 BOOST_AUTO_TEST_CASE(a_bad_request_is_refused_with_its_reason) {
   config cfg;
   caf::actor_system sys{cfg};
-  auto sched = sys.spawn(scheduler, small_model(), std::shared_ptr<const tokenizer::tokenizer>(), test::engine_cfg(64, 512), group_config{});
+  auto sched = sys.spawn(scheduler, small_model(), std::shared_ptr<const tokenizer::tokenizer>(), test::engine_cfg(64, 512), group_config{}, kv_store_actor{});
   caf::scoped_actor self{sys};
   engine::request r;
   r.id = "empty";

@@ -242,3 +242,83 @@ BOOST_AUTO_TEST_CASE(failing_pulls_recompute_and_free_the_blocks_on_both_sides) 
   BOOST_TEST(used == 0u);
   BOOST_TEST(held == 0u);
 }
+
+// Two nodes with a replica and a KV store each: a prefix computed on node-a and let go of goes to
+// node-a's store; the next request with that prefix, placed on node-b, pulls it from there (over
+// TCP, as from another host) and computes only the rest, with the tokens of a full recompute.
+BOOST_AUTO_TEST_CASE(a_prefix_computed_on_node_a_is_fetched_from_its_store_on_node_b) {
+  const std::string dir = model_dir();
+  const int vocab = 512;
+  auto reqs = test::mixed_requests(2, vocab, false, 60);
+  for (auto& r : reqs) {
+    std::vector<std::int32_t> p;
+    for (int i = 0; i < 320; ++i) p.push_back((i * 4513 + 11) % vocab);
+    p.insert(p.end(), r.prompt.begin(), r.prompt.end());
+    r.prompt = std::move(p);
+  }
+  const auto expected = aggregated(reqs);
+  std::string text = topology_text(dir, "backend = \"tcp\"\n\n[kv_store]\ncapacity = \"64MiB\"\n");
+  // One replica on each node instead of a prefill and a decode pool; round robin places the
+  // first request on node-a and the second on node-b.
+  const auto a = text.find("[[pools]]"), b = text.find("[scheduler]");
+  text.replace(a, b - a, "[[pools]]\nname = \"main\"\nreplicas = 2\nnodes = [\"node-a\", \"node-b\"]\n\n[router]\npolicy = \"round_robin\"\n\n");
+  const std::string path = "/tmp/troupe-store-" + std::to_string(::getpid()) + ".toml";
+  std::ofstream(path) << text;
+  auto topo = topology::load_topology(path);
+  config cfg(topo);
+  caf::actor_system sys{cfg};
+  local_cluster head(sys, topo, nullptr, nullptr, placement_mode::head_node_only);
+  const std::uint16_t port = head.publish("127.0.0.1", 0);
+  const std::string token = "store-test-token-" + std::to_string(::getpid());
+  ::setenv("TROUPE_CLUSTER_TOKEN", token.c_str(), 1);
+  head.admit({token, model::model_fingerprint(dir)});
+  const std::string troupe = std::string(TROUPE_BINARY_DIR) + "/troupe";
+  auto node = [&](const std::string& name) {
+    return std::vector<std::string>{troupe, "node", path, "--name", name, "--head", "127.0.0.1:" + std::to_string(port)};
+  };
+  test::child_process na(node("node-a")), nb(node("node-b"));
+  BOOST_TEST_REQUIRE(na.wait_for_line("ready"));
+  BOOST_TEST_REQUIRE(nb.wait_for_line("ready"));
+  caf::scoped_actor self{sys};
+  auto sink = caf::actor_cast<token_sink>(self);
+  auto run_one = [&](const engine::request& r) {
+    self->request(head.owner(), std::chrono::seconds(30), submit_atom::value, r, sink)
+        .receive([](bool ok) { BOOST_TEST(ok); }, [&](caf::error& e) { BOOST_FAIL("submit: " << sys.render(e)); });
+    std::vector<std::int32_t> got;
+    for (bool done = false; !done;)
+      self->receive(
+          [&](token_batch& batch) {
+            for (auto& u : batch.updates) {
+              got.insert(got.end(), u.tokens.begin(), u.tokens.end());
+              done |= u.finished;
+            }
+          },
+          caf::after(std::chrono::seconds(60)) >> [&] { BOOST_FAIL("no tokens for 60 s"); });
+    return got;
+  };
+  BOOST_TEST(run_one(reqs[0]) == expected[0]);
+  // Wait until the head's router has heard from node-a's store that it holds the 20 prefix
+  // blocks (its events cross the network after the replica's offload).
+  router_stats rs;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (rs.store_blocks < 20 && std::chrono::steady_clock::now() < deadline)
+    self->request(head.router(), std::chrono::seconds(30), router_stats_atom::value)
+        .receive([&](router_stats& s) { rs = s; }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  BOOST_TEST_REQUIRE(rs.stores == 2u);
+  BOOST_TEST_REQUIRE(rs.store_blocks >= 20u);
+  BOOST_TEST(run_one(reqs[1]) == expected[1]);
+  std::vector<scheduler_actor> reps;
+  self->request(head.router(), std::chrono::seconds(30), replicas_atom::value)
+      .receive([&](std::vector<scheduler_actor>& r) { reps = std::move(r); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  std::uint64_t pulls = 0, computed = 0;
+  for (auto& s : reps)
+    self->request(s, std::chrono::seconds(30), load_atom::value)
+        .receive([&](load_report& l) {
+                   pulls += l.kv_pulls;
+                   computed += l.prompt_tokens_computed;
+                 },
+                 [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  BOOST_TEST(pulls == 1u);
+  BOOST_TEST(computed == reqs[0].prompt.size() + reqs[1].prompt.size() - 320);  // the prefix once
+  std::remove(path.c_str());
+}

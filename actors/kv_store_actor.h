@@ -1,0 +1,44 @@
+// A node's KV store as an actor: host memory (a shared-memory kv_cache of its own, exposed for
+// pulls like a replica's) holding prefix blocks the node's replicas let go of, found by hash
+// (runtime/kv/kv_store.h). It runs on its own thread (spawned detached), so copying blocks in
+// never takes a thread from the replicas' steps; the replicas pin what they offer until it
+// answers. Any replica of the cluster can pull a prefix it holds: in-process, by shared memory on
+// this host, or over TCP from elsewhere.
+#pragma once
+#include <map>
+#include <memory>
+
+#include "actors/protocol/store_protocol.h"
+#include "runtime/kv/kv_cache.h"
+#include "runtime/kv/kv_store.h"
+
+namespace troupe::actors {
+
+struct kv_store_config {
+  kv::transfer::kv_layout layout;  // the replicas' (one rank over every layer here)
+  std::size_t capacity_bytes = 0;
+  replica_id id;                    // its id in KV events (store_id_base + node index)
+  std::chrono::milliseconds hold{60000};  // how long a lookup's blocks stay pinned unclaimed
+};
+
+struct kv_store_state {
+  kv_store_config cfg;
+  std::unique_ptr<kv::kv_store_index> index;
+  std::shared_ptr<kv::kv_cache> cache;
+  kv::transfer::kv_source source;
+  struct pin {
+    std::vector<std::int32_t> slots;
+    std::uint64_t n = 0;
+  };
+  std::map<std::string, pin> pins;  // by request, until released
+  std::uint64_t pin_count = 0;
+  std::vector<kv_event_sink> sinks;
+  std::uint64_t generation = 0, seq = 0;
+  store_report stats;
+  ~kv_store_state();
+  static inline const char* name = "troupe.kv_store";
+};
+
+kv_store_actor::behavior_type kv_store(kv_store_actor::stateful_pointer<kv_store_state> self, kv_store_config cfg);
+
+}  // namespace troupe::actors

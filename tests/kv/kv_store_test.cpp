@@ -1,0 +1,155 @@
+// The KV store: its index (least recently used blocks dropped first, pinned ones never, a failed
+// write leaves nothing), the replicas' offer of blocks they let go of (pinned until the store has
+// copied them), and the store in a running cluster: a prefix computed on one replica and let go
+// of is pulled from the store by another replica, which then computes only the rest and gives
+// the tokens of a full recompute.
+#define BOOST_TEST_MODULE kv_store
+#include <boost/test/unit_test.hpp>
+
+#include "actors/kv_store_actor.h"
+#include "actors/local_cluster.h"
+#include "runtime/kv/kv_cache_manager.h"
+#include "runtime/kv/kv_store.h"
+#include "tests/support/cluster_run.h"
+#include "tests/support/kv_blocks.h"
+
+using namespace troupe;
+using namespace troupe::kv;
+
+BOOST_AUTO_TEST_CASE(the_index_drops_the_least_recently_used_unpinned_block) {
+  kv_store_index ix(3);
+  std::vector<block_hash> dropped;
+  for (block_hash h : {11, 12, 13}) {
+    auto s = ix.reserve(h, dropped);
+    BOOST_TEST_REQUIRE(s.has_value());
+    ix.commit(h);
+  }
+  BOOST_TEST(!ix.reserve(12, dropped).has_value());  // held already
+  const std::vector<block_hash> lookup = {11, 12, 99};
+  const auto pinned = ix.pin_prefix(lookup);         // 11, 12 pinned and used: 13 is the oldest now
+  BOOST_TEST(pinned.size() == 2u);
+  BOOST_TEST_REQUIRE(ix.reserve(14, dropped).has_value());
+  BOOST_TEST(dropped == std::vector<block_hash>{13});
+  ix.commit(14);
+  // Every other block is pinned: no room until they are unpinned.
+  dropped.clear();
+  const std::vector<block_hash> just14 = {14};
+  auto p14 = ix.pin_prefix(just14);
+  BOOST_TEST(!ix.reserve(15, dropped).has_value());
+  ix.unpin(pinned);
+  BOOST_TEST_REQUIRE(ix.reserve(15, dropped).has_value());
+  BOOST_TEST(dropped == std::vector<block_hash>{11});
+  ix.abort(15);  // its write failed: the slot is free, the hash unknown
+  BOOST_TEST(ix.held() == 2);
+  const std::vector<block_hash> chain = {12, 14}, gap = {12, 15, 14};
+  BOOST_TEST(ix.matched(chain) == 2);
+  BOOST_TEST(ix.matched(gap) == 1);  // a run of leading hashes: it stops at the first missing
+  BOOST_TEST(ix.hashes() == (std::vector<block_hash>{12, 14}));
+}
+
+BOOST_AUTO_TEST_CASE(blocks_let_go_of_are_offered_once_pinned_and_skipped_if_evicted_or_held) {
+  kv_cache_manager m({8, 4, true, true});
+  std::vector<block_hash> hashes = {101, 102, 103};
+  std::vector<std::int32_t> tokens(12);
+  for (int i = 0; i < 12; ++i) tokens[std::size_t(i)] = i;
+  BOOST_TEST_REQUIRE(m.allocate(1, 3));
+  m.cache_blocks(1, hashes, tokens, 3);
+  BOOST_TEST(m.take_offloads().empty());  // still held
+  m.free(1);
+  auto offered = m.take_offloads();
+  BOOST_TEST_REQUIRE(offered.size() == 3u);
+  BOOST_TEST(offered[0].hash == 103u);  // freed tail first
+  BOOST_TEST(offered[2].hash == 101u);
+  BOOST_TEST(!offered[2].has_parent);
+  BOOST_TEST(offered[1].parent == 101u);
+  BOOST_TEST(offered[1].tokens == (std::vector<std::int32_t>{4, 5, 6, 7}));
+  BOOST_TEST(m.num_free() == 5);  // pinned: not evictable while the store copies them
+  BOOST_TEST(!m.allocate(2, 6));
+  BOOST_TEST(m.take_offloads().empty());  // offered once
+  std::vector<block_id> ids;
+  for (auto& o : offered) ids.push_back(o.block);
+  m.unpin(ids);
+  BOOST_TEST(m.num_free() == 8);
+  BOOST_TEST(m.find_prefix(hashes, 3).blocks.size() == 3u);  // still cached after the copy
+  // Let go of again, then evicted before the offer: nothing to offer.
+  auto hit = m.find_prefix(hashes, 3);
+  m.attach_prefix(3, hit);
+  m.free(3);
+  BOOST_TEST_REQUIRE(m.allocate(4, 8));
+  BOOST_TEST(m.take_offloads().empty());
+}
+
+namespace {
+
+using namespace troupe::actors;
+
+// Two requests sharing a 160-token prefix (10 blocks) with different tails.
+std::vector<engine::request> pair_with_prefix(bool greedy) {
+  auto reqs = test::mixed_requests(2, test::small_model()->config().vocab_size, greedy, 60);
+  for (auto& r : reqs) {
+    std::vector<std::int32_t> p;
+    for (int i = 0; i < 160; ++i) p.push_back((i * 4513 + 11) % test::small_model()->config().vocab_size);
+    p.insert(p.end(), r.prompt.begin(), r.prompt.end());
+    r.prompt = std::move(p);
+  }
+  return reqs;
+}
+
+std::vector<std::int32_t> run_one(caf::scoped_actor& self, local_cluster& c, const engine::request& r) {
+  self->request(c.owner(), std::chrono::seconds(30), submit_atom::value, r, caf::actor_cast<token_sink>(self))
+      .receive([](bool ok) { BOOST_TEST(ok); }, [&](caf::error& e) { BOOST_FAIL("submit: " << to_string(e)); });
+  std::vector<std::int32_t> got;
+  for (bool done = false; !done;)
+    self->receive(
+        [&](token_batch& b) {
+          for (auto& u : b.updates) {
+            got.insert(got.end(), u.tokens.begin(), u.tokens.end());
+            done |= u.finished;
+          }
+        },
+        [](kv::kv_event_batch&) {},
+        caf::after(std::chrono::seconds(60)) >> [&] { BOOST_FAIL("no tokens for 60 s"); });
+  return got;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_prefix_let_go_of_on_one_replica_is_pulled_from_the_store_by_another) {
+  for (bool greedy : {true, false}) {
+    const auto reqs = pair_with_prefix(greedy);
+    const auto expected = test::engine_outputs(reqs);
+    auto topo = test::local_topology(2);  // round robin: the first request on replica 0, the second on 1
+    topo.kv_store.capacity_bytes = std::size_t(64) << 20;
+    test::config cfg;
+    caf::actor_system sys{cfg};
+    local_cluster c(sys, topo, test::small_model(), nullptr);
+    BOOST_TEST_REQUIRE(bool(c.store()));
+    caf::scoped_actor self{sys};
+    // Told when the store holds the first request's blocks (the router is told in the same step).
+    self->request(c.store(), std::chrono::seconds(30), kv_subscribe_atom::value, replica_id(0), caf::actor_cast<kv_event_sink>(self))
+        .receive([](const kv_snapshot& s) { BOOST_TEST(s.hashes.empty()); }, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
+    BOOST_TEST(run_one(self, c, reqs[0]) == expected[0]);
+    std::size_t stored = 0;
+    while (stored < 10)
+      self->receive([&](kv::kv_event_batch& b) {
+                      for (auto& e : b.events) {
+                        BOOST_TEST(e.medium == "cpu");
+                        if (e.kind == kv::kv_event_kind::stored) stored += e.hashes.size();
+                      }
+                    },
+                    caf::after(std::chrono::seconds(30)) >> [&] { BOOST_FAIL("the store stored " << stored << " blocks"); });
+    BOOST_TEST(run_one(self, c, reqs[1]) == expected[1], (greedy ? "greedy" : "seeded"));
+    load_report r1;
+    self->request(c.schedulers()[1], std::chrono::seconds(30), load_atom::value)
+        .receive([&](load_report& l) { r1 = l; }, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
+    BOOST_TEST(r1.kv_pulls == 1u);
+    // Replica 1 computed only what follows the 160 shared tokens.
+    BOOST_TEST(r1.prompt_tokens_computed == reqs[1].prompt.size() - 160);
+    store_report s;
+    self->request(c.store(), std::chrono::seconds(30), load_atom::value)
+        .receive([&](store_report& x) { s = x; }, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
+    BOOST_TEST(s.lookups == 1u);
+    BOOST_TEST(s.hit_blocks == 10u);
+    BOOST_TEST(s.stored >= 10u);
+  }
+}
