@@ -85,6 +85,8 @@ kv_region::~kv_region() {
   }
 }
 
+void kv_region::unlink_name(const std::string& name) { ::shm_unlink(name.c_str()); }
+
 std::string new_segment_name() {
   static std::atomic<std::uint64_t> next{0};
   return "/troupe-kv-" + std::to_string(::getpid()) + "-" + std::to_string(next++);

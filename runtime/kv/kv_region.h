@@ -32,6 +32,10 @@ class kv_region {
   const std::string& name() const { return name_; }  // empty for heap memory
   bool shared() const { return !name_.empty(); }
 
+  // Removes segment `name` from the namespace now: no process can map it any more, while
+  // mappings made before stay valid until unmapped (a cache withdrawn from its registry).
+  static void unlink_name(const std::string& name);
+
  private:
   kv_region() = default;
   std::uint8_t* data_ = nullptr;

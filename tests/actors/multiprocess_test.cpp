@@ -10,6 +10,7 @@
 
 #include "actors/local_cluster.h"
 #include "runtime/model/fingerprint.h"
+#include "tests/support/cluster_run.h"
 #include "tests/support/engine_factory.h"
 #include "tests/support/models.h"
 #include "tests/support/process.h"
@@ -139,17 +140,11 @@ void fail_a_node_mid_generation(bool greedy, fault how, const std::string& confi
   if (how == fault::none) {  // disaggregated and undisturbed: every prompt's KV moved once
     BOOST_TEST(migrations.empty());
     BOOST_TEST(head.live_replicas() == 2u);
-    std::vector<scheduler_actor> reps;
-    self->request(head.router(), std::chrono::seconds(30), replicas_atom::value)
-        .receive([&](std::vector<scheduler_actor>& r) { reps = std::move(r); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
     std::uint64_t generated = 0, prompt_computed = 0;
-    for (auto& s : reps)
-      self->request(s, std::chrono::seconds(30), load_atom::value)
-          .receive([&](load_report& l) {
-                     generated += l.generated_tokens;
-                     prompt_computed += l.prompt_tokens_computed;
-                   },
-                   [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+    for (const auto& l : test::live_loads(self, head.router())) {
+      generated += l.generated_tokens;
+      prompt_computed += l.prompt_tokens_computed;
+    }
     std::uint64_t prompts = 0, outputs = 0;
     for (std::size_t i = 0; i < reqs.size(); ++i) {
       prompts += reqs[i].prompt.size();

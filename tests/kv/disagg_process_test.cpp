@@ -22,6 +22,7 @@
 #include "actors/local_cluster.h"
 #include "runtime/kv/kv_region.h"
 #include "runtime/model/fingerprint.h"
+#include "tests/support/cluster_run.h"
 #include "tests/support/engine_factory.h"
 #include "tests/support/models.h"
 #include "tests/support/process.h"
@@ -102,36 +103,56 @@ struct outcome {
   std::uint64_t head_io = 0;       // bytes through the head's system calls during the run
 };
 
-// Runs `reqs` on the two-node topology; kills node-a once `kill_after` first tokens arrived (0:
-// never).
+// The head in this process and node-a and node-b as `troupe node` processes, on `text`.
+struct two_nodes {
+  std::string path;
+  topology::topology_config topo;
+  std::unique_ptr<config> cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::unique_ptr<local_cluster> head;
+  std::unique_ptr<test::child_process> a, b;  // destroyed (killed) first
+
+  explicit two_nodes(const std::string& text) : path("/tmp/troupe-kv-test-" + std::to_string(::getpid()) + ".toml") {
+    std::ofstream(path) << text;
+    topo = topology::load_topology(path);
+    cfg = std::make_unique<config>(topo);
+    sys = std::make_unique<caf::actor_system>(*cfg);
+    head = std::make_unique<local_cluster>(*sys, topo, nullptr, nullptr, placement_mode::head_node_only);
+    const std::uint16_t port = head->publish("127.0.0.1", 0);
+    const std::string token = "kv-test-token-" + std::to_string(::getpid());
+    ::setenv("TROUPE_CLUSTER_TOKEN", token.c_str(), 1);
+    head->admit({token, model::model_fingerprint(topo.model.path)});
+    auto node = [&](const std::string& name) {
+      return std::vector<std::string>{std::string(TROUPE_BINARY_DIR) + "/troupe", "node", path, "--name", name, "--head",
+                                      "127.0.0.1:" + std::to_string(port)};
+    };
+    a = std::make_unique<test::child_process>(node("node-a"));
+    b = std::make_unique<test::child_process>(node("node-b"));
+    BOOST_TEST_REQUIRE(a->wait_for_line("ready"));
+    BOOST_TEST_REQUIRE(b->wait_for_line("ready"));
+    BOOST_TEST_REQUIRE(head->live_replicas() == 2u);
+  }
+  ~two_nodes() {
+    a.reset();
+    b.reset();
+    head.reset();
+    sys.reset();
+    std::remove(path.c_str());
+  }
+};
+
+// Runs `reqs` on the prefill/decode topology; kills node-a once `kill_after` first tokens
+// arrived (0: never).
 outcome run(const std::string& model_dir, const std::string& kv_transfer, const std::vector<engine::request>& reqs,
             int kill_after = 0) {
-  const std::string path = "/tmp/troupe-disagg-" + std::to_string(::getpid()) + ".toml";
-  std::ofstream(path) << topology_text(model_dir, kv_transfer);
-  auto topo = topology::load_topology(path);
-  config cfg(topo);
-  caf::actor_system sys{cfg};
-  local_cluster head(sys, topo, nullptr, nullptr, placement_mode::head_node_only);
-  const std::uint16_t port = head.publish("127.0.0.1", 0);
-  const std::string token = "disagg-test-token-" + std::to_string(::getpid());
-  ::setenv("TROUPE_CLUSTER_TOKEN", token.c_str(), 1);
-  head.admit({token, model::model_fingerprint(model_dir)});
-  const std::string troupe = std::string(TROUPE_BINARY_DIR) + "/troupe";
-  auto node = [&](const std::string& name) {
-    return std::vector<std::string>{troupe, "node", path, "--name", name, "--head", "127.0.0.1:" + std::to_string(port)};
-  };
-  test::child_process a(node("node-a")), b(node("node-b"));
-  BOOST_TEST_REQUIRE(a.wait_for_line("ready"));
-  BOOST_TEST_REQUIRE(b.wait_for_line("ready"));
-  BOOST_TEST_REQUIRE(head.live_replicas() == 2u);
-
+  two_nodes c(topology_text(model_dir, kv_transfer));
   outcome out;
-  caf::scoped_actor self{sys};
+  caf::scoped_actor self{*c.sys};
   auto sink = caf::actor_cast<token_sink>(self);
   const std::uint64_t io0 = io_bytes();
   for (auto& r : reqs)
-    self->request(head.owner(), std::chrono::seconds(30), submit_atom::value, r, sink)
-        .receive([](bool ok) { BOOST_TEST(ok); }, [&](caf::error& e) { BOOST_FAIL("submit: " << sys.render(e)); });
+    self->request(c.head->owner(), std::chrono::seconds(30), submit_atom::value, r, sink)
+        .receive([](bool ok) { BOOST_TEST(ok); }, [&](caf::error& e) { BOOST_FAIL("submit: " << to_string(e)); });
   std::size_t done = 0;
   int firsts = 0;
   while (done < reqs.size())
@@ -146,20 +167,14 @@ outcome run(const std::string& model_dir, const std::string& kv_transfer, const 
               BOOST_TEST(engine::finish_reason_name(u.reason) == std::string("length"), u.id << ": " << u.error);
             }
           }
-          if (kill_after > 0 && firsts >= kill_after && a.pid() > 0) {
-            a.kill(SIGKILL);
+          if (kill_after > 0 && firsts >= kill_after) {
+            c.a->kill(SIGKILL);
             kill_after = 0;
           }
         },
         caf::after(std::chrono::seconds(120)) >> [&] { BOOST_FAIL("no tokens for 120 s"); });
   out.head_io = io_bytes() - io0;
-  std::vector<scheduler_actor> reps;
-  self->request(head.router(), std::chrono::seconds(30), replicas_atom::value)
-      .receive([&](std::vector<scheduler_actor>& r) { reps = std::move(r); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
-  for (auto& s : reps)
-    self->request(s, std::chrono::seconds(30), load_atom::value)
-        .receive([&](load_report& l) { out.loads.push_back(l); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
-  std::remove(path.c_str());
+  out.loads = test::live_loads(self, c.head->router());
   return out;
 }
 
@@ -262,28 +277,12 @@ BOOST_AUTO_TEST_CASE(a_prefix_computed_on_node_a_is_fetched_from_its_store_on_no
   // first request on node-a and the second on node-b.
   const auto a = text.find("[[pools]]"), b = text.find("[scheduler]");
   text.replace(a, b - a, "[[pools]]\nname = \"main\"\nreplicas = 2\nnodes = [\"node-a\", \"node-b\"]\n\n[router]\npolicy = \"round_robin\"\n\n");
-  const std::string path = "/tmp/troupe-store-" + std::to_string(::getpid()) + ".toml";
-  std::ofstream(path) << text;
-  auto topo = topology::load_topology(path);
-  config cfg(topo);
-  caf::actor_system sys{cfg};
-  local_cluster head(sys, topo, nullptr, nullptr, placement_mode::head_node_only);
-  const std::uint16_t port = head.publish("127.0.0.1", 0);
-  const std::string token = "store-test-token-" + std::to_string(::getpid());
-  ::setenv("TROUPE_CLUSTER_TOKEN", token.c_str(), 1);
-  head.admit({token, model::model_fingerprint(dir)});
-  const std::string troupe = std::string(TROUPE_BINARY_DIR) + "/troupe";
-  auto node = [&](const std::string& name) {
-    return std::vector<std::string>{troupe, "node", path, "--name", name, "--head", "127.0.0.1:" + std::to_string(port)};
-  };
-  test::child_process na(node("node-a")), nb(node("node-b"));
-  BOOST_TEST_REQUIRE(na.wait_for_line("ready"));
-  BOOST_TEST_REQUIRE(nb.wait_for_line("ready"));
-  caf::scoped_actor self{sys};
+  two_nodes c(text);
+  caf::scoped_actor self{*c.sys};
   auto sink = caf::actor_cast<token_sink>(self);
   auto run_one = [&](const engine::request& r) {
-    self->request(head.owner(), std::chrono::seconds(30), submit_atom::value, r, sink)
-        .receive([](bool ok) { BOOST_TEST(ok); }, [&](caf::error& e) { BOOST_FAIL("submit: " << sys.render(e)); });
+    self->request(c.head->owner(), std::chrono::seconds(30), submit_atom::value, r, sink)
+        .receive([](bool ok) { BOOST_TEST(ok); }, [&](caf::error& e) { BOOST_FAIL("submit: " << to_string(e)); });
     std::vector<std::int32_t> got;
     for (bool done = false; !done;)
       self->receive(
@@ -302,23 +301,16 @@ BOOST_AUTO_TEST_CASE(a_prefix_computed_on_node_a_is_fetched_from_its_store_on_no
   router_stats rs;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (rs.store_blocks < 20 && std::chrono::steady_clock::now() < deadline)
-    self->request(head.router(), std::chrono::seconds(30), router_stats_atom::value)
-        .receive([&](router_stats& s) { rs = s; }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+    self->request(c.head->router(), std::chrono::seconds(30), router_stats_atom::value)
+        .receive([&](router_stats& s) { rs = s; }, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
   BOOST_TEST_REQUIRE(rs.stores == 2u);
   BOOST_TEST_REQUIRE(rs.store_blocks >= 20u);
   BOOST_TEST(run_one(reqs[1]) == expected[1]);
-  std::vector<scheduler_actor> reps;
-  self->request(head.router(), std::chrono::seconds(30), replicas_atom::value)
-      .receive([&](std::vector<scheduler_actor>& r) { reps = std::move(r); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
   std::uint64_t pulls = 0, computed = 0;
-  for (auto& s : reps)
-    self->request(s, std::chrono::seconds(30), load_atom::value)
-        .receive([&](load_report& l) {
-                   pulls += l.kv_pulls;
-                   computed += l.prompt_tokens_computed;
-                 },
-                 [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  for (const auto& l : test::live_loads(self, c.head->router())) {
+    pulls += l.kv_pulls;
+    computed += l.prompt_tokens_computed;
+  }
   BOOST_TEST(pulls == 1u);
   BOOST_TEST(computed == reqs[0].prompt.size() + reqs[1].prompt.size() - 320);  // the prefix once
-  std::remove(path.c_str());
 }

@@ -102,6 +102,20 @@ inline run_result run_cluster(const topology::topology_config& topo, const std::
   return out;
 }
 
+// The load report of every replica the router can place on now, wherever it runs.
+inline std::vector<actors::load_report> live_loads(caf::scoped_actor& self, const actors::router_actor& router) {
+  using namespace actors;
+  std::vector<scheduler_actor> reps;
+  self->request(router, std::chrono::seconds(30), replicas_atom::value)
+      .receive([&](std::vector<scheduler_actor>& r) { reps = std::move(r); },
+               [&](caf::error& e) { BOOST_FAIL("replicas: " << to_string(e)); });
+  std::vector<load_report> out;
+  for (auto& s : reps)
+    self->request(s, std::chrono::seconds(30), load_atom::value)
+        .receive([&](load_report& l) { out.push_back(l); }, [&](caf::error& e) { BOOST_FAIL("load: " << to_string(e)); });
+  return out;
+}
+
 inline void check_same(const std::vector<engine::request>& reqs, const std::vector<std::vector<std::int32_t>>& expected,
                        const run_result& got) {
   for (std::size_t i = 0; i < reqs.size(); ++i) {

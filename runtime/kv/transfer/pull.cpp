@@ -100,7 +100,7 @@ pull_result pull(const kv_handle& from, const pull_target& to, backend how, std:
   const int lo = to.first_layer, hi = to.first_layer + dst.num_layers();
   for (int l = lo; l < hi;) {  // one run of layers per sending rank
     const int r = lay.rank_of(l);
-    const auto [rfirst, rlast] = lay.ranks[std::size_t(r)];
+    const int rfirst = lay.ranks[std::size_t(r)].first, rlast = lay.ranks[std::size_t(r)].second;
     const int end = std::min(hi, rlast);
     const kv_source& s = from.sources[std::size_t(r)];
     res.used = resolve(how, s);

@@ -59,6 +59,10 @@ void registry::withdraw(const std::string& key) {
   if (it == caches_.end()) return;
   last = std::move(it->second.cache);
   caches_.erase(it);
+  // Its segment's name goes now: a transfer still reading it (a TCP connection, a receiver's
+  // mapping) keeps the memory until it is done, but nothing can map it again, and a process
+  // that exits right after leaves nothing behind in /dev/shm.
+  if (last->region().shared()) kv_region::unlink_name(last->region().name());
 }
 
 std::shared_ptr<const kv_cache> registry::find(const std::string& key) const {

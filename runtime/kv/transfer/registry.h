@@ -26,6 +26,7 @@ class registry {
   // Makes `cache` pullable in this process and, if it is in shared memory, on this host;
   // returns how to reach it (the handle says which layers it holds).
   kv_source expose(std::shared_ptr<const kv_cache> cache);
+  // Makes it unreachable: removed here, and its shared-memory segment unlinked.
   // `s` (exposed here) with the TCP server's address, which is started on first use (so a
   // process whose KV never leaves it listens on nothing).
   kv_source with_tcp(kv_source s);
