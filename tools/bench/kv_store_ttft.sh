@@ -3,7 +3,7 @@
 # (docs/performance.md, "KV store"). Pairs of requests share a 2,000-token system prompt; round
 # robin puts the first of each pair on replica 0 (it computes the prompt, then lets go of it:
 # the store keeps it) and the second on replica 1, which pulls the prefix from the store, or,
-# without [kv_store], computes it again. One request every 2 s, one at a time, so each first
+# without [kv_store], computes it again. One request every 5 s (a 2,000-token prefill takes about 2.3 s here), one at a time, so each first
 # request's blocks reach the store before its pair arrives. Writes docs/bench/store-cpu-*.json.
 #
 # usage: tools/bench/kv_store_ttft.sh     (after building: cmake --build build)
@@ -33,7 +33,7 @@ for store in on off; do
   else awk '/^\[kv_store\]/ { skip = 1 } !skip' configs/bench-store-cpu.toml > "$tmp/c.toml"; fi
   serve "$tmp/c.toml"
   build/troupe bench serve --url "http://127.0.0.1:$port" --shared-prefix "$pairs:2:2000" --requests $((2 * pairs)) \
-      --prompt-len 8 --output-len 4 --rate 0.5 --arrival fixed --concurrency 1 --seed 3 --quiet --detailed \
+      --prompt-len 8 --output-len 4 --rate 0.2 --arrival fixed --concurrency 1 --seed 3 --quiet --detailed \
       --json "$out/store-cpu-$store.json" > /dev/null
   stop
 done
