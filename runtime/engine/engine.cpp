@@ -56,6 +56,7 @@ struct engine::sequence {
   bool pull_lost = false;             // the executor's KV was lost while it pulled
   bool abort_after_pull = false;      // aborted while pulling: its blocks go when the pull ends
   double transfer_seconds = 0;
+  int pull_skip = 0;                  // leading blocks of its table found cached, not pulled
   kv::hash_keys keys;                     // how its blocks are keyed in the prefix cache
   std::vector<kv::block_hash> hashes;     // of its full blocks so far
   using clock = std::chrono::steady_clock;
@@ -360,6 +361,13 @@ forward_plan engine::begin_step() {
       // If admitted, it computes its prompt's blocks from here: later arrivals with the same
       // prefix wait for them.
       for (std::size_t i = next; i < s.hashes.size() && int(i + 1) * bs <= s.prompt_len; ++i) computing.insert(s.hashes[i]);
+    } else if (cfg_.prefix_caching && !s.pull_from.empty() && snap.num_blocks == 0) {
+      // KV to pull: what this replica's own cache holds of it is not pulled again.
+      kv::extend_block_hashes(s.hashes, s.tokens, bs, s.keys);
+      kv::prefix_hit hit = kv_.find_prefix(s.hashes, s.pull_from.positions / bs);
+      snap.num_blocks = int(hit.blocks.size());
+      snap.cached_free_blocks = hit.evictable;
+      if (!hit.blocks.empty()) hits.emplace(id, std::move(hit));
     }
     wait.push_back(snap);
   }
@@ -378,8 +386,20 @@ forward_plan engine::begin_step() {
     sequence& s = *seqs_.at(id);
     if (auto h = hits.find(id); h != hits.end()) {  // hits first: allocations may evict
       kv_.attach_prefix(id, h->second);
-      s.num_computed = h->second.tokens(bs);
-      kv_.count_lookup(int(s.tokens.size()), s.num_computed);
+      const int cached = h->second.tokens(bs);
+      kv_.count_lookup(int(s.tokens.size()), cached);
+      if (s.pull_from.empty()) {
+        s.num_computed = cached;
+      } else {  // the pull brings only the blocks after the cached ones
+        const auto k = std::ptrdiff_t(h->second.blocks.size());
+        s.pull_from.blocks.erase(s.pull_from.blocks.begin(), s.pull_from.blocks.begin() + k);
+        s.pull_from.positions -= cached;
+        s.pull_skip = int(k);
+        if (s.pull_from.positions == 0) {  // all of it was here: nothing to pull
+          s.pull_from = {};
+          if (on_transfer_) on_transfer_({s.name, {}, 0});
+        }
+      }
     }
   }
   for (const auto& sc : plan.scheduled)
@@ -516,7 +536,9 @@ void engine::start_pull(sequence& s) {
   const auto t0 = sequence::clock::now();
   const std::uint64_t id = s.id, epoch = s.pull_epoch;
   // The table as of now: the pull fills the leading blocks, the step after it writes the rest.
-  exec_->pull_kv(s.pull_from, layout_, kv_.raw_table(id), cfg_.transfer_backend, t0 + cfg_.transfer_timeout,
+  std::vector<std::int32_t> table = kv_.raw_table(id);
+  table.erase(table.begin(), table.begin() + s.pull_skip);  // blocks found in this replica's cache
+  exec_->pull_kv(s.pull_from, layout_, std::move(table), cfg_.transfer_backend, t0 + cfg_.transfer_timeout,
                  [this, id, epoch, t0](pull_outcome out) {
                    auto it = seqs_.find(id);
                    if (it != seqs_.end()) it->second->transfer_seconds += std::chrono::duration<double>(sequence::clock::now() - t0).count();
@@ -529,6 +551,7 @@ void engine::pulled(std::uint64_t id, std::uint64_t epoch, pull_outcome out) {
   if (it == seqs_.end() || !it->second->pulling || it->second->pull_epoch != epoch) return;
   sequence& s = *it->second;
   s.pulling = false;
+  s.pull_skip = 0;
   stalled_ = false;
   transfer_record rec{s.name, std::move(out), s.transfer_seconds};
   if (s.pull_lost && rec.outcome.error.empty()) rec.outcome.error = "the replica's KV was lost while it arrived";

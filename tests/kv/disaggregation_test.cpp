@@ -185,3 +185,29 @@ BOOST_AUTO_TEST_CASE(a_handle_of_another_layout_is_refused_naming_the_difference
   all_blocks_free(p);
   all_blocks_free(d);
 }
+
+BOOST_AUTO_TEST_CASE(blocks_the_decode_replica_already_caches_are_not_pulled_again) {
+  // D has served a request with the same 96-token prefix: a handoff of another one pulls only the
+  // blocks after it (3 of 9), and decodes the tokens of a full recompute.
+  const int vocab = test::small_model()->config().vocab_size;
+  auto reqs = test::mixed_requests(2, vocab, false, 40);
+  for (auto& r : reqs) {
+    std::vector<std::int32_t> p;
+    for (int i = 0; i < 96; ++i) p.push_back((i * 4513 + 11) % vocab);
+    r.prompt.resize(40, 7);
+    p.insert(p.end(), r.prompt.begin(), r.prompt.end());
+    r.prompt = std::move(p);
+  }
+  const outputs ref = reference(reqs);
+  auto p = engine::cpu_engine(test::small_model(), nullptr, test::engine_cfg(64, 2048, 256));
+  auto d = engine::cpu_engine(test::small_model(), nullptr, test::engine_cfg(64, 512, 256));
+  BOOST_TEST(engine::generate_all(d, {reqs[0]})[0] == ref[0]);
+  const outputs got = prefill_then_decode(p, d, {reqs[1]});
+  BOOST_TEST(got[0] == ref[1]);
+  BOOST_TEST(d.stats().kv_pulls == 1u);
+  const std::size_t per_block = 16 * std::size_t(2 * test::small_model()->config().num_hidden_layers) *
+                                std::size_t(test::small_model()->config().kv_dim()) * 4;  // f32 K and V
+  BOOST_TEST(d.stats().kv_pull_bytes == 3 * per_block);
+  all_blocks_free(p);
+  all_blocks_free(d);
+}
