@@ -129,6 +129,25 @@ BOOST_AUTO_TEST_CASE(a_run_against_troupe_serve_accounts_for_every_request_and_t
   BOOST_TEST(std::filesystem::file_size(out + "-cdf.png") > 1000u);
 }
 
+// Against a disaggregated server, the KV transfer is a phase of its own: every request's KV
+// was pulled once by the decode replica, and the report says how many and how long on average.
+BOOST_AUTO_TEST_CASE(a_run_against_a_disaggregated_server_reports_the_kv_transfer_phase) {
+  const std::string model = test::synth_model("small-llama-f32", test::preset("small"));
+  test::serve_process serve({std::string(TROUPE_SOURCE_DIR) + "/configs/disagg.toml", "--model", model});
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const std::string out = std::string(TROUPE_BINARY_DIR) + "/bench-serve-disagg.json";
+  const auto r = test::run_command(std::string(TROUPE_BINARY_DIR) + "/troupe bench serve --url http://127.0.0.1:" +
+                                   std::to_string(serve.port()) + " --requests 6 --concurrency 3 --prompt-len 64 " +
+                                   "--output-len 4 --quiet --json " + out + " 2>&1");
+  BOOST_TEST_REQUIRE(r.status == 0, r.output);
+  BOOST_TEST(r.output.find("Mean KV transfer time (server, ms):") != std::string::npos, r.output);
+  std::ifstream in(out);
+  const auto j = nlohmann::json::parse(in);
+  BOOST_TEST(j["completed"] == 6);
+  BOOST_TEST(j["kv_transfers"].get<double>() == 6.0);
+  BOOST_TEST(j["mean_kv_transfer_ms"].get<double>() > 0.0);
+}
+
 BOOST_AUTO_TEST_CASE(two_thousand_streams_are_open_at_once_on_the_sim_backend) {
   // 32 simulated replicas compute nothing, so only the frontend and the control plane are
   // exercised. Every stream has its first token before any stream ends: all 2,000 were open

@@ -154,12 +154,14 @@ int cmd_bench_serve(int argc, char** argv) {
     // Disaggregated serving: the KV transfer phase (decode replica's reservation to KV in place).
     const auto ts0 = counter(*before, "request_kv_transfer_time_seconds_sum"), ts1 = counter(after, "request_kv_transfer_time_seconds_sum");
     const auto tc0 = counter(*before, "request_kv_transfer_time_seconds_count"), tc1 = counter(after, "request_kv_transfer_time_seconds_count");
-    if (status == 200 && ts0 && ts1 && tc0 && tc1 && *tc1 > *tc0) {
-      const double mean_ms = (*ts1 - *ts0) / (*tc1 - *tc0) * 1e3;
-      j["kv_transfers"] = *tc1 - *tc0;
+    // A histogram has no series before its first observation: absent before the run is zero.
+    if (status == 200 && ts1 && tc1 && *tc1 > tc0.value_or(0)) {
+      const double n = *tc1 - tc0.value_or(0);
+      const double mean_ms = (*ts1 - ts0.value_or(0)) / n * 1e3;
+      j["kv_transfers"] = n;
       j["mean_kv_transfer_ms"] = mean_ms;
       char b[200];
-      std::snprintf(b, sizeof b, "%-40s %.0f\n%-40s %.2f\n", "KV transfers (server):", *tc1 - *tc0, "Mean KV transfer time (server, ms):", mean_ms);
+      std::snprintf(b, sizeof b, "%-40s %.0f\n%-40s %.2f\n", "KV transfers (server):", n, "Mean KV transfer time (server, ms):", mean_ms);
       text += b;
     }
     if (status == 200 && f0 && f1 && s.output_tokens > 0) {
