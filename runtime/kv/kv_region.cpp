@@ -40,9 +40,9 @@ std::unique_ptr<kv_region> kv_region::create_shared(const std::string& name, std
     throw e;
   }
   void* p = ::mmap(nullptr, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
   if (p == MAP_FAILED) {
     auto e = sys_error("cannot map", name);
+    ::close(fd);
     ::shm_unlink(name.c_str());
     throw e;
   }
@@ -52,6 +52,7 @@ std::unique_ptr<kv_region> kv_region::create_shared(const std::string& name, std
   r->name_ = name;
   r->owner_ = true;
   r->mapped_ = true;
+  r->fd_ = fd;
   return r;
 }
 
@@ -77,6 +78,7 @@ std::unique_ptr<kv_region> kv_region::open_shared(const std::string& name, std::
 }
 
 kv_region::~kv_region() {
+  if (fd_ >= 0) ::close(fd_);
   if (mapped_) {
     ::munmap(data_, size_ ? size_ : 1);
     if (owner_) ::shm_unlink(name_.c_str());

@@ -31,6 +31,9 @@ class kv_region {
   std::size_t size() const { return size_; }
   const std::string& name() const { return name_; }  // empty for heap memory
   bool shared() const { return !name_.empty(); }
+  // The segment's file descriptor (a segment this process created), else -1: the TCP server
+  // sends from it with sendfile, so the kernel references the pages instead of copying them.
+  int fd() const { return fd_; }
 
   // Removes segment `name` from the namespace now: no process can map it any more, while
   // mappings made before stay valid until unmapped (a cache withdrawn from its registry).
@@ -42,6 +45,7 @@ class kv_region {
   std::size_t size_ = 0;
   std::string name_;
   bool owner_ = false;  // unlinks the segment name on destruction
+  int fd_ = -1;
   bool mapped_ = false;
 };
 

@@ -1,6 +1,7 @@
 // KV blocks over TCP, for replicas on different hosts: the sender's process runs one server that
-// writes blocks straight from the cache's memory (writev over the blocks, no staging copy) and
-// the receiver reads them straight into its reserved blocks (readv), one layer after another.
+// sends blocks straight from the cache (sendfile from its shared-memory segment, so the kernel
+// references the pages instead of copying them; writev from private memory) and the receiver
+// reads them straight into its reserved blocks (readv), one layer after another.
 //
 // Wire format (little-endian), one request per connection:
 //   request:  "TKV1", u32 body length, body = u16 key length, key, u16 secret length, secret,
