@@ -1,5 +1,11 @@
 #include "actors/kv_store_actor.h"
 
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "runtime/kv/transfer/pull.h"
 #include "runtime/kv/transfer/registry.h"
 
@@ -14,11 +20,13 @@ void register_store_protocol(caf::actor_system_config& cfg) {
 
 kv_store_state::~kv_store_state() {
   if (!source.key.empty()) kv::transfer::registry::global().withdraw(source.key);
+  if (disk_fd >= 0) ::close(disk_fd);
 }
 
 namespace {
 
 using store_ptr = kv_store_actor::stateful_pointer<kv_store_state>;
+using kv::block_hash;
 
 void publish(store_ptr self, std::vector<kv::kv_event> events) {
   auto& st = self->state;
@@ -35,6 +43,71 @@ void unpin(store_ptr self, const std::string& request) {
   self->state.pins.erase(it);
 }
 
+kv::kv_event removed(block_hash h, const char* medium) { return {kv::kv_event_kind::removed, {h}, 0, false, {}, 0, medium}; }
+
+kv::kv_event stored(const kv_store_state& st, block_hash h, const char* medium) {
+  const auto& m = st.meta.at(h);
+  return {kv::kv_event_kind::stored, {h}, m.parent, m.has_parent, m.tokens, st.cfg.layout.block_size, medium};
+}
+
+// A memory slot's bytes (every layer's K and V of one block) to or from a slot of the file.
+bool file_io(kv_store_state& st, std::int32_t mem_slot, std::int32_t disk_slot, bool to_file) {
+  const std::size_t bb = st.cache->block_bytes();
+  std::size_t at = std::size_t(disk_slot) * 2 * std::size_t(st.cache->num_layers()) * bb;
+  for (int l = 0; l < st.cache->num_layers(); ++l)
+    for (int kv = 0; kv < 2; ++kv, at += bb) {
+      std::uint8_t* p = st.cache->block_data(l, kv, mem_slot);
+      for (std::size_t done = 0; done < bb;) {
+        const ssize_t n = to_file ? ::pwrite(st.disk_fd, p + done, bb - done, off_t(at + done))
+                                  : ::pread(st.disk_fd, p + done, bb - done, off_t(at + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        done += std::size_t(n);
+      }
+    }
+  return true;
+}
+
+// A memory slot for block `h` (pinned until commit or abort). When memory is full, the least
+// recently used unpinned block goes to the file if there is one (dropping the file's least
+// recently used), else it is dropped; the events say so.
+std::optional<std::int32_t> place_in_memory(kv_store_state& st, block_hash h, std::vector<kv::kv_event>& events) {
+  std::vector<block_hash> dropped;
+  auto s = st.index->reserve(h, dropped);
+  if (!s) return s;
+  for (block_hash d : dropped) {  // at most one: its bytes are still in slot *s
+    events.push_back(removed(d, "cpu"));
+    bool kept = false;
+    if (st.disk) {
+      std::vector<block_hash> gone;
+      if (auto ds = st.disk->reserve(d, gone)) {
+        for (block_hash g : gone) {
+          events.push_back(removed(g, "disk"));
+          st.meta.erase(g);
+          ++st.stats.dropped;
+        }
+        if (file_io(st, *s, *ds, true)) {
+          st.disk->commit(d);
+          events.push_back(stored(st, d, "disk"));
+          ++st.stats.demoted;
+          kept = true;
+        } else {
+          st.disk->abort(d);
+        }
+      }
+    }
+    if (!kept) {
+      st.meta.erase(d);
+      ++st.stats.dropped;
+    }
+  }
+  return s;
+}
+
+bool holds(const kv_store_state& st, block_hash h) {
+  return st.index->slot_of(h) || (st.disk && st.disk->slot_of(h));
+}
+
 }  // namespace
 
 kv_store_actor::behavior_type kv_store(store_ptr self, kv_store_config cfg) {
@@ -47,6 +120,24 @@ kv_store_actor::behavior_type kv_store(store_ptr self, kv_store_config cfg) {
                                             l.head_dim);
   st.source = kv::transfer::registry::global().with_tcp(kv::transfer::registry::global().expose(st.cache));
   st.stats.slots = slots;
+  if (!st.cfg.disk_dir.empty() && st.cfg.disk_bytes > 0) {
+    // Unlinked as soon as it is open: the space goes back when this process ends, however it ends.
+    const std::string path = st.cfg.disk_dir + "/troupe-kv-store-" + std::to_string(::getpid()) + "-" +
+                             std::to_string(st.cfg.id.value) + ".bin";
+    const int disk_slots = kv::kv_cache::blocks_in(st.cfg.disk_bytes, l.block_size, l.type, l.num_layers, l.n_kv_heads, l.head_dim);
+    st.disk_fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (st.disk_fd >= 0) {
+      ::unlink(path.c_str());
+      if (::ftruncate(st.disk_fd, off_t(std::size_t(disk_slots) * 2 * l.num_layers * l.block_bytes())) == 0) {
+        st.disk = std::make_unique<kv::kv_store_index>(disk_slots);
+        st.stats.disk_slots = disk_slots;
+      }
+    }
+    if (!st.disk) {
+      const std::string why = std::strerror(errno);
+      self->quit(caf::make_error(caf::sec::runtime_error, "[kv_store] disk: cannot use " + path + ": " + why));
+    }
+  }
   st.generation = std::uint64_t(
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   self->set_down_handler([=](const caf::down_msg& m) {
@@ -58,25 +149,28 @@ kv_store_actor::behavior_type kv_store(store_ptr self, kv_store_config cfg) {
       [=](offload_atom, kv_offload& x) -> std::uint32_t {
         auto& st = self->state;
         const int bs = st.cfg.layout.block_size;
-        if (x.hashes.size() != x.from.blocks.size() || x.tokens.size() != x.hashes.size() * std::size_t(bs)) return 0;
-        // Room first (dropping the least recently used), then one pull of every block not held.
-        std::vector<kv::block_hash> dropped;
-        kv::transfer::kv_handle part = x.from;
-        part.blocks.clear();
-        std::vector<std::int32_t> slots;
-        std::vector<std::size_t> which;
-        for (std::size_t i = 0; i < x.hashes.size(); ++i)
-          if (auto s = st.index->reserve(x.hashes[i], dropped)) {
-            part.blocks.push_back(x.from.blocks[i]);
-            slots.push_back(*s);
-            which.push_back(i);
-          }
+        if (x.hashes.size() != x.from.blocks.size() || x.tokens.size() != x.hashes.size() * std::size_t(bs) ||
+            x.parents.size() != x.hashes.size() || x.has_parent.size() != x.hashes.size())
+          return 0;
+        // Room first (older blocks go to the file or are dropped), then one pull of the blocks
+        // not held in either tier; in rounds when there are more of them than memory slots
+        // (the blocks a round wrote go to the file to make room for the next).
         std::vector<kv::kv_event> events;
-        if (!dropped.empty()) {
-          events.push_back({kv::kv_event_kind::removed, dropped, 0, false, {}, 0, "cpu"});
-          st.stats.dropped += dropped.size();
-        }
-        if (!slots.empty()) {
+        std::uint32_t n = 0;
+        for (std::size_t next = 0; next < x.hashes.size();) {
+          kv::transfer::kv_handle part = x.from;
+          part.blocks.clear();
+          std::vector<std::int32_t> slots;
+          std::vector<std::size_t> which;
+          for (; next < x.hashes.size(); ++next) {
+            if (holds(st, x.hashes[next])) continue;
+            auto s = place_in_memory(st, x.hashes[next], events);
+            if (!s) break;  // every slot is being written or read: the rest in the next round
+            part.blocks.push_back(x.from.blocks[next]);
+            slots.push_back(*s);
+            which.push_back(next);
+          }
+          if (slots.empty()) break;  // no room at all (every slot pinned by lookups)
           part.positions = std::int32_t(slots.size()) * bs;
           bool ok = true;
           try {
@@ -85,30 +179,57 @@ kv_store_actor::behavior_type kv_store(store_ptr self, kv_store_config cfg) {
           } catch (const kv::transfer::transfer_error&) {
             ok = false;  // the replica's cache is gone (it restarted): nothing stored
           }
-          for (std::size_t k = 0; k < which.size(); ++k) {
-            const std::size_t i = which[k];
+          for (std::size_t i : which) {
             if (!ok) {
               st.index->abort(x.hashes[i]);
               continue;
             }
             st.index->commit(x.hashes[i]);
-            kv::kv_event e{kv::kv_event_kind::stored, {x.hashes[i]}, x.parents[i], x.has_parent[i] != 0, {}, bs, "cpu"};
-            e.token_ids.assign(x.tokens.begin() + std::ptrdiff_t(i) * bs, x.tokens.begin() + std::ptrdiff_t(i + 1) * bs);
-            events.push_back(std::move(e));
+            auto& m = st.meta[x.hashes[i]];
+            m.parent = x.parents[i];
+            m.has_parent = x.has_parent[i] != 0;
+            m.tokens.assign(x.tokens.begin() + std::ptrdiff_t(i) * bs, x.tokens.begin() + std::ptrdiff_t(i + 1) * bs);
+            events.push_back(stored(st, x.hashes[i], "cpu"));
+            ++n;
           }
-          if (ok) st.stats.stored += which.size();
+          if (!ok) break;
         }
-        st.stats.held = st.index->held();
-        const auto stored = std::uint32_t(events.size() - (dropped.empty() ? 0 : 1));
+        st.stats.stored += n;
         publish(self, std::move(events));
-        return stored;
+        return n;
       },
       [=](lookup_atom, const std::string& request, const std::vector<kv::block_hash>& hashes) {
         auto& st = self->state;
         unpin(self, request);  // a request looked up again (it moved) holds one pin at most
         ++st.stats.lookups;
+        // The leading run held in either tier, each block pinned in memory as it is reached (so
+        // bringing a later one back from the file cannot push an earlier one out).
+        std::vector<std::int32_t> slots;
+        std::vector<kv::kv_event> events;
+        for (block_hash h : hashes) {
+          const std::span<const block_hash> one(&h, 1);
+          if (st.index->slot_of(h)) {
+            slots.push_back(st.index->pin_prefix(one).at(0));
+            continue;
+          }
+          if (!st.disk || !st.disk->slot_of(h)) break;
+          const auto disk_pin = st.disk->pin_prefix(one);  // kept while memory makes room
+          auto s = place_in_memory(st, h, events);
+          const bool in = s && file_io(st, *s, disk_pin.at(0), false);
+          st.disk->unpin(disk_pin);
+          if (!in) {
+            if (s) st.index->abort(h);
+            break;
+          }
+          st.disk->erase(h);
+          events.push_back(removed(h, "disk"));  // before stored: a follower's index keeps it
+          st.index->commit(h);
+          events.push_back(stored(st, h, "cpu"));
+          ++st.stats.promoted;
+          slots.push_back(st.index->pin_prefix(one).at(0));
+        }
+        publish(self, std::move(events));
         kv::transfer::kv_handle h;
-        auto slots = st.index->pin_prefix(hashes);
         if (slots.empty()) return h;
         st.stats.hit_blocks += slots.size();
         h.request = request;
@@ -140,11 +261,17 @@ kv_store_actor::behavior_type kv_store(store_ptr self, kv_store_config cfg) {
           self->monitor(sink);
           st.sinks.push_back(sink);
         }
-        return kv_snapshot{st.generation, st.seq, st.index->hashes()};
+        std::vector<block_hash> all = st.index->hashes();
+        if (st.disk) {
+          auto d = st.disk->hashes();
+          all.insert(all.end(), d.begin(), d.end());
+        }
+        return kv_snapshot{st.generation, st.seq, all};
       },
       [=](load_atom) {
         auto r = self->state.stats;
         r.held = self->state.index->held();
+        r.disk_held = self->state.disk ? self->state.disk->held() : 0;
         return r;
       },
   };

@@ -7,6 +7,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <unordered_map>
 
 #include "actors/protocol/store_protocol.h"
 #include "runtime/kv/kv_cache.h"
@@ -19,11 +20,23 @@ struct kv_store_config {
   std::size_t capacity_bytes = 0;
   replica_id id;                    // its id in KV events (store_id_base + node index)
   std::chrono::milliseconds hold{60000};  // how long a lookup's blocks stay pinned unclaimed
+  // A second tier in a file: blocks memory has no room for go there (least recently used first)
+  // and come back to memory when looked up. The file is made in `disk_dir` and unlinked at once.
+  std::string disk_dir;
+  std::size_t disk_bytes = 0;
 };
 
 struct kv_store_state {
   kv_store_config cfg;
-  std::unique_ptr<kv::kv_store_index> index;
+  std::unique_ptr<kv::kv_store_index> index;  // host memory: slot = block of `cache`
+  std::unique_ptr<kv::kv_store_index> disk;   // the file's slots, when there is one
+  int disk_fd = -1;
+  struct block_meta {  // what a stored block's events say of it
+    kv::block_hash parent = 0;
+    bool has_parent = false;
+    std::vector<std::int32_t> tokens;
+  };
+  std::unordered_map<kv::block_hash, block_meta> meta;  // every block held, in either tier
   std::shared_ptr<kv::kv_cache> cache;
   kv::transfer::kv_source source;
   struct pin {

@@ -198,6 +198,8 @@ kv_store_actor spawn_kv_store(caf::actor_system& sys, const topology::topology_c
   c.capacity_bytes = topo.kv_store.capacity_bytes;
   c.id = store_id_of(topo, node);
   c.hold = topo.kv_transfer.hold;
+  c.disk_dir = topo.kv_store.disk_dir;
+  c.disk_bytes = topo.kv_store.disk_bytes;
   return sys.spawn<caf::detached>(kv_store, c);
 }
 

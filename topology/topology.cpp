@@ -5,6 +5,7 @@
 #include <set>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <toml++/toml.h>
@@ -528,7 +529,7 @@ void read_kv_transfer(const reader& r, const toml::table& root, topology_config&
 void read_kv_store(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* k = r.table(root, "kv_store", "");
   if (!k) return;
-  r.only_keys(*k, "kv_store.", {"capacity"});
+  r.only_keys(*k, "kv_store.", {"capacity", "disk", "disk_capacity"});
   const toml::node* c = k->get("capacity");
   if (!c) r.fail(k, "kv_store.capacity", "is required (host memory per process, e.g. \"1GiB\")");
   const double bytes = r.size(*c, "kv_store.capacity");
@@ -537,6 +538,20 @@ void read_kv_store(const reader& r, const toml::table& root, topology_config& t)
   if (t.model.backend == backend_kind::sim) r.fail(c, "kv_store.capacity", "the sim backend has no KV bytes to store");
   if (!t.scheduler.prefix_caching) r.fail(c, "kv_store.capacity", "needs scheduler.prefix_caching (blocks are found by their prefix hash)");
   t.kv_store.capacity_bytes = std::size_t(bytes);
+  const toml::node* dir = k->get("disk");
+  const toml::node* dcap = k->get("disk_capacity");
+  if (bool(dir) != bool(dcap))
+    r.fail(dir ? dir : dcap, dir ? "kv_store.disk" : "kv_store.disk_capacity", "kv_store.disk and kv_store.disk_capacity go together");
+  if (dir) {
+    t.kv_store.disk_dir = r.string(*k, "disk", "kv_store.", std::nullopt);
+    std::error_code ec;
+    if (!std::filesystem::is_directory(t.kv_store.disk_dir, ec))
+      r.fail(dir, "kv_store.disk", "\"" + t.kv_store.disk_dir + "\" is not a directory here");
+    const double d = r.size(*dcap, "kv_store.disk_capacity");
+    if (d < 1) r.fail(dcap, "kv_store.disk_capacity", "must be positive");
+    if (d > double(std::size_t(1) << 50)) r.fail(dcap, "kv_store.disk_capacity", "is beyond any disk");
+    t.kv_store.disk_bytes = std::size_t(d);
+  }
 }
 
 void read_sim(const reader& r, const toml::table& root, topology_config& t) {

@@ -71,6 +71,10 @@ struct router_spec {
 // blocks its replicas let go of, which any replica can pull back instead of recomputing.
 struct kv_store_spec {
   std::size_t capacity_bytes = 0;  // 0: no store
+  // A second tier in a file of this directory (made and unlinked at start, so nothing stays
+  // behind): blocks host memory has no room for, brought back when looked up.
+  std::string disk_dir;
+  std::size_t disk_bytes = 0;
   bool enabled() const { return capacity_bytes > 0; }
 };
 

@@ -36,11 +36,16 @@ struct store_report {
   std::uint64_t dropped = 0;        // blocks dropped to make room
   std::uint64_t lookups = 0;        // prefixes looked up
   std::uint64_t hit_blocks = 0;     // blocks those lookups found (and handed out)
+  std::int32_t disk_slots = 0;      // blocks the file can hold (0: no file)
+  std::int32_t disk_held = 0;
+  std::uint64_t demoted = 0;        // blocks moved from memory to the file
+  std::uint64_t promoted = 0;       // blocks moved back for a lookup
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, store_report& x) {
-  return f(caf::meta::type_name("store_report"), x.slots, x.held, x.stored, x.dropped, x.lookups, x.hit_blocks);
+  return f(caf::meta::type_name("store_report"), x.slots, x.held, x.stored, x.dropped, x.lookups, x.hit_blocks, x.disk_slots,
+           x.disk_held, x.demoted, x.promoted);
 }
 
 using offload_atom = caf::atom_constant<caf::atom("offload")>;

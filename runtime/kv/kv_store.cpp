@@ -83,6 +83,24 @@ int kv_store_index::matched(std::span<const block_hash> hashes) const {
   return n;
 }
 
+std::optional<std::int32_t> kv_store_index::slot_of(block_hash h) const {
+  auto it = by_hash_.find(h);
+  if (it == by_hash_.end() || slot_[std::size_t(it->second)].st != state::held) return std::nullopt;
+  return it->second;
+}
+
+bool kv_store_index::erase(block_hash h) {
+  auto it = by_hash_.find(h);
+  if (it == by_hash_.end()) return false;
+  auto& si = slot_[std::size_t(it->second)];
+  if (si.st != state::held || si.pins > 0) return false;
+  lru_.erase(si.lru);
+  free_.push_back(it->second);
+  si = slot_info{};
+  by_hash_.erase(it);
+  return true;
+}
+
 void kv_store_index::unpin(std::span<const std::int32_t> slots) {
   for (auto s : slots) {
     auto& si = slot_[std::size_t(s)];

@@ -39,6 +39,10 @@ class kv_store_index {
   std::vector<std::int32_t> pin_prefix(std::span<const block_hash> hashes);
   // How many leading `hashes` are held (no pin, no use).
   int matched(std::span<const block_hash> hashes) const;
+  // Whether `h` is held (committed), and its slot.
+  std::optional<std::int32_t> slot_of(block_hash h) const;
+  // Forgets held, unpinned block `h` (moved to another tier); false if it is not such a block.
+  bool erase(block_hash h);
   void unpin(std::span<const std::int32_t> slots);
 
   // Every hash held, sorted (a subscriber's snapshot).

@@ -114,42 +114,100 @@ std::vector<std::int32_t> run_one(caf::scoped_actor& self, local_cluster& c, con
 
 }  // namespace
 
+namespace {
+
+// The first request runs on replica 0 and lets go of its prefix; the store keeps it; the second
+// request, on replica 1, pulls the prefix from the store.
+void prefix_through_the_store(bool greedy) {
+  const auto reqs = pair_with_prefix(greedy);
+  const auto expected = test::engine_outputs(reqs);
+  auto topo = test::local_topology(2);  // round robin: the first request on replica 0, the second on 1
+  topo.kv_store.capacity_bytes = std::size_t(64) << 20;
+  test::config cfg;
+  caf::actor_system sys{cfg};
+  local_cluster c(sys, topo, test::small_model(), nullptr);
+  BOOST_TEST_REQUIRE(bool(c.store()));
+  caf::scoped_actor self{sys};
+  // Told when the store holds the first request's blocks (the router is told in the same step).
+  self->request(c.store(), std::chrono::seconds(30), kv_subscribe_atom::value, replica_id(0), caf::actor_cast<kv_event_sink>(self))
+      .receive([](const kv_snapshot& s) { BOOST_TEST(s.hashes.empty()); }, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
+  BOOST_TEST(run_one(self, c, reqs[0]) == expected[0]);
+  std::size_t stored = 0;
+  while (stored < 10)
+    self->receive([&](kv::kv_event_batch& b) {
+                    for (auto& e : b.events) {
+                      BOOST_TEST(e.medium == "cpu");
+                      if (e.kind == kv::kv_event_kind::stored) stored += e.hashes.size();
+                    }
+                  },
+                  caf::after(std::chrono::seconds(30)) >> [&] { BOOST_FAIL("the store stored " << stored << " blocks"); });
+  BOOST_TEST(run_one(self, c, reqs[1]) == expected[1], (greedy ? "greedy" : "seeded"));
+  load_report r1;
+  self->request(c.schedulers()[1], std::chrono::seconds(30), load_atom::value)
+      .receive([&](load_report& l) { r1 = l; }, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
+  BOOST_TEST(r1.kv_pulls == 1u);
+  // Replica 1 computed only what follows the 160 shared tokens.
+  BOOST_TEST(r1.prompt_tokens_computed == reqs[1].prompt.size() - 160);
+  store_report s;
+  self->request(c.store(), std::chrono::seconds(30), load_atom::value)
+      .receive([&](store_report& x) { s = x; }, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
+  BOOST_TEST(s.lookups == 1u);
+  BOOST_TEST(s.hit_blocks == 10u);
+  BOOST_TEST(s.stored >= 10u);
+}
+
+}  // namespace
+
 BOOST_AUTO_TEST_CASE(a_prefix_let_go_of_on_one_replica_is_pulled_from_the_store_by_another) {
-  for (bool greedy : {true, false}) {
-    const auto reqs = pair_with_prefix(greedy);
-    const auto expected = test::engine_outputs(reqs);
-    auto topo = test::local_topology(2);  // round robin: the first request on replica 0, the second on 1
-    topo.kv_store.capacity_bytes = std::size_t(64) << 20;
-    test::config cfg;
-    caf::actor_system sys{cfg};
-    local_cluster c(sys, topo, test::small_model(), nullptr);
-    BOOST_TEST_REQUIRE(bool(c.store()));
-    caf::scoped_actor self{sys};
-    // Told when the store holds the first request's blocks (the router is told in the same step).
-    self->request(c.store(), std::chrono::seconds(30), kv_subscribe_atom::value, replica_id(0), caf::actor_cast<kv_event_sink>(self))
-        .receive([](const kv_snapshot& s) { BOOST_TEST(s.hashes.empty()); }, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
-    BOOST_TEST(run_one(self, c, reqs[0]) == expected[0]);
-    std::size_t stored = 0;
-    while (stored < 10)
+  for (bool greedy : {true, false}) prefix_through_the_store(greedy);
+}
+
+BOOST_AUTO_TEST_CASE(blocks_memory_has_no_room_for_go_to_the_file_and_come_back_for_a_lookup) {
+  // Memory for 12 blocks of the small model's f32 KV (256 KiB each) and a file. Replica 0 lets go
+  // of prefix P (10 blocks); replica 1 then lets go of an unrelated 200-token prompt, whose blocks
+  // push P's to the file; replica 2 asks for P and gets it back from the file, through memory.
+  const auto pair = pair_with_prefix(false);
+  auto other = test::mixed_requests(1, test::small_model()->config().vocab_size, true, 60)[0];
+  other.id = "other";
+  other.prompt.assign(200, 0);
+  for (int i = 0; i < 200; ++i) other.prompt[std::size_t(i)] = (i * 7919 + 5) % test::small_model()->config().vocab_size;
+  const auto expected = test::engine_outputs({pair[0], other, pair[1]});
+  auto topo = test::local_topology(3);  // round robin: replicas 0, 1, 2 in order
+  topo.kv_store.capacity_bytes = std::size_t(3) << 20;
+  topo.kv_store.disk_dir = TROUPE_BINARY_DIR;
+  topo.kv_store.disk_bytes = std::size_t(64) << 20;
+  test::config cfg;
+  caf::actor_system sys{cfg};
+  local_cluster c(sys, topo, test::small_model(), nullptr);
+  caf::scoped_actor self{sys};
+  self->request(c.store(), std::chrono::seconds(30), kv_subscribe_atom::value, replica_id(0), caf::actor_cast<kv_event_sink>(self))
+      .receive([](const kv_snapshot&) {}, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
+  // Waits until the store has stored `n` more blocks (in memory, as the events tell it).
+  auto stored = [&](std::size_t n) {
+    while (n > 0)
       self->receive([&](kv::kv_event_batch& b) {
-                      for (auto& e : b.events) {
-                        BOOST_TEST(e.medium == "cpu");
-                        if (e.kind == kv::kv_event_kind::stored) stored += e.hashes.size();
-                      }
+                      for (auto& e : b.events)
+                        if (e.kind == kv::kv_event_kind::stored && e.medium == "cpu") n -= std::min(n, e.hashes.size());
                     },
-                    caf::after(std::chrono::seconds(30)) >> [&] { BOOST_FAIL("the store stored " << stored << " blocks"); });
-    BOOST_TEST(run_one(self, c, reqs[1]) == expected[1], (greedy ? "greedy" : "seeded"));
-    load_report r1;
-    self->request(c.schedulers()[1], std::chrono::seconds(30), load_atom::value)
-        .receive([&](load_report& l) { r1 = l; }, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
-    BOOST_TEST(r1.kv_pulls == 1u);
-    // Replica 1 computed only what follows the 160 shared tokens.
-    BOOST_TEST(r1.prompt_tokens_computed == reqs[1].prompt.size() - 160);
-    store_report s;
-    self->request(c.store(), std::chrono::seconds(30), load_atom::value)
-        .receive([&](store_report& x) { s = x; }, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
-    BOOST_TEST(s.lookups == 1u);
-    BOOST_TEST(s.hit_blocks == 10u);
-    BOOST_TEST(s.stored >= 10u);
-  }
+                    caf::after(std::chrono::seconds(30)) >> [&] { BOOST_FAIL("the store stopped short by " << n << " blocks"); });
+  };
+  BOOST_TEST(run_one(self, c, pair[0]) == expected[0]);
+  stored(10);
+  BOOST_TEST(run_one(self, c, other) == expected[1]);
+  stored(12);
+  BOOST_TEST(run_one(self, c, pair[1]) == expected[2]);
+  store_report s;
+  self->request(c.store(), std::chrono::seconds(30), load_atom::value)
+      .receive([&](store_report& x) { s = x; }, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
+  load_report r2;
+  self->request(c.schedulers()[2], std::chrono::seconds(30), load_atom::value)
+      .receive([&](load_report& l) { r2 = l; }, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
+  BOOST_TEST(s.slots == 12);
+  BOOST_TEST(s.disk_slots == 256);
+  BOOST_TEST(s.demoted >= 10u);
+  BOOST_TEST(s.promoted >= 1u);
+  BOOST_TEST(s.hit_blocks == 10u);
+  BOOST_TEST(s.dropped == 0u);
+  BOOST_TEST(r2.kv_pulls == 1u);
+  BOOST_TEST(r2.prompt_tokens_computed == pair[1].prompt.size() - 160);
 }

@@ -169,6 +169,25 @@ BOOST_AUTO_TEST_CASE(conditional_disaggregation_threshold) {
   BOOST_TEST(q.find("router.disaggregate_queue_ratio") != std::string::npos, q);
 }
 
+BOOST_AUTO_TEST_CASE(kv_store_settings_are_read_and_checked) {
+  BOOST_TEST(!parse_topology(minimal, "t.toml").kv_store.enabled());
+  const auto t = parse_topology(minimal + "[kv_store]\ncapacity = \"1GiB\"\ndisk = \"/tmp\"\ndisk_capacity = \"2GiB\"\n", "t.toml").kv_store;
+  BOOST_TEST(t.capacity_bytes == std::size_t(1) << 30);
+  BOOST_TEST(t.disk_dir == "/tmp");
+  BOOST_TEST(t.disk_bytes == std::size_t(2) << 30);
+  for (auto [text, key] : std::vector<std::pair<std::string, std::string>>{
+           {"disk = \"/tmp\"", "kv_store.capacity: is required"},
+           {"capacity = \"1GiB\"\ndisk = \"/tmp\"", "kv_store.disk and kv_store.disk_capacity go together"},
+           {"capacity = \"1GiB\"\ndisk = \"/no/such/dir\"\ndisk_capacity = \"1GiB\"", "kv_store.disk: \"/no/such/dir\" is not a directory"},
+           {"capacity = 0", "kv_store.capacity: must be positive"},
+           {"capacity = \"1GiB\"\nfile = \"x\"", "kv_store.file: unknown key"}}) {
+    const std::string e = error_of(minimal + "[kv_store]\n" + text + "\n");
+    BOOST_TEST(e.find(key) != std::string::npos, text << " -> " << e);
+  }
+  const std::string off = error_of(minimal + "[scheduler]\nprefix_caching = false\n[kv_store]\ncapacity = \"1GiB\"\n");
+  BOOST_TEST(off.find("needs scheduler.prefix_caching") != std::string::npos, off);
+}
+
 BOOST_AUTO_TEST_CASE(kv_transfer_settings_are_read_and_checked) {
   const auto d = parse_topology(minimal, "t.toml").kv_transfer;
   BOOST_TEST(std::string(kv::transfer::backend_name(d.backend)) == "auto");
