@@ -21,12 +21,7 @@ using namespace troupe::actors;
 
 namespace {
 
-struct config : caf::actor_system_config {
-  explicit config(const topology::topology_config& t) {
-    register_protocols(*this);
-    configure_network(*this, t.timeouts);
-  }
-};
+using config = test::network_config;
 
 enum class fault { none, sigkill, link_cut };
 

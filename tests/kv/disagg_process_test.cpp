@@ -32,12 +32,7 @@ using namespace troupe::actors;
 
 namespace {
 
-struct config : caf::actor_system_config {
-  explicit config(const topology::topology_config& t) {
-    register_protocols(*this);
-    configure_network(*this, t.timeouts);
-  }
-};
+using config = test::network_config;
 
 // Bytes the TCP connections of this process (the head) have received and sent so far, as the
 // kernel counts them per socket (TCP_INFO): every byte that reached or left the head.

@@ -18,6 +18,15 @@ struct config : caf::actor_system_config {
   config() { actors::register_protocols(*this); }
 };
 
+// For a head that nodes in other processes join: the protocols and the topology's middleman
+// heartbeat and connection timeout.
+struct network_config : caf::actor_system_config {
+  explicit network_config(const topology::topology_config& t) {
+    actors::register_protocols(*this);
+    actors::configure_network(*this, t.timeouts);
+  }
+};
+
 // configs/local.toml on the small test model, with `replicas` replicas placed round-robin.
 inline topology::topology_config local_topology(int replicas) {
   auto t = topology::load_topology(std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml");

@@ -13,20 +13,8 @@ out=${OUT:-docs/bench}
 pairs=${PAIRS:-6}
 port=18660
 tmp=$(mktemp -d)
-server=""
+. tools/bench/serve_lib.sh
 trap '[ -n "$server" ] && kill $server 2>/dev/null; rm -rf "$tmp"' EXIT
-
-serve() {
-  build/troupe serve "$1" --port $port --registry-port 0 > "$tmp/serve.log" 2>&1 &
-  server=$!
-  for _ in $(seq 600); do
-    curl -sf "http://127.0.0.1:$port/health" > /dev/null 2>&1 && return 0
-    kill -0 $server 2>/dev/null || { cat "$tmp/serve.log" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "the server did not come up" >&2; exit 1
-}
-stop() { kill $server; wait $server 2>/dev/null || true; server=""; }
 
 for store in on off; do
   if [ $store = on ]; then cp configs/bench-store-cpu.toml "$tmp/c.toml"

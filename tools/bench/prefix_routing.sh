@@ -20,20 +20,8 @@ rate=${RATE:-$rate}                                    # requests per second
 policies=${POLICIES:-round_robin least_loaded kv_aware}
 port=18650
 tmp=$(mktemp -d)
-server=""
+. tools/bench/serve_lib.sh
 trap '[ -n "$server" ] && kill $server 2>/dev/null; rm -rf "$tmp"' EXIT
-
-serve() {  # serve CONFIG: starts the head and waits until it answers /health
-  build/troupe serve "$1" --port $port --registry-port 0 > "$tmp/serve.log" 2>&1 &
-  server=$!
-  for _ in $(seq 600); do
-    curl -sf "http://127.0.0.1:$port/health" > /dev/null 2>&1 && return 0
-    kill -0 $server 2>/dev/null || { cat "$tmp/serve.log" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "the server did not come up" >&2; exit 1
-}
-stop() { kill $server; wait $server 2>/dev/null || true; server=""; }
 
 for policy in $policies; do
   # round_robin takes no parameters: drop the [router.params] table for it
