@@ -56,12 +56,12 @@ class group_executor final : public engine::executor {
     auto group = group_;
     const std::string id = from.request;
     auto go = [=, from = std::move(from), mine = std::move(mine), table = std::move(table)](bool held) mutable {
-      if (!held) return done({"the sender no longer holds its KV", 0, kv::transfer::backend::automatic});
+      if (!held) return done({"the sender no longer holds its KV", 0});
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       kv_pull x{std::move(from), std::move(mine), std::move(table), how, std::max<std::int64_t>(1, left.count())};
       self->request(group, left + std::chrono::seconds(10), pull_atom::value, std::move(x))
-          .then([done](std::uint64_t bytes) { done({"", std::size_t(bytes), kv::transfer::backend::automatic}); },
-                [self, done](caf::error& e) { done({self->system().render(e), 0, kv::transfer::backend::automatic}); });
+          .then([done](std::uint64_t bytes) { done({"", std::size_t(bytes)}); },
+                [self, done](caf::error& e) { done({self->system().render(e), 0}); });
     };
     if (claim_) return claim_(id, std::move(go));
     go(true);

@@ -12,7 +12,9 @@
 namespace troupe::actors {
 
 void register_store_protocol(caf::actor_system_config& cfg) {
-  cfg.add_message_type<kv_offload>("troupe.kv_offload");
+  cfg.add_message_type<engine::offload_batch>("troupe.offload_batch");
+  cfg.add_message_type<kv::offload_block>("troupe.offload_block");
+  cfg.add_message_type<std::vector<kv::offload_block>>("troupe.offload_blocks");
   cfg.add_message_type<store_report>("troupe.store_report");
   cfg.add_message_type<kv_store_actor>("troupe.kv_store_actor");
   cfg.add_message_type<std::vector<kv::block_hash>>("troupe.block_hashes");
@@ -37,10 +39,12 @@ void publish(store_ptr self, std::vector<kv::kv_event> events) {
 }
 
 void unpin(store_ptr self, const std::string& request) {
-  auto it = self->state.pins.find(request);
-  if (it == self->state.pins.end()) return;
-  self->state.index->unpin(it->second.slots);
-  self->state.pins.erase(it);
+  auto& st = self->state;
+  st.holds.release(request);
+  auto it = st.pins.find(request);
+  if (it == st.pins.end()) return;
+  st.index->unpin(it->second);
+  st.pins.erase(it);
 }
 
 kv::kv_event removed(block_hash h, const char* medium) { return {kv::kv_event_kind::removed, {h}, 0, false, {}, 0, medium}; }
@@ -146,25 +150,25 @@ kv_store_actor::behavior_type kv_store(store_ptr self, kv_store_config cfg) {
                 sinks.end());
   });
   return {
-      [=](offload_atom, kv_offload& x) -> std::uint32_t {
+      [=](offload_atom, engine::offload_batch& x) -> std::uint32_t {
         auto& st = self->state;
         const int bs = st.cfg.layout.block_size;
-        if (x.hashes.size() != x.from.blocks.size() || x.tokens.size() != x.hashes.size() * std::size_t(bs) ||
-            x.parents.size() != x.hashes.size() || x.has_parent.size() != x.hashes.size())
-          return 0;
+        if (x.blocks.size() != x.from.blocks.size()) return 0;
+        for (const auto& b : x.blocks)
+          if (b.tokens.size() != std::size_t(bs)) return 0;
         // Room first (older blocks go to the file or are dropped), then one pull of the blocks
         // not held in either tier; in rounds when there are more of them than memory slots
         // (the blocks a round wrote go to the file to make room for the next).
         std::vector<kv::kv_event> events;
         std::uint32_t n = 0;
-        for (std::size_t next = 0; next < x.hashes.size();) {
+        for (std::size_t next = 0; next < x.blocks.size();) {
           kv::transfer::kv_handle part = x.from;
           part.blocks.clear();
           std::vector<std::int32_t> slots;
           std::vector<std::size_t> which;
-          for (; next < x.hashes.size(); ++next) {
-            if (holds(st, x.hashes[next])) continue;
-            auto s = place_in_memory(st, x.hashes[next], events);
+          for (; next < x.blocks.size(); ++next) {
+            if (holds(st, x.blocks[next].hash)) continue;
+            auto s = place_in_memory(st, x.blocks[next].hash, events);
             if (!s) break;  // every slot is being written or read: the rest in the next round
             part.blocks.push_back(x.from.blocks[next]);
             slots.push_back(*s);
@@ -180,16 +184,14 @@ kv_store_actor::behavior_type kv_store(store_ptr self, kv_store_config cfg) {
             ok = false;  // the replica's cache is gone (it restarted): nothing stored
           }
           for (std::size_t i : which) {
+            auto& b = x.blocks[i];
             if (!ok) {
-              st.index->abort(x.hashes[i]);
+              st.index->abort(b.hash);
               continue;
             }
-            st.index->commit(x.hashes[i]);
-            auto& m = st.meta[x.hashes[i]];
-            m.parent = x.parents[i];
-            m.has_parent = x.has_parent[i] != 0;
-            m.tokens.assign(x.tokens.begin() + std::ptrdiff_t(i) * bs, x.tokens.begin() + std::ptrdiff_t(i + 1) * bs);
-            events.push_back(stored(st, x.hashes[i], "cpu"));
+            st.index->commit(b.hash);
+            st.meta[b.hash] = {b.parent, b.has_parent, std::move(b.tokens)};
+            events.push_back(stored(st, b.hash, "cpu"));
             ++n;
           }
           if (!ok) break;
@@ -237,23 +239,19 @@ kv_store_actor::behavior_type kv_store(store_ptr self, kv_store_config cfg) {
         h.sources = {st.source};
         h.blocks = slots;
         h.positions = std::int32_t(slots.size()) * st.cfg.layout.block_size;
-        const std::uint64_t n = ++st.pin_count;
-        st.pins[request] = {std::move(slots), n};
-        self->delayed_send(self, st.cfg.hold, hold_atom::value, request, n);
+        st.pins[request] = std::move(slots);
+        self->delayed_send(self, st.cfg.hold, hold_atom::value, request, st.holds.start(request));
         return h;
       },
       [=](claim_atom, const std::string& request) {
         auto& st = self->state;
-        auto it = st.pins.find(request);
-        if (it == st.pins.end()) return false;
-        it->second.n = ++st.pin_count;
-        self->delayed_send(self, st.cfg.hold, hold_atom::value, request, it->second.n);
-        return true;
+        auto n = st.holds.claim(request);
+        if (n) self->delayed_send(self, st.cfg.hold, hold_atom::value, request, *n);
+        return n.has_value();
       },
       [=](release_atom, const std::string& request) { unpin(self, request); },
       [=](hold_atom, const std::string& request, std::uint64_t n) {
-        auto it = self->state.pins.find(request);
-        if (it != self->state.pins.end() && it->second.n == n) unpin(self, request);
+        if (self->state.holds.expire(request, n)) unpin(self, request);
       },
       [=](kv_subscribe_atom, replica_id, kv_event_sink sink) {
         auto& st = self->state;

@@ -12,6 +12,7 @@
 #include "actors/protocol/store_protocol.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/kv/kv_store.h"
+#include "runtime/kv/transfer/holds.h"
 
 namespace troupe::actors {
 
@@ -39,12 +40,9 @@ struct kv_store_state {
   std::unordered_map<kv::block_hash, block_meta> meta;  // every block held, in either tier
   std::shared_ptr<kv::kv_cache> cache;
   kv::transfer::kv_source source;
-  struct pin {
-    std::vector<std::int32_t> slots;
-    std::uint64_t n = 0;
-  };
-  std::map<std::string, pin> pins;  // by request, until released
-  std::uint64_t pin_count = 0;
+  // The slots a lookup pinned for request R, until R's replica releases them or the hold expires.
+  std::map<std::string, std::vector<std::int32_t>> pins;
+  kv::transfer::hold_book holds;
   std::vector<kv_event_sink> sinks;
   std::uint64_t generation = 0, seq = 0;
   store_report stats;

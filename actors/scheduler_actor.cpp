@@ -77,9 +77,7 @@ void hold_handoffs(scheduler_actor::stateful_pointer<scheduler_state> self, std:
       st.engine->release_handoff(o.id);
       continue;
     }
-    const std::uint64_t n = ++st.handoffs;
-    st.held[o.id] = n;
-    self->delayed_send(self, st.engine->config().handoff_hold, hold_atom::value, o.id, n);
+    self->delayed_send(self, st.engine->config().handoff_hold, hold_atom::value, o.id, st.held.start(o.id));
   }
 }
 
@@ -123,20 +121,12 @@ void offload(scheduler_actor::stateful_pointer<scheduler_state> self) {
   if (!st.store) return;
   engine::offload_batch b = st.engine->take_offloads();
   if (b.blocks.empty()) return;
-  kv_offload x;
-  x.from = b.from;
-  for (auto& o : b.blocks) {
-    x.hashes.push_back(o.hash);
-    x.parents.push_back(o.parent);
-    x.has_parent.push_back(o.has_parent ? 1 : 0);
-    x.tokens.insert(x.tokens.end(), o.tokens.begin(), o.tokens.end());
-  }
   const auto blocks = b.from.blocks;
   auto done = [self, blocks] {
     self->state.engine->offload_done(blocks);
     schedule_step(self);
   };
-  self->request(st.store, st.engine->config().transfer_timeout, offload_atom::value, std::move(x))
+  self->request(st.store, st.engine->config().transfer_timeout, offload_atom::value, std::move(b))
       .then([done](std::uint32_t) { done(); }, [done](caf::error&) { done(); });
 }
 
@@ -219,21 +209,16 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
       },
       [=](claim_atom, const std::string& id) {
         auto& st = self->state;
-        auto it = st.held.find(id);
-        if (it == st.held.end()) return false;
-        it->second = ++st.handoffs;  // a fresh hold from now; the earlier timer no longer matches
-        self->delayed_send(self, st.engine->config().handoff_hold, hold_atom::value, id, it->second);
-        return true;
+        auto n = st.held.claim(id);  // a fresh hold from now; the earlier timer no longer matches
+        if (n) self->delayed_send(self, st.engine->config().handoff_hold, hold_atom::value, id, *n);
+        return n.has_value();
       },
       [=](release_atom, const std::string& id) {
-        if (self->state.held.erase(id) && self->state.engine->release_handoff(id)) schedule_step(self);
+        if (self->state.held.release(id) && self->state.engine->release_handoff(id)) schedule_step(self);
         check_drained(self);
       },
       [=](hold_atom, const std::string& id, std::uint64_t n) {
-        auto it = self->state.held.find(id);
-        if (it == self->state.held.end() || it->second != n) return;
-        self->state.held.erase(it);
-        if (self->state.engine->release_handoff(id)) schedule_step(self);
+        if (self->state.held.expire(id, n) && self->state.engine->release_handoff(id)) schedule_step(self);
         check_drained(self);
       },
       [=](drain_atom) -> caf::result<bool> {
@@ -320,7 +305,7 @@ scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<sched
   st.group = self->spawn<caf::monitored>(group_supervisor, model, engine::kv_geometry(cfg, model->config()), group,
                                          caf::actor_cast<caf::actor>(self));
   const int layers = model->num_layers();
-  const int ranks = std::max(1, std::min(group.pipeline_ranks, layers));  // as the supervisor clamps it
+  const int ranks = group_ranks(group, layers);
   auto exec = std::make_unique<group_executor<scheduler_actor::stateful_pointer<scheduler_state>>>(
       self, st.group, group.step_timeout, layers, ranks);
   auto* raw = exec.get();

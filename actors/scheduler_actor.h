@@ -13,6 +13,7 @@
 #include "actors/protocol/store_protocol.h"
 #include "actors/worker_group.h"
 #include "runtime/engine/engine.h"
+#include "runtime/kv/transfer/holds.h"
 
 namespace troupe::actors {
 
@@ -35,8 +36,7 @@ struct scheduler_state {
   // Disaggregation. As a sender: handed-off requests whose blocks are held here for a receiver,
   // by handoff number (a hold that expires frees them). As a receiver: the scheduler holding
   // each pulled request's KV, told to release it once the pull ended (or the request did).
-  std::map<std::string, std::uint64_t> held;
-  std::uint64_t handoffs = 0;
+  kv::transfer::hold_book held;
   std::map<std::string, caf::actor> holders;
   bool draining = false;
   kv_store_actor store;  // this node's KV store, if any: cached blocks let go of are offered to it

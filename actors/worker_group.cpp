@@ -147,8 +147,7 @@ group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_
   st.cache = cache;
   st.cfg = cfg;
   st.scheduler = scheduler;
-  if (st.cfg.pipeline_ranks < 1 || st.cfg.pipeline_ranks > st.model->num_layers())
-    st.cfg.pipeline_ranks = std::max(1, std::min(st.cfg.pipeline_ranks, st.model->num_layers()));
+  st.cfg.pipeline_ranks = group_ranks(st.cfg, st.model->num_layers());
   spawn_ranks(self);
   self->monitor(scheduler);
   // A rank's death restarts the group (monitors, not links: a rank killed with

@@ -1,6 +1,7 @@
 // A replica's executor: worker ranks (pipeline stages over the model's layers, each owning the
 // KV tensors of its layers) under a group supervisor that restarts them as a whole.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -21,6 +22,8 @@ struct group_config {
 
 // Layers [first, last) of rank r of n, for a model of `layers` layers.
 std::pair<int, int> rank_layers(int layers, int r, int n);
+// The ranks a group of `cfg` has for a model of `layers` layers: at least 1, at most one a layer.
+inline int group_ranks(const group_config& cfg, int layers) { return std::max(1, std::min(cfg.pipeline_ranks, layers)); }
 
 struct worker_state {
   std::shared_ptr<const model::llama_model> model;

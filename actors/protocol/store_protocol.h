@@ -9,24 +9,32 @@
 #include <vector>
 
 #include "actors/protocol/engine_protocol.h"
+#include "runtime/engine/engine.h"
+
+namespace troupe::kv {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, offload_block& x) {
+  return f(caf::meta::type_name("offload_block"), x.block, x.hash, x.parent, x.has_parent, x.tokens);
+}
+
+}  // namespace troupe::kv
+
+namespace troupe::engine {
+
+// What a replica offers a store is what its engine hands out (engine::take_offloads).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, offload_batch& x) {
+  return f(caf::meta::type_name("offload_batch"), x.from, x.blocks);
+}
+
+}  // namespace troupe::engine
 
 namespace troupe::actors {
 
 // Stores have replica ids of their own, above every replica's, in the KV events and the router.
 inline constexpr std::uint32_t store_id_base = 1u << 30;
 
-// Blocks a replica let go of, for the store to copy: from.blocks[i] holds hashes[i].
-struct kv_offload {
-  kv::transfer::kv_handle from;
-  std::vector<kv::block_hash> hashes, parents;
-  std::vector<std::uint8_t> has_parent;
-  std::vector<std::int32_t> tokens;  // from.layout.block_size per block
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, kv_offload& x) {
-  return f(caf::meta::type_name("kv_offload"), x.from, x.hashes, x.parents, x.has_parent, x.tokens);
-}
 
 // What a store holds and has done, for tests, metrics and the admin console.
 struct store_report {
@@ -55,7 +63,7 @@ using store_atom = caf::atom_constant<caf::atom("store")>;
 using kv_store_actor = caf::typed_actor<
     // Copy these blocks in (those not held already, as room allows): replies how many it stored.
     // The replica keeps the blocks pinned until the reply.
-    caf::replies_to<offload_atom, kv_offload>::with<std::uint32_t>,
+    caf::replies_to<offload_atom, engine::offload_batch>::with<std::uint32_t>,
     // The longest run of these leading hashes held here, as a handle for request R's replica to
     // pull; pinned until released (or the hold expires). Empty when none is held.
     caf::replies_to<lookup_atom, std::string, std::vector<kv::block_hash>>::with<kv::transfer::kv_handle>,

@@ -39,7 +39,6 @@ void cpu_executor::pull_kv(kv::transfer::kv_handle from, kv::transfer::kv_layout
   try {
     auto r = kv::transfer::pull(from, {cache_.get(), 0, std::move(mine), table}, how, deadline);
     out.bytes = r.bytes;
-    out.used = r.used;
   } catch (const kv::transfer::transfer_error& e) {
     out.error = e.what();
   }

@@ -361,7 +361,8 @@ forward_plan engine::begin_step() {
       // If admitted, it computes its prompt's blocks from here: later arrivals with the same
       // prefix wait for them.
       for (std::size_t i = next; i < s.hashes.size() && int(i + 1) * bs <= s.prompt_len; ++i) computing.insert(s.hashes[i]);
-    } else if (cfg_.prefix_caching && !s.pull_from.empty() && snap.num_blocks == 0) {
+    } else if (cfg_.prefix_caching && !s.pull_from.empty() && snap.num_blocks == 0 &&
+               lookups++ < std::size_t(std::max(cfg_.sched.max_num_seqs, 1))) {
       // KV to pull: what this replica's own cache holds of it is not pulled again.
       kv::extend_block_hashes(s.hashes, s.tokens, bs, s.keys);
       kv::prefix_hit hit = kv_.find_prefix(s.hashes, s.pull_from.positions / bs);

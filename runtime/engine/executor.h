@@ -30,7 +30,6 @@ struct step_result {
 struct pull_outcome {
   std::string error;  // empty: the blocks hold the KV now
   std::size_t bytes = 0;
-  kv::transfer::backend used = kv::transfer::backend::automatic;
 };
 
 class executor {

@@ -31,6 +31,9 @@ std::unique_ptr<kv_region> kv_region::heap(std::size_t bytes) {
 }
 
 std::unique_ptr<kv_region> kv_region::create_shared(const std::string& name, std::size_t bytes) {
+  // Before this process's first segment: those that killed processes left behind go.
+  static const int stale = remove_stale_segments();
+  (void)stale;
   const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) throw sys_error("cannot create", name);
   if (::ftruncate(fd, off_t(bytes ? bytes : 1)) != 0) {

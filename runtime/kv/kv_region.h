@@ -2,7 +2,8 @@
 // another process on the same host maps to read blocks without a copy through a socket (the
 // shared-memory transfer backend, transfer/pull.h). A segment is created readable and writable
 // by this user only (0600) and unlinked when its owner goes; segments of processes that died
-// without unlinking are removed by remove_stale_segments().
+// without unlinking are removed by remove_stale_segments(), which a process runs before it makes
+// its first segment.
 #pragma once
 #include <cstddef>
 #include <cstdint>

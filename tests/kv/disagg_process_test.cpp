@@ -274,23 +274,7 @@ BOOST_AUTO_TEST_CASE(a_prefix_computed_on_node_a_is_fetched_from_its_store_on_no
   text.replace(a, b - a, "[[pools]]\nname = \"main\"\nreplicas = 2\nnodes = [\"node-a\", \"node-b\"]\n\n[router]\npolicy = \"round_robin\"\n\n");
   two_nodes c(text);
   caf::scoped_actor self{*c.sys};
-  auto sink = caf::actor_cast<token_sink>(self);
-  auto run_one = [&](const engine::request& r) {
-    self->request(c.head->owner(), std::chrono::seconds(30), submit_atom::value, r, sink)
-        .receive([](bool ok) { BOOST_TEST(ok); }, [&](caf::error& e) { BOOST_FAIL("submit: " << to_string(e)); });
-    std::vector<std::int32_t> got;
-    for (bool done = false; !done;)
-      self->receive(
-          [&](token_batch& batch) {
-            for (auto& u : batch.updates) {
-              got.insert(got.end(), u.tokens.begin(), u.tokens.end());
-              done |= u.finished;
-            }
-          },
-          caf::after(std::chrono::seconds(60)) >> [&] { BOOST_FAIL("no tokens for 60 s"); });
-    return got;
-  };
-  BOOST_TEST(run_one(reqs[0]) == expected[0]);
+  BOOST_TEST(test::run_request(self, c.head->owner(), reqs[0]) == expected[0]);
   // Wait until the head's router has heard from node-a's store that it holds the 20 prefix
   // blocks (its events cross the network after the replica's offload).
   router_stats rs;
@@ -300,7 +284,7 @@ BOOST_AUTO_TEST_CASE(a_prefix_computed_on_node_a_is_fetched_from_its_store_on_no
         .receive([&](router_stats& s) { rs = s; }, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
   BOOST_TEST_REQUIRE(rs.stores == 2u);
   BOOST_TEST_REQUIRE(rs.store_blocks >= 20u);
-  BOOST_TEST(run_one(reqs[1]) == expected[1]);
+  BOOST_TEST(test::run_request(self, c.head->owner(), reqs[1]) == expected[1]);
   std::uint64_t pulls = 0, computed = 0;
   for (const auto& l : test::live_loads(self, c.head->router())) {
     pulls += l.kv_pulls;

@@ -95,27 +95,6 @@ std::vector<engine::request> pair_with_prefix(bool greedy) {
   return reqs;
 }
 
-std::vector<std::int32_t> run_one(caf::scoped_actor& self, local_cluster& c, const engine::request& r) {
-  self->request(c.owner(), std::chrono::seconds(30), submit_atom::value, r, caf::actor_cast<token_sink>(self))
-      .receive([](bool ok) { BOOST_TEST(ok); }, [&](caf::error& e) { BOOST_FAIL("submit: " << to_string(e)); });
-  std::vector<std::int32_t> got;
-  for (bool done = false; !done;)
-    self->receive(
-        [&](token_batch& b) {
-          for (auto& u : b.updates) {
-            got.insert(got.end(), u.tokens.begin(), u.tokens.end());
-            done |= u.finished;
-          }
-        },
-        [](kv::kv_event_batch&) {},
-        caf::after(std::chrono::seconds(60)) >> [&] { BOOST_FAIL("no tokens for 60 s"); });
-  return got;
-}
-
-}  // namespace
-
-namespace {
-
 // The first request runs on replica 0 and lets go of its prefix; the store keeps it; the second
 // request, on replica 1, pulls the prefix from the store.
 void prefix_through_the_store(bool greedy) {
@@ -131,7 +110,7 @@ void prefix_through_the_store(bool greedy) {
   // Told when the store holds the first request's blocks (the router is told in the same step).
   self->request(c.store(), std::chrono::seconds(30), kv_subscribe_atom::value, replica_id(0), caf::actor_cast<kv_event_sink>(self))
       .receive([](const kv_snapshot& s) { BOOST_TEST(s.hashes.empty()); }, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
-  BOOST_TEST(run_one(self, c, reqs[0]) == expected[0]);
+  BOOST_TEST(test::run_request(self, c.owner(), reqs[0]) == expected[0]);
   std::size_t stored = 0;
   while (stored < 10)
     self->receive([&](kv::kv_event_batch& b) {
@@ -141,7 +120,7 @@ void prefix_through_the_store(bool greedy) {
                     }
                   },
                   caf::after(std::chrono::seconds(30)) >> [&] { BOOST_FAIL("the store stored " << stored << " blocks"); });
-  BOOST_TEST(run_one(self, c, reqs[1]) == expected[1], (greedy ? "greedy" : "seeded"));
+  BOOST_TEST(test::run_request(self, c.owner(), reqs[1]) == expected[1], (greedy ? "greedy" : "seeded"));
   load_report r1;
   self->request(c.schedulers()[1], std::chrono::seconds(30), load_atom::value)
       .receive([&](load_report& l) { r1 = l; }, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
@@ -191,11 +170,11 @@ BOOST_AUTO_TEST_CASE(blocks_memory_has_no_room_for_go_to_the_file_and_come_back_
                     },
                     caf::after(std::chrono::seconds(30)) >> [&] { BOOST_FAIL("the store stopped short by " << n << " blocks"); });
   };
-  BOOST_TEST(run_one(self, c, pair[0]) == expected[0]);
+  BOOST_TEST(test::run_request(self, c.owner(), pair[0]) == expected[0]);
   stored(10);
-  BOOST_TEST(run_one(self, c, other) == expected[1]);
+  BOOST_TEST(test::run_request(self, c.owner(), other) == expected[1]);
   stored(12);
-  BOOST_TEST(run_one(self, c, pair[1]) == expected[2]);
+  BOOST_TEST(test::run_request(self, c.owner(), pair[1]) == expected[2]);
   store_report s;
   self->request(c.store(), std::chrono::seconds(30), load_atom::value)
       .receive([&](store_report& x) { s = x; }, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });

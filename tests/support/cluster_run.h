@@ -111,6 +111,25 @@ inline run_result run_cluster(const topology::topology_config& topo, const std::
   return out;
 }
 
+// Submits `r` through the request owner and collects its tokens until it finishes. Other
+// messages (KV event batches a test subscribed to) stay in the mailbox for a later receive.
+inline std::vector<std::int32_t> run_request(caf::scoped_actor& self, const actors::owner_actor& owner, const engine::request& r) {
+  using namespace actors;
+  self->request(owner, std::chrono::seconds(30), submit_atom::value, r, caf::actor_cast<token_sink>(self))
+      .receive([](bool ok) { BOOST_TEST(ok); }, [&](caf::error& e) { BOOST_FAIL("submit: " << to_string(e)); });
+  std::vector<std::int32_t> got;
+  for (bool done = false; !done;)
+    self->receive(
+        [&](token_batch& b) {
+          for (auto& u : b.updates) {
+            got.insert(got.end(), u.tokens.begin(), u.tokens.end());
+            done |= u.finished;
+          }
+        },
+        caf::after(std::chrono::seconds(60)) >> [&] { BOOST_FAIL("no tokens for 60 s"); });
+  return got;
+}
+
 // The load report of every replica the router can place on now, wherever it runs.
 inline std::vector<actors::load_report> live_loads(caf::scoped_actor& self, const actors::router_actor& router) {
   using namespace actors;

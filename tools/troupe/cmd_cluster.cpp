@@ -76,10 +76,8 @@ int cmd_node(int argc, char** argv) {
   const std::string dir = a.get("model", topo.model.path);
   const actors::join_credentials credentials{cluster_token(topo, heads.front().port, false), served_fingerprint(topo, dir)};
   opened_model m = open_model(dir);
-  // KV leaves this process by pull: other processes of this host map its caches' segments
-  // (those of killed processes are removed first), other hosts read them over TCP on this
-  // node's address, presenting each cache's secret.
-  kv::remove_stale_segments();
+  // KV leaves this process by pull: other processes of this host map its caches' segments, other
+  // hosts read them over TCP on this node's address, presenting each cache's secret.
   kv::transfer::registry::global().set_tcp_host(topo.node(*name)->host);
   cluster_config cfg(topo);
   caf::actor_system sys{cfg};
@@ -156,10 +154,7 @@ int cmd_serve(int argc, char** argv) {
   const std::string dir = a.get("model", topo.model.path);
   opened_model m;
   if (head_hosts && !sim) m = open_model(dir);
-  if (head_hosts) {  // as on a node (cmd_node)
-    kv::remove_stale_segments();
-    kv::transfer::registry::global().set_tcp_host(head.host);
-  }
+  if (head_hosts) kv::transfer::registry::global().set_tcp_host(head.host);  // as on a node (cmd_node)
   const served_model served =
       describe_model(topo, sim && topo.model.path.empty() ? "" : dir, m, a.get("chat-template", topo.model.chat_template));
   cluster_config cfg(topo);

@@ -78,11 +78,6 @@ std::shared_ptr<const kv_cache> registry::find(const std::string& key, const std
   return it->second.cache;
 }
 
-std::uint16_t registry::tcp_port() const {
-  std::lock_guard lock(mu_);
-  return server_ ? server_->port() : 0;
-}
-
 const std::string& host_id() {
   static const std::string id = [] {
     std::ifstream f("/proc/sys/kernel/random/boot_id");

@@ -37,8 +37,6 @@ class registry {
   std::shared_ptr<const kv_cache> find(const std::string& key) const;
   std::shared_ptr<const kv_cache> find(const std::string& key, const std::string& secret) const;
 
-  // The TCP server's port (0 until a cache was exposed, or when it could not start).
-  std::uint16_t tcp_port() const;
 
  private:
   registry() = default;
