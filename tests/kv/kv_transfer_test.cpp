@@ -7,14 +7,20 @@
 
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include <signal.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "runtime/kv/transfer/pull.h"
 #include "runtime/kv/transfer/registry.h"
+#include "runtime/kv/transfer/tcp.h"
 
 using namespace troupe;
 using namespace troupe::kv;
@@ -102,20 +108,20 @@ void check_move(const sender& s, dtype t, std::vector<std::pair<int, int>> split
   }
 }
 
-}  // namespace
-
-// First, before this process exposes anything (a forked child must not inherit a server): a
-// sender in another process, reached through its shared-memory segment and over TCP.
-BOOST_AUTO_TEST_CASE(blocks_from_another_process_arrive_intact) {
-  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) {
-    int to_parent[2], to_child[2];
+// A sender in another process: one rank of `num_blocks` blocks shaped like the test caches (or
+// as given), filled from `seed`, exposed in shared memory and over TCP until told to exit.
+struct remote_process {
+  pid_t pid = -1;
+  int to_parent[2] = {-1, -1}, to_child[2] = {-1, -1};
+  kv_source source;
+  remote_process(dtype t, int num_blocks, std::uint64_t seed, int L = layers, int H = heads, int D = hd, int B = bs) {
     BOOST_TEST_REQUIRE(::pipe(to_parent) == 0);
     BOOST_TEST_REQUIRE(::pipe(to_child) == 0);
-    const pid_t pid = ::fork();
+    pid = ::fork();
     BOOST_TEST_REQUIRE(pid >= 0);
-    if (pid == 0) {  // the sender: one rank, 16 blocks
-      auto c = std::make_shared<kv_cache>(kv_cache_config{16, bs, t, true}, layers, heads, hd);
-      fill(*c, 99);
+    if (pid == 0) {
+      auto c = std::make_shared<kv_cache>(kv_cache_config{num_blocks, B, t, true}, L, H, D);
+      fill(*c, seed);
       kv_source s = registry::global().with_tcp(registry::global().expose(c));
       std::string msg = s.key + "\n" + std::to_string(s.num_blocks) + "\n" + s.host_id + "\n" + std::to_string(s.pid) + "\n" +
                         s.host + "\n" + std::to_string(s.port) + "\n" + s.secret + "\n";
@@ -134,19 +140,44 @@ BOOST_AUTO_TEST_CASE(blocks_from_another_process_arrive_intact) {
       got.append(buf, std::size_t(n));
     }
     std::istringstream in(got);
-    kv_source s;
     std::string num, pid_s, port;
-    std::getline(in, s.key);
+    std::getline(in, source.key);
     std::getline(in, num);
-    std::getline(in, s.host_id);
+    std::getline(in, source.host_id);
     std::getline(in, pid_s);
-    std::getline(in, s.host);
+    std::getline(in, source.host);
     std::getline(in, port);
-    std::getline(in, s.secret);
-    s.shared = true;
-    s.num_blocks = std::stoi(num);
-    s.pid = std::stoi(pid_s);
-    s.port = std::uint16_t(std::stoi(port));
+    std::getline(in, source.secret);
+    source.shared = true;
+    source.num_blocks = std::stoi(num);
+    source.pid = std::stoi(pid_s);
+    source.port = std::uint16_t(std::stoi(port));
+  }
+  void kill() {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+  void stop() {  // exits as told: withdraws and unlinks its segment
+    if (pid <= 0) return;
+    [[maybe_unused]] auto w = ::write(to_child[1], "x", 1);
+    ::waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+  ~remote_process() {
+    stop();
+    for (int fd : {to_parent[0], to_parent[1], to_child[0], to_child[1]}) ::close(fd);
+  }
+};
+
+}  // namespace
+
+// First, before this process exposes anything (a forked child must not inherit a server): a
+// sender in another process, reached through its shared-memory segment and over TCP.
+BOOST_AUTO_TEST_CASE(blocks_from_another_process_arrive_intact) {
+  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) {
+    remote_process sender(t, 16, 99);
+    const kv_source& s = sender.source;
     // The same bytes, made here from the same seed, to compare with.
     kv_cache mirror({16, bs, t, false}, layers, heads, hd);
     fill(mirror, 99);
@@ -167,20 +198,125 @@ BOOST_AUTO_TEST_CASE(blocks_from_another_process_arrive_intact) {
             BOOST_TEST(std::memcmp(dst.block_data(l, kv, reserved[i]), mirror.block_data(l, kv, h.blocks[i]), dst.block_bytes()) == 0,
                        kernels::dtype_name(t) << " via " << backend_name(how) << " layer " << l << " block " << i);
     }
-    int status = 0;
     if (t == dtype::bf16) {  // killed: its segment stays behind until a later process removes it
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
+      sender.kill();
       BOOST_CHECK_NO_THROW(kv_region::open_shared(s.key, 1));
       BOOST_TEST(remove_stale_segments() >= 1);
     } else {
-      [[maybe_unused]] auto w = ::write(to_child[1], "x", 1);
-      ::waitpid(pid, &status, 0);
+      sender.stop();
     }
-    for (int fd : {to_parent[0], to_parent[1], to_child[0], to_child[1]}) ::close(fd);
     // Unlinked by its owner at exit, or as stale after a kill: mapping it again fails.
     BOOST_CHECK_THROW(kv_region::open_shared(s.key, 1), std::runtime_error);
   }
+}
+
+// A large pull over TCP is striped over several connections: its layers still arrive intact and
+// are reported in order. Still before this process serves TCP itself (it forks).
+BOOST_AUTO_TEST_CASE(a_striped_tcp_pull_arrives_intact_and_in_order) {
+  const int L = 6, H = 8, D = 128, B = 16, blocks = 40;  // 15 MiB in bf16, past the striping size
+  kv_layout lay = layout_of(dtype::bf16, {{0, L}});
+  lay.num_layers = L;
+  lay.n_kv_heads = H;
+  lay.head_dim = D;
+  lay.block_size = B;
+  kv_cache mirror({blocks, B, dtype::bf16, false}, L, H, D);
+  fill(mirror, 5);
+  std::vector<std::int32_t> reserved;
+  for (int i = 0; i < blocks; ++i) reserved.push_back(blocks - 1 - i);
+  remote_process sender(dtype::bf16, blocks, 5, L, H, D, B);
+  kv_handle h;
+  h.request = "striped";
+  h.layout = lay;
+  h.sources = {sender.source};
+  for (int i = 0; i < blocks; ++i) h.blocks.push_back(i);
+  h.positions = blocks * B;
+  kv_cache dst({blocks, B, dtype::bf16, false}, L, H, D);
+  std::vector<int> done;
+  const auto r = pull(h, {&dst, 0, lay, reserved}, backend::tcp, soon(), [&](int l) { done.push_back(l); });
+  BOOST_TEST(r.bytes == std::size_t(2) * L * blocks * dst.block_bytes());
+  BOOST_TEST(done == (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  for (int l = 0; l < L; ++l)
+    for (int kv = 0; kv < 2; ++kv)
+      for (int i = 0; i < blocks; ++i)
+        BOOST_TEST_REQUIRE(std::memcmp(dst.block_data(l, kv, reserved[std::size_t(i)]), mirror.block_data(l, kv, i), dst.block_bytes()) == 0,
+                           "layer " << l << " block " << i);
+}
+
+// One stream of a striped pull cut mid-transfer (a stand-in sender in this test that closes the
+// connection carrying layer 1 after accepting it): the pull fails at once on every stream,
+// naming the layer, and reports no layer from the gap on.
+BOOST_AUTO_TEST_CASE(a_striped_pull_with_one_stream_cut_fails_at_once) {
+  const std::size_t block_bytes = std::size_t(1) << 20;
+  const int L = 6;  // 12 MiB of one block per layer: striped
+  const int lst = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_TEST_REQUIRE(::bind(lst, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(lst, reinterpret_cast<sockaddr*>(&addr), &len);
+  BOOST_TEST_REQUIRE(::listen(lst, 8) == 0);
+  auto read_all = [](int fd, void* p, std::size_t n) {
+    for (auto* c = static_cast<char*>(p); n > 0;) {
+      const auto r = ::read(fd, c, n);
+      if (r <= 0) return false;
+      c += r;
+      n -= std::size_t(r);
+    }
+    return true;
+  };
+  std::vector<std::thread> conns;
+  std::thread server([&] {
+    for (;;) {
+      const int fd = ::accept(lst, nullptr, nullptr);
+      if (fd < 0) return;  // the listener was shut down
+      conns.emplace_back([fd, &read_all, block_bytes] {
+        char head[8];
+        std::uint32_t n = 0;
+        std::string body;
+        if (read_all(fd, head, 8)) {
+          std::memcpy(&n, head + 4, 4);
+          body.resize(n);
+        }
+        if (read_all(fd, body.data(), n)) {
+          std::uint16_t key_len = 0, secret_len = 0;
+          std::memcpy(&key_len, body.data(), 2);
+          std::memcpy(&secret_len, body.data() + 2 + key_len, 2);
+          std::uint32_t first = 0, last = 0, stride = 0;
+          std::memcpy(&first, body.data() + 4 + key_len + secret_len, 4);
+          std::memcpy(&last, body.data() + 8 + key_len + secret_len, 4);
+          std::memcpy(&stride, body.data() + 12 + key_len + secret_len, 4);
+          const std::uint32_t ok = 0;
+          [[maybe_unused]] auto w = ::write(fd, &ok, 4);
+          const std::vector<char> bytes(2 * block_bytes, 'x');
+          for (std::uint32_t l = first; first != 1 && stride > 0 && l < last; l += stride)
+            if (::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) != ssize_t(bytes.size())) break;
+        }
+        ::close(fd);
+      });
+    }
+  });
+  std::vector<std::vector<std::uint8_t>> mem(std::size_t(2 * L), std::vector<std::uint8_t>(block_bytes));
+  const std::vector<std::int32_t> blocks = {0};
+  std::vector<int> done;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    tcp_pull("127.0.0.1", ntohs(addr.sin_port), "k", "s", 0, L, blocks, block_bytes,
+             [&](int l) { return tcp_destination{{mem[std::size_t(2 * l)].data()}, {mem[std::size_t(2 * l + 1)].data()}}; },
+             [&](int l) { done.push_back(l); }, soon());
+    BOOST_ERROR("a pull with a stream cut succeeded");
+  } catch (const std::runtime_error& e) {
+    BOOST_TEST(std::string(e.what()).find("connection lost at layer 1") != std::string::npos, e.what());
+  }
+  const bool before_deadline = std::chrono::steady_clock::now() - t0 < std::chrono::seconds(15);
+  BOOST_TEST(before_deadline, "failed when the stream was cut, not at the deadline");
+  // Layer 0 may or may not be reported (its stream can lose the race with the failure); nothing at
+  // or past the gap is.
+  BOOST_TEST((done.empty() || done == std::vector<int>{0}), "reported after the gap: " << done.size() << " layers");
+  ::shutdown(lst, SHUT_RDWR);
+  server.join();
+  for (auto& t : conns) t.join();
+  ::close(lst);
 }
 
 BOOST_AUTO_TEST_CASE(every_backend_moves_blocks_intact_for_every_dtype) {

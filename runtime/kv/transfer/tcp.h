@@ -4,9 +4,9 @@
 // reads them straight into its reserved blocks (readv), one layer after another.
 //
 // Wire format (little-endian), one request per connection:
-//   request:  "TKV1", u32 body length, body = u16 key length, key, u16 secret length, secret,
-//             u32 first layer, u32 last layer (the sender cache's own layer indices, [first,
-//             last)), u32 block count, i32 block ids
+//   request:  "TKV2", u32 body length, body = u16 key length, key, u16 secret length, secret,
+//             u32 first layer, u32 last layer, u32 stride (layers first, first + stride, ...
+//             below last; the sender cache's own layer indices), u32 block count, i32 block ids
 //   response: u32 status; 0: for each layer, its K blocks then its V blocks, in request order;
 //             otherwise u32 length and a message.
 // Nothing is served without the secret of the exposed cache (kv_source::secret).
@@ -48,8 +48,10 @@ struct tcp_destination {
 };
 
 // Reads layers [first, last) (the sender cache's indices) of `blocks` from host:port into the
-// destinations of each layer (dst(layer) gives them), calling layer_done(i) after the i-th
-// layer. Throws std::runtime_error naming what failed; gives up at `deadline`.
+// destinations of each layer (dst(layer) gives them), calling layer_done(i) once layers first..i
+// are all in place, in layer order. A large pull is striped over up to four connections, so dst and
+// layer_done may run on a helper thread (never two layer_done at once). Throws
+// std::runtime_error naming what failed; gives up at `deadline`.
 void tcp_pull(const std::string& host, std::uint16_t port, const std::string& key, const std::string& secret,
               int first, int last, std::span<const std::int32_t> blocks, std::size_t block_bytes,
               const std::function<tcp_destination(int layer)>& dst, const std::function<void(int)>& layer_done,
