@@ -73,6 +73,13 @@ void hold_handoffs(scheduler_actor::stateful_pointer<scheduler_state> self, std:
   auto& st = self->state;
   for (auto& o : outputs) {
     if (!o.finished || o.reason != engine::finish_reason::handoff || o.kv.empty()) continue;
+    if (auto h = st.holders.find(o.id); h != st.holders.end()) {  // a handle passed on unpulled
+      if (!st.sinks.count(o.id)) continue;  // nobody receives it: deliver() releases its holder
+      st.relayed[o.id] = h->second;
+      st.holders.erase(h);
+      self->delayed_send(self, st.engine->config().handoff_hold, hold_atom::value, o.id, st.held.start(o.id));
+      continue;
+    }
     if (!st.sinks.count(o.id)) {
       st.engine->release_handoff(o.id);
       continue;
@@ -109,7 +116,7 @@ void publish_kv_events(scheduler_actor::stateful_pointer<scheduler_state> self) 
 // A drained replica answers everyone waiting for it to be empty.
 void check_drained(scheduler_actor::stateful_pointer<scheduler_state> self) {
   auto& st = self->state;
-  if (!st.draining || st.engine->has_unfinished() || st.engine->num_handoffs_held() > 0) return;
+  if (!st.draining || st.engine->has_unfinished() || st.engine->num_handoffs_held() > 0 || !st.relayed.empty()) return;
   for (auto& p : st.drained) p.deliver(true);
   st.drained.clear();
 }
@@ -207,18 +214,32 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
         if (holder && self->state.sinks.count(r.id)) self->state.holders[r.id] = holder;
         return res;
       },
-      [=](claim_atom, const std::string& id) {
+      [=](claim_atom, const std::string& id) -> caf::result<bool> {
         auto& st = self->state;
         auto n = st.held.claim(id);  // a fresh hold from now; the earlier timer no longer matches
         if (n) self->delayed_send(self, st.engine->config().handoff_hold, hold_atom::value, id, *n);
-        return n.has_value();
+        auto r = st.relayed.find(id);
+        if (r == st.relayed.end()) return n.has_value();
+        auto rp = self->make_response_promise<bool>();  // the holder answers for its blocks
+        self->request(caf::actor_cast<scheduler_actor>(r->second), st.engine->config().transfer_timeout, claim_atom::value, id)
+            .then([rp](bool held) mutable { rp.deliver(held); }, [rp](caf::error&) mutable { rp.deliver(false); });
+        return rp;
       },
       [=](release_atom, const std::string& id) {
-        if (self->state.held.release(id) && self->state.engine->release_handoff(id)) schedule_step(self);
+        auto& st = self->state;
+        if (auto r = st.relayed.find(id); r != st.relayed.end()) {
+          self->send(caf::actor_cast<scheduler_actor>(r->second), release_atom::value, id);
+          st.relayed.erase(r);
+          st.held.release(id);
+        } else if (st.held.release(id) && st.engine->release_handoff(id)) {
+          schedule_step(self);
+        }
         check_drained(self);
       },
       [=](hold_atom, const std::string& id, std::uint64_t n) {
-        if (self->state.held.expire(id, n) && self->state.engine->release_handoff(id)) schedule_step(self);
+        auto& st = self->state;
+        // A relay's expiry only forgets it: the holder's own hold frees the blocks.
+        if (st.held.expire(id, n) && !st.relayed.erase(id) && st.engine->release_handoff(id)) schedule_step(self);
         check_drained(self);
       },
       [=](drain_atom) -> caf::result<bool> {

@@ -36,8 +36,12 @@ struct scheduler_state {
   // Disaggregation. As a sender: handed-off requests whose blocks are held here for a receiver,
   // by handoff number (a hold that expires frees them). As a receiver: the scheduler holding
   // each pulled request's KV, told to release it once the pull ended (or the request did).
+  // Drained before its pull began: the request goes on with the handle it came with, and this
+  // scheduler stands in for its holder (relayed) until the next receiver releases it or the
+  // hold (numbered in `held` too) expires.
   kv::transfer::hold_book held;
   std::map<std::string, caf::actor> holders;
+  std::map<std::string, caf::actor> relayed;
   bool draining = false;
   kv_store_actor store;  // this node's KV store, if any: cached blocks let go of are offered to it
   std::vector<caf::typed_response_promise<bool>> drained;  // answered once nothing is left

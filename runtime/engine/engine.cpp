@@ -272,7 +272,8 @@ std::vector<request_output> engine::hand_off_all() {
 
 void engine::finish(sequence& s, finish_reason why, request_output& o) {
   // A request handed off with KV computed keeps its blocks until the receiver pulled them; one
-  // that computed nothing here (still waiting) goes without a handle.
+  // that computed nothing here (still waiting) goes without a handle, or with the one it came
+  // with if it was still waiting to pull it.
   if (why == finish_reason::handoff && s.num_computed > 0 && s.pull_from.empty()) {
     o.kv.request = s.name;
     o.kv.layout = layout_;
@@ -282,6 +283,8 @@ void engine::finish(sequence& s, finish_reason why, request_output& o) {
     held_[s.name] = {s.id, s.num_computed};
   } else {
     kv_.free(s.id);
+    // Handed on before its pull began: the next replica pulls from the same holder.
+    if (why == finish_reason::handoff && !s.pull_from.empty() && !s.pulling) o.kv = std::move(s.pull_from);
   }
   o.finished = true;
   o.reason = why;

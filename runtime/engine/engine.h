@@ -116,9 +116,10 @@ class engine {
   bool step_in_flight() const { return pending_ != nullptr; }
 
   // Ends every request here with reason handoff, for another replica to continue (a drain):
-  // those with KV computed hand it over (request_output::kv, held like a prefill's), the others
-  // go without. Requests whose own KV is still arriving are left for a later call. Not while a
-  // step is in flight.
+  // those with KV computed hand it over (request_output::kv, held like a prefill's); those still
+  // waiting to pull theirs pass on the handle they came with (its holder still holds the blocks);
+  // the others go without. Requests whose own KV is still arriving are left for a later call.
+  // Not while a step is in flight.
   std::vector<request_output> hand_off_all();
 
   // A request that ended with reason handoff keeps its blocks for the replica that pulls its

@@ -155,6 +155,35 @@ BOOST_AUTO_TEST_CASE(disaggregated_prefill_hands_the_kv_to_the_decode_replica) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_drained_decode_replica_passes_on_the_handoffs_still_waiting_to_pull) {
+  // One prefill replica, two decode replicas taking two requests at a time: handoffs queue on
+  // both. Draining the first moves its running requests with their KV and passes the queued ones
+  // on with the handle they came with (the prefill replica still holds their blocks): nothing is
+  // recomputed anywhere, and every hold ends released.
+  auto topo = topology::load_topology(std::string(TROUPE_SOURCE_DIR) + "/configs/disagg.toml");
+  topo.model.path = test::synth_model("small-llama-f32", test::preset("small"));
+  topo.pools[1].replicas = 2;
+  topo.scheduler.limits.max_num_seqs = 2;
+  const auto reqs = test::mixed_requests(16, small_model()->config().vocab_size, true, 120);
+  test::fault_action drain_decode = [](local_cluster& c) { c.drain_replica(1); };
+  const run_result got = test::run_cluster(topo, reqs, 24, drain_decode);
+  check_same(reqs, engine_outputs(reqs), got);
+  BOOST_TEST_REQUIRE(got.loads.size() == 3u);
+  std::uint64_t prompts = 0, computed = 0, failures = 0;
+  for (const auto& r : reqs) prompts += r.prompt.size();
+  for (const auto& l : got.loads) {
+    computed += l.prompt_tokens_computed;
+    failures += l.kv_pull_failures;
+    BOOST_TEST(l.used_blocks == 0);  // every hold released, every pull's blocks freed
+    BOOST_TEST(l.handoffs_held == 0);
+  }
+  BOOST_TEST(computed == prompts);  // each prompt computed once, on the prefill replica
+  BOOST_TEST(failures == 0u);
+  BOOST_TEST(got.loads[1].drained());
+  BOOST_TEST(got.loads[2].kv_pulls > 0u);
+  BOOST_TEST(got.migrations.empty());
+}
+
 BOOST_AUTO_TEST_CASE(short_prompts_skip_the_prefill_pool_when_asked) {
   // Conditional disaggregation: with disaggregate_min_prompt = 64, prompts under 64 tokens run
   // whole on the decode replica; longer ones are prefilled on the prefill replica.
