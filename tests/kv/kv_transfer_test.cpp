@@ -246,7 +246,7 @@ BOOST_AUTO_TEST_CASE(a_striped_tcp_pull_arrives_intact_and_in_order) {
 // connection carrying layer 1 after accepting it): the pull fails at once on every stream,
 // naming the layer, and reports no layer from the gap on.
 BOOST_AUTO_TEST_CASE(a_striped_pull_with_one_stream_cut_fails_at_once) {
-  const std::size_t block_bytes = std::size_t(1) << 20;
+  static constexpr std::size_t block_bytes = std::size_t(1) << 20;
   const int L = 6;  // 12 MiB of one block per layer: striped
   const int lst = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -270,7 +270,7 @@ BOOST_AUTO_TEST_CASE(a_striped_pull_with_one_stream_cut_fails_at_once) {
     for (;;) {
       const int fd = ::accept(lst, nullptr, nullptr);
       if (fd < 0) return;  // the listener was shut down
-      conns.emplace_back([fd, &read_all, block_bytes] {
+      conns.emplace_back([fd, &read_all] {
         char head[8];
         std::uint32_t n = 0;
         std::string body;
