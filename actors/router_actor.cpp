@@ -11,6 +11,8 @@ void register_router_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<std::int64_t>>("troupe.int64s");
   cfg.add_message_type<std::vector<scheduler_actor>>("troupe.scheduler_actors");
   cfg.add_message_type<router_stats>("troupe.router_stats");
+  cfg.add_message_type<replica_view>("troupe.replica_view");
+  cfg.add_message_type<std::vector<replica_view>>("troupe.replica_views");
   cfg.add_message_type<std::vector<std::pair<std::string, std::uint64_t>>>("troupe.named_counts");
 }
 
@@ -153,6 +155,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         self->state.loads[i] = {replica, true, 0, 0, 0, 0};
         self->state.index.drop(replica);  // an earlier life's blocks are not this one's
         self->state.draining.erase(replica);
+        ++self->state.registrations[replica];
         subscribe_kv(self, replica, s);
         return true;
       },
@@ -215,6 +218,17 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         return n;
       },
       [=](drain_atom, replica_id replica) { self->state.draining.insert(replica); },
+      [=](resume_atom, replica_id replica) { self->state.draining.erase(replica); },
+      [=](view_atom) {
+        auto& st = self->state;
+        std::vector<replica_view> out;
+        for (std::size_t i = 0; i < st.replicas.size(); ++i) {
+          const replica_id r = st.loads[i].replica;
+          if (!st.registrations.count(r)) continue;  // a slot never filled
+          out.push_back({r, st.replicas[i], st.loads[i].alive && st.replicas[i], st.draining.count(r) > 0, st.registrations[r]});
+        }
+        return out;
+      },
       [=](store_atom, replica_id id, kv_store_actor store) {
         self->monitor(store);
         self->state.stores[id] = store;

@@ -252,6 +252,13 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
         check_drained(self);
         return rp;
       },
+      [=](resume_atom) {
+        auto& st = self->state;
+        st.draining = false;
+        for (auto& p : st.drained) p.deliver(false);  // that drain will not end
+        st.drained.clear();
+        schedule_step(self);
+      },
       [=](kv_sources_atom, std::vector<kv::transfer::kv_source>& sources) {
         if (self->state.set_kv_sources) self->state.set_kv_sources(std::move(sources));
       },
@@ -279,7 +286,7 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
         r.kv_pull_failures = e.stats().kv_pull_failures;
         r.kv_pull_bytes = e.stats().kv_pull_bytes;
         r.kv_pull_seconds = e.stats().kv_pull_seconds;
-        r.handoffs_held = std::int32_t(e.num_handoffs_held());
+        r.handoffs_held = std::int32_t(e.num_handoffs_held() + self->state.relayed.size());  // held here or relayed
         r.draining = self->state.draining;
         return r;
       },

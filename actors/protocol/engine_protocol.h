@@ -170,6 +170,7 @@ using release_atom = caf::atom_constant<caf::atom("release")>;
 using hold_atom = caf::atom_constant<caf::atom("hold")>;
 using claim_atom = caf::atom_constant<caf::atom("claim")>;
 using drain_atom = caf::atom_constant<caf::atom("drain")>;
+using resume_atom = caf::atom_constant<caf::atom("resume")>;
 
 // The scheduler of one replica.
 using scheduler_actor = caf::typed_actor<
@@ -194,6 +195,8 @@ using scheduler_actor = caf::typed_actor<
     // step, with the KV it has computed (the receiver pulls it), and requests that arrive are
     // passed on the same way. Replies true once nothing is left here (safe to remove).
     caf::replies_to<drain_atom>::with<bool>,
+    // Ends a drain: the replica admits and runs requests again (a pending drain answers false).
+    caf::reacts_to<resume_atom>,
     // Send this replica's KV events to the sink from now on, stamped with replica id `r`;
     // replies with what the prefix cache holds now. A sink that dies is dropped.
     caf::replies_to<kv_subscribe_atom, replica_id, kv_event_sink>::with<kv_snapshot>,

@@ -58,6 +58,22 @@ using timing_atom = caf::atom_constant<caf::atom("timing")>;
 using replicas_atom = caf::atom_constant<caf::atom("replicas")>;
 using router_stats_atom = caf::atom_constant<caf::atom("rstats")>;
 using progress_atom = caf::atom_constant<caf::atom("progress")>;
+using view_atom = caf::atom_constant<caf::atom("view")>;
+
+// One replica as the router knows it, for the admin console: every replica that ever
+// registered, dead ones included.
+struct replica_view {
+  replica_id replica;
+  scheduler_actor scheduler;  // null while dead
+  bool alive = false;
+  bool draining = false;          // placed on no more
+  std::uint32_t generation = 0;   // how many times it registered (1: never restarted)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replica_view& x) {
+  return f(caf::meta::type_name("replica_view"), x.replica, x.scheduler, x.alive, x.draining, x.generation);
+}
 
 // What the router has done, for /metrics and the admin console. Labels are fixed sets.
 struct router_stats {
@@ -90,6 +106,10 @@ using router_actor = caf::typed_actor<
     caf::reacts_to<store_atom, replica_id, kv_store_actor>,
     // Place nothing more on replica R (it is draining) until it registers again.
     caf::reacts_to<drain_atom, replica_id>,
+    // Place on replica R again (a drain ended).
+    caf::reacts_to<resume_atom, replica_id>,
+    // Every replica that registered, by id.
+    caf::replies_to<view_atom>::with<std::vector<replica_view>>,
     // The live replicas' schedulers, wherever they run (for load queries and tools).
     caf::replies_to<replicas_atom>::with<std::vector<scheduler_actor>>,
     // The time each routing decision took, in nanoseconds, oldest first (the last 100,000).
