@@ -1,0 +1,72 @@
+#include "runtime/admin/cluster_status.h"
+
+namespace troupe::admin {
+
+std::string state_of(const replica_status& r) {
+  if (!r.registered) return "starting";
+  if (!r.alive) return "dead";
+  if (!r.draining) return "running";
+  const bool empty = r.has_load && r.running == 0 && r.waiting == 0 && r.handoffs_held == 0;
+  return empty ? "drained" : "draining";
+}
+
+std::optional<std::size_t> find_replica(const std::vector<replica_status>& rs, const std::string& name) {
+  for (std::size_t i = 0; i < rs.size(); ++i)
+    if (rs[i].name == name) return i;
+  return std::nullopt;
+}
+
+namespace {
+
+double usage(const replica_status& r) { return r.total_blocks > 0 ? double(r.used_blocks) / r.total_blocks : 0.0; }
+
+}  // namespace
+
+nlohmann::json status_json(const std::vector<replica_status>& rs, const std::vector<std::string>& nodes) {
+  nlohmann::json out{{"nodes", nlohmann::json::array()}, {"replicas", nlohmann::json::array()}};
+  for (const auto& n : nodes) {
+    int alive = 0, total = 0;
+    for (const auto& r : rs)
+      if (r.node == n) {
+        ++total;
+        alive += r.alive ? 1 : 0;
+      }
+    out["nodes"].push_back({{"name", n}, {"replicas", total}, {"replicas_alive", alive}});
+  }
+  double tps = 0;
+  for (const auto& r : rs) {
+    tps += r.tokens_per_s;
+    out["replicas"].push_back({{"name", r.name},
+                               {"id", r.id},
+                               {"pool", r.pool},
+                               {"role", r.role},
+                               {"node", r.node},
+                               {"state", state_of(r)},
+                               {"generation", r.generation},
+                               {"running", r.running},
+                               {"waiting", r.waiting},
+                               {"kv_used_blocks", r.used_blocks},
+                               {"kv_total_blocks", r.total_blocks},
+                               {"kv_usage", usage(r)},
+                               {"tokens_per_s", r.tokens_per_s}});
+  }
+  out["tokens_per_s"] = tps;
+  return out;
+}
+
+nlohmann::json kv_json(const std::vector<replica_status>& rs) {
+  nlohmann::json out{{"replicas", nlohmann::json::array()}};
+  for (const auto& r : rs)
+    out["replicas"].push_back({{"name", r.name},
+                               {"state", state_of(r)},
+                               {"used_blocks", r.used_blocks},
+                               {"total_blocks", r.total_blocks},
+                               {"usage", usage(r)},
+                               {"cached_blocks", r.cached_blocks},
+                               {"prefix_queries", r.prefix_queries},
+                               {"prefix_hits", r.prefix_hits},
+                               {"prefix_hit_rate", r.prefix_queries ? double(r.prefix_hits) / double(r.prefix_queries) : 0.0}});
+  return out;
+}
+
+}  // namespace troupe::admin

@@ -1,0 +1,40 @@
+// What the admin console shows of a cluster, as plain values: each replica's place in the
+// topology and its last load, shaped into the JSON results of `status` and `kv`
+// (docs/admin.md). Pure: the admin actor gathers the values, this decides their form.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace troupe::admin {
+
+struct replica_status {
+  std::uint32_t id = 0;
+  std::string name;  // "<pool>-<index in the pool>", what kill / drain / resume take
+  std::string pool, role, node;
+  bool registered = false;  // has joined at least once
+  bool alive = false;
+  bool draining = false;
+  std::uint32_t generation = 0;  // registrations: 1 never restarted
+  bool has_load = false;         // answered the last load query
+  int running = 0, waiting = 0, waiting_prompt_tokens = 0;
+  int used_blocks = 0, total_blocks = 0, cached_blocks = 0;
+  int handoffs_held = 0;
+  std::uint64_t prefix_queries = 0, prefix_hits = 0;
+  std::uint64_t generated_tokens = 0, prompt_tokens_computed = 0, preemptions = 0;
+  double tokens_per_s = 0;  // generated, over the last sampling interval
+};
+
+// "starting" (never registered), "dead", "running", "draining", "drained" (safe to remove).
+std::string state_of(const replica_status& r);
+
+// The replica named `name`, or nullopt.
+std::optional<std::size_t> find_replica(const std::vector<replica_status>& rs, const std::string& name);
+
+nlohmann::json status_json(const std::vector<replica_status>& rs, const std::vector<std::string>& nodes);
+nlohmann::json kv_json(const std::vector<replica_status>& rs);
+
+}  // namespace troupe::admin
