@@ -467,7 +467,8 @@ void read_frontend(const reader& r, const toml::table& root, topology_config& t)
 
 // "tcp://127.0.0.1:PORT" (or localhost / [::1]): nothing listens off loopback without
 // authentication, and the events sockets have none yet.
-void check_loopback_endpoint(const reader& r, const toml::node* n, const std::string& key, const std::string& ep) {
+// "tcp://HOST:PORT": returns HOST; anything else fails naming the key.
+std::string endpoint_host(const reader& r, const toml::node* n, const std::string& key, const std::string& ep) {
   const std::string scheme = "tcp://";
   const auto colon = ep.rfind(':');
   if (ep.compare(0, scheme.size(), scheme) != 0 || colon == std::string::npos || colon <= scheme.size())
@@ -481,8 +482,47 @@ void check_loopback_endpoint(const reader& r, const toml::node* n, const std::st
   } catch (const std::exception&) {
   }
   if (port < 1 || port > 65535) r.fail(n, key, "expected a port in [1, 65535] in \"" + ep + "\"");
-  if (!(loopback(host) || host == "[::1]"))
+  return host;
+}
+
+bool loopback_endpoint_host(const std::string& host) { return loopback(host) || host == "[::1]"; }
+
+void check_loopback_endpoint(const reader& r, const toml::node* n, const std::string& key, const std::string& ep) {
+  const std::string host = endpoint_host(r, n, key, ep);
+  if (!loopback_endpoint_host(host))
     r.fail(n, key, "\"" + host + "\" is not a loopback address; KV events have no authentication, so they bind to loopback only");
+}
+
+void read_admin(const reader& r, const toml::table& root, topology_config& t) {
+  const toml::table* a = r.table(root, "admin", "");
+  if (!a) return;
+  r.only_keys(*a, "admin.", {"endpoint", "events", "secret_key", "authorized_keys"});
+  auto& ad = t.admin;
+  ad.line = int(a->source().begin.line);
+  ad.endpoint = r.string(*a, "endpoint", "admin.", std::nullopt);
+  ad.events = r.string(*a, "events", "admin.", std::string());
+  ad.secret_key = r.string(*a, "secret_key", "admin.", std::string());
+  if (const toml::node* n = a->get("authorized_keys")) {
+    const toml::array* keys = n->as_array();
+    if (!keys) r.fail(n, "admin.authorized_keys", std::string("expected an array of strings, got ") + type_name(*n));
+    if (keys->size() > 1024) r.fail(n, "admin.authorized_keys", "at most 1024 keys");
+    for (auto&& k : *keys) {
+      if (!k.is_string() || k.value<std::string>()->size() != 40)
+        r.fail(&k, "admin.authorized_keys", "expected Z85 public keys of 40 characters (troupe admin keygen writes them)");
+      ad.authorized_keys.push_back(*k.value<std::string>());
+    }
+  }
+  if (ad.curve() != !ad.authorized_keys.empty())
+    r.fail(a, "admin.secret_key", "CURVE needs both secret_key (the server's) and authorized_keys (the clients')");
+  for (const char* key : {"endpoint", "events"}) {
+    const std::string& ep = std::string(key) == "endpoint" ? ad.endpoint : ad.events;
+    if (ep.empty()) continue;
+    const std::string host = endpoint_host(r, a->get(key), std::string("admin.") + key, ep);
+    if (!ad.curve() && !loopback_endpoint_host(host))
+      r.fail(a->get(key), std::string("admin.") + key,
+             "\"" + host + "\" is not a loopback address: off loopback the admin endpoint needs CURVE keys (secret_key, authorized_keys)");
+  }
+  if (!ad.events.empty() && ad.events == ad.endpoint) r.fail(a->get("events"), "admin.events", "must differ from admin.endpoint");
 }
 
 void read_kv_events(const reader& r, const toml::table& root, topology_config& t) {
@@ -582,7 +622,7 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
   }
   reader r(source);
   r.only_keys(root, "", {"model", "nodes", "pools", "scheduler", "router", "timeouts", "frontend", "sim", "cluster", "kv_events",
-                         "kv_transfer", "kv_store"});
+                         "kv_transfer", "kv_store", "admin"});
   topology_config t;
   t.source = source;
   read_model(r, root, t);
@@ -594,6 +634,7 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
   read_sim(r, root, t);
   read_frontend(r, root, t);
   read_kv_events(r, root, t);
+  read_admin(r, root, t);
   read_kv_transfer(r, root, t);
   read_kv_store(r, root, t);
   read_cluster(r, root, t);

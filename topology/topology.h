@@ -146,6 +146,19 @@ struct kv_events_spec {
   bool enabled() const { return !endpoint.empty(); }
 };
 
+// The admin endpoint on the head (docs/admin.md): ZeroMQ request/reply and an event stream.
+// With keys, both sockets are CURVE servers and only the authorized client keys get an answer;
+// without, they bind to loopback only.
+struct admin_spec {
+  std::string endpoint;                  // "tcp://HOST:PORT" (ROUTER); empty: no admin endpoint
+  std::string events;                    // "tcp://HOST:PORT" (PUB) for `watch`; empty: none
+  std::string secret_key;                // the server's CURVE secret key file (troupe admin keygen)
+  std::vector<std::string> authorized_keys;  // Z85 public keys of the clients let in
+  int line = 0;
+  bool enabled() const { return !endpoint.empty(); }
+  bool curve() const { return !secret_key.empty(); }
+};
+
 // The GPU the sim backend pretends to be.
 struct sim_spec {
   double flops = 989e12;             // FLOP/s
@@ -164,6 +177,7 @@ struct topology_config {
   frontend_spec frontend;
   cluster_spec cluster;
   kv_events_spec kv_events;
+  admin_spec admin;
   kv_transfer_spec kv_transfer;
   kv_store_spec kv_store;
   std::optional<sim_spec> sim;

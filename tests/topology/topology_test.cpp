@@ -291,3 +291,30 @@ public_prompts = [{ name = "bot", text = "You are a helpful assistant." }]
   BOOST_TEST(error_of(minimal + "\n[router]\npolicy = \"kv_aware\"\n[router.params]\nprefix = 1\n").find(
                  "takes no parameter \"prefix\"") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(the_admin_endpoint_binds_loopback_unless_it_has_curve_keys) {
+  topology_config t = load_topology(std::string(TROUPE_SOURCE_DIR) + "/configs/admin.toml");
+  BOOST_TEST(t.admin.endpoint == "tcp://127.0.0.1:7600");
+  BOOST_TEST(t.admin.events == "tcp://127.0.0.1:7601");
+  BOOST_TEST(!t.admin.curve());
+  BOOST_TEST(!parse_topology(minimal, "t.toml").admin.enabled());
+  const std::string key(40, 'a');
+  t = parse_topology(minimal + "\n[admin]\nendpoint = \"tcp://0.0.0.0:7600\"\nsecret_key = \"s.key\"\nauthorized_keys = [\"" + key + "\"]\n",
+                     "t.toml");
+  BOOST_TEST(t.admin.curve());
+  BOOST_TEST(t.admin.authorized_keys == std::vector<std::string>{key});
+  BOOST_TEST(error_of(minimal + "\n[admin]\nendpoint = \"tcp://0.0.0.0:7600\"\n").find(
+                 "off loopback the admin endpoint needs CURVE keys") != std::string::npos);
+  BOOST_TEST(error_of(minimal + "\n[admin]\nendpoint = \"tcp://127.0.0.1:7600\"\nevents = \"tcp://10.0.0.1:7601\"\n").find(
+                 "admin.events: \"10.0.0.1\" is not a loopback address") != std::string::npos);
+  BOOST_TEST(error_of(minimal + "\n[admin]\nendpoint = \"tcp://127.0.0.1:7600\"\nsecret_key = \"s.key\"\n").find(
+                 "CURVE needs both secret_key") != std::string::npos);
+  BOOST_TEST(error_of(minimal + "\n[admin]\nendpoint = \"tcp://127.0.0.1:7600\"\nsecret_key = \"s\"\nauthorized_keys = [\"short\"]\n")
+                 .find("expected Z85 public keys of 40 characters") != std::string::npos);
+  BOOST_TEST(error_of(minimal + "\n[admin]\nendpoint = \"tcp://127.0.0.1:7600\"\nevents = \"tcp://127.0.0.1:7600\"\n").find(
+                 "must differ from admin.endpoint") != std::string::npos);
+  BOOST_TEST(error_of(minimal + "\n[admin]\nendpoint = \"tcp://127.0.0.1:7600\"\nport = 3\n").find("admin.port: unknown key") !=
+             std::string::npos);
+  BOOST_TEST(error_of(minimal + "\n[admin]\nendpoint = \"127.0.0.1:7600\"\n").find("expected \"tcp://127.0.0.1:PORT\"") !=
+             std::string::npos);
+}
