@@ -14,6 +14,7 @@ packages=(
   libtomlplusplus-dev         # TOML topologies
   cppzmq-dev libzmq3-dev      # admin console
   libmsgpack-cxx-dev          # admin protocol
+  libreadline-dev             # the admin console's line editing and history
   python3-torch python3-numpy # the independent reference implementation the tests compare with
   python3-jinja2              # the chat-template renderer is checked against it
   python3-zmq python3-msgpack # an independent reader of the KV events (tests/kv/kv_events_check.py)

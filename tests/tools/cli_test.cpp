@@ -98,7 +98,7 @@ BOOST_AUTO_TEST_CASE(every_command_answers_help_with_its_usage_and_does_nothing_
   const std::string out = std::string(TROUPE_BINARY_DIR) + "/help-must-not-write";
   std::filesystem::remove_all(out);
   for (const std::string cmd : {"serve", "node", "launch", "generate", "model synth", "bench engine", "bench runtime",
-                                 "bench serve", "bench kv-transfer", "info", "model", "bench"}) {
+                                 "bench serve", "bench kv-transfer", "info", "model", "bench", "admin", "admin keygen"}) {
     for (const char* flag : {"--help", "-h"}) {
       run_result r = troupe_cmd(cmd + " " + flag + " --out " + out + " --model " + out);
       BOOST_TEST(r.status == 0, cmd << " " << flag << " -> " << r.out);

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "actors/admin_endpoint.h"
 #include "actors/frontend.h"
 #include "actors/local_cluster.h"
 #include "actors/node.h"
@@ -165,6 +166,10 @@ int cmd_serve(int argc, char** argv) {
     throw input_error("--listen " + listen + ": the node registry listens off loopback only with TLS ([cluster] tls_* or --tls-*)");
   const std::uint16_t bound = cluster.publish(listen == "0.0.0.0" ? "" : listen, registry_port, topo.cluster.tls());
   cluster.admit({cluster_token(topo, bound, true), served_fingerprint(topo, dir)});
+  // The admin endpoint, on the first head (another head's would bind the same address).
+  std::unique_ptr<actors::admin_endpoint> admin;
+  if (topo.admin.enabled() && head_name == topo.heads().front()->name)
+    admin = std::make_unique<actors::admin_endpoint>(sys, topo, cluster.router());
 
   actors::frontend_config fc;
   fc.http.host = a.get("host", topo.frontend.host);
@@ -203,6 +208,9 @@ int cmd_serve(int argc, char** argv) {
               "        -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"stream\": true}'\n"
               "      curl %s/metrics\n",
               url.c_str(), url.c_str(), url.c_str());
+  if (admin)
+    std::printf("admin endpoint on %s%s%s (troupe admin --config %s status)\n", topo.admin.endpoint.c_str(),
+                topo.admin.events.empty() ? "" : ", events on ", topo.admin.events.c_str(), config.c_str());
   std::fflush(stdout);
   const int sig = signals.wait_for_stop();
   std::fprintf(stderr, "troupe serve: signal %d, stopping\n", sig);

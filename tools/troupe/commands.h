@@ -11,6 +11,7 @@ int cmd_bench_serve(int argc, char** argv);    // troupe bench serve ...
 int cmd_bench_kv(int argc, char** argv);       // troupe bench kv-transfer ...
 int cmd_serve(int argc, char** argv);     // troupe serve [CONFIG]
 int cmd_node(int argc, char** argv);      // troupe node CONFIG --name NODE
-int cmd_launch(int argc, char** argv);    // troupe launch CONFIG [--netns]
+int cmd_launch(int argc, char** argv);
+int cmd_admin(int argc, char** argv);     // troupe admin [COMMAND]    // troupe launch CONFIG [--netns]
 
 }  // namespace troupe::cli

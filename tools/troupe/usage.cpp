@@ -15,6 +15,8 @@ commands:
   serve          the head of a topology: the OpenAI HTTP API, router, request owner, node registry
   node           a process hosting the replicas a topology places on one node
   launch         start every node of a topology as local processes and keep them running
+  admin          the console of a running cluster: status, kv, drain, kill, watch (ZeroMQ)
+  admin keygen   write a CURVE key pair for the admin endpoint
   generate       run prompts through the engine as one continuous batch
   model synth    write a model folder with deterministic random weights
   bench engine   prefill and decode throughput against the machine's roofline
@@ -56,6 +58,35 @@ any that dies, until Ctrl-C.
   --model DIR            the model folder (default: the topology's)
   --port N               the head's HTTP port
   -h, --help             this text
+)"},
+      {"admin", R"(usage: troupe admin [options] [COMMAND [ARGS]]
+The console of a running cluster, over its ZeroMQ admin endpoint (docs/admin.md). Without a
+COMMAND: an interactive console (line editing, history; quit ends it).
+
+commands:
+  status                 nodes and replicas: role, state, generation, KV use, running/waiting, tokens/s
+  topology               the topology the cluster runs
+  kv [REPLICA]           KV blocks used and cached, prefix-cache hit rate
+  drain REPLICA          admit nothing new, move what runs with its KV; returns once safe to remove
+  resume REPLICA         end a drain
+  kill REPLICA           fault injection: the replica dies as if it crashed
+  watch                  follow the event stream (replica deaths, restarts, drains, admin actions)
+  help                   the commands the server knows
+  keygen [PREFIX]        write PREFIX.key (secret, 0600) and PREFIX.pub (default PREFIX: admin)
+
+options:
+  --endpoint E           the admin endpoint (default tcp://127.0.0.1:7600)
+  --events E             the event stream, for watch (default tcp://127.0.0.1:7601)
+  --config TOPOLOGY      take both (and the server's public key) from a topology's [admin]
+  --server-key KEY|FILE  the server's CURVE public key   --key FILE  this client's secret key
+  --json                 print results (and events) as JSON
+  --timeout S            seconds to wait for a reply (default 30)
+  --count N --for S      watch: stop after N events or S seconds
+  -h, --help             this text
+)"},
+      {"admin keygen", R"(usage: troupe admin keygen [PREFIX]
+Writes a CURVE key pair for the admin endpoint: PREFIX.key (the secret key, mode 0600) and
+PREFIX.pub (the public key; list it in a topology's [admin] authorized_keys). Default PREFIX: admin.
 )"},
       {"generate", R"(usage: troupe generate (--prompt TEXT | --prompt-ids 1,2,3 | --prompts-file FILE) [options]
 Runs prompts through the engine in this process as one continuous batch.

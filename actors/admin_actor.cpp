@@ -1,0 +1,277 @@
+#include "actors/admin_actor.h"
+
+#include <memory>
+
+namespace troupe::actors {
+
+namespace {
+
+using admin_ptr = admin_actor::stateful_pointer<admin_state>;
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void answer(admin_ptr self, std::uint64_t token, nlohmann::json result) {
+  admin::reply r;
+  r.ok = true;
+  r.result = std::move(result);
+  self->state.cfg.reply(token, std::move(r));
+}
+
+void refuse(admin_ptr self, std::uint64_t token, std::string why) {
+  admin::reply r;
+  r.ok = false;
+  r.error = std::move(why);
+  self->state.cfg.reply(token, std::move(r));
+}
+
+void emit(admin_ptr self, const std::string& kind, nlohmann::json fields) {
+  if (self->state.cfg.event) self->state.cfg.event(kind, std::move(fields));
+}
+
+// Tells `watch` that replica `i` is now in `state`, once per change (a refresh and a command
+// may both notice it).
+void announce(admin_ptr self, std::size_t i, const std::string& state) {
+  auto& st = self->state;
+  const auto& r = st.replicas[i];
+  auto& last = st.announced[r.id];
+  if (last.empty()) last = "starting";
+  if (last == state) return;
+  emit(self, "replica_state", {{"replica", r.name}, {"from", last}, {"to", state}, {"generation", r.generation}});
+  last = state;
+}
+
+// The replicas of the topology, named "<pool>-<i>", before any has registered.
+std::vector<admin::replica_status> placed_replicas(const topology::topology_config& topo) {
+  std::vector<admin::replica_status> out;
+  std::map<std::string, int> per_pool;
+  for (const auto& p : topology::place_replicas(topo)) {
+    admin::replica_status r;
+    r.id = p.replica.value;
+    r.pool = p.pool;
+    r.name = p.pool + "-" + std::to_string(per_pool[p.pool]++);
+    r.role = topology::role_name(p.role);
+    r.node = p.node;
+    if (out.size() <= r.id) out.resize(r.id + 1);
+    out[r.id] = r;
+  }
+  return out;
+}
+
+// Asks the router which replicas live and each live one for its load, then runs `then`.
+// Replicas that do not answer within the timeout keep has_load false. Emits an event for every
+// replica whose state changed since the last refresh.
+void refresh(admin_ptr self, std::function<void()> then) {
+  auto& st = self->state;
+  self->request(st.cfg.router, st.cfg.timeout, view_atom::value)
+      .then(
+          [=](const std::vector<replica_view>& views) {
+            auto& st = self->state;
+            std::vector<std::uint32_t> generations;
+            for (const auto& r : st.replicas) generations.push_back(r.generation);
+            st.schedulers.assign(st.replicas.size(), scheduler_actor{});
+            for (const auto& v : views) {
+              if (v.replica.value >= st.replicas.size()) continue;  // not in this topology
+              auto& r = st.replicas[v.replica.value];
+              r.registered = true;
+              r.alive = v.alive;
+              r.draining = v.draining;
+              r.generation = v.generation;
+              if (v.alive) st.schedulers[v.replica.value] = v.scheduler;
+            }
+            auto pending = std::make_shared<std::size_t>(0);
+            auto done = [=] {
+              auto& st = self->state;
+              for (std::size_t i = 0; i < st.replicas.size(); ++i) {
+                const auto& r = st.replicas[i];
+                if (generations[i] != 0 && r.generation > generations[i] && st.announced[r.id] == "running")
+                  announce(self, i, "restarted");  // died and came back between two looks
+                announce(self, i, admin::state_of(r));
+              }
+              then();
+            };
+            for (std::size_t i = 0; i < st.schedulers.size(); ++i) {
+              auto& r = st.replicas[i];
+              if (!st.schedulers[i]) {  // dead or not yet here: no load to show
+                const admin::replica_status placed = r;
+                r = admin::replica_status{};
+                r.id = placed.id;
+                r.name = placed.name;
+                r.pool = placed.pool;
+                r.role = placed.role;
+                r.node = placed.node;
+                r.registered = placed.registered;
+                r.alive = placed.alive;
+                r.draining = placed.draining;
+                r.generation = placed.generation;
+              }
+              r.has_load = false;
+              if (st.schedulers[i]) ++*pending;
+            }
+            if (*pending == 0) return done();
+            for (std::size_t i = 0; i < st.schedulers.size(); ++i) {
+              if (!st.schedulers[i]) continue;
+              auto finish = [=] {
+                if (--*pending == 0) done();
+              };
+              self->request(st.schedulers[i], st.cfg.timeout, load_atom::value)
+                  .then(
+                      [=](const load_report& l) {
+                        auto& r = self->state.replicas[i];
+                        r.has_load = true;
+                        r.running = l.running_seqs;
+                        r.waiting = l.waiting_seqs;
+                        r.waiting_prompt_tokens = l.waiting_prompt_tokens;
+                        r.used_blocks = l.used_blocks;
+                        r.total_blocks = l.total_blocks;
+                        r.cached_blocks = l.cached_blocks;
+                        r.handoffs_held = l.handoffs_held;
+                        r.prefix_queries = l.prefix_queries;
+                        r.prefix_hits = l.prefix_hits;
+                        r.prompt_tokens_computed = l.prompt_tokens_computed;
+                        r.preemptions = l.preemptions;
+                        // Tokens/s over the time since the previous sample of this replica.
+                        const double t = unix_now();
+                        auto& s = self->state.samples[r.id];
+                        if (s.first > 0 && t - s.first >= 0.2 && l.generated_tokens >= s.second) {
+                          r.tokens_per_s = double(l.generated_tokens - s.second) / (t - s.first);
+                          s = {t, l.generated_tokens};
+                        } else if (s.first == 0 || l.generated_tokens < s.second) {
+                          s = {t, l.generated_tokens};
+                        }
+                        r.generated_tokens = l.generated_tokens;
+                        finish();
+                      },
+                      [=](caf::error&) { finish(); });
+            }
+          },
+          [=](caf::error&) { then(); });
+}
+
+// The replica `args[0]` names, alive, or an error reply (false).
+bool named_replica(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args,
+                   std::size_t& index) {
+  auto& st = self->state;
+  if (args.size() != 1) {
+    refuse(self, token, cmd + ": expected one replica name (see status)");
+    return false;
+  }
+  auto i = admin::find_replica(st.replicas, args[0]);
+  if (!i) {
+    std::string names;
+    for (const auto& r : st.replicas) names += (names.empty() ? "" : ", ") + r.name;
+    refuse(self, token, cmd + ": no replica named '" + args[0] + "' (replicas: " + names + ")");
+    return false;
+  }
+  if (!st.schedulers[*i]) {
+    refuse(self, token, cmd + ": replica " + args[0] + " is " + admin::state_of(st.replicas[*i]));
+    return false;
+  }
+  index = *i;
+  return true;
+}
+
+nlohmann::json topology_json(const topology::topology_config& t) {
+  nlohmann::json out{{"source", t.source}, {"nodes", nlohmann::json::array()}, {"pools", nlohmann::json::array()}};
+  for (const auto& n : t.nodes)
+    out["nodes"].push_back({{"name", n.name}, {"address", n.host + ":" + std::to_string(n.port)}, {"head", t.is_head(n.name)}});
+  for (const auto& p : t.pools)
+    out["pools"].push_back({{"name", p.name}, {"role", topology::role_name(p.role)}, {"replicas", p.replicas}, {"nodes", p.nodes}});
+  out["router"] = {{"policy", t.router.policy}};
+  out["model"] = {{"path", t.model.path}};
+  return out;
+}
+
+void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
+  auto& st = self->state;
+  if (cmd == "help") {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& [name, what] : admin_commands()) list.push_back({{"command", name}, {"does", what}});
+    return answer(self, token, {{"commands", list}});
+  }
+  if (cmd == "topology") return answer(self, token, topology_json(st.cfg.topo));
+  if (cmd == "status") {
+    if (!args.empty()) return refuse(self, token, "status: takes no arguments");
+    return refresh(self, [=] {
+      std::vector<std::string> nodes;
+      for (const auto& n : self->state.cfg.topo.nodes) nodes.push_back(n.name);
+      answer(self, token, admin::status_json(self->state.replicas, nodes));
+    });
+  }
+  if (cmd == "kv") {
+    if (args.size() > 1) return refuse(self, token, "kv: expected at most one replica name");
+    return refresh(self, [=] {
+      auto& st = self->state;
+      if (args.empty()) return answer(self, token, admin::kv_json(st.replicas));
+      auto i = admin::find_replica(st.replicas, args[0]);
+      if (!i) return refuse(self, token, "kv: no replica named '" + args[0] + "'");
+      answer(self, token, admin::kv_json({st.replicas[*i]}));
+    });
+  }
+  if (cmd == "drain" || cmd == "resume" || cmd == "kill") {
+    return refresh(self, [=] {
+      auto& st = self->state;
+      std::size_t i = 0;
+      if (!named_replica(self, token, cmd, args, i)) return;
+      const auto& r = st.replicas[i];
+      const replica_id id{r.id};
+      const std::string name = r.name;
+      emit(self, "admin", {{"command", cmd}, {"replica", name}});
+      if (cmd == "kill") {  // as if its process died: no goodbye, its requests migrate
+        self->send_exit(st.schedulers[i], caf::exit_reason::kill);
+        return answer(self, token, {{"replica", name}, {"killed", true}});
+      }
+      if (cmd == "resume") {
+        self->send(st.cfg.router, resume_atom::value, id);
+        self->send(st.schedulers[i], resume_atom::value);
+        announce(self, i, "running");
+        return answer(self, token, {{"replica", name}, {"state", "running"}});
+      }
+      self->send(st.cfg.router, drain_atom::value, id);
+      announce(self, i, "draining");
+      self->request(st.schedulers[i], st.cfg.drain_timeout, drain_atom::value)
+          .then(
+              [=](bool drained) {
+                if (!drained) return refuse(self, token, "drain " + name + ": resumed before it was drained");
+                announce(self, i, "drained");
+                answer(self, token, {{"replica", name}, {"state", "drained"}, {"safe_to_remove", true}});
+              },
+              [=](caf::error& e) { refuse(self, token, "drain " + name + ": " + self->system().render(e)); });
+    });
+  }
+  refuse(self, token, "unknown command '" + cmd + "' (help lists them)");
+}
+
+}  // namespace
+
+const std::vector<std::pair<std::string, std::string>>& admin_commands() {
+  static const std::vector<std::pair<std::string, std::string>> list = {
+      {"status", "nodes and replicas: role, state, generation, KV use, running/waiting, tokens/s"},
+      {"topology", "the topology the cluster runs"},
+      {"kv [REPLICA]", "KV blocks used and cached, prefix-cache hit rate"},
+      {"drain REPLICA", "admit nothing new, move what runs with its KV; answers once safe to remove"},
+      {"resume REPLICA", "end a drain: the replica takes requests again"},
+      {"kill REPLICA", "fault injection: the replica dies as if it crashed; its requests migrate"},
+      {"help", "this list"},
+  };
+  return list;
+}
+
+admin_actor::behavior_type admin(admin_actor::stateful_pointer<admin_state> self, admin_config cfg) {
+  self->state.cfg = std::move(cfg);
+  self->state.replicas = placed_replicas(self->state.cfg.topo);
+  self->state.schedulers.assign(self->state.replicas.size(), scheduler_actor{});
+  self->send(self, tick_atom::value);
+  return {
+      [=](admin_atom, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
+        run_command(self, token, cmd, args);
+      },
+      [=](tick_atom) {  // samples loads (tokens/s) and notices deaths and restarts for `watch`
+        refresh(self, [] {});
+        self->delayed_send(self, self->state.cfg.sample_interval, tick_atom::value);
+      },
+  };
+}
+
+}  // namespace troupe::actors

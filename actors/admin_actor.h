@@ -1,0 +1,56 @@
+// The admin console's commands (docs/admin.md), run against the head's router and the
+// replicas it knows: status, topology, kv, drain, resume, kill. Thin: it gathers replica views
+// and load reports and hands them to runtime/admin/cluster_status.h for their form. Replies and
+// events leave through callbacks (the ZeroMQ endpoint's queue, actors/admin_endpoint.h).
+#pragma once
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/protocol/router_protocol.h"
+#include "runtime/admin/admin_message.h"
+#include "runtime/admin/cluster_status.h"
+#include "topology/topology.h"
+
+namespace troupe::actors {
+
+using admin_atom = caf::atom_constant<caf::atom("admin")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+
+// A command from the endpoint: (its token, the request). The reply goes to admin_config::reply
+// with the same token.
+using admin_actor = caf::typed_actor<caf::reacts_to<admin_atom, std::uint64_t, std::string, std::vector<std::string>>,
+                                     caf::reacts_to<tick_atom>>;
+
+struct admin_config {
+  topology::topology_config topo;
+  router_actor router;
+  std::chrono::milliseconds timeout{5000};         // for each question to an actor
+  std::chrono::milliseconds drain_timeout{600000};  // how long `drain` waits for the replica
+  std::chrono::milliseconds sample_interval{1000};  // load sampling, for tokens/s and events
+  std::function<void(std::uint64_t token, admin::reply)> reply;
+  std::function<void(const std::string& kind, nlohmann::json fields)> event;
+};
+
+struct admin_state {
+  admin_config cfg;
+  std::vector<admin::replica_status> replicas;  // indexed by replica id
+  std::vector<scheduler_actor> schedulers;      // the live ones' handles, by replica id
+  std::map<std::uint32_t, std::pair<double, std::uint64_t>> samples;  // id -> (time, generated tokens)
+  std::map<std::uint32_t, std::string> announced;  // id -> the state `watch` was last told
+  static inline const char* name = "troupe.admin";
+};
+
+admin_actor::behavior_type admin(admin_actor::stateful_pointer<admin_state> self, admin_config cfg);
+
+// The commands the endpoint serves, one line each (the result of `help`).
+const std::vector<std::pair<std::string, std::string>>& admin_commands();
+
+}  // namespace troupe::actors

@@ -1,0 +1,260 @@
+#include "actors/admin_endpoint.h"
+
+#include <deque>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <zmq.hpp>
+
+#include "runtime/common/error.h"
+
+namespace troupe::actors {
+
+namespace {
+
+constexpr std::size_t max_pending = 256;       // requests in progress at once; more are refused
+constexpr std::size_t max_events = 4096;       // events waiting for the socket thread
+constexpr std::int64_t max_message = 1 << 20;  // ZeroMQ drops a peer sending more than this
+const char* const zap_domain = "troupe-admin";
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+struct admin_endpoint::shared {
+  std::mutex mu;
+  std::deque<std::pair<std::uint64_t, admin::reply>> replies;
+  std::deque<std::string> events;  // encoded
+  std::uint64_t event_seq = 0, events_dropped = 0;
+  int wake = -1;  // eventfd
+  bool stop = false;
+  void poke() {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake, &one, sizeof one);
+  }
+};
+
+struct admin_endpoint::sockets {
+  zmq::context_t ctx{1};
+  zmq::socket_t router{ctx, zmq::socket_type::router};
+  zmq::socket_t pub{ctx, zmq::socket_type::pub};
+  zmq::socket_t zap{ctx, zmq::socket_type::rep};
+  bool has_pub = false, curve = false;
+  std::set<std::string> authorized;  // binary public keys
+  struct pending {
+    std::string identity;
+    bool delimiter = true;  // a REQ-style client sent an empty frame before the payload
+    std::uint64_t id = 0;
+  };
+  std::map<std::uint64_t, pending> in_flight;
+  std::uint64_t next_token = 0;
+};
+
+curve_pair curve_keypair() {
+  char pub[41] = {0}, sec[41] = {0};
+  if (zmq_curve_keypair(pub, sec) != 0) throw std::runtime_error("this ZeroMQ has no CURVE support");
+  return {pub, sec};
+}
+
+std::string curve_public_of(const std::string& secret_z85) {
+  char pub[41] = {0};
+  if (secret_z85.size() != 40 || zmq_curve_public(pub, secret_z85.c_str()) != 0)
+    throw std::invalid_argument("not a Z85 CURVE secret key of 40 characters");
+  return pub;
+}
+
+std::string read_key_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) throw input_error(what + ": cannot open " + path);
+  std::string line;
+  std::getline(in, line);
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+  if (line.size() != 40) throw input_error(what + ": " + path + " holds no Z85 key of 40 characters (troupe admin keygen writes them)");
+  return line;
+}
+
+admin_endpoint::admin_endpoint(caf::actor_system& sys, const topology::topology_config& topo, router_actor router)
+    : q_(std::make_shared<shared>()), z_(std::make_unique<sockets>()) {
+  const auto& spec = topo.admin;
+  q_->wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (q_->wake < 0) throw std::runtime_error("admin endpoint: eventfd failed");
+  auto& z = *z_;
+  for (auto* s : {&z.router, &z.pub, &z.zap}) s->set(zmq::sockopt::linger, 0);
+  z.router.set(zmq::sockopt::maxmsgsize, max_message);
+  z.router.set(zmq::sockopt::router_mandatory, 0);  // a reply to a client gone is dropped, not an error
+  if (spec.curve()) {
+    const std::string secret = read_key_file(spec.secret_key, "admin.secret_key");
+    try {
+      curve_public_of(secret);
+    } catch (const std::invalid_argument&) {
+      throw input_error("admin.secret_key: " + spec.secret_key + " is not a CURVE secret key");
+    }
+    for (const auto& k : spec.authorized_keys) {
+      std::string bin(32, '\0');
+      if (!zmq_z85_decode(reinterpret_cast<std::uint8_t*>(bin.data()), k.c_str()))
+        throw input_error("admin.authorized_keys: \"" + k + "\" is not a Z85 key");
+      z.authorized.insert(bin);
+    }
+    z.zap.bind("inproc://zeromq.zap.01");  // before any CURVE socket accepts a peer
+    for (auto* s : {&z.router, &z.pub}) {
+      s->set(zmq::sockopt::curve_server, 1);
+      s->set(zmq::sockopt::curve_secretkey, secret);
+      s->set(zmq::sockopt::zap_domain, zap_domain);
+    }
+    z.curve = true;
+  }
+  try {
+    z.router.bind(spec.endpoint);
+  } catch (const zmq::error_t& e) {
+    throw input_error("admin.endpoint: cannot bind " + spec.endpoint + ": " + e.what());
+  }
+  if (!spec.events.empty()) {
+    try {
+      z.pub.bind(spec.events);
+    } catch (const zmq::error_t& e) {
+      throw input_error("admin.events: cannot bind " + spec.events + ": " + e.what());
+    }
+    z.has_pub = true;
+  }
+  admin_config cfg;
+  cfg.topo = topo;
+  cfg.router = std::move(router);
+  cfg.timeout = std::min(topo.timeouts.request, std::chrono::milliseconds(10000));
+  std::weak_ptr<shared> weak = q_;  // the actor may outlive this endpoint
+  cfg.reply = [weak](std::uint64_t token, admin::reply r) {
+    auto q = weak.lock();
+    if (!q) return;
+    {
+      std::lock_guard lock(q->mu);
+      q->replies.emplace_back(token, std::move(r));
+    }
+    q->poke();
+  };
+  const bool has_pub = z.has_pub;
+  cfg.event = [weak, has_pub](const std::string& kind, nlohmann::json fields) {
+    auto q = weak.lock();
+    if (!q || !has_pub) return;
+    {
+      std::lock_guard lock(q->mu);
+      if (q->events.size() >= max_events) {
+        ++q->events_dropped;
+        return;
+      }
+      q->events.push_back(admin::encode_event(++q->event_seq, unix_now(), kind, std::move(fields)));
+    }
+    q->poke();
+  };
+  actor_ = sys.spawn(admin, std::move(cfg));
+  thread_ = std::thread([this] { run(); });
+}
+
+admin_endpoint::~admin_endpoint() {
+  {
+    std::lock_guard lock(q_->mu);
+    q_->stop = true;
+  }
+  q_->poke();
+  thread_.join();
+  caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+  ::close(q_->wake);
+}
+
+void admin_endpoint::run() {
+  auto& z = *z_;
+  auto send_reply = [&](const sockets::pending& to, admin::reply r) {
+    r.id = to.id;
+    const std::string bytes = admin::encode(r);
+    z.router.send(zmq::buffer(to.identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    if (to.delimiter) z.router.send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    z.router.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+  };
+  auto refuse = [&](const sockets::pending& to, const std::string& why) {
+    admin::reply r;
+    r.ok = false;
+    r.error = why;
+    send_reply(to, std::move(r));
+  };
+  for (;;) {
+    std::vector<zmq::pollitem_t> items = {{z.router.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, q_->wake, ZMQ_POLLIN, 0}};
+    if (z.curve) items.push_back({z.zap.handle(), 0, ZMQ_POLLIN, 0});
+    try {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(-1));
+    } catch (const zmq::error_t&) {
+      continue;  // EINTR
+    }
+    if (items[1].revents) {
+      std::uint64_t n = 0;
+      [[maybe_unused]] auto r = ::read(q_->wake, &n, sizeof n);
+      std::deque<std::pair<std::uint64_t, admin::reply>> replies;
+      std::deque<std::string> events;
+      {
+        std::lock_guard lock(q_->mu);
+        if (q_->stop) return;
+        replies.swap(q_->replies);
+        events.swap(q_->events);
+      }
+      for (auto& [token, reply] : replies) {
+        auto it = z.in_flight.find(token);
+        if (it == z.in_flight.end()) continue;
+        send_reply(it->second, std::move(reply));
+        z.in_flight.erase(it);
+      }
+      for (auto& e : events) z.pub.send(zmq::buffer(e), zmq::send_flags::dontwait);
+    }
+    if (z.curve && items[2].revents) {  // ZAP (RFC 27): only the authorized client keys get in
+      std::vector<zmq::message_t> f;
+      for (bool more = true; more;) {
+        zmq::message_t m;
+        if (!z.zap.recv(m)) break;
+        more = m.more();
+        f.push_back(std::move(m));
+      }
+      const bool ok = f.size() >= 7 && f[5].to_string() == "CURVE" && z.authorized.count(f[6].to_string()) > 0;
+      const std::string request_id = f.size() > 1 ? f[1].to_string() : "";
+      const std::vector<std::string> out = {"1.0", request_id, ok ? "200" : "400", ok ? "OK" : "not an authorized key", "", ""};
+      for (std::size_t i = 0; i < out.size(); ++i)
+        z.zap.send(zmq::buffer(out[i]), i + 1 < out.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+    if (items[0].revents) {
+      std::vector<zmq::message_t> f;
+      for (bool more = true; more;) {
+        zmq::message_t m;
+        if (!z.router.recv(m, zmq::recv_flags::dontwait)) break;
+        more = m.more();
+        if (f.size() < 4) f.push_back(std::move(m));  // more frames than a request has: dropped
+      }
+      if (f.size() < 2) continue;
+      sockets::pending p;
+      p.identity = f[0].to_string();
+      p.delimiter = f.size() >= 3 && f[1].size() == 0;
+      if (f.size() > (p.delimiter ? 3u : 2u)) {
+        refuse(p, "admin request: expected one payload frame (after an empty delimiter frame, if any)");
+        continue;
+      }
+      const zmq::message_t& payload = f.back();
+      admin::request req;
+      try {
+        req = admin::decode_request(std::string_view(static_cast<const char*>(payload.data()), payload.size()));
+      } catch (const std::invalid_argument& e) {
+        refuse(p, e.what());
+        continue;
+      }
+      p.id = req.id;
+      if (z.in_flight.size() >= max_pending) {
+        refuse(p, "too many admin requests in progress (" + std::to_string(max_pending) + "); try again");
+        continue;
+      }
+      const std::uint64_t token = ++z.next_token;
+      z.in_flight[token] = std::move(p);
+      caf::anon_send(actor_, admin_atom::value, token, std::move(req.cmd), std::move(req.args));
+    }
+  }
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,51 @@
+// The admin endpoint on a head (docs/admin.md): a ZeroMQ ROUTER socket answers admin requests
+// (runtime/admin/admin_message.h) through the admin actor, and a PUB socket sends its events for
+// `watch`. With [admin] secret_key and authorized_keys both sockets are CURVE servers and a ZAP
+// handler lets in only the authorized client keys: anyone else gets no reply and no event.
+// The sockets live on a thread of their own; the actor's replies and events reach it through a
+// bounded queue and an eventfd, so no actor ever blocks on a socket.
+#pragma once
+#include <caf/all.hpp>
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "actors/admin_actor.h"
+#include "topology/topology.h"
+
+namespace troupe::actors {
+
+class admin_endpoint {
+ public:
+  // Binds [admin] endpoint (and events) and spawns the admin actor; throws input_error naming
+  // the key when an address cannot be bound or a key file is unusable.
+  admin_endpoint(caf::actor_system& sys, const topology::topology_config& topo, router_actor router);
+  ~admin_endpoint();
+  admin_endpoint(const admin_endpoint&) = delete;
+  admin_endpoint& operator=(const admin_endpoint&) = delete;
+
+  admin_actor actor() const { return actor_; }
+
+  struct shared;  // what the actor's callbacks and the socket thread share
+
+ private:
+  void run();
+  std::shared_ptr<shared> q_;
+  struct sockets;
+  std::unique_ptr<sockets> z_;
+  admin_actor actor_;
+  std::thread thread_;
+};
+
+// CURVE keys as Z85 text. Throws std::runtime_error if ZeroMQ has no CURVE support.
+struct curve_pair {
+  std::string public_key, secret_key;
+};
+curve_pair curve_keypair();
+// The public key of a Z85 secret key; throws std::invalid_argument if it is not one.
+std::string curve_public_of(const std::string& secret_z85);
+// A key file's Z85 key (its first line, trimmed); throws input_error naming `what` and the file.
+std::string read_key_file(const std::string& path, const std::string& what);
+
+}  // namespace troupe::actors

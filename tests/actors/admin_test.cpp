@@ -1,0 +1,286 @@
+// The admin console over real sockets against a running multi-process topology
+// (configs/admin.toml under `troupe launch`: a head and two node processes): every command's
+// --json output asserted; drain and kill under load leave every request with the tokens of an
+// undisturbed run; malformed and oversized messages get an error reply and the server keeps
+// serving; with CURVE keys, a client with no key or a wrong one gets no reply and no event.
+#define BOOST_TEST_MODULE admin
+#include <boost/test/unit_test.hpp>
+
+#include <fstream>
+#include <set>
+#include <future>
+#include <thread>
+
+#include <zmq.hpp>
+
+#include "actors/admin_client.h"
+#include "runtime/admin/admin_message.h"
+#include "tests/support/http_client.h"
+#include "tests/support/models.h"
+#include "tests/support/process.h"
+
+using namespace troupe;
+
+namespace {
+
+const std::string troupe_exe = std::string(TROUPE_BINARY_DIR) + "/troupe";
+
+// `troupe admin ARGS --json`: its exit status and its output parsed (null if not JSON).
+struct admin_result {
+  int status = -1;
+  nlohmann::json json;
+  std::string text;
+};
+
+admin_result admin_cli(const std::string& args) {
+  const auto r = test::run_command(troupe_exe + " admin --timeout 20 --json " + args + " 2>&1");
+  admin_result out{r.status, nullptr, r.output};
+  out.json = nlohmann::json::parse(r.output, nullptr, false);
+  if (out.json.is_discarded()) out.json = nullptr;
+  return out;
+}
+
+// configs/admin.toml started once for the whole module.
+struct cluster {
+  std::uint16_t http = test::free_port();
+  std::unique_ptr<test::child_process> launch;
+  cluster() {
+    const std::string model_dir = test::synth_model("small-llama-f32", test::preset("small"));
+    launch = std::make_unique<test::child_process>(std::vector<std::string>{
+        troupe_exe, "launch", std::string(TROUPE_SOURCE_DIR) + "/configs/admin.toml", "--model", model_dir, "--port", std::to_string(http)});
+    std::set<std::string> ready;  // the nodes come up in either order
+    for (std::string line; ready.size() < 2;) {
+      BOOST_TEST_REQUIRE(launch->wait_for_line(": ready", &line));
+      for (const char* n : {"node-a", "node-b"})
+        if (line.find(std::string("node ") + n + ": ready") != std::string::npos) ready.insert(n);
+    }
+    // Relay the rest of launch's output so its pipe never fills.
+    std::thread([l = launch.get()] { l->wait_for_line("a line no process prints"); }).detach();
+  }
+  ~cluster() { launch->kill(SIGTERM); launch->reap(); }
+};
+
+cluster& the_cluster() {
+  static cluster c;
+  return c;
+}
+
+// Completions of `n` fixed prompts (greedy and seeded alternately), all in flight at once;
+// `during` runs once every request has been sent.
+std::vector<std::string> completions(std::uint16_t port, int n, const std::function<void()>& during = {}) {
+  std::vector<std::future<std::string>> out;
+  for (int i = 0; i < n; ++i)
+    out.push_back(std::async(std::launch::async, [port, i] {
+      nlohmann::json body{{"prompt", "request " + std::to_string(i) + " of the admin test"}, {"max_tokens", 48}};
+      if (i % 2) {
+        body["temperature"] = 0.9;
+        body["seed"] = 1000 + i;
+      } else {
+        body["temperature"] = 0.0;
+      }
+      const auto r = test::post_json(port, "/v1/completions", body);
+      if (r.status != 200) return "HTTP " + std::to_string(r.status) + ": " + r.body;
+      return nlohmann::json::parse(r.body)["choices"][0]["text"].get<std::string>();
+    }));
+  if (during) during();
+  std::vector<std::string> texts;
+  for (auto& f : out) texts.push_back(f.get());
+  return texts;
+}
+
+nlohmann::json replica(const nlohmann::json& status, const std::string& name) {
+  for (const auto& r : status["replicas"])
+    if (r["name"] == name) return r;
+  return nullptr;
+}
+
+// Waits (polling status, bounded) until `name` runs at least one request.
+bool busy(const std::string& name) {
+  for (int i = 0; i < 400; ++i) {
+    const auto s = admin_cli("status");
+    const auto r = replica(s.json, name);
+    if (!r.is_null() && r["running"].get<int>() > 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(status_topology_kv_and_help_answer_in_json) {
+  the_cluster();
+  const auto s = admin_cli("status");
+  BOOST_TEST_REQUIRE(s.status == 0, s.text);
+  BOOST_TEST_REQUIRE(s.json["replicas"].size() == 2u);
+  for (const std::string name : {"decode-0", "decode-1"}) {
+    const auto r = replica(s.json, name);
+    BOOST_TEST_REQUIRE(!r.is_null(), name);
+    BOOST_TEST(r["pool"] == "decode");
+    BOOST_TEST(r["role"] == "both");
+    BOOST_TEST(r["state"] == "running");
+    BOOST_TEST(r["generation"] == 1);
+    BOOST_TEST(r["kv_total_blocks"].get<int>() > 0);
+  }
+  BOOST_TEST(replica(s.json, "decode-0")["node"] == "node-a");
+  BOOST_TEST(replica(s.json, "decode-1")["node"] == "node-b");
+  BOOST_TEST(s.json["nodes"].size() == 3u);
+
+  const auto t = admin_cli("topology");
+  BOOST_TEST(t.status == 0);
+  BOOST_TEST(t.json["pools"][0]["name"] == "decode");
+  BOOST_TEST(t.json["router"]["policy"] == "least_loaded");
+
+  completions(the_cluster().http, 2);  // something in the prefix caches
+  const auto kv = admin_cli("kv decode-0");
+  BOOST_TEST_REQUIRE(kv.status == 0, kv.text);
+  BOOST_TEST(kv.json["replicas"].size() == 1u);
+  BOOST_TEST(kv.json["replicas"][0]["name"] == "decode-0");
+  BOOST_TEST(kv.json["replicas"][0]["prefix_queries"].get<std::uint64_t>() > 0u);
+  BOOST_TEST(admin_cli("kv").json["replicas"].size() == 2u);
+
+  // `help` reaches the server through the protocol (the CLI's own `help` prints its usage).
+  actors::admin_client c({});
+  const auto h = c.call("help");
+  BOOST_TEST_REQUIRE(h.ok);
+  BOOST_TEST(h.result["commands"].size() >= 6u);
+
+  const auto bad = admin_cli("drain no-such-replica");
+  BOOST_TEST(bad.status == 1);
+  BOOST_TEST(bad.text.find("no replica named 'no-such-replica'") != std::string::npos, bad.text);
+  const auto unknown = admin_cli("frobnicate");
+  BOOST_TEST(unknown.status == 1);
+  BOOST_TEST(unknown.text.find("unknown command 'frobnicate'") != std::string::npos, unknown.text);
+}
+
+BOOST_AUTO_TEST_CASE(malformed_and_oversized_messages_get_an_error_reply_and_the_server_keeps_serving) {
+  the_cluster();
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::rcvtimeo, 20000);
+  s.connect("tcp://127.0.0.1:7600");
+  auto ask = [&](const std::string& payload) {
+    s.send(zmq::message_t(), zmq::send_flags::sndmore);
+    s.send(zmq::buffer(payload));
+    zmq::message_t delim, reply;
+    BOOST_TEST_REQUIRE(s.recv(delim).has_value(), "no reply");
+    BOOST_TEST_REQUIRE(s.recv(reply).has_value(), "no reply");
+    return admin::decode_reply(std::string_view(static_cast<const char*>(reply.data()), reply.size()));
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"\xc1 is never msgpack", "not valid msgpack"},
+      {admin::to_msgpack({{"v", 1}, {"cmd", "status"}}) + "tail", "4 bytes after the message"},
+      {admin::to_msgpack({1, 2, 3}), "not a msgpack map"},
+      {admin::to_msgpack({{"v", 9}, {"cmd", "status"}}), "protocol version 9"},
+      {admin::to_msgpack({{"v", 1}}), "no command"},
+      {admin::to_msgpack({{"v", 1}, {"cmd", "status"}, {"args", "x"}}), "\"args\" must be an array of strings"},
+      {admin::to_msgpack({{"v", 1}, {"cmd", "status"}, {"extra", 1}}), "unknown field \"extra\""},
+      {std::string("\x92\x01", 2), "truncated"},
+      {admin::to_msgpack({{"v", 1}, {"cmd", std::string(100000, 'x')}}), "exceeds the limit of 65536"},
+  };
+  for (const auto& [payload, why] : cases) {
+    const auto r = ask(payload);
+    BOOST_TEST(!r.ok);
+    BOOST_TEST(r.error.find(why) != std::string::npos, r.error << " should say " << why);
+  }
+  const auto ok = ask(admin::encode(admin::request{7, "status", {}}));
+  BOOST_TEST(ok.ok);
+  BOOST_TEST(ok.id == 7u);
+  BOOST_TEST(admin_cli("status").status == 0);  // and the console still works
+}
+
+BOOST_AUTO_TEST_CASE(drain_under_load_moves_requests_with_identical_tokens_then_resume_serves_again) {
+  auto& c = the_cluster();
+  const auto expected = completions(c.http, 8);
+  admin_result drained;
+  std::thread watcher;
+  std::string events;
+  watcher = std::thread([&] { events = test::run_command(troupe_exe + " admin --json watch --count 3 --for 120").output; });
+  const auto got = completions(c.http, 8, [&] {
+    BOOST_TEST_REQUIRE(busy("decode-0"));
+    drained = admin_cli("drain decode-0");
+  });
+  BOOST_TEST(got == expected, "tokens changed by the drain");
+  BOOST_TEST_REQUIRE(drained.status == 0, drained.text);
+  BOOST_TEST(drained.json["state"] == "drained");
+  BOOST_TEST(drained.json["safe_to_remove"] == true);
+  const auto s = admin_cli("status");
+  BOOST_TEST(replica(s.json, "decode-0")["state"] == "drained");
+  BOOST_TEST(replica(s.json, "decode-0")["running"] == 0);
+  const auto resumed = admin_cli("resume decode-0");
+  BOOST_TEST(resumed.status == 0, resumed.text);
+  BOOST_TEST(replica(admin_cli("status").json, "decode-0")["state"] == "running");
+  watcher.join();
+  BOOST_TEST(events.find("\"command\":\"drain\"") != std::string::npos, events);
+  BOOST_TEST(events.find("\"to\":\"draining\"") != std::string::npos, events);
+  BOOST_TEST(events.find("\"to\":\"drained\"") != std::string::npos, events);
+}
+
+BOOST_AUTO_TEST_CASE(kill_under_load_every_request_completes_with_the_undisturbed_tokens) {
+  auto& c = the_cluster();
+  const auto expected = completions(c.http, 8);
+  admin_result killed;
+  const auto got = completions(c.http, 8, [&] {
+    BOOST_TEST_REQUIRE(busy("decode-1"));
+    killed = admin_cli("kill decode-1");
+  });
+  BOOST_TEST(got == expected, "tokens changed by the kill");
+  BOOST_TEST_REQUIRE(killed.status == 0, killed.text);
+  BOOST_TEST(killed.json["killed"] == true);
+  BOOST_TEST(replica(admin_cli("status").json, "decode-1")["state"] == "dead");
+  BOOST_TEST(admin_cli("kill decode-1").text.find("is dead") != std::string::npos);
+}
+
+// With CURVE keys: only the authorized client key gets replies and events.
+BOOST_AUTO_TEST_CASE(with_keys_a_client_with_no_key_or_a_wrong_key_gets_no_reply_and_no_event) {
+  const std::string dir = std::string(TROUPE_BINARY_DIR) + "/admin-curve";
+  test::run_command("rm -rf " + dir + " && mkdir -p " + dir);
+  for (const char* who : {"server", "client", "stranger"})
+    BOOST_TEST_REQUIRE(test::run_command("cd " + dir + " && " + troupe_exe + " admin keygen " + who).status == 0);
+  auto key = [&](const std::string& file) {
+    std::ifstream in(dir + "/" + file);
+    std::string k;
+    std::getline(in, k);
+    return k;
+  };
+  const std::uint16_t req_port = test::free_port(), ev_port = test::free_port();
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(req_port), events = "tcp://127.0.0.1:" + std::to_string(ev_port);
+  {
+    std::ofstream t(dir + "/curve.toml");
+    t << "[model]\npath = \"" << test::synth_model("tiny-llama-f32", test::preset("tiny")) << "\"\n"
+      << "[[nodes]]\nname = \"head\"\naddress = \"127.0.0.1:0\"\n"
+      << "[[pools]]\nname = \"both\"\nreplicas = 1\n"
+      << "[admin]\nendpoint = \"" << endpoint << "\"\nevents = \"" << events << "\"\n"
+      << "secret_key = \"" << dir << "/server.key\"\nauthorized_keys = [\"" << key("client.pub") << "\"]\n";
+  }
+  test::serve_process serve({dir + "/curve.toml"});
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  auto client = [&](const std::string& secret) {
+    actors::admin_client_config c;
+    c.endpoint = endpoint;
+    c.events = events;
+    c.timeout = std::chrono::milliseconds(3000);
+    if (!secret.empty()) {
+      c.server_key = key("server.pub");
+      c.secret_key = key(secret);
+    }
+    return std::make_unique<actors::admin_client>(c);
+  };
+  auto authorized = client("client.key");
+  const auto r = authorized->call("status");
+  BOOST_TEST_REQUIRE(r.ok, r.error);
+  BOOST_TEST(r.result["replicas"].size() == 1u);
+  for (const std::string who : {"", "stranger.key"}) {
+    auto other = client(who);
+    BOOST_CHECK_THROW(other->call("status"), std::runtime_error);
+    // Events: both subscribe, a command makes one; only the authorized subscriber sees it.
+    authorized->next_event(std::chrono::milliseconds(300));
+    other->next_event(std::chrono::milliseconds(300));
+    const auto drain = authorized->call("resume", {"both-0"});  // an admin action: an event
+    BOOST_TEST(drain.ok, drain.error);
+    bool seen = false;
+    for (int i = 0; i < 20 && !seen; ++i)
+      if (auto e = authorized->next_event(std::chrono::milliseconds(500))) seen = (*e)["kind"] == "admin";
+    BOOST_TEST(seen, "the authorized subscriber got the event");
+    BOOST_TEST(!other->next_event(std::chrono::milliseconds(1500)).has_value(), "an unauthorized subscriber got an event");
+  }
+}

@@ -1,0 +1,198 @@
+// troupe admin: the console of a running cluster (docs/admin.md). One command per call, or an
+// interactive console (GNU readline: line editing and history) when none is given; `watch`
+// follows the event stream; `keygen` writes a CURVE key pair.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <readline/history.h>
+#include <readline/readline.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "actors/admin_client.h"
+#include "actors/admin_endpoint.h"
+#include "runtime/common/error.h"
+#include "tools/troupe/args.h"
+#include "tools/troupe/commands.h"
+#include "topology/topology.h"
+
+namespace troupe::cli {
+
+namespace {
+
+int keygen(const std::vector<std::string>& pos) {
+  if (pos.size() > 2) throw input_error("admin keygen: expected at most one PREFIX");
+  const std::string prefix = pos.size() == 2 ? pos[1] : "admin";
+  const auto pair = actors::curve_keypair();
+  const std::string secret = prefix + ".key", pub = prefix + ".pub";
+  {
+    const mode_t old = ::umask(077);  // the secret key readable by its owner only
+    std::ofstream out(secret, std::ios::trunc);
+    ::umask(old);
+    if (!out) throw input_error("admin keygen: cannot write " + secret);
+    out << pair.secret_key << "\n";
+  }
+  std::ofstream out(pub, std::ios::trunc);
+  if (!out) throw input_error("admin keygen: cannot write " + pub);
+  out << pair.public_key << "\n";
+  std::printf("wrote %s (secret key, mode 0600) and %s (public key: %s)\n", secret.c_str(), pub.c_str(), pair.public_key.c_str());
+  return 0;
+}
+
+std::string str(const nlohmann::json& j, const char* k) {
+  if (!j.contains(k)) return "";
+  return j[k].is_string() ? j[k].get<std::string>() : j[k].dump();
+}
+
+// A reply's result for people; --json prints it as it came.
+void print_result(const std::string& cmd, const nlohmann::json& r) {
+  if (cmd == "status" && r.contains("replicas")) {
+    std::printf("%-12s %s\n", "NODE", "REPLICAS ALIVE");
+    for (const auto& n : r["nodes"]) std::printf("%-12s %s/%s\n", str(n, "name").c_str(), str(n, "replicas_alive").c_str(), str(n, "replicas").c_str());
+    std::printf("\n%-14s %-10s %-8s %-10s %-9s %4s %5s %5s %13s %8s\n", "REPLICA", "POOL", "ROLE", "NODE", "STATE", "GEN", "RUN", "WAIT",
+                "KV BLOCKS", "TOK/S");
+    for (const auto& x : r["replicas"]) {
+      const std::string kv = str(x, "kv_used_blocks") + "/" + str(x, "kv_total_blocks");
+      std::printf("%-14s %-10s %-8s %-10s %-9s %4s %5s %5s %13s %8.1f\n", str(x, "name").c_str(), str(x, "pool").c_str(),
+                  str(x, "role").c_str(), str(x, "node").c_str(), str(x, "state").c_str(), str(x, "generation").c_str(),
+                  str(x, "running").c_str(), str(x, "waiting").c_str(), kv.c_str(), x.value("tokens_per_s", 0.0));
+    }
+    return;
+  }
+  if (cmd == "kv" && r.contains("replicas")) {
+    std::printf("%-14s %-9s %13s %8s %8s\n", "REPLICA", "STATE", "USED/TOTAL", "CACHED", "HIT RATE");
+    for (const auto& x : r["replicas"])
+      std::printf("%-14s %-9s %13s %8s %7.1f%%\n", str(x, "name").c_str(), str(x, "state").c_str(),
+                  (str(x, "used_blocks") + "/" + str(x, "total_blocks")).c_str(), str(x, "cached_blocks").c_str(),
+                  100 * x.value("prefix_hit_rate", 0.0));
+    return;
+  }
+  if (cmd == "help" && r.contains("commands")) {
+    for (const auto& c : r["commands"]) std::printf("  %-18s %s\n", str(c, "command").c_str(), str(c, "does").c_str());
+    std::printf("  %-18s %s\n", "watch", "follow the event stream (this console's own command)");
+    return;
+  }
+  if (cmd == "drain" && r.contains("replica")) {
+    std::printf("replica %s: drained, safe to remove\n", str(r, "replica").c_str());
+    return;
+  }
+  std::printf("%s\n", r.dump(2).c_str());
+}
+
+std::string event_line(const nlohmann::json& e) {
+  std::ostringstream o;
+  o << "#" << str(e, "seq") << " " << str(e, "kind");
+  for (auto it = e.begin(); it != e.end(); ++it)
+    if (it.key() != "v" && it.key() != "seq" && it.key() != "kind" && it.key() != "time")
+      o << " " << it.key() << "=" << (it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
+  return o.str();
+}
+
+volatile std::sig_atomic_t interrupted = 0;
+
+int watch(actors::admin_client& c, bool json, long long count, double seconds) {
+  interrupted = 0;
+  auto previous = std::signal(SIGINT, [](int) { interrupted = 1; });  // Ctrl-C ends the watch, not the console
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                            std::chrono::duration<double>(seconds > 0 ? seconds : 1e9));
+  std::fprintf(stderr, "watching events (Ctrl-C to stop)\n");
+  for (long long seen = 0; count <= 0 || seen < count;) {
+    if (interrupted || std::chrono::steady_clock::now() >= until) break;
+    auto e = c.next_event(std::chrono::milliseconds(200));
+    if (!e) continue;
+    ++seen;
+    std::printf("%s\n", json ? e->dump().c_str() : event_line(*e).c_str());
+    std::fflush(stdout);
+  }
+  std::signal(SIGINT, previous);
+  return 0;
+}
+
+// Runs one command line; returns its exit code (1: the server refused it).
+int run_one(actors::admin_client& c, const std::vector<std::string>& words, bool json, long long count, double seconds) {
+  if (words.empty()) return 0;
+  if (words[0] == "watch") return watch(c, json, count, seconds);
+  const std::vector<std::string> rest(words.begin() + 1, words.end());
+  const admin::reply r = c.call(words[0], rest);
+  if (!r.ok) {
+    std::fprintf(stderr, "troupe admin: %s\n", r.error.c_str());
+    return 1;
+  }
+  if (json)
+    std::printf("%s\n", r.result.dump().c_str());
+  else
+    print_result(words[0], r.result);
+  std::fflush(stdout);
+  return 0;
+}
+
+std::vector<std::string> split(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> w;
+  for (std::string s; in >> s;) w.push_back(s);
+  return w;
+}
+
+int console(actors::admin_client& c, bool json) {
+  std::printf("troupe admin console: help lists the commands, quit ends\n");
+  for (;;) {
+    char* raw = ::readline("troupe> ");
+    if (!raw) break;  // end of input
+    const std::string line = raw;
+    std::free(raw);
+    const auto words = split(line);
+    if (words.empty()) continue;
+    ::add_history(line.c_str());
+    if (words[0] == "quit" || words[0] == "exit") break;
+    try {
+      run_one(c, words, json, 0, 0);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "troupe admin: %s\n", e.what());
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int cmd_admin(int argc, char** argv) {
+  args a(argc, argv, 2, {"endpoint", "events", "config", "server-key", "key", "timeout", "count", "for"}, {"json"});
+  const auto& pos = a.positional();
+  if (!pos.empty() && pos[0] == "keygen") return keygen(pos);
+  actors::admin_client_config cfg;
+  if (auto config = a.get("config")) {  // the endpoints (and the server's key) from a topology
+    const auto topo = topology::load_topology(*config);
+    if (!topo.admin.enabled()) throw input_error("--config " + *config + ": the topology has no [admin] endpoint");
+    cfg.endpoint = topo.admin.endpoint;
+    cfg.events = topo.admin.events;
+    if (topo.admin.curve()) cfg.server_key = actors::curve_public_of(actors::read_key_file(topo.admin.secret_key, "admin.secret_key"));
+  }
+  cfg.endpoint = a.get("endpoint", cfg.endpoint);
+  cfg.events = a.get("events", cfg.events);
+  if (auto k = a.get("server-key")) cfg.server_key = k->size() == 40 ? *k : actors::read_key_file(*k, "--server-key");
+  if (auto k = a.get("key")) cfg.secret_key = actors::read_key_file(*k, "--key");
+  const double timeout = a.get_double("timeout", 30);
+  if (!(timeout > 0)) throw input_error("--timeout: must be positive seconds");
+  cfg.timeout = std::chrono::milliseconds(static_cast<long long>(timeout * 1000));
+  const long long count = a.get_int("count", 0);
+  const double seconds = a.get_double("for", 0);
+  if (count < 0 || seconds < 0) throw input_error("--count and --for must not be negative");
+  std::unique_ptr<actors::admin_client> client;
+  try {
+    client = std::make_unique<actors::admin_client>(cfg);
+  } catch (const std::exception& e) {
+    throw input_error(std::string("admin: ") + e.what());
+  }
+  if (pos.empty()) return console(*client, a.has("json"));
+  try {
+    return run_one(*client, pos, a.has("json"), count, seconds);
+  } catch (const std::runtime_error& e) {
+    std::fprintf(stderr, "troupe admin: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace troupe::cli
