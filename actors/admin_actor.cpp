@@ -1,10 +1,15 @@
 #include "actors/admin_actor.h"
 
+#include "actors/error_text.h"
+
 #include <memory>
+#include <optional>
 
 namespace troupe::actors {
 
 namespace {
+
+constexpr std::uint32_t max_listed = 1000;  // requests listed at most, oldest first
 
 using admin_ptr = admin_actor::stateful_pointer<admin_state>;
 
@@ -209,6 +214,65 @@ void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, co
       answer(self, token, admin::kv_json({st.replicas[*i]}));
     });
   }
+  if (cmd == "requests") {
+    if (args.size() > 1) return refuse(self, token, "requests: expected at most one replica name");
+    return refresh(self, [=] {
+      auto& st = self->state;
+      std::optional<std::size_t> only;
+      if (!args.empty()) {
+        only = admin::find_replica(st.replicas, args[0]);
+        if (!only) return refuse(self, token, "requests: no replica named '" + args[0] + "'");
+      }
+      self->request(st.cfg.owner, st.cfg.timeout, requests_atom::value, std::uint32_t(max_listed))
+          .then(
+              [=](const std::vector<request_view>& views) {
+                auto& st = self->state;
+                nlohmann::json list = nlohmann::json::array();
+                for (const auto& v : views) {
+                  if (only && v.replica.value != st.replicas[*only].id) continue;
+                  const bool placed = v.replica.value < st.replicas.size();
+                  list.push_back({{"id", v.id},
+                                  {"replica", placed ? nlohmann::json(st.replicas[v.replica.value].name) : nlohmann::json(nullptr)},
+                                  {"prompt_tokens", v.prompt_tokens},
+                                  {"output_tokens", v.output_tokens},
+                                  {"migrations", v.migrations},
+                                  {"priority", v.priority},
+                                  {"age_seconds", v.age_seconds}});
+                }
+                answer(self, token, {{"requests", list}, {"listed_at_most", max_listed}});
+              },
+              [=](caf::error& e) { refuse(self, token, "requests: the request owner did not answer: " + error_message(self->system(), e)); });
+    });
+  }
+  if (cmd == "set-policy") {
+    if (args.size() < 2) return refuse(self, token, "set-policy: expected router|autoscaler NAME [KEY=VALUE ...]");
+    if (args[0] == "autoscaler") return refuse(self, token, "set-policy autoscaler: this cluster runs no autoscaler");
+    if (args[0] != "router") return refuse(self, token, "set-policy: expected router or autoscaler, got '" + args[0] + "'");
+    std::vector<std::pair<std::string, double>> params;
+    for (std::size_t i = 2; i < args.size(); ++i) {
+      const auto eq = args[i].find('=');
+      double v = 0;
+      std::size_t used = 0;
+      try {
+        if (eq != std::string::npos) v = std::stod(args[i].substr(eq + 1), &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (eq == std::string::npos || eq == 0 || used == 0 || used != args[i].size() - eq - 1)
+        return refuse(self, token, "set-policy: expected KEY=NUMBER, got '" + args[i] + "'");
+      params.emplace_back(args[i].substr(0, eq), v);
+    }
+    const std::string name = args[1];
+    self->request(st.cfg.router, st.cfg.timeout, policy_atom::value, name, params)
+        .then([=](bool) {
+                nlohmann::json p = nlohmann::json::object();
+                for (const auto& [k, v] : params) p[k] = v;
+                emit(self, "admin", {{"command", cmd}, {"policy", name}, {"params", p}});
+                answer(self, token, {{"router", {{"policy", name}, {"params", p}}}});
+              },
+              [=](caf::error& e) { refuse(self, token, "set-policy router: " + error_message(self->system(), e)); });
+    return;
+  }
   if (cmd == "drain" || cmd == "resume" || cmd == "kill") {
     return refresh(self, [=] {
       auto& st = self->state;
@@ -237,7 +301,7 @@ void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, co
                 announce(self, i, "drained");
                 answer(self, token, {{"replica", name}, {"state", "drained"}, {"safe_to_remove", true}});
               },
-              [=](caf::error& e) { refuse(self, token, "drain " + name + ": " + self->system().render(e)); });
+              [=](caf::error& e) { refuse(self, token, "drain " + name + ": " + error_message(self->system(), e)); });
     });
   }
   refuse(self, token, "unknown command '" + cmd + "' (help lists them)");
@@ -250,6 +314,8 @@ const std::vector<std::pair<std::string, std::string>>& admin_commands() {
       {"status", "nodes and replicas: role, state, generation, KV use, running/waiting, tokens/s"},
       {"topology", "the topology the cluster runs"},
       {"kv [REPLICA]", "KV blocks used and cached, prefix-cache hit rate"},
+      {"requests [REPLICA]", "requests in progress: replica, tokens so far, migrations, age (oldest 1000)"},
+      {"set-policy router NAME [K=V ...]", "route with another policy (and its parameters) from now on"},
       {"drain REPLICA", "admit nothing new, move what runs with its KV; answers once safe to remove"},
       {"resume REPLICA", "end a drain: the replica takes requests again"},
       {"kill REPLICA", "fault injection: the replica dies as if it crashed; its requests migrate"},
@@ -263,9 +329,22 @@ admin_actor::behavior_type admin(admin_actor::stateful_pointer<admin_state> self
   self->state.replicas = placed_replicas(self->state.cfg.topo);
   self->state.schedulers.assign(self->state.replicas.size(), scheduler_actor{});
   self->send(self, tick_atom::value);
+  const auto sink = caf::actor_cast<admin_event_sink>(self);
+  if (self->state.cfg.router) self->send(self->state.cfg.router, watch_atom::value, sink);
+  if (self->state.cfg.owner) self->send(self->state.cfg.owner, watch_atom::value, sink);
   return {
       [=](admin_atom, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
         run_command(self, token, cmd, args);
+      },
+      [=](event_atom, const std::string& kind, const std::string& text) {
+        auto& st = self->state;
+        if (kind == "replica_up" || kind == "replica_down") return refresh(self, [] {});  // announces the change now
+        nlohmann::json fields = nlohmann::json::parse(text, nullptr, false);
+        if (!fields.is_object()) return;
+        for (const char* k : {"replica", "from", "to"})  // replica ids as the names the console uses
+          if (fields.contains(k) && fields[k].is_number_unsigned() && fields[k].get<std::uint32_t>() < st.replicas.size())
+            fields[k] = st.replicas[fields[k].get<std::uint32_t>()].name;
+        emit(self, kind, std::move(fields));
       },
       [=](tick_atom) {  // samples loads (tokens/s) and notices deaths and restarts for `watch`
         refresh(self, [] {});

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/protocol/owner_protocol.h"
 #include "actors/protocol/router_protocol.h"
 #include "runtime/admin/admin_message.h"
 #include "runtime/admin/cluster_status.h"
@@ -26,12 +27,14 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;
 
 // A command from the endpoint: (its token, the request). The reply goes to admin_config::reply
 // with the same token.
+// It also takes the router's and the request owner's events (admin_protocol.h).
 using admin_actor = caf::typed_actor<caf::reacts_to<admin_atom, std::uint64_t, std::string, std::vector<std::string>>,
-                                     caf::reacts_to<tick_atom>>;
+                                     caf::reacts_to<tick_atom>, caf::reacts_to<event_atom, std::string, std::string>>;
 
 struct admin_config {
   topology::topology_config topo;
   router_actor router;
+  owner_actor owner;
   std::chrono::milliseconds timeout{5000};         // for each question to an actor
   std::chrono::milliseconds drain_timeout{600000};  // how long `drain` waits for the replica
   std::chrono::milliseconds sample_interval{1000};  // load sampling, for tokens/s and events

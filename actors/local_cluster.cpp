@@ -25,6 +25,9 @@ void register_protocols(caf::actor_system_config& cfg) {
   register_store_protocol(cfg);
   register_node_protocol(cfg);
   cfg.add_message_type<migration_event>("troupe.migration_event");
+  cfg.add_message_type<request_view>("troupe.request_view");
+  cfg.add_message_type<std::vector<request_view>>("troupe.request_views");
+  cfg.add_message_type<admin_event_sink>("troupe.admin_event_sink");
   cfg.add_message_type<std::vector<migration_event>>("troupe.migration_events");
 }
 

@@ -1,6 +1,9 @@
 #include "actors/request_owner.h"
 
+#include <algorithm>
 #include <set>
+
+#include <nlohmann/json.hpp>
 
 namespace troupe::actors {
 
@@ -8,6 +11,14 @@ namespace {
 
 using owner_ptr = owner_actor::stateful_pointer<owner_state>;
 using promise = caf::typed_response_promise<bool>;
+
+constexpr std::size_t max_migrations_kept = 10000;  // for tests and metrics; older ones go
+
+// An event for the admin console's `watch`, if one is watching.
+void tell_admin(owner_ptr self, const char* kind, nlohmann::json fields) {
+  if (self->state.events) self->send(self->state.events, event_atom::value, std::string(kind), fields.dump());
+}
+
 
 // Ends a request that can no longer be served. Before its first acceptance the client's submit
 // gets the error; afterwards the client gets a final update whose reason says why.
@@ -46,6 +57,7 @@ void submit(owner_ptr self, const std::string& id, const route_reply& rep, const
   std::move(submitted).then(
       [=](bool) {
         if (initial) initial->deliver(true);
+        tell_admin(self, "placement", {{"request", id}, {"replica", rep.replica.value}, {"why", rep.why}, {"handoff", bool(holder)}});
         // Aborted while it was being placed: the replica must not run it for nobody.
         if (!self->state.requests.count(id)) self->send(rep.scheduler, abort_atom::value, id);
       },
@@ -164,8 +176,10 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
             r.awaiting_first_token = false;
             const auto now = std::chrono::steady_clock::now();
             const double secs = std::chrono::duration<double>(now - r.lost_at).count();
+            if (st.migrations.size() >= max_migrations_kept) st.migrations.erase(st.migrations.begin(), st.migrations.begin() + max_migrations_kept / 2);
             st.migrations.push_back({u.id, r.lost_replica, r.replica, secs,
                                      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()});
+            tell_admin(self, "migration", {{"request", u.id}, {"from", r.lost_replica.value}, {"to", r.replica.value}, {"seconds_to_first_token", secs}});
           }
           // The router's view of this replica's load, current before its next load report.
           const bool first = !r.prompt_done && !u.tokens.empty();
@@ -214,6 +228,25 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
         for (auto& [client, batch] : out) self->send(client, std::move(batch));
       },
       [=](migrations_atom) { return self->state.migrations; },
+      [=](requests_atom, std::uint32_t limit) {
+        std::vector<request_view> out;
+        const auto now = std::chrono::steady_clock::now();
+        for (const auto& [id, r] : self->state.requests) {
+          request_view v;
+          v.id = id;
+          v.replica = r.scheduler ? r.replica : no_replica;
+          v.prompt_tokens = std::int32_t(r.request.prompt.size());
+          v.output_tokens = std::int32_t(r.tokens.size());
+          v.migrations = r.migrations;
+          v.priority = r.request.priority;
+          v.age_seconds = std::chrono::duration<double>(now - r.submitted).count();
+          out.push_back(std::move(v));
+        }
+        std::sort(out.begin(), out.end(), [](const request_view& a, const request_view& b) { return a.age_seconds > b.age_seconds; });
+        if (out.size() > limit) out.resize(limit);
+        return out;
+      },
+      [=](watch_atom, admin_event_sink sink) { self->state.events = std::move(sink); },
   };
 }
 

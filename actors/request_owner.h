@@ -24,6 +24,7 @@ struct owned_request {
   replica_id replica;
   scheduler_actor scheduler;
   int migrations = 0;
+  std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point lost_at;  // when its replica was found dead
   replica_id lost_replica;
   bool awaiting_first_token = false;              // migrated, no token from the new replica yet
@@ -41,8 +42,9 @@ struct owner_state {
   owner_config cfg;
   router_actor router;
   std::map<std::string, owned_request> requests;
-  std::vector<migration_event> migrations;
+  std::vector<migration_event> migrations;  // the most recent max_migrations_kept
   std::set<caf::actor_addr> watched;  // schedulers this actor monitors
+  admin_event_sink events;            // the admin console's, if one watches
   static inline const char* name = "troupe.request_owner";
 };
 

@@ -13,6 +13,7 @@ void register_router_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<router_stats>("troupe.router_stats");
   cfg.add_message_type<replica_view>("troupe.replica_view");
   cfg.add_message_type<std::vector<replica_view>>("troupe.replica_views");
+  cfg.add_message_type<std::vector<std::pair<std::string, double>>>("troupe.named_doubles");
   cfg.add_message_type<std::vector<std::pair<std::string, std::uint64_t>>>("troupe.named_counts");
 }
 
@@ -47,6 +48,9 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
     auto& st = self->state;
     for (std::size_t i = 0; i < st.replicas.size(); ++i)
       if (st.replicas[i] && st.replicas[i].address() == dm.source) {
+        if (st.events)
+          self->send(st.events, event_atom::value, std::string("replica_down"),
+                     "{\"replica\": " + std::to_string(st.loads[i].replica.value) + "}");
         st.loads[i].alive = false;
         st.replicas[i] = nullptr;
         st.index.drop(st.loads[i].replica);  // its blocks died with it
@@ -156,6 +160,8 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         self->state.index.drop(replica);  // an earlier life's blocks are not this one's
         self->state.draining.erase(replica);
         ++self->state.registrations[replica];
+        if (self->state.events)
+          self->send(self->state.events, event_atom::value, std::string("replica_up"), "{\"replica\": " + std::to_string(replica.value) + "}");
         subscribe_kv(self, replica, s);
         return true;
       },
@@ -219,6 +225,28 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
       },
       [=](drain_atom, replica_id replica) { self->state.draining.insert(replica); },
       [=](resume_atom, replica_id replica) { self->state.draining.erase(replica); },
+      [=](watch_atom, admin_event_sink sink) { self->state.events = std::move(sink); },
+      [=](policy_atom, const std::string& name, const std::vector<std::pair<std::string, double>>& params) -> caf::result<bool> {
+        auto& reg = routing::registry::global();
+        if (!reg.has(name)) {
+          std::string known;
+          for (const auto& n : reg.names()) known += (known.empty() ? "" : ", ") + n;
+          return caf::make_error(caf::sec::invalid_argument, "no routing policy \"" + name + "\" (known: " + known + ")");
+        }
+        const auto& allowed = reg.params_of(name);
+        routing::policy_params p;
+        for (const auto& [k, v] : params) {
+          if (std::find(allowed.begin(), allowed.end(), k) == allowed.end())
+            return caf::make_error(caf::sec::invalid_argument, "policy \"" + name + "\" takes no parameter \"" + k + "\"");
+          p[k] = v;
+        }
+        auto& st = self->state;
+        st.policy = reg.get(name);
+        st.cfg.policy = name;
+        st.cfg.params = std::move(p);
+        st.kv_aware = name == "kv_aware";
+        return true;
+      },
       [=](view_atom) {
         auto& st = self->state;
         std::vector<replica_view> out;

@@ -43,6 +43,7 @@ struct router_state {
   std::map<std::string, std::uint64_t> reasons;  // decisions by reason
   std::set<replica_id> draining;                 // alive, but placed on no more
   std::map<replica_id, std::uint32_t> registrations;  // times each replica registered
+  admin_event_sink events;                            // the admin console's, if one watches
   std::map<replica_id, kv_store_actor> stores;   // the nodes' KV stores, indexed like replicas
   router_stats stats;
   std::vector<std::int64_t> decision_ns;  // handler time per decision (bounded)

@@ -3,6 +3,7 @@
 #pragma once
 #include <caf/all.hpp>
 
+#include "actors/protocol/admin_protocol.h"
 #include "actors/protocol/engine_protocol.h"
 
 namespace troupe::actors {
@@ -23,6 +24,24 @@ typename Inspector::result_type inspect(Inspector& f, migration_event& x) {
 }
 
 using migrations_atom = caf::atom_constant<caf::atom("migrations")>;
+using requests_atom = caf::atom_constant<caf::atom("requests")>;
+
+// A request in progress, for the admin console.
+struct request_view {
+  std::string id;
+  replica_id replica;           // where it runs now (no_replica while being placed)
+  std::int32_t prompt_tokens = 0;
+  std::int32_t output_tokens = 0;  // streamed so far
+  std::int32_t migrations = 0;
+  std::int32_t priority = 0;
+  double age_seconds = 0;          // since it was submitted
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, request_view& x) {
+  return f(caf::meta::type_name("request_view"), x.id, x.replica, x.prompt_tokens, x.output_tokens, x.migrations, x.priority,
+           x.age_seconds);
+}
 
 using owner_actor = caf::typed_actor<
     // A client's request; its tokens go to the client's sink in batches. Replies true once a
@@ -33,6 +52,10 @@ using owner_actor = caf::typed_actor<
     // Tokens from the replicas.
     caf::reacts_to<token_batch>,
     // Every migration so far (for tests, metrics and the admin console).
-    caf::replies_to<migrations_atom>::with<std::vector<migration_event>>>;
+    caf::replies_to<migrations_atom>::with<std::vector<migration_event>>,
+    // The requests in progress (at most `limit`, oldest first).
+    caf::replies_to<requests_atom, std::uint32_t>::with<std::vector<request_view>>,
+    // Placements and migrations go to this sink from now on (the admin console's `watch`).
+    caf::reacts_to<watch_atom, admin_event_sink>>;
 
 }  // namespace troupe::actors

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "actors/protocol/admin_protocol.h"
 #include "actors/protocol/engine_protocol.h"
 #include "actors/protocol/store_protocol.h"
 
@@ -59,6 +60,7 @@ using replicas_atom = caf::atom_constant<caf::atom("replicas")>;
 using router_stats_atom = caf::atom_constant<caf::atom("rstats")>;
 using progress_atom = caf::atom_constant<caf::atom("progress")>;
 using view_atom = caf::atom_constant<caf::atom("view")>;
+using policy_atom = caf::atom_constant<caf::atom("policy")>;
 
 // One replica as the router knows it, for the admin console: every replica that ever
 // registered, dead ones included.
@@ -110,6 +112,11 @@ using router_actor = caf::typed_actor<
     caf::reacts_to<resume_atom, replica_id>,
     // Every replica that registered, by id.
     caf::replies_to<view_atom>::with<std::vector<replica_view>>,
+    // Route with another policy from now on (a name in routing::registry, its parameters):
+    // replies true, or an error naming an unknown policy or parameter (nothing changes then).
+    caf::replies_to<policy_atom, std::string, std::vector<std::pair<std::string, double>>>::with<bool>,
+    // Replicas that register ("replica_up") or go down ("replica_down") are told to this sink.
+    caf::reacts_to<watch_atom, admin_event_sink>,
     // The live replicas' schedulers, wherever they run (for load queries and tools).
     caf::replies_to<replicas_atom>::with<std::vector<scheduler_actor>>,
     // The time each routing decision took, in nanoseconds, oldest first (the last 100,000).

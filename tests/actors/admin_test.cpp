@@ -13,6 +13,9 @@
 
 #include <zmq.hpp>
 
+#include <pty.h>
+#include <sys/wait.h>
+
 #include "actors/admin_client.h"
 #include "runtime/admin/admin_message.h"
 #include "tests/support/http_client.h"
@@ -143,6 +146,16 @@ BOOST_AUTO_TEST_CASE(status_topology_kv_and_help_answer_in_json) {
   BOOST_TEST_REQUIRE(h.ok);
   BOOST_TEST(h.result["commands"].size() >= 6u);
 
+  const auto policy = admin_cli("set-policy router round_robin");
+  BOOST_TEST(policy.status == 0, policy.text);
+  BOOST_TEST(policy.json["router"]["policy"] == "round_robin");
+  const auto bad_policy = admin_cli("set-policy router nope");
+  BOOST_TEST(bad_policy.status == 1);
+  BOOST_TEST(bad_policy.text.find("no routing policy \"nope\"") != std::string::npos, bad_policy.text);
+  const auto bad_param = admin_cli("set-policy router least_loaded prefix_weight=2");
+  BOOST_TEST(bad_param.text.find("takes no parameter \"prefix_weight\"") != std::string::npos, bad_param.text);
+  BOOST_TEST(admin_cli("set-policy router least_loaded").status == 0);
+
   const auto bad = admin_cli("drain no-such-replica");
   BOOST_TEST(bad.status == 1);
   BOOST_TEST(bad.text.find("no replica named 'no-such-replica'") != std::string::npos, bad.text);
@@ -194,11 +207,19 @@ BOOST_AUTO_TEST_CASE(drain_under_load_moves_requests_with_identical_tokens_then_
   admin_result drained;
   std::thread watcher;
   std::string events;
-  watcher = std::thread([&] { events = test::run_command(troupe_exe + " admin --json watch --count 3 --for 120").output; });
+  watcher = std::thread([&] { events = test::run_command(troupe_exe + " admin --json watch --count 20 --for 60").output; });
+  admin_result listed;
   const auto got = completions(c.http, 8, [&] {
     BOOST_TEST_REQUIRE(busy("decode-0"));
+    listed = admin_cli("requests decode-0");
     drained = admin_cli("drain decode-0");
   });
+  BOOST_TEST_REQUIRE(listed.status == 0, listed.text);
+  BOOST_TEST_REQUIRE(listed.json["requests"].size() > 0u, listed.text);
+  for (const auto& r : listed.json["requests"]) {
+    BOOST_TEST(r["replica"] == "decode-0");
+    BOOST_TEST(r["prompt_tokens"].get<int>() > 0);
+  }
   BOOST_TEST(got == expected, "tokens changed by the drain");
   BOOST_TEST_REQUIRE(drained.status == 0, drained.text);
   BOOST_TEST(drained.json["state"] == "drained");
@@ -213,12 +234,15 @@ BOOST_AUTO_TEST_CASE(drain_under_load_moves_requests_with_identical_tokens_then_
   BOOST_TEST(events.find("\"command\":\"drain\"") != std::string::npos, events);
   BOOST_TEST(events.find("\"to\":\"draining\"") != std::string::npos, events);
   BOOST_TEST(events.find("\"to\":\"drained\"") != std::string::npos, events);
+  BOOST_TEST(events.find("\"kind\":\"placement\"") != std::string::npos, events);
 }
 
 BOOST_AUTO_TEST_CASE(kill_under_load_every_request_completes_with_the_undisturbed_tokens) {
   auto& c = the_cluster();
   const auto expected = completions(c.http, 8);
   admin_result killed;
+  std::string events;
+  std::thread watcher([&] { events = test::run_command(troupe_exe + " admin --json watch --count 40 --for 60").output; });
   const auto got = completions(c.http, 8, [&] {
     BOOST_TEST_REQUIRE(busy("decode-1"));
     killed = admin_cli("kill decode-1");
@@ -228,6 +252,36 @@ BOOST_AUTO_TEST_CASE(kill_under_load_every_request_completes_with_the_undisturbe
   BOOST_TEST(killed.json["killed"] == true);
   BOOST_TEST(replica(admin_cli("status").json, "decode-1")["state"] == "dead");
   BOOST_TEST(admin_cli("kill decode-1").text.find("is dead") != std::string::npos);
+  watcher.join();
+  BOOST_TEST(events.find("\"to\":\"dead\"") != std::string::npos, events);
+  BOOST_TEST(events.find("\"kind\":\"migration\"") != std::string::npos, events);
+  BOOST_TEST(events.find("\"from\":\"decode-1\"") != std::string::npos, events);
+}
+
+// `top` in a pseudo-terminal: a cleared screen with every replica, its state and KV use.
+BOOST_AUTO_TEST_CASE(top_draws_the_replicas_in_a_terminal) {
+  the_cluster();
+  int master = -1;
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  BOOST_TEST_REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::execl(troupe_exe.c_str(), troupe_exe.c_str(), "admin", "top", "--count", "2", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::string screen;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(master, buf, sizeof buf)) > 0;) screen.append(buf, std::size_t(n));  // EIO once it exits
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(master);
+  BOOST_TEST(WIFEXITED(status));
+  BOOST_TEST(WEXITSTATUS(status) == 0, screen);
+  const auto last = screen.rfind("\x1b[2J");  // the last frame
+  BOOST_TEST_REQUIRE(last != std::string::npos, screen);
+  const std::string frame = screen.substr(last);
+  for (const char* want : {"troupe top", "REPLICA", "KV USE", "TOK/S", "decode-0", "decode-1", "node-a", "node-b"})
+    BOOST_TEST(frame.find(want) != std::string::npos, want << " not in " << frame);
+  BOOST_TEST(std::count(screen.begin(), screen.end(), '\x1b') >= 4, "two frames, each homed and cleared");
 }
 
 // With CURVE keys: only the authorized client key gets replies and events.

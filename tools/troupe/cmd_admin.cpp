@@ -3,6 +3,8 @@
 // follows the event stream; `keygen` writes a CURVE key pair.
 #include <csignal>
 #include <cstdio>
+#include <ctime>
+#include <thread>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -70,9 +72,19 @@ void print_result(const std::string& cmd, const nlohmann::json& r) {
                   100 * x.value("prefix_hit_rate", 0.0));
     return;
   }
+  if (cmd == "requests" && r.contains("requests")) {
+    std::printf("%-28s %-14s %7s %7s %5s %4s %8s\n", "REQUEST", "REPLICA", "PROMPT", "OUTPUT", "MIGR", "PRIO", "AGE (s)");
+    for (const auto& x : r["requests"])
+      std::printf("%-28s %-14s %7s %7s %5s %4s %8.1f\n", str(x, "id").c_str(), x["replica"].is_null() ? "-" : str(x, "replica").c_str(),
+                  str(x, "prompt_tokens").c_str(), str(x, "output_tokens").c_str(), str(x, "migrations").c_str(),
+                  str(x, "priority").c_str(), x.value("age_seconds", 0.0));
+    std::printf("%zu in progress\n", r["requests"].size());
+    return;
+  }
   if (cmd == "help" && r.contains("commands")) {
     for (const auto& c : r["commands"]) std::printf("  %-18s %s\n", str(c, "command").c_str(), str(c, "does").c_str());
     std::printf("  %-18s %s\n", "watch", "follow the event stream (this console's own command)");
+    std::printf("  %-18s %s\n", "top", "a live view of replicas, queues, KV use and throughput (this console's own)");
     return;
   }
   if (cmd == "drain" && r.contains("replica")) {
@@ -111,10 +123,66 @@ int watch(actors::admin_client& c, bool json, long long count, double seconds) {
   return 0;
 }
 
+std::string bar(double fraction, int width) {
+  const int n = std::max(0, std::min(width, int(fraction * width + 0.5)));
+  return "[" + std::string(std::size_t(n), '#') + std::string(std::size_t(width - n), '.') + "]";
+}
+
+// A full-screen view refreshed every second: replicas with state, queues, a KV-use bar and
+// tokens/s, and the cluster's totals. Ctrl-C (or --count frames, --for seconds) ends it.
+int top(actors::admin_client& c, const std::string& endpoint, long long count, double seconds) {
+  interrupted = 0;
+  auto previous = std::signal(SIGINT, [](int) { interrupted = 1; });
+  const auto start = std::chrono::steady_clock::now();
+  for (long long frame = 0; count <= 0 || frame < count; ++frame) {
+    if (interrupted || (seconds > 0 && std::chrono::steady_clock::now() - start >= std::chrono::duration<double>(seconds))) break;
+    const auto t0 = std::chrono::steady_clock::now();
+    const admin::reply r = c.call("status");
+    std::string screen = "\x1b[H\x1b[2J";  // home, clear
+    const std::time_t now = std::time(nullptr);
+    char clock[16];
+    std::strftime(clock, sizeof clock, "%H:%M:%S", std::localtime(&now));
+    screen += "troupe top  " + endpoint + "  " + clock + "  (Ctrl-C quits)\n\n";
+    if (!r.ok) {
+      screen += "error: " + r.error + "\n";
+    } else {
+      int alive = 0, running = 0, waiting = 0;
+      for (const auto& x : r.result["replicas"]) {
+        alive += x["state"] == "running" ? 1 : 0;
+        running += x.value("running", 0);
+        waiting += x.value("waiting", 0);
+      }
+      char line[256];
+      std::snprintf(line, sizeof line, "replicas %d running of %zu   requests %d running, %d waiting   %.1f tokens/s\n\n", alive,
+                    r.result["replicas"].size(), running, waiting, r.result.value("tokens_per_s", 0.0));
+      screen += line;
+      std::snprintf(line, sizeof line, "%-14s %-8s %-10s %-9s %4s %5s %5s  %-22s %8s\n", "REPLICA", "ROLE", "NODE", "STATE", "GEN", "RUN",
+                    "WAIT", "KV USE", "TOK/S");
+      screen += line;
+      for (const auto& x : r.result["replicas"]) {
+        std::snprintf(line, sizeof line, "%-14s %-8s %-10s %-9s %4s %5s %5s  %-16s %4.0f%% %8.1f\n", str(x, "name").c_str(),
+                      str(x, "role").c_str(), str(x, "node").c_str(), str(x, "state").c_str(), str(x, "generation").c_str(),
+                      str(x, "running").c_str(), str(x, "waiting").c_str(), bar(x.value("kv_usage", 0.0), 14).c_str(),
+                      100 * x.value("kv_usage", 0.0), x.value("tokens_per_s", 0.0));
+        screen += line;
+      }
+    }
+    std::fputs(screen.c_str(), stdout);
+    std::fflush(stdout);
+    if (count > 0 && frame + 1 >= count) break;
+    const auto next = t0 + std::chrono::seconds(1);
+    while (!interrupted && std::chrono::steady_clock::now() < next) std::this_thread::sleep_until(std::min(next, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)));
+  }
+  std::signal(SIGINT, previous);
+  return 0;
+}
+
 // Runs one command line; returns its exit code (1: the server refused it).
-int run_one(actors::admin_client& c, const std::vector<std::string>& words, bool json, long long count, double seconds) {
+int run_one(actors::admin_client& c, const std::vector<std::string>& words, bool json, long long count, double seconds,
+            const std::string& endpoint) {
   if (words.empty()) return 0;
   if (words[0] == "watch") return watch(c, json, count, seconds);
+  if (words[0] == "top") return top(c, endpoint, count, seconds);
   const std::vector<std::string> rest(words.begin() + 1, words.end());
   const admin::reply r = c.call(words[0], rest);
   if (!r.ok) {
@@ -136,7 +204,7 @@ std::vector<std::string> split(const std::string& line) {
   return w;
 }
 
-int console(actors::admin_client& c, bool json) {
+int console(actors::admin_client& c, bool json, const std::string& endpoint) {
   std::printf("troupe admin console: help lists the commands, quit ends\n");
   for (;;) {
     char* raw = ::readline("troupe> ");
@@ -148,7 +216,7 @@ int console(actors::admin_client& c, bool json) {
     ::add_history(line.c_str());
     if (words[0] == "quit" || words[0] == "exit") break;
     try {
-      run_one(c, words, json, 0, 0);
+      run_one(c, words, json, 0, 0, endpoint);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "troupe admin: %s\n", e.what());
     }
@@ -186,9 +254,9 @@ int cmd_admin(int argc, char** argv) {
   } catch (const std::exception& e) {
     throw input_error(std::string("admin: ") + e.what());
   }
-  if (pos.empty()) return console(*client, a.has("json"));
+  if (pos.empty()) return console(*client, a.has("json"), cfg.endpoint);
   try {
-    return run_one(*client, pos, a.has("json"), count, seconds);
+    return run_one(*client, pos, a.has("json"), count, seconds, cfg.endpoint);
   } catch (const std::runtime_error& e) {
     std::fprintf(stderr, "troupe admin: %s\n", e.what());
     return 1;

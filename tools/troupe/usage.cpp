@@ -70,7 +70,11 @@ commands:
   drain REPLICA          admit nothing new, move what runs with its KV; returns once safe to remove
   resume REPLICA         end a drain
   kill REPLICA           fault injection: the replica dies as if it crashed
-  watch                  follow the event stream (replica deaths, restarts, drains, admin actions)
+  requests [REPLICA]     requests in progress: replica, tokens so far, migrations, age
+  set-policy router NAME [KEY=VALUE ...]   route with another policy from now on
+  watch                  follow the event stream (placements, migrations, replica deaths,
+                         restarts and drains, admin actions)
+  top                    a live full-screen view of replicas, queues, KV use and throughput
   help                   the commands the server knows
   keygen [PREFIX]        write PREFIX.key (secret, 0600) and PREFIX.pub (default PREFIX: admin)
 
@@ -81,7 +85,7 @@ options:
   --server-key KEY|FILE  the server's CURVE public key   --key FILE  this client's secret key
   --json                 print results (and events) as JSON
   --timeout S            seconds to wait for a reply (default 30)
-  --count N --for S      watch: stop after N events or S seconds
+  --count N --for S      watch: stop after N events or S seconds; top: after N frames or S seconds
   -h, --help             this text
 )"},
       {"admin keygen", R"(usage: troupe admin keygen [PREFIX]
