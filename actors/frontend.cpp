@@ -177,6 +177,7 @@ struct frontend_state {
   std::map<caf::actor_addr, replica_counters> seen;  // per replica, for counter deltas
   std::uint64_t next_id = 0;
   std::string id_salt;
+  admission::tenant_budgets budgets;  // per tenant, bounded
   std::function<io_stats()> io;  // the HTTP server's CPU and connections
   double actor_cpu = 0;  // CPU seconds spent in the actor's handlers
   static inline const char* name = "troupe.frontend";
@@ -195,7 +196,7 @@ std::string input_bucket(int n) {
 void send_error(frontend_ptr self, const std::shared_ptr<http::exchange>& ex, const api::api_error& e) {
   std::vector<http::header> headers;
   if (e.status() == 429 || e.status() == 503)
-    headers.push_back({"Retry-After", std::to_string(self->state.cfg.retry_after_s)});
+    headers.push_back({"Retry-After", std::to_string(e.retry_after() > 0 ? long(e.retry_after()) : long(self->state.cfg.retry_after_s))});
   self->state.m->rejected.inc({{"model_name", self->state.cfg.model_name}, {"code", std::to_string(e.status())}});
   ex->respond(e.status(), "application/json", dump(e.body()), std::move(headers));
 }
@@ -407,6 +408,14 @@ void submit(frontend_ptr self, prepared& p) {
     throw api::api_error(400, c->message, !req.max_tokens_given ? prompt_field : "max_tokens");
   if (auto v = req.params.check()) throw api::api_error(400, v->field + ": " + v->rule, v->field);
   if (ex->gone()) return;  // the client left while its request was being prepared
+  if (!st.cfg.admission.tenants.empty()) {  // the tenant's request rate and token budget
+    // An API key's tenant has its [admission.tenants] entry; a `user` (or nobody) the default.
+    const std::string salt = cache_salt(st.cfg, ex->req(), req.user);
+    const bool keyed = salt.rfind("tenant:", 0) == 0;
+    const auto v = st.budgets.charge(st.cfg.admission, salt.empty() ? "default" : salt, keyed ? salt.substr(7) : "default",
+                                     double(len + req.params.max_tokens), admission::clock::now());
+    if (!v.admitted) throw api::api_error(429, v.reason + "; retry later").with_retry_after(v.retry_after_s);
+  }
 
   const std::string id = std::string(kind == api::endpoint::chat ? "chatcmpl-" : "cmpl-") + st.id_salt +
                          std::to_string(++st.next_id);
@@ -450,7 +459,9 @@ void submit(frontend_ptr self, prepared& p) {
             auto ex = it->second.ex;
             self->state.live.erase(it);
             const std::string why = error_message(self->system(), err);
-            if (why.find("no replica") != std::string::npos || err == caf::sec::request_timeout)
+            if (auto wait = admission::retry_after_of(why))  // the pool's queue is full for its priority
+              send_error(self, ex, api::api_error(429, why).with_retry_after(*wait));
+            else if (why.find("no replica") != std::string::npos || err == caf::sec::request_timeout)
               send_error(self, ex, api::api_error(503, "no replica can serve the request now (" + why + "); retry later"));
             else
               send_error(self, ex, api::api_error(400, why));

@@ -183,6 +183,8 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
   owner_config oc;
   oc.migration_limit = topo.timeouts.migration_limit;
   oc.request_timeout = topo.timeouts.request;
+  oc.admission = topo.admission.cfg;
+  for (const auto& p : topology::place_replicas(topo)) oc.pools[p.replica.value] = p.pool;
   owner_ = sys.spawn(request_owner, router_, oc);
   registry_ = sys.spawn(node_registry, topo, router_);
 }

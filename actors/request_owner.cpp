@@ -20,12 +20,24 @@ void tell_admin(owner_ptr self, const char* kind, nlohmann::json fields) {
 }
 
 
+// A request counted in its pool's admission queue leaves it (it started, or ended before).
+void unqueue(owner_ptr self, owned_request& r, bool started) {
+  if (r.queued_in.empty()) return;
+  auto& q = self->state.queues[r.queued_in];
+  if (started)
+    q.started(admission::clock::now());
+  else
+    q.left();
+  r.queued_in.clear();
+}
+
 // Ends a request that can no longer be served. Before its first acceptance the client's submit
 // gets the error; afterwards the client gets a final update whose reason says why.
 void fail(owner_ptr self, const std::string& id, const std::string& why, promise* initial) {
   auto it = self->state.requests.find(id);
   if (it == self->state.requests.end()) return;
   if (it->second.kv_holder) self->send(it->second.kv_holder, release_atom::value, id);  // nobody will pull it
+  unqueue(self, it->second, false);
   if (initial) {
     initial->deliver(caf::make_error(caf::sec::invalid_argument, why));
   } else {
@@ -87,6 +99,22 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
             if (it == self->state.requests.end()) return;  // aborted meanwhile
             if (!rep.placed) return fail(self, id, "no replica can take it (" + rep.why + ")", initial.get());
             owned_request& r = it->second;
+            auto& st = self->state;
+            if (initial && st.cfg.admission.max_queued > 0) {  // a new request: admitted, or refused now
+              const auto pool = st.cfg.pools.find(rep.replica.value);
+              const std::string name = pool == st.cfg.pools.end() ? std::string() : pool->second;
+              auto& q = st.queues[name];
+              const admission::verdict v = q.admit(st.cfg.admission, r.request.priority, admission::clock::now());
+              if (!v.admitted) {
+                ++st.refused;
+                tell_admin(self, "admission", {{"request", id}, {"pool", name}, {"admitted", false}, {"priority", r.request.priority},
+                                               {"reason", v.reason}, {"retry_after", v.retry_after_s}});
+                return fail(self, id, admission::overload_message(v), initial.get());
+              }
+              ++st.admitted;
+              q.accepted();
+              r.queued_in = name;
+            }
             engine::request req = r.request;
             req.generated = r.tokens;
             req.prefill_only = rep.prefill_only;
@@ -187,6 +215,7 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
             self->send(st.router, progress_atom::value, r.replica,
                        std::int32_t(first ? r.request.prompt.size() + r.tokens.size() : 0), bool(u.finished));
           r.prompt_done |= first;
+          if (first) unqueue(self, r, true);
           r.tokens.insert(r.tokens.end(), u.tokens.begin(), u.tokens.end());
           u.migrations = r.migrations;
           if (u.finished && u.reason == engine::finish_reason::transfer_failed) {
@@ -223,7 +252,10 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
           batch.step = b.step;
           const bool finished = u.finished;
           batch.updates.push_back(std::move(u));
-          if (finished) st.requests.erase(it);
+          if (finished) {
+            unqueue(self, r, false);
+            st.requests.erase(it);
+          }
         }
         for (auto& [client, batch] : out) self->send(client, std::move(batch));
       },

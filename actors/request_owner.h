@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "runtime/admission/admission.h"
 #include "actors/protocol/owner_protocol.h"
 #include "actors/protocol/router_protocol.h"
 
@@ -15,6 +16,8 @@ namespace troupe::actors {
 struct owner_config {
   int migration_limit = 3;
   std::chrono::milliseconds request_timeout{30000};
+  admission::admission_config admission;       // the queue bound per pool (tenants: the frontend)
+  std::map<std::uint32_t, std::string> pools;  // replica id -> its pool
 };
 
 struct owned_request {
@@ -28,6 +31,7 @@ struct owned_request {
   std::chrono::steady_clock::time_point lost_at;  // when its replica was found dead
   replica_id lost_replica;
   bool awaiting_first_token = false;              // migrated, no token from the new replica yet
+  std::string queued_in;                          // the pool whose admission queue counts it (until it starts)
   bool prompt_done = false;     // this placement's first token came (told to the router)
   bool prefilled = false;       // handed off by a prefill replica: decode replicas only from now
   // Where that replica holds its KV (the handle, not the bytes), until a decode replica takes
@@ -45,6 +49,8 @@ struct owner_state {
   std::vector<migration_event> migrations;  // the most recent max_migrations_kept
   std::set<caf::actor_addr> watched;  // schedulers this actor monitors
   admin_event_sink events;            // the admin console's, if one watches
+  std::map<std::string, admission::pool_queue> queues;  // by pool: admitted, not yet started
+  std::uint64_t admitted = 0, refused = 0;
   static inline const char* name = "troupe.request_owner";
 };
 

@@ -493,6 +493,42 @@ void check_loopback_endpoint(const reader& r, const toml::node* n, const std::st
     r.fail(n, key, "\"" + host + "\" is not a loopback address; KV events have no authentication, so they bind to loopback only");
 }
 
+void read_admission(const reader& r, const toml::table& root, topology_config& t) {
+  const toml::table* a = r.table(root, "admission", "");
+  if (!a) return;
+  r.only_keys(*a, "admission.", {"max_queued", "priority_step", "min_share", "max_tracked_tenants", "tenants"});
+  auto& ad = t.admission;
+  ad.line = int(a->source().begin.line);
+  auto& c = ad.cfg;
+  auto number = [&](const toml::table& tb, const char* k, const std::string& prefix, double fallback) {
+    const toml::node* n = tb.get(k);
+    return n ? r.number(*n, prefix + k) : fallback;
+  };
+  c.max_queued = int(r.integer(*a, "max_queued", "admission.", 0, 0, 1 << 20));
+  c.priority_step = number(*a, "priority_step", "admission.", c.priority_step);
+  if (c.priority_step < 0 || c.priority_step > 1) r.fail(a->get("priority_step"), "admission.priority_step", "must be in [0, 1]");
+  c.min_share = number(*a, "min_share", "admission.", c.min_share);
+  if (c.min_share <= 0 || c.min_share > 1) r.fail(a->get("min_share"), "admission.min_share", "must be in (0, 1]");
+  c.max_tracked_tenants = std::size_t(r.integer(*a, "max_tracked_tenants", "admission.", 4096, 1, 1 << 20));
+  if (const toml::node* n = a->get("tenants")) {
+    const toml::table* ts = n->as_table();
+    if (!ts) r.fail(n, "admission.tenants", "expected tables [admission.tenants.NAME]");
+    if (ts->size() > 1024) r.fail(n, "admission.tenants", "at most 1024 tenants");
+    for (auto&& [name, v] : *ts) {
+      const std::string key = "admission.tenants." + std::string(name.str());
+      const toml::table* tt = v.as_table();
+      if (!tt) r.fail(&v, key, "expected a table with requests_per_second, burst, tokens_per_minute");
+      r.only_keys(*tt, key + ".", {"requests_per_second", "burst", "tokens_per_minute"});
+      admission::tenant_limits l;
+      l.requests_per_second = number(*tt, "requests_per_second", key + ".", 0);
+      l.burst_requests = number(*tt, "burst", key + ".", 0);
+      l.tokens_per_minute = number(*tt, "tokens_per_minute", key + ".", 0);
+      if (l.requests_per_second < 0 || l.burst_requests < 0 || l.tokens_per_minute < 0) r.fail(&v, key, "limits must not be negative");
+      c.tenants[std::string(name.str())] = l;
+    }
+  }
+}
+
 void read_admin(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* a = r.table(root, "admin", "");
   if (!a) return;
@@ -622,7 +658,7 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
   }
   reader r(source);
   r.only_keys(root, "", {"model", "nodes", "pools", "scheduler", "router", "timeouts", "frontend", "sim", "cluster", "kv_events",
-                         "kv_transfer", "kv_store", "admin"});
+                         "kv_transfer", "kv_store", "admin", "admission"});
   topology_config t;
   t.source = source;
   read_model(r, root, t);
@@ -635,6 +671,7 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
   read_frontend(r, root, t);
   read_kv_events(r, root, t);
   read_admin(r, root, t);
+  read_admission(r, root, t);
   read_kv_transfer(r, root, t);
   read_kv_store(r, root, t);
   read_cluster(r, root, t);

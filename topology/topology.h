@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/dtype.h"
+#include "runtime/admission/admission.h"
 #include "runtime/kv/transfer/kv_handle.h"
 #include "runtime/routing/policy.h"
 #include "runtime/common/ids.h"
@@ -159,6 +160,13 @@ struct admin_spec {
   bool curve() const { return !secret_key.empty(); }
 };
 
+// Admission control (runtime/admission/admission.h): a bounded queue per pool with priority
+// shares, and token buckets per tenant.
+struct admission_spec {
+  admission::admission_config cfg;
+  int line = 0;
+};
+
 // The GPU the sim backend pretends to be.
 struct sim_spec {
   double flops = 989e12;             // FLOP/s
@@ -178,6 +186,7 @@ struct topology_config {
   cluster_spec cluster;
   kv_events_spec kv_events;
   admin_spec admin;
+  admission_spec admission;
   kv_transfer_spec kv_transfer;
   kv_store_spec kv_store;
   std::optional<sim_spec> sim;

@@ -26,9 +26,16 @@ class api_error : public std::runtime_error {
   const std::string& param() const { return param_; }
   const std::string& type() const { return type_; }
   nlohmann::json body() const;
+  // Seconds a 429 or 503 asks the client to wait (Retry-After); 0: the server's default.
+  double retry_after() const { return retry_after_; }
+  api_error& with_retry_after(double s) {
+    retry_after_ = s;
+    return *this;
+  }
 
  private:
   int status_;
+  double retry_after_ = 0;
   std::string param_, type_;
 };
 

@@ -318,3 +318,29 @@ BOOST_AUTO_TEST_CASE(the_admin_endpoint_binds_loopback_unless_it_has_curve_keys)
   BOOST_TEST(error_of(minimal + "\n[admin]\nendpoint = \"127.0.0.1:7600\"\n").find("expected \"tcp://127.0.0.1:PORT\"") !=
              std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(admission_has_a_queue_bound_priority_shares_and_tenant_limits) {
+  topology_config t = parse_topology(minimal + R"(
+[admission]
+max_queued = 32
+priority_step = 0.5
+[admission.tenants.default]
+requests_per_second = 5
+[admission.tenants.acme]
+requests_per_second = 50
+burst = 100
+tokens_per_minute = 200000
+)", "t.toml");
+  const auto& c = t.admission.cfg;
+  BOOST_TEST(c.max_queued == 32);
+  BOOST_TEST(c.priority_step == 0.5);
+  BOOST_TEST(c.tenants.at("default").requests_per_second == 5.0);
+  BOOST_TEST(c.tenants.at("acme").burst_requests == 100.0);
+  BOOST_TEST(c.tenants.at("acme").tokens_per_minute == 200000.0);
+  BOOST_TEST(!parse_topology(minimal, "t.toml").admission.cfg.enabled());
+  BOOST_TEST(error_of(minimal + "\n[admission]\nmax_queue = 3\n").find("admission.max_queue: unknown key") != std::string::npos);
+  BOOST_TEST(error_of(minimal + "\n[admission]\nmax_queued = -1\n").find("out of range") != std::string::npos);
+  BOOST_TEST(error_of(minimal + "\n[admission]\nmin_share = 0\n").find("admission.min_share: must be in (0, 1]") != std::string::npos);
+  BOOST_TEST(error_of(minimal + "\n[admission.tenants.x]\nrps = 3\n").find("admission.tenants.x.rps: unknown key") != std::string::npos);
+  BOOST_TEST(error_of(minimal + "\n[admission.tenants.x]\nrequests_per_second = -3\n").find("must not be negative") != std::string::npos);
+}

@@ -181,6 +181,7 @@ int cmd_serve(int argc, char** argv) {
   fc.sampling_defaults = served.sampling_defaults;
   fc.max_requests = topo.frontend.max_requests;
   fc.retry_after_s = topo.frontend.retry_after_s;
+  fc.admission = topo.admission.cfg;
   fc.metric_prefix = topo.frontend.metric_prefix;
   fc.request_timeout = topo.timeouts.request;
   fc.api_keys = topo.frontend.api_keys;

@@ -1,0 +1,92 @@
+// Admission control as pure policy: priority shares of a pool's queue, the Retry-After a full
+// queue computes from its measured drain rate, tenants' token buckets (bounded in number), and
+// the overload text that carries a refusal between actors.
+#define BOOST_TEST_MODULE admission
+#include <boost/test/unit_test.hpp>
+
+#include "runtime/admission/admission.h"
+
+using namespace troupe::admission;
+using std::chrono::milliseconds;
+
+BOOST_AUTO_TEST_CASE(less_important_priorities_get_a_smaller_share_of_the_queue) {
+  admission_config c;
+  c.max_queued = 8;
+  BOOST_TEST(queue_limit(c, -5) == 8);
+  BOOST_TEST(queue_limit(c, 0) == 8);
+  BOOST_TEST(queue_limit(c, 1) == 6);
+  BOOST_TEST(queue_limit(c, 2) == 4);
+  BOOST_TEST(queue_limit(c, 3) == 2);
+  BOOST_TEST(queue_limit(c, 9) == 2);  // never below min_share
+  pool_queue q;
+  const auto t0 = clock::now();
+  for (int i = 0; i < 2; ++i) {
+    BOOST_TEST(q.admit(c, 3, t0).admitted);
+    q.accepted();
+  }
+  const verdict low = q.admit(c, 3, t0);
+  BOOST_TEST(!low.admitted);  // priority 3 is shed at depth 2 ...
+  BOOST_TEST(low.reason.find("2 for priority 3") != std::string::npos, low.reason);
+  BOOST_TEST(low.retry_after_s == 1.0);  // no drain rate measured yet: the fallback
+  BOOST_TEST(q.admit(c, 0, t0).admitted);  // ... while priority 0 still has room
+}
+
+BOOST_AUTO_TEST_CASE(retry_after_comes_from_the_measured_drain_rate) {
+  admission_config c;
+  c.max_queued = 4;
+  pool_queue q;
+  auto t = clock::now();
+  for (int i = 0; i < 12; ++i) q.accepted();
+  for (int i = 0; i < 8; ++i) {  // two starts a second
+    q.started(t);
+    t += milliseconds(500);
+  }
+  BOOST_TEST(q.depth() == 4);
+  BOOST_TEST(q.drain_rate() == 2.0, boost::test_tools::tolerance(1e-6));
+  for (int i = 0; i < 4; ++i) q.accepted();  // depth 8 against a limit of 4: 5 to go at 2/s
+  const verdict v = q.admit(c, 0, t);
+  BOOST_TEST(!v.admitted);
+  BOOST_TEST(v.retry_after_s == 3.0);
+  for (int i = 0; i < 100; ++i) q.accepted();
+  BOOST_TEST(q.admit(c, 0, t).retry_after_s == 53.0);  // 105 over the limit at 2 a second
+  for (int i = 0; i < 1000; ++i) q.accepted();
+  BOOST_TEST(q.admit(c, 0, t).retry_after_s == 60.0);  // capped
+  pool_queue unbounded;
+  BOOST_TEST(unbounded.admit(admission_config{}, 9, t).admitted);
+}
+
+BOOST_AUTO_TEST_CASE(tenant_buckets_limit_requests_and_tokens_and_stay_bounded) {
+  admission_config c;
+  c.tenants["acme"] = {2, 2, 0};
+  c.tenants["default"] = {0, 0, 600};  // 10 tokens a second, a minute's worth in the bucket
+  c.max_tracked_tenants = 3;
+  tenant_budgets b;
+  auto t = clock::now();
+  BOOST_TEST(b.charge(c, "tenant:acme", "acme", 100, t).admitted);
+  BOOST_TEST(b.charge(c, "tenant:acme", "acme", 100, t).admitted);
+  const verdict over = b.charge(c, "tenant:acme", "acme", 100, t);
+  BOOST_TEST(!over.admitted);
+  BOOST_TEST(over.reason.find("tenant 'acme'") != std::string::npos, over.reason);
+  BOOST_TEST(over.retry_after_s == 1.0);
+  BOOST_TEST(b.charge(c, "tenant:acme", "acme", 100, t + milliseconds(500)).admitted);  // refilled one
+
+  BOOST_TEST(b.charge(c, "user:bob", "default", 500, t).admitted);
+  const verdict tokens = b.charge(c, "user:bob", "default", 500, t);
+  BOOST_TEST(!tokens.admitted);
+  BOOST_TEST(tokens.retry_after_s == 40.0);  // 400 tokens missing at 10 a second
+  BOOST_TEST(b.charge(c, "user:carol", "default", 500, t).admitted);  // a bucket of her own
+  for (int i = 0; i < 100; ++i) b.charge(c, "user:" + std::to_string(i), "default", 1, t);
+  BOOST_TEST(b.tracked() == 3u);  // a flood of users does not grow the map
+  BOOST_TEST(b.charge(admission_config{}, "x", "x", 1e9, t).admitted);  // no limits configured
+}
+
+BOOST_AUTO_TEST_CASE(an_overload_refusal_travels_as_text_and_reads_back) {
+  verdict v;
+  v.admitted = false;
+  v.retry_after_s = 7;
+  v.reason = "the queue holds 9 requests";
+  const std::string m = overload_message(v);
+  BOOST_TEST(m == "overloaded (retry after 7 s): the queue holds 9 requests");
+  BOOST_TEST(retry_after_of("router: " + m).value() == 7.0);
+  BOOST_TEST(!retry_after_of("no replica can take it").has_value());
+}
