@@ -1,6 +1,7 @@
 #include "actors/admin_actor.h"
 
 #include "actors/error_text.h"
+#include "runtime/common/log.h"
 
 #include <memory>
 #include <optional>
@@ -32,6 +33,11 @@ void refuse(admin_ptr self, std::uint64_t token, std::string why) {
 }
 
 void emit(admin_ptr self, const std::string& kind, nlohmann::json fields) {
+  if (kind == "admin" || kind == "replica_state") {  // operators' actions and state changes go to the log too
+    log::fields f;
+    for (auto it = fields.begin(); it != fields.end(); ++it) f.emplace_back(it.key(), it.value());
+    log::info(kind == "admin" ? "admin_command" : "replica_state", f);
+  }
   if (self->state.cfg.event) self->state.cfg.event(kind, std::move(fields));
 }
 
@@ -50,12 +56,11 @@ void announce(admin_ptr self, std::size_t i, const std::string& state) {
 // The replicas of the topology, named "<pool>-<i>", before any has registered.
 std::vector<admin::replica_status> placed_replicas(const topology::topology_config& topo) {
   std::vector<admin::replica_status> out;
-  std::map<std::string, int> per_pool;
   for (const auto& p : topology::place_replicas(topo)) {
     admin::replica_status r;
     r.id = p.replica.value;
     r.pool = p.pool;
-    r.name = p.pool + "-" + std::to_string(per_pool[p.pool]++);
+    r.name = p.name;
     r.role = topology::role_name(p.role);
     r.node = p.node;
     if (out.size() <= r.id) out.resize(r.id + 1);
@@ -244,6 +249,15 @@ void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, co
               [=](caf::error& e) { refuse(self, token, "requests: the request owner did not answer: " + error_message(self->system(), e)); });
     });
   }
+  if (cmd == "log-level") {
+    if (args.size() > 1) return refuse(self, token, "log-level: expected one of debug, info, warn, error, off");
+    if (args.empty()) return answer(self, token, {{"level", log::level_name(log::current_level())}});
+    const auto l = log::parse_level(args[0]);
+    if (!l) return refuse(self, token, "log-level: '" + args[0] + "' is not one of debug, info, warn, error, off");
+    emit(self, "admin", {{"command", cmd}, {"level", args[0]}});
+    log::set_level(*l);
+    return answer(self, token, {{"level", log::level_name(*l)}, {"applies_to", "the head"}});
+  }
   if (cmd == "set-policy") {
     if (args.size() < 2) return refuse(self, token, "set-policy: expected router|autoscaler NAME [KEY=VALUE ...]");
     if (args[0] == "autoscaler") return refuse(self, token, "set-policy autoscaler: this cluster runs no autoscaler");
@@ -316,6 +330,7 @@ const std::vector<std::pair<std::string, std::string>>& admin_commands() {
       {"kv [REPLICA]", "KV blocks used and cached, prefix-cache hit rate"},
       {"requests [REPLICA]", "requests in progress: replica, tokens so far, migrations, age (oldest 1000)"},
       {"set-policy router NAME [K=V ...]", "route with another policy (and its parameters) from now on"},
+      {"log-level [LEVEL]", "the head's log level (debug, info, warn, error, off), or set it"},
       {"drain REPLICA", "admit nothing new, move what runs with its KV; answers once safe to remove"},
       {"resume REPLICA", "end a drain: the replica takes requests again"},
       {"kill REPLICA", "fault injection: the replica dies as if it crashed; its requests migrate"},

@@ -29,6 +29,8 @@ struct prepared {
   std::vector<std::int32_t> prompt;
   int public_prefix = 0;  // leading prompt tokens that are a public prompt's
   std::optional<api::api_error> error;
+  std::string id;     // the completion's
+  std::string trace;  // the client's X-Request-Id, or the id
 };
 
 // The parts of the frontend's state that preparing reads; immutable once the frontend runs.
@@ -95,6 +97,10 @@ struct frontend_metrics {
         kv_usage(reg.add_gauge(p + "kv_cache_usage_perc", "Fraction of KV cache blocks in use, over all replicas (0 to 1).")),
         replicas(reg.add_gauge(p + "num_replicas_live", "Replicas the router can place on.")),
         connections(reg.add_gauge(p + "http_connections_open", "Open HTTP connections, the scraping one included.")),
+        replica_running(reg.add_gauge(p + "replica_num_requests_running", "Requests running, per replica.")),
+        replica_waiting(reg.add_gauge(p + "replica_num_requests_waiting", "Requests waiting, per replica.")),
+        replica_kv_usage(reg.add_gauge(p + "replica_kv_cache_usage_perc", "Fraction of a replica's KV cache blocks in use (0 to 1).")),
+        replica_up(reg.add_gauge(p + "replica_up", "1 while the replica is live, 0 once it died.")),
         prompt_tokens(reg.add_counter(p + "prompt_tokens", "Prompt tokens of requests that produced output.")),
         generation_tokens(reg.add_counter(p + "generation_tokens", "Output tokens streamed.")),
         preemptions(reg.add_counter(p + "num_preemptions", "Sequences preempted (and later recomputed) on the replicas.")),
@@ -115,7 +121,8 @@ struct frontend_metrics {
 
   metrics::registry reg;
   metrics::histogram &ttft, &itl, &tpot, &e2e, &queue, &prefill, &decode, &transfer, &prompt_len, &gen_len;
-  metrics::gauge &running, &waiting, &kv_usage, &replicas, &connections;
+  metrics::gauge &running, &waiting, &kv_usage, &replicas, &connections, &replica_running, &replica_waiting, &replica_kv_usage,
+      &replica_up;
   metrics::counter &prompt_tokens, &generation_tokens, &preemptions, &migrations, &prefix_queries, &prefix_hits,
       &events_published, &events_dropped, &router_decisions, &success, &rejected, &frontend_cpu, &process_cpu;
 };
@@ -357,11 +364,25 @@ void prepare_actor(caf::event_based_actor* self, std::shared_ptr<const prepare_c
   self->send(frontend, prepared_msg{std::make_shared<prepared>(std::move(p))});
 }
 
+// A client's X-Request-Id is kept when it is 1 to 128 characters of [A-Za-z0-9._:/+=-]
+// (anything else would let a client forge log lines or bloat them); otherwise the completion's
+// id serves.
+bool usable_trace_id(const std::string& s) {
+  if (s.empty() || s.size() > 128) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || std::strchr("._:/+=-", c))) return false;
+  return true;
+}
+
 void handle_completion(frontend_ptr self, const std::shared_ptr<http::exchange>& ex, api::endpoint kind) {
   auto& st = self->state;
+  prepared p;
+  p.id = std::string(kind == api::endpoint::chat ? "chatcmpl-" : "cmpl-") + st.id_salt + std::to_string(++st.next_id);
+  const std::string given = ex->req().header_value("x-request-id");
+  p.trace = usable_trace_id(given) ? given : p.id;
+  ex->add_header({"X-Request-Id", p.trace});  // on the answer, whatever it is
   if (int(st.live.size()) + st.preparing >= st.cfg.max_requests)
     throw api::api_error(429, "too many requests in flight (" + std::to_string(st.cfg.max_requests) + "); retry later");
-  prepared p;
   p.ex = ex;
   p.kind = kind;
   p.arrived = clock::now();
@@ -417,8 +438,7 @@ void submit(frontend_ptr self, prepared& p) {
     if (!v.admitted) throw api::api_error(429, v.reason + "; retry later").with_retry_after(v.retry_after_s);
   }
 
-  const std::string id = std::string(kind == api::endpoint::chat ? "chatcmpl-" : "cmpl-") + st.id_salt +
-                         std::to_string(++st.next_id);
+  const std::string id = p.id;
   live_request r;
   r.ex = ex;
   r.stream = req.stream;
@@ -438,6 +458,7 @@ void submit(frontend_ptr self, prepared& p) {
   er.priority = req.priority;
   er.cache_salt = cache_salt(st.cfg, ex->req(), req.user);
   er.public_prefix = p.public_prefix;
+  er.trace_id = p.trace;
   // A client that leaves aborts its request at once, freeing its KV blocks.
   ex->on_gone([self_handle = caf::actor_cast<caf::actor>(self), id] { caf::anon_send(self_handle, gone_atom::value, id); });
   self->request(st.owner, st.cfg.request_timeout, submit_atom::value, er, caf::actor_cast<token_sink>(self))
@@ -470,9 +491,25 @@ void submit(frontend_ptr self, prepared& p) {
 
 void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
   auto& st = self->state;
-  self->request(st.router, st.cfg.request_timeout, replicas_atom::value)
+  self->request(st.router, st.cfg.request_timeout, view_atom::value)
       .then(
-          [=](const std::vector<scheduler_actor>& reps) {
+          [=](const std::vector<replica_view>& views) {
+            std::vector<scheduler_actor> reps;
+            std::vector<std::string> names;  // the topology's replica names: a bounded label
+            for (const auto& v : views) {
+              auto name = self->state.cfg.replica_names.find(v.replica.value);
+              const std::string n = name != self->state.cfg.replica_names.end() ? name->second : std::to_string(v.replica.value);
+              if (v.alive) {
+                reps.push_back(v.scheduler);
+                names.push_back(n);
+              } else {
+                const metrics::labels dl = {{"model_name", self->state.cfg.model_name}, {"replica", n}};
+                self->state.m->replica_running.set(dl, 0);
+                self->state.m->replica_waiting.set(dl, 0);
+                self->state.m->replica_kv_usage.set(dl, 0);
+                self->state.m->replica_up.set(dl, 0);
+              }
+            }
             struct gather {
               std::size_t left = 0;
               load_report total;
@@ -510,10 +547,15 @@ void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex
                       });
             };
             if (reps.empty()) return render();
-            for (const auto& s : reps)
-              self->request(s, self->state.cfg.request_timeout, load_atom::value)
+            for (std::size_t i = 0; i < reps.size(); ++i)
+              self->request(reps[i], self->state.cfg.request_timeout, load_atom::value)
                   .then(
-                      [=](const load_report& r) {
+                      [=, s = reps[i], name = names[i]](const load_report& r) {
+                        const metrics::labels rl = {{"model_name", self->state.cfg.model_name}, {"replica", name}};
+                        self->state.m->replica_running.set(rl, r.running_seqs);
+                        self->state.m->replica_waiting.set(rl, r.waiting_seqs);
+                        self->state.m->replica_kv_usage.set(rl, r.total_blocks ? double(r.used_blocks) / r.total_blocks : 0.0);
+                        self->state.m->replica_up.set(rl, 1);
                         g->total.running_seqs += r.running_seqs;
                         g->total.waiting_seqs += r.waiting_seqs;
                         g->total.used_blocks += r.used_blocks;

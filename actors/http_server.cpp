@@ -55,6 +55,7 @@ class session_exchange : public exchange, public std::enable_shared_from_this<se
   const request& req() const override { return r_; }
   void respond(int status, const std::string& content_type, std::string body, std::vector<header> headers) override;
   void begin_stream(const std::string& content_type) override;
+  void add_header(header h) override { extra_.push_back(std::move(h)); }
   void send(std::string data) override;
   void end_stream() override;
   void on_gone(std::function<void()> f) override;
@@ -67,6 +68,7 @@ class session_exchange : public exchange, public std::enable_shared_from_this<se
   void post(std::function<void(session&)> f);
   std::shared_ptr<session> s_;
   request r_;
+  std::vector<header> extra_;  // added to every answer
 };
 
 class session : public std::enable_shared_from_this<session> {
@@ -84,11 +86,10 @@ class session : public std::enable_shared_from_this<session> {
     if (last) finishing_ = true;
     if (!writing_) write_next();
   }
-  void stream_header(const std::string& content_type) {
-    write("HTTP/1.1 200 OK\r\nContent-Type: " + content_type +
-              "\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\nConnection: " +
-              (keep_alive_ ? "keep-alive" : "close") + "\r\n\r\n",
-          false);
+  void stream_header(const std::string& content_type, const std::vector<header>& headers) {
+    std::string out = "HTTP/1.1 200 OK\r\nContent-Type: " + content_type + "\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n";
+    for (auto& h : headers) out += h.name + ": " + h.value + "\r\n";
+    write(out + "Connection: " + (keep_alive_ ? "keep-alive" : "close") + "\r\n\r\n", false);
   }
   void chunk(const std::string& data) {
     if (data.empty()) return;
@@ -271,10 +272,11 @@ void session_exchange::post(std::function<void(session&)> f) {
   asio::post(s->ioc(), [s, f = std::move(f)] { f(*s); });
 }
 void session_exchange::respond(int status, const std::string& content_type, std::string body, std::vector<header> headers) {
+  headers.insert(headers.end(), extra_.begin(), extra_.end());
   post([=, body = std::move(body)](session& s) { s.full(status, content_type, body, headers); });
 }
 void session_exchange::begin_stream(const std::string& content_type) {
-  post([=](session& s) { s.stream_header(content_type); });
+  post([=, headers = extra_](session& s) { s.stream_header(content_type, headers); });
 }
 void session_exchange::send(std::string data) {
   post([data = std::move(data)](session& s) { s.chunk(data); });

@@ -39,6 +39,9 @@ class exchange {
   virtual void respond(int status, const std::string& content_type, std::string body,
                        std::vector<header> headers = {}) = 0;
   virtual void begin_stream(const std::string& content_type) = 0;  // 200, chunked
+  // A header every answer of this exchange carries (an X-Request-Id); call before answering,
+  // from the thread that answers.
+  virtual void add_header(header h) = 0;
   virtual void send(std::string data) = 0;                         // one chunk of the stream
   virtual void end_stream() = 0;
   // Called once (on the I/O thread) if the client disconnects before the answer is complete.

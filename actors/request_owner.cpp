@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/common/log.h"
+
 namespace troupe::actors {
 
 namespace {
@@ -19,6 +21,34 @@ void tell_admin(owner_ptr self, const char* kind, nlohmann::json fields) {
   if (self->state.events) self->send(self->state.events, event_atom::value, std::string(kind), fields.dump());
 }
 
+
+std::string replica_name(owner_ptr self, std::uint32_t id) {
+  auto it = self->state.cfg.names.find(id);
+  return it != self->state.cfg.names.end() ? it->second : "replica-" + std::to_string(id);
+}
+
+// The line every request ends with: who, where, how much, how long, how it ended.
+void log_end(owner_ptr self, const owned_request& r, const std::string& outcome, const token_update* u, const std::string& error) {
+  nlohmann::json places = nlohmann::json::array();
+  for (auto id : r.replicas) places.push_back(replica_name(self, id));
+  log::fields f = {{"id", r.request.id},
+                   {"trace", r.request.trace_id},
+                   {"tenant", r.request.cache_salt.empty() ? "default" : r.request.cache_salt},
+                   {"replicas", places},
+                   {"prompt_tokens", r.request.prompt.size()},
+                   {"output_tokens", r.tokens.size()},
+                   {"migrations", r.migrations},
+                   {"outcome", outcome},
+                   {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - r.submitted).count()}};
+  if (u) {
+    f.emplace_back("queue_s", u->queue_seconds);
+    f.emplace_back("prefill_s", u->prefill_seconds);
+    f.emplace_back("decode_s", u->decode_seconds);
+    if (u->transfer_seconds > 0) f.emplace_back("transfer_s", u->transfer_seconds);
+  }
+  if (!error.empty()) f.emplace_back("error", error);
+  log::write(error.empty() ? log::level::info : log::level::warn, "request_end", f);
+}
 
 // A request counted in its pool's admission queue leaves it (it started, or ended before).
 void unqueue(owner_ptr self, owned_request& r, bool started) {
@@ -38,6 +68,7 @@ void fail(owner_ptr self, const std::string& id, const std::string& why, promise
   if (it == self->state.requests.end()) return;
   if (it->second.kv_holder) self->send(it->second.kv_holder, release_atom::value, id);  // nobody will pull it
   unqueue(self, it->second, false);
+  log_end(self, it->second, initial ? "refused" : "error", nullptr, why);
   if (initial) {
     initial->deliver(caf::make_error(caf::sec::invalid_argument, why));
   } else {
@@ -107,6 +138,8 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
               const admission::verdict v = q.admit(st.cfg.admission, r.request.priority, admission::clock::now());
               if (!v.admitted) {
                 ++st.refused;
+                log::info("admission_refused", {{"id", id}, {"trace", r.request.trace_id}, {"pool", name}, {"priority", r.request.priority},
+                                                {"reason", v.reason}, {"retry_after_s", v.retry_after_s}});
                 tell_admin(self, "admission", {{"request", id}, {"pool", name}, {"admitted", false}, {"priority", r.request.priority},
                                                {"reason", v.reason}, {"retry_after", v.retry_after_s}});
                 return fail(self, id, admission::overload_message(v), initial.get());
@@ -125,6 +158,7 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
             r.kv_holder = nullptr;
             r.scheduler = rep.scheduler;
             r.replica = rep.replica;
+            if (r.replicas.size() < 64) r.replicas.push_back(rep.replica.value);  // bounded: a request moves a few times at most
             r.prompt_done = false;
             watch(self, rep.scheduler);
             if (holder || !rep.store) return submit(self, id, rep, req, holder, initial);
@@ -167,6 +201,12 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
     std::vector<std::string> lost;
     for (auto& [id, r] : self->state.requests)
       if (r.scheduler && r.scheduler.address() == dm.source) lost.push_back(id);
+    if (!lost.empty()) {
+      std::string replica;
+      for (auto& [id, r] : self->state.requests)
+        if (r.scheduler && r.scheduler.address() == dm.source) replica = replica_name(self, r.replica.value);
+      log::warn("replica_lost", {{"replica", replica}, {"requests_moving", lost.size()}, {"reason", caf::to_string(dm.reason)}});
+    }
     for (auto& id : lost) migrate(self, id);
   });
   return {
@@ -208,6 +248,8 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
             st.migrations.push_back({u.id, r.lost_replica, r.replica, secs,
                                      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()});
             tell_admin(self, "migration", {{"request", u.id}, {"from", r.lost_replica.value}, {"to", r.replica.value}, {"seconds_to_first_token", secs}});
+            log::info("request_migrated", {{"id", u.id}, {"trace", r.request.trace_id}, {"from", replica_name(self, r.lost_replica.value)},
+                                           {"to", replica_name(self, r.replica.value)}, {"seconds_to_first_token", secs}});
           }
           // The router's view of this replica's load, current before its next load report.
           const bool first = !r.prompt_done && !u.tokens.empty();
@@ -254,6 +296,7 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
           batch.updates.push_back(std::move(u));
           if (finished) {
             unqueue(self, r, false);
+            log_end(self, r, engine::finish_reason_name(batch.updates.back().reason), &batch.updates.back(), batch.updates.back().error);
             st.requests.erase(it);
           }
         }

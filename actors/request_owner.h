@@ -18,6 +18,7 @@ struct owner_config {
   std::chrono::milliseconds request_timeout{30000};
   admission::admission_config admission;       // the queue bound per pool (tenants: the frontend)
   std::map<std::uint32_t, std::string> pools;  // replica id -> its pool
+  std::map<std::uint32_t, std::string> names;  // replica id -> its name, for logs
 };
 
 struct owned_request {
@@ -32,6 +33,7 @@ struct owned_request {
   replica_id lost_replica;
   bool awaiting_first_token = false;              // migrated, no token from the new replica yet
   std::string queued_in;                          // the pool whose admission queue counts it (until it starts)
+  std::vector<std::uint32_t> replicas;            // every replica it was placed on, in order (for its log line)
   bool prompt_done = false;     // this placement's first token came (told to the router)
   bool prefilled = false;       // handed off by a prefill replica: decode replicas only from now
   // Where that replica holds its KV (the handle, not the bytes), until a decode replica takes

@@ -1,5 +1,7 @@
 #include "actors/router_actor.h"
 
+#include "runtime/common/log.h"
+
 #include <algorithm>
 
 namespace troupe::actors {
@@ -38,6 +40,11 @@ void subscribe_kv(router_actor::stateful_pointer<router_state> self, replica_id 
 
 }  // namespace
 
+std::string name_of(const router_config& cfg, replica_id r) {
+  auto it = cfg.names.find(r.value);
+  return it != cfg.names.end() ? it->second : "replica-" + std::to_string(r.value);
+}
+
 router_actor::behavior_type router(router_actor::stateful_pointer<router_state> self, router_config cfg) {
   self->state.policy = routing::registry::global().get(cfg.policy);
   self->state.kv_aware = cfg.policy == "kv_aware";
@@ -48,6 +55,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
     auto& st = self->state;
     for (std::size_t i = 0; i < st.replicas.size(); ++i)
       if (st.replicas[i] && st.replicas[i].address() == dm.source) {
+        log::warn("replica_down", {{"replica", name_of(st.cfg, st.loads[i].replica)}, {"reason", caf::to_string(dm.reason)}});
         if (st.events)
           self->send(st.events, event_atom::value, std::string("replica_down"),
                      "{\"replica\": " + std::to_string(st.loads[i].replica.value) + "}");
@@ -160,6 +168,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         self->state.index.drop(replica);  // an earlier life's blocks are not this one's
         self->state.draining.erase(replica);
         ++self->state.registrations[replica];
+        log::info("replica_registered", {{"replica", name_of(self->state.cfg, replica)}, {"generation", self->state.registrations[replica]}});
         if (self->state.events)
           self->send(self->state.events, event_atom::value, std::string("replica_up"), "{\"replica\": " + std::to_string(replica.value) + "}");
         subscribe_kv(self, replica, s);
@@ -245,6 +254,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         st.cfg.policy = name;
         st.cfg.params = std::move(p);
         st.kv_aware = name == "kv_aware";
+        log::info("routing_policy", {{"policy", name}, {"params", nlohmann::json(st.cfg.params)}});
         return true;
       },
       [=](view_atom) {

@@ -24,6 +24,7 @@ struct router_config {
   // goes to one of them and is handed off to a decode (or both) replica after its prefill;
   // without, it runs whole on a decode or both replica.
   std::map<replica_id, topology::pool_role> roles;
+  std::map<std::uint32_t, std::string> names;  // replica id -> its name, for logs
   routing::disaggregation_params disaggregation;  // which prompts go to a prefill replica
   // How the replicas key their prefix-cache blocks (engine_config's), for KV-aware routing.
   int block_size = 16;

@@ -709,7 +709,8 @@ std::vector<replica_placement> place_replicas(const topology_config& t) {
   std::uint32_t next = 0;
   for (const auto& p : t.pools)
     for (int i = 0; i < p.replicas; ++i)
-      out.push_back({replica_id(next++), p.name, p.role, p.nodes[std::size_t(i) % p.nodes.size()], p.pipeline_parallel});
+      out.push_back({replica_id(next++), p.name, p.role, p.nodes[std::size_t(i) % p.nodes.size()], p.pipeline_parallel,
+                     p.name + "-" + std::to_string(i)});
   return out;
 }
 

@@ -216,6 +216,7 @@ struct replica_placement {
   pool_role role = pool_role::both;
   std::string node;
   int pipeline_parallel = 1;
+  std::string name;  // "<pool>-<index in the pool>": what logs and the admin console call it
 };
 
 std::vector<replica_placement> place_replicas(const topology_config& t);

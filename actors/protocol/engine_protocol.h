@@ -49,7 +49,7 @@ namespace troupe::engine {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request& x) {
   return f(caf::meta::type_name("request"), x.id, x.prompt, x.generated, x.params, x.priority, x.prefill_only, x.kv_from,
-           x.cache_salt, x.public_prefix);
+           x.cache_salt, x.public_prefix, x.trace_id);
 }
 
 }  // namespace troupe::engine

@@ -32,6 +32,8 @@ struct request {
   // whose whole blocks every tenant shares.
   std::string cache_salt;
   std::int32_t public_prefix = 0;
+  // What log lines about it carry: the client's X-Request-Id, or the id the frontend made.
+  std::string trace_id;
 };
 
 // Why a request ended here. handoff: a prefill replica passed it on with its KV; error: it

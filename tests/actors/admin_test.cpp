@@ -156,6 +156,15 @@ BOOST_AUTO_TEST_CASE(status_topology_kv_and_help_answer_in_json) {
   BOOST_TEST(bad_param.text.find("takes no parameter \"prefix_weight\"") != std::string::npos, bad_param.text);
   BOOST_TEST(admin_cli("set-policy router least_loaded").status == 0);
 
+  const auto warn = admin_cli("log-level warn");
+  BOOST_TEST(warn.status == 0, warn.text);
+  BOOST_TEST(warn.json["level"] == "warn");
+  BOOST_TEST(admin_cli("log-level").json["level"] == "warn");
+  const auto loud = admin_cli("log-level loud");
+  BOOST_TEST(loud.status == 1);
+  BOOST_TEST(loud.text.find("'loud' is not one of") != std::string::npos, loud.text);
+  BOOST_TEST(admin_cli("log-level info").json["level"] == "info");
+
   const auto bad = admin_cli("drain no-such-replica");
   BOOST_TEST(bad.status == 1);
   BOOST_TEST(bad.text.find("no replica named 'no-such-replica'") != std::string::npos, bad.text);

@@ -1,5 +1,7 @@
 #include "tools/troupe/args.h"
 
+#include "runtime/common/log.h"
+
 #include <cctype>
 #include <cstdio>
 #include <unistd.h>
@@ -105,6 +107,22 @@ void progress_bar(const std::string& label, std::size_t done, std::size_t total,
     std::fprintf(stderr, "\r%s [%s] %3d%%  %.2f/%.2f GB", label.c_str(), bar.c_str(), int(frac * 100), done / 1e9, total / 1e9);
   if (done >= total) std::fprintf(stderr, "\n");
   std::fflush(stderr);
+}
+
+void apply_log_flags(const args& a) {
+  auto l = log::current_level();
+  auto f = log::format::text;
+  if (auto v = a.get("log-level")) {
+    auto parsed = log::parse_level(*v);
+    if (!parsed) throw input_error("--log-level: '" + *v + "' is not one of debug, info, warn, error, off");
+    l = *parsed;
+  }
+  if (auto v = a.get("log-format")) {
+    auto parsed = log::parse_format(*v);
+    if (!parsed) throw input_error("--log-format: '" + *v + "' is not text or json");
+    f = *parsed;
+  }
+  log::configure(l, f);
 }
 
 }  // namespace troupe::cli

@@ -28,6 +28,10 @@ class args {
   std::vector<std::string> positional_;
 };
 
+// --log-level LEVEL and --log-format text|json, when given, configure the process's log
+// (runtime/common/log.h); a bad value is an input_error naming the flag.
+void apply_log_flags(const args& a);
+
 // Draws a progress bar on stderr: "label [#####.....]  45%  1.0/2.2 GB" (bytes), or with a
 // unit, "label [#####.....]  45%  29/64 requests".
 void progress_bar(const std::string& label, std::size_t done, std::size_t total, const char* unit = nullptr);

@@ -53,7 +53,8 @@ std::pair<std::string, std::uint16_t> split_address(const std::string& a, const 
 }  // namespace
 
 int cmd_node(int argc, char** argv) {
-  args a(argc, argv, 2, {"name", "head", "model", "tls-certificate", "tls-key", "tls-ca"}, {});
+  args a(argc, argv, 2, {"name", "head", "model", "tls-certificate", "tls-key", "tls-ca", "log-level", "log-format"}, {});
+  apply_log_flags(a);
   if (a.positional().size() != 1) throw input_error("usage: troupe node CONFIG --name NODE [--head HOST:PORT] [--model DIR]");
   auto topo = topology::load_topology(a.positional()[0]);
   apply_tls_flags(a, topo);
@@ -137,8 +138,9 @@ served_model describe_model(const topology::topology_config& topo, const std::st
 int cmd_serve(int argc, char** argv) {
   args a(argc, argv, 2,
          {"port", "host", "model", "listen", "registry-port", "api-key", "chat-template", "tls-certificate", "tls-key", "tls-ca",
-          "name"},
+          "name", "log-level", "log-format"},
          {});
+  apply_log_flags(a);
   stop_signals signals;  // before any thread starts
   a.get_port("port", 0);  // a bad port is refused before anything loads
   a.get_port("registry-port", 0);
@@ -182,6 +184,7 @@ int cmd_serve(int argc, char** argv) {
   fc.max_requests = topo.frontend.max_requests;
   fc.retry_after_s = topo.frontend.retry_after_s;
   fc.admission = topo.admission.cfg;
+  for (const auto& p : topology::place_replicas(topo)) fc.replica_names[p.replica.value] = p.name;
   fc.metric_prefix = topo.frontend.metric_prefix;
   fc.request_timeout = topo.timeouts.request;
   fc.api_keys = topo.frontend.api_keys;

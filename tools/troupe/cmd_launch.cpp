@@ -25,7 +25,8 @@
 namespace troupe::cli {
 
 int cmd_launch(int argc, char** argv) {
-  args a(argc, argv, 2, {"model", "port"}, {"netns"});
+  args a(argc, argv, 2, {"model", "port", "log-level", "log-format"}, {"netns"});
+  apply_log_flags(a);
   if (a.positional().size() != 1) throw input_error("usage: troupe launch CONFIG [--netns] [--model DIR] [--port HTTP_PORT]");
   const std::string config = a.positional()[0];
   const auto topo = topology::load_topology(config);
@@ -35,6 +36,8 @@ int cmd_launch(int argc, char** argv) {
   const bool netns = a.has("netns");
   std::vector<std::string> model_flag;
   if (auto m = a.get("model")) model_flag = {"--model", *m};
+  for (const char* f : {"log-level", "log-format"})  // every process logs alike
+    if (auto v = a.get(f)) model_flag.insert(model_flag.end(), {std::string("--") + f, *v});
 
   // Signals arrive through sigwait, so no handler runs concurrently with the bookkeeping.
   sigset_t set;

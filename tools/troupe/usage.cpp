@@ -39,6 +39,8 @@ The head of a topology: the OpenAI HTTP API, router, request owner, and the regi
   --listen HOST          the node registry's address
   --api-key KEY          require 'Authorization: Bearer KEY' on the OpenAI routes
   --chat-template FILE   a .jinja chat template instead of the model folder's
+  --log-level LEVEL      debug, info (default), warn, error or off
+  --log-format FORMAT    text (default) or json: one JSON object per line on stderr
   -h, --help             this text
 )"},
       {"node", R"(usage: troupe node CONFIG --name NODE [options]
@@ -48,6 +50,8 @@ until the head is gone.
   --name NODE            the node of CONFIG this process is (required)
   --head HOST:PORT[,..]  the heads' node registries (default: every head of the topology)
   --model DIR            the model folder (default: the topology's)
+  --log-level LEVEL      debug, info (default), warn, error or off
+  --log-format FORMAT    text (default) or json
   -h, --help             this text
 )"},
       {"launch", R"(usage: troupe launch CONFIG [options]
@@ -57,6 +61,7 @@ any that dies, until Ctrl-C.
   --netns                each node in a network namespace of its own (needs root)
   --model DIR            the model folder (default: the topology's)
   --port N               the head's HTTP port
+  --log-level LEVEL --log-format FORMAT   passed to every process it starts
   -h, --help             this text
 )"},
       {"admin", R"(usage: troupe admin [options] [COMMAND [ARGS]]
@@ -68,6 +73,7 @@ commands:
   topology               the topology the cluster runs
   kv [REPLICA]           KV blocks used and cached, prefix-cache hit rate
   drain REPLICA          admit nothing new, move what runs with its KV; returns once safe to remove
+  log-level [LEVEL]      the head's log level, or set it (debug, info, warn, error, off)
   resume REPLICA         end a drain
   kill REPLICA           fault injection: the replica dies as if it crashed
   requests [REPLICA]     requests in progress: replica, tokens so far, migrations, age
