@@ -3,6 +3,7 @@
 #include "actors/error_text.h"
 #include "runtime/common/log.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 
@@ -87,6 +88,7 @@ void refresh(admin_ptr self, std::function<void()> then) {
               r.registered = true;
               r.alive = v.alive;
               r.draining = v.draining;
+              r.parked = v.parked;
               r.generation = v.generation;
               if (v.alive) st.schedulers[v.replica.value] = v.scheduler;
             }
@@ -114,6 +116,7 @@ void refresh(admin_ptr self, std::function<void()> then) {
                 r.registered = placed.registered;
                 r.alive = placed.alive;
                 r.draining = placed.draining;
+                r.parked = placed.parked;
                 r.generation = placed.generation;
               }
               r.has_load = false;
@@ -182,6 +185,89 @@ bool named_replica(admin_ptr self, std::uint64_t token, const std::string& cmd, 
   return true;
 }
 
+std::vector<admin::pool_bounds> pool_bounds(const topology::topology_config& t) {
+  std::vector<admin::pool_bounds> out;
+  for (const auto& p : t.pools) out.push_back({p.name, p.min_replicas, std::max(p.replicas, p.max_replicas)});
+  return out;
+}
+
+}  // namespace
+
+// Scales `pool` to `n` serving replicas: warm ones join (the router places on them again), or
+// the newest serving ones drain (their requests move with their KV) and then wait warm. `done`
+// gets the result once every change is made, or why nothing was done.
+void scale_pool(admin_ptr self, const std::string& pool, int n, const std::string& reason,
+                std::function<void(bool, nlohmann::json)> done) {
+  refresh(self, [=] {
+    auto& st = self->state;
+    const auto bounds = pool_bounds(st.cfg.topo);
+    auto b = std::find_if(bounds.begin(), bounds.end(), [&](const admin::pool_bounds& x) { return x.name == pool; });
+    if (b == bounds.end()) return done(false, "scale: no pool named '" + pool + "'");
+    if (n < b->min || n > b->max)
+      return done(false, "scale: pool " + pool + " runs " + std::to_string(b->min) + " to " + std::to_string(b->max) +
+                             " replicas (min_replicas, max_replicas); " + std::to_string(n) + " is outside");
+    std::vector<std::size_t> serving, warm;
+    for (std::size_t i = 0; i < st.replicas.size(); ++i) {
+      const auto& r = st.replicas[i];
+      if (r.pool != pool || !st.schedulers[i]) continue;
+      const std::string s = admin::state_of(r);
+      if (s == "running") serving.push_back(i);
+      if (s == "warm") warm.push_back(i);
+    }
+    const int before = int(serving.size());
+    nlohmann::json names = nlohmann::json::array();
+    if (n >= before) {
+      if (int(warm.size()) < n - before)
+        return done(false, "scale: pool " + pool + " has " + std::to_string(warm.size()) + " warm replicas, " +
+                               std::to_string(n - before) + " needed");
+      for (int k = 0; k < n - before; ++k) {
+        const std::size_t i = warm[std::size_t(k)];
+        self->send(st.cfg.router, resume_atom::value, replica_id{st.replicas[i].id});
+        self->send(st.schedulers[i], resume_atom::value);
+        announce(self, i, "running");
+        names.push_back(st.replicas[i].name);
+      }
+      if (n != before) {
+        emit(self, "scale", {{"pool", pool}, {"from", before}, {"to", n}, {"added", names}, {"reason", reason}});
+      }
+      return done(true, {{"pool", pool}, {"replicas", n}, {"added", names}});
+    }
+    // Down: the newest serving replicas drain, then park; the answer waits for all of them.
+    auto left = std::make_shared<int>(before - n);
+    auto failed = std::make_shared<std::string>();
+    for (int k = 0; k < before - n; ++k) {
+      const std::size_t i = serving[serving.size() - 1 - std::size_t(k)];
+      const replica_id id{st.replicas[i].id};
+      names.push_back(st.replicas[i].name);
+      self->send(st.cfg.router, drain_atom::value, id);
+      announce(self, i, "draining");
+      self->request(st.schedulers[i], st.cfg.drain_timeout, drain_atom::value)
+          .then(
+              [=](bool drained) {
+                auto& st = self->state;
+                if (drained) {
+                  self->send(st.cfg.router, park_atom::value, id);
+                  if (st.schedulers[i]) self->send(st.schedulers[i], resume_atom::value);  // serves again once unparked
+                  announce(self, i, "warm");
+                } else {
+                  *failed = "a drain was ended by resume";
+                }
+                if (--*left == 0) {
+                  if (!failed->empty()) return done(false, "scale: " + *failed);
+                  emit(self, "scale", {{"pool", pool}, {"from", before}, {"to", n}, {"removed", names}, {"reason", reason}});
+                  done(true, {{"pool", pool}, {"replicas", n}, {"removed", names}});
+                }
+              },
+              [=](caf::error& e) {
+                *failed = error_message(self->system(), e);
+                if (--*left == 0) done(false, "scale: " + *failed);
+              });
+    }
+  });
+}
+
+namespace {
+
 nlohmann::json topology_json(const topology::topology_config& t) {
   nlohmann::json out{{"source", t.source}, {"nodes", nlohmann::json::array()}, {"pools", nlohmann::json::array()}};
   for (const auto& n : t.nodes)
@@ -191,6 +277,30 @@ nlohmann::json topology_json(const topology::topology_config& t) {
   out["router"] = {{"policy", t.router.policy}};
   out["model"] = {{"path", t.model.path}};
   return out;
+}
+
+// `status` (with each pool's recent time to first token from the request owner) to `then`.
+void status(admin_ptr self, std::function<void(nlohmann::json)> then) {
+  auto finish = [=] {
+    std::vector<std::string> nodes;
+    for (const auto& n : self->state.cfg.topo.nodes) nodes.push_back(n.name);
+    nlohmann::json s = admin::status_json(self->state.replicas, nodes, pool_bounds(self->state.cfg.topo));
+    for (auto& p : s["pools"]) {
+      auto t = self->state.ttft.find(p["name"].get<std::string>());
+      p["ttft_s"] = t != self->state.ttft.end() ? t->second : 0.0;
+    }
+    then(std::move(s));
+  };
+  refresh(self, [=] {
+    if (!self->state.cfg.owner) return finish();
+    self->request(self->state.cfg.owner, self->state.cfg.timeout, ttft_atom::value)
+        .then(
+            [=](const std::vector<std::pair<std::string, double>>& t) {
+              self->state.ttft = std::map<std::string, double>(t.begin(), t.end());
+              finish();
+            },
+            [=](caf::error&) { finish(); });
+  });
 }
 
 void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
@@ -203,11 +313,21 @@ void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, co
   if (cmd == "topology") return answer(self, token, topology_json(st.cfg.topo));
   if (cmd == "status") {
     if (!args.empty()) return refuse(self, token, "status: takes no arguments");
-    return refresh(self, [=] {
-      std::vector<std::string> nodes;
-      for (const auto& n : self->state.cfg.topo.nodes) nodes.push_back(n.name);
-      answer(self, token, admin::status_json(self->state.replicas, nodes));
-    });
+    return status(self, [=](nlohmann::json s) { answer(self, token, std::move(s)); });
+  }
+  if (cmd == "autoscaler" || (cmd == "set-policy" && !args.empty() && args[0] == "autoscaler")) {
+    if (!st.autoscaler) return refuse(self, token, cmd + ": this cluster runs no autoscaler ([autoscaler] in the topology)");
+    std::vector<std::string> a = args;
+    if (cmd == "set-policy") {  // set-policy autoscaler NAME KEY=VALUE...: NAME is "default", the one policy
+      if (a.size() < 2 || a[1] != "default") return refuse(self, token, "set-policy autoscaler: the policy is \"default\"; expected default KEY=VALUE ...");
+      a.erase(a.begin(), a.begin() + 2);
+      a.insert(a.begin(), "set");
+    }
+    emit(self, "admin", {{"command", cmd}, {"args", args}});
+    self->request(st.autoscaler, st.cfg.timeout, autoscaler_atom::value, a)
+        .then([=](const std::string& r) { answer(self, token, nlohmann::json::parse(r, nullptr, false)); },
+              [=](caf::error& e) { refuse(self, token, cmd + ": " + error_message(self->system(), e)); });
+    return;
   }
   if (cmd == "kv") {
     if (args.size() > 1) return refuse(self, token, "kv: expected at most one replica name");
@@ -249,6 +369,22 @@ void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, co
               [=](caf::error& e) { refuse(self, token, "requests: the request owner did not answer: " + error_message(self->system(), e)); });
     });
   }
+  if (cmd == "scale") {
+    int n = -1;
+    try {
+      std::size_t used = 0;
+      if (args.size() == 2) n = std::stoi(args[1], &used);
+      if (used != args[1].size()) n = -1;
+    } catch (const std::exception&) {
+      n = -1;
+    }
+    if (args.size() != 2 || n < 0) return refuse(self, token, "scale: expected POOL N (a replica count)");
+    emit(self, "admin", {{"command", cmd}, {"pool", args[0]}, {"replicas", n}});
+    return scale_pool(self, args[0], n, "admin", [=](bool ok, nlohmann::json r) {
+      if (ok) return answer(self, token, std::move(r));
+      refuse(self, token, r.get<std::string>());
+    });
+  }
   if (cmd == "log-level") {
     if (args.size() > 1) return refuse(self, token, "log-level: expected one of debug, info, warn, error, off");
     if (args.empty()) return answer(self, token, {{"level", log::level_name(log::current_level())}});
@@ -260,7 +396,6 @@ void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, co
   }
   if (cmd == "set-policy") {
     if (args.size() < 2) return refuse(self, token, "set-policy: expected router|autoscaler NAME [KEY=VALUE ...]");
-    if (args[0] == "autoscaler") return refuse(self, token, "set-policy autoscaler: this cluster runs no autoscaler");
     if (args[0] != "router") return refuse(self, token, "set-policy: expected router or autoscaler, got '" + args[0] + "'");
     std::vector<std::pair<std::string, double>> params;
     for (std::size_t i = 2; i < args.size(); ++i) {
@@ -330,6 +465,9 @@ const std::vector<std::pair<std::string, std::string>>& admin_commands() {
       {"kv [REPLICA]", "KV blocks used and cached, prefix-cache hit rate"},
       {"requests [REPLICA]", "requests in progress: replica, tokens so far, migrations, age (oldest 1000)"},
       {"set-policy router NAME [K=V ...]", "route with another policy (and its parameters) from now on"},
+      {"scale POOL N", "N replicas serve in POOL: warm ones join, or the newest drain (with their KV) and wait warm"},
+      {"autoscaler [status|pause|resume|pin POOL|unpin POOL]", "the autoscaler's state, or pause it, or hold one pool where it is"},
+      {"set-policy autoscaler default K=V ...", "the autoscaler's thresholds: queue_up, queue_down, kv_up, kv_down, ttft_slo (s)"},
       {"log-level [LEVEL]", "the head's log level (debug, info, warn, error, off), or set it"},
       {"drain REPLICA", "admit nothing new, move what runs with its KV; answers once safe to remove"},
       {"resume REPLICA", "end a drain: the replica takes requests again"},
@@ -361,6 +499,22 @@ admin_actor::behavior_type admin(admin_actor::stateful_pointer<admin_state> self
             fields[k] = st.replicas[fields[k].get<std::uint32_t>()].name;
         emit(self, kind, std::move(fields));
       },
+      [=](status_atom) -> caf::result<std::string> {
+        auto rp = self->make_response_promise<std::string>();
+        status(self, [rp](nlohmann::json s) mutable { rp.deliver(s.dump()); });
+        return rp;
+      },
+      [=](scale_atom, const std::string& pool, std::int32_t n, const std::string& reason) -> caf::result<bool> {
+        auto rp = self->make_response_promise<bool>();
+        scale_pool(self, pool, n, reason, [rp](bool ok, nlohmann::json r) mutable {
+          if (ok)
+            rp.deliver(true);
+          else
+            rp.deliver(caf::make_error(caf::sec::invalid_argument, r.get<std::string>()));
+        });
+        return rp;
+      },
+      [=](autoscaler_atom, autoscaler_actor a) { self->state.autoscaler = std::move(a); },
       [=](tick_atom) {  // samples loads (tokens/s) and notices deaths and restarts for `watch`
         refresh(self, [] {});
         self->delayed_send(self, self->state.cfg.sample_interval, tick_atom::value);

@@ -23,13 +23,16 @@
 namespace troupe::actors {
 
 using admin_atom = caf::atom_constant<caf::atom("admin")>;
-using tick_atom = caf::atom_constant<caf::atom("tick")>;
 
 // A command from the endpoint: (its token, the request). The reply goes to admin_config::reply
 // with the same token.
 // It also takes the router's and the request owner's events (admin_protocol.h).
+// For the autoscaler: `status` as JSON text, and scaling a pool (true once done, else an error).
 using admin_actor = caf::typed_actor<caf::reacts_to<admin_atom, std::uint64_t, std::string, std::vector<std::string>>,
-                                     caf::reacts_to<tick_atom>, caf::reacts_to<event_atom, std::string, std::string>>;
+                                     caf::reacts_to<tick_atom>, caf::reacts_to<event_atom, std::string, std::string>,
+                                     caf::replies_to<status_atom>::with<std::string>,
+                                     caf::replies_to<scale_atom, std::string, std::int32_t, std::string>::with<bool>,
+                                     caf::reacts_to<autoscaler_atom, autoscaler_actor>>;
 
 struct admin_config {
   topology::topology_config topo;
@@ -48,10 +51,17 @@ struct admin_state {
   std::vector<scheduler_actor> schedulers;      // the live ones' handles, by replica id
   std::map<std::uint32_t, std::pair<double, std::uint64_t>> samples;  // id -> (time, generated tokens)
   std::map<std::uint32_t, std::string> announced;  // id -> the state `watch` was last told
+  std::map<std::string, double> ttft;              // by pool, from the request owner
+  autoscaler_actor autoscaler;                     // if the topology runs one
   static inline const char* name = "troupe.admin";
 };
 
 admin_actor::behavior_type admin(admin_actor::stateful_pointer<admin_state> self, admin_config cfg);
+
+// Scales `pool` to `n` serving replicas (what `scale` and the autoscaler do); `done` gets
+// (true, the result) or (false, why as a string).
+void scale_pool(admin_actor::stateful_pointer<admin_state> self, const std::string& pool, int n, const std::string& reason,
+                std::function<void(bool, nlohmann::json)> done);
 
 // The commands the endpoint serves, one line each (the result of `help`).
 const std::vector<std::pair<std::string, std::string>>& admin_commands();

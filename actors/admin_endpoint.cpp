@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <zmq.hpp>
 
+#include "actors/autoscaler.h"
 #include "runtime/common/error.h"
 
 namespace troupe::actors {
@@ -109,11 +110,11 @@ admin_endpoint::admin_endpoint(caf::actor_system& sys, const topology::topology_
     }
     z.curve = true;
   }
-  try {
-    z.router.bind(spec.endpoint);
-  } catch (const zmq::error_t& e) {
-    throw input_error("admin.endpoint: cannot bind " + spec.endpoint + ": " + e.what());
-  }
+  if (spec.enabled()) try {
+      z.router.bind(spec.endpoint);
+    } catch (const zmq::error_t& e) {
+      throw input_error("admin.endpoint: cannot bind " + spec.endpoint + ": " + e.what());
+    }
   if (!spec.events.empty()) {
     try {
       z.pub.bind(spec.events);
@@ -152,7 +153,11 @@ admin_endpoint::admin_endpoint(caf::actor_system& sys, const topology::topology_
     q->poke();
   };
   actor_ = sys.spawn(admin, std::move(cfg));
-  thread_ = std::thread([this] { run(); });
+  if (topo.autoscaler.cfg.enabled) {  // it acts through the admin actor, which lets the console steer it
+    autoscaler_ = sys.spawn(autoscaler, topo.autoscaler.cfg, actor_);
+    caf::anon_send(actor_, autoscaler_atom::value, autoscaler_);
+  }
+  if (spec.enabled()) thread_ = std::thread([this] { run(); });  // without [admin]: the autoscaler's actors only
 }
 
 admin_endpoint::~admin_endpoint() {
@@ -161,8 +166,9 @@ admin_endpoint::~admin_endpoint() {
     q_->stop = true;
   }
   q_->poke();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
   caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+  if (autoscaler_) caf::anon_send_exit(autoscaler_, caf::exit_reason::user_shutdown);
   ::close(q_->wake);
 }
 

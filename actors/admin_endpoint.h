@@ -1,4 +1,4 @@
-// The admin endpoint on a head (docs/admin.md): a ZeroMQ ROUTER socket answers admin requests
+// The admin endpoint on a head (docs/admin.md), and the autoscaler when the topology has one: a ZeroMQ ROUTER socket answers admin requests
 // (runtime/admin/admin_message.h) through the admin actor, and a PUB socket sends its events for
 // `watch`. With [admin] secret_key and authorized_keys both sockets are CURVE servers and a ZAP
 // handler lets in only the authorized client keys: anyone else gets no reply and no event.
@@ -35,6 +35,7 @@ class admin_endpoint {
   struct sockets;
   std::unique_ptr<sockets> z_;
   admin_actor actor_;
+  autoscaler_actor autoscaler_;  // with [autoscaler]
   std::thread thread_;
 };
 

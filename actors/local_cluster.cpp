@@ -152,6 +152,7 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
   for (const auto& p : topology::place_replicas(topo)) {
     if (p.role != topology::pool_role::both) rc.roles[p.replica] = p.role;
     rc.names[p.replica.value] = p.name;
+    if (!p.active) rc.parked.insert(p.replica.value);
   }
   rc.disaggregation = {topo.router.disaggregate_min_prompt, topo.router.disaggregate_queue_ratio};
   rc.block_size = ec.sched.block_size;

@@ -258,6 +258,14 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
                        std::int32_t(first ? r.request.prompt.size() + r.tokens.size() : 0), bool(u.finished));
           r.prompt_done |= first;
           if (first) unqueue(self, r, true);
+          if (first && r.migrations == 0 && r.replicas.size() == 1) {  // a new request's own first token
+            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - r.submitted).count();
+            const auto pool = st.cfg.pools.find(r.replica.value);
+            if (pool != st.cfg.pools.end()) {
+              auto [it2, fresh] = st.ttft.emplace(pool->second, secs);
+              if (!fresh) it2->second = 0.8 * it2->second + 0.2 * secs;
+            }
+          }
           r.tokens.insert(r.tokens.end(), u.tokens.begin(), u.tokens.end());
           u.migrations = r.migrations;
           if (u.finished && u.reason == engine::finish_reason::transfer_failed) {
@@ -322,6 +330,9 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
         return out;
       },
       [=](watch_atom, admin_event_sink sink) { self->state.events = std::move(sink); },
+      [=](ttft_atom) {
+        return std::vector<std::pair<std::string, double>>(self->state.ttft.begin(), self->state.ttft.end());
+      },
   };
 }
 

@@ -53,6 +53,7 @@ struct owner_state {
   admin_event_sink events;            // the admin console's, if one watches
   std::map<std::string, admission::pool_queue> queues;  // by pool: admitted, not yet started
   std::uint64_t admitted = 0, refused = 0;
+  std::map<std::string, double> ttft;  // by pool: exponential average of time to first token (s)
   static inline const char* name = "troupe.request_owner";
 };
 

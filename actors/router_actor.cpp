@@ -40,6 +40,9 @@ void subscribe_kv(router_actor::stateful_pointer<router_state> self, replica_id 
 
 }  // namespace
 
+// Placed on by nobody now: draining, or parked in the warm pool.
+bool held_back(const router_state& st, replica_id r) { return st.draining.count(r) || st.parked.count(r); }
+
 std::string name_of(const router_config& cfg, replica_id r) {
   auto it = cfg.names.find(r.value);
   return it != cfg.names.end() ? it->second : "replica-" + std::to_string(r.value);
@@ -49,6 +52,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
   self->state.policy = routing::registry::global().get(cfg.policy);
   self->state.kv_aware = cfg.policy == "kv_aware";
   self->state.cfg = std::move(cfg);
+  for (auto r : self->state.cfg.parked) self->state.parked.insert(replica_id(r));
   const kv::block_hash root = kv::root_hash(self->state.cfg.model_key);
   // A replica that goes down is never chosen again until it registers anew.
   self->set_down_handler([=](const caf::down_msg& dm) {
@@ -105,7 +109,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         if (!q.decode && !st.cfg.roles.empty()) {
           int queue = -1, cached = 0;
           for (const auto& l : st.loads) {
-            if (!l.alive || l.replica == q.avoid || st.draining.count(l.replica)) continue;
+            if (!l.alive || l.replica == q.avoid || held_back(st, l.replica)) continue;
             if (role_of(l.replica) == topology::pool_role::prefill)
               queue = queue < 0 ? l.waiting_prompt_tokens : std::min(queue, l.waiting_prompt_tokens);
             else if (st.kv_aware)
@@ -113,14 +117,14 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
           }
           prefill = queue >= 0 && routing::prefill_remotely(q.prompt_tokens - cached, queue, st.cfg.disaggregation);
         }
-        const bool filtering = avoiding || !st.cfg.roles.empty() || st.kv_aware || !st.draining.empty();
+        const bool filtering = avoiding || !st.cfg.roles.empty() || st.kv_aware || !st.draining.empty() || !st.parked.empty();
         std::vector<routing::replica_load> view;
         if (filtering) {
           view = st.loads;
           for (auto& l : view) {
             const auto role = role_of(l.replica);
             const bool fits = prefill ? role == topology::pool_role::prefill : role != topology::pool_role::prefill;
-            if (l.replica == q.avoid || !fits || st.draining.count(l.replica)) l.alive = false;
+            if (l.replica == q.avoid || !fits || held_back(st, l.replica)) l.alive = false;
             if (st.kv_aware) {
               l.cached_blocks = st.index.matched_blocks(l.replica, hashes);
               l.index_complete = st.index.complete(l.replica);
@@ -229,11 +233,18 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
       },
       [=](live_atom) {
         std::uint32_t n = 0;
-        for (auto& l : self->state.loads) n += l.alive && !self->state.draining.count(l.replica) ? 1 : 0;
+        for (auto& l : self->state.loads) n += l.alive && !held_back(self->state, l.replica) ? 1 : 0;
         return n;
       },
       [=](drain_atom, replica_id replica) { self->state.draining.insert(replica); },
-      [=](resume_atom, replica_id replica) { self->state.draining.erase(replica); },
+      [=](resume_atom, replica_id replica) {
+        self->state.draining.erase(replica);
+        if (self->state.parked.erase(replica)) log::info("replica_unparked", {{"replica", name_of(self->state.cfg, replica)}});
+      },
+      [=](park_atom, replica_id replica) {
+        self->state.draining.erase(replica);
+        if (self->state.parked.insert(replica).second) log::info("replica_parked", {{"replica", name_of(self->state.cfg, replica)}});
+      },
       [=](watch_atom, admin_event_sink sink) { self->state.events = std::move(sink); },
       [=](policy_atom, const std::string& name, const std::vector<std::pair<std::string, double>>& params) -> caf::result<bool> {
         auto& reg = routing::registry::global();
@@ -263,7 +274,8 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         for (std::size_t i = 0; i < st.replicas.size(); ++i) {
           const replica_id r = st.loads[i].replica;
           if (!st.registrations.count(r)) continue;  // a slot never filled
-          out.push_back({r, st.replicas[i], st.loads[i].alive && st.replicas[i], st.draining.count(r) > 0, st.registrations[r]});
+          out.push_back({r, st.replicas[i], st.loads[i].alive && st.replicas[i], st.draining.count(r) > 0, st.registrations[r],
+                         st.parked.count(r) > 0});
         }
         return out;
       },

@@ -25,6 +25,7 @@ struct router_config {
   // without, it runs whole on a decode or both replica.
   std::map<replica_id, topology::pool_role> roles;
   std::map<std::uint32_t, std::string> names;  // replica id -> its name, for logs
+  std::set<std::uint32_t> parked;              // warm at start: placed on by nobody until resumed
   routing::disaggregation_params disaggregation;  // which prompts go to a prefill replica
   // How the replicas key their prefix-cache blocks (engine_config's), for KV-aware routing.
   int block_size = 16;
@@ -44,6 +45,7 @@ struct router_state {
   std::map<std::string, std::uint64_t> reasons;  // decisions by reason
   std::set<replica_id> draining;                 // alive, but placed on no more
   std::map<replica_id, std::uint32_t> registrations;  // times each replica registered
+  std::set<replica_id> parked;                        // the warm pool: alive, placed on by nobody
   admin_event_sink events;                            // the admin console's, if one watches
   std::map<replica_id, kv_store_actor> stores;   // the nodes' KV stores, indexed like replicas
   router_stats stats;

@@ -256,7 +256,7 @@ void read_pools(const reader& r, const toml::table& root, topology_config& t) {
   std::set<std::string> names;
   for (auto&& e : *n->as_array()) {
     const toml::table& pt = *e.as_table();
-    r.only_keys(pt, "pools.", {"name", "role", "replicas", "nodes", "pipeline_parallel"});
+    r.only_keys(pt, "pools.", {"name", "role", "replicas", "min_replicas", "max_replicas", "nodes", "pipeline_parallel"});
     pool_spec p;
     p.name = r.string(pt, "name", "pools.", std::nullopt);
     p.line = int(pt.source().begin.line);
@@ -264,6 +264,12 @@ void read_pools(const reader& r, const toml::table& root, topology_config& t) {
     p.role = r.choice(pt, "role", "pools.", pool_role::both,
                       {{"prefill", pool_role::prefill}, {"decode", pool_role::decode}, {"both", pool_role::both}});
     p.replicas = int(r.integer(pt, "replicas", "pools.", 1, 1, 4096));
+    p.max_replicas = int(r.integer(pt, "max_replicas", "pools.", p.replicas, 1, 4096));
+    p.min_replicas = int(r.integer(pt, "min_replicas", "pools.", p.replicas, 0, 4096));
+    if (p.max_replicas < p.replicas)
+      r.fail(pt.get("max_replicas"), "pools.max_replicas", std::to_string(p.max_replicas) + " is below replicas (" + std::to_string(p.replicas) + ")");
+    if (p.min_replicas > p.replicas)
+      r.fail(pt.get("min_replicas"), "pools.min_replicas", std::to_string(p.min_replicas) + " is above replicas (" + std::to_string(p.replicas) + ")");
     p.pipeline_parallel = int(r.integer(pt, "pipeline_parallel", "pools.", 1, 1, 1024));
     if (const toml::node* nn = pt.get("nodes")) {
       if (!nn->is_array()) r.fail(nn, "pools.nodes", std::string("expected an array of node names, got ") + type_name(*nn));
@@ -529,6 +535,45 @@ void read_admission(const reader& r, const toml::table& root, topology_config& t
   }
 }
 
+void read_autoscaler(const reader& r, const toml::table& root, topology_config& t) {
+  const toml::table* a = r.table(root, "autoscaler", "");
+  if (!a) return;
+  r.only_keys(*a, "autoscaler.", {"enabled", "interval", "queue_up", "queue_down", "kv_up", "kv_down", "ttft_slo", "up_for",
+                                  "down_for", "cooldown"});
+  auto& c = t.autoscaler.cfg;
+  t.autoscaler.line = int(a->source().begin.line);
+  c.enabled = true;
+  if (const toml::node* n = a->get("enabled")) {
+    if (!n->is_boolean()) r.fail(n, "autoscaler.enabled", std::string("expected true or false, got ") + type_name(*n));
+    c.enabled = n->value<bool>().value();
+  }
+  auto number = [&](const char* k, double& out) {
+    if (const toml::node* n = a->get(k)) out = r.number(*n, std::string("autoscaler.") + k);
+    if (out < 0) r.fail(a->get(k), std::string("autoscaler.") + k, "must not be negative");
+  };
+  number("queue_up", c.queue_up);
+  number("queue_down", c.queue_down);
+  number("kv_up", c.kv_up);
+  number("kv_down", c.kv_down);
+  if (c.queue_down >= c.queue_up) r.fail(a->get("queue_down"), "autoscaler.queue_down", "must be below queue_up (hysteresis)");
+  if (c.kv_down >= c.kv_up) r.fail(a->get("kv_down"), "autoscaler.kv_down", "must be below kv_up (hysteresis)");
+  auto ms = [&](const char* k, std::chrono::milliseconds& out) {
+    if (const toml::node* n = a->get(k)) {
+      const auto d = r.duration(*n, std::string("autoscaler.") + k);
+      if (d.count() <= 0) r.fail(n, std::string("autoscaler.") + k, "must be positive");
+      out = std::chrono::duration_cast<std::chrono::milliseconds>(d);
+    }
+  };
+  ms("interval", c.interval);
+  ms("up_for", c.up_for);
+  ms("down_for", c.down_for);
+  ms("cooldown", c.cooldown);
+  if (const toml::node* n = a->get("ttft_slo")) {
+    const auto d = r.duration(*n, "autoscaler.ttft_slo");
+    c.ttft_slo_s = std::chrono::duration<double>(d).count();
+  }
+}
+
 void read_admin(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* a = r.table(root, "admin", "");
   if (!a) return;
@@ -658,7 +703,7 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
   }
   reader r(source);
   r.only_keys(root, "", {"model", "nodes", "pools", "scheduler", "router", "timeouts", "frontend", "sim", "cluster", "kv_events",
-                         "kv_transfer", "kv_store", "admin", "admission"});
+                         "kv_transfer", "kv_store", "admin", "admission", "autoscaler"});
   topology_config t;
   t.source = source;
   read_model(r, root, t);
@@ -672,6 +717,7 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
   read_kv_events(r, root, t);
   read_admin(r, root, t);
   read_admission(r, root, t);
+  read_autoscaler(r, root, t);
   read_kv_transfer(r, root, t);
   read_kv_store(r, root, t);
   read_cluster(r, root, t);
@@ -708,9 +754,9 @@ std::vector<replica_placement> place_replicas(const topology_config& t) {
   std::vector<replica_placement> out;
   std::uint32_t next = 0;
   for (const auto& p : t.pools)
-    for (int i = 0; i < p.replicas; ++i)
+    for (int i = 0; i < std::max(p.replicas, p.max_replicas); ++i)  // code that sets replicas alone still gets them
       out.push_back({replica_id(next++), p.name, p.role, p.nodes[std::size_t(i) % p.nodes.size()], p.pipeline_parallel,
-                     p.name + "-" + std::to_string(i)});
+                     p.name + "-" + std::to_string(i), i < p.replicas});
   return out;
 }
 

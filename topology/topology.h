@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/dtype.h"
 #include "runtime/admission/admission.h"
+#include "runtime/autoscale/autoscale.h"
 #include "runtime/kv/transfer/kv_handle.h"
 #include "runtime/routing/policy.h"
 #include "runtime/common/ids.h"
@@ -42,7 +43,11 @@ struct node_spec {
 struct pool_spec {
   std::string name;
   pool_role role = pool_role::both;
-  int replicas = 1;
+  int replicas = 1;      // serving at start
+  // Scaling bounds (troupe admin scale, the autoscaler). Every replica up to max_replicas is
+  // started at once; those beyond `replicas` wait warm (model loaded, KV allocated, placed on
+  // by nobody), so scaling up never waits for a load. Defaults: replicas.
+  int min_replicas = 1, max_replicas = 1;
   std::vector<std::string> nodes;  // replicas are placed round-robin over these
   int pipeline_parallel = 1;       // worker ranks per replica, each a contiguous range of layers
   int line = 0;
@@ -167,6 +172,13 @@ struct admission_spec {
   int line = 0;
 };
 
+// The autoscaler (runtime/autoscale/autoscale.h): on the first head, when enabled; it scales
+// pools between their min_replicas and max_replicas.
+struct autoscaler_spec {
+  autoscale::autoscale_config cfg;
+  int line = 0;
+};
+
 // The GPU the sim backend pretends to be.
 struct sim_spec {
   double flops = 989e12;             // FLOP/s
@@ -187,6 +199,7 @@ struct topology_config {
   kv_events_spec kv_events;
   admin_spec admin;
   admission_spec admission;
+  autoscaler_spec autoscaler;
   kv_transfer_spec kv_transfer;
   kv_store_spec kv_store;
   std::optional<sim_spec> sim;
@@ -208,8 +221,8 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
 
 namespace troupe::topology {
 
-// Where each replica runs: replicas are numbered pool by pool in file order, and a pool's
-// replicas go round-robin over the pool's nodes.
+// Where each replica runs: replicas are numbered pool by pool in file order (max_replicas of
+// each, the first `replicas` active), and a pool's replicas go round-robin over its nodes.
 struct replica_placement {
   replica_id replica;
   std::string pool;
@@ -217,6 +230,7 @@ struct replica_placement {
   std::string node;
   int pipeline_parallel = 1;
   std::string name;  // "<pool>-<index in the pool>": what logs and the admin console call it
+  bool active = true;  // serving at start (else warm, for scaling up)
 };
 
 std::vector<replica_placement> place_replicas(const topology_config& t);

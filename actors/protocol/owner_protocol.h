@@ -25,6 +25,7 @@ typename Inspector::result_type inspect(Inspector& f, migration_event& x) {
 
 using migrations_atom = caf::atom_constant<caf::atom("migrations")>;
 using requests_atom = caf::atom_constant<caf::atom("requests")>;
+using ttft_atom = caf::atom_constant<caf::atom("ttft")>;
 
 // A request in progress, for the admin console.
 struct request_view {
@@ -55,6 +56,8 @@ using owner_actor = caf::typed_actor<
     caf::replies_to<migrations_atom>::with<std::vector<migration_event>>,
     // The requests in progress (at most `limit`, oldest first).
     caf::replies_to<requests_atom, std::uint32_t>::with<std::vector<request_view>>,
+    // Recent time to first token by pool (an exponential average, seconds), for the autoscaler.
+    caf::replies_to<ttft_atom>::with<std::vector<std::pair<std::string, double>>>,
     // Placements and migrations go to this sink from now on (the admin console's `watch`).
     caf::reacts_to<watch_atom, admin_event_sink>>;
 

@@ -61,6 +61,7 @@ using router_stats_atom = caf::atom_constant<caf::atom("rstats")>;
 using progress_atom = caf::atom_constant<caf::atom("progress")>;
 using view_atom = caf::atom_constant<caf::atom("view")>;
 using policy_atom = caf::atom_constant<caf::atom("policy")>;
+using park_atom = caf::atom_constant<caf::atom("park")>;
 
 // One replica as the router knows it, for the admin console: every replica that ever
 // registered, dead ones included.
@@ -70,11 +71,12 @@ struct replica_view {
   bool alive = false;
   bool draining = false;          // placed on no more
   std::uint32_t generation = 0;   // how many times it registered (1: never restarted)
+  bool parked = false;            // in the warm pool: alive, placed on by nobody
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, replica_view& x) {
-  return f(caf::meta::type_name("replica_view"), x.replica, x.scheduler, x.alive, x.draining, x.generation);
+  return f(caf::meta::type_name("replica_view"), x.replica, x.scheduler, x.alive, x.draining, x.generation, x.parked);
 }
 
 // What the router has done, for /metrics and the admin console. Labels are fixed sets.
@@ -108,8 +110,10 @@ using router_actor = caf::typed_actor<
     caf::reacts_to<store_atom, replica_id, kv_store_actor>,
     // Place nothing more on replica R (it is draining) until it registers again.
     caf::reacts_to<drain_atom, replica_id>,
-    // Place on replica R again (a drain ended).
+    // Place on replica R again (a drain ended, or it leaves the warm pool).
     caf::reacts_to<resume_atom, replica_id>,
+    // Place on replica R no more: it joins the warm pool (after a drain, scaling down).
+    caf::reacts_to<park_atom, replica_id>,
     // Every replica that registered, by id.
     caf::replies_to<view_atom>::with<std::vector<replica_view>>,
     // Route with another policy from now on (a name in routing::registry, its parameters):

@@ -5,6 +5,7 @@ namespace troupe::admin {
 std::string state_of(const replica_status& r) {
   if (!r.registered) return "starting";
   if (!r.alive) return "dead";
+  if (r.parked && !r.draining) return "warm";
   if (!r.draining) return "running";
   const bool empty = r.has_load && r.running == 0 && r.waiting == 0 && r.handoffs_held == 0;
   return empty ? "drained" : "draining";
@@ -22,8 +23,19 @@ double usage(const replica_status& r) { return r.total_blocks > 0 ? double(r.use
 
 }  // namespace
 
-nlohmann::json status_json(const std::vector<replica_status>& rs, const std::vector<std::string>& nodes) {
-  nlohmann::json out{{"nodes", nlohmann::json::array()}, {"replicas", nlohmann::json::array()}};
+nlohmann::json status_json(const std::vector<replica_status>& rs, const std::vector<std::string>& nodes,
+                           const std::vector<pool_bounds>& pools) {
+  nlohmann::json out{{"nodes", nlohmann::json::array()}, {"replicas", nlohmann::json::array()}, {"pools", nlohmann::json::array()}};
+  for (const auto& p : pools) {
+    int serving = 0, warm = 0;
+    for (const auto& r : rs)
+      if (r.pool == p.name) {
+        const std::string st = state_of(r);
+        serving += st == "running" || st == "draining" ? 1 : 0;
+        warm += st == "warm" ? 1 : 0;
+      }
+    out["pools"].push_back({{"name", p.name}, {"replicas", serving}, {"warm", warm}, {"min", p.min}, {"max", p.max}});
+  }
   for (const auto& n : nodes) {
     int alive = 0, total = 0;
     for (const auto& r : rs)

@@ -18,6 +18,7 @@ struct replica_status {
   bool registered = false;  // has joined at least once
   bool alive = false;
   bool draining = false;
+  bool parked = false;           // in the warm pool: alive, placed on by nobody
   std::uint32_t generation = 0;  // registrations: 1 never restarted
   bool has_load = false;         // answered the last load query
   int running = 0, waiting = 0, waiting_prompt_tokens = 0;
@@ -28,13 +29,21 @@ struct replica_status {
   double tokens_per_s = 0;  // generated, over the last sampling interval
 };
 
-// "starting" (never registered), "dead", "running", "draining", "drained" (safe to remove).
+// "starting" (never registered), "dead", "warm" (started, placed on by nobody: scaling up takes
+// it), "running", "draining", "drained" (safe to remove).
 std::string state_of(const replica_status& r);
 
 // The replica named `name`, or nullopt.
 std::optional<std::size_t> find_replica(const std::vector<replica_status>& rs, const std::string& name);
 
-nlohmann::json status_json(const std::vector<replica_status>& rs, const std::vector<std::string>& nodes);
+// A pool's scaling bounds, for `status`.
+struct pool_bounds {
+  std::string name;
+  int min = 1, max = 1;
+};
+
+nlohmann::json status_json(const std::vector<replica_status>& rs, const std::vector<std::string>& nodes,
+                           const std::vector<pool_bounds>& pools = {});
 nlohmann::json kv_json(const std::vector<replica_status>& rs);
 
 }  // namespace troupe::admin

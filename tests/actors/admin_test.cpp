@@ -6,6 +6,7 @@
 #define BOOST_TEST_MODULE admin
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <fstream>
 #include <set>
 #include <future>
@@ -57,10 +58,15 @@ struct cluster {
       for (const char* n : {"node-a", "node-b"})
         if (line.find(std::string("node ") + n + ": ready") != std::string::npos) ready.insert(n);
     }
-    // Relay the rest of launch's output so its pipe never fills.
-    std::thread([l = launch.get()] { l->wait_for_line("a line no process prints"); }).detach();
+    // Drain the rest of launch's output so its pipe never fills; ends when launch exits.
+    drain = std::thread([l = launch.get()] { l->wait_for_line("a line no process prints"); });
   }
-  ~cluster() { launch->kill(SIGTERM); launch->reap(); }
+  std::thread drain;
+  ~cluster() {
+    launch->kill(SIGTERM);
+    drain.join();  // launch closed its output as it exited
+    launch->reap();
+  }
 };
 
 cluster& the_cluster() {
@@ -90,6 +96,31 @@ std::vector<std::string> completions(std::uint16_t port, int n, const std::funct
   for (auto& f : out) texts.push_back(f.get());
   return texts;
 }
+
+// Events from the admin endpoint, gathered on a thread until stop() (then returned as one line
+// of JSON each).
+struct event_collector {
+  std::atomic<bool> done{false};
+  std::string lines;
+  std::thread t;
+  event_collector() {
+    std::atomic<bool> subscribed{false};
+    t = std::thread([this, &subscribed] {
+      actors::admin_client c({});
+      c.next_event(std::chrono::milliseconds(1));  // subscribes
+      subscribed = true;
+      while (!done)
+        if (auto e = c.next_event(std::chrono::milliseconds(100))) lines += e->dump() + "\n";
+    });
+    while (!subscribed) std::this_thread::yield();  // (events before the subscription lands are lost: the
+                                                     // tests look for ones that come seconds later)
+  }
+  std::string stop() {
+    done = true;
+    t.join();
+    return lines;
+  }
+};
 
 nlohmann::json replica(const nlohmann::json& status, const std::string& name) {
   for (const auto& r : status["replicas"])
@@ -214,9 +245,9 @@ BOOST_AUTO_TEST_CASE(drain_under_load_moves_requests_with_identical_tokens_then_
   auto& c = the_cluster();
   const auto expected = completions(c.http, 8);
   admin_result drained;
-  std::thread watcher;
-  std::string events;
-  watcher = std::thread([&] { events = test::run_command(troupe_exe + " admin --json watch --count 20 --for 60").output; });
+  event_collector collector;
+  std::string cli_events;  // the console's own watch, for a few events
+  std::thread watcher([&] { cli_events = test::run_command(troupe_exe + " admin --json watch --count 3 --for 60").output; });
   admin_result listed;
   const auto got = completions(c.http, 8, [&] {
     BOOST_TEST_REQUIRE(busy("decode-0"));
@@ -240,6 +271,8 @@ BOOST_AUTO_TEST_CASE(drain_under_load_moves_requests_with_identical_tokens_then_
   BOOST_TEST(resumed.status == 0, resumed.text);
   BOOST_TEST(replica(admin_cli("status").json, "decode-0")["state"] == "running");
   watcher.join();
+  BOOST_TEST(std::count(cli_events.begin(), cli_events.end(), '\n') >= 3, cli_events);
+  const std::string events = collector.stop();
   BOOST_TEST(events.find("\"command\":\"drain\"") != std::string::npos, events);
   BOOST_TEST(events.find("\"to\":\"draining\"") != std::string::npos, events);
   BOOST_TEST(events.find("\"to\":\"drained\"") != std::string::npos, events);
@@ -250,8 +283,7 @@ BOOST_AUTO_TEST_CASE(kill_under_load_every_request_completes_with_the_undisturbe
   auto& c = the_cluster();
   const auto expected = completions(c.http, 8);
   admin_result killed;
-  std::string events;
-  std::thread watcher([&] { events = test::run_command(troupe_exe + " admin --json watch --count 40 --for 60").output; });
+  event_collector collector;
   const auto got = completions(c.http, 8, [&] {
     BOOST_TEST_REQUIRE(busy("decode-1"));
     killed = admin_cli("kill decode-1");
@@ -261,7 +293,7 @@ BOOST_AUTO_TEST_CASE(kill_under_load_every_request_completes_with_the_undisturbe
   BOOST_TEST(killed.json["killed"] == true);
   BOOST_TEST(replica(admin_cli("status").json, "decode-1")["state"] == "dead");
   BOOST_TEST(admin_cli("kill decode-1").text.find("is dead") != std::string::npos);
-  watcher.join();
+  const std::string events = collector.stop();
   BOOST_TEST(events.find("\"to\":\"dead\"") != std::string::npos, events);
   BOOST_TEST(events.find("\"kind\":\"migration\"") != std::string::npos, events);
   BOOST_TEST(events.find("\"from\":\"decode-1\"") != std::string::npos, events);

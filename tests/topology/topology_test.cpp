@@ -344,3 +344,26 @@ tokens_per_minute = 200000
   BOOST_TEST(error_of(minimal + "\n[admission.tenants.x]\nrps = 3\n").find("admission.tenants.x.rps: unknown key") != std::string::npos);
   BOOST_TEST(error_of(minimal + "\n[admission.tenants.x]\nrequests_per_second = -3\n").find("must not be negative") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(pools_scale_between_bounds_and_the_autoscaler_has_hysteresis) {
+  const std::string pool = "\n[[pools]]\nname = \"p\"\nreplicas = 2\nmin_replicas = 1\nmax_replicas = 4\n";
+  const std::string head = "[model]\npath = \"m\"\n[[nodes]]\nname = \"head\"\naddress = \"127.0.0.1:0\"\n";
+  topology_config t = parse_topology(head + pool, "t.toml");
+  BOOST_TEST(t.pools[0].min_replicas == 1);
+  BOOST_TEST(t.pools[0].max_replicas == 4);
+  const auto placed = place_replicas(t);
+  BOOST_TEST_REQUIRE(placed.size() == 4u);  // every slot is started; the ones past `replicas` wait warm
+  BOOST_TEST(placed[1].active);
+  BOOST_TEST(!placed[2].active);
+  BOOST_TEST(placed[3].name == "p-3");
+  BOOST_TEST(error_of(head + "\n[[pools]]\nname = \"p\"\nreplicas = 3\nmax_replicas = 2\n").find("is below replicas") != std::string::npos);
+  BOOST_TEST(error_of(head + "\n[[pools]]\nname = \"p\"\nreplicas = 1\nmin_replicas = 2\n").find("is above replicas") != std::string::npos);
+  t = parse_topology(head + pool + "[autoscaler]\nqueue_up = 8\nup_for = \"3s\"\nttft_slo = \"500ms\"\n", "t.toml");
+  BOOST_TEST(t.autoscaler.cfg.enabled);
+  BOOST_TEST(t.autoscaler.cfg.queue_up == 8.0);
+  BOOST_TEST(t.autoscaler.cfg.up_for.count() == 3000);
+  BOOST_TEST(t.autoscaler.cfg.ttft_slo_s == 0.5);
+  BOOST_TEST(!parse_topology(head + pool, "t.toml").autoscaler.cfg.enabled);
+  BOOST_TEST(error_of(head + pool + "[autoscaler]\nqueue_up = 1\nqueue_down = 2\n").find("must be below queue_up") != std::string::npos);
+  BOOST_TEST(error_of(head + pool + "[autoscaler]\nscale = 1\n").find("autoscaler.scale: unknown key") != std::string::npos);
+}

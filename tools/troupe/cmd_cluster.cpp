@@ -168,9 +168,9 @@ int cmd_serve(int argc, char** argv) {
     throw input_error("--listen " + listen + ": the node registry listens off loopback only with TLS ([cluster] tls_* or --tls-*)");
   const std::uint16_t bound = cluster.publish(listen == "0.0.0.0" ? "" : listen, registry_port, topo.cluster.tls());
   cluster.admit({cluster_token(topo, bound, true), served_fingerprint(topo, dir)});
-  // The admin endpoint, on the first head (another head's would bind the same address).
+  // The admin endpoint (and the autoscaler), on the first head (another head's would bind the same address).
   std::unique_ptr<actors::admin_endpoint> admin;
-  if (topo.admin.enabled() && head_name == topo.heads().front()->name)
+  if ((topo.admin.enabled() || topo.autoscaler.cfg.enabled) && head_name == topo.heads().front()->name)
     admin = std::make_unique<actors::admin_endpoint>(sys, topo, cluster.router(), cluster.owner());
 
   actors::frontend_config fc;
@@ -212,7 +212,7 @@ int cmd_serve(int argc, char** argv) {
               "        -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"stream\": true}'\n"
               "      curl %s/metrics\n",
               url.c_str(), url.c_str(), url.c_str());
-  if (admin)
+  if (admin && topo.admin.enabled())
     std::printf("admin endpoint on %s%s%s (troupe admin --config %s status)\n", topo.admin.endpoint.c_str(),
                 topo.admin.events.empty() ? "" : ", events on ", topo.admin.events.c_str(), config.c_str());
   std::fflush(stdout);
