@@ -136,3 +136,24 @@ BOOST_AUTO_TEST_CASE(the_autoscaler_adds_the_warm_replica_under_a_queue_and_retu
   BOOST_TEST(c.call("set-policy", {"autoscaler", "default", "queue_down=5"})["error"].get<std::string>().find("below queue_up") !=
              std::string::npos);
 }
+
+// examples/external_controller.cpp, a separate process speaking the admin protocol, scales the
+// pool up under a queue, and the replica it added serves.
+BOOST_AUTO_TEST_CASE(an_external_controller_scales_the_pool_through_the_admin_protocol) {
+  cluster c("external-controller-test", "[scheduler]\nmax_seqs = 1\n");
+  BOOST_TEST_REQUIRE(c.serve->port() != 0);
+  test::child_process controller({std::string(TROUPE_BINARY_DIR) + "/examples/example_external_controller", "--endpoint", c.endpoint,
+                                  "--events", c.events, "--pool", "main", "--high", "1", "--low", "0.5", "--for", "120"});
+  BOOST_TEST_REQUIRE(controller.started());
+  bool scaled = false;
+  std::vector<int> later;
+  const auto tokens = complete_all(c.serve->port(), 8, 64, [&] {
+    scaled = controller.wait_for_line("scaled main to 2");
+    if (scaled) later = complete_all(c.serve->port(), 4, 16);
+  });
+  for (int t : tokens) BOOST_TEST(t == 64);
+  for (int t : later) BOOST_TEST(t == 16);
+  BOOST_TEST_REQUIRE(scaled);
+  const json kv = c.call("kv", {"main-1"});
+  BOOST_TEST(kv["replicas"][0]["prefix_queries"].get<std::uint64_t>() > 0u, kv.dump());
+}
