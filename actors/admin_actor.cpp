@@ -422,6 +422,19 @@ void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, co
               [=](caf::error& e) { refuse(self, token, "set-policy router: " + error_message(self->system(), e)); });
     return;
   }
+  if (cmd == "kill" && args.size() == 1 && !admin::find_replica(st.replicas, args[0]) && st.cfg.topo.node(args[0])) {
+    const std::string node = args[0];  // a whole node's process, as if it crashed
+    if (st.cfg.topo.is_head(node)) return refuse(self, token, "kill: " + node + " is a head (this console runs there); kill its replicas instead");
+    if (!st.cfg.registry) return refuse(self, token, "kill: this head has no node registry");
+    self->request(st.cfg.registry, st.cfg.timeout, crash_atom::value, node)
+        .then(
+            [=](bool) {
+              emit(self, "admin", {{"command", "kill"}, {"node", node}});
+              answer(self, token, {{"node", node}, {"killed", true}});
+            },
+            [=](caf::error& e) { refuse(self, token, "kill " + node + ": " + error_message(self->system(), e)); });
+    return;
+  }
   if (cmd == "drain" || cmd == "resume" || cmd == "kill") {
     return refresh(self, [=] {
       auto& st = self->state;
@@ -432,7 +445,9 @@ void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, co
       const std::string name = r.name;
       emit(self, "admin", {{"command", cmd}, {"replica", name}});
       if (cmd == "kill") {  // as if its process died: no goodbye, its requests migrate
-        self->send_exit(st.schedulers[i], caf::exit_reason::kill);
+        // An error exit, not exit_reason::kill: kill would pass on through the links to the
+        // node agent and every other replica of that process; a crash of one replica is this.
+        self->send_exit(st.schedulers[i], caf::make_error(caf::sec::runtime_error, "killed by the admin console (fault injection)"));
         return answer(self, token, {{"replica", name}, {"killed", true}});
       }
       if (cmd == "resume") {
@@ -471,7 +486,7 @@ const std::vector<std::pair<std::string, std::string>>& admin_commands() {
       {"log-level [LEVEL]", "the head's log level (debug, info, warn, error, off), or set it"},
       {"drain REPLICA", "admit nothing new, move what runs with its KV; answers once safe to remove"},
       {"resume REPLICA", "end a drain: the replica takes requests again"},
-      {"kill REPLICA", "fault injection: the replica dies as if it crashed; its requests migrate"},
+      {"kill REPLICA|NODE", "fault injection: the replica (or a node's whole process) dies as if it crashed; its requests migrate"},
       {"help", "this list"},
   };
   return list;

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/protocol/node_protocol.h"
 #include "actors/protocol/owner_protocol.h"
 #include "actors/protocol/router_protocol.h"
 #include "runtime/admin/admin_message.h"
@@ -38,6 +39,7 @@ struct admin_config {
   topology::topology_config topo;
   router_actor router;
   owner_actor owner;
+  node_registry_actor registry;  // for `kill NODE`
   std::chrono::milliseconds timeout{5000};         // for each question to an actor
   std::chrono::milliseconds drain_timeout{600000};  // how long `drain` waits for the replica
   std::chrono::milliseconds sample_interval{1000};  // load sampling, for tokens/s and events

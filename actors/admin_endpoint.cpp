@@ -80,7 +80,8 @@ std::string read_key_file(const std::string& path, const std::string& what) {
   return line;
 }
 
-admin_endpoint::admin_endpoint(caf::actor_system& sys, const topology::topology_config& topo, router_actor router, owner_actor owner)
+admin_endpoint::admin_endpoint(caf::actor_system& sys, const topology::topology_config& topo, router_actor router, owner_actor owner,
+                               node_registry_actor registry)
     : q_(std::make_shared<shared>()), z_(std::make_unique<sockets>()) {
   const auto& spec = topo.admin;
   q_->wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -127,6 +128,7 @@ admin_endpoint::admin_endpoint(caf::actor_system& sys, const topology::topology_
   cfg.topo = topo;
   cfg.router = std::move(router);
   cfg.owner = std::move(owner);
+  cfg.registry = std::move(registry);
   cfg.timeout = std::min(topo.timeouts.request, std::chrono::milliseconds(10000));
   std::weak_ptr<shared> weak = q_;  // the actor may outlive this endpoint
   cfg.reply = [weak](std::uint64_t token, admin::reply r) {

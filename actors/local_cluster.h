@@ -77,6 +77,7 @@ class local_cluster {
   owner_actor owner() const { return owner_; }
   router_actor router() const { return router_; }
   kv_store_actor store() const { return store_; }  // null without [kv_store]
+  node_registry_actor registry() const { return registry_; }
   const std::vector<scheduler_actor>& schedulers() const { return schedulers_; }
 
   // Fault injection: kills replica i's scheduler as if its process died.

@@ -2,11 +2,14 @@
 
 #include <chrono>
 
+#include <csignal>
 #include <sys/sysinfo.h>
+#include <unistd.h>
 #include <thread>
 
 #include "actors/local_cluster.h"
 #include "actors/scheduler_actor.h"
+#include "runtime/common/log.h"
 
 namespace troupe::actors {
 
@@ -61,6 +64,10 @@ node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<no
         st.replicas.erase(it);
         return true;
       },
+      [=](crash_atom) {
+        log::warn("node_killed", {{"node", self->state.node}, {"by", "admin"}});
+        ::kill(::getpid(), SIGKILL);  // as if it crashed: no goodbye to anyone
+      },
       [=](resources_atom) {
         auto& st = self->state;
         node_resources r;
@@ -96,6 +103,15 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
   });
   return {
       [=](admit_atom, const join_credentials& c) { self->state.credentials = c; },
+      [=](crash_atom, const std::string& node) -> caf::result<bool> {
+        auto it = self->state.joined.find(node);
+        if (it == self->state.joined.end())
+          return caf::make_error(caf::sec::invalid_argument, "node \"" + node + "\" has not joined (or is already dead)");
+        auto agent = caf::actor_cast<node_agent_actor>(it->second);
+        if (!agent) return caf::make_error(caf::sec::invalid_argument, "node \"" + node + "\" is gone");
+        self->send(agent, crash_atom::value);
+        return true;
+      },
       [=](join_atom, const join_request& j) -> caf::result<join_reply> {
         auto& st = self->state;
         const std::string& node = j.node;

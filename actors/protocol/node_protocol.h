@@ -32,6 +32,7 @@ using stop_replica_atom = caf::atom_constant<caf::atom("stoprep")>;
 using resources_atom = caf::atom_constant<caf::atom("resources")>;
 using join_atom = caf::atom_constant<caf::atom("join")>;
 using admit_atom = caf::atom_constant<caf::atom("admit")>;
+using crash_atom = caf::atom_constant<caf::atom("crash")>;
 
 // One per process.
 using node_agent_actor = caf::typed_actor<
@@ -40,7 +41,9 @@ using node_agent_actor = caf::typed_actor<
     // Stop replica R (its requests migrate like after a crash). Replies false if not here.
     caf::replies_to<stop_replica_atom, replica_id>::with<bool>,
     // What this process has.
-    caf::replies_to<resources_atom>::with<node_resources>>;
+    caf::replies_to<resources_atom>::with<node_resources>,
+    // Fault injection (the admin console's `kill NODE`): the process dies at once, SIGKILL.
+    caf::reacts_to<crash_atom>>;
 
 // A node asking to serve: its name in the topology, its agent, and its credentials.
 struct join_request {
@@ -84,7 +87,9 @@ typename Inspector::result_type inspect(Inspector& f, join_credentials& x) {
 // the credentials, with the wrong token or model, for the head's own node, a node the topology
 // does not name, or a node already joined and alive.
 using node_registry_actor = caf::typed_actor<caf::replies_to<join_atom, join_request>::with<join_reply>,
-                                             caf::reacts_to<admit_atom, join_credentials>>;
+                                             caf::reacts_to<admit_atom, join_credentials>,
+                                             // Kill node N's process (true once told; an error if it has not joined).
+                                             caf::replies_to<crash_atom, std::string>::with<bool>>;
 
 void register_node_protocol(caf::actor_system_config& cfg);
 

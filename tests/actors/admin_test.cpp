@@ -294,6 +294,19 @@ BOOST_AUTO_TEST_CASE(kill_under_load_every_request_completes_with_the_undisturbe
   BOOST_TEST(replica(admin_cli("status").json, "decode-1")["state"] == "dead");
   BOOST_TEST(admin_cli("kill decode-1").text.find("is dead") != std::string::npos);
   const std::string events = collector.stop();
+  // Its whole node now: the process dies (SIGKILL), launch starts it again, and the replica
+  // comes back as generation 2.
+  const auto node = admin_cli("kill node-b");
+  BOOST_TEST_REQUIRE(node.status == 0, node.text);
+  BOOST_TEST(node.json["killed"] == true);
+  bool back = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!back && std::chrono::steady_clock::now() < deadline) {
+    const auto r = replica(admin_cli("status").json, "decode-1");
+    back = !r.is_null() && r["state"] == "running" && r["generation"].get<int>() >= 2;
+  }
+  BOOST_TEST(back, "decode-1 did not come back after its node was killed");
+  BOOST_TEST(admin_cli("kill head").text.find("is a head") != std::string::npos);
   BOOST_TEST(events.find("\"to\":\"dead\"") != std::string::npos, events);
   BOOST_TEST(events.find("\"kind\":\"migration\"") != std::string::npos, events);
   BOOST_TEST(events.find("\"from\":\"decode-1\"") != std::string::npos, events);

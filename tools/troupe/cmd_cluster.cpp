@@ -171,7 +171,7 @@ int cmd_serve(int argc, char** argv) {
   // The admin endpoint (and the autoscaler), on the first head (another head's would bind the same address).
   std::unique_ptr<actors::admin_endpoint> admin;
   if ((topo.admin.enabled() || topo.autoscaler.cfg.enabled) && head_name == topo.heads().front()->name)
-    admin = std::make_unique<actors::admin_endpoint>(sys, topo, cluster.router(), cluster.owner());
+    admin = std::make_unique<actors::admin_endpoint>(sys, topo, cluster.router(), cluster.owner(), cluster.registry());
 
   actors::frontend_config fc;
   fc.http.host = a.get("host", topo.frontend.host);

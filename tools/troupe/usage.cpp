@@ -75,7 +75,7 @@ commands:
   drain REPLICA          admit nothing new, move what runs with its KV; returns once safe to remove
   log-level [LEVEL]      the head's log level, or set it (debug, info, warn, error, off)
   resume REPLICA         end a drain
-  kill REPLICA           fault injection: the replica dies as if it crashed
+  kill REPLICA|NODE      fault injection: the replica, or a node's whole process, dies as if it crashed
   requests [REPLICA]     requests in progress: replica, tokens so far, migrations, age
   set-policy router NAME [KEY=VALUE ...]   route with another policy from now on
   watch                  follow the event stream (placements, migrations, replica deaths,
