@@ -398,19 +398,7 @@ void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, co
     if (args.size() < 2) return refuse(self, token, "set-policy: expected router|autoscaler NAME [KEY=VALUE ...]");
     if (args[0] != "router") return refuse(self, token, "set-policy: expected router or autoscaler, got '" + args[0] + "'");
     std::vector<std::pair<std::string, double>> params;
-    for (std::size_t i = 2; i < args.size(); ++i) {
-      const auto eq = args[i].find('=');
-      double v = 0;
-      std::size_t used = 0;
-      try {
-        if (eq != std::string::npos) v = std::stod(args[i].substr(eq + 1), &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (eq == std::string::npos || eq == 0 || used == 0 || used != args[i].size() - eq - 1)
-        return refuse(self, token, "set-policy: expected KEY=NUMBER, got '" + args[i] + "'");
-      params.emplace_back(args[i].substr(0, eq), v);
-    }
+    if (auto bad = admin::parse_key_numbers(args, 2, params)) return refuse(self, token, "set-policy: " + *bad);
     const std::string name = args[1];
     self->request(st.cfg.router, st.cfg.timeout, policy_atom::value, name, params)
         .then([=](bool) {

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/error_text.h"
+#include "runtime/admin/admin_message.h"
 #include "runtime/common/log.h"
 
 namespace troupe::actors {
@@ -59,6 +60,7 @@ void look(as_ptr self) {
             const auto now = autoscale::clock::now();
             for (const auto& [pool, s] : signals_of(status)) {
               if (st.pinned.count(pool) || st.busy.count(pool)) continue;
+              if (auto f = st.failed_at.find(pool); f != st.failed_at.end() && now - f->second < st.cfg.cooldown) continue;
               const autoscale::decision d = autoscale::decide(st.cfg, s, st.memory[pool], now);
               if (d.target == s.serving) continue;
               st.busy.insert(pool);
@@ -69,6 +71,8 @@ void look(as_ptr self) {
                   .then([=](bool) { self->state.busy.erase(p); },
                         [=](caf::error& e) {
                           self->state.busy.erase(p);
+                          // Tried again only after a cooldown (no warm replica left, say): one line per try.
+                          self->state.failed_at[p] = autoscale::clock::now();
                           log::warn("autoscale_failed", {{"pool", p}, {"error", error_message(self->system(), e)}});
                         });
             }
@@ -107,18 +111,10 @@ autoscaler_actor::behavior_type autoscaler(autoscaler_actor::stateful_pointer<au
         }
         if (what == "set" && args.size() >= 2) {
           autoscale::autoscale_config c = st.cfg;
-          for (std::size_t i = 1; i < args.size(); ++i) {
-            const auto eq = args[i].find('=');
-            double v = 0;
-            std::size_t used = 0;
-            try {
-              if (eq != std::string::npos) v = std::stod(args[i].substr(eq + 1), &used);
-            } catch (const std::exception&) {
-              used = 0;
-            }
-            if (eq == std::string::npos || used == 0 || used != args[i].size() - eq - 1 || v < 0)
-              return caf::make_error(caf::sec::invalid_argument, "expected KEY=NUMBER (not negative), got '" + args[i] + "'");
-            const std::string k = args[i].substr(0, eq);
+          std::vector<std::pair<std::string, double>> settings;
+          if (auto bad = admin::parse_key_numbers(args, 1, settings)) return caf::make_error(caf::sec::invalid_argument, *bad);
+          for (const auto& [k, v] : settings) {
+            if (v < 0) return caf::make_error(caf::sec::invalid_argument, k + " must not be negative");
             if (k == "queue_up") c.queue_up = v;
             else if (k == "queue_down") c.queue_down = v;
             else if (k == "kv_up") c.kv_up = v;

@@ -25,6 +25,7 @@ struct autoscaler_state {
   std::set<std::string> busy;    // pools with a scale in progress
   std::map<std::string, autoscale::pool_memory> memory;
   std::map<std::string, std::string> last;  // pool -> its last decision's reason
+  std::map<std::string, autoscale::clock::time_point> failed_at;  // a scale that failed waits a cooldown
   static inline const char* name = "troupe.autoscaler";
 };
 

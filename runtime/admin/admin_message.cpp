@@ -212,4 +212,22 @@ nlohmann::json decode_event(std::string_view bytes) {
   return m;
 }
 
+std::optional<std::string> parse_key_numbers(const std::vector<std::string>& args, std::size_t from,
+                                             std::vector<std::pair<std::string, double>>& out) {
+  for (std::size_t i = from; i < args.size(); ++i) {
+    const auto eq = args[i].find('=');
+    double v = 0;
+    std::size_t used = 0;
+    try {
+      if (eq != std::string::npos) v = std::stod(args[i].substr(eq + 1), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (eq == std::string::npos || eq == 0 || used == 0 || used != args[i].size() - eq - 1)
+      return "expected KEY=NUMBER, got '" + args[i] + "'";
+    out.emplace_back(args[i].substr(0, eq), v);
+  }
+  return std::nullopt;
+}
+
 }  // namespace troupe::admin

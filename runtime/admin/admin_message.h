@@ -8,6 +8,8 @@
 // what was wrong, never a crash.
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,5 +51,10 @@ request decode_request(std::string_view bytes);
 reply decode_reply(std::string_view bytes);
 // An event's map (v, seq, time, kind and the rest).
 nlohmann::json decode_event(std::string_view bytes);
+
+// Command arguments of the form KEY=NUMBER from args[from] on (set-policy's), into `out`; the
+// error names the first argument that is not one, or nullopt.
+std::optional<std::string> parse_key_numbers(const std::vector<std::string>& args, std::size_t from,
+                                             std::vector<std::pair<std::string, double>>& out);
 
 }  // namespace troupe::admin

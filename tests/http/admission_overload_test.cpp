@@ -16,13 +16,6 @@ using json = nlohmann::json;
 
 namespace {
 
-long rss_kb(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  return -1;
-}
 
 // One replica running two sequences at a time, a queue of 4 (priority 3: 1), and an API key
 // whose tenant may send one request per 20 seconds.
@@ -80,14 +73,14 @@ BOOST_AUTO_TEST_CASE(overload_sheds_the_least_important_first_and_admitted_reque
         BOOST_TEST(o.body.find("overloaded (retry after") != std::string::npos, o.body);
       }
     }
-    if (wave == 0) rss_after_first = rss_kb(serve.child().pid());
+    if (wave == 0) rss_after_first = test::rss_kb(serve.child().pid());
   }
   BOOST_TEST_MESSAGE("priority 0: " << ok[0] << " served, " << refused[0] << " refused; priority 3: " << ok[1] << " served, "
                                     << refused[1] << " refused");
   BOOST_TEST(refused[0] + refused[1] > 0);
   BOOST_TEST(ok[0] > ok[1], "priority 0 is served more than priority 3");
   BOOST_TEST(refused[1] > refused[0], "priority 3 is shed first");
-  const long rss_end = rss_kb(serve.child().pid());
+  const long rss_end = test::rss_kb(serve.child().pid());
   BOOST_TEST(rss_end < rss_after_first + 64 * 1024, "RSS grew from " << rss_after_first << " kB to " << rss_end << " kB");
 }
 

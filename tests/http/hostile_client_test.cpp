@@ -38,13 +38,6 @@ double await_metric(std::uint16_t port, const std::string& name, double want) {
   return v;
 }
 
-long rss_kb(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  return -1;
-}
 
 // A raw connection with a receive timeout, so a server that never answers fails the test
 // instead of hanging it.
@@ -107,7 +100,7 @@ BOOST_AUTO_TEST_CASE(half_closed_clients_get_answers_and_their_connections_are_f
   const int n = 2000;
   int answered = 0;
   for (int i = 0; i < 100; ++i) test::http_request(serve.port(), "GET", "/health");  // warm up before measuring
-  const long rss_before = rss_kb(serve.child().pid());
+  const long rss_before = test::rss_kb(serve.child().pid());
   for (int i = 0; i < n; ++i) {
     raw_conn c(serve.port());
     c.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -119,12 +112,12 @@ BOOST_AUTO_TEST_CASE(half_closed_clients_get_answers_and_their_connections_are_f
   // Only the scraping connection stays open: every session was freed.
   BOOST_TEST(await_metric(serve.port(), "troupe:http_connections_open", 1) == 1);
   BOOST_TEST_MESSAGE("RSS before " << rss_before << " kB, after " << n << " half-closed connections "
-                                   << rss_kb(serve.child().pid()) << " kB");
+                                   << test::rss_kb(serve.child().pid()) << " kB");
 }
 
 BOOST_AUTO_TEST_CASE(clients_that_leave_mid_stream_or_while_queued_are_freed) {
   BOOST_TEST_REQUIRE(serve.port() != 0);
-  const long rss_before = rss_kb(serve.child().pid());
+  const long rss_before = test::rss_kb(serve.child().pid());
   const std::string body = json{{"prompt", std::vector<int>(20, 11)}, {"max_tokens", 500}, {"stream", true}, {"ignore_eos", true}}.dump();
   const int n = 300;
   for (int i = 0; i < n; ++i) {
@@ -136,7 +129,7 @@ BOOST_AUTO_TEST_CASE(clients_that_leave_mid_stream_or_while_queued_are_freed) {
   BOOST_TEST(await_metric(serve.port(), "troupe:num_requests_running", 0) == 0);
   BOOST_TEST(metric(serve.port(), "troupe:kv_cache_usage_perc") == 0);
   BOOST_TEST_MESSAGE("RSS before " << rss_before << " kB, after " << n << " clients that left "
-                                   << rss_kb(serve.child().pid()) << " kB");
+                                   << test::rss_kb(serve.child().pid()) << " kB");
 }
 
 BOOST_AUTO_TEST_CASE(pipelined_requests_are_all_answered_at_once) {
@@ -214,7 +207,7 @@ BOOST_AUTO_TEST_CASE(a_looping_chat_template_fails_its_request_only) {
   }
   BOOST_TEST(test::http_request(serve.port(), "GET", "/health").status == 200);
   BOOST_TEST(test::post_json(serve.port(), "/v1/completions", {{"prompt", {1, 2}}, {"max_tokens", 2}}).status == 200);
-  BOOST_TEST(rss_kb(serve.child().pid()) < 2 * 1024 * 1024);
+  BOOST_TEST(test::rss_kb(serve.child().pid()) < 2 * 1024 * 1024);
 }
 
 // Optional API keys, as vLLM's --api-key: the OpenAI routes need the bearer token; /health and
