@@ -7,6 +7,10 @@
 # long prompts' TTFT; writes docs/bench/interference-{disagg,agg}-{decode,prefill}.json.
 #
 # usage: tools/bench/interference.sh     (after building: cmake --build build)
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then  # usage_from_header: the comment above, nothing run
+  sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-docs/bench}
