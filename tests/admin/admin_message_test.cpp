@@ -144,3 +144,17 @@ BOOST_AUTO_TEST_CASE(replica_states_and_status_fields) {
   BOOST_TEST(find_replica({r}, "decode-0").value() == 0u);
   BOOST_TEST(!find_replica({r}, "decode-9").has_value());
 }
+
+BOOST_AUTO_TEST_CASE(key_number_settings_parse_or_name_the_bad_one) {
+  std::vector<std::pair<std::string, double>> out;
+  BOOST_TEST(!parse_key_numbers({"router", "kv_aware", "prefix_weight=2", "token_weight=0.004"}, 2, out).has_value());
+  BOOST_TEST_REQUIRE(out.size() == 2u);
+  BOOST_TEST(out[0].first == "prefix_weight");
+  BOOST_TEST(out[1].second == 0.004);
+  for (const std::string bad : {"=1", "k", "k=", "k=x", "k=1x"}) {
+    std::vector<std::pair<std::string, double>> none;
+    const auto err = parse_key_numbers({bad}, 0, none);
+    BOOST_TEST_REQUIRE(err.has_value(), bad);
+    BOOST_TEST(*err == "expected KEY=NUMBER, got '" + bad + "'");
+  }
+}
