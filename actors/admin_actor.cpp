@@ -105,20 +105,7 @@ void refresh(admin_ptr self, std::function<void()> then) {
             };
             for (std::size_t i = 0; i < st.schedulers.size(); ++i) {
               auto& r = st.replicas[i];
-              if (!st.schedulers[i]) {  // dead or not yet here: no load to show
-                const admin::replica_status placed = r;
-                r = admin::replica_status{};
-                r.id = placed.id;
-                r.name = placed.name;
-                r.pool = placed.pool;
-                r.role = placed.role;
-                r.node = placed.node;
-                r.registered = placed.registered;
-                r.alive = placed.alive;
-                r.draining = placed.draining;
-                r.parked = placed.parked;
-                r.generation = placed.generation;
-              }
+              if (!st.schedulers[i]) r.load = {};  // dead or not yet here: no load to show
               r.has_load = false;
               if (st.schedulers[i]) ++*pending;
             }
@@ -133,27 +120,17 @@ void refresh(admin_ptr self, std::function<void()> then) {
                       [=](const load_report& l) {
                         auto& r = self->state.replicas[i];
                         r.has_load = true;
-                        r.running = l.running_seqs;
-                        r.waiting = l.waiting_seqs;
-                        r.waiting_prompt_tokens = l.waiting_prompt_tokens;
-                        r.used_blocks = l.used_blocks;
-                        r.total_blocks = l.total_blocks;
-                        r.cached_blocks = l.cached_blocks;
-                        r.handoffs_held = l.handoffs_held;
-                        r.prefix_queries = l.prefix_queries;
-                        r.prefix_hits = l.prefix_hits;
-                        r.prompt_tokens_computed = l.prompt_tokens_computed;
-                        r.preemptions = l.preemptions;
-                        // Tokens/s over the time since the previous sample of this replica.
+                        const double rate = r.load.tokens_per_s;
+                        r.load = {l.running_seqs, l.waiting_seqs, l.used_blocks, l.total_blocks, l.cached_blocks, l.handoffs_held,
+                                  l.prefix_queries, l.prefix_hits, rate};
+                        // Tokens/s over the time since the previous sample (at least 0.2 s ago).
                         const double t = unix_now();
-                        auto& s = self->state.samples[r.id];
-                        if (s.first > 0 && t - s.first >= 0.2 && l.generated_tokens >= s.second) {
-                          r.tokens_per_s = double(l.generated_tokens - s.second) / (t - s.first);
-                          s = {t, l.generated_tokens};
-                        } else if (s.first == 0 || l.generated_tokens < s.second) {
-                          s = {t, l.generated_tokens};
+                        const bool fresh = r.sampled_at == 0 || l.generated_tokens < r.sampled_tokens;  // first, or restarted
+                        if (fresh || t - r.sampled_at >= 0.2) {
+                          if (!fresh) r.load.tokens_per_s = double(l.generated_tokens - r.sampled_tokens) / (t - r.sampled_at);
+                          r.sampled_at = t;
+                          r.sampled_tokens = l.generated_tokens;
                         }
-                        r.generated_tokens = l.generated_tokens;
                         finish();
                       },
                       [=](caf::error&) { finish(); });
@@ -183,6 +160,21 @@ bool named_replica(admin_ptr self, std::uint64_t token, const std::string& cmd, 
   }
   index = *i;
   return true;
+}
+
+// Drains replica `i` (the router places nothing more on it; it hands what it holds on with the
+// KV); `done` gets nothing once it is empty, or why it did not get there.
+void drain(admin_ptr self, std::size_t i, std::function<void(std::optional<std::string>)> done) {
+  auto& st = self->state;
+  self->send(st.cfg.router, drain_atom::value, replica_id{st.replicas[i].id});
+  announce(self, i, "draining");
+  self->request(st.schedulers[i], st.cfg.drain_timeout, drain_atom::value)
+      .then(
+          [=](bool drained) {
+            if (!drained) return done(std::string("resumed before it was drained"));
+            done(std::nullopt);
+          },
+          [=](caf::error& e) { done(error_message(self->system(), e)); });
 }
 
 std::vector<admin::pool_bounds> pool_bounds(const topology::topology_config& t) {
@@ -239,29 +231,20 @@ void scale_pool(admin_ptr self, const std::string& pool, int n, const std::strin
       const std::size_t i = serving[serving.size() - 1 - std::size_t(k)];
       const replica_id id{st.replicas[i].id};
       names.push_back(st.replicas[i].name);
-      self->send(st.cfg.router, drain_atom::value, id);
-      announce(self, i, "draining");
-      self->request(st.schedulers[i], st.cfg.drain_timeout, drain_atom::value)
-          .then(
-              [=](bool drained) {
-                auto& st = self->state;
-                if (drained) {
-                  self->send(st.cfg.router, park_atom::value, id);
-                  if (st.schedulers[i]) self->send(st.schedulers[i], resume_atom::value);  // serves again once unparked
-                  announce(self, i, "warm");
-                } else {
-                  *failed = "a drain was ended by resume";
-                }
-                if (--*left == 0) {
-                  if (!failed->empty()) return done(false, "scale: " + *failed);
-                  emit(self, "scale", {{"pool", pool}, {"from", before}, {"to", n}, {"removed", names}, {"reason", reason}});
-                  done(true, {{"pool", pool}, {"replicas", n}, {"removed", names}});
-                }
-              },
-              [=](caf::error& e) {
-                *failed = error_message(self->system(), e);
-                if (--*left == 0) done(false, "scale: " + *failed);
-              });
+      drain(self, i, [=](std::optional<std::string> error) {
+        auto& st = self->state;
+        if (error) {
+          *failed = *error;
+        } else {
+          self->send(st.cfg.router, park_atom::value, id);
+          if (st.schedulers[i]) self->send(st.schedulers[i], resume_atom::value);  // serves again once unparked
+          announce(self, i, "warm");
+        }
+        if (--*left > 0) return;
+        if (!failed->empty()) return done(false, "scale: " + *failed);
+        emit(self, "scale", {{"pool", pool}, {"from", before}, {"to", n}, {"removed", names}, {"reason", reason}});
+        done(true, {{"pool", pool}, {"replicas", n}, {"removed", names}});
+      });
     }
   });
 }
@@ -444,16 +427,11 @@ void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, co
         announce(self, i, "running");
         return answer(self, token, {{"replica", name}, {"state", "running"}});
       }
-      self->send(st.cfg.router, drain_atom::value, id);
-      announce(self, i, "draining");
-      self->request(st.schedulers[i], st.cfg.drain_timeout, drain_atom::value)
-          .then(
-              [=](bool drained) {
-                if (!drained) return refuse(self, token, "drain " + name + ": resumed before it was drained");
-                announce(self, i, "drained");
-                answer(self, token, {{"replica", name}, {"state", "drained"}, {"safe_to_remove", true}});
-              },
-              [=](caf::error& e) { refuse(self, token, "drain " + name + ": " + error_message(self->system(), e)); });
+      drain(self, i, [=](std::optional<std::string> error) {
+        if (error) return refuse(self, token, "drain " + name + ": " + *error);
+        announce(self, i, "drained");
+        answer(self, token, {{"replica", name}, {"state", "drained"}, {"safe_to_remove", true}});
+      });
     });
   }
   refuse(self, token, "unknown command '" + cmd + "' (help lists them)");

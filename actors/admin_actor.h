@@ -51,7 +51,6 @@ struct admin_state {
   admin_config cfg;
   std::vector<admin::replica_status> replicas;  // indexed by replica id
   std::vector<scheduler_actor> schedulers;      // the live ones' handles, by replica id
-  std::map<std::uint32_t, std::pair<double, std::uint64_t>> samples;  // id -> (time, generated tokens)
   std::map<std::uint32_t, std::string> announced;  // id -> the state `watch` was last told
   std::map<std::string, double> ttft;              // by pool, from the request owner
   autoscaler_actor autoscaler;                     // if the topology runs one

@@ -497,8 +497,7 @@ void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex
             std::vector<scheduler_actor> reps;
             std::vector<std::string> names;  // the topology's replica names: a bounded label
             for (const auto& v : views) {
-              auto name = self->state.cfg.replica_names.find(v.replica.value);
-              const std::string n = name != self->state.cfg.replica_names.end() ? name->second : std::to_string(v.replica.value);
+              const std::string n = topology::name_of(self->state.cfg.replica_names, v.replica.value);
               if (v.alive) {
                 reps.push_back(v.scheduler);
                 names.push_back(n);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/admission/admission.h"
+#include "topology/topology.h"
 #include "actors/http_server.h"
 #include "actors/protocol/owner_protocol.h"
 #include "actors/protocol/router_protocol.h"
@@ -24,8 +25,8 @@ struct frontend_config {
   int max_model_len = 4096;           // context: longer prompts get 413
   int vocab_size = 0;                 // token-id prompts are checked against it
   int max_requests = 4096;            // in flight; beyond it, 429 with Retry-After
-  admission::admission_config admission;
-  std::map<std::uint32_t, std::string> replica_names;  // replica id -> the topology's name (the `replica` label)  // tenants' request rates and token budgets (the queue bound: the owner)
+  admission::admission_config admission;  // tenants' request rates and token budgets (the queue bound: the owner)
+  topology::replica_names replica_names;  // the topology's: the `replica` label
   int retry_after_s = 1;              // Retry-After of 429 and 503
   std::string metric_prefix = "troupe:";
   sampling::sampling_params sampling_defaults;  // from generation_config.json

@@ -149,9 +149,9 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
   rc.policy = topo.router.policy;
   rc.params = topo.router.params;
   rc.request_timeout = topo.timeouts.request;
+  rc.names = topology::names_of(topo);
   for (const auto& p : topology::place_replicas(topo)) {
     if (p.role != topology::pool_role::both) rc.roles[p.replica] = p.role;
-    rc.names[p.replica.value] = p.name;
     if (!p.active) rc.parked.insert(p.replica.value);
   }
   rc.disaggregation = {topo.router.disaggregate_min_prompt, topo.router.disaggregate_queue_ratio};
@@ -187,10 +187,8 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
   oc.migration_limit = topo.timeouts.migration_limit;
   oc.request_timeout = topo.timeouts.request;
   oc.admission = topo.admission.cfg;
-  for (const auto& p : topology::place_replicas(topo)) {
-    oc.pools[p.replica.value] = p.pool;
-    oc.names[p.replica.value] = p.name;
-  }
+  oc.names = rc.names;
+  for (const auto& p : topology::place_replicas(topo)) oc.pools[p.replica.value] = p.pool;
   owner_ = sys.spawn(request_owner, router_, oc);
   registry_ = sys.spawn(node_registry, topo, router_);
 }

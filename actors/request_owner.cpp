@@ -17,18 +17,18 @@ using promise = caf::typed_response_promise<bool>;
 constexpr std::size_t max_migrations_kept = 10000;  // for tests and metrics; older ones go
 
 // An event for the admin console's `watch`, if one is watching.
-void tell_admin(owner_ptr self, const char* kind, nlohmann::json fields) {
-  if (self->state.events) self->send(self->state.events, event_atom::value, std::string(kind), fields.dump());
+// The fields are built only when someone watches: placements come with every request.
+template <class Fields>
+void tell_admin(owner_ptr self, const char* kind, Fields&& fields) {
+  if (self->state.events) self->send(self->state.events, event_atom::value, std::string(kind), nlohmann::json(fields()).dump());
 }
 
 
-std::string replica_name(owner_ptr self, std::uint32_t id) {
-  auto it = self->state.cfg.names.find(id);
-  return it != self->state.cfg.names.end() ? it->second : "replica-" + std::to_string(id);
-}
+std::string replica_name(owner_ptr self, std::uint32_t id) { return topology::name_of(self->state.cfg.names, id); }
 
 // The line every request ends with: who, where, how much, how long, how it ended.
 void log_end(owner_ptr self, const owned_request& r, const std::string& outcome, const token_update* u, const std::string& error) {
+  if (!log::enabled(error.empty() ? log::level::info : log::level::warn)) return;  // every request ends here: build nothing unread
   nlohmann::json places = nlohmann::json::array();
   for (auto id : r.replicas) places.push_back(replica_name(self, id));
   log::fields f = {{"id", r.request.id},
@@ -100,7 +100,9 @@ void submit(owner_ptr self, const std::string& id, const route_reply& rep, const
   std::move(submitted).then(
       [=](bool) {
         if (initial) initial->deliver(true);
-        tell_admin(self, "placement", {{"request", id}, {"replica", rep.replica.value}, {"why", rep.why}, {"handoff", bool(holder)}});
+        tell_admin(self, "placement", [&]() -> nlohmann::json {
+          return {{"request", id}, {"replica", rep.replica.value}, {"why", rep.why}, {"handoff", bool(holder)}};
+        });
         // Aborted while it was being placed: the replica must not run it for nobody.
         if (!self->state.requests.count(id)) self->send(rep.scheduler, abort_atom::value, id);
       },
@@ -140,8 +142,10 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
                 ++st.refused;
                 log::info("admission_refused", {{"id", id}, {"trace", r.request.trace_id}, {"pool", name}, {"priority", r.request.priority},
                                                 {"reason", v.reason}, {"retry_after_s", v.retry_after_s}});
-                tell_admin(self, "admission", {{"request", id}, {"pool", name}, {"admitted", false}, {"priority", r.request.priority},
-                                               {"reason", v.reason}, {"retry_after", v.retry_after_s}});
+                tell_admin(self, "admission", [&]() -> nlohmann::json {
+                  return {{"request", id}, {"pool", name}, {"admitted", false}, {"priority", r.request.priority},
+                          {"reason", v.reason}, {"retry_after", v.retry_after_s}};
+                });
                 return fail(self, id, admission::overload_message(v), initial.get());
               }
               ++st.admitted;
@@ -199,14 +203,14 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
   self->state.router = std::move(router);
   self->set_down_handler([=](const caf::down_msg& dm) {
     std::vector<std::string> lost;
+    std::string replica;
     for (auto& [id, r] : self->state.requests)
-      if (r.scheduler && r.scheduler.address() == dm.source) lost.push_back(id);
-    if (!lost.empty()) {
-      std::string replica;
-      for (auto& [id, r] : self->state.requests)
-        if (r.scheduler && r.scheduler.address() == dm.source) replica = replica_name(self, r.replica.value);
+      if (r.scheduler && r.scheduler.address() == dm.source) {
+        lost.push_back(id);
+        replica = replica_name(self, r.replica.value);
+      }
+    if (!lost.empty())
       log::warn("replica_lost", {{"replica", replica}, {"requests_moving", lost.size()}, {"reason", caf::to_string(dm.reason)}});
-    }
     for (auto& id : lost) migrate(self, id);
   });
   return {
@@ -247,7 +251,9 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
             if (st.migrations.size() >= max_migrations_kept) st.migrations.erase(st.migrations.begin(), st.migrations.begin() + max_migrations_kept / 2);
             st.migrations.push_back({u.id, r.lost_replica, r.replica, secs,
                                      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()});
-            tell_admin(self, "migration", {{"request", u.id}, {"from", r.lost_replica.value}, {"to", r.replica.value}, {"seconds_to_first_token", secs}});
+            tell_admin(self, "migration", [&]() -> nlohmann::json {
+              return {{"request", u.id}, {"from", r.lost_replica.value}, {"to", r.replica.value}, {"seconds_to_first_token", secs}};
+            });
             log::info("request_migrated", {{"id", u.id}, {"trace", r.request.trace_id}, {"from", replica_name(self, r.lost_replica.value)},
                                            {"to", replica_name(self, r.replica.value)}, {"seconds_to_first_token", secs}});
           }

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "runtime/admission/admission.h"
+#include "topology/topology.h"
 #include "actors/protocol/owner_protocol.h"
 #include "actors/protocol/router_protocol.h"
 
@@ -18,7 +19,7 @@ struct owner_config {
   std::chrono::milliseconds request_timeout{30000};
   admission::admission_config admission;       // the queue bound per pool (tenants: the frontend)
   std::map<std::uint32_t, std::string> pools;  // replica id -> its pool
-  std::map<std::uint32_t, std::string> names;  // replica id -> its name, for logs
+  topology::replica_names names;               // for logs
 };
 
 struct owned_request {

@@ -43,10 +43,7 @@ void subscribe_kv(router_actor::stateful_pointer<router_state> self, replica_id 
 // Placed on by nobody now: draining, or parked in the warm pool.
 bool held_back(const router_state& st, replica_id r) { return st.draining.count(r) || st.parked.count(r); }
 
-std::string name_of(const router_config& cfg, replica_id r) {
-  auto it = cfg.names.find(r.value);
-  return it != cfg.names.end() ? it->second : "replica-" + std::to_string(r.value);
-}
+std::string name_of(const router_config& cfg, replica_id r) { return topology::name_of(cfg.names, r.value); }
 
 router_actor::behavior_type router(router_actor::stateful_pointer<router_state> self, router_config cfg) {
   self->state.policy = routing::registry::global().get(cfg.policy);

@@ -760,4 +760,15 @@ std::vector<replica_placement> place_replicas(const topology_config& t) {
   return out;
 }
 
+replica_names names_of(const topology_config& t) {
+  replica_names out;
+  for (const auto& p : place_replicas(t)) out[p.replica.value] = p.name;
+  return out;
+}
+
+std::string name_of(const replica_names& names, std::uint32_t id) {
+  auto it = names.find(id);
+  return it != names.end() ? it->second : "replica-" + std::to_string(id);
+}
+
 }  // namespace troupe::topology

@@ -4,6 +4,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -234,6 +235,12 @@ struct replica_placement {
 };
 
 std::vector<replica_placement> place_replicas(const topology_config& t);
+
+// Replica id -> its name (replica_placement::name), for logs and metric labels; name_of falls
+// back to "replica-ID" for an id the topology does not place.
+using replica_names = std::map<std::uint32_t, std::string>;
+replica_names names_of(const topology_config& t);
+std::string name_of(const replica_names& names, std::uint32_t id);
 
 // Refuses, before anything is allocated, a topology whose replicas on `node` (every node when
 // empty: all in one process) need more KV memory than the machine has (`machine_bytes`):

@@ -7,7 +7,7 @@ std::string state_of(const replica_status& r) {
   if (!r.alive) return "dead";
   if (r.parked && !r.draining) return "warm";
   if (!r.draining) return "running";
-  const bool empty = r.has_load && r.running == 0 && r.waiting == 0 && r.handoffs_held == 0;
+  const bool empty = r.has_load && r.load.running == 0 && r.load.waiting == 0 && r.load.handoffs_held == 0;
   return empty ? "drained" : "draining";
 }
 
@@ -19,7 +19,7 @@ std::optional<std::size_t> find_replica(const std::vector<replica_status>& rs, c
 
 namespace {
 
-double usage(const replica_status& r) { return r.total_blocks > 0 ? double(r.used_blocks) / r.total_blocks : 0.0; }
+double usage(const replica_load& l) { return l.total_blocks > 0 ? double(l.used_blocks) / l.total_blocks : 0.0; }
 
 }  // namespace
 
@@ -47,7 +47,8 @@ nlohmann::json status_json(const std::vector<replica_status>& rs, const std::vec
   }
   double tps = 0;
   for (const auto& r : rs) {
-    tps += r.tokens_per_s;
+    const replica_load& l = r.load;
+    tps += l.tokens_per_s;
     out["replicas"].push_back({{"name", r.name},
                                {"id", r.id},
                                {"pool", r.pool},
@@ -55,12 +56,12 @@ nlohmann::json status_json(const std::vector<replica_status>& rs, const std::vec
                                {"node", r.node},
                                {"state", state_of(r)},
                                {"generation", r.generation},
-                               {"running", r.running},
-                               {"waiting", r.waiting},
-                               {"kv_used_blocks", r.used_blocks},
-                               {"kv_total_blocks", r.total_blocks},
-                               {"kv_usage", usage(r)},
-                               {"tokens_per_s", r.tokens_per_s}});
+                               {"running", l.running},
+                               {"waiting", l.waiting},
+                               {"kv_used_blocks", l.used_blocks},
+                               {"kv_total_blocks", l.total_blocks},
+                               {"kv_usage", usage(l)},
+                               {"tokens_per_s", l.tokens_per_s}});
   }
   out["tokens_per_s"] = tps;
   return out;
@@ -68,16 +69,18 @@ nlohmann::json status_json(const std::vector<replica_status>& rs, const std::vec
 
 nlohmann::json kv_json(const std::vector<replica_status>& rs) {
   nlohmann::json out{{"replicas", nlohmann::json::array()}};
-  for (const auto& r : rs)
+  for (const auto& r : rs) {
+    const replica_load& l = r.load;
     out["replicas"].push_back({{"name", r.name},
                                {"state", state_of(r)},
-                               {"used_blocks", r.used_blocks},
-                               {"total_blocks", r.total_blocks},
-                               {"usage", usage(r)},
-                               {"cached_blocks", r.cached_blocks},
-                               {"prefix_queries", r.prefix_queries},
-                               {"prefix_hits", r.prefix_hits},
-                               {"prefix_hit_rate", r.prefix_queries ? double(r.prefix_hits) / double(r.prefix_queries) : 0.0}});
+                               {"used_blocks", l.used_blocks},
+                               {"total_blocks", l.total_blocks},
+                               {"usage", usage(l)},
+                               {"cached_blocks", l.cached_blocks},
+                               {"prefix_queries", l.prefix_queries},
+                               {"prefix_hits", l.prefix_hits},
+                               {"prefix_hit_rate", l.prefix_queries ? double(l.prefix_hits) / double(l.prefix_queries) : 0.0}});
+  }
   return out;
 }
 

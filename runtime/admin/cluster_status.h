@@ -11,6 +11,15 @@
 
 namespace troupe::admin {
 
+// What a replica's last load report said.
+struct replica_load {
+  int running = 0, waiting = 0;
+  int used_blocks = 0, total_blocks = 0, cached_blocks = 0;
+  int handoffs_held = 0;
+  std::uint64_t prefix_queries = 0, prefix_hits = 0;
+  double tokens_per_s = 0;  // generated, over the last sampling interval
+};
+
 struct replica_status {
   std::uint32_t id = 0;
   std::string name;  // "<pool>-<index in the pool>", what kill / drain / resume take
@@ -21,12 +30,10 @@ struct replica_status {
   bool parked = false;           // in the warm pool: alive, placed on by nobody
   std::uint32_t generation = 0;  // registrations: 1 never restarted
   bool has_load = false;         // answered the last load query
-  int running = 0, waiting = 0, waiting_prompt_tokens = 0;
-  int used_blocks = 0, total_blocks = 0, cached_blocks = 0;
-  int handoffs_held = 0;
-  std::uint64_t prefix_queries = 0, prefix_hits = 0;
-  std::uint64_t generated_tokens = 0, prompt_tokens_computed = 0, preemptions = 0;
-  double tokens_per_s = 0;  // generated, over the last sampling interval
+  replica_load load;             // zero while it is not alive
+  // The generated-token count at the last sample, and when (Unix seconds; 0: none yet).
+  std::uint64_t sampled_tokens = 0;
+  double sampled_at = 0;
 };
 
 // "starting" (never registered), "dead", "warm" (started, placed on by nobody: scaling up takes

@@ -123,23 +123,23 @@ BOOST_AUTO_TEST_CASE(replica_states_and_status_fields) {
   r.alive = true;
   BOOST_TEST(state_of(r) == "running");
   r.draining = true;
-  r.running = 1;
+  r.load.running = 1;
   r.has_load = true;
   BOOST_TEST(state_of(r) == "draining");
-  r.running = 0;
-  r.handoffs_held = 1;
+  r.load.running = 0;
+  r.load.handoffs_held = 1;
   BOOST_TEST(state_of(r) == "draining");  // still holds KV someone will pull
-  r.handoffs_held = 0;
+  r.load.handoffs_held = 0;
   BOOST_TEST(state_of(r) == "drained");
-  r.used_blocks = 3;
-  r.total_blocks = 12;
+  r.load.used_blocks = 3;
+  r.load.total_blocks = 12;
   const auto s = status_json({r}, {"node-a"});
   for (const char* k : {"name", "pool", "role", "node", "state", "generation", "running", "waiting", "kv_usage", "tokens_per_s"})
     BOOST_TEST(s["replicas"][0].contains(k), k);
   BOOST_TEST(s["replicas"][0]["kv_usage"] == 0.25);
   BOOST_TEST(s["nodes"][0]["replicas_alive"] == 1);
-  r.prefix_queries = 8;
-  r.prefix_hits = 2;
+  r.load.prefix_queries = 8;
+  r.load.prefix_hits = 2;
   BOOST_TEST(kv_json({r})["replicas"][0]["prefix_hit_rate"] == 0.25);
   BOOST_TEST(find_replica({r}, "decode-0").value() == 0u);
   BOOST_TEST(!find_replica({r}, "decode-9").has_value());

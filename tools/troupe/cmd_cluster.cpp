@@ -184,7 +184,7 @@ int cmd_serve(int argc, char** argv) {
   fc.max_requests = topo.frontend.max_requests;
   fc.retry_after_s = topo.frontend.retry_after_s;
   fc.admission = topo.admission.cfg;
-  for (const auto& p : topology::place_replicas(topo)) fc.replica_names[p.replica.value] = p.name;
+  fc.replica_names = topology::names_of(topo);
   fc.metric_prefix = topo.frontend.metric_prefix;
   fc.request_timeout = topo.timeouts.request;
   fc.api_keys = topo.frontend.api_keys;
