@@ -179,7 +179,7 @@ void drain(admin_ptr self, std::size_t i, std::function<void(std::optional<std::
 
 std::vector<admin::pool_bounds> pool_bounds(const topology::topology_config& t) {
   std::vector<admin::pool_bounds> out;
-  for (const auto& p : t.pools) out.push_back({p.name, p.min_replicas, std::max(p.replicas, p.max_replicas)});
+  for (const auto& p : t.pools) out.push_back({p.name, p.min_replicas, std::max(p.replicas, p.max_replicas), t.scheduler.limits.max_num_seqs});
   return out;
 }
 
@@ -262,24 +262,29 @@ nlohmann::json topology_json(const topology::topology_config& t) {
   return out;
 }
 
-// `status` (with each pool's recent time to first token from the request owner) to `then`.
+// `status` (with each pool's recent latencies from the request owner) to `then`.
 void status(admin_ptr self, std::function<void(nlohmann::json)> then) {
   auto finish = [=] {
     std::vector<std::string> nodes;
     for (const auto& n : self->state.cfg.topo.nodes) nodes.push_back(n.name);
     nlohmann::json s = admin::status_json(self->state.replicas, nodes, pool_bounds(self->state.cfg.topo));
     for (auto& p : s["pools"]) {
-      auto t = self->state.ttft.find(p["name"].get<std::string>());
-      p["ttft_s"] = t != self->state.ttft.end() ? t->second : 0.0;
+      pool_latency l;
+      if (auto t = self->state.latency.find(p["name"].get<std::string>()); t != self->state.latency.end()) l = t->second;
+      p["ttft_s"] = l.ttft_s;
+      p["itl_s"] = l.itl_s;
+      p["ttft_age_s"] = l.ttft_age_s;
+      p["itl_age_s"] = l.itl_age_s;
     }
     then(std::move(s));
   };
   refresh(self, [=] {
     if (!self->state.cfg.owner) return finish();
-    self->request(self->state.cfg.owner, self->state.cfg.timeout, ttft_atom::value)
+    self->request(self->state.cfg.owner, self->state.cfg.timeout, latency_atom::value)
         .then(
-            [=](const std::vector<std::pair<std::string, double>>& t) {
-              self->state.ttft = std::map<std::string, double>(t.begin(), t.end());
+            [=](const std::vector<pool_latency>& t) {
+              self->state.latency.clear();
+              for (const auto& l : t) self->state.latency[l.pool] = l;
               finish();
             },
             [=](caf::error&) { finish(); });
@@ -448,7 +453,7 @@ const std::vector<std::pair<std::string, std::string>>& admin_commands() {
       {"set-policy router NAME [K=V ...]", "route with another policy (and its parameters) from now on"},
       {"scale POOL N", "N replicas serve in POOL: warm ones join, or the newest drain (with their KV) and wait warm"},
       {"autoscaler [status|pause|resume|pin POOL|unpin POOL]", "the autoscaler's state, or pause it, or hold one pool where it is"},
-      {"set-policy autoscaler default K=V ...", "the autoscaler's thresholds: queue_up, queue_down, kv_up, kv_down, ttft_slo (s)"},
+      {"set-policy autoscaler default K=V ...", "the autoscaler's thresholds: queue_up, queue_down, kv_up, kv_down, busy_down, ttft_slo, itl_slo (s)"},
       {"log-level [LEVEL]", "the head's log level (debug, info, warn, error, off), or set it"},
       {"drain REPLICA", "admit nothing new, move what runs with its KV; answers once safe to remove"},
       {"resume REPLICA", "end a drain: the replica takes requests again"},

@@ -52,7 +52,7 @@ struct admin_state {
   std::vector<admin::replica_status> replicas;  // indexed by replica id
   std::vector<scheduler_actor> schedulers;      // the live ones' handles, by replica id
   std::map<std::uint32_t, std::string> announced;  // id -> the state `watch` was last told
-  std::map<std::string, double> ttft;              // by pool, from the request owner
+  std::map<std::string, pool_latency> latency;     // by pool, from the request owner
   autoscaler_actor autoscaler;                     // if the topology runs one
   static inline const char* name = "troupe.admin";
 };

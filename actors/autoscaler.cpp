@@ -12,15 +12,24 @@ namespace {
 
 using as_ptr = autoscaler_actor::stateful_pointer<autoscaler_state>;
 
-// The policy's view of each pool, from `status`.
-std::map<std::string, autoscale::pool_signals> signals_of(const nlohmann::json& status) {
+// The policy's view of each pool, from `status`. A latency not measured within `fresh` (a
+// pool with no traffic, or none finishing) is no signal: an old spike's TTFT must not hold a
+// quiet pool up.
+std::map<std::string, autoscale::pool_signals> signals_of(const nlohmann::json& status, std::chrono::milliseconds fresh) {
   std::map<std::string, autoscale::pool_signals> out;
+  const double fresh_s = std::chrono::duration<double>(fresh).count();
+  auto recent = [&](const nlohmann::json& p, const char* value, const char* age) {
+    const double a = p.value(age, -1.0);
+    return a >= 0 && a <= fresh_s ? p.value(value, 0.0) : 0.0;
+  };
   for (const auto& p : status["pools"]) {
     auto& s = out[p["name"].get<std::string>()];
     s.serving = p.value("replicas", 0);
     s.min = p.value("min", 1);
     s.max = p.value("max", 1);
-    s.ttft_s = p.value("ttft_s", 0.0);
+    s.slots = p.value("slots", 0);
+    s.ttft_s = recent(p, "ttft_s", "ttft_age_s");
+    s.itl_s = recent(p, "itl_s", "itl_age_s");
   }
   std::map<std::string, int> counted;
   for (const auto& r : status["replicas"]) {
@@ -29,6 +38,7 @@ std::map<std::string, autoscale::pool_signals> signals_of(const nlohmann::json& 
     auto it = out.find(pool);
     if (it == out.end()) continue;
     it->second.waiting += r.value("waiting", 0);
+    it->second.running += r.value("running", 0);
     it->second.kv_usage += r.value("kv_usage", 0.0);
     ++counted[pool];
   }
@@ -44,8 +54,8 @@ nlohmann::json state_json(as_ptr self) {
           {"last_decisions", st.last},
           {"policy",
            {{"queue_up", st.cfg.queue_up}, {"queue_down", st.cfg.queue_down}, {"kv_up", st.cfg.kv_up}, {"kv_down", st.cfg.kv_down},
-            {"ttft_slo", st.cfg.ttft_slo_s}, {"up_for_ms", st.cfg.up_for.count()}, {"down_for_ms", st.cfg.down_for.count()},
-            {"cooldown_ms", st.cfg.cooldown.count()}}}};
+            {"ttft_slo", st.cfg.ttft_slo_s}, {"itl_slo", st.cfg.itl_slo_s}, {"up_for_ms", st.cfg.up_for.count()}, {"down_for_ms", st.cfg.down_for.count()},
+            {"cooldown_ms", st.cfg.cooldown.count()}, {"busy_down", st.cfg.busy_down}}}};
 }
 
 void look(as_ptr self) {
@@ -58,7 +68,7 @@ void look(as_ptr self) {
             const auto status = nlohmann::json::parse(text, nullptr, false);
             if (!status.is_object() || st.paused) return;
             const auto now = autoscale::clock::now();
-            for (const auto& [pool, s] : signals_of(status)) {
+            for (const auto& [pool, s] : signals_of(status, std::max(st.cfg.up_for, st.cfg.down_for))) {
               if (st.pinned.count(pool) || st.busy.count(pool)) continue;
               if (auto f = st.failed_at.find(pool); f != st.failed_at.end() && now - f->second < st.cfg.cooldown) continue;
               const autoscale::decision d = autoscale::decide(st.cfg, s, st.memory[pool], now);
@@ -120,15 +130,17 @@ autoscaler_actor::behavior_type autoscaler(autoscaler_actor::stateful_pointer<au
             else if (k == "kv_up") c.kv_up = v;
             else if (k == "kv_down") c.kv_down = v;
             else if (k == "ttft_slo") c.ttft_slo_s = v;
+            else if (k == "itl_slo") c.itl_slo_s = v;
+            else if (k == "busy_down") c.busy_down = v;
             else
               return caf::make_error(caf::sec::invalid_argument,
-                                     "no autoscaler parameter '" + k + "' (queue_up, queue_down, kv_up, kv_down, ttft_slo)");
+                                     "no autoscaler parameter '" + k + "' (queue_up, queue_down, kv_up, kv_down, busy_down, ttft_slo, itl_slo)");
           }
           if (c.queue_down >= c.queue_up || c.kv_down >= c.kv_up)
             return caf::make_error(caf::sec::invalid_argument, "queue_down must stay below queue_up and kv_down below kv_up");
           st.cfg = c;
           log::info("autoscaler_policy", {{"queue_up", c.queue_up}, {"queue_down", c.queue_down}, {"kv_up", c.kv_up}, {"kv_down", c.kv_down},
-                                          {"ttft_slo", c.ttft_slo_s}});
+                                          {"ttft_slo", c.ttft_slo_s}, {"itl_slo", c.itl_slo_s}});
           return state_json(self).dump();
         }
         return caf::make_error(caf::sec::invalid_argument,

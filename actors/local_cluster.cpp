@@ -26,6 +26,8 @@ void register_protocols(caf::actor_system_config& cfg) {
   register_node_protocol(cfg);
   cfg.add_message_type<migration_event>("troupe.migration_event");
   cfg.add_message_type<request_view>("troupe.request_view");
+  cfg.add_message_type<pool_latency>("troupe.pool_latency");
+  cfg.add_message_type<std::vector<pool_latency>>("troupe.pool_latencies");
   cfg.add_message_type<std::vector<request_view>>("troupe.request_views");
   cfg.add_message_type<admin_event_sink>("troupe.admin_event_sink");
   cfg.add_message_type<std::vector<migration_event>>("troupe.migration_events");
@@ -129,6 +131,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_co
     gpu.flops = topo.sim->flops;
     gpu.bandwidth = topo.sim->bandwidth;
     gpu.step_overhead_s = std::chrono::duration<double>(topo.sim->step_overhead).count();
+    gpu.speedup = topo.sim->speedup;
   }
   if (model) check_groups(topo, model->num_layers());
   topology::check_kv_memory(topo, mode == placement_mode::head_node_only ? head_ : std::string(), machine_memory_bytes());

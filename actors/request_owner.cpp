@@ -12,6 +12,12 @@ namespace troupe::actors {
 namespace {
 
 using owner_ptr = owner_actor::stateful_pointer<owner_state>;
+
+// One sample into a pool's exponential average (the first sample is the average).
+void observe(double& avg, std::optional<std::chrono::steady_clock::time_point>& at, double sample) {
+  avg = at ? 0.8 * avg + 0.2 * sample : sample;
+  at = std::chrono::steady_clock::now();
+}
 using promise = caf::typed_response_promise<bool>;
 
 constexpr std::size_t max_migrations_kept = 10000;  // for tests and metrics; older ones go
@@ -265,12 +271,11 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
           r.prompt_done |= first;
           if (first) unqueue(self, r, true);
           if (first && r.migrations == 0 && r.replicas.size() == 1) {  // a new request's own first token
-            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - r.submitted).count();
+            r.first_token_at = std::chrono::steady_clock::now();
             const auto pool = st.cfg.pools.find(r.replica.value);
-            if (pool != st.cfg.pools.end()) {
-              auto [it2, fresh] = st.ttft.emplace(pool->second, secs);
-              if (!fresh) it2->second = 0.8 * it2->second + 0.2 * secs;
-            }
+            if (pool != st.cfg.pools.end())
+              observe(st.latencies[pool->second].ttft_s, st.latencies[pool->second].ttft_at,
+                      std::chrono::duration<double>(r.first_token_at - r.submitted).count());
           }
           r.tokens.insert(r.tokens.end(), u.tokens.begin(), u.tokens.end());
           u.migrations = r.migrations;
@@ -309,6 +314,13 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
           const bool finished = u.finished;
           batch.updates.push_back(std::move(u));
           if (finished) {
+            const std::size_t n = r.tokens.size();
+            if (r.migrations == 0 && n >= 2 && r.first_token_at != std::chrono::steady_clock::time_point{}) {
+              const auto pool = st.cfg.pools.find(r.replica.value);
+              if (pool != st.cfg.pools.end())
+                observe(st.latencies[pool->second].itl_s, st.latencies[pool->second].itl_at,
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - r.first_token_at).count() / double(n - 1));
+            }
             unqueue(self, r, false);
             log_end(self, r, engine::finish_reason_name(batch.updates.back().reason), &batch.updates.back(), batch.updates.back().error);
             st.requests.erase(it);
@@ -336,8 +348,14 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
         return out;
       },
       [=](watch_atom, admin_event_sink sink) { self->state.events = std::move(sink); },
-      [=](ttft_atom) {
-        return std::vector<std::pair<std::string, double>>(self->state.ttft.begin(), self->state.ttft.end());
+      [=](latency_atom) {
+        const auto now = std::chrono::steady_clock::now();
+        auto age = [&](const std::optional<std::chrono::steady_clock::time_point>& at) {
+          return at ? std::chrono::duration<double>(now - *at).count() : -1.0;
+        };
+        std::vector<pool_latency> out;
+        for (const auto& [pool, l] : self->state.latencies) out.push_back({pool, l.ttft_s, l.itl_s, age(l.ttft_at), age(l.itl_at)});
+        return out;
       },
   };
 }

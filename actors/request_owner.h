@@ -5,6 +5,7 @@
 #pragma once
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "runtime/admission/admission.h"
@@ -30,6 +31,7 @@ struct owned_request {
   scheduler_actor scheduler;
   int migrations = 0;
   std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point first_token_at;  // of its first placement (for time between tokens)
   std::chrono::steady_clock::time_point lost_at;  // when its replica was found dead
   replica_id lost_replica;
   bool awaiting_first_token = false;              // migrated, no token from the new replica yet
@@ -54,7 +56,13 @@ struct owner_state {
   admin_event_sink events;            // the admin console's, if one watches
   std::map<std::string, admission::pool_queue> queues;  // by pool: admitted, not yet started
   std::uint64_t admitted = 0, refused = 0;
-  std::map<std::string, double> ttft;  // by pool: exponential average of time to first token (s)
+  // By pool: exponential averages of time to first token and between tokens (s), and when each
+  // last changed.
+  struct latency {
+    double ttft_s = 0, itl_s = 0;
+    std::optional<std::chrono::steady_clock::time_point> ttft_at, itl_at;
+  };
+  std::map<std::string, latency> latencies;
   static inline const char* name = "troupe.request_owner";
 };
 

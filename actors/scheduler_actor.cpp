@@ -356,9 +356,9 @@ scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<sched
 scheduler_actor::behavior_type sim_scheduler(scheduler_actor::stateful_pointer<scheduler_state> self,
                                              model::model_config shape, sim::gpu_spec gpu, engine::engine_config cfg) {
   // The cost model's time for each step passes as a delayed message, so no thread sleeps.
-  auto wait = [self](double seconds, std::function<void()> then) {
+  auto wait = [self, speedup = gpu.speedup](double seconds, std::function<void()> then) {
     self->state.wake = std::move(then);
-    const auto d = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(seconds));
+    const auto d = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(seconds / speedup));
     self->delayed_send(self, d, wake_atom::value);
   };
   auto exec = std::make_unique<engine::sim_executor>(shape, gpu, wait);

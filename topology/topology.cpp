@@ -538,8 +538,8 @@ void read_admission(const reader& r, const toml::table& root, topology_config& t
 void read_autoscaler(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* a = r.table(root, "autoscaler", "");
   if (!a) return;
-  r.only_keys(*a, "autoscaler.", {"enabled", "interval", "queue_up", "queue_down", "kv_up", "kv_down", "ttft_slo", "up_for",
-                                  "down_for", "cooldown"});
+  r.only_keys(*a, "autoscaler.", {"enabled", "interval", "queue_up", "queue_down", "kv_up", "kv_down", "busy_down", "ttft_slo", "itl_slo",
+                                  "up_for", "down_for", "cooldown"});
   auto& c = t.autoscaler.cfg;
   t.autoscaler.line = int(a->source().begin.line);
   c.enabled = true;
@@ -555,6 +555,7 @@ void read_autoscaler(const reader& r, const toml::table& root, topology_config& 
   number("queue_down", c.queue_down);
   number("kv_up", c.kv_up);
   number("kv_down", c.kv_down);
+  number("busy_down", c.busy_down);
   if (c.queue_down >= c.queue_up) r.fail(a->get("queue_down"), "autoscaler.queue_down", "must be below queue_up (hysteresis)");
   if (c.kv_down >= c.kv_up) r.fail(a->get("kv_down"), "autoscaler.kv_down", "must be below kv_up (hysteresis)");
   auto ms = [&](const char* k, std::chrono::milliseconds& out) {
@@ -568,10 +569,8 @@ void read_autoscaler(const reader& r, const toml::table& root, topology_config& 
   ms("up_for", c.up_for);
   ms("down_for", c.down_for);
   ms("cooldown", c.cooldown);
-  if (const toml::node* n = a->get("ttft_slo")) {
-    const auto d = r.duration(*n, "autoscaler.ttft_slo");
-    c.ttft_slo_s = std::chrono::duration<double>(d).count();
-  }
+  for (auto [k, out] : {std::pair{"ttft_slo", &c.ttft_slo_s}, std::pair{"itl_slo", &c.itl_slo_s}})
+    if (const toml::node* n = a->get(k)) *out = std::chrono::duration<double>(r.duration(*n, std::string("autoscaler.") + k)).count();
 }
 
 void read_admin(const reader& r, const toml::table& root, topology_config& t) {

@@ -185,6 +185,9 @@ struct sim_spec {
   double flops = 989e12;             // FLOP/s
   double bandwidth = 3.35e12;        // bytes/s
   std::chrono::microseconds step_overhead{200};
+  // Simulated seconds per wall second. Not a TOML key: `troupe bench autoscale` compresses a
+  // long trace with it (and divides every duration it sets by the same factor).
+  double speedup = 1;
 };
 
 struct topology_config {

@@ -25,7 +25,22 @@ typename Inspector::result_type inspect(Inspector& f, migration_event& x) {
 
 using migrations_atom = caf::atom_constant<caf::atom("migrations")>;
 using requests_atom = caf::atom_constant<caf::atom("requests")>;
-using ttft_atom = caf::atom_constant<caf::atom("ttft")>;
+using latency_atom = caf::atom_constant<caf::atom("latency")>;
+
+// A pool's recent latencies, for the autoscaler: exponential averages of time to first token
+// (of requests whose first placement was in the pool) and of the time between output tokens (of
+// requests that finished in it), and how long ago each last changed (a quiet pool's figures grow
+// old instead of dropping to zero). 0 and a negative age: not measured yet.
+struct pool_latency {
+  std::string pool;
+  double ttft_s = 0, itl_s = 0;
+  double ttft_age_s = -1, itl_age_s = -1;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pool_latency& x) {
+  return f(caf::meta::type_name("pool_latency"), x.pool, x.ttft_s, x.itl_s, x.ttft_age_s, x.itl_age_s);
+}
 
 // A request in progress, for the admin console.
 struct request_view {
@@ -56,8 +71,8 @@ using owner_actor = caf::typed_actor<
     caf::replies_to<migrations_atom>::with<std::vector<migration_event>>,
     // The requests in progress (at most `limit`, oldest first).
     caf::replies_to<requests_atom, std::uint32_t>::with<std::vector<request_view>>,
-    // Recent time to first token by pool (an exponential average, seconds), for the autoscaler.
-    caf::replies_to<ttft_atom>::with<std::vector<std::pair<std::string, double>>>,
+    // Recent latencies by pool, for the autoscaler.
+    caf::replies_to<latency_atom>::with<std::vector<pool_latency>>,
     // Placements and migrations go to this sink from now on (the admin console's `watch`).
     caf::reacts_to<watch_atom, admin_event_sink>>;
 

@@ -34,7 +34,7 @@ nlohmann::json status_json(const std::vector<replica_status>& rs, const std::vec
         serving += st == "running" || st == "draining" ? 1 : 0;
         warm += st == "warm" ? 1 : 0;
       }
-    out["pools"].push_back({{"name", p.name}, {"replicas", serving}, {"warm", warm}, {"min", p.min}, {"max", p.max}});
+    out["pools"].push_back({{"name", p.name}, {"replicas", serving}, {"warm", warm}, {"min", p.min}, {"max", p.max}, {"slots", p.slots}});
   }
   for (const auto& n : nodes) {
     int alive = 0, total = 0;

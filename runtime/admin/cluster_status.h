@@ -47,6 +47,7 @@ std::optional<std::size_t> find_replica(const std::vector<replica_status>& rs, c
 struct pool_bounds {
   std::string name;
   int min = 1, max = 1;
+  int slots = 0;  // sequences one replica runs at once (scheduler.max_seqs)
 };
 
 nlohmann::json status_json(const std::vector<replica_status>& rs, const std::vector<std::string>& nodes,

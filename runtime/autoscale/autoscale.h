@@ -1,6 +1,6 @@
 // The autoscaler's policy, pure: from one pool's signals now, how many replicas it should run.
-// Signals are queue depth per serving replica, KV use and time to first token against the
-// SLO. Hysteresis twice over: separate thresholds up and down, and a signal must hold for
+// Signals are queue depth per serving replica, KV use, and time to first token and between
+// tokens against their SLOs; a pool goes down only when one replica fewer could hold what runs. Hysteresis twice over: separate thresholds up and down, and a signal must hold for
 // up_for (down_for) before it acts; after any action the pool waits `cooldown`. Up grows by half
 // the serving count (at least one), down shrinks by one: scaling up fast under a spike, down
 // slowly once quiet, within [min, max].
@@ -18,7 +18,11 @@ struct autoscale_config {
   std::chrono::milliseconds interval{1000};    // how often the autoscaler looks
   double queue_up = 4, queue_down = 0.5;       // waiting requests per serving replica
   double kv_up = 0.85, kv_down = 0.30;         // mean KV use of the serving replicas (0 to 1)
+  // Down only if the sequences running now would fill at most this share of one replica fewer's
+  // batch slots: a pool busy without a queue is not quiet, so it does not shrink into one.
+  double busy_down = 0.6;
   double ttft_slo_s = 0;                       // 0: not a signal; above it: up; below half: may go down
+  double itl_slo_s = 0;                        // time between tokens, likewise
   std::chrono::milliseconds up_for{2000}, down_for{30000}, cooldown{10000};
 };
 
@@ -26,8 +30,11 @@ struct pool_signals {
   int serving = 0;  // replicas placed on now
   int min = 1, max = 1;
   double waiting = 0;    // requests queued on the serving replicas
+  double running = 0;    // sequences running on them
+  int slots = 0;         // sequences one replica runs at once (0: unknown, not a signal)
   double kv_usage = 0;   // mean over the serving replicas
-  double ttft_s = 0;     // recent time to first token (0: none measured)
+  double ttft_s = 0;     // recent time to first token (0: none measured lately)
+  double itl_s = 0;      // recent time between output tokens (0: none measured lately)
 };
 
 // What the policy remembers of a pool between looks.

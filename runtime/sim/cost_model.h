@@ -15,6 +15,7 @@ struct gpu_spec {
   double step_overhead_s = 200e-6;
   double bytes_per_weight = 2.0;   // bf16 weights
   double bytes_per_kv = 2.0;       // bf16 KV cache
+  double speedup = 1.0;            // simulated seconds per wall second (a step waits time / speedup)
 };
 
 // The work of one step: tokens computed, and the context positions their attention reads.

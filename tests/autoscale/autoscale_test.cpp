@@ -118,6 +118,21 @@ BOOST_AUTO_TEST_CASE(each_rule_on_its_own) {
   s.ttft_s = 2;
   decide(cfg, s, m4, t);
   BOOST_TEST(decide(cfg, s, m4, t + seconds(3)).reason.find("TTFT 2.00 s > SLO 0.50 s") != std::string::npos);
+  // Time between tokens against its SLO alone; and a pool under it but above half may not go down.
+  pool_memory m6;
+  cfg.ttft_slo_s = 0;
+  s.ttft_s = 0;
+  cfg.itl_slo_s = 0.05;
+  s.itl_s = 0.08;
+  decide(cfg, s, m6, t);
+  BOOST_TEST(decide(cfg, s, m6, t + seconds(3)).reason.find("time between tokens 80.00 ms > SLO 50.00 ms") != std::string::npos);
+  pool_memory m7;
+  s.itl_s = 0.03;  // under the SLO, above half of it: not quiet
+  for (int k = 0; k < 100; ++k) BOOST_TEST(decide(cfg, s, m7, t + seconds(k)).target == 2);
+  s.itl_s = 0.02;  // below half: quiet, down after down_for
+  decide(cfg, s, m7, t + seconds(100));
+  BOOST_TEST(decide(cfg, s, m7, t + seconds(131)).target == 1);
+  cfg.itl_slo_s = 0;
   // Below min (a replica died): back at once, whatever the cooldown.
   pool_memory m5;
   m5.last_action = t;

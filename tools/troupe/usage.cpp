@@ -23,6 +23,7 @@ commands:
   bench runtime  the control plane under load, or the time outside the forward
   bench serve    load an OpenAI-compatible server and report TTFT, TPOT, ITL, E2E, throughput
   bench kv-transfer  GB/s of each KV transfer backend against this machine's memcpy
+  bench autoscale    the autoscaler (or a fixed pool) against a trace, on the sim backend
   info           what this build and machine offer (ISA, threads, CUDA)
 
   troupe --version   the version
@@ -122,7 +123,7 @@ deterministic random weights.
   --arch llama|mistral|qwen2  --dtype f32|f16|bf16  --seed N  --tied  --rope-scaling llama3
   -h, --help               this text
 )"},
-      {"bench", R"(usage: troupe bench engine|runtime|serve|kv-transfer [options]     (troupe bench engine --help, ...)
+      {"bench", R"(usage: troupe bench engine|runtime|serve|kv-transfer|autoscale [options]     (troupe bench engine --help, ...)
 )"},
       {"bench engine", R"(usage: troupe bench engine --model DIR [options]
 Prefill and decode throughput of the engine against this machine's measured roofline.
@@ -161,6 +162,24 @@ senders are a forked process.
   --sizes 1,4,16,64,256  MiB of KV per transfer
   --reps N               timed pulls per size and backend (median; default 5)
   --json                 one JSON object on stdout instead of the table
+  -h, --help             this text
+)"},
+      {"bench autoscale", R"(usage: troupe bench autoscale [options]
+Replays a request trace into a sim topology started in this process, with time compressed, and
+reports the replica-hours a pool used, SLO attainment and each change of the pool's size, all in
+simulated time. The autoscaler runs as configured; --fixed N runs N replicas without it.
+
+  --config TOPOLOGY      a sim topology with [autoscaler] (default configs/autoscale-sim.toml)
+  --pool NAME            the pool measured (default: the first)
+  --trace FILE           a trace: CSV "seconds,prompt_tokens,max_tokens" after that header
+  --shape NAME           or a generated one: ramp-spike-quiet (80 s, default) or hour (3600 s)
+  --peak R               the shape's peak requests/s (default 40)   --seed S   its arrivals
+  --write-trace FILE     write the trace and exit (how a test's recorded trace is made)
+  --speedup X            simulated seconds per wall second (default 10)
+  --fixed N              N replicas, no autoscaler (the comparison)
+  --settle S             keep watching the pool S simulated seconds after the last request ends
+  --ttft-slo S  --itl-slo S   the SLO a request must meet (default: the autoscaler's, else 1 s, 0.1 s)
+  --json                 one JSON object on stdout
   -h, --help             this text
 )"},
       {"info", R"(usage: troupe info
