@@ -64,6 +64,7 @@ std::vector<admin::replica_status> placed_replicas(const topology::topology_conf
     r.name = p.name;
     r.role = topology::role_name(p.role);
     r.node = p.node;
+    r.stopped = !p.started;
     if (out.size() <= r.id) out.resize(r.id + 1);
     out[r.id] = r;
   }
@@ -89,6 +90,8 @@ void refresh(admin_ptr self, std::function<void()> then) {
               r.alive = v.alive;
               r.draining = v.draining;
               r.parked = v.parked;
+              r.stopped = v.stopped;
+              if (v.alive) r.starting = false;
               r.generation = v.generation;
               if (v.alive) st.schedulers[v.replica.value] = v.scheduler;
             }
@@ -179,15 +182,99 @@ void drain(admin_ptr self, std::size_t i, std::function<void(std::optional<std::
 
 std::vector<admin::pool_bounds> pool_bounds(const topology::topology_config& t) {
   std::vector<admin::pool_bounds> out;
-  for (const auto& p : t.pools) out.push_back({p.name, p.min_replicas, std::max(p.replicas, p.max_replicas), t.scheduler.limits.max_num_seqs});
+  for (const auto& p : t.pools) out.push_back({p.name, p.min_replicas, std::max(p.replicas, p.max_replicas), t.scheduler.limits.max_num_seqs, p.warm()});
   return out;
 }
 
 }  // namespace
 
-// Scales `pool` to `n` serving replicas: warm ones join (the router places on them again), or
-// the newest serving ones drain (their requests move with their KV) and then wait warm. `done`
-// gets the result once every change is made, or why nothing was done.
+namespace {
+
+// Starts the stopped replicas `ids` through the node registry (each registers warm: parked),
+// then runs `then` with the first failure, if any.
+void start_replicas(admin_ptr self, const std::vector<std::size_t>& ids, std::function<void(std::optional<std::string>)> then) {
+  if (ids.empty()) return then(std::nullopt);
+  auto left = std::make_shared<std::size_t>(ids.size());
+  auto failed = std::make_shared<std::optional<std::string>>();
+  for (auto i : ids) {
+    auto& r = self->state.replicas[i];
+    r.stopped = false;
+    r.starting = true;
+    announce(self, i, "starting");
+    log::info("replica_start", {{"replica", r.name}, {"node", r.node}});
+    auto one_done = [=](std::optional<std::string> error) {
+      auto& r = self->state.replicas[i];
+      r.starting = false;
+      if (error) {
+        r.stopped = true;
+        if (!*failed) *failed = "starting " + r.name + ": " + *error;
+        log::warn("replica_start_failed", {{"replica", r.name}, {"error", *error}});
+      }
+      if (--*left == 0) refresh(self, [=] { then(*failed); });  // the new handles, before anyone unparks them
+    };
+    self->request(self->state.cfg.registry, self->state.cfg.drain_timeout, spawn_replica_atom::value, replica_id{r.id})
+        .then([=](bool) { one_done(std::nullopt); }, [=](caf::error& e) { one_done(error_message(self->system(), e)); });
+  }
+}
+
+// Stops the warm replicas `ids` through the node registry: the router forgets them, their
+// nodes' agents stop them and free their memory.
+void stop_replicas(admin_ptr self, const std::vector<std::size_t>& ids) {
+  for (auto i : ids) {
+    const std::string name = self->state.replicas[i].name;
+    log::info("replica_stop", {{"replica", name}});
+    self->request(self->state.cfg.registry, self->state.cfg.timeout, stop_replica_atom::value, replica_id{self->state.replicas[i].id})
+        .then([=](bool) { refresh(self, [] {}); },
+              [=](caf::error& e) { log::warn("replica_stop_failed", {{"replica", name}, {"error", error_message(self->system(), e)}}); });
+  }
+}
+
+// Places on warm replica i again.
+void unpark(admin_ptr self, std::size_t i) {
+  auto& st = self->state;
+  self->send(st.cfg.router, resume_atom::value, replica_id{st.replicas[i].id});
+  st.replicas[i].parked = false;  // as the router has it now (the warm pool counts on it)
+  announce(self, i, "running");
+}
+
+struct pool_members {
+  std::vector<std::size_t> serving, warm, stopped;  // by replica id
+};
+
+pool_members members_of(admin_ptr self, const std::string& pool) {
+  pool_members m;
+  auto& st = self->state;
+  for (std::size_t i = 0; i < st.replicas.size(); ++i) {
+    const auto& r = st.replicas[i];
+    if (r.pool != pool) continue;
+    const std::string s = admin::state_of(r);
+    if (s == "running" && st.schedulers[i]) m.serving.push_back(i);
+    if (s == "warm" && st.schedulers[i]) m.warm.push_back(i);
+    if (s == "stopped") m.stopped.push_back(i);
+  }
+  return m;
+}
+
+// Brings the pool's warm replicas to its warm_replicas: starts stopped ones, or stops the newest
+// warm ones beyond it (their memory goes back to the node).
+void keep_warm(admin_ptr self, const std::string& pool, int target) {
+  const pool_members m = members_of(self, pool);
+  const int warm = int(m.warm.size());
+  if (warm < target) {
+    std::vector<std::size_t> ids(m.stopped.begin(), m.stopped.begin() + std::min<std::size_t>(m.stopped.size(), std::size_t(target - warm)));
+    start_replicas(self, ids, [](std::optional<std::string>) {});
+  } else if (warm > target) {
+    stop_replicas(self, std::vector<std::size_t>(m.warm.end() - (warm - target), m.warm.end()));
+  }
+}
+
+}  // namespace
+
+// Scales `pool` to `n` serving replicas: warm ones join (the router places on them again), and
+// when there are too few, stopped ones start through their node agents first; or the newest
+// serving ones drain (their requests move with their KV) and wait warm. Either way the warm
+// pool is then brought back to warm_replicas (started or stopped through the node agents).
+// `done` gets the result once every serving change is made, or why nothing was done.
 void scale_pool(admin_ptr self, const std::string& pool, int n, const std::string& reason,
                 std::function<void(bool, nlohmann::json)> done) {
   refresh(self, [=] {
@@ -198,37 +285,43 @@ void scale_pool(admin_ptr self, const std::string& pool, int n, const std::strin
     if (n < b->min || n > b->max)
       return done(false, "scale: pool " + pool + " runs " + std::to_string(b->min) + " to " + std::to_string(b->max) +
                              " replicas (min_replicas, max_replicas); " + std::to_string(n) + " is outside");
-    std::vector<std::size_t> serving, warm;
-    for (std::size_t i = 0; i < st.replicas.size(); ++i) {
-      const auto& r = st.replicas[i];
-      if (r.pool != pool || !st.schedulers[i]) continue;
-      const std::string s = admin::state_of(r);
-      if (s == "running") serving.push_back(i);
-      if (s == "warm") warm.push_back(i);
-    }
-    const int before = int(serving.size());
-    nlohmann::json names = nlohmann::json::array();
+    const int warm_target = b->warm;
+    const pool_members m = members_of(self, pool);
+    const int before = int(m.serving.size());
     if (n >= before) {
-      if (int(warm.size()) < n - before)
-        return done(false, "scale: pool " + pool + " has " + std::to_string(warm.size()) + " warm replicas, " +
-                               std::to_string(n - before) + " needed");
-      for (int k = 0; k < n - before; ++k) {
-        const std::size_t i = warm[std::size_t(k)];
-        self->send(st.cfg.router, resume_atom::value, replica_id{st.replicas[i].id});
-        self->send(st.schedulers[i], resume_atom::value);
-        announce(self, i, "running");
-        names.push_back(st.replicas[i].name);
+      const std::size_t need = std::size_t(n - before);
+      const std::size_t from_warm = std::min(need, m.warm.size());
+      if (need - from_warm > m.stopped.size() || (need > from_warm && !st.cfg.registry))
+        return done(false, "scale: pool " + pool + " has " + std::to_string(m.warm.size()) + " warm and " +
+                               std::to_string(st.cfg.registry ? m.stopped.size() : 0) + " startable replicas, " + std::to_string(need) +
+                               " needed");
+      nlohmann::json names = nlohmann::json::array();
+      for (std::size_t k = 0; k < from_warm; ++k) {
+        unpark(self, m.warm[k]);
+        names.push_back(st.replicas[m.warm[k]].name);
       }
-      if (n != before) {
-        emit(self, "scale", {{"pool", pool}, {"from", before}, {"to", n}, {"added", names}, {"reason", reason}});
-      }
-      return done(true, {{"pool", pool}, {"replicas", n}, {"added", names}});
+      const std::vector<std::size_t> cold(m.stopped.begin(), m.stopped.begin() + (need - from_warm));
+      // Cold ones start (a model load), then serve; the answer waits for them.
+      start_replicas(self, cold, [=](std::optional<std::string> error) mutable {
+        for (auto i : cold)
+          if (self->state.schedulers[i]) {
+            unpark(self, i);
+            names.push_back(self->state.replicas[i].name);
+          }
+        if (n != before)
+          emit(self, "scale", {{"pool", pool}, {"from", before}, {"to", before + int(names.size())}, {"added", names}, {"reason", reason}});
+        keep_warm(self, pool, warm_target);
+        if (error) return done(false, "scale: " + *error);
+        done(true, {{"pool", pool}, {"replicas", n}, {"added", names}});
+      });
+      return;
     }
     // Down: the newest serving replicas drain, then park; the answer waits for all of them.
+    nlohmann::json names = nlohmann::json::array();
     auto left = std::make_shared<int>(before - n);
     auto failed = std::make_shared<std::string>();
     for (int k = 0; k < before - n; ++k) {
-      const std::size_t i = serving[serving.size() - 1 - std::size_t(k)];
+      const std::size_t i = m.serving[m.serving.size() - 1 - std::size_t(k)];
       const replica_id id{st.replicas[i].id};
       names.push_back(st.replicas[i].name);
       drain(self, i, [=](std::optional<std::string> error) {
@@ -243,6 +336,7 @@ void scale_pool(admin_ptr self, const std::string& pool, int n, const std::strin
         if (--*left > 0) return;
         if (!failed->empty()) return done(false, "scale: " + *failed);
         emit(self, "scale", {{"pool", pool}, {"from", before}, {"to", n}, {"removed", names}, {"reason", reason}});
+        refresh(self, [=] { keep_warm(self, pool, warm_target); });
         done(true, {{"pool", pool}, {"replicas", n}, {"removed", names}});
       });
     }

@@ -108,6 +108,7 @@ model::model_config sim_shape(const topology::topology_config& topo) {
 void await_started(caf::actor_system& sys, const std::vector<scheduler_actor>& replicas, std::chrono::milliseconds timeout) {
   caf::scoped_actor self{sys};
   for (std::size_t i = 0; i < replicas.size(); ++i) {
+    if (!replicas[i]) continue;  // a slot not started
     std::string failed;
     self->request(replicas[i], timeout, load_atom::value)
         .receive([](const load_report&) {}, [&](caf::error& e) { failed = sys.render(e); });
@@ -122,21 +123,11 @@ local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_co
   if (!topo.is_head(head_)) throw input_error(topo.source + ": \"" + head_ + "\" is not a head of this topology");
   if (topo.model.backend == topology::backend_kind::cuda)
     throw input_error(topo.source + ": backend \"cuda\" cannot run here yet (cpu and sim can)");
-  const bool sim = topo.model.backend == topology::backend_kind::sim;
   const engine::engine_config ec = engine_config_of(topo);
-  model::model_config shape;
-  sim::gpu_spec gpu;
-  if (sim) {
-    shape = sim_shape(topo);
-    gpu.flops = topo.sim->flops;
-    gpu.bandwidth = topo.sim->bandwidth;
-    gpu.step_overhead_s = std::chrono::duration<double>(topo.sim->step_overhead).count();
-    gpu.speedup = topo.sim->speedup;
-  }
   if (model) check_groups(topo, model->num_layers());
   topology::check_kv_memory(topo, mode == placement_mode::head_node_only ? head_ : std::string(), machine_memory_bytes());
   try {
-    start(topo, model, tok, mode, ec, shape, gpu);
+    start(topo, model, tok, mode, ec);
   } catch (...) {
     stop();  // the destructor does not run for a constructor that throws
     throw;
@@ -144,8 +135,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_co
 }
 
 void local_cluster::start(const topology::topology_config& topo, std::shared_ptr<const model::llama_model> model,
-                          std::shared_ptr<const tokenizer::tokenizer> tok, placement_mode mode, const engine::engine_config& ec,
-                          const model::model_config& shape, const sim::gpu_spec& gpu) {
+                          std::shared_ptr<const tokenizer::tokenizer> tok, placement_mode mode, const engine::engine_config& ec) {
   auto& sys = sys_;
   const bool sim = topo.model.backend == topology::backend_kind::sim;
   router_config rc;
@@ -164,7 +154,6 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
   if (topo.kv_events.enabled() && head_ == topo.heads().front()->name)
     rc.publisher = std::make_shared<kv_event_publisher>(topo.kv_events);
   router_ = sys.spawn(actors::router, rc);
-  const auto groups = group_configs_of(topo);
   // One KV store for the replicas of this process (a sim replica has no KV bytes to store).
   bool hosts = false;
   for (const auto& p : topology::place_replicas(topo)) hosts |= mode == placement_mode::all_here || p.node == head_;
@@ -173,17 +162,24 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
     store_ = spawn_kv_store(sys, topo, ec, model->config(), me);
     if (store_) caf::anon_send(router_, store_atom::value, store_id_of(topo, me), store_);
   }
-  for (const auto& p : topology::place_replicas(topo)) {
-    if (mode == placement_mode::head_node_only && p.node != head_) continue;
-    scheduler_actor s;
-    if (sim) {
-      s = sys.spawn(sim_scheduler, shape, gpu, ec);
-    } else {
-      if (!model) throw input_error(topo.source + ": the head hosts replica " + to_string(p.replica) + " but no model was loaded");
-      s = sys.spawn(scheduler, model, tok, ec, groups.at(p.replica.value), store_);
+  // The replicas hosted here start through this process's node agent, as a node's do, so that
+  // the registry can start and stop more of them later (scaling beyond the warm pool).
+  agent_ = sys.spawn(node_agent, head_, replica_factory_of(topo, model, tok, store_), topo.model.path);
+  std::map<std::string, node_agent_actor> local;
+  for (const auto& n : topo.nodes)
+    if (mode == placement_mode::all_here || n.name == head_) local[n.name] = agent_;
+  {
+    caf::scoped_actor self{sys};
+    for (const auto& p : topology::place_replicas(topo)) {
+      if (mode == placement_mode::head_node_only && p.node != head_) continue;
+      scheduler_actor s;  // null for a slot stopped until a scale-up (kept so that index = replica id)
+      if (p.started)
+        self->request(agent_, topo.timeouts.request, spawn_replica_atom::value, p.replica)
+            .receive([&](scheduler_actor& x) { s = std::move(x); },
+                     [&](caf::error& e) { throw input_error(topo.source + ": replica " + p.name + ": " + sys.render(e)); });
+      schedulers_.push_back(s);
+      if (s) caf::anon_send(router_, replica_atom::value, p.replica, s);
     }
-    schedulers_.push_back(s);
-    caf::anon_send(router_, replica_atom::value, p.replica, s);
   }
   await_started(sys, schedulers_, topo.timeouts.request);
   owner_config oc;
@@ -193,7 +189,7 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
   oc.names = rc.names;
   for (const auto& p : topology::place_replicas(topo)) oc.pools[p.replica.value] = p.pool;
   owner_ = sys.spawn(request_owner, router_, oc);
-  registry_ = sys.spawn(node_registry, topo, router_);
+  registry_ = sys.spawn(node_registry, topo, router_, local);
 }
 
 replica_id store_id_of(const topology::topology_config& topo, const std::string& node) {
@@ -288,7 +284,9 @@ void local_cluster::stop() {
   caf::anon_send_exit(owner_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(router_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(registry_, caf::exit_reason::user_shutdown);
-  for (auto& s : schedulers_) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
+  if (agent_) caf::anon_send_exit(agent_, caf::exit_reason::user_shutdown);  // with the replicas it started since
+  for (auto& s : schedulers_)
+    if (s) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
   if (store_) caf::anon_send_exit(store_, caf::exit_reason::user_shutdown);
 }
 

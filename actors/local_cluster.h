@@ -78,6 +78,8 @@ class local_cluster {
   router_actor router() const { return router_; }
   kv_store_actor store() const { return store_; }  // null without [kv_store]
   node_registry_actor registry() const { return registry_; }
+  // The replicas hosted here as started with the cluster, by replica id (null: a slot stopped at
+  // start, or placed on another node).
   const std::vector<scheduler_actor>& schedulers() const { return schedulers_; }
 
   // Fault injection: kills replica i's scheduler as if its process died.
@@ -106,8 +108,7 @@ class local_cluster {
 
  private:
   void start(const topology::topology_config& topo, std::shared_ptr<const model::llama_model> model,
-             std::shared_ptr<const tokenizer::tokenizer> tok, placement_mode mode, const engine::engine_config& ec,
-             const model::model_config& shape, const sim::gpu_spec& gpu);
+             std::shared_ptr<const tokenizer::tokenizer> tok, placement_mode mode, const engine::engine_config& ec);
   void stop();  // asks every actor it spawned to exit
 
   caf::actor_system& sys_;
@@ -116,6 +117,7 @@ class local_cluster {
   router_actor router_;
   owner_actor owner_;
   node_registry_actor registry_;
+  node_agent_actor agent_;  // starts and stops the replicas hosted in this process
   kv_store_actor store_;  // this process's, with [kv_store]
 };
 

@@ -9,6 +9,7 @@
 
 #include "actors/local_cluster.h"
 #include "actors/scheduler_actor.h"
+#include "runtime/common/error.h"
 #include "runtime/common/log.h"
 
 namespace troupe::actors {
@@ -22,46 +23,69 @@ void register_node_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<join_reply>("troupe.join_reply");
 }
 
+replica_factory replica_factory_of(const topology::topology_config& topo, std::shared_ptr<const model::llama_model> model,
+                                   std::shared_ptr<const tokenizer::tokenizer> tok, kv_store_actor store) {
+  const engine::engine_config ec = engine_config_of(topo);
+  if (topo.model.backend == topology::backend_kind::sim) {
+    const model::model_config shape = sim_shape(topo);
+    sim::gpu_spec gpu;
+    gpu.flops = topo.sim->flops;
+    gpu.bandwidth = topo.sim->bandwidth;
+    gpu.step_overhead_s = std::chrono::duration<double>(topo.sim->step_overhead).count();
+    gpu.speedup = topo.sim->speedup;
+    return [=](caf::actor_system& sys, replica_id) { return sys.spawn(sim_scheduler, shape, gpu, ec); };
+  }
+  const auto groups = group_configs_of(topo);
+  const std::string source = topo.source;
+  return [=](caf::actor_system& sys, replica_id r) {
+    if (!model) throw input_error(source + ": replica " + to_string(r) + " placed here, but this process loaded no model");
+    const group_config g = r.value < groups.size() ? groups[r.value] : group_config{};
+    return sys.spawn(scheduler, model, tok, ec, g, store);
+  };
+}
+
 node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<node_agent_state> self, std::string node,
-                                           std::shared_ptr<const model::llama_model> model,
-                                           std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg,
-                                           std::vector<group_config> groups, std::string model_dir, kv_store_actor store) {
+                                           replica_factory make, std::string model_dir) {
   auto& st = self->state;
-  st.store = std::move(store);
   st.node = std::move(node);
-  st.model = std::move(model);
-  st.tok = std::move(tok);
-  st.engine = cfg;
-  st.groups = std::move(groups);
+  st.make = std::move(make);
   st.model_dir = std::move(model_dir);
-  // A replica that dies is forgotten (the head moves its requests); anything else that tells
-  // the agent to exit ends it, and the links end its replicas.
-  self->set_exit_handler([=](const caf::exit_msg& m) {
-    auto& reps = self->state.replicas;
+  // A replica that dies is forgotten (the head moves its requests).
+  self->set_down_handler([=](const caf::down_msg& m) {
+    auto& reps = *self->state.live;
     for (auto it = reps.begin(); it != reps.end(); ++it)
       if (it->second.address() == m.source) {
         reps.erase(it);
         return;
       }
-    self->quit(m.reason);
+  });
+  // When the agent goes, its replicas go with it (the functor runs after the state is gone, so
+  // it keeps its own view of them).
+  self->attach_functor([live = st.live](const caf::error&) {
+    for (auto& [id, s] : *live) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
   });
   return {
       [=](spawn_replica_atom, replica_id replica) -> caf::result<scheduler_actor> {
         auto& st = self->state;
-        if (st.replicas.count(replica)) return st.replicas[replica];
-        // Linked: when the agent goes, its replicas go with it.
-        const group_config g = replica.value < st.groups.size() ? st.groups[replica.value] : group_config{};
-        auto s = self->spawn<caf::linked>(scheduler, st.model, st.tok, st.engine, g, st.store);
-        st.replicas[replica] = s;
-        return s;
+        if (st.live->count(replica)) return (*st.live)[replica];
+        try {
+          auto s = st.make(self->system(), replica);
+          self->monitor(s);
+          (*st.live)[replica] = s;
+          log::info("replica_started", {{"node", st.node}, {"replica", replica.value}});
+          return s;
+        } catch (const std::exception& e) {
+          return caf::make_error(caf::sec::runtime_error, std::string(e.what()));
+        }
       },
       [=](stop_replica_atom, replica_id replica) {
         auto& st = self->state;
-        auto it = st.replicas.find(replica);
-        if (it == st.replicas.end()) return false;
-        self->unlink_from(it->second);  // a stop on request is not the agent's failure
+        auto it = st.live->find(replica);
+        if (it == st.live->end()) return false;
+        self->demonitor(it->second.address());
         self->send_exit(it->second, caf::exit_reason::user_shutdown);
-        st.replicas.erase(it);
+        st.live->erase(it);
+        log::info("replica_stopped", {{"node", st.node}, {"replica", replica.value}});
         return true;
       },
       [=](crash_atom) {
@@ -79,16 +103,34 @@ node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<no
           r.memory_available = std::uint64_t(si.freeram + si.bufferram) * si.mem_unit;
         }
         r.model = st.model_dir;
-        for (auto& [id, s] : st.replicas) r.replicas.push_back(id);
+        for (auto& [id, s] : *st.live) r.replicas.push_back(id);
         return r;
       },
   };
 }
 
+namespace {
+
+// The agent of the node hosting replica R now (null: that node is not here or has not joined),
+// and R's placement.
+std::pair<node_agent_actor, std::optional<topology::replica_placement>> agent_of(node_registry_state& st, replica_id r) {
+  for (const auto& p : topology::place_replicas(st.topo))
+    if (p.replica == r) {
+      if (auto l = st.local.find(p.node); l != st.local.end()) return {l->second, p};
+      if (auto j = st.joined.find(p.node); j != st.joined.end()) return {caf::actor_cast<node_agent_actor>(j->second), p};
+      return {node_agent_actor{}, p};
+    }
+  return {node_agent_actor{}, std::nullopt};
+}
+
+}  // namespace
+
 node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_pointer<node_registry_state> self,
-                                                 topology::topology_config topo, router_actor router) {
+                                                 topology::topology_config topo, router_actor router,
+                                                 std::map<std::string, node_agent_actor> local) {
   self->state.topo = std::move(topo);
   self->state.router = std::move(router);
+  self->state.local = std::move(local);
   // Nanoseconds since the epoch at start: larger for every later start of a head.
   self->state.generation = std::uint64_t(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
@@ -112,6 +154,45 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
         self->send(agent, crash_atom::value);
         return true;
       },
+      [=](spawn_replica_atom, replica_id replica) -> caf::result<bool> {
+        auto& st = self->state;
+        const auto found = agent_of(st, replica);
+        const node_agent_actor agent = found.first;
+        const auto& p = found.second;
+        if (!p) return caf::make_error(caf::sec::invalid_argument, "no replica " + to_string(replica) + " in the topology");
+        if (!agent) return caf::make_error(caf::sec::invalid_argument, "node \"" + p->node + "\" of " + p->name + " has not joined");
+        auto rp = self->make_response_promise<bool>();
+        // Parked before it registers: it joins the warm pool, and the caller unparks it.
+        self->send(st.router, park_atom::value, replica);
+        self->request(agent, st.topo.timeouts.request, spawn_replica_atom::value, replica)
+            .then(
+                [=](scheduler_actor s) mutable {
+                  self->request(self->state.router, self->state.topo.timeouts.request, replica_atom::value, replica, s)
+                      .then([=](bool) mutable { rp.deliver(true); }, [=](caf::error& e) mutable { rp.deliver(e); });
+                },
+                [=](caf::error& e) mutable { rp.deliver(e); });
+        return rp;
+      },
+      [=](stop_replica_atom, replica_id replica) -> caf::result<bool> {
+        auto& st = self->state;
+        const auto found = agent_of(st, replica);
+        const node_agent_actor agent = found.first;
+        const auto& p = found.second;
+        if (!p) return caf::make_error(caf::sec::invalid_argument, "no replica " + to_string(replica) + " in the topology");
+        auto rp = self->make_response_promise<bool>();
+        self->request(st.router, st.topo.timeouts.request, retire_atom::value, replica)
+            .then(
+                [=](bool) mutable {
+                  if (!agent) {  // its node is gone, and the replica with it
+                    rp.deliver(true);
+                    return;
+                  }
+                  self->request(agent, self->state.topo.timeouts.request, stop_replica_atom::value, replica)
+                      .then([=](bool) mutable { rp.deliver(true); }, [=](caf::error& e) mutable { rp.deliver(e); });
+                },
+                [=](caf::error& e) mutable { rp.deliver(e); });
+        return rp;
+      },
       [=](join_atom, const join_request& j) -> caf::result<join_reply> {
         auto& st = self->state;
         const std::string& node = j.node;
@@ -132,7 +213,7 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
         const node_agent_actor agent = j.agent;
         std::vector<replica_id> mine;
         for (auto& p : topology::place_replicas(st.topo))
-          if (p.node == node) mine.push_back(p.replica);
+          if (p.node == node && p.started) mine.push_back(p.replica);
         auto rp = self->make_response_promise<join_reply>();
         const std::uint64_t generation = st.generation;
         if (mine.empty()) {

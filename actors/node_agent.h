@@ -3,6 +3,7 @@
 // A node joins by sending its agent to the registry; the registry asks the agent to spawn each
 // replica the topology places on that node and registers the replicas with the router.
 #pragma once
+#include <functional>
 #include <map>
 
 #include "actors/protocol/node_protocol.h"
@@ -14,34 +15,42 @@
 
 namespace troupe::actors {
 
+// Starts replica R's scheduler in this process (a cpu replica with its worker group and the
+// node's KV store, or a sim replica); throws input_error when it cannot.
+using replica_factory = std::function<scheduler_actor(caf::actor_system&, replica_id)>;
+
+// The factory of a process holding `model` (cpu) or of a sim topology (`model` null).
+replica_factory replica_factory_of(const topology::topology_config& topo, std::shared_ptr<const model::llama_model> model,
+                                   std::shared_ptr<const tokenizer::tokenizer> tok, kv_store_actor store);
+
 struct node_agent_state {
   std::string node;
-  std::shared_ptr<const model::llama_model> model;
-  std::shared_ptr<const tokenizer::tokenizer> tok;
-  engine::engine_config engine;
-  std::vector<group_config> groups;  // worker group of each replica of the topology, by id
+  replica_factory make;
   std::string model_dir;
-  std::map<replica_id, scheduler_actor> replicas;
-  kv_store_actor store;  // the node's, handed to every replica spawned here
+  // The replicas it started and that still run (shared with its exit functor).
+  std::shared_ptr<std::map<replica_id, scheduler_actor>> live = std::make_shared<std::map<replica_id, scheduler_actor>>();
   static inline const char* name = "troupe.node_agent";
 };
 
+// The agent monitors its replicas (one that dies is forgotten: the head moves its requests) and
+// stops them when it exits itself.
 node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<node_agent_state> self, std::string node,
-                                           std::shared_ptr<const model::llama_model> model,
-                                           std::shared_ptr<const tokenizer::tokenizer> tok, engine::engine_config cfg,
-                                           std::vector<group_config> groups,
-                                           std::string model_dir, kv_store_actor store = {});
+                                           replica_factory make, std::string model_dir);
 
 struct node_registry_state {
   topology::topology_config topo;
   router_actor router;
   std::optional<join_credentials> credentials;  // none yet: every join is refused
   std::map<std::string, caf::actor_addr> joined;  // node name -> its agent, while alive
+  std::map<std::string, node_agent_actor> local;  // the agents of the nodes hosted in the head's process
   std::uint64_t generation = 0;                   // this head's start (see join_reply)
   static inline const char* name = "troupe.node_registry";
 };
 
+// `local`: the agents in the head's own process, by the node they host (a node that joins
+// brings its own).
 node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_pointer<node_registry_state> self,
-                                                 topology::topology_config topo, router_actor router);
+                                                 topology::topology_config topo, router_actor router,
+                                                 std::map<std::string, node_agent_actor> local);
 
 }  // namespace troupe::actors

@@ -168,6 +168,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         self->state.loads[i] = {replica, true, 0, 0, 0, 0};
         self->state.index.drop(replica);  // an earlier life's blocks are not this one's
         self->state.draining.erase(replica);
+        self->state.stopped.erase(replica);
         ++self->state.registrations[replica];
         log::info("replica_registered", {{"replica", name_of(self->state.cfg, replica)}, {"generation", self->state.registrations[replica]}});
         if (self->state.events)
@@ -265,6 +266,21 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         log::info("routing_policy", {{"policy", name}, {"params", nlohmann::json(st.cfg.params)}});
         return true;
       },
+      [=](retire_atom, replica_id replica) {
+        auto& st = self->state;
+        for (std::size_t i = 0; i < st.replicas.size(); ++i)
+          if (st.loads[i].replica == replica && st.replicas[i]) {
+            self->demonitor(st.replicas[i].address());
+            st.replicas[i] = nullptr;
+            st.loads[i].alive = false;
+            st.index.drop(replica);
+            st.draining.erase(replica);
+            st.stopped.insert(replica);
+            log::info("replica_retired", {{"replica", name_of(st.cfg, replica)}});
+            return true;
+          }
+        return false;
+      },
       [=](view_atom) {
         auto& st = self->state;
         std::vector<replica_view> out;
@@ -272,7 +288,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
           const replica_id r = st.loads[i].replica;
           if (!st.registrations.count(r)) continue;  // a slot never filled
           out.push_back({r, st.replicas[i], st.loads[i].alive && st.replicas[i], st.draining.count(r) > 0, st.registrations[r],
-                         st.parked.count(r) > 0});
+                         st.parked.count(r) > 0, st.stopped.count(r) > 0});
         }
         return out;
       },

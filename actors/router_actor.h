@@ -46,6 +46,7 @@ struct router_state {
   std::set<replica_id> draining;                 // alive, but placed on no more
   std::map<replica_id, std::uint32_t> registrations;  // times each replica registered
   std::set<replica_id> parked;                        // the warm pool: alive, placed on by nobody
+  std::set<replica_id> stopped;                       // stopped on purpose (scaled down), not dead
   admin_event_sink events;                            // the admin console's, if one watches
   std::map<replica_id, kv_store_actor> stores;   // the nodes' KV stores, indexed like replicas
   router_stats stats;

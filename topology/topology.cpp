@@ -256,7 +256,8 @@ void read_pools(const reader& r, const toml::table& root, topology_config& t) {
   std::set<std::string> names;
   for (auto&& e : *n->as_array()) {
     const toml::table& pt = *e.as_table();
-    r.only_keys(pt, "pools.", {"name", "role", "replicas", "min_replicas", "max_replicas", "nodes", "pipeline_parallel"});
+    r.only_keys(pt, "pools.", {"name", "role", "replicas", "min_replicas", "max_replicas", "warm_replicas", "nodes",
+                                 "pipeline_parallel"});
     pool_spec p;
     p.name = r.string(pt, "name", "pools.", std::nullopt);
     p.line = int(pt.source().begin.line);
@@ -270,6 +271,13 @@ void read_pools(const reader& r, const toml::table& root, topology_config& t) {
       r.fail(pt.get("max_replicas"), "pools.max_replicas", std::to_string(p.max_replicas) + " is below replicas (" + std::to_string(p.replicas) + ")");
     if (p.min_replicas > p.replicas)
       r.fail(pt.get("min_replicas"), "pools.min_replicas", std::to_string(p.min_replicas) + " is above replicas (" + std::to_string(p.replicas) + ")");
+    if (pt.get("warm_replicas")) {
+      p.warm_replicas = int(r.integer(pt, "warm_replicas", "pools.", 0, 0, 4096));
+      if (p.warm_replicas > p.max_replicas - p.replicas)
+        r.fail(pt.get("warm_replicas"), "pools.warm_replicas",
+               std::to_string(p.warm_replicas) + " is more than the slots beyond replicas (max_replicas - replicas = " +
+                   std::to_string(p.max_replicas - p.replicas) + ")");
+    }
     p.pipeline_parallel = int(r.integer(pt, "pipeline_parallel", "pools.", 1, 1, 1024));
     if (const toml::node* nn = pt.get("nodes")) {
       if (!nn->is_array()) r.fail(nn, "pools.nodes", std::string("expected an array of node names, got ") + type_name(*nn));
@@ -755,7 +763,7 @@ std::vector<replica_placement> place_replicas(const topology_config& t) {
   for (const auto& p : t.pools)
     for (int i = 0; i < std::max(p.replicas, p.max_replicas); ++i)  // code that sets replicas alone still gets them
       out.push_back({replica_id(next++), p.name, p.role, p.nodes[std::size_t(i) % p.nodes.size()], p.pipeline_parallel,
-                     p.name + "-" + std::to_string(i), i < p.replicas});
+                     p.name + "-" + std::to_string(i), i < p.replicas, i < p.replicas + p.warm()});
   return out;
 }
 

@@ -2,6 +2,7 @@
 // replicas on which nodes, scheduler limits, the routing policy and the failure timeouts.
 // Read from TOML in one place (load_topology); everything else takes these structs.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -45,10 +46,14 @@ struct pool_spec {
   std::string name;
   pool_role role = pool_role::both;
   int replicas = 1;      // serving at start
-  // Scaling bounds (troupe admin scale, the autoscaler). Every replica up to max_replicas is
-  // started at once; those beyond `replicas` wait warm (model loaded, KV allocated, placed on
-  // by nobody), so scaling up never waits for a load. Defaults: replicas.
+  // Scaling bounds (troupe admin scale, the autoscaler). Defaults: replicas.
   int min_replicas = 1, max_replicas = 1;
+  // Replicas beyond `replicas` started at once and kept warm (model loaded, KV allocated, placed
+  // on by nobody), so scaling up never waits for a load; the slots beyond those are stopped until
+  // a scale-up needs them (the node agent starts them), and scaling up refills the warm pool.
+  // Default (-1): every slot up to max_replicas is warm.
+  int warm_replicas = -1;
+  int warm() const { return warm_replicas < 0 ? std::max(0, max_replicas - replicas) : warm_replicas; }
   std::vector<std::string> nodes;  // replicas are placed round-robin over these
   int pipeline_parallel = 1;       // worker ranks per replica, each a contiguous range of layers
   int line = 0;
@@ -234,7 +239,8 @@ struct replica_placement {
   std::string node;
   int pipeline_parallel = 1;
   std::string name;  // "<pool>-<index in the pool>": what logs and the admin console call it
-  bool active = true;  // serving at start (else warm, for scaling up)
+  bool active = true;   // serving at start (else warm, for scaling up)
+  bool started = true;  // started at start (else stopped: started by a scale-up)
 };
 
 std::vector<replica_placement> place_replicas(const topology_config& t);

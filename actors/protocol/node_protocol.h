@@ -89,7 +89,13 @@ typename Inspector::result_type inspect(Inspector& f, join_credentials& x) {
 using node_registry_actor = caf::typed_actor<caf::replies_to<join_atom, join_request>::with<join_reply>,
                                              caf::reacts_to<admit_atom, join_credentials>,
                                              // Kill node N's process (true once told; an error if it has not joined).
-                                             caf::replies_to<crash_atom, std::string>::with<bool>>;
+                                             caf::replies_to<crash_atom, std::string>::with<bool>,
+                                             // Start replica R through its node's agent and register it with the
+                                             // router, parked (warm); true once it can be unparked.
+                                             caf::replies_to<spawn_replica_atom, replica_id>::with<bool>,
+                                             // Stop replica R (drained first, by the caller): the router forgets
+                                             // it, then its node's agent stops it and frees its memory.
+                                             caf::replies_to<stop_replica_atom, replica_id>::with<bool>>;
 
 void register_node_protocol(caf::actor_system_config& cfg);
 

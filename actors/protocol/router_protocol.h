@@ -62,6 +62,7 @@ using progress_atom = caf::atom_constant<caf::atom("progress")>;
 using view_atom = caf::atom_constant<caf::atom("view")>;
 using policy_atom = caf::atom_constant<caf::atom("policy")>;
 using park_atom = caf::atom_constant<caf::atom("park")>;
+using retire_atom = caf::atom_constant<caf::atom("retire")>;
 
 // One replica as the router knows it, for the admin console: every replica that ever
 // registered, dead ones included.
@@ -72,11 +73,13 @@ struct replica_view {
   bool draining = false;          // placed on no more
   std::uint32_t generation = 0;   // how many times it registered (1: never restarted)
   bool parked = false;            // in the warm pool: alive, placed on by nobody
+  bool stopped = false;           // stopped on purpose (a scale-down), until it registers again
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, replica_view& x) {
-  return f(caf::meta::type_name("replica_view"), x.replica, x.scheduler, x.alive, x.draining, x.generation, x.parked);
+  return f(caf::meta::type_name("replica_view"), x.replica, x.scheduler, x.alive, x.draining, x.generation, x.parked,
+           x.stopped);
 }
 
 // What the router has done, for /metrics and the admin console. Labels are fixed sets.
@@ -114,6 +117,9 @@ using router_actor = caf::typed_actor<
     caf::reacts_to<resume_atom, replica_id>,
     // Place on replica R no more: it joins the warm pool (after a drain, scaling down).
     caf::reacts_to<park_atom, replica_id>,
+    // Replica R is being stopped on purpose (scaled down): forget its handle and place nothing
+    // on it, without calling its end a death. Replies true (false: not registered here).
+    caf::replies_to<retire_atom, replica_id>::with<bool>,
     // Every replica that registered, by id.
     caf::replies_to<view_atom>::with<std::vector<replica_view>>,
     // Route with another policy from now on (a name in routing::registry, its parameters):

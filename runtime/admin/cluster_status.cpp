@@ -3,6 +3,8 @@
 namespace troupe::admin {
 
 std::string state_of(const replica_status& r) {
+  if (r.stopped) return "stopped";
+  if (r.starting) return "starting";
   if (!r.registered) return "starting";
   if (!r.alive) return "dead";
   if (r.parked && !r.draining) return "warm";
@@ -27,14 +29,15 @@ nlohmann::json status_json(const std::vector<replica_status>& rs, const std::vec
                            const std::vector<pool_bounds>& pools) {
   nlohmann::json out{{"nodes", nlohmann::json::array()}, {"replicas", nlohmann::json::array()}, {"pools", nlohmann::json::array()}};
   for (const auto& p : pools) {
-    int serving = 0, warm = 0;
+    int serving = 0, warm = 0, stopped = 0;
     for (const auto& r : rs)
       if (r.pool == p.name) {
         const std::string st = state_of(r);
         serving += st == "running" || st == "draining" ? 1 : 0;
         warm += st == "warm" ? 1 : 0;
+        stopped += st == "stopped" ? 1 : 0;
       }
-    out["pools"].push_back({{"name", p.name}, {"replicas", serving}, {"warm", warm}, {"min", p.min}, {"max", p.max}, {"slots", p.slots}});
+    out["pools"].push_back({{"name", p.name}, {"replicas", serving}, {"warm", warm}, {"stopped", stopped}, {"warm_target", p.warm}, {"min", p.min}, {"max", p.max}, {"slots", p.slots}});
   }
   for (const auto& n : nodes) {
     int alive = 0, total = 0;

@@ -28,6 +28,8 @@ struct replica_status {
   bool alive = false;
   bool draining = false;
   bool parked = false;           // in the warm pool: alive, placed on by nobody
+  bool stopped = false;          // not running on purpose: a slot scaling up may start
+  bool starting = false;         // asked to start, not registered since
   std::uint32_t generation = 0;  // registrations: 1 never restarted
   bool has_load = false;         // answered the last load query
   replica_load load;             // zero while it is not alive
@@ -36,8 +38,9 @@ struct replica_status {
   double sampled_at = 0;
 };
 
-// "starting" (never registered), "dead", "warm" (started, placed on by nobody: scaling up takes
-// it), "running", "draining", "drained" (safe to remove).
+// "stopped" (not started, or stopped by a scale-down: scaling up may start it), "starting" (never
+// registered), "dead", "warm" (started, placed on by nobody: scaling up takes it), "running",
+// "draining", "drained" (safe to remove).
 std::string state_of(const replica_status& r);
 
 // The replica named `name`, or nullopt.
@@ -48,6 +51,7 @@ struct pool_bounds {
   std::string name;
   int min = 1, max = 1;
   int slots = 0;  // sequences one replica runs at once (scheduler.max_seqs)
+  int warm = 0;   // warm replicas the pool keeps ready (warm_replicas)
 };
 
 nlohmann::json status_json(const std::vector<replica_status>& rs, const std::vector<std::string>& nodes,

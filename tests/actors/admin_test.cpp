@@ -144,7 +144,8 @@ BOOST_AUTO_TEST_CASE(status_topology_kv_and_help_answer_in_json) {
   the_cluster();
   const auto s = admin_cli("status");
   BOOST_TEST_REQUIRE(s.status == 0, s.text);
-  BOOST_TEST_REQUIRE(s.json["replicas"].size() == 2u);
+  BOOST_TEST_REQUIRE(s.json["replicas"].size() == 3u);  // decode-2: a stopped slot (max_replicas 3, no warm one)
+  BOOST_TEST(replica(s.json, "decode-2")["state"] == "stopped");
   for (const std::string name : {"decode-0", "decode-1"}) {
     const auto r = replica(s.json, name);
     BOOST_TEST_REQUIRE(!r.is_null(), name);
@@ -169,7 +170,7 @@ BOOST_AUTO_TEST_CASE(status_topology_kv_and_help_answer_in_json) {
   BOOST_TEST(kv.json["replicas"].size() == 1u);
   BOOST_TEST(kv.json["replicas"][0]["name"] == "decode-0");
   BOOST_TEST(kv.json["replicas"][0]["prefix_queries"].get<std::uint64_t>() > 0u);
-  BOOST_TEST(admin_cli("kv").json["replicas"].size() == 2u);
+  BOOST_TEST(admin_cli("kv").json["replicas"].size() == 3u);
 
   // `help` reaches the server through the protocol (the CLI's own `help` prints its usage).
   actors::admin_client c({});
@@ -277,6 +278,36 @@ BOOST_AUTO_TEST_CASE(drain_under_load_moves_requests_with_identical_tokens_then_
   BOOST_TEST(events.find("\"to\":\"draining\"") != std::string::npos, events);
   BOOST_TEST(events.find("\"to\":\"drained\"") != std::string::npos, events);
   BOOST_TEST(events.find("\"kind\":\"placement\"") != std::string::npos, events);
+}
+
+// configs/admin.toml keeps no warm replica: decode-2 is stopped until a scale-up starts it on
+// node-a (a separate process) through that node's agent; it then serves, and a scale-down drains
+// it and has the agent stop it again.
+BOOST_AUTO_TEST_CASE(scale_up_starts_a_stopped_replica_on_its_node_and_scale_down_stops_it) {
+  auto& c = the_cluster();
+  auto s = admin_cli("status");
+  BOOST_TEST(replica(s.json, "decode-2")["state"] == "stopped", s.text);
+  BOOST_TEST(replica(s.json, "decode-2")["node"] == "node-a");
+  BOOST_TEST(s.json["pools"][0]["stopped"] == 1);
+  BOOST_TEST(s.json["pools"][0]["warm_target"] == 0);
+  const auto up = admin_cli("scale decode 3");
+  BOOST_TEST_REQUIRE(up.status == 0, up.text);
+  BOOST_TEST(up.json["added"] == nlohmann::json::array({"decode-2"}), up.text);
+  BOOST_TEST(replica(admin_cli("status").json, "decode-2")["state"] == "running");
+  std::uint64_t served = 0;
+  for (int round = 0; round < 5 && served == 0; ++round) {  // least_loaded spreads 12 at once over the three
+    for (const auto& t : completions(c.http, 12)) BOOST_TEST(t.rfind("HTTP", 0) != 0, t);
+    served = admin_cli("kv decode-2").json["replicas"][0]["prefix_queries"].get<std::uint64_t>();
+  }
+  BOOST_TEST(served > 0u, "the started replica served nothing");
+  const auto down = admin_cli("scale decode 2");
+  BOOST_TEST_REQUIRE(down.status == 0, down.text);
+  BOOST_TEST(down.json["removed"] == nlohmann::json::array({"decode-2"}), down.text);
+  // The warm pool is brought back to warm_replicas (0) after the answer: decode-2 stops.
+  bool stopped = false;
+  for (int i = 0; i < 400 && !stopped; ++i) stopped = replica(admin_cli("status").json, "decode-2")["state"] == "stopped";
+  BOOST_TEST(stopped, "decode-2 was not stopped after the scale-down");
+  BOOST_TEST(admin_cli("status").json["pools"][0]["replicas"] == 2);
 }
 
 BOOST_AUTO_TEST_CASE(kill_under_load_every_request_completes_with_the_undisturbed_tokens) {

@@ -9,6 +9,7 @@
 
 #include "actors/local_cluster.h"
 #include "actors/node_agent.h"
+#include "actors/scheduler_actor.h"
 #include "runtime/model/fingerprint.h"
 #include "tests/support/models.h"
 
@@ -29,8 +30,10 @@ BOOST_AUTO_TEST_CASE(agent_spawns_stops_and_reports) {
   caf::actor_system sys{cfg};
   engine::engine_config ec;
   ec.num_blocks = 16;
-  auto agent = sys.spawn(node_agent, std::string("n1"), model, std::shared_ptr<const tokenizer::tokenizer>(), ec,
-                         std::vector<group_config>{}, dir, kv_store_actor{});
+  replica_factory make = [=](caf::actor_system& s, replica_id) {
+    return s.spawn(scheduler, model, std::shared_ptr<const tokenizer::tokenizer>(), ec, group_config{}, kv_store_actor{});
+  };
+  auto agent = sys.spawn(node_agent, std::string("n1"), make, dir);
   caf::scoped_actor self{sys};
   scheduler_actor s;
   self->request(agent, timeout, spawn_replica_atom::value, replica_id(7))
@@ -69,9 +72,8 @@ BOOST_AUTO_TEST_CASE(registry_places_a_joining_nodes_replicas_and_refuses_strang
   local_cluster head(sys, topo, nullptr, nullptr, placement_mode::head_node_only);
   BOOST_TEST(head.live_replicas() == 0u);
   const auto t0 = std::chrono::system_clock::now();
-  auto registry = sys.spawn(node_registry, topo, head.router());
-  auto agent = sys.spawn(node_agent, std::string("node-a"), model, std::shared_ptr<const tokenizer::tokenizer>(),
-                         engine_config_of(topo), group_configs_of(topo), dir, kv_store_actor{});
+  auto registry = sys.spawn(node_registry, topo, head.router(), std::map<std::string, node_agent_actor>{});
+  auto agent = sys.spawn(node_agent, std::string("node-a"), replica_factory_of(topo, model, nullptr, kv_store_actor{}), dir);
   caf::scoped_actor self{sys};
   const std::string token = "a-cluster-token-of-some-length", fp = model::model_fingerprint(dir);
   // Refused, each with its reason, and nothing placed: before admission, a wrong token, another
@@ -103,10 +105,9 @@ BOOST_AUTO_TEST_CASE(registry_places_a_joining_nodes_replicas_and_refuses_strang
   // The head's generation is its start: a later start of a head answers with a larger one, so
   // a node can tell a restarted head from an older process of it.
   BOOST_TEST(first.generation >= std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count()));
-  auto later = sys.spawn(node_registry, topo, head.router());
+  auto later = sys.spawn(node_registry, topo, head.router(), std::map<std::string, node_agent_actor>{});
   self->send(later, admit_atom::value, join_credentials{token, fp});
-  auto agent_b = sys.spawn(node_agent, std::string("node-b"), model, std::shared_ptr<const tokenizer::tokenizer>(),
-                           engine_config_of(topo), group_configs_of(topo), dir, kv_store_actor{});
+  auto agent_b = sys.spawn(node_agent, std::string("node-b"), replica_factory_of(topo, model, nullptr, kv_store_actor{}), dir);
   self->request(later, timeout, join_atom::value, join_request{"node-b", agent_b, token, fp})
       .receive([&](const join_reply& r) { BOOST_TEST(r.generation > first.generation); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
   self->send_exit(agent_b, caf::exit_reason::user_shutdown);

@@ -356,9 +356,20 @@ BOOST_AUTO_TEST_CASE(pools_scale_between_bounds_and_the_autoscaler_has_hysteresi
   BOOST_TEST(placed[1].active);
   BOOST_TEST(!placed[2].active);
   BOOST_TEST(placed[3].name == "p-3");
+  BOOST_TEST(placed[3].started);
+  // warm_replicas = 1: one slot past `replicas` started and idle, the last one stopped.
+  const auto some = place_replicas(parse_topology(head + pool + "warm_replicas = 1\n", "t.toml"));
+  BOOST_TEST(some[2].started);
+  BOOST_TEST(!some[3].started);
+  BOOST_TEST(!some[3].active);
+  BOOST_TEST(error_of(head + pool + "warm_replicas = 3\n").find("pools.warm_replicas: 3 is more than the slots beyond replicas") !=
+             std::string::npos);
   BOOST_TEST(error_of(head + "\n[[pools]]\nname = \"p\"\nreplicas = 3\nmax_replicas = 2\n").find("is below replicas") != std::string::npos);
   BOOST_TEST(error_of(head + "\n[[pools]]\nname = \"p\"\nreplicas = 1\nmin_replicas = 2\n").find("is above replicas") != std::string::npos);
-  t = parse_topology(head + pool + "[autoscaler]\nqueue_up = 8\nup_for = \"3s\"\nttft_slo = \"500ms\"\n", "t.toml");
+  t = parse_topology(head + pool + "[autoscaler]\nqueue_up = 8\nup_for = \"3s\"\nttft_slo = \"500ms\"\nitl_slo = \"40ms\"\nbusy_down = 0.5\n",
+                     "t.toml");
+  BOOST_TEST(t.autoscaler.cfg.itl_slo_s == 0.04);
+  BOOST_TEST(t.autoscaler.cfg.busy_down == 0.5);
   BOOST_TEST(t.autoscaler.cfg.enabled);
   BOOST_TEST(t.autoscaler.cfg.queue_up == 8.0);
   BOOST_TEST(t.autoscaler.cfg.up_for.count() == 3000);
