@@ -233,6 +233,7 @@ void stop_replicas(admin_ptr self, const std::vector<std::size_t>& ids) {
 void unpark(admin_ptr self, std::size_t i) {
   auto& st = self->state;
   self->send(st.cfg.router, resume_atom::value, replica_id{st.replicas[i].id});
+  if (st.schedulers[i]) self->send(st.schedulers[i], park_atom::value, false);  // for the other heads' routers
   st.replicas[i].parked = false;  // as the router has it now (the warm pool counts on it)
   announce(self, i, "running");
 }
@@ -330,7 +331,10 @@ void scale_pool(admin_ptr self, const std::string& pool, int n, const std::strin
           *failed = *error;
         } else {
           self->send(st.cfg.router, park_atom::value, id);
-          if (st.schedulers[i]) self->send(st.schedulers[i], resume_atom::value);  // serves again once unparked
+          if (st.schedulers[i]) {
+            self->send(st.schedulers[i], park_atom::value, true);  // for the other heads' routers
+            self->send(st.schedulers[i], resume_atom::value);     // serves again once unparked
+          }
           announce(self, i, "warm");
         }
         if (--*left > 0) return;

@@ -99,6 +99,14 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
     if (store) self->send_exit(store, caf::exit_reason::user_shutdown);
     throw input_error(why_not);
   }
+  // The agent announces a replica started or stopped at one head's request to the others.
+  auto tell_heads = [&] {
+    std::vector<caf::actor> regs;
+    for (const auto& l : links)
+      if (l.registry) regs.push_back(caf::actor_cast<caf::actor>(*l.registry));
+    self->send(agent, heads_atom::value, regs);
+  };
+  tell_heads();
   if (on_ready) on_ready(placed);
   // Serve until the process is stopped. A head that goes away (killed, restarted, cut off)
   // leaves the replicas and their KV here, serving the other heads; the node joins it again
@@ -109,6 +117,7 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
           for (auto& l : links)
             if (l.registry && l.registry->address() == d.source) {
               l.registry.reset();
+              tell_heads();
               if (on_event) on_event("head " + l.at.name + " is gone; keeping the replicas, rejoining when it is back");
             }
         },
@@ -116,6 +125,7 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
           for (auto& l : links)
             if (!l.registry) {
               const join_outcome o = join(sys, self, topo, l, req);
+              if (o.placed) tell_heads();
               if (o.placed && on_event)
                 on_event("rejoined head " + l.at.name + (o.restarted ? " (restarted: generation " + std::to_string(l.generation) + ")" : ""));
               if (!o.placed && !o.final && o.why_not.find("older than") != std::string::npos && on_event) on_event(o.why_not);

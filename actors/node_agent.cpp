@@ -1,6 +1,7 @@
 #include "actors/node_agent.h"
 
 #include <chrono>
+#include <set>
 
 #include <csignal>
 #include <sys/sysinfo.h>
@@ -26,6 +27,14 @@ void register_node_protocol(caf::actor_system_config& cfg) {
 replica_factory replica_factory_of(const topology::topology_config& topo, std::shared_ptr<const model::llama_model> model,
                                    std::shared_ptr<const tokenizer::tokenizer> tok, kv_store_actor store) {
   const engine::engine_config ec = engine_config_of(topo);
+  // A slot past its pool's `replicas` starts in the warm pool (every head's router follows).
+  std::set<std::uint32_t> warm;
+  for (const auto& p : topology::place_replicas(topo))
+    if (!p.active) warm.insert(p.replica.value);
+  auto parked_if_warm = [warm](scheduler_actor s, replica_id r) {
+    if (warm.count(r.value)) caf::anon_send(s, park_atom::value, true);
+    return s;
+  };
   if (topo.model.backend == topology::backend_kind::sim) {
     const model::model_config shape = sim_shape(topo);
     sim::gpu_spec gpu;
@@ -33,14 +42,14 @@ replica_factory replica_factory_of(const topology::topology_config& topo, std::s
     gpu.bandwidth = topo.sim->bandwidth;
     gpu.step_overhead_s = std::chrono::duration<double>(topo.sim->step_overhead).count();
     gpu.speedup = topo.sim->speedup;
-    return [=](caf::actor_system& sys, replica_id) { return sys.spawn(sim_scheduler, shape, gpu, ec); };
+    return [=](caf::actor_system& sys, replica_id r) { return parked_if_warm(sys.spawn(sim_scheduler, shape, gpu, ec), r); };
   }
   const auto groups = group_configs_of(topo);
   const std::string source = topo.source;
   return [=](caf::actor_system& sys, replica_id r) {
     if (!model) throw input_error(source + ": replica " + to_string(r) + " placed here, but this process loaded no model");
     const group_config g = r.value < groups.size() ? groups[r.value] : group_config{};
-    return sys.spawn(scheduler, model, tok, ec, g, store);
+    return parked_if_warm(sys.spawn(scheduler, model, tok, ec, g, store), r);
   };
 }
 
@@ -73,6 +82,11 @@ node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<no
           self->monitor(s);
           (*st.live)[replica] = s;
           log::info("replica_started", {{"node", st.node}, {"replica", replica.value}});
+          // The head that asked registers it; the other heads hear of it here.
+          for (const auto& h : st.heads)
+            if (h.address() != caf::actor_cast<caf::actor_addr>(self->current_sender()))
+              self->request(caf::actor_cast<node_registry_actor>(h), std::chrono::seconds(30), replica_atom::value, replica, s)
+                  .then([] {}, [](caf::error&) {});
           return s;
         } catch (const std::exception& e) {
           return caf::make_error(caf::sec::runtime_error, std::string(e.what()));
@@ -82,12 +96,16 @@ node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<no
         auto& st = self->state;
         auto it = st.live->find(replica);
         if (it == st.live->end()) return false;
+        for (const auto& h : st.heads)  // the head that asked retired it already
+          if (h.address() != caf::actor_cast<caf::actor_addr>(self->current_sender()))
+            self->send(caf::actor_cast<node_registry_actor>(h), retire_atom::value, replica);
         self->demonitor(it->second.address());
         self->send_exit(it->second, caf::exit_reason::user_shutdown);
         st.live->erase(it);
         log::info("replica_stopped", {{"node", st.node}, {"replica", replica.value}});
         return true;
       },
+      [=](heads_atom, std::vector<caf::actor>& heads) { self->state.heads = std::move(heads); },
       [=](crash_atom) {
         log::warn("node_killed", {{"node", self->state.node}, {"by", "admin"}});
         ::kill(::getpid(), SIGKILL);  // as if it crashed: no goodbye to anyone
@@ -192,6 +210,15 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
                 },
                 [=](caf::error& e) mutable { rp.deliver(e); });
         return rp;
+      },
+      [=](replica_atom, replica_id replica, scheduler_actor s) {
+        auto& st = self->state;
+        self->send(st.router, park_atom::value, replica);  // warm, like one started here; the console that asked unparks it
+        self->request(st.router, st.topo.timeouts.request, replica_atom::value, replica, s).then([](bool) {}, [](caf::error&) {});
+      },
+      [=](retire_atom, replica_id replica) {
+        self->request(self->state.router, self->state.topo.timeouts.request, retire_atom::value, replica)
+            .then([](bool) {}, [](caf::error&) {});
       },
       [=](join_atom, const join_request& j) -> caf::result<join_reply> {
         auto& st = self->state;

@@ -4,6 +4,7 @@
 // replica the topology places on that node and registers the replicas with the router.
 #pragma once
 #include <functional>
+#include <vector>
 #include <map>
 
 #include "actors/protocol/node_protocol.h"
@@ -29,6 +30,7 @@ struct node_agent_state {
   std::string model_dir;
   // The replicas it started and that still run (shared with its exit functor).
   std::shared_ptr<std::map<replica_id, scheduler_actor>> live = std::make_shared<std::map<replica_id, scheduler_actor>>();
+  std::vector<caf::actor> heads;  // the registries of the heads joined now (node_registry_actor)
   static inline const char* name = "troupe.node_agent";
 };
 

@@ -41,7 +41,9 @@ void subscribe_kv(router_actor::stateful_pointer<router_state> self, replica_id 
 }  // namespace
 
 // Placed on by nobody now: draining, or parked in the warm pool.
-bool held_back(const router_state& st, replica_id r) { return st.draining.count(r) || st.parked.count(r); }
+bool held_back(const router_state& st, replica_id r) {
+  return st.draining.count(r) || st.parked.count(r) || st.reported_draining.count(r);
+}
 
 std::string name_of(const router_config& cfg, replica_id r) { return topology::name_of(cfg.names, r.value); }
 
@@ -114,7 +116,8 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
           }
           prefill = queue >= 0 && routing::prefill_remotely(q.prompt_tokens - cached, queue, st.cfg.disaggregation);
         }
-        const bool filtering = avoiding || !st.cfg.roles.empty() || st.kv_aware || !st.draining.empty() || !st.parked.empty();
+        const bool filtering = avoiding || !st.cfg.roles.empty() || st.kv_aware || !st.draining.empty() || !st.parked.empty() ||
+                               !st.reported_draining.empty();
         std::vector<routing::replica_load> view;
         if (filtering) {
           view = st.loads;
@@ -168,6 +171,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         self->state.loads[i] = {replica, true, 0, 0, 0, 0};
         self->state.index.drop(replica);  // an earlier life's blocks are not this one's
         self->state.draining.erase(replica);
+        self->state.reported_draining.erase(replica);
         self->state.stopped.erase(replica);
         ++self->state.registrations[replica];
         log::info("replica_registered", {{"replica", name_of(self->state.cfg, replica)}, {"generation", self->state.registrations[replica]}});
@@ -234,13 +238,19 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         for (auto& l : self->state.loads) n += l.alive && !held_back(self->state, l.replica) ? 1 : 0;
         return n;
       },
-      [=](drain_atom, replica_id replica) { self->state.draining.insert(replica); },
+      [=](drain_atom, replica_id replica) {
+        self->state.draining.insert(replica);
+        self->state.parked_told[replica] = std::chrono::steady_clock::now();
+      },
       [=](resume_atom, replica_id replica) {
         self->state.draining.erase(replica);
+        self->state.reported_draining.erase(replica);
+        self->state.parked_told[replica] = std::chrono::steady_clock::now();
         if (self->state.parked.erase(replica)) log::info("replica_unparked", {{"replica", name_of(self->state.cfg, replica)}});
       },
       [=](park_atom, replica_id replica) {
         self->state.draining.erase(replica);
+        self->state.parked_told[replica] = std::chrono::steady_clock::now();
         if (self->state.parked.insert(replica).second) log::info("replica_parked", {{"replica", name_of(self->state.cfg, replica)}});
       },
       [=](watch_atom, admin_event_sink sink) { self->state.events = std::move(sink); },
@@ -269,8 +279,8 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
       [=](retire_atom, replica_id replica) {
         auto& st = self->state;
         for (std::size_t i = 0; i < st.replicas.size(); ++i)
-          if (st.loads[i].replica == replica && st.replicas[i]) {
-            self->demonitor(st.replicas[i].address());
+          if (st.loads[i].replica == replica && st.registrations.count(replica)) {  // alive, or its end seen first
+            if (st.replicas[i]) self->demonitor(st.replicas[i].address());
             st.replicas[i] = nullptr;
             st.loads[i].alive = false;
             st.index.drop(replica);
@@ -287,7 +297,8 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         for (std::size_t i = 0; i < st.replicas.size(); ++i) {
           const replica_id r = st.loads[i].replica;
           if (!st.registrations.count(r)) continue;  // a slot never filled
-          out.push_back({r, st.replicas[i], st.loads[i].alive && st.replicas[i], st.draining.count(r) > 0, st.registrations[r],
+          out.push_back({r, st.replicas[i], st.loads[i].alive && st.replicas[i], st.draining.count(r) + st.reported_draining.count(r) > 0,
+                         st.registrations[r],
                          st.parked.count(r) > 0, st.stopped.count(r) > 0});
         }
         return out;
@@ -305,6 +316,22 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
           const replica_id replica = st.loads[i].replica;
           self->request(st.replicas[i], st.cfg.request_timeout, load_atom::value)
               .then([=](const load_report& r) {
+                auto& st = self->state;
+                auto told = st.parked_told.find(replica);
+                const bool recent = told != st.parked_told.end() && std::chrono::steady_clock::now() - told->second < std::chrono::seconds(1);
+                if (r.draining && !recent)
+                  st.reported_draining.insert(replica);
+                else if (!r.draining)
+                  st.reported_draining.erase(replica);
+                if (r.parked != (st.parked.count(replica) > 0)) {
+                  if (!recent) {
+                    if (r.parked)
+                      st.parked.insert(replica);
+                    else
+                      st.parked.erase(replica);
+                    log::info(r.parked ? "replica_parked" : "replica_unparked", {{"replica", name_of(st.cfg, replica)}, {"by", "another head"}});
+                  }
+                }
                 for (auto& l : self->state.loads)
                   if (l.replica == replica && l.alive) {
                     l.running_seqs = r.running_seqs;

@@ -3,6 +3,7 @@
 #pragma once
 #include <chrono>
 #include <map>
+#include <chrono>
 #include <set>
 #include <vector>
 
@@ -46,6 +47,12 @@ struct router_state {
   std::set<replica_id> draining;                 // alive, but placed on no more
   std::map<replica_id, std::uint32_t> registrations;  // times each replica registered
   std::set<replica_id> parked;                        // the warm pool: alive, placed on by nobody
+  // What the replicas' load reports say, so that every head's router follows a drain or a
+  // scaling decision another head's console made: draining, and parked. A report is not
+  // adopted within a second of this router being told about that replica itself (drain,
+  // resume, park): one in flight then may predate the change.
+  std::set<replica_id> reported_draining;
+  std::map<replica_id, std::chrono::steady_clock::time_point> parked_told;  // when last told
   std::set<replica_id> stopped;                       // stopped on purpose (scaled down), not dead
   admin_event_sink events;                            // the admin console's, if one watches
   std::map<replica_id, kv_store_actor> stores;   // the nodes' KV stores, indexed like replicas

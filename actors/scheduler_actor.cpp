@@ -252,6 +252,7 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
         check_drained(self);
         return rp;
       },
+      [=](park_atom, bool parked) { self->state.parked = parked; },
       [=](resume_atom) {
         auto& st = self->state;
         st.draining = false;
@@ -288,6 +289,7 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
         r.kv_pull_seconds = e.stats().kv_pull_seconds;
         r.handoffs_held = std::int32_t(e.num_handoffs_held() + self->state.relayed.size());  // held here or relayed
         r.draining = self->state.draining;
+        r.parked = self->state.parked;
         return r;
       },
       [=](kv_subscribe_atom, replica_id replica, kv_event_sink sink) {

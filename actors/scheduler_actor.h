@@ -43,6 +43,7 @@ struct scheduler_state {
   std::map<std::string, caf::actor> holders;
   std::map<std::string, caf::actor> relayed;
   bool draining = false;
+  bool parked = false;  // in the warm pool (load_report::parked)
   kv_store_actor store;  // this node's KV store, if any: cached blocks let go of are offered to it
   std::vector<caf::typed_response_promise<bool>> drained;  // answered once nothing is left
   static inline const char* name = "troupe.scheduler";

@@ -217,9 +217,11 @@ void read_nodes(const reader& r, const toml::table& root, topology_config& t) {
   std::set<std::string> names;
   for (auto&& e : *n->as_array()) {
     const toml::table& nt = *e.as_table();
-    r.only_keys(nt, "nodes.", {"name", "address", "head"});
+    r.only_keys(nt, "nodes.", {"name", "address", "head", "admin", "admin_events"});
     node_spec s;
     s.name = r.string(nt, "name", "nodes.", std::nullopt);
+    s.admin_endpoint = r.string(nt, "admin", "nodes.", std::string());
+    s.admin_events = r.string(nt, "admin_events", "nodes.", std::string());
     s.line = int(nt.source().begin.line);
     if (!names.insert(s.name).second) r.fail(nt.get("name"), "nodes.name", "duplicate node name \"" + s.name + "\"");
     const std::string addr = r.string(nt, "address", "nodes.", std::string("127.0.0.1:0"));
@@ -581,9 +583,36 @@ void read_autoscaler(const reader& r, const toml::table& root, topology_config& 
     if (const toml::node* n = a->get(k)) *out = std::chrono::duration<double>(r.duration(*n, std::string("autoscaler.") + k)).count();
 }
 
+// A head's own admin addresses (nodes.admin, nodes.admin_events): each head of several serves
+// the admin protocol for the whole cluster, so each after the first names where.
+void read_head_admin(const reader& r, const toml::table& root, const toml::table* a, topology_config& t) {
+  const toml::array* nodes = root.get("nodes")->as_array();
+  const auto heads = t.heads();
+  for (std::size_t i = 0; i < nodes->size(); ++i) {
+    const toml::table& nt = *(*nodes)[i].as_table();
+    const node_spec& n = t.nodes[i];
+    for (const char* key : {"admin", "admin_events"}) {
+      const toml::node* v = nt.get(key);
+      if (!v) continue;
+      const std::string k = std::string("nodes.") + key;
+      if (!a) r.fail(v, k, "needs an [admin] table (its keys, and the first head's addresses)");
+      if (!t.is_head(n.name)) r.fail(v, k, "node \"" + n.name + "\" is not a head; only heads serve the admin protocol");
+      const std::string& ep = std::string(key) == "admin" ? n.admin_endpoint : n.admin_events;
+      const std::string host = endpoint_host(r, v, k, ep);
+      if (!t.admin.curve() && !loopback_endpoint_host(host))
+        r.fail(v, k, "\"" + host + "\" is not a loopback address: off loopback the admin endpoint needs CURVE keys (admin.secret_key, admin.authorized_keys)");
+    }
+    if (!n.admin_events.empty() && n.admin_endpoint.empty())
+      r.fail(nt.get("admin_events"), "nodes.admin_events", "needs nodes.admin too");
+    if (a && !t.admin.endpoint.empty() && heads.size() > 1 && t.is_head(n.name) && &n != heads.front() && n.admin_endpoint.empty())
+      r.fail(&nt, "nodes.admin",
+             "head \"" + n.name + "\" needs its own admin endpoint: with several heads each serves the admin protocol for the whole cluster");
+  }
+}
+
 void read_admin(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* a = r.table(root, "admin", "");
-  if (!a) return;
+  if (!a) return read_head_admin(r, root, a, t);
   r.only_keys(*a, "admin.", {"endpoint", "events", "secret_key", "authorized_keys"});
   auto& ad = t.admin;
   ad.line = int(a->source().begin.line);
@@ -611,6 +640,7 @@ void read_admin(const reader& r, const toml::table& root, topology_config& t) {
              "\"" + host + "\" is not a loopback address: off loopback the admin endpoint needs CURVE keys (secret_key, authorized_keys)");
   }
   if (!ad.events.empty() && ad.events == ad.endpoint) r.fail(a->get("events"), "admin.events", "must differ from admin.endpoint");
+  read_head_admin(r, root, a, t);
 }
 
 void read_kv_events(const reader& r, const toml::table& root, topology_config& t) {
@@ -729,6 +759,15 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
   read_kv_store(r, root, t);
   read_cluster(r, root, t);
   return t;
+}
+
+admin_spec admin_of(const topology_config& t, const std::string& head) {
+  admin_spec a = t.admin;
+  if (const node_spec* n = t.node(head); n && !n->admin_endpoint.empty()) {
+    a.endpoint = n->admin_endpoint;
+    a.events = n->admin_events;
+  }
+  return a;
 }
 
 topology_config load_topology(const std::string& path) {

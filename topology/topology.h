@@ -39,6 +39,9 @@ struct node_spec {
   std::string host = "127.0.0.1";
   std::uint16_t port = 0;  // 0: any free port (single-process topologies)
   bool head = false;       // runs `troupe serve`: an HTTP frontend, request owner and router
+  // This head's admin endpoint and event stream (`admin`, `admin_events`), when not [admin]'s:
+  // with several heads each serves the admin protocol for the whole cluster.
+  std::string admin_endpoint, admin_events;
   int line = 0;            // where it was declared, for later error messages
 };
 
@@ -224,6 +227,9 @@ struct topology_config {
 // for a syntax error, a wrong type, an unknown key, a missing required key, a duplicate name,
 // a pool on an unknown node, or an unknown routing policy or parameter.
 topology_config load_topology(const std::string& path);
+
+// The admin endpoint head `head` serves: [admin] with that head's own addresses, if it names any.
+admin_spec admin_of(const topology_config& t, const std::string& head);
 topology_config parse_topology(const std::string& text, const std::string& source);
 
 }  // namespace troupe::topology

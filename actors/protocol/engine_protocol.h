@@ -109,6 +109,9 @@ struct load_report {
   // Draining: admits nothing, hands what it holds to other replicas; drained once it also
   // holds no request and no handed-off KV (safe to remove).
   bool draining = false;
+  // In the warm pool: serving no one by every head's choice (a label the replica carries so
+  // that all heads' routers agree on it; it runs whatever it is given).
+  bool parked = false;
   bool drained() const { return draining && running_seqs == 0 && waiting_seqs == 0 && handoffs_held == 0; }
 };
 
@@ -117,7 +120,7 @@ typename Inspector::result_type inspect(Inspector& f, load_report& x) {
   return f(caf::meta::type_name("load_report"), x.running_seqs, x.waiting_seqs, x.waiting_prompt_tokens,
            x.used_blocks, x.total_blocks, x.steps, x.forward_seconds, x.kv_losses, x.preemptions, x.prompt_tokens_computed, x.generated_tokens,
            x.prefix_queries, x.prefix_hits, x.cached_blocks, x.kv_pulls, x.kv_pull_failures, x.kv_pull_bytes,
-           x.kv_pull_seconds, x.handoffs_held, x.draining);
+           x.kv_pull_seconds, x.handoffs_held, x.draining, x.parked);
 }
 
 
@@ -171,6 +174,9 @@ using hold_atom = caf::atom_constant<caf::atom("hold")>;
 using claim_atom = caf::atom_constant<caf::atom("claim")>;
 using drain_atom = caf::atom_constant<caf::atom("drain")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
+using park_atom = caf::atom_constant<caf::atom("park")>;
+using replica_atom = caf::atom_constant<caf::atom("replica")>;
+using retire_atom = caf::atom_constant<caf::atom("retire")>;
 
 // The scheduler of one replica.
 using scheduler_actor = caf::typed_actor<
@@ -197,6 +203,9 @@ using scheduler_actor = caf::typed_actor<
     caf::replies_to<drain_atom>::with<bool>,
     // Ends a drain: the replica admits and runs requests again (a pending drain answers false).
     caf::reacts_to<resume_atom>,
+    // Joins (true) or leaves (false) the warm pool: reported in its load, which every head's
+    // router follows.
+    caf::reacts_to<park_atom, bool>,
     // Send this replica's KV events to the sink from now on, stamped with replica id `r`;
     // replies with what the prefix cache holds now. A sink that dies is dropped.
     caf::replies_to<kv_subscribe_atom, replica_id, kv_event_sink>::with<kv_snapshot>,

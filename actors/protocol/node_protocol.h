@@ -33,6 +33,7 @@ using resources_atom = caf::atom_constant<caf::atom("resources")>;
 using join_atom = caf::atom_constant<caf::atom("join")>;
 using admit_atom = caf::atom_constant<caf::atom("admit")>;
 using crash_atom = caf::atom_constant<caf::atom("crash")>;
+using heads_atom = caf::atom_constant<caf::atom("heads")>;
 
 // One per process.
 using node_agent_actor = caf::typed_actor<
@@ -43,7 +44,11 @@ using node_agent_actor = caf::typed_actor<
     // What this process has.
     caf::replies_to<resources_atom>::with<node_resources>,
     // Fault injection (the admin console's `kill NODE`): the process dies at once, SIGKILL.
-    caf::reacts_to<crash_atom>>;
+    caf::reacts_to<crash_atom>,
+    // The node registries of the heads this node has joined now (node_registry_actor handles):
+    // a replica started or stopped at one head's request is announced to the others, so every
+    // head's router knows it.
+    caf::reacts_to<heads_atom, std::vector<caf::actor>>>;
 
 // A node asking to serve: its name in the topology, its agent, and its credentials.
 struct join_request {
@@ -95,7 +100,11 @@ using node_registry_actor = caf::typed_actor<caf::replies_to<join_atom, join_req
                                              caf::replies_to<spawn_replica_atom, replica_id>::with<bool>,
                                              // Stop replica R (drained first, by the caller): the router forgets
                                              // it, then its node's agent stops it and frees its memory.
-                                             caf::replies_to<stop_replica_atom, replica_id>::with<bool>>;
+                                             caf::replies_to<stop_replica_atom, replica_id>::with<bool>,
+                                             // From a node agent: replica R started (or stops) at another head's
+                                             // request; this head's router registers (or retires) it.
+                                             caf::reacts_to<replica_atom, replica_id, scheduler_actor>,
+                                             caf::reacts_to<retire_atom, replica_id>>;
 
 void register_node_protocol(caf::actor_system_config& cfg);
 

@@ -52,7 +52,6 @@ typename Inspector::result_type inspect(Inspector& f, route_reply& x) {
 }
 
 using route_atom = caf::atom_constant<caf::atom("route")>;
-using replica_atom = caf::atom_constant<caf::atom("replica")>;
 using poll_atom = caf::atom_constant<caf::atom("poll")>;
 using live_atom = caf::atom_constant<caf::atom("live")>;
 using timing_atom = caf::atom_constant<caf::atom("timing")>;
@@ -61,8 +60,6 @@ using router_stats_atom = caf::atom_constant<caf::atom("rstats")>;
 using progress_atom = caf::atom_constant<caf::atom("progress")>;
 using view_atom = caf::atom_constant<caf::atom("view")>;
 using policy_atom = caf::atom_constant<caf::atom("policy")>;
-using park_atom = caf::atom_constant<caf::atom("park")>;
-using retire_atom = caf::atom_constant<caf::atom("retire")>;
 
 // One replica as the router knows it, for the admin console: every replica that ever
 // registered, dead ones included.

@@ -1,6 +1,8 @@
 // Several heads over the same nodes (configs/two-heads.toml, as real processes): kill -9 of one
 // head under load loses nothing that went through the other head (every request completes with
-// the engine's tokens), the nodes keep their replicas, and a restarted head serves again.
+// the engine's tokens), the nodes keep their replicas, and a restarted head serves again. And
+// each head serves the admin protocol for the whole cluster: a drain or a scale made through
+// one head's console holds for the other head's router too.
 #define BOOST_TEST_MODULE multi_head
 #include <boost/test/unit_test.hpp>
 
@@ -9,7 +11,9 @@
 #include <future>
 #include <sstream>
 
+#include "actors/admin_client.h"
 #include "runtime/engine/engine.h"
+#include "topology/topology.h"
 #include "tests/support/http_client.h"
 #include "tests/support/models.h"
 
@@ -23,13 +27,15 @@ const std::string troupe_bin = std::string(TROUPE_BINARY_DIR) + "/troupe";
 std::string tiny() { return test::tiny_model_dir(); }
 
 // configs/two-heads.toml with the heads on free ports (tests run in parallel).
-std::string topology(std::uint16_t port_a, std::uint16_t port_b) {
+std::string topology_file(std::uint16_t port_a, std::uint16_t port_b) {
   std::ifstream in(std::string(TROUPE_SOURCE_DIR) + "/configs/two-heads.toml");
   std::stringstream ss;
   ss << in.rdbuf();
   std::string text = ss.str();
   text.replace(text.find("127.0.0.1:7720"), 14, "127.0.0.1:" + std::to_string(port_a));
   text.replace(text.find("127.0.0.1:7721"), 14, "127.0.0.1:" + std::to_string(port_b));
+  for (const char* admin_port : {"7620", "7621", "7622", "7623"})  // the heads' admin endpoints
+    text.replace(text.find(std::string("127.0.0.1:") + admin_port), 14, "127.0.0.1:" + std::to_string(test::free_port()));
   const std::string path = std::string(TROUPE_BINARY_DIR) + "/multi-head-test.toml";
   std::ofstream(path) << text;
   return path;
@@ -76,7 +82,7 @@ bool await_replicas(std::uint16_t port, int replicas) {
 
 BOOST_AUTO_TEST_CASE(killing_one_head_loses_nothing_through_the_other_and_a_restarted_head_serves) {
   const std::uint16_t reg_a = test::free_port(), reg_b = test::free_port();
-  const std::string config = topology(reg_a, reg_b);
+  const std::string config = topology_file(reg_a, reg_b);
   ::setenv("TROUPE_CLUSTER_TOKEN", "multi-head-test-cluster-token", 1);
   auto head_a = std::make_unique<test::serve_process>(
       std::vector<std::string>{config, "--name", "head-a", "--model", tiny(), "--registry-port", std::to_string(reg_a)});
@@ -148,5 +154,101 @@ BOOST_AUTO_TEST_CASE(killing_one_head_loses_nothing_through_the_other_and_a_rest
   BOOST_TEST_REQUIRE(again.status == 200, again.body);
   BOOST_TEST(again.json()["choices"][0]["text"].get<std::string>() == expected_text(3));
   BOOST_TEST_MESSAGE("restarted head-a serves with both replicas " << serving_after << " s after the kill");
+  ::unsetenv("TROUPE_CLUSTER_TOKEN");
+}
+
+namespace {
+
+json call(actors::admin_client& c, const std::string& cmd, const std::vector<std::string>& args = {}) {
+  const auto r = c.call(cmd, args);
+  if (!r.ok) return {{"error", r.error}};
+  return r.result;
+}
+
+json replica_in(const json& status, const std::string& name) {
+  for (const auto& r : status["replicas"])
+    if (r["name"] == name) return r;
+  return nullptr;
+}
+
+// Asks `c` for `name`'s state until it is `state`, for at most 60 s (another head's router
+// follows a replica's report within about a second).
+bool becomes(actors::admin_client& c, const std::string& name, const std::string& state) {
+  const auto deadline = clock_type::now() + std::chrono::seconds(60);
+  while (clock_type::now() < deadline)
+    if (replica_in(call(c, "status"), name)["state"] == state) return true;
+  return false;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(each_head_serves_the_admin_protocol_for_the_whole_cluster) {
+  const std::uint16_t reg_a = test::free_port(), reg_b = test::free_port();
+  const std::string config = topology_file(reg_a, reg_b);
+  const auto topo = topology::load_topology(config);
+  ::setenv("TROUPE_CLUSTER_TOKEN", "multi-head-admin-test-token", 1);
+  test::serve_process head_a({config, "--name", "head-a", "--model", tiny(), "--registry-port", std::to_string(reg_a)});
+  test::serve_process head_b({config, "--name", "head-b", "--model", tiny(), "--registry-port", std::to_string(reg_b)});
+  BOOST_TEST_REQUIRE(head_a.port() != 0);
+  BOOST_TEST_REQUIRE(head_b.port() != 0);
+  test::child_process node_a({troupe_bin, "node", config, "--name", "node-a", "--model", tiny()});
+  test::child_process node_b({troupe_bin, "node", config, "--name", "node-b", "--model", tiny()});
+  BOOST_TEST_REQUIRE(node_a.wait_for_line("registered with 2 head(s)"));
+  BOOST_TEST_REQUIRE(node_b.wait_for_line("registered with 2 head(s)"));
+  actors::admin_client_config ca, cb;
+  ca.endpoint = topology::admin_of(topo, "head-a").endpoint;
+  ca.events = topology::admin_of(topo, "head-a").events;
+  cb.endpoint = topology::admin_of(topo, "head-b").endpoint;
+  cb.events = topology::admin_of(topo, "head-b").events;
+  BOOST_TEST_REQUIRE(ca.endpoint != cb.endpoint);
+  actors::admin_client a(ca), b(cb);
+
+  // Both consoles see every replica of the cluster.
+  for (auto* c : {&a, &b}) {
+    BOOST_TEST_REQUIRE(becomes(*c, "main-1", "running"));
+    const json s = call(*c, "status");
+    BOOST_TEST(replica_in(s, "main-0")["state"] == "running", s.dump());
+    BOOST_TEST(replica_in(s, "main-0")["node"] == "node-a");
+    BOOST_TEST(replica_in(s, "main-2")["state"] == "stopped", s.dump());
+    BOOST_TEST(s["nodes"].size() == 4u);
+  }
+
+  // Drained through head-a: head-b's router places nothing on it either.
+  const json drained = call(a, "drain", {"main-0"});
+  BOOST_TEST_REQUIRE(drained["state"] == "drained", drained.dump());
+  BOOST_TEST(becomes(b, "main-0", "drained"));
+  const auto before = call(b, "kv", {"main-0"})["replicas"][0]["prefix_queries"].get<std::uint64_t>();
+  std::vector<std::future<test::http_response>> through_b;
+  for (int i = 0; i < 8; ++i)
+    through_b.push_back(std::async(std::launch::async, [&, i] { return test::post_json(head_b.port(), "/v1/completions", body_of(i)); }));
+  for (int i = 0; i < 8; ++i) {
+    const auto r = through_b[std::size_t(i)].get();
+    BOOST_TEST_REQUIRE(r.status == 200, r.body);
+    BOOST_TEST(r.json()["choices"][0]["text"].get<std::string>() == expected_text(i));
+  }
+  BOOST_TEST(call(b, "kv", {"main-0"})["replicas"][0]["prefix_queries"].get<std::uint64_t>() == before,
+             "head-b placed requests on the replica head-a drained");
+  BOOST_TEST(call(a, "resume", {"main-0"})["state"] == "running");
+  BOOST_TEST(becomes(b, "main-0", "running"));
+
+  // Scaled up through head-b: main-2 starts on node-a, and head-a's router has it too.
+  const json up = call(b, "scale", {"main", "3"});
+  BOOST_TEST_REQUIRE(up["added"] == json::array({"main-2"}), up.dump());
+  BOOST_TEST(becomes(a, "main-2", "running"));
+  std::uint64_t served = 0;
+  for (int round = 0; round < 5 && served == 0; ++round) {
+    std::vector<std::future<test::http_response>> through_a;
+    for (int i = 0; i < 9; ++i)
+      through_a.push_back(std::async(std::launch::async, [&, i] { return test::post_json(head_a.port(), "/v1/completions", body_of(20 + i)); }));
+    for (auto& f : through_a) BOOST_TEST(f.get().status == 200);
+    served = call(a, "kv", {"main-2"})["replicas"][0]["prefix_queries"].get<std::uint64_t>();
+  }
+  BOOST_TEST(served > 0u, "head-a never placed on the replica head-b started");
+
+  // Scaled down through head-a: main-2 drains and stops, and head-b's console says so.
+  const json down = call(a, "scale", {"main", "2"});
+  BOOST_TEST_REQUIRE(down["removed"] == json::array({"main-2"}), down.dump());
+  BOOST_TEST(becomes(a, "main-2", "stopped"));
+  BOOST_TEST(becomes(b, "main-2", "stopped"));
   ::unsetenv("TROUPE_CLUSTER_TOKEN");
 }

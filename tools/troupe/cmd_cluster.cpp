@@ -168,10 +168,14 @@ int cmd_serve(int argc, char** argv) {
     throw input_error("--listen " + listen + ": the node registry listens off loopback only with TLS ([cluster] tls_* or --tls-*)");
   const std::uint16_t bound = cluster.publish(listen == "0.0.0.0" ? "" : listen, registry_port, topo.cluster.tls());
   cluster.admit({cluster_token(topo, bound, true), served_fingerprint(topo, dir)});
-  // The admin endpoint (and the autoscaler), on the first head (another head's would bind the same address).
+  // The admin endpoint on every head (each at its own address, serving the whole cluster), and
+  // the autoscaler on the first head only: one decision-maker.
   std::unique_ptr<actors::admin_endpoint> admin;
-  if ((topo.admin.enabled() || topo.autoscaler.cfg.enabled) && head_name == topo.heads().front()->name)
-    admin = std::make_unique<actors::admin_endpoint>(sys, topo, cluster.router(), cluster.owner(), cluster.registry());
+  topology::topology_config here = topo;
+  here.admin = topology::admin_of(topo, head_name);
+  here.autoscaler.cfg.enabled = topo.autoscaler.cfg.enabled && head_name == topo.heads().front()->name;
+  if (here.admin.enabled() || here.autoscaler.cfg.enabled)
+    admin = std::make_unique<actors::admin_endpoint>(sys, here, cluster.router(), cluster.owner(), cluster.registry());
 
   actors::frontend_config fc;
   fc.http.host = a.get("host", topo.frontend.host);
@@ -212,9 +216,9 @@ int cmd_serve(int argc, char** argv) {
               "        -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"stream\": true}'\n"
               "      curl %s/metrics\n",
               url.c_str(), url.c_str(), url.c_str());
-  if (admin && topo.admin.enabled())
-    std::printf("admin endpoint on %s%s%s (troupe admin --config %s status)\n", topo.admin.endpoint.c_str(),
-                topo.admin.events.empty() ? "" : ", events on ", topo.admin.events.c_str(), config.c_str());
+  if (admin && here.admin.enabled())
+    std::printf("admin endpoint on %s%s%s (troupe admin --config %s status)\n", here.admin.endpoint.c_str(),
+                here.admin.events.empty() ? "" : ", events on ", here.admin.events.c_str(), config.c_str());
   std::fflush(stdout);
   const int sig = signals.wait_for_stop();
   std::fprintf(stderr, "troupe serve: signal %d, stopping\n", sig);
