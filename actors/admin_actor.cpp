@@ -478,7 +478,14 @@ void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, co
     if (!l) return refuse(self, token, "log-level: '" + args[0] + "' is not one of debug, info, warn, error, off");
     emit(self, "admin", {{"command", cmd}, {"level", args[0]}});
     log::set_level(*l);
-    return answer(self, token, {{"level", log::level_name(*l)}, {"applies_to", "the head"}});
+    const std::string name = log::level_name(*l);
+    if (!st.cfg.registry) return answer(self, token, {{"level", name}, {"applies_to", "the head"}});
+    self->request(st.cfg.registry, st.cfg.timeout, log_level_atom::value, name)
+        .then([=](std::uint32_t nodes) { answer(self, token, {{"level", name}, {"applies_to", "the head"}, {"nodes", nodes}}); },
+              [=](caf::error& e) {
+                answer(self, token, {{"level", name}, {"applies_to", "the head"}, {"nodes_error", error_message(self->system(), e)}});
+              });
+    return;
   }
   if (cmd == "set-policy") {
     if (args.size() < 2) return refuse(self, token, "set-policy: expected router|autoscaler NAME [KEY=VALUE ...]");

@@ -106,6 +106,12 @@ node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<no
         return true;
       },
       [=](heads_atom, std::vector<caf::actor>& heads) { self->state.heads = std::move(heads); },
+      [=](log_level_atom, const std::string& level) {
+        if (auto l = log::parse_level(level)) {
+          log::info("log_level", {{"node", self->state.node}, {"level", level}});  // at the level it leaves
+          log::set_level(*l);
+        }
+      },
       [=](crash_atom) {
         log::warn("node_killed", {{"node", self->state.node}, {"by", "admin"}});
         ::kill(::getpid(), SIGKILL);  // as if it crashed: no goodbye to anyone
@@ -215,6 +221,15 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
         auto& st = self->state;
         self->send(st.router, park_atom::value, replica);  // warm, like one started here; the console that asked unparks it
         self->request(st.router, st.topo.timeouts.request, replica_atom::value, replica, s).then([](bool) {}, [](caf::error&) {});
+      },
+      [=](log_level_atom, const std::string& level) {
+        std::uint32_t told = 0;
+        for (const auto& [node, addr] : self->state.joined)
+          if (auto agent = caf::actor_cast<node_agent_actor>(addr)) {
+            self->send(agent, log_level_atom::value, level);
+            ++told;
+          }
+        return told;
       },
       [=](retire_atom, replica_id replica) {
         self->request(self->state.router, self->state.topo.timeouts.request, retire_atom::value, replica)

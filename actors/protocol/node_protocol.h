@@ -34,6 +34,7 @@ using join_atom = caf::atom_constant<caf::atom("join")>;
 using admit_atom = caf::atom_constant<caf::atom("admit")>;
 using crash_atom = caf::atom_constant<caf::atom("crash")>;
 using heads_atom = caf::atom_constant<caf::atom("heads")>;
+using log_level_atom = caf::atom_constant<caf::atom("loglevel")>;
 
 // One per process.
 using node_agent_actor = caf::typed_actor<
@@ -48,7 +49,10 @@ using node_agent_actor = caf::typed_actor<
     // The node registries of the heads this node has joined now (node_registry_actor handles):
     // a replica started or stopped at one head's request is announced to the others, so every
     // head's router knows it.
-    caf::reacts_to<heads_atom, std::vector<caf::actor>>>;
+    caf::reacts_to<heads_atom, std::vector<caf::actor>>,
+    // Log at this level from now on (debug, info, warn, error, off; the admin console's
+    // `log-level`); anything else is ignored.
+    caf::reacts_to<log_level_atom, std::string>>;
 
 // A node asking to serve: its name in the topology, its agent, and its credentials.
 struct join_request {
@@ -104,7 +108,9 @@ using node_registry_actor = caf::typed_actor<caf::replies_to<join_atom, join_req
                                              // From a node agent: replica R started (or stops) at another head's
                                              // request; this head's router registers (or retires) it.
                                              caf::reacts_to<replica_atom, replica_id, scheduler_actor>,
-                                             caf::reacts_to<retire_atom, replica_id>>;
+                                             caf::reacts_to<retire_atom, replica_id>,
+                                             // Every joined node logs at this level; replies how many were told.
+                                             caf::replies_to<log_level_atom, std::string>::with<std::uint32_t>>;
 
 void register_node_protocol(caf::actor_system_config& cfg);
 

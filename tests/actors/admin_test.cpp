@@ -191,6 +191,7 @@ BOOST_AUTO_TEST_CASE(status_topology_kv_and_help_answer_in_json) {
   const auto warn = admin_cli("log-level warn");
   BOOST_TEST(warn.status == 0, warn.text);
   BOOST_TEST(warn.json["level"] == "warn");
+  BOOST_TEST(warn.json["nodes"] == 2, warn.text);  // node-a's and node-b's processes too
   BOOST_TEST(admin_cli("log-level").json["level"] == "warn");
   const auto loud = admin_cli("log-level loud");
   BOOST_TEST(loud.status == 1);

@@ -4,7 +4,8 @@
 # first (closed loop, 32 at a time: the replica's batched throughput); then each config gets
 # Poisson arrivals at 5x that rate.
 # Reports each run's goodput (requests/s that finished within the TTFT SLO), refused requests
-# (429) and the server's peak RSS. JSON in $out.
+# (429) with the time it took to be refused (rejection latency), and the server's peak RSS.
+# JSON in $out.
 #   tools/bench/admission.sh [OUT_DIR]
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then  # usage_from_header: the comment above, nothing run
   sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'
@@ -43,7 +44,8 @@ for cfg in local admission; do
   /usr/bin/python3 - "$out/$cfg.json" "$cfg" "$(cat "$tmp/peak-$cfg" 2>/dev/null || echo 0)" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
-print(f"{sys.argv[2]:>10}: completed {j['completed']}, refused/failed {j['failed']}, goodput {j.get('request_goodput') or 0:.3f} req/s "
-      f"(TTFT <= 3 s), median TTFT {j.get('median_ttft_ms', 0):.0f} ms, p99 {j.get('p99_ttft_ms', 0):.0f} ms, peak RSS {int(sys.argv[3]) / 1024:.0f} MiB")
+print(f"{sys.argv[2]:>10}: completed {j['completed']}, refused {j.get('refused', 0)} (of {j['failed']} failed), goodput {j.get('request_goodput') or 0:.3f} req/s "
+      f"(TTFT <= 3 s), median TTFT {j.get('median_ttft_ms', 0):.0f} ms, p99 {j.get('p99_ttft_ms', 0):.0f} ms, "
+      f"rejection p50 {j.get('median_rejection_ms', 0):.1f} ms p99 {j.get('p99_rejection_ms', 0):.1f} ms, peak RSS {int(sys.argv[3]) / 1024:.0f} MiB")
 PY
 done

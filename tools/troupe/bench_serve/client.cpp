@@ -120,6 +120,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
       if (!self->parser_.is_done()) return self->read();
       auto& res = (*self->st_->results)[self->i_];
       const int status = int(self->parser_.get().result_int());
+      res.status = status;
       if (status != 200) return self->fail("HTTP " + std::to_string(status) + ": " + self->parser_.get().body());
       if (!self->finished_ && res.error.empty()) return self->fail("the stream ended without [DONE]");
       self->complete();
@@ -168,6 +169,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
   void fail(const std::string& why) {
     auto& res = (*st_->results)[i_];
     res.ok = false;
+    res.e2e = st_->now() - res.start;  // for a refusal: how long it took to be told
     if (res.error.empty()) res.error = why;
     end();
   }

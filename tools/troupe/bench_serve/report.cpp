@@ -64,11 +64,15 @@ std::map<std::string, double> stats(const std::vector<double>& v) {
 summary summarize(const std::vector<request_result>& results, double duration, const slo& goal) {
   summary s;
   s.duration = duration;
-  std::vector<double> ttft, tpot, itl, e2el;
+  std::vector<double> ttft, tpot, itl, e2el, rejection;
   int good = 0;
   for (const auto& r : results) {
     if (!r.ok) {
       ++s.failed;
+      if (r.status == 429 || r.status == 503) {
+        ++s.refused;
+        rejection.push_back(r.e2e * 1e3);
+      }
       if (s.errors.size() < 5) s.errors.push_back(r.error);
       continue;
     }
@@ -87,6 +91,7 @@ summary summarize(const std::vector<request_result>& results, double duration, c
   s.latency_ms["tpot"] = stats(tpot);
   s.latency_ms["itl"] = stats(itl);
   s.latency_ms["e2el"] = stats(e2el);
+  s.latency_ms["rejection"] = stats(rejection);
   if (duration > 0) {
     s.request_throughput = s.completed / duration;
     s.output_throughput = double(s.output_tokens) / duration;
@@ -99,6 +104,7 @@ summary summarize(const std::vector<request_result>& results, double duration, c
 nlohmann::json to_json(const summary& s) {
   nlohmann::json j = {{"completed", s.completed},
                       {"failed", s.failed},
+                      {"refused", s.refused},
                       {"duration", s.duration},
                       {"total_input_tokens", s.input_tokens},
                       {"total_output_tokens", s.output_tokens},
@@ -126,6 +132,11 @@ std::string to_text(const summary& s) {
   };
   line("Successful requests:", std::to_string(s.completed));
   line("Failed requests:", std::to_string(s.failed));
+  if (s.refused > 0) {
+    line("  of them refused (429/503):", std::to_string(s.refused));
+    const auto& r = s.latency_ms.at("rejection");
+    line("  rejection latency p50 / p99 (ms):", num(r.at("p50")) + " / " + num(r.at("p99")));
+  }
   line("Benchmark duration (s):", num(s.duration));
   line("Total input tokens:", std::to_string(s.input_tokens));
   line("Total generated tokens:", std::to_string(s.output_tokens));

@@ -13,6 +13,7 @@ namespace troupe::bench {
 
 struct request_result {
   bool ok = false;
+  int status = 0;  // the HTTP status (0: no answer)
   std::string error;
   double start = 0;                // seconds after the benchmark began
   double ttft = 0, e2e = 0;        // seconds
@@ -29,6 +30,7 @@ slo parse_slo(const std::vector<std::string>& parts);
 
 struct summary {
   int completed = 0, failed = 0;
+  int refused = 0;  // of the failed, answered 429 or 503 (overload): their latency is "rejection"
   double duration = 0;
   long long input_tokens = 0, output_tokens = 0;
   std::map<std::string, std::map<std::string, double>> latency_ms;  // metric -> {mean, median, std, p50, p90, p99}
