@@ -4,6 +4,7 @@
 
 #include "actors/group_executor.h"
 #include "runtime/common/error.h"
+#include "runtime/common/log.h"
 #include "runtime/engine/sim_executor.h"
 
 namespace troupe::actors {
@@ -55,7 +56,17 @@ void deliver(scheduler_actor::stateful_pointer<scheduler_state> self, std::vecto
   auto& st = self->state;
   std::map<token_sink, token_batch> batches;
   for (auto& o : outputs) {
-    if (o.finished) release_holder(self, o.id);  // ended before its pull did (an abort)
+    if (o.finished) {
+      release_holder(self, o.id);  // ended before its pull did (an abort)
+      if (auto t = st.traces.find(o.id); t != st.traces.end()) {
+        const bool bad = o.reason == engine::finish_reason::error || o.reason == engine::finish_reason::transfer_failed;
+        if (bad || log::current_level() <= log::level::debug)  // the fields are built only for a line that shows
+          log::write(bad ? log::level::warn : log::level::debug, "replica_request_end",
+                     {{"id", o.id}, {"trace", t->second}, {"outcome", engine::finish_reason_name(o.reason)},
+                      {"output_tokens", o.num_output_tokens}});
+        st.traces.erase(t);
+      }
+    }
     auto it = st.sinks.find(o.id);
     if (it == st.sinks.end()) continue;
     auto& b = batches[it->second];
@@ -195,6 +206,9 @@ caf::result<bool> accept(scheduler_actor::stateful_pointer<scheduler_state> self
   }
   if (st.watched_sinks.insert(sink.address()).second) self->monitor(sink);
   st.sinks[r.id] = std::move(sink);
+  st.traces[r.id] = r.trace_id;
+  if (log::current_level() <= log::level::debug)
+    log::debug("replica_request_start", {{"id", r.id}, {"trace", r.trace_id}, {"prompt_tokens", r.prompt.size()}});
   schedule_step(self);
   return true;
 }

@@ -5,6 +5,7 @@
 // replica ends; if a rank dies, the lost step and the KV are recomputed on the fresh group.
 #pragma once
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <functional>
 #include <set>
@@ -20,6 +21,9 @@ namespace troupe::actors {
 struct scheduler_state {
   std::unique_ptr<engine::engine> engine;
   std::map<std::string, token_sink> sinks;  // where each live request's tokens go
+  // Each live request's trace id (the client's X-Request-Id), for this replica's log lines;
+  // dropped with its final output, which every accepted request has.
+  std::unordered_map<std::string, std::string> traces;
   std::set<caf::actor_addr> watched_sinks;  // monitored: a sink that dies (its head) aborts its requests
   bool step_pending = false;                // a step_atom is in the mailbox
   std::function<void()> wake;                // sim: what to do when the step's time has passed

@@ -1,7 +1,7 @@
-// The log of `troupe serve --log-format json`: a request ends with one line naming it (its
+// The log of `troupe serve --log-format json --log-level debug`: a request ends with one line naming it (its
 // client's X-Request-Id as the trace, returned in the response header too), its replica, its
-// tokens, its phase times and its outcome; an X-Request-Id a client could forge lines with is
-// replaced by the request's id.
+// tokens, its phase times and its outcome, and the replica's own lines about it carry the same
+// trace; an X-Request-Id a client could forge lines with is replaced by the request's id.
 #define BOOST_TEST_MODULE request_log
 #include <boost/test/unit_test.hpp>
 
@@ -42,7 +42,7 @@ BOOST_AUTO_TEST_CASE(a_request_ends_with_one_log_line_carrying_its_trace_id) {
   const std::uint16_t port = test::free_port();
   test::child_process serve({"/bin/sh", "-c",
                              "exec " + std::string(TROUPE_BINARY_DIR) + "/troupe serve " + dir + "/t.toml --port " + std::to_string(port) +
-                                 " --registry-port 0 --log-format json 2> " + log_file});
+                                 " --registry-port 0 --log-format json --log-level debug 2> " + log_file});
   BOOST_TEST_REQUIRE(serve.wait_for_line("listening on"));
   const json body{{"prompt", "hello"}, {"max_tokens", 5}, {"ignore_eos", true}};
   const auto r = test::http_request(port, "POST", "/v1/completions", body.dump(), {{"X-Request-Id", "client-trace.42"}});
@@ -61,6 +61,12 @@ BOOST_AUTO_TEST_CASE(a_request_ends_with_one_log_line_carrying_its_trace_id) {
   BOOST_TEST(e["output_tokens"] == 5);
   BOOST_TEST(e["outcome"] == "length");
   for (const char* k : {"queue_s", "prefill_s", "decode_s", "prompt_tokens", "tenant", "ts"}) BOOST_TEST(e.contains(k), k);
+  // The replica's own lines about it carry the same trace (debug level).
+  BOOST_TEST(lines(log_file, "replica_request_start", "client-trace.42").size() == 1u);
+  const auto replica_end = lines(log_file, "replica_request_end", "client-trace.42");
+  BOOST_TEST_REQUIRE(replica_end.size() == 1u);
+  BOOST_TEST(replica_end[0]["id"] == id);
+  BOOST_TEST(replica_end[0]["outcome"] == "length");
 
   // A header that could forge or bloat lines is not used: the request's id is the trace.
   const auto bad = test::http_request(port, "POST", "/v1/completions", body.dump(), {{"X-Request-Id", "x y\" INFO forged"}});
