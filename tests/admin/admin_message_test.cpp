@@ -141,6 +141,22 @@ BOOST_AUTO_TEST_CASE(replica_states_and_status_fields) {
   r.load.prefix_queries = 8;
   r.load.prefix_hits = 2;
   BOOST_TEST(kv_json({r})["replicas"][0]["prefix_hit_rate"] == 0.25);
+  // A stopped slot, and one asked to start: counted per pool beside the warm target.
+  replica_status stopped = r, starting = r;
+  stopped.name = "decode-1";
+  stopped.stopped = true;
+  BOOST_TEST(state_of(stopped) == "stopped");
+  starting.name = "decode-2";
+  starting.registered = false;
+  starting.starting = true;
+  BOOST_TEST(state_of(starting) == "starting");
+  r.draining = false;
+  const auto p = status_json({r, stopped, starting}, {"node-a"}, {{"decode", 1, 3, 8, 0}})["pools"][0];
+  BOOST_TEST(p["replicas"] == 1);
+  BOOST_TEST(p["stopped"] == 1);
+  BOOST_TEST(p["warm"] == 0);
+  BOOST_TEST(p["warm_target"] == 0);
+  BOOST_TEST(p["slots"] == 8);
   BOOST_TEST(find_replica({r}, "decode-0").value() == 0u);
   BOOST_TEST(!find_replica({r}, "decode-9").has_value());
 }
