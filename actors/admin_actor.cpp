@@ -259,6 +259,7 @@ pool_members members_of(admin_ptr self, const std::string& pool) {
 // Brings the pool's warm replicas to its warm_replicas: starts stopped ones, or stops the newest
 // warm ones beyond it (their memory goes back to the node).
 void keep_warm(admin_ptr self, const std::string& pool, int target) {
+  if (!self->state.cfg.registry) return;  // nothing can start or stop replicas
   const pool_members m = members_of(self, pool);
   const int warm = int(m.warm.size());
   if (warm < target) {
