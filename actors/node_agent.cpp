@@ -135,16 +135,31 @@ node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<no
 
 namespace {
 
-// The agent of the node hosting replica R now (null: that node is not here or has not joined),
-// and R's placement.
-std::pair<node_agent_actor, std::optional<topology::replica_placement>> agent_of(node_registry_state& st, replica_id r) {
+// Replica R's placement and the agent of its node now (null: that node is not here or has not
+// joined), or an error when the topology has no replica R.
+struct placed_replica {
+  topology::replica_placement where;
+  node_agent_actor agent;
+};
+
+caf::expected<placed_replica> agent_of(const node_registry_state& st, replica_id r) {
   for (const auto& p : topology::place_replicas(st.topo))
     if (p.replica == r) {
-      if (auto l = st.local.find(p.node); l != st.local.end()) return {l->second, p};
-      if (auto j = st.joined.find(p.node); j != st.joined.end()) return {caf::actor_cast<node_agent_actor>(j->second), p};
-      return {node_agent_actor{}, p};
+      if (auto l = st.local.find(p.node); l != st.local.end()) return placed_replica{p, l->second};
+      if (auto j = st.joined.find(p.node); j != st.joined.end()) return placed_replica{p, caf::actor_cast<node_agent_actor>(j->second)};
+      return placed_replica{p, {}};
     }
-  return {node_agent_actor{}, std::nullopt};
+  return caf::make_error(caf::sec::invalid_argument, "no replica " + to_string(r) + " in the topology");
+}
+
+// Registers replica R (its scheduler `s`) with this head's router in the warm pool: parked
+// first, so nothing is placed on it before the console that asked unparks it.
+void register_warm(node_registry_actor::stateful_pointer<node_registry_state> self, replica_id replica, scheduler_actor s,
+                   std::function<void(std::optional<caf::error>)> done) {
+  auto& st = self->state;
+  self->send(st.router, park_atom::value, replica);
+  self->request(st.router, st.topo.timeouts.request, replica_atom::value, replica, std::move(s))
+      .then([=](bool) { done(std::nullopt); }, [=](caf::error& e) { done(e); });
 }
 
 }  // namespace
@@ -180,29 +195,27 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
       },
       [=](spawn_replica_atom, replica_id replica) -> caf::result<bool> {
         auto& st = self->state;
-        const auto found = agent_of(st, replica);
-        const node_agent_actor agent = found.first;
-        const auto& p = found.second;
-        if (!p) return caf::make_error(caf::sec::invalid_argument, "no replica " + to_string(replica) + " in the topology");
-        if (!agent) return caf::make_error(caf::sec::invalid_argument, "node \"" + p->node + "\" of " + p->name + " has not joined");
+        auto found = agent_of(st, replica);
+        if (!found) return found.error();
+        if (!found->agent)
+          return caf::make_error(caf::sec::invalid_argument, "node \"" + found->where.node + "\" of " + found->where.name + " has not joined");
         auto rp = self->make_response_promise<bool>();
-        // Parked before it registers: it joins the warm pool, and the caller unparks it.
-        self->send(st.router, park_atom::value, replica);
-        self->request(agent, st.topo.timeouts.request, spawn_replica_atom::value, replica)
+        self->request(found->agent, st.topo.timeouts.request, spawn_replica_atom::value, replica)
             .then(
                 [=](scheduler_actor s) mutable {
-                  self->request(self->state.router, self->state.topo.timeouts.request, replica_atom::value, replica, s)
-                      .then([=](bool) mutable { rp.deliver(true); }, [=](caf::error& e) mutable { rp.deliver(e); });
+                  register_warm(self, replica, std::move(s), [=](std::optional<caf::error> e) mutable {
+                    if (e) rp.deliver(*e);
+                    else rp.deliver(true);
+                  });
                 },
                 [=](caf::error& e) mutable { rp.deliver(e); });
         return rp;
       },
       [=](stop_replica_atom, replica_id replica) -> caf::result<bool> {
         auto& st = self->state;
-        const auto found = agent_of(st, replica);
-        const node_agent_actor agent = found.first;
-        const auto& p = found.second;
-        if (!p) return caf::make_error(caf::sec::invalid_argument, "no replica " + to_string(replica) + " in the topology");
+        auto found = agent_of(st, replica);
+        if (!found) return found.error();
+        const node_agent_actor agent = found->agent;
         auto rp = self->make_response_promise<bool>();
         self->request(st.router, st.topo.timeouts.request, retire_atom::value, replica)
             .then(
@@ -217,10 +230,8 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
                 [=](caf::error& e) mutable { rp.deliver(e); });
         return rp;
       },
-      [=](replica_atom, replica_id replica, scheduler_actor s) {
-        auto& st = self->state;
-        self->send(st.router, park_atom::value, replica);  // warm, like one started here; the console that asked unparks it
-        self->request(st.router, st.topo.timeouts.request, replica_atom::value, replica, s).then([](bool) {}, [](caf::error&) {});
+      [=](replica_atom, replica_id replica, scheduler_actor s) {  // started at another head's request
+        register_warm(self, replica, std::move(s), [](std::optional<caf::error>) {});
       },
       [=](log_level_atom, const std::string& level) {
         std::uint32_t told = 0;

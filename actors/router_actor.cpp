@@ -240,17 +240,17 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
       },
       [=](drain_atom, replica_id replica) {
         self->state.draining.insert(replica);
-        self->state.parked_told[replica] = std::chrono::steady_clock::now();
+        self->state.told_at[replica] = std::chrono::steady_clock::now();
       },
       [=](resume_atom, replica_id replica) {
         self->state.draining.erase(replica);
         self->state.reported_draining.erase(replica);
-        self->state.parked_told[replica] = std::chrono::steady_clock::now();
+        self->state.told_at[replica] = std::chrono::steady_clock::now();
         if (self->state.parked.erase(replica)) log::info("replica_unparked", {{"replica", name_of(self->state.cfg, replica)}});
       },
       [=](park_atom, replica_id replica) {
         self->state.draining.erase(replica);
-        self->state.parked_told[replica] = std::chrono::steady_clock::now();
+        self->state.told_at[replica] = std::chrono::steady_clock::now();
         if (self->state.parked.insert(replica).second) log::info("replica_parked", {{"replica", name_of(self->state.cfg, replica)}});
       },
       [=](watch_atom, admin_event_sink sink) { self->state.events = std::move(sink); },
@@ -317,20 +317,21 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
           self->request(st.replicas[i], st.cfg.request_timeout, load_atom::value)
               .then([=](const load_report& r) {
                 auto& st = self->state;
-                auto told = st.parked_told.find(replica);
-                const bool recent = told != st.parked_told.end() && std::chrono::steady_clock::now() - told->second < std::chrono::seconds(1);
-                if (r.draining && !recent)
-                  st.reported_draining.insert(replica);
-                else if (!r.draining)
+                // Only a report that differs from what this router holds is weighed (at 20 Hz per replica).
+                auto recent = [&] {
+                  auto told = st.told_at.find(replica);
+                  return told != st.told_at.end() && std::chrono::steady_clock::now() - told->second < std::chrono::seconds(1);
+                };
+                if (!r.draining)
                   st.reported_draining.erase(replica);
-                if (r.parked != (st.parked.count(replica) > 0)) {
-                  if (!recent) {
-                    if (r.parked)
-                      st.parked.insert(replica);
-                    else
-                      st.parked.erase(replica);
-                    log::info(r.parked ? "replica_parked" : "replica_unparked", {{"replica", name_of(st.cfg, replica)}, {"by", "another head"}});
-                  }
+                else if (!st.reported_draining.count(replica) && !recent())
+                  st.reported_draining.insert(replica);
+                if (r.parked != (st.parked.count(replica) > 0) && !recent()) {
+                  if (r.parked)
+                    st.parked.insert(replica);
+                  else
+                    st.parked.erase(replica);
+                  log::info(r.parked ? "replica_parked" : "replica_unparked", {{"replica", name_of(st.cfg, replica)}, {"by", "another head"}});
                 }
                 for (auto& l : self->state.loads)
                   if (l.replica == replica && l.alive) {

@@ -52,7 +52,7 @@ struct router_state {
   // adopted within a second of this router being told about that replica itself (drain,
   // resume, park): one in flight then may predate the change.
   std::set<replica_id> reported_draining;
-  std::map<replica_id, std::chrono::steady_clock::time_point> parked_told;  // when last told
+  std::map<replica_id, std::chrono::steady_clock::time_point> told_at;  // when last told (drain, resume, park)
   std::set<replica_id> stopped;                       // stopped on purpose (scaled down), not dead
   admin_event_sink events;                            // the admin console's, if one watches
   std::map<replica_id, kv_store_actor> stores;   // the nodes' KV stores, indexed like replicas
