@@ -31,11 +31,19 @@ std::size_t slot_of(router_actor::stateful_pointer<router_state> self, replica_i
 }
 
 // Asks replica (or store) `replica` for its KV events from now on and for what it holds now.
+// `then` runs once the snapshot is in the index (or the request failed).
 template <class Handle>
-void subscribe_kv(router_actor::stateful_pointer<router_state> self, replica_id replica, const Handle& s) {
+void subscribe_kv(router_actor::stateful_pointer<router_state> self, replica_id replica, const Handle& s,
+                  std::function<void()> then = {}) {
   self->request(s, self->state.cfg.request_timeout, kv_subscribe_atom::value, replica, caf::actor_cast<kv_event_sink>(self))
-      .then([=](const kv_snapshot& snap) { self->state.index.reset(replica, snap.generation, snap.seq, snap.hashes); },
-            [](caf::error&) {});  // a dead replica is handled by its down message
+      .then(
+          [=](const kv_snapshot& snap) {
+            self->state.index.reset(replica, snap.generation, snap.seq, snap.hashes);
+            if (then) then();
+          },
+          [=](caf::error&) {  // a dead replica is handled by its down message
+            if (then) then();
+          });
 }
 
 }  // namespace
@@ -177,8 +185,11 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         log::info("replica_registered", {{"replica", name_of(self->state.cfg, replica)}, {"generation", self->state.registrations[replica]}});
         if (self->state.events)
           self->send(self->state.events, event_atom::value, std::string("replica_up"), "{\"replica\": " + std::to_string(replica.value) + "}");
-        subscribe_kv(self, replica, s);
-        return true;
+        // Answered once the router holds what the replica already computed, so a route sent
+        // after the answer sees it.
+        auto answered = self->make_response_promise<bool>();
+        subscribe_kv(self, replica, s, [answered]() mutable { answered.deliver(true); });
+        return answered;
       },
       [=](progress_atom, replica_id replica, std::int32_t prompt_tokens, bool finished) {
         for (auto& l : self->state.loads)

@@ -128,3 +128,31 @@ BOOST_AUTO_TEST_CASE(the_router_credits_computed_prefixes_and_forgets_them_when_
   self->send_exit(s0, caf::exit_reason::kill);
   self->send_exit(s1b, caf::exit_reason::kill);
 }
+
+// A registration is answered only once the router holds what the replica had already computed:
+// a route sent right after it sees the replica's prefix. (The router used to answer at once and
+// subscribe in the background, so a route could overtake the snapshot; many rounds catch that.)
+BOOST_AUTO_TEST_CASE(a_registered_replica_is_credited_for_what_it_held_before_the_registration_is_answered) {
+  config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  router_config rc;
+  rc.policy = "kv_aware";
+  rc.block_size = 16;
+  rc.model_key = engine_cfg().model_key;
+  auto router = sys.spawn(actors::router, rc);
+  std::vector<scheduler_actor> replicas;
+  int credited = 0;
+  constexpr int rounds = 24;
+  for (int i = 0; i < rounds; ++i) {
+    auto s = spawn_replica(sys);
+    replicas.push_back(s);
+    run(self, s, "warm-" + std::to_string(i), prompt(100 + i, 1));
+    add_replica(self, router, std::uint32_t(i), s);
+    route_reply rep = route(self, router, prompt(100 + i, 2));
+    if (rep.placed && rep.replica == replica_id(std::uint32_t(i)) && rep.why.find("holds 64 of 74") != std::string::npos) ++credited;
+  }
+  BOOST_TEST(credited == rounds);
+  self->send_exit(router, caf::exit_reason::kill);
+  for (auto& s : replicas) self->send_exit(s, caf::exit_reason::kill);
+}
