@@ -16,6 +16,7 @@ packages=(
   libmsgpack-cxx-dev          # admin protocol
   libreadline-dev             # the admin console's line editing and history
   libspdlog-dev               # logs (spdlog, with fmt)
+  libgloo-dev                 # collectives between processes (runtime/collectives/gloo.h)
   python3-torch python3-numpy # the independent reference implementation the tests compare with
   python3-jinja2              # the chat-template renderer is checked against it
   python3-zmq python3-msgpack # an independent reader of the KV events (tests/kv/kv_events_check.py)

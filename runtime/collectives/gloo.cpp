@@ -1,0 +1,202 @@
+#include "runtime/collectives/gloo.h"
+
+#include <gloo/allgather.h>
+#include <gloo/alltoall.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <vector>
+
+namespace troupe::collectives {
+
+namespace {
+
+class gloo_communicator final : public communicator {
+ public:
+  gloo_communicator(gloo_options opt, std::shared_ptr<gloo::rendezvous::Context> ctx) : opt_(std::move(opt)), ctx_(std::move(ctx)) {}
+  int rank() const override { return opt_.rank; }
+  int size() const override { return opt_.size; }
+  std::uint64_t generation() const override { return opt_.generation; }
+
+  void all_reduce(std::span<float> data, reduce_op op) override {
+    std::vector<float> all(data.size() * std::size_t(size()));
+    settle_sends("all_reduce", 0);
+    run("all_reduce", [&] {
+      gloo::AllgatherOptions o(ctx_);
+      o.setInput(data.data(), data.size());
+      o.setOutput(all.data(), all.size());
+      o.setTimeout(opt_.timeout);
+      gloo::allgather(o);
+    });
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      float acc = all[i];
+      for (int r = 1; r < size(); ++r) {
+        const float v = all[std::size_t(r) * data.size() + i];
+        acc = op == reduce_op::sum ? acc + v : std::max(acc, v);
+      }
+      data[i] = acc;
+    }
+  }
+
+  void all_gather(std::span<const float> mine, std::span<float> all) override {
+    check_size("all_gather", all.size(), mine.size() * std::size_t(size()));
+    settle_sends("all_gather", 0);
+    run("all_gather", [&] {
+      gloo::AllgatherOptions o(ctx_);
+      o.setInput(const_cast<float*>(mine.data()), mine.size());
+      o.setOutput(all.data(), all.size());
+      o.setTimeout(opt_.timeout);
+      gloo::allgather(o);
+    });
+  }
+
+  void reduce_scatter(std::span<const float> all, std::span<float> mine) override {
+    check_size("reduce_scatter", all.size(), mine.size() * std::size_t(size()));
+    std::vector<float> blocks(all.size());  // block r: rank r's block for this rank
+    exchange("reduce_scatter", all, blocks);
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      float acc = blocks[i];
+      for (int r = 1; r < size(); ++r) acc += blocks[std::size_t(r) * mine.size() + i];
+      mine[i] = acc;
+    }
+  }
+
+  void all_to_all(std::span<const float> send, std::span<float> recv) override {
+    check_size("all_to_all", recv.size(), send.size());
+    if (send.size() % std::size_t(size()) != 0)
+      throw collective_error("all_to_all: " + std::to_string(send.size()) + " values do not split into " + std::to_string(size()) +
+                             " equal blocks");
+    exchange("all_to_all", send, recv);
+  }
+
+  // Gloo completes a send only once the peer has posted its receive, so a send is posted from a
+  // copy of the data and returns; sends still in flight are waited for before the next
+  // collective, or when too many are.
+  void send(std::span<const float> data, int to) override {
+    check_peer("send", to);
+    run("send", [&] {
+      auto copy = std::make_unique<std::vector<float>>(data.begin(), data.end());
+      auto buf = ctx_->createUnboundBuffer(copy->data(), copy->size() * sizeof(float));
+      buf->send(to, slot(rank_of_pair(opt_.rank, to)));
+      in_flight_.push_back({std::move(copy), std::move(buf), to});
+    });
+    if (in_flight_.size() > 64) settle_sends("send", 32);
+  }
+
+  void recv(std::span<float> data, int from) override {
+    check_peer("recv", from);
+    run("recv", [&] {
+      auto buf = ctx_->createUnboundBuffer(data.data(), data.size_bytes());
+      buf->recv(from, slot(rank_of_pair(from, opt_.rank)));
+      if (!buf->waitRecv(opt_.timeout)) throw collective_error("recv from rank " + std::to_string(from) + " waited past its deadline");
+    });
+  }
+
+  ~gloo_communicator() override {
+    if (!ctx_) return;
+    try {
+      settle_sends("close", 0);
+    } catch (const std::exception&) {  // a peer already gone: nothing left to deliver to
+    }
+  }
+
+  void abort(const std::string& why) override {
+    in_flight_.clear();
+    if (!failed_) failed_ = why;
+    ctx_.reset();  // closes every connection: the peers' pending calls fail
+  }
+
+ private:
+  std::string where(const char* op) const {
+    return std::string(op) + " (rank " + std::to_string(rank()) + " of " + std::to_string(size()) + ", group " + opt_.group +
+           " generation " + std::to_string(generation()) + ")";
+  }
+
+  // Waits until at most `keep` sends are in flight.
+  void settle_sends(const char* op, std::size_t keep) {
+    run(op, [&] {
+      while (in_flight_.size() > keep) {
+        auto& s = in_flight_.front();
+        if (!s.buf->waitSend(opt_.timeout))
+          throw collective_error("a send to rank " + std::to_string(s.to) + " was not received within the deadline");
+        in_flight_.erase(in_flight_.begin());
+      }
+    });
+  }
+
+  // Runs a Gloo call; any failure fails this generation for good.
+  template <class F>
+  void run(const char* op, F&& f) {
+    if (failed_ || !ctx_) throw collective_error(where(op) + ": the group failed: " + failed_.value_or("aborted"));
+    try {
+      f();
+    } catch (const std::exception& e) {
+      failed_ = e.what();
+      throw collective_error(where(op) + ": " + e.what());
+    }
+  }
+
+  void exchange(const char* op, std::span<const float> send, std::span<float> recv) {
+    settle_sends(op, 0);
+    run(op, [&] {
+      gloo::AlltoallOptions o(ctx_);
+      o.setInput(const_cast<float*>(send.data()), send.size());
+      o.setOutput(recv.data(), recv.size());
+      o.setTimeout(opt_.timeout);
+      gloo::alltoall(o);
+    });
+  }
+
+  void check_size(const char* op, std::size_t got, std::size_t want) const {
+    if (got != want)
+      throw collective_error(where(op) + ": the output holds " + std::to_string(got) + " values, " + std::to_string(want) + " needed");
+  }
+
+  void check_peer(const char* op, int peer) const {
+    if (peer < 0 || peer >= size() || peer == rank()) throw collective_error(where(op) + ": no peer rank " + std::to_string(peer));
+  }
+
+  // Point-to-point messages between two ranks go in order on their own slot.
+  std::uint64_t rank_of_pair(int from, int to) const { return std::uint64_t(from) * std::uint64_t(size()) + std::uint64_t(to); }
+  std::uint64_t slot(std::uint64_t pair) { return (pair << 32) | sequence_[pair]++; }
+
+  gloo_options opt_;
+  std::shared_ptr<gloo::rendezvous::Context> ctx_;
+  std::optional<std::string> failed_;
+  std::map<std::uint64_t, std::uint32_t> sequence_;
+  struct pending_send {
+    std::unique_ptr<std::vector<float>> data;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+    int to = 0;
+  };
+  std::vector<pending_send> in_flight_;
+};
+
+}  // namespace
+
+std::unique_ptr<communicator> connect_gloo(const gloo_options& opt) {
+  if (opt.size < 1 || opt.rank < 0 || opt.rank >= opt.size)
+    throw collective_error("rank " + std::to_string(opt.rank) + " of a group of " + std::to_string(opt.size) + " does not exist");
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = opt.host;
+    auto dev = gloo::transport::tcp::CreateDevice(attr);
+    gloo::rendezvous::FileStore files(opt.store_dir);
+    gloo::rendezvous::PrefixStore store(opt.group + "/" + std::to_string(opt.generation), files);
+    auto ctx = std::make_shared<gloo::rendezvous::Context>(opt.rank, opt.size);
+    ctx->setTimeout(opt.timeout);
+    ctx->connectFullMesh(store, dev);
+    return std::make_unique<gloo_communicator>(opt, std::move(ctx));
+  } catch (const std::exception& e) {
+    throw collective_error("group " + opt.group + " generation " + std::to_string(opt.generation) + ", rank " + std::to_string(opt.rank) +
+                           ": could not connect: " + e.what());
+  }
+}
+
+}  // namespace troupe::collectives

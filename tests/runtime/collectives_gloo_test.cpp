@@ -1,0 +1,118 @@
+// The Gloo collectives (runtime/collectives/gloo.h) over TCP on loopback: every operation gives
+// the same bits as the shared-memory backend on random inputs (ranks on threads, each with its
+// own connections), and a rank in another process that dies makes the waiting rank's call fail
+// with an error instead of hanging.
+#define BOOST_TEST_MODULE collectives_gloo
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "runtime/collectives/gloo.h"
+#include "runtime/collectives/shm.h"
+
+using namespace troupe::collectives;
+
+namespace {
+
+std::string fresh_dir(const std::string& name) {
+  const auto d = std::filesystem::path(TROUPE_BINARY_DIR) / "collectives-gloo" / (name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+std::vector<float> random_values(std::size_t n, unsigned seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+// Every operation once on rank r's communicator; returns everything it produced, in order.
+std::vector<float> exercise(communicator& c, const std::vector<float>& in, std::size_t n) {
+  const int size = c.size(), r = c.rank();
+  std::vector<float> out, v = in, all(n * std::size_t(size)), mine(n), ex(in.size()), got(n);
+  c.all_reduce(v);
+  out.insert(out.end(), v.begin(), v.end());
+  v = in;
+  c.all_reduce(v, reduce_op::max);
+  out.insert(out.end(), v.begin(), v.end());
+  c.all_gather(std::span<const float>(in).first(n), all);
+  out.insert(out.end(), all.begin(), all.end());
+  c.reduce_scatter(in, mine);
+  out.insert(out.end(), mine.begin(), mine.end());
+  c.all_to_all(in, ex);
+  out.insert(out.end(), ex.begin(), ex.end());
+  if (size > 1) {
+    c.send(std::span<const float>(in).first(n), (r + 1) % size);
+    c.recv(got, (r + size - 1) % size);
+    out.insert(out.end(), got.begin(), got.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(every_operation_gives_the_shared_memory_backends_bits) {
+  for (int size : {2, 3}) {
+    const std::size_t n = 29;
+    std::vector<std::vector<float>> in;
+    for (int r = 0; r < size; ++r) in.push_back(random_values(n * std::size_t(size), unsigned(7 * size + r)));
+    auto shm = make_shm_group({size, 1, std::chrono::milliseconds(60000)});
+    const std::string dir = fresh_dir("ops" + std::to_string(size));
+    const std::size_t ranks = std::size_t(size);
+    std::vector<std::vector<float>> want(ranks), got(ranks);
+    std::vector<std::string> errors(ranks);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < size; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          want[std::size_t(r)] = exercise(*shm[std::size_t(r)], in[std::size_t(r)], n);
+          auto c = connect_gloo({r, size, 1, "test", dir, "127.0.0.1", std::chrono::milliseconds(60000)});
+          got[std::size_t(r)] = exercise(*c, in[std::size_t(r)], n);
+        } catch (const std::exception& e) {
+          errors[std::size_t(r)] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < size; ++r) {
+      BOOST_TEST(errors[std::size_t(r)].empty(), errors[std::size_t(r)]);
+      BOOST_TEST(got[std::size_t(r)] == want[std::size_t(r)], "rank " << r << " of " << size);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_rank_whose_process_dies_fails_the_waiting_rank) {
+  const std::string dir = fresh_dir("death");
+  const pid_t child = ::fork();
+  if (child == 0) {  // rank 1: connects, then dies before the collective
+    try {
+      auto c = connect_gloo({1, 2, 4, "test", dir, "127.0.0.1", std::chrono::milliseconds(20000)});
+      ::kill(::getpid(), SIGKILL);
+    } catch (...) {
+    }
+    ::_exit(1);
+  }
+  auto c = connect_gloo({0, 2, 4, "test", dir, "127.0.0.1", std::chrono::milliseconds(20000)});
+  std::vector<float> v(64, 1.0f);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    c->all_reduce(v);
+    BOOST_FAIL("all_reduce returned with its peer dead");
+  } catch (const collective_error& e) {
+    BOOST_TEST(std::string(e.what()).find("generation 4") != std::string::npos, e.what());
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST(waited < 20.0);  // failed, did not wait out its deadline
+  BOOST_CHECK_THROW(c->all_reduce(v), collective_error);                        // and stays failed
+  int status = 0;
+  ::waitpid(child, &status, 0);
+}
