@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/gemv.h"
@@ -82,12 +83,45 @@ kernels::packed_weight pack_rows(const std::vector<const tensor_info*>& parts) {
   return kernels::pack_weight(joined.data(), type, rows, std::size_t(parts[0]->shape[1]));
 }
 
+// Rows [r0, r1) of a [n][k] tensor: a view into the same mapping.
+tensor_info rows_of(const tensor_info& t, std::int64_t r0, std::int64_t r1) {
+  if (r0 == 0 && r1 == t.shape[0]) return t;
+  tensor_info v = t;
+  const std::size_t row_bytes = t.bytes / std::size_t(t.shape[0]);
+  v.data = t.data + std::size_t(r0) * row_bytes;
+  v.shape = {r1 - r0, t.shape[1]};
+  v.bytes = std::size_t(r1 - r0) * row_bytes;
+  return v;
+}
+
+// Columns [c0, c1) of a [n][k] tensor, copied into `store` (which the view then points into).
+tensor_info cols_of(const tensor_info& t, std::int64_t c0, std::int64_t c1, std::vector<std::uint8_t>& store) {
+  if (c0 == 0 && c1 == t.shape[1]) return t;
+  const std::size_t es = t.bytes / std::size_t(t.numel()), n = std::size_t(t.shape[0]);
+  const std::size_t in_row = std::size_t(t.shape[1]) * es, out_row = std::size_t(c1 - c0) * es;
+  store.resize(n * out_row);
+  for (std::size_t r = 0; r < n; ++r) std::memcpy(store.data() + r * out_row, t.data + r * in_row + std::size_t(c0) * es, out_row);
+  tensor_info v = t;
+  v.data = store.data();
+  v.shape = {t.shape[0], c1 - c0};
+  v.bytes = store.size();
+  return v;
+}
+
+std::vector<float> slice(std::vector<float> v, std::int64_t b, std::int64_t e) {
+  return std::vector<float>(v.begin() + b, v.begin() + e);
+}
+
 }  // namespace
 
-std::unique_ptr<llama_model> llama_model::load(const std::string& dir, const std::function<void(int, int)>& progress) {
+std::unique_ptr<llama_model> llama_model::load(const std::string& dir, const std::function<void(int, int)>& progress,
+                                               tensor_shard shard) {
   std::unique_ptr<llama_model> m(new llama_model());
   m->dir_ = dir;
   m->cfg_ = load_model_config(dir);
+  if (shard.rank < 0 || shard.rank >= shard.size) throw std::invalid_argument("llama_model::load: bad tensor shard");
+  if (auto why = tensor_parallel_mismatch(m->cfg_, shard.size)) throw input_error(dir + ": " + *why);
+  m->shard_ = shard;
   m->load_tensors(dir, progress);
   m->inv_freq_ = m->cfg_.rope_inv_freq();
   return m;
@@ -100,29 +134,42 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
   tensor_index idx(files_, dir);
 
   const std::int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, V = cfg_.vocab_size;
-  const std::int64_t Q = cfg_.q_dim(), KV = cfg_.kv_dim();
+  const std::int64_t Q = cfg_.q_dim(), KV = cfg_.kv_dim(), hd = cfg_.head_dim;
+  // This rank's heads, KV heads, features and vocabulary (everything when whole).
+  const auto [h0, h1] = shard_range(cfg_.num_attention_heads, shard_.rank, shard_.size);
+  const auto [g0, g1] = shard_range(cfg_.num_key_value_heads, shard_.rank, shard_.size);
+  const auto [i0, i1] = shard_range(I, shard_.rank, shard_.size);
+  std::tie(vocab0_, vocab1_) = shard_range(V, shard_.rank, shard_.size);
+  n_heads_ = int(h1 - h0);
+  n_kv_ = int(g1 - g0);
+  inter_ = int(i1 - i0);
   embed_ = idx.get("model.embed_tokens.weight", {V, H});
   weight_type_ = embed_.type();
+  std::vector<std::uint8_t> scratch;
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     layer_weights w;
     w.input_norm = to_f32(idx.get(p + "input_layernorm.weight", {H}));
     w.post_norm = to_f32(idx.get(p + "post_attention_layernorm.weight", {H}));
-    const auto& q = idx.get(p + "self_attn.q_proj.weight", {Q, H});
-    const auto& k = idx.get(p + "self_attn.k_proj.weight", {KV, H});
-    const auto& v = idx.get(p + "self_attn.v_proj.weight", {KV, H});
+    const auto q = rows_of(idx.get(p + "self_attn.q_proj.weight", {Q, H}), h0 * hd, h1 * hd);
+    const auto k = rows_of(idx.get(p + "self_attn.k_proj.weight", {KV, H}), g0 * hd, g1 * hd);
+    const auto v = rows_of(idx.get(p + "self_attn.v_proj.weight", {KV, H}), g0 * hd, g1 * hd);
     w.qkv = pack_rows({&q, &k, &v});
     if (cfg_.attention_bias) {
       for (const char* n : {"q_proj", "k_proj", "v_proj"}) {
-        auto b = to_f32(idx.get(p + "self_attn." + n + ".bias", {std::string(n) == "q_proj" ? Q : KV}));
+        const bool is_q = std::string(n) == "q_proj";
+        auto b = to_f32(idx.get(p + "self_attn." + n + ".bias", {is_q ? Q : KV}));
+        b = is_q ? slice(std::move(b), h0 * hd, h1 * hd) : slice(std::move(b), g0 * hd, g1 * hd);
         w.qkv_bias.insert(w.qkv_bias.end(), b.begin(), b.end());
       }
     }
-    w.o = pack_rows({&idx.get(p + "self_attn.o_proj.weight", {H, Q})});
-    const auto& gate = idx.get(p + "mlp.gate_proj.weight", {I, H});
-    const auto& up = idx.get(p + "mlp.up_proj.weight", {I, H});
+    const auto o = cols_of(idx.get(p + "self_attn.o_proj.weight", {H, Q}), h0 * hd, h1 * hd, scratch);
+    w.o = pack_rows({&o});
+    const auto gate = rows_of(idx.get(p + "mlp.gate_proj.weight", {I, H}), i0, i1);
+    const auto up = rows_of(idx.get(p + "mlp.up_proj.weight", {I, H}), i0, i1);
     w.gate_up = pack_rows({&gate, &up});
-    w.down = pack_rows({&idx.get(p + "mlp.down_proj.weight", {H, I})});
+    const auto down = cols_of(idx.get(p + "mlp.down_proj.weight", {H, I}), i0, i1, scratch);
+    w.down = pack_rows({&down});
     layers_.push_back(std::move(w));
     if (progress) progress(l + 1, cfg_.num_hidden_layers);
   }
@@ -130,11 +177,25 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
   if (cfg_.tie_word_embeddings || !idx.has("lm_head.weight")) {
     if (!cfg_.tie_word_embeddings)
       throw input_error(dir + ": tensor 'lm_head.weight' is missing and tie_word_embeddings is false");
-    lm_head_ = pack_rows({&embed_});
+    const auto head = rows_of(embed_, vocab0_, vocab1_);
+    lm_head_ = pack_rows({&head});
   } else {
-    lm_head_ = pack_rows({&idx.get("lm_head.weight", {V, H})});
+    const auto head = rows_of(idx.get("lm_head.weight", {V, H}), vocab0_, vocab1_);
+    lm_head_ = pack_rows({&head});
   }
 }
+
+namespace {
+
+// A tensor-parallel rank's check that it was handed its own group.
+void check_group(const tensor_shard& s, const collectives::communicator* tp) {
+  const int n = tp ? tp->size() : 1, r = tp ? tp->rank() : 0;
+  if (n != s.size || r != s.rank)
+    throw std::invalid_argument("llama_model: a model of tensor rank " + std::to_string(s.rank) + " of " + std::to_string(s.size) +
+                                " was run as rank " + std::to_string(r) + " of " + std::to_string(n));
+}
+
+}  // namespace
 
 std::size_t llama_model::weight_bytes_per_step() const {
   std::size_t b = lm_head_.bytes();
@@ -148,11 +209,12 @@ std::size_t llama_model::layer_flops_per_token() const {
   return 2 * macs;
 }
 
-void llama_model::forward(const forward_batch& b, kv::kv_cache& cache, float* logits, forward_workspace& w) const {
+void llama_model::forward(const forward_batch& b, kv::kv_cache& cache, float* logits, forward_workspace& w,
+                          collectives::communicator* tp) const {
   if (b.tokens.empty()) return;
   embed(b, w);
-  run_layers(b, 0, num_layers(), cache, w);
-  head(b, w, logits);
+  run_layers(b, 0, num_layers(), cache, w, tp);
+  head(b, w, logits, tp);
 }
 
 void llama_model::embed(const forward_batch& b, forward_workspace& w) const {
@@ -166,14 +228,18 @@ void llama_model::embed(const forward_batch& b, forward_workspace& w) const {
 }
 
 void llama_model::run_layers(const forward_batch& b, int first, int last, kv::kv_cache& cache,
-                             forward_workspace& w) const {
+                             forward_workspace& w, collectives::communicator* tp) const {
   const std::size_t T = b.tokens.size();
   if (T == 0) return;
-  const std::size_t H = cfg_.hidden_size, I = cfg_.intermediate_size, hd = cfg_.head_dim;
-  const std::size_t Q = cfg_.q_dim(), KV = cfg_.kv_dim(), QKV = Q + 2 * KV, half = hd / 2;
-  const int n_heads = cfg_.num_attention_heads, n_kv = cfg_.num_key_value_heads;
+  check_group(shard_, tp);
+  if (shard_.whole()) tp = nullptr;  // a group of one has nothing to add up
+  // This rank's heads and features (all of them when whole).
+  const std::size_t H = cfg_.hidden_size, I = std::size_t(inter_), hd = cfg_.head_dim;
+  const int n_heads = n_heads_, n_kv = n_kv_;
+  const std::size_t Q = std::size_t(n_heads) * hd, KV = std::size_t(n_kv) * hd, QKV = Q + 2 * KV, half = hd / 2;
   if (first < 0 || last > num_layers() || first > last || w.x.size() != T * H)
     throw std::invalid_argument("run_layers: bad layer range or hidden state size");
+  if (cache.n_kv_heads() != n_kv) throw std::invalid_argument("run_layers: the cache holds another number of KV heads");
   w.h.resize(T * H);
   w.qkv.resize(T * QKV);
   w.q.resize(T * Q);
@@ -215,24 +281,50 @@ void llama_model::run_layers(const forward_batch& b, int first, int last, kv::kv
     }
     { op_timer timer(op::attention); kernels::paged_attention(w.q.data(), T, n_heads, b.positions.data(), b.tables.data(), cache.layer(cl), scale, w.attn.data()); }
     { op_timer timer(op::o_proj); kernels::linear(w.attn.data(), T, L.o, nullptr, w.tmp.data()); }
+    if (tp) { op_timer timer(op::all_reduce); tp->all_reduce({w.tmp.data(), T * H}); }
     { op_timer timer(op::residual); for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i]; }
     { op_timer timer(op::rmsnorm); kernels::rmsnorm(w.x.data(), T, H, L.post_norm.data(), eps, w.h.data()); }
     { op_timer timer(op::gate_up_proj); kernels::linear(w.h.data(), T, L.gate_up, nullptr, w.gu.data()); }
     { op_timer timer(op::swiglu); kernels::swiglu(w.gu.data(), T, I, w.act.data()); }
     { op_timer timer(op::down_proj); kernels::linear(w.act.data(), T, L.down, nullptr, w.tmp.data()); }
+    if (tp) { op_timer timer(op::all_reduce); tp->all_reduce({w.tmp.data(), T * H}); }
     { op_timer timer(op::residual); for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i]; }
   }
 }
 
-void llama_model::head(const forward_batch& b, forward_workspace& w, float* logits) const {
+void llama_model::head(const forward_batch& b, forward_workspace& w, float* logits, collectives::communicator* tp) const {
+  check_group(shard_, tp);
   const std::size_t H = cfg_.hidden_size;
   const float eps = float(cfg_.rms_norm_eps);
-  op_timer timer(op::lm_head);
   const std::size_t R = b.logit_rows.size();
-  w.logits_in.resize(R * H);
-  for (std::size_t r = 0; r < R; ++r)
-    kernels::rmsnorm(&w.x[std::size_t(b.logit_rows[r]) * H], 1, H, final_norm_.data(), eps, &w.logits_in[r * H]);
-  kernels::linear(w.logits_in.data(), R, lm_head_, nullptr, logits);
+  {
+    op_timer timer(op::lm_head);
+    w.logits_in.resize(R * H);
+    for (std::size_t r = 0; r < R; ++r)
+      kernels::rmsnorm(&w.x[std::size_t(b.logit_rows[r]) * H], 1, H, final_norm_.data(), eps, &w.logits_in[r * H]);
+    if (shard_.whole()) return kernels::linear(w.logits_in.data(), R, lm_head_, nullptr, logits);
+  }
+  // Vocabulary-parallel: each rank computes its slice of every row, padded to the largest
+  // slice so that one all-gather brings every rank's; then the rows are put back together.
+  const std::size_t V = std::size_t(cfg_.vocab_size), N = std::size_t(shard_.size);
+  const std::size_t most = (V + N - 1) / N, mine = std::size_t(vocab1_ - vocab0_);
+  w.logits_part.assign(R * most, 0.0f);
+  w.tmp.resize(R * mine);
+  {
+    op_timer timer(op::lm_head);
+    kernels::linear(w.logits_in.data(), R, lm_head_, nullptr, w.tmp.data());
+    for (std::size_t r = 0; r < R; ++r) std::memcpy(&w.logits_part[r * most], &w.tmp[r * mine], mine * 4);
+  }
+  w.logits_all.resize(N * R * most);
+  {
+    op_timer timer(op::all_gather);
+    tp->all_gather(w.logits_part, w.logits_all);
+  }
+  for (std::size_t k = 0; k < N; ++k) {
+    const auto [v0, v1] = shard_range(std::int64_t(V), int(k), int(N));
+    for (std::size_t r = 0; r < R; ++r)
+      std::memcpy(logits + r * V + std::size_t(v0), &w.logits_all[(k * R + r) * most], std::size_t(v1 - v0) * 4);
+  }
 }
 
 }  // namespace troupe::model

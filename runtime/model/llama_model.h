@@ -8,9 +8,11 @@
 #include <vector>
 
 #include "kernels/cpu/packed_weight.h"
+#include "runtime/collectives/communicator.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/safetensors.h"
+#include "runtime/model/tensor_shard.h"
 
 namespace troupe::model {
 
@@ -28,6 +30,7 @@ struct forward_batch {
 // replica in the process, each forwarding with its own workspace.
 struct forward_workspace {
   std::vector<float> x, h, qkv, q, k, attn, tmp, gu, act, cos, sin, logits_in;
+  std::vector<float> logits_part, logits_all;  // a tensor-parallel rank's vocabulary slice, then every rank's
 };
 
 struct layer_weights {
@@ -45,16 +48,25 @@ class llama_model {
   // lists, else every *.safetensors). Throws input_error naming the file and
   // the tensor for a missing tensor, a wrong shape, an unsupported dtype or architecture.
   // `progress(layers_done, layers)` is called as the weights are packed (the slow part).
+  // With `shard`, only that tensor-parallel rank's part of each matrix is loaded and packed
+  // (tensor_shard.h); the forward calls of such a model take the communicator of its group.
   static std::unique_ptr<llama_model> load(const std::string& dir,
-                                           const std::function<void(int, int)>& progress = {});
+                                           const std::function<void(int, int)>& progress = {},
+                                           tensor_shard shard = {});
 
-  const model_config& config() const { return cfg_; }
+  const model_config& config() const { return cfg_; }  // the whole model's
+  const tensor_shard& shard() const { return shard_; }
+  // The KV heads this rank computes and caches (all of them unless tensor-parallel).
+  int kv_heads() const { return n_kv_; }
   const std::string& dir() const { return dir_; }
   kernels::dtype weight_type() const { return weight_type_; }
 
   // Runs the batch, writing its K/V into `cache`, and fills logits[i][vocab] for each of
   // batch.logit_rows. Safe to call from several threads with different caches and workspaces.
-  void forward(const forward_batch& batch, kv::kv_cache& cache, float* logits, forward_workspace& ws) const;
+  // A tensor-parallel rank passes its group's communicator `tp` (every rank of the group calls
+  // with the same batch); each then ends with the same hidden states and the whole logits.
+  void forward(const forward_batch& batch, kv::kv_cache& cache, float* logits, forward_workspace& ws,
+               collectives::communicator* tp = nullptr) const;
 
   // The forward in stages, for pipeline-parallel ranks that each hold a range of layers:
   // embed() fills ws.x (the hidden state, [T][hidden]) from the tokens; run_layers() applies
@@ -62,8 +74,10 @@ class llama_model {
   // model layer `first`); head() turns ws.x into the logits of batch.logit_rows. forward() is
   // embed + run_layers(0, num_layers()) + head, so a split run is bit-identical to a whole one.
   void embed(const forward_batch& batch, forward_workspace& ws) const;
-  void run_layers(const forward_batch& batch, int first, int last, kv::kv_cache& cache, forward_workspace& ws) const;
-  void head(const forward_batch& batch, forward_workspace& ws, float* logits) const;
+  void run_layers(const forward_batch& batch, int first, int last, kv::kv_cache& cache, forward_workspace& ws,
+                  collectives::communicator* tp = nullptr) const;
+  void head(const forward_batch& batch, forward_workspace& ws, float* logits,
+            collectives::communicator* tp = nullptr) const;
   int num_layers() const { return int(layers_.size()); }
 
   // Bytes of weights one forward step reads (every matrix once, plus the used embedding rows).
@@ -79,6 +93,10 @@ class llama_model {
 
   std::string dir_;
   model_config cfg_;
+  tensor_shard shard_;
+  // This rank's part: query heads, KV heads, intermediate features, vocabulary [vocab0_, vocab1_).
+  int n_heads_ = 0, n_kv_ = 0, inter_ = 0;
+  std::int64_t vocab0_ = 0, vocab1_ = 0;
   kernels::dtype weight_type_ = kernels::dtype::f32;
   std::vector<std::unique_ptr<safetensors_file>> files_;
   tensor_info embed_;  // [vocab][hidden], read from the mapping

@@ -1,26 +1,32 @@
 // Where a forward pass spends its time, op by op. Off unless enabled (one branch per op when
-// off); `troupe bench engine --profile` turns it on and prints the breakdown.
+// off); `troupe bench engine --profile` turns it on and prints the breakdown. The ranks of a
+// tensor-parallel group add to the same totals from their threads: thread-seconds, not wall time.
 #pragma once
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <string>
 
 namespace troupe::model {
 
-enum class op { embed, rmsnorm, qkv_proj, rope, kv_write, attention, o_proj, gate_up_proj, swiglu, down_proj, residual, lm_head, count };
+enum class op { embed, rmsnorm, qkv_proj, rope, kv_write, attention, o_proj, gate_up_proj, swiglu, down_proj, residual, lm_head,
+                all_reduce, all_gather, all_to_all, count };
 
 class op_profile {
  public:
   static void enable(bool on);
   static bool enabled() { return on_; }
-  static void add(op o, double seconds) { totals_[std::size_t(o)] += seconds; }
-  static void reset() { totals_.fill(0.0); }
+  static void add(op o, double seconds) { totals_[std::size_t(o)].fetch_add(seconds, std::memory_order_relaxed); }
+  static void reset() {
+    for (auto& t : totals_) t.store(0.0);
+  }
+  static double seconds(op o) { return totals_[std::size_t(o)].load(); }
   // "name ms (share%)" for every op that took time, largest first.
   static std::string report();
 
  private:
   static inline bool on_ = false;
-  static inline std::array<double, std::size_t(op::count)> totals_{};
+  static inline std::array<std::atomic<double>, std::size_t(op::count)> totals_{};
 };
 
 // Adds the lifetime of the scope to an op when profiling is on.
