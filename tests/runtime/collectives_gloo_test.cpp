@@ -95,16 +95,22 @@ BOOST_AUTO_TEST_CASE(a_rank_whose_process_dies_fails_the_waiting_rank) {
   // sockets), and so must this one, or the signal ends the test instead of the error.
   ::signal(SIGPIPE, SIG_IGN);
   const std::string dir = fresh_dir("death");
+  // Rank 1 dies once both ranks are connected (rank 0 says so through the pipe): a death
+  // during the rendezvous would fail the connect instead, which is not what is under test.
+  int connected[2];
+  BOOST_TEST_REQUIRE(::pipe(connected) == 0);
   const pid_t child = ::fork();
   if (child == 0) {  // rank 1: connects, then dies before the collective
     try {
       auto c = connect_gloo({1, 2, 4, "test", dir, "127.0.0.1", std::chrono::milliseconds(20000)});
-      ::kill(::getpid(), SIGKILL);
+      char byte;
+      if (::read(connected[0], &byte, 1) == 1) ::kill(::getpid(), SIGKILL);
     } catch (...) {
     }
     ::_exit(1);
   }
   auto c = connect_gloo({0, 2, 4, "test", dir, "127.0.0.1", std::chrono::milliseconds(20000)});
+  BOOST_TEST_REQUIRE(::write(connected[1], "x", 1) == 1);
   std::vector<float> v(64, 1.0f);
   const auto t0 = std::chrono::steady_clock::now();
   try {
