@@ -18,8 +18,12 @@ namespace troupe::actors {
 template <class Self>
 class group_executor final : public engine::executor {
  public:
-  group_executor(Self self, group_actor group, std::chrono::milliseconds step_timeout, int layers, int ranks)
-      : self_(self), group_(std::move(group)), timeout_(step_timeout), layers_(layers), ranks_(ranks) {}
+  // `step_timeout` is the group's: the supervisor fails a step past it itself and restarts the
+  // group, so this side waits a little longer and restarts the group only if the supervisor
+  // itself does not answer.
+  group_executor(Self self, group_actor group, std::chrono::milliseconds step_timeout, int layers, int ranks, int tensor_ranks = 1)
+      : self_(self), group_(std::move(group)), timeout_(step_timeout + std::chrono::seconds(10)), layers_(layers), ranks_(ranks),
+        tensor_ranks_(tensor_ranks) {}
 
   void execute(engine::forward_plan plan, step_done done) override {
     auto self = self_;
@@ -42,6 +46,7 @@ class group_executor final : public engine::executor {
     for (int i = 0; i < ranks_; ++i) r.push_back(rank_layers(layers_, i, ranks_));
     return r;
   }
+  int tensor_parallel() const override { return tensor_ranks_; }
   std::vector<kv::transfer::kv_source> kv_sources() const override {
     std::vector<kv::transfer::kv_source> out;
     for (const auto& s : sources_) out.push_back(kv::transfer::registry::global().with_tcp(s));
@@ -75,7 +80,7 @@ class group_executor final : public engine::executor {
   Self self_;
   group_actor group_;
   std::chrono::milliseconds timeout_;
-  int layers_, ranks_;
+  int layers_, ranks_, tensor_ranks_;
   std::vector<kv::transfer::kv_source> sources_;
   claim_fn claim_;
 };

@@ -80,6 +80,8 @@ std::vector<group_config> group_configs_of(const topology::topology_config& topo
   for (const auto& p : topology::place_replicas(topo)) {
     group_config g;
     g.pipeline_ranks = p.pipeline_parallel;
+    g.tensor_ranks = p.tensor_parallel;
+    g.micro_batches = p.micro_batches;
     g.max_restarts = topo.timeouts.group_restarts;
     g.restart_window = topo.timeouts.group_restart_window;
     g.step_timeout = topo.timeouts.step;
@@ -88,12 +90,20 @@ std::vector<group_config> group_configs_of(const topology::topology_config& topo
   return out;
 }
 
-void check_groups(const topology::topology_config& topo, int num_layers) {
-  for (const auto& p : topo.pools)
+void check_groups(const topology::topology_config& topo, const model::model_config& m) {
+  const int num_layers = m.num_hidden_layers;
+  for (const auto& p : topo.pools) {
+    const std::string at = topo.source + ":" + std::to_string(p.line) + ": ";
+    if (auto why = model::tensor_parallel_mismatch(m, p.tensor_parallel))
+      throw input_error(at + "pools.tensor_parallel: pool \"" + p.name + "\": " + *why);
+    if (p.tensor_parallel > 1 && topo.kv_store.enabled())
+      throw input_error(at + "pools.tensor_parallel: pool \"" + p.name +
+                        "\" splits its KV heads over ranks, which the [kv_store] cannot hold yet; remove one of them");
     if (p.pipeline_parallel > num_layers)
       throw input_error(topo.source + ":" + std::to_string(p.line) + ": pools.pipeline_parallel: pool \"" + p.name +
                         "\" splits the model's " + std::to_string(num_layers) + " layers over " +
                         std::to_string(p.pipeline_parallel) + " ranks; at most one rank per layer");
+  }
 }
 
 model::model_config sim_shape(const topology::topology_config& topo) {
@@ -124,7 +134,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_co
   if (topo.model.backend == topology::backend_kind::cuda)
     throw input_error(topo.source + ": backend \"cuda\" cannot run here yet (cpu and sim can)");
   const engine::engine_config ec = engine_config_of(topo);
-  if (model) check_groups(topo, model->num_layers());
+  if (model) check_groups(topo, model->config());
   topology::check_kv_memory(topo, mode == placement_mode::head_node_only ? head_ : std::string(), machine_memory_bytes());
   try {
     start(topo, model, tok, mode, ec);
@@ -240,6 +250,15 @@ void local_cluster::kill_worker(std::size_t i, std::size_t rank) {
       .receive([&](std::vector<worker_actor>& r) { ranks = std::move(r); },
                [&](caf::error& e) { throw input_error("worker group: " + sys_.render(e)); });
   caf::anon_send_exit(ranks.at(rank), caf::exit_reason::kill);
+}
+
+void local_cluster::kill_worker_in_collective(std::size_t i, std::size_t rank, int calls) {
+  caf::scoped_actor self{sys_};
+  std::vector<worker_actor> ranks;
+  self->request(group_actor_of(sys_, schedulers_.at(i)), std::chrono::seconds(30), ranks_atom::value)
+      .receive([&](std::vector<worker_actor>& r) { ranks = std::move(r); },
+               [&](caf::error& e) { throw input_error("worker group: " + sys_.render(e)); });
+  caf::anon_send(ranks.at(rank), fault_atom::value, std::int32_t(calls));
 }
 
 void local_cluster::kill_group(std::size_t i) {

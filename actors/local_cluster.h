@@ -40,8 +40,8 @@ engine::engine_config engine_config_of(const topology::topology_config& topo);
 std::vector<group_config> group_configs_of(const topology::topology_config& topo);
 
 // Throws input_error naming the pool's line when a pool has more pipeline ranks than the
-// model has layers.
-void check_groups(const topology::topology_config& topo, int num_layers);
+// model has layers, or tensor ranks its heads do not divide over.
+void check_groups(const topology::topology_config& topo, const model::model_config& m);
 
 // Waits until each replica answers (its engine and KV are allocated); throws input_error naming
 // the replica and the reason when one died starting, so the process ends instead of serving 503.
@@ -86,6 +86,10 @@ class local_cluster {
   void kill_replica(std::size_t i);
   // Kills rank `rank` of replica i's worker group (the group restarts as a whole).
   void kill_worker(std::size_t i, std::size_t rank);
+  // Makes rank `rank` (stage-major) of replica i's group die inside its `calls`-th collective
+  // from now, while the other ranks of its stage wait in it (a rank without collectives dies at
+  // once).
+  void kill_worker_in_collective(std::size_t i, std::size_t rank, int calls);
   // Kills replica i's group supervisor (the whole group, and with it the replica).
   void kill_group(std::size_t i);
   // Drains replica i: the router places nothing more on it and it hands every request it holds,

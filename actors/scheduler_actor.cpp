@@ -351,7 +351,7 @@ scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<sched
   const int layers = model->num_layers();
   const int ranks = group_ranks(group, layers);
   auto exec = std::make_unique<group_executor<scheduler_actor::stateful_pointer<scheduler_state>>>(
-      self, st.group, group.step_timeout, layers, ranks);
+      self, st.group, group.step_timeout, layers, ranks, std::max(1, group.tensor_ranks));
   auto* raw = exec.get();
   st.set_kv_sources = [raw](std::vector<kv::transfer::kv_source> s) { raw->set_sources(std::move(s)); };
   raw->set_claim([self](const std::string& id, std::function<void(bool)> then) {

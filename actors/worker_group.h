@@ -1,68 +1,103 @@
-// A replica's executor: worker ranks (pipeline stages over the model's layers, each owning the
-// KV tensors of its layers) under a group supervisor that restarts them as a whole.
+// A replica's executor: worker ranks under a group supervisor that restarts them as a whole.
+// The ranks form a grid: `pipeline_ranks` stages, each over a contiguous range of layers, and
+// within a stage `tensor_ranks` ranks, each holding its shard of every matrix and its share of
+// the KV heads (runtime/model/tensor_shard.h), joined by a collectives group of their own. The
+// supervisor is the group's conductor: it cuts each step into micro-batches and moves them
+// through the stages (actors/protocol/worker_protocol.h).
+//
+// Supervision: any rank's death, a failed collective or a step past its deadline stops every
+// rank (aborting the collectives first, so a rank waiting in one wakes with an error instead of
+// hanging) and starts the next generation of ranks and collectives with empty KV; the scheduler
+// then recomputes what the lost KV held, so requests continue with the same tokens.
 #pragma once
 #include <algorithm>
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "actors/protocol/worker_protocol.h"
+#include "runtime/collectives/fault.h"
 #include "runtime/engine/engine.h"
+#include "runtime/engine/micro_batch.h"
 #include "runtime/model/llama_model.h"
 
 namespace troupe::actors {
 
 struct group_config {
-  int pipeline_ranks = 1;  // layers are split evenly over the ranks, in order
+  int pipeline_ranks = 1;  // stages; layers are split evenly over them, in order
+  int tensor_ranks = 1;    // ranks per stage, each with a shard of the weights and KV heads
+  int micro_batches = 1;   // a step is cut into at most this many (1: stages run in turn)
   int max_restarts = 3;    // restarts allowed within restart_window before the group gives up
   std::chrono::milliseconds restart_window{60000};
   std::chrono::milliseconds step_timeout{120000};  // a step slower than this restarts the group
 };
 
-// Layers [first, last) of rank r of n, for a model of `layers` layers.
+// Layers [first, last) of stage r of n, for a model of `layers` layers.
 std::pair<int, int> rank_layers(int layers, int r, int n);
-// The ranks a group of `cfg` has for a model of `layers` layers: at least 1, at most one a layer.
+// The stages a group of `cfg` has for a model of `layers` layers: at least 1, at most one a layer.
 inline int group_ranks(const group_config& cfg, int layers) { return std::max(1, std::min(cfg.pipeline_ranks, layers)); }
 
 struct worker_state {
-  std::shared_ptr<const model::llama_model> model;
-  std::shared_ptr<kv::kv_cache> cache;  // this rank's layers only (made and exposed by the group)
+  std::shared_ptr<const model::llama_model> model;  // this rank's shard (the whole model at tensor_ranks 1)
+  std::shared_ptr<kv::kv_cache> cache;  // this rank's layers and heads only (made and exposed by the group)
+  std::shared_ptr<collectives::fault_injector> tp;  // the stage's collectives; null at tensor_ranks 1
   model::forward_workspace ws;
-  std::vector<float> logits;  // the last rank's, reused every step
+  std::vector<float> logits;  // the last stage's, reused every step
   int first = 0, last = 0;
-  worker_actor next;  // null on the last rank
+  bool last_stage = false;
   static inline const char* name = "troupe.worker";
 };
 
-// One rank over layers [first, last) with `cache`, the KV tensors of exactly those layers.
-// `next` is the following rank (null on the last); the rank ends when `supervisor` does.
+// Tensor rank `tp->rank()` (or the only rank) of the stage over layers [first, last), with
+// `cache` holding exactly those layers of its heads. The rank ends when `supervisor` does.
 worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> self,
                                    std::shared_ptr<const model::llama_model> model, std::shared_ptr<kv::kv_cache> cache,
-                                   int first, int last, worker_actor next, caf::actor supervisor);
+                                   int first, int last, bool last_stage, std::shared_ptr<collectives::fault_injector> tp,
+                                   caf::actor supervisor);
+
+// The step the supervisor is conducting.
+struct running_step {
+  std::uint64_t id = 0;
+  std::uint64_t generation = 0;  // of the ranks it runs on
+  caf::typed_response_promise<engine::step_result> promise;
+  std::vector<engine::micro_batch> micro;
+  std::vector<sampling::sampled_token> tokens;  // the step's, in its logit_rows order
+  std::size_t left = 0;                         // micro-batches not through the last stage yet
+  std::chrono::steady_clock::time_point started;
+};
 
 struct group_state {
-  std::shared_ptr<const model::llama_model> model;
+  std::shared_ptr<const model::llama_model> model;  // the whole model (its config)
+  std::vector<std::shared_ptr<const model::llama_model>> shards;  // one per tensor rank
   kv::kv_cache_config cache;
   group_config cfg;
-  std::vector<worker_actor> ranks;
+  std::vector<worker_actor> ranks;  // rank (s, t) at s * tensor_ranks + t
+  std::vector<std::shared_ptr<collectives::fault_injector>> comms;  // same order; empty at tensor_ranks 1
   // Each rank's cache and where other replicas pull it from, this generation; the scheduler is
   // told the sources at every (re)start, and they are withdrawn when the ranks go.
   std::vector<std::shared_ptr<kv::kv_cache>> caches;
   std::vector<kv::transfer::kv_source> sources;
   caf::actor scheduler;
   ~group_state();
-  std::set<caf::actor_addr> retired;  // ranks of earlier generations
+  std::set<caf::actor_addr> retired;  // ranks of earlier generations not yet ended
+  std::vector<caf::typed_response_promise<group_status>> waiting_ready;  // until `retired` is empty
+  std::uint64_t generation = 0;
   std::uint32_t restarts = 0;
   std::deque<std::chrono::steady_clock::time_point> recent;  // restart times inside the window
+  std::optional<running_step> step;
+  bool kv_lost = false;  // restarted between steps: the next step fails so the scheduler recomputes
+  std::uint64_t next_step = 0;
   static inline const char* name = "troupe.group_supervisor";
 };
 
-// Spawns `cfg.pipeline_ranks` ranks over the model's layers, each with a fresh cache of the
-// geometry `cache` (in shared memory when cache.shared) exposed for pulls, tells `scheduler`
-// where the caches can be pulled from (kv_sources_atom), and restarts the ranks as a whole when
-// one dies, at most cfg.max_restarts times per cfg.restart_window; past that it exits with an
-// error. It ends when `scheduler` (its replica) does.
+// Spawns the ranks over the model's layers (tensor shards loaded from model->dir(), shared with
+// other groups of this process), each with a fresh cache of the geometry `cache` (in shared
+// memory when cache.shared) exposed for pulls, tells `scheduler` where the caches can be pulled
+// from (kv_sources_atom), and restarts the ranks as a whole on any failure, at most
+// cfg.max_restarts times per cfg.restart_window; past that it exits with an error. It ends when
+// `scheduler` (its replica) does.
 group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_state> self,
                                             std::shared_ptr<const model::llama_model> model,
                                             kv::kv_cache_config cache, group_config cfg, caf::actor scheduler);

@@ -58,7 +58,11 @@ struct pool_spec {
   int warm_replicas = -1;
   int warm() const { return warm_replicas < 0 ? std::max(0, max_replicas - replicas) : warm_replicas; }
   std::vector<std::string> nodes;  // replicas are placed round-robin over these
-  int pipeline_parallel = 1;       // worker ranks per replica, each a contiguous range of layers
+  int pipeline_parallel = 1;       // pipeline stages per replica, each a contiguous range of layers
+  int tensor_parallel = 1;         // ranks per stage, each holding a shard of every matrix (heads, features)
+  // A step's batch is cut into this many micro-batches (between sequences) so that pipeline
+  // stages work at once; 1 runs the stages in turn. Default: pipeline_parallel.
+  int micro_batches = 0;
   int line = 0;
 };
 
@@ -244,6 +248,8 @@ struct replica_placement {
   pool_role role = pool_role::both;
   std::string node;
   int pipeline_parallel = 1;
+  int tensor_parallel = 1;
+  int micro_batches = 1;
   std::string name;  // "<pool>-<index in the pool>": what logs and the admin console call it
   bool active = true;   // serving at start (else warm, for scaling up)
   bool started = true;  // started at start (else stopped: started by a scale-up)

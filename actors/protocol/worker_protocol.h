@@ -2,9 +2,12 @@
 // the ranks. A replica's ranks run in its scheduler's process, so these messages stay local;
 // they are still value types with `inspect` (registered by register_worker_protocol).
 //
-// One step: the scheduler sends execute(stage_input{plan}) to the supervisor, which delegates
-// it to rank 0; rank k runs its layers and delegates (plan, hidden state) to rank k + 1; the
-// last rank computes the logits, chooses the tokens and answers the scheduler directly.
+// One step: the scheduler sends execute(stage_input{plan}) to the supervisor, which cuts the
+// plan into micro-batches and conducts them through the pipeline stages: every rank of a stage
+// (its tensor-parallel ranks) gets the micro-batch and the hidden state, runs the stage's layers
+// (adding up their partial sums with collectives), and the stage's first rank answers with the
+// new hidden state, which goes to the next stage; the last stage's first rank answers with the
+// tokens it chose. Stage s runs micro-batch m + 1 while stage s + 1 runs m.
 #pragma once
 #include <caf/all.hpp>
 
@@ -59,7 +62,7 @@ typename Inspector::result_type inspect(Inspector& f, kv_layout& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("kv_layout"), type, load_type, x.block_size, x.num_layers, x.n_kv_heads, x.head_dim,
-           x.model_key, x.ranks);
+           x.model_key, x.ranks, x.tensor_parallel);
 }
 
 template <class Inspector>
@@ -98,9 +101,13 @@ struct stage_input {
   double seconds = 0;  // forward time spent by earlier ranks
 };
 
-// What the last rank answers is an engine::step_result: the tokens it chose from the logits of
-// plan.logit_rows (never the logits themselves) and the forward time summed over the ranks
-// (time in messages between ranks is not in it).
+// What a rank answers: the stage's output hidden state (from the first rank of a stage that is
+// not the last), or the tokens it chose from the logits of plan.logit_rows (the last stage's
+// first rank; never the logits themselves). Other ranks answer empty.
+struct stage_output {
+  std::vector<float> hidden;
+  engine::step_result result;
+};
 
 // Pull a sequence's KV from another replica into blocks the scheduler reserved (`table`): the
 // supervisor hands it to a helper thread that fills every rank's cache, so the ranks keep
@@ -115,8 +122,10 @@ struct kv_pull {
 
 // A group's state, for the scheduler's load report, tests and the admin console.
 struct group_status {
-  std::uint32_t ranks = 0;
+  std::uint32_t ranks = 0;     // pipeline stages x tensor ranks
   std::uint32_t restarts = 0;  // whole-group restarts since the group started
+  std::uint32_t pipeline = 1, tensor = 1;
+  std::uint64_t generation = 1;  // of the group's ranks and collectives
 };
 
 template <class Inspector>
@@ -135,7 +144,11 @@ typename Inspector::result_type inspect(Inspector& f, kv_pull& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_status& x) {
-  return f(caf::meta::type_name("group_status"), x.ranks, x.restarts);
+  return f(caf::meta::type_name("group_status"), x.ranks, x.restarts, x.pipeline, x.tensor, x.generation);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stage_output& x) {
+  return f(caf::meta::type_name("stage_output"), x.hidden, x.result);
 }
 
 using execute_atom = caf::atom_constant<caf::atom("execute")>;
@@ -144,19 +157,25 @@ using restart_atom = caf::atom_constant<caf::atom("restart")>;
 using ranks_atom = caf::atom_constant<caf::atom("ranks")>;
 using pull_atom = caf::atom_constant<caf::atom("pull")>;
 using kv_sources_atom = caf::atom_constant<caf::atom("kvsources")>;
+using fault_atom = caf::atom_constant<caf::atom("fault")>;
 
-// One worker rank: a pipeline stage holding a range of layers and the KV tensors of exactly
-// those layers. Its role (prefill, decode or both) is its replica's.
+// One worker rank: tensor rank t of pipeline stage s, holding its shard of a range of layers and
+// the KV tensors of exactly those layers and heads. Its role (prefill, decode or both) is its
+// replica's.
 using worker_actor = caf::typed_actor<
-    // Run this rank's layers of the step; answers (through the last rank) with the tokens.
-    caf::replies_to<execute_atom, stage_input>::with<engine::step_result>>;
+    // Run this rank's part of a micro-batch (see stage_output).
+    caf::replies_to<execute_atom, stage_input>::with<stage_output>,
+    // Fault injection: die inside the n-th collective from now (1 = the next), while the other
+    // ranks of the stage wait in it.
+    caf::reacts_to<fault_atom, std::int32_t>>;
 
 // The supervisor of a replica's ranks. If any rank dies, every rank is stopped and a fresh set
 // (with empty KV) is spawned: the group restarts as a whole, and the scheduler recomputes what
 // the lost KV held. Past its restart limit the supervisor gives up and exits, which ends the
 // replica (the request owner then moves its requests).
 using group_actor = caf::typed_actor<
-    // One step, delegated to rank 0. Fails if a rank dies while it runs.
+    // One step, conducted through the stages. Fails if a rank dies or a collective fails while
+    // it runs (the group has then restarted).
     caf::replies_to<execute_atom, stage_input>::with<engine::step_result>,
     // Copy a sequence's KV from another replica into every rank's reserved blocks: the bytes.
     caf::replies_to<pull_atom, kv_pull>::with<std::uint64_t>,
@@ -164,7 +183,7 @@ using group_actor = caf::typed_actor<
     caf::replies_to<ready_atom>::with<group_status>,
     // Restart the group now (a step timed out: a rank may be hung).
     caf::replies_to<restart_atom>::with<group_status>,
-    // The current ranks, in pipeline order (fault injection and inspection).
+    // The current ranks, stage by stage, tensor ranks in order (fault injection and inspection).
     caf::replies_to<ranks_atom>::with<std::vector<worker_actor>>>;
 
 void register_worker_protocol(caf::actor_system_config& cfg);

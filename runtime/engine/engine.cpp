@@ -92,7 +92,7 @@ kv::kv_cache_config kv_geometry(const engine_config& cfg, const model::model_con
 }
 
 kv::transfer::kv_layout kv_layout_of(const engine_config& cfg, const model::model_config& m,
-                                     std::vector<std::pair<int, int>> ranks) {
+                                     std::vector<std::pair<int, int>> ranks, int tensor_parallel) {
   kv::transfer::kv_layout l;
   l.type = cfg.kv_type;
   l.block_size = cfg.sched.block_size;
@@ -101,6 +101,7 @@ kv::transfer::kv_layout kv_layout_of(const engine_config& cfg, const model::mode
   l.head_dim = m.head_dim;
   l.model_key = cfg.model_key;
   l.ranks = std::move(ranks);
+  l.tensor_parallel = tensor_parallel;
   return l;
 }
 
@@ -115,7 +116,7 @@ engine::engine(model::model_config shape, std::shared_ptr<const tokenizer::token
       root_(kv::root_hash(cfg_.model_key)) {
   if (cfg_.max_model_len <= 0) cfg_.max_model_len = mc_.max_position_embeddings;
   if (!exec_) throw std::logic_error("engine: no executor");
-  layout_ = kv_layout_of(cfg_, mc_, exec_->kv_ranks());
+  layout_ = kv_layout_of(cfg_, mc_, exec_->kv_ranks(), exec_->tensor_parallel());
 }
 
 engine::~engine() = default;

@@ -83,9 +83,10 @@ struct transfer_record {
 // How many KV blocks the config gives a model, and the geometry an executor sizes its cache by.
 int kv_pool_blocks(const engine_config& cfg, const model::model_config& m);
 kv::kv_cache_config kv_geometry(const engine_config& cfg, const model::model_config& m);
-// The KV layout replicas of this config and model agree on, for caches split as `ranks`.
+// The KV layout replicas of this config and model agree on, for caches split as `ranks`
+// (pipeline stages) and each stage's KV heads over `tensor_parallel` ranks.
 kv::transfer::kv_layout kv_layout_of(const engine_config& cfg, const model::model_config& m,
-                                     std::vector<std::pair<int, int>> ranks);
+                                     std::vector<std::pair<int, int>> ranks, int tensor_parallel = 1);
 
 class engine {
  public:

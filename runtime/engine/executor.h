@@ -42,9 +42,12 @@ class executor {
   using step_done = std::function<void(std::optional<step_result>)>;
   virtual void execute(forward_plan plan, step_done done) = 0;
 
-  // The model layers [first, last) each rank's cache holds, in order.
+  // The model layers [first, last) each pipeline stage's caches hold, in order.
   virtual std::vector<std::pair<int, int>> kv_ranks() const = 0;
-  // Where another replica can pull each rank's cache from now (one per kv_ranks entry).
+  // Over how many tensor ranks each stage's KV heads are split (kv_layout::tensor_parallel).
+  virtual int tensor_parallel() const { return 1; }
+  // Where another replica can pull each rank's cache from now: one per kv_ranks entry and
+  // tensor rank, stage by stage.
   virtual std::vector<kv::transfer::kv_source> kv_sources() const = 0;
 
   // Copies the blocks of `from` into this executor's blocks `table` (reserved by the engine,

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -325,6 +326,17 @@ void llama_model::head(const forward_batch& b, forward_workspace& w, float* logi
     for (std::size_t r = 0; r < R; ++r)
       std::memcpy(logits + r * V + std::size_t(v0), &w.logits_all[(k * R + r) * most], std::size_t(v1 - v0) * 4);
   }
+}
+
+std::shared_ptr<const llama_model> shared_shard(const std::string& dir, tensor_shard shard) {
+  static std::mutex mu;
+  static std::map<std::tuple<std::string, int, int>, std::weak_ptr<const llama_model>> loaded;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = loaded[{dir, shard.rank, shard.size}];
+  if (auto m = slot.lock()) return m;
+  std::shared_ptr<const llama_model> m = llama_model::load(dir, {}, shard);
+  slot = m;
+  return m;
 }
 
 }  // namespace troupe::model

@@ -106,4 +106,8 @@ class llama_model {
   std::vector<double> inv_freq_;
 };
 
+// Tensor rank `shard` of the model in `dir`, loaded once per process while anyone holds it:
+// the groups of several replicas (and a group's restarts) share one copy of each shard.
+std::shared_ptr<const llama_model> shared_shard(const std::string& dir, tensor_shard shard);
+
 }  // namespace troupe::model

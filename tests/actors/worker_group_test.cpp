@@ -51,3 +51,32 @@ BOOST_AUTO_TEST_CASE(a_group_past_its_restart_limit_gives_up_and_its_requests_mi
   for (auto& m : got.migrations) BOOST_TEST((m.from == replica_id(0) && m.to == replica_id(1)));
   test::check_same(reqs, test::engine_outputs(reqs), got);
 }
+
+// A rank that dies between steps takes its KV with it just the same: the prefix cache of the
+// replica then names blocks whose tensors are gone. The next step must not read them: the group
+// fails it, the scheduler forgets its cached prefixes and recomputes. (The group used to restart
+// silently between steps, and a request that reused a cached prefix got tokens computed from
+// empty KV.)
+BOOST_AUTO_TEST_CASE(a_rank_dying_between_steps_does_not_leave_cached_prefixes_pointing_at_lost_kv) {
+  for (int tensor : {1, 2}) {
+    BOOST_TEST_CONTEXT("tensor ranks " << tensor) {
+      auto reqs = test::mixed_requests(2, test::small_model()->config().vocab_size, true, 120);
+      reqs[0].prompt = reqs[1].prompt;  // 40 tokens: two full blocks the prefix cache keeps
+      reqs[1].prompt.push_back(7);      // the same prefix, one token more
+      const auto expected = test::engine_outputs(reqs);
+      auto topo = test::local_topology(1);
+      topo.pools[0].pipeline_parallel = 2;
+      topo.pools[0].tensor_parallel = tensor;
+      test::config cfg;
+      caf::actor_system sys{cfg};
+      local_cluster cluster(sys, topo, test::small_model(), nullptr);
+      caf::scoped_actor self{sys};
+      BOOST_TEST(test::run_request(self, cluster.owner(), reqs[0]) == expected[0]);
+      // Idle now: the step that finished the request has answered.
+      cluster.kill_worker(0, std::size_t(tensor));  // stage 1's first rank
+      for (group_status g = cluster.group_of(0); g.generation < 2;) g = cluster.group_of(0);
+      BOOST_TEST(test::run_request(self, cluster.owner(), reqs[1]) == expected[1]);
+      BOOST_TEST(cluster.group_of(0).restarts == 1u);
+    }
+  }
+}

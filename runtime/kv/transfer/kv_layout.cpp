@@ -38,6 +38,8 @@ std::optional<std::string> layout_mismatch(const kv_layout& s, const kv_layout& 
   if (s.num_layers != r.num_layers) return differ("the number of layers", num(s.num_layers), num(r.num_layers));
   if (s.n_kv_heads != r.n_kv_heads) return differ("the number of KV heads", num(s.n_kv_heads), num(r.n_kv_heads));
   if (s.head_dim != r.head_dim) return differ("the head dimension", num(s.head_dim), num(r.head_dim));
+  if (s.tensor_parallel != r.tensor_parallel)
+    return differ("tensor_parallel (KV heads split over ranks)", num(s.tensor_parallel), num(r.tensor_parallel));
   if (auto e = bad_split(s, "sender")) return "KV layout mismatch: " + *e;
   if (auto e = bad_split(r, "receiver")) return "KV layout mismatch: " + *e;
   return std::nullopt;

@@ -20,7 +20,10 @@ struct kv_layout {
   int n_kv_heads = 0;
   int head_dim = 0;
   std::string model_key;                    // "<model id>@<revision>" (engine_config::model_key)
-  std::vector<std::pair<int, int>> ranks;   // layers [first, last) of each rank, in order
+  std::vector<std::pair<int, int>> ranks;   // layers [first, last) of each pipeline stage, in order
+  // Each stage's KV heads are split evenly over this many tensor ranks (heads [t n/tp, (t+1) n/tp)
+  // on rank t); a handle then has one source per (stage, tensor rank), stage by stage.
+  int tensor_parallel = 1;
 
   // One block of one layer's K (or V), in bytes.
   std::size_t block_bytes() const {

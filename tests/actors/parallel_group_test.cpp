@@ -1,0 +1,84 @@
+// Parallel groups inside a replica (actors/worker_group.h): tensor-parallel ranks on threads of
+// the replica's process joined by shared-memory collectives, pipeline stages with the step cut
+// into micro-batches, and both at once, each give the single-rank replica's tokens on greedy
+// requests. A tensor rank that dies inside a collective, while its peer waits in it, does not
+// hang the group: the group restarts as a whole and the requests finish with the undisturbed
+// tokens, on the same replica.
+#define BOOST_TEST_MODULE parallel_group
+#include <boost/test/unit_test.hpp>
+
+#include "runtime/common/error.h"
+#include "tests/support/cluster_run.h"
+
+using namespace troupe;
+using namespace troupe::actors;
+
+namespace {
+
+topology::topology_config grid(int pipeline, int tensor, int micro) {
+  auto topo = test::local_topology(1);
+  topo.pools[0].pipeline_parallel = pipeline;
+  topo.pools[0].tensor_parallel = tensor;
+  topo.pools[0].micro_batches = micro;
+  return topo;
+}
+
+std::vector<engine::request> greedy_requests() {
+  return test::mixed_requests(12, test::small_model()->config().vocab_size, true, 120);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(tensor_pipeline_and_micro_batched_groups_give_the_single_rank_tokens) {
+  const auto reqs = greedy_requests();
+  const auto expected = test::engine_outputs(reqs);
+  struct shape {
+    int pipeline, tensor, micro;
+  };
+  for (shape s : {shape{1, 2, 1}, shape{2, 1, 2}, shape{2, 1, 1}, shape{2, 2, 2}, shape{1, 4, 1}}) {
+    BOOST_TEST_CONTEXT("pipeline " << s.pipeline << " tensor " << s.tensor << " micro-batches " << s.micro) {
+      const auto got = test::run_cluster(grid(s.pipeline, s.tensor, s.micro), reqs);
+      BOOST_TEST(got.group0.pipeline == std::uint32_t(s.pipeline));
+      BOOST_TEST(got.group0.tensor == std::uint32_t(s.tensor));
+      BOOST_TEST(got.group0.ranks == std::uint32_t(s.pipeline * s.tensor));
+      BOOST_TEST(got.group0.restarts == 0u);
+      test::check_same(reqs, expected, got);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_tensor_rank_dying_inside_a_collective_restarts_the_group_and_tokens_are_unchanged) {
+  const auto reqs = greedy_requests();
+  const auto expected = test::engine_outputs(reqs);
+  for (std::size_t victim : {std::size_t(1), std::size_t(2)}) {  // stage 0's second rank; stage 1's first
+    BOOST_TEST_CONTEXT("rank " << victim << " of a 2x2 group") {
+      // A peer left waiting in the collective would hold the group until the collective's
+      // deadline (the step timeout, 300 s here): the restart must come from the death itself.
+      auto topo = grid(2, 2, 2);
+      topo.timeouts.step = std::chrono::seconds(300);
+      const auto t0 = std::chrono::steady_clock::now();
+      // The third collective from now: inside a step, with the other rank of the stage in it.
+      const auto got = test::run_cluster(topo, reqs, 30, [victim](local_cluster& c) { c.kill_worker_in_collective(0, victim, 3); });
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      BOOST_TEST(took < 150.0, "the run took " << took << " s: a rank waited in the collective");
+      BOOST_TEST(got.group0.restarts == 1u);
+      BOOST_TEST(got.group0.generation == 2u);
+      BOOST_TEST(got.migrations.empty());  // the replica survived
+      test::check_same(reqs, expected, got);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_tensor_split_the_model_does_not_allow_is_refused_naming_the_pool) {
+  auto topo = grid(1, 3, 1);  // the small model has 4 KV heads
+  test::config cfg;
+  caf::actor_system sys{cfg};
+  try {
+    local_cluster c(sys, topo, test::small_model(), nullptr);
+    BOOST_FAIL("tensor_parallel = 3 was accepted");
+  } catch (const troupe::input_error& e) {
+    BOOST_TEST(std::string(e.what()).find("pools.tensor_parallel: pool \"main\": tensor_parallel = 3 does not divide num_key_value_heads = 4") !=
+                   std::string::npos,
+               e.what());
+  }
+}
