@@ -45,6 +45,23 @@ BOOST_AUTO_TEST_CASE(generate_with_the_default_topology_gives_the_engines_tokens
   BOOST_TEST(j["outputs"][0]["finish_reason"].get<std::string>() == "length");
 }
 
+// configs/tp2.toml: the same model on a tensor-parallel group of two ranks gives the same tokens.
+BOOST_AUTO_TEST_CASE(generate_with_the_tensor_parallel_topology_gives_the_engines_tokens) {
+  const std::string dir = test::synth_model("small-llama-f32", test::preset("small"));
+  const std::string config = std::string(TROUPE_SOURCE_DIR) + "/configs/tp2.toml";
+  run_result r = troupe_cmd("generate --config " + config + " --model " + dir +
+                            " --prompt-ids 5,17,300,4000 --max-tokens 12 --ignore-eos --json");
+  BOOST_TEST_REQUIRE(r.status == 0, r.out);
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  auto e = engine::cpu_engine(test::small_model(), nullptr, {});
+  engine::request req{"0", {5, 17, 300, 4000}, {}, {}, 0};
+  req.params.temperature = 0;
+  req.params.max_tokens = 12;
+  req.params.ignore_eos = true;
+  const auto expected = engine::generate_all(e, {req})[0];
+  BOOST_TEST(j["outputs"][0]["output_ids"].get<std::vector<std::int32_t>>() == expected, boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(bad_input_is_an_error_naming_what_was_wrong) {
   auto expect = [](const std::string& args, const std::string& needle) {
     run_result r = troupe_cmd(args);

@@ -131,6 +131,18 @@ BOOST_AUTO_TEST_CASE(pipeline_parallel_and_group_timeouts) {
   BOOST_TEST(e.find("t.toml:10: pools.pipeline_parallel:") == 0, e);
 }
 
+BOOST_AUTO_TEST_CASE(tensor_parallel_and_micro_batches) {
+  topology_config t = parse_topology(minimal + "pipeline_parallel = 3\ntensor_parallel = 2\n", "t.toml");
+  BOOST_TEST(t.pools[0].tensor_parallel == 2);
+  BOOST_TEST(place_replicas(t)[0].tensor_parallel == 2);
+  BOOST_TEST(place_replicas(t)[0].micro_batches == 3);  // default: one per stage
+  t = parse_topology(minimal + "pipeline_parallel = 2\nmicro_batches = 1\n", "t.toml");
+  BOOST_TEST(place_replicas(t)[0].micro_batches == 1);
+  BOOST_TEST(place_replicas(parse_topology(minimal, "t.toml"))[0].tensor_parallel == 1);
+  BOOST_TEST(error_of(minimal + "tensor_parallel = 0\n").find("t.toml:10: pools.tensor_parallel:") == 0);
+  BOOST_TEST(error_of(minimal + "micro_batches = 0\n").find("t.toml:10: pools.micro_batches:") == 0);
+}
+
 BOOST_AUTO_TEST_CASE(frontend_table) {
   topology_config t = parse_topology(minimal + "[frontend]\naddress = \"0.0.0.0:9001\"\nmax_requests = 7\nretry_after = \"3s\"\n"
                                                  "max_body = \"1MiB\"\nmetric_prefix = \"troupe_\"\nmodel_name = \"m\"\n", "t.toml");
