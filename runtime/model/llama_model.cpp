@@ -139,7 +139,7 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
   // This rank's heads, KV heads, features and vocabulary (everything when whole).
   const auto [h0, h1] = shard_range(cfg_.num_attention_heads, shard_.rank, shard_.size);
   const auto [g0, g1] = shard_range(cfg_.num_key_value_heads, shard_.rank, shard_.size);
-  const auto [i0, i1] = shard_range(I, shard_.rank, shard_.size);
+  const auto [i0, i1] = shard_range(I, shard_.rank, shard_.size);  // a dense MLP's features
   std::tie(vocab0_, vocab1_) = shard_range(V, shard_.rank, shard_.size);
   n_heads_ = int(h1 - h0);
   n_kv_ = int(g1 - g0);
@@ -166,11 +166,40 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
     }
     const auto o = cols_of(idx.get(p + "self_attn.o_proj.weight", {H, Q}), h0 * hd, h1 * hd, scratch);
     w.o = pack_rows({&o});
-    const auto gate = rows_of(idx.get(p + "mlp.gate_proj.weight", {I, H}), i0, i1);
-    const auto up = rows_of(idx.get(p + "mlp.up_proj.weight", {I, H}), i0, i1);
-    w.gate_up = pack_rows({&gate, &up});
-    const auto down = cols_of(idx.get(p + "mlp.down_proj.weight", {H, I}), i0, i1, scratch);
-    w.down = pack_rows({&down});
+    if (cfg_.qk_norm) {
+      w.q_norm = to_f32(idx.get(p + "self_attn.q_norm.weight", {hd}));
+      w.k_norm = to_f32(idx.get(p + "self_attn.k_norm.weight", {hd}));
+    }
+    // A SwiGLU MLP of `n` features: this rank's range of them.
+    auto mlp = [&](const std::string& gate_name, const std::string& up_name, const std::string& down_name, std::int64_t n) {
+      const auto [f0, f1] = shard_range(n, shard_.rank, shard_.size);
+      const auto gate = rows_of(idx.get(gate_name, {n, H}), f0, f1);
+      const auto up = rows_of(idx.get(up_name, {n, H}), f0, f1);
+      const auto down = cols_of(idx.get(down_name, {H, n}), f0, f1, scratch);
+      return mlp_weights{pack_rows({&gate, &up}), pack_rows({&down})};
+    };
+    if (!cfg_.is_moe_layer(l)) {
+      auto dense = mlp(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", p + "mlp.down_proj.weight", I);
+      w.gate_up = std::move(dense.gate_up);
+      w.down = std::move(dense.down);
+    } else {
+      const auto& mc = *cfg_.moe;
+      const bool mixtral = cfg_.architecture == "MixtralForCausalLM";
+      const std::string block = p + (mixtral ? "block_sparse_moe." : "mlp.");
+      w.moe = std::make_unique<moe_weights>();
+      w.moe->router = pack_rows({&idx.get(block + "gate.weight", {mc.num_experts, H})});
+      for (int e = 0; e < mc.num_experts; ++e) {
+        const std::string x = block + "experts." + std::to_string(e) + ".";
+        w.moe->experts.push_back(mixtral ? mlp(x + "w1.weight", x + "w3.weight", x + "w2.weight", mc.expert_intermediate_size)
+                                         : mlp(x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight",
+                                               mc.expert_intermediate_size));
+      }
+      if (mc.shared_expert_intermediate_size > 0) {
+        const std::string x = block + "shared_expert.";
+        w.moe->shared = mlp(x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight", mc.shared_expert_intermediate_size);
+        w.moe->shared_gate = to_f32(idx.get(block + "shared_expert_gate.weight", {1, H}));
+      }
+    }
     layers_.push_back(std::move(w));
     if (progress) progress(l + 1, cfg_.num_hidden_layers);
   }
@@ -200,13 +229,25 @@ void check_group(const tensor_shard& s, const collectives::communicator* tp) {
 
 std::size_t llama_model::weight_bytes_per_step() const {
   std::size_t b = lm_head_.bytes();
-  for (auto& l : layers_) b += l.qkv.bytes() + l.o.bytes() + l.gate_up.bytes() + l.down.bytes();
+  for (auto& l : layers_) {
+    b += l.qkv.bytes() + l.o.bytes() + l.gate_up.bytes() + l.down.bytes();
+    if (!l.moe) continue;
+    b += l.moe->router.bytes() + l.moe->shared.gate_up.bytes() + l.moe->shared.down.bytes();
+    for (auto& e : l.moe->experts) b += e.gate_up.bytes() + e.down.bytes();  // a big enough batch reads them all
+  }
   return b;
 }
 
 std::size_t llama_model::layer_flops_per_token() const {
   std::size_t macs = 0;
-  for (auto& l : layers_) macs += l.qkv.n * l.qkv.k + l.o.n * l.o.k + l.gate_up.n * l.gate_up.k + l.down.n * l.down.k;
+  for (auto& l : layers_) {
+    macs += l.qkv.n * l.qkv.k + l.o.n * l.o.k + l.gate_up.n * l.gate_up.k + l.down.n * l.down.k;
+    if (!l.moe) continue;
+    const auto& m = *l.moe;
+    macs += m.router.n * m.router.k + m.shared.gate_up.n * m.shared.gate_up.k + m.shared.down.n * m.shared.down.k;
+    if (!m.experts.empty())  // each token through experts_per_token of them
+      macs += std::size_t(cfg_.moe->experts_per_token) * (m.experts[0].gate_up.n * m.experts[0].gate_up.k + m.experts[0].down.n * m.experts[0].down.k);
+  }
   return 2 * macs;
 }
 
@@ -270,6 +311,13 @@ void llama_model::run_layers(const forward_batch& b, int first, int last, kv::kv
       std::memcpy(&w.q[t * Q], &w.qkv[t * QKV], Q * 4);
       std::memcpy(&w.k[t * KV], &w.qkv[t * QKV + Q], KV * 4);
     }
+    if (!L.q_norm.empty()) {  // Qwen3: each head normalized on its own, before RoPE
+      w.tmp.resize(std::max(T * Q, T * H));
+      kernels::rmsnorm(w.q.data(), T * std::size_t(n_heads), hd, L.q_norm.data(), eps, w.tmp.data());
+      std::memcpy(w.q.data(), w.tmp.data(), T * Q * 4);
+      kernels::rmsnorm(w.k.data(), T * std::size_t(n_kv), hd, L.k_norm.data(), eps, w.tmp.data());
+      std::memcpy(w.k.data(), w.tmp.data(), T * KV * 4);
+    }
     kernels::rope(w.q.data(), T, std::size_t(n_heads), hd, w.cos.data(), w.sin.data());
     kernels::rope(w.k.data(), T, std::size_t(n_kv), hd, w.cos.data(), w.sin.data());
     }
@@ -285,11 +333,73 @@ void llama_model::run_layers(const forward_batch& b, int first, int last, kv::kv
     if (tp) { op_timer timer(op::all_reduce); tp->all_reduce({w.tmp.data(), T * H}); }
     { op_timer timer(op::residual); for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i]; }
     { op_timer timer(op::rmsnorm); kernels::rmsnorm(w.x.data(), T, H, L.post_norm.data(), eps, w.h.data()); }
-    { op_timer timer(op::gate_up_proj); kernels::linear(w.h.data(), T, L.gate_up, nullptr, w.gu.data()); }
-    { op_timer timer(op::swiglu); kernels::swiglu(w.gu.data(), T, I, w.act.data()); }
-    { op_timer timer(op::down_proj); kernels::linear(w.act.data(), T, L.down, nullptr, w.tmp.data()); }
+    if (L.moe) {
+      std::fill(w.tmp.begin(), w.tmp.begin() + std::ptrdiff_t(T * H), 0.0f);
+      moe_mlp(*L.moe, w.h.data(), T, w.tmp.data(), w);
+    } else {
+      { op_timer timer(op::gate_up_proj); kernels::linear(w.h.data(), T, L.gate_up, nullptr, w.gu.data()); }
+      { op_timer timer(op::swiglu); kernels::swiglu(w.gu.data(), T, I, w.act.data()); }
+      { op_timer timer(op::down_proj); kernels::linear(w.act.data(), T, L.down, nullptr, w.tmp.data()); }
+    }
     if (tp) { op_timer timer(op::all_reduce); tp->all_reduce({w.tmp.data(), T * H}); }
     { op_timer timer(op::residual); for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i]; }
+  }
+}
+
+void llama_model::moe_mlp(const moe_weights& L, const float* h, std::size_t T, float* out, forward_workspace& w) const {
+  const auto& mc = *cfg_.moe;
+  const std::size_t H = cfg_.hidden_size, E = std::size_t(mc.num_experts), K = std::size_t(mc.experts_per_token);
+  // Route: softmax over every expert's logit, the top k (ties to the lower index), optionally
+  // renormalized. Tokens are then grouped by expert.
+  w.router.resize(T * E);
+  { op_timer timer(op::moe_route); kernels::linear(h, T, L.router, nullptr, w.router.data()); }
+  std::vector<std::vector<std::pair<std::uint32_t, float>>> routed(E);  // expert -> (token, weight)
+  std::vector<std::uint32_t> order(E);
+  for (std::size_t t = 0; t < T; ++t) {
+    float* p = &w.router[t * E];
+    const float top = *std::max_element(p, p + E);
+    float sum = 0;
+    for (std::size_t e = 0; e < E; ++e) sum += p[e] = std::exp(p[e] - top);
+    for (std::size_t e = 0; e < E; ++e) p[e] /= sum;
+    for (std::size_t e = 0; e < E; ++e) order[e] = std::uint32_t(e);
+    std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(K), order.end(),
+                      [&](std::uint32_t a, std::uint32_t b) { return p[a] != p[b] ? p[a] > p[b] : a < b; });
+    float chosen = 0;
+    for (std::size_t k = 0; k < K; ++k) chosen += p[order[k]];
+    for (std::size_t k = 0; k < K; ++k)
+      routed[order[k]].emplace_back(std::uint32_t(t), mc.normalize_top_k ? p[order[k]] / chosen : p[order[k]]);
+  }
+  // Each expert over its tokens, added into their rows in expert order.
+  auto run_mlp = [&](const mlp_weights& m, std::size_t n) {
+    const std::size_t F = m.down.k;
+    w.rows_gu.resize(n * 2 * F);
+    w.rows_act.resize(n * F);
+    w.rows_out.resize(n * H);
+    { op_timer timer(op::gate_up_proj); kernels::linear(w.rows.data(), n, m.gate_up, nullptr, w.rows_gu.data()); }
+    { op_timer timer(op::swiglu); kernels::swiglu(w.rows_gu.data(), n, F, w.rows_act.data()); }
+    { op_timer timer(op::down_proj); kernels::linear(w.rows_act.data(), n, m.down, nullptr, w.rows_out.data()); }
+  };
+  for (std::size_t e = 0; e < E; ++e) {
+    const auto& toks = routed[e];
+    if (toks.empty()) continue;
+    w.rows.resize(toks.size() * H);
+    for (std::size_t i = 0; i < toks.size(); ++i) std::memcpy(&w.rows[i * H], h + std::size_t(toks[i].first) * H, H * 4);
+    run_mlp(L.experts[e], toks.size());
+    for (std::size_t i = 0; i < toks.size(); ++i) {
+      float* o = out + std::size_t(toks[i].first) * H;
+      const float g = toks[i].second;
+      for (std::size_t j = 0; j < H; ++j) o[j] += g * w.rows_out[i * H + j];
+    }
+  }
+  if (L.shared_gate.empty()) return;
+  // The shared expert: every token, scaled by its sigmoid gate.
+  w.rows.assign(h, h + T * H);
+  run_mlp(L.shared, T);
+  for (std::size_t t = 0; t < T; ++t) {
+    double z = 0;
+    for (std::size_t j = 0; j < H; ++j) z += double(h[t * H + j]) * L.shared_gate[j];
+    const float g = float(1.0 / (1.0 + std::exp(-z)));
+    for (std::size_t j = 0; j < H; ++j) out[t * H + j] += g * w.rows_out[t * H + j];
   }
 }
 

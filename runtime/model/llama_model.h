@@ -31,15 +31,32 @@ struct forward_batch {
 struct forward_workspace {
   std::vector<float> x, h, qkv, q, k, attn, tmp, gu, act, cos, sin, logits_in;
   std::vector<float> logits_part, logits_all;  // a tensor-parallel rank's vocabulary slice, then every rank's
+  std::vector<float> router, rows, rows_gu, rows_act, rows_out;  // mixture-of-experts layers
+};
+
+// One SwiGLU MLP: gate then up rows fused, and down.
+struct mlp_weights {
+  kernels::packed_weight gate_up;  // [2 features][hidden]
+  kernels::packed_weight down;     // [hidden][features]
+};
+
+// A mixture-of-experts MLP (model_config::moe): this rank's part of it.
+struct moe_weights {
+  kernels::packed_weight router;  // [experts][hidden], whole on every rank
+  std::vector<mlp_weights> experts;  // every expert (tensor ranks hold a slice of each)
+  mlp_weights shared;                // Qwen2-MoE's shared expert (empty when none)
+  std::vector<float> shared_gate;    // [hidden]: its sigmoid gate
 };
 
 struct layer_weights {
   std::vector<float> input_norm, post_norm;  // [hidden]
+  std::vector<float> q_norm, k_norm;         // [head_dim] (Qwen3's per-head norms) or empty
   kernels::packed_weight qkv;                // [q_dim + 2 kv_dim][hidden], q then k then v
   std::vector<float> qkv_bias;               // [q_dim + 2 kv_dim] or empty
   kernels::packed_weight o;                  // [hidden][q_dim]
-  kernels::packed_weight gate_up;            // [2 intermediate][hidden], gate then up
+  kernels::packed_weight gate_up;            // [2 intermediate][hidden], gate then up (dense layers)
   kernels::packed_weight down;               // [hidden][intermediate]
+  std::unique_ptr<moe_weights> moe;          // a mixture-of-experts layer instead of gate_up/down
 };
 
 class llama_model {
@@ -90,6 +107,8 @@ class llama_model {
  private:
   llama_model() = default;
   void load_tensors(const std::string& dir, const std::function<void(int, int)>& progress);
+  // Adds layer L's mixture-of-experts output for h ([T][hidden]) to out (zeroed by the caller).
+  void moe_mlp(const moe_weights& L, const float* h, std::size_t T, float* out, forward_workspace& w) const;
 
   std::string dir_;
   model_config cfg_;

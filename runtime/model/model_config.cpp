@@ -19,7 +19,8 @@ using nlohmann::json;
 
 namespace {
 
-const char* const supported[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"};
+const char* const supported[] = {"LlamaForCausalLM",    "MistralForCausalLM",  "Qwen2ForCausalLM",
+                                 "MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM"};
 
 // An int from JSON, refused (not truncated) when it is not an integer or past 32 bits.
 int int_of(const json& v, const std::string& key, const std::string& source) {
@@ -101,7 +102,8 @@ model_config parse_model_config(const std::string& text, const std::string& sour
   for (auto* s : supported) ok = ok || c.architecture == s;
   if (!ok)
     throw input_error(source + ": unsupported architecture '" + c.architecture +
-                      "' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)");
+                      "' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, MixtralForCausalLM, "
+                      "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM)");
   c.vocab_size = required<int>(j, "vocab_size", source);
   c.hidden_size = required<int>(j, "hidden_size", source);
   c.intermediate_size = required<int>(j, "intermediate_size", source);
@@ -113,7 +115,28 @@ model_config parse_model_config(const std::string& text, const std::string& sour
   c.rms_norm_eps = optional_key<double>(j, "rms_norm_eps", 1e-6, source);
   c.rope_theta = optional_key<double>(j, "rope_theta", 10000.0, source);
   c.tie_word_embeddings = optional_key<bool>(j, "tie_word_embeddings", false, source);
-  c.attention_bias = c.architecture == "Qwen2ForCausalLM" || optional_key<bool>(j, "attention_bias", false, source);
+  c.attention_bias = c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen2MoeForCausalLM" ||
+                     optional_key<bool>(j, "attention_bias", false, source);
+  c.qk_norm = c.architecture == "Qwen3MoeForCausalLM";
+  if (c.architecture == "MixtralForCausalLM") {
+    moe_config m;
+    m.num_experts = required<int>(j, "num_local_experts", source);
+    m.experts_per_token = required<int>(j, "num_experts_per_tok", source);
+    m.expert_intermediate_size = c.intermediate_size;
+    m.normalize_top_k = true;
+    c.moe = m;
+  } else if (c.architecture == "Qwen2MoeForCausalLM" || c.architecture == "Qwen3MoeForCausalLM") {
+    moe_config m;
+    m.num_experts = required<int>(j, "num_experts", source);
+    m.experts_per_token = required<int>(j, "num_experts_per_tok", source);
+    m.expert_intermediate_size = required<int>(j, "moe_intermediate_size", source);
+    if (c.architecture == "Qwen2MoeForCausalLM")
+      m.shared_expert_intermediate_size = optional_key<int>(j, "shared_expert_intermediate_size", 0, source);
+    m.normalize_top_k = optional_key<bool>(j, "norm_topk_prob", false, source);
+    m.sparse_step = optional_key<int>(j, "decoder_sparse_step", 1, source);
+    m.mlp_only_layers = optional_key<std::vector<int>>(j, "mlp_only_layers", {}, source);
+    c.moe = m;
+  }
   if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = int_of(j["bos_token_id"], "bos_token_id", source);
   if (j.contains("eos_token_id")) c.eos_token_ids = eos_ids_of(j["eos_token_id"], source);
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
@@ -144,6 +167,21 @@ model_config parse_model_config(const std::string& text, const std::string& sour
   positive(c.num_attention_heads, "num_attention_heads");
   positive(c.num_key_value_heads, "num_key_value_heads");
   positive(c.head_dim, "head_dim");
+  if (c.moe) {
+    const auto& m = *c.moe;
+    positive(m.num_experts, "num_experts");
+    positive(m.experts_per_token, "num_experts_per_tok");
+    positive(m.expert_intermediate_size, c.architecture == "MixtralForCausalLM" ? "intermediate_size" : "moe_intermediate_size");
+    positive(m.sparse_step, "decoder_sparse_step");
+    if (m.shared_expert_intermediate_size < 0) positive(m.shared_expert_intermediate_size, "shared_expert_intermediate_size");
+    if (m.experts_per_token > m.num_experts)
+      throw input_error(source + ": num_experts_per_tok (" + std::to_string(m.experts_per_token) + ") exceeds the " +
+                        std::to_string(m.num_experts) + " experts");
+    for (int l : m.mlp_only_layers)
+      if (l < 0 || l >= c.num_hidden_layers)
+        throw input_error(source + ": mlp_only_layers names layer " + std::to_string(l) + ", the model has " +
+                          std::to_string(c.num_hidden_layers));
+  }
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     throw input_error(source + ": num_attention_heads (" + std::to_string(c.num_attention_heads) +
                       ") is not a multiple of num_key_value_heads (" + std::to_string(c.num_key_value_heads) + ")");
@@ -152,6 +190,12 @@ model_config parse_model_config(const std::string& text, const std::string& sour
   if (c.num_attention_heads / c.num_key_value_heads > 16)
     throw input_error(source + ": more than 16 query heads per KV head is not supported");
   return c;
+}
+
+bool model_config::is_moe_layer(int l) const {
+  if (!moe) return false;
+  if (std::find(moe->mlp_only_layers.begin(), moe->mlp_only_layers.end(), l) != moe->mlp_only_layers.end()) return false;
+  return (l + 1) % moe->sparse_step == 0;
 }
 
 model_config load_model_config(const std::string& dir) {
@@ -166,10 +210,23 @@ model_config load_model_config(const std::string& dir) {
   return c;
 }
 
+namespace {
+
+const char* model_type_of(const std::string& arch) {
+  if (arch == "Qwen2ForCausalLM") return "qwen2";
+  if (arch == "MistralForCausalLM") return "mistral";
+  if (arch == "MixtralForCausalLM") return "mixtral";
+  if (arch == "Qwen2MoeForCausalLM") return "qwen2_moe";
+  if (arch == "Qwen3MoeForCausalLM") return "qwen3_moe";
+  return "llama";
+}
+
+}  // namespace
+
 std::string to_config_json(const model_config& c) {
   json j = {
       {"architectures", {c.architecture}},
-      {"model_type", c.architecture == "Qwen2ForCausalLM" ? "qwen2" : c.architecture == "MistralForCausalLM" ? "mistral" : "llama"},
+      {"model_type", model_type_of(c.architecture)},
       {"vocab_size", c.vocab_size},
       {"hidden_size", c.hidden_size},
       {"intermediate_size", c.intermediate_size},
@@ -183,7 +240,21 @@ std::string to_config_json(const model_config& c) {
       {"tie_word_embeddings", c.tie_word_embeddings},
       {"hidden_act", "silu"},
   };
-  if (c.architecture != "Qwen2ForCausalLM") j["attention_bias"] = c.attention_bias;
+  if (c.architecture != "Qwen2ForCausalLM" && c.architecture != "Qwen2MoeForCausalLM") j["attention_bias"] = c.attention_bias;
+  if (c.moe) {
+    const auto& m = *c.moe;
+    j["num_experts_per_tok"] = m.experts_per_token;
+    if (c.architecture == "MixtralForCausalLM") {
+      j["num_local_experts"] = m.num_experts;
+    } else {
+      j["num_experts"] = m.num_experts;
+      j["moe_intermediate_size"] = m.expert_intermediate_size;
+      j["norm_topk_prob"] = m.normalize_top_k;
+      j["decoder_sparse_step"] = m.sparse_step;
+      j["mlp_only_layers"] = m.mlp_only_layers;
+      if (c.architecture == "Qwen2MoeForCausalLM") j["shared_expert_intermediate_size"] = m.shared_expert_intermediate_size;
+    }
+  }
   if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
   if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
   else if (!c.eos_token_ids.empty()) j["eos_token_id"] = c.eos_token_ids;

@@ -17,8 +17,27 @@ struct rope_scaling_config {
   int original_max_position_embeddings = 8192;
 };
 
+// A mixture-of-experts MLP: each token goes to `experts_per_token` of `num_experts` experts
+// (SwiGLU MLPs of `expert_intermediate_size` features), chosen by a router whose softmax
+// probabilities weigh the experts' outputs. The families differ in the details:
+// - Mixtral: every layer; the top-k probabilities renormalized to sum to 1.
+// - Qwen2-MoE: renormalized only with norm_topk_prob; a shared expert every token goes through,
+//   scaled by sigmoid(shared_expert_gate · x); layers in mlp_only_layers, and those off the
+//   decoder_sparse_step, stay dense (intermediate_size).
+// - Qwen3-MoE: like Qwen2-MoE without the shared expert.
+struct moe_config {
+  int num_experts = 0;
+  int experts_per_token = 0;
+  int expert_intermediate_size = 0;
+  int shared_expert_intermediate_size = 0;  // 0: no shared expert
+  bool normalize_top_k = false;
+  int sparse_step = 1;
+  std::vector<int> mlp_only_layers;
+};
+
 struct model_config {
-  std::string architecture;  // LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM
+  std::string architecture;  // LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, MixtralForCausalLM,
+                             // Qwen2MoeForCausalLM, Qwen3MoeForCausalLM
   int vocab_size = 0;
   int hidden_size = 0;
   int intermediate_size = 0;
@@ -32,9 +51,13 @@ struct model_config {
   std::optional<rope_scaling_config> rope_scaling;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
+  bool qk_norm = false;         // an RMSNorm over each query and key head before RoPE (Qwen3)
+  std::optional<moe_config> moe;  // a mixture-of-experts model (see moe_config)
   std::optional<int> bos_token_id;
   std::vector<int> eos_token_ids;
 
+  // Layer l's MLP is a mixture of experts (else dense, of intermediate_size).
+  bool is_moe_layer(int l) const;
   int q_dim() const { return num_attention_heads * head_dim; }
   int kv_dim() const { return num_key_value_heads * head_dim; }
   // RoPE inverse frequencies (head_dim / 2 of them) with rope_scaling applied, in double.

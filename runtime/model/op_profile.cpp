@@ -9,7 +9,7 @@ namespace troupe::model {
 namespace {
 const char* const names[] = {"embed", "rmsnorm", "qkv_proj", "rope", "kv_write", "attention", "o_proj",
                              "gate_up_proj", "swiglu", "down_proj", "residual", "lm_head",
-                             "all_reduce", "all_gather", "all_to_all"};
+                             "all_reduce", "all_gather", "all_to_all", "moe_route"};
 }
 
 void op_profile::enable(bool on) { on_ = on; }

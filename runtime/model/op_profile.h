@@ -10,7 +10,7 @@
 namespace troupe::model {
 
 enum class op { embed, rmsnorm, qkv_proj, rope, kv_write, attention, o_proj, gate_up_proj, swiglu, down_proj, residual, lm_head,
-                all_reduce, all_gather, all_to_all, count };
+                all_reduce, all_gather, all_to_all, moe_route, count };
 
 class op_profile {
  public:

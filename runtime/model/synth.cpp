@@ -62,10 +62,31 @@ std::vector<tensor_plan> plan_tensors(const model_config& c) {
       t.push_back({p + "self_attn.v_proj.bias", {KV}, uniform_std(0.2)});
     }
     t.push_back({p + "self_attn.o_proj.weight", {H, Q}, uniform_std(1.0 / std::sqrt(double(Q)))});
+    if (c.qk_norm) {
+      t.push_back({p + "self_attn.q_norm.weight", {c.head_dim}, norm_init});
+      t.push_back({p + "self_attn.k_norm.weight", {c.head_dim}, norm_init});
+    }
     t.push_back({p + "post_attention_layernorm.weight", {H}, norm_init});
-    t.push_back({p + "mlp.gate_proj.weight", {I, H}, uniform_std(1.0 / std::sqrt(double(H)))});
-    t.push_back({p + "mlp.up_proj.weight", {I, H}, uniform_std(1.0 / std::sqrt(double(H)))});
-    t.push_back({p + "mlp.down_proj.weight", {H, I}, uniform_std(1.0 / std::sqrt(double(I)))});
+    // A SwiGLU MLP of `n` features under `prefix` with HF's names (Mixtral's w1/w3/w2 or gate/up/down).
+    auto mlp = [&](const std::string& prefix, std::int64_t n, bool mixtral_names) {
+      t.push_back({prefix + (mixtral_names ? "w1" : "gate_proj") + ".weight", {n, H}, uniform_std(1.0 / std::sqrt(double(H)))});
+      t.push_back({prefix + (mixtral_names ? "w3" : "up_proj") + ".weight", {n, H}, uniform_std(1.0 / std::sqrt(double(H)))});
+      t.push_back({prefix + (mixtral_names ? "w2" : "down_proj") + ".weight", {H, n}, uniform_std(1.0 / std::sqrt(double(n)))});
+    };
+    if (!c.is_moe_layer(l)) {
+      mlp(p + "mlp.", I, false);
+      continue;
+    }
+    const auto& m = *c.moe;
+    const bool mixtral = c.architecture == "MixtralForCausalLM";
+    const std::string block = p + (mixtral ? "block_sparse_moe." : "mlp.");
+    // A wide router init, so that top-k choices are clear rather than near-ties.
+    t.push_back({block + "gate.weight", {m.num_experts, H}, uniform_std(2.0 / std::sqrt(double(H)))});
+    for (int e = 0; e < m.num_experts; ++e) mlp(block + "experts." + std::to_string(e) + ".", m.expert_intermediate_size, mixtral);
+    if (m.shared_expert_intermediate_size > 0) {
+      mlp(block + "shared_expert.", m.shared_expert_intermediate_size, false);
+      t.push_back({block + "shared_expert_gate.weight", {1, H}, uniform_std(1.0 / std::sqrt(double(H)))});
+    }
   }
   t.push_back({"model.norm.weight", {H}, norm_init});
   if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {V, H}, vocab_init});
@@ -85,7 +106,10 @@ model_config synth_config(const synth_options& o) {
   if (o.arch == "llama") c.architecture = "LlamaForCausalLM";
   else if (o.arch == "mistral") c.architecture = "MistralForCausalLM";
   else if (o.arch == "qwen2") c.architecture = "Qwen2ForCausalLM";
-  else throw input_error("unknown --arch '" + o.arch + "' (llama, mistral, qwen2)");
+  else if (o.arch == "mixtral") c.architecture = "MixtralForCausalLM";
+  else if (o.arch == "qwen2_moe") c.architecture = "Qwen2MoeForCausalLM";
+  else if (o.arch == "qwen3_moe") c.architecture = "Qwen3MoeForCausalLM";
+  else throw input_error("unknown --arch '" + o.arch + "' (llama, mistral, qwen2, mixtral, qwen2_moe, qwen3_moe)");
   if (o.preset == "tiny") {
     c.vocab_size = 512, c.hidden_size = 64, c.num_hidden_layers = 2, c.num_attention_heads = 4;
     c.num_key_value_heads = 2, c.intermediate_size = 160;
@@ -95,8 +119,11 @@ model_config synth_config(const synth_options& o) {
   } else if (o.preset == "1b") {
     c.vocab_size = 32000, c.hidden_size = 2048, c.num_hidden_layers = 22, c.num_attention_heads = 32;
     c.num_key_value_heads = 4, c.intermediate_size = 5632;
+  } else if (o.preset == "moe") {  // sized for mixture-of-experts tests: 8 experts, 2 per token
+    c.vocab_size = 2048, c.hidden_size = 256, c.num_hidden_layers = 4, c.num_attention_heads = 8;
+    c.num_key_value_heads = 4, c.intermediate_size = 512;
   } else {
-    throw input_error("unknown --preset '" + o.preset + "' (tiny, small, 1b)");
+    throw input_error("unknown --preset '" + o.preset + "' (tiny, small, 1b, moe)");
   }
   c.head_dim = c.hidden_size / c.num_attention_heads;
   c.max_position_embeddings = 4096;
@@ -104,7 +131,20 @@ model_config synth_config(const synth_options& o) {
   c.rope_theta = o.llama3_rope_scaling ? 500000.0 : 10000.0;
   if (o.llama3_rope_scaling) c.rope_scaling = rope_scaling_config{"llama3", 8.0, 1.0, 4.0, 1024};
   c.tie_word_embeddings = o.tied_embeddings;
-  c.attention_bias = o.arch == "qwen2";
+  c.attention_bias = o.arch == "qwen2" || o.arch == "qwen2_moe";
+  c.qk_norm = o.arch == "qwen3_moe";
+  if (o.arch == "mixtral" || o.arch == "qwen2_moe" || o.arch == "qwen3_moe") {
+    moe_config m;
+    m.num_experts = 8;
+    m.experts_per_token = 2;
+    m.expert_intermediate_size = o.arch == "mixtral" ? c.intermediate_size : c.intermediate_size / 4;
+    m.normalize_top_k = o.arch != "qwen2_moe";
+    if (o.arch == "qwen2_moe") {
+      m.shared_expert_intermediate_size = c.intermediate_size / 2;
+      m.mlp_only_layers = {0};  // one dense layer among the sparse ones, as the family allows
+    }
+    c.moe = m;
+  }
   const auto specials = tokenizer::synth_special_ids(c.vocab_size);
   c.bos_token_id = specials.bos;
   c.eos_token_ids = {specials.eos};

@@ -11,8 +11,8 @@
 namespace troupe::model {
 
 struct synth_options {
-  std::string preset = "small";  // tiny | small | 1b
-  std::string arch = "llama";    // llama | mistral | qwen2
+  std::string preset = "small";  // tiny | small | 1b | moe
+  std::string arch = "llama";    // llama | mistral | qwen2 | mixtral | qwen2_moe | qwen3_moe
   kernels::dtype type = kernels::dtype::f32;
   std::uint64_t seed = 0;
   bool tied_embeddings = false;

@@ -11,6 +11,13 @@ std::optional<std::string> tensor_parallel_mismatch(const model_config& cfg, int
     return "tensor_parallel = " + n + " does not divide num_attention_heads = " + std::to_string(cfg.num_attention_heads);
   if (cfg.intermediate_size < size)
     return "tensor_parallel = " + n + " exceeds intermediate_size = " + std::to_string(cfg.intermediate_size);
+  if (cfg.moe) {
+    if (cfg.moe->expert_intermediate_size < size)
+      return "tensor_parallel = " + n + " exceeds the experts' " + std::to_string(cfg.moe->expert_intermediate_size) + " features";
+    if (cfg.moe->shared_expert_intermediate_size > 0 && cfg.moe->shared_expert_intermediate_size < size)
+      return "tensor_parallel = " + n + " exceeds the shared expert's " + std::to_string(cfg.moe->shared_expert_intermediate_size) +
+             " features";
+  }
   return std::nullopt;
 }
 

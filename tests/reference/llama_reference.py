@@ -1,5 +1,8 @@
 #!/usr/bin/python3
-"""An independent PyTorch implementation of the Llama / Mistral / Qwen2 forward pass, used by
+"""An independent PyTorch implementation of the Llama / Mistral / Qwen2 forward pass, and of the
+mixture-of-experts families Mixtral / Qwen2-MoE / Qwen3-MoE (as Hugging Face transformers
+defines them: softmax router, top-k, family-specific renormalization, Qwen2-MoE's gated shared
+expert, Qwen3's per-head q/k norms), used by
 tests/runtime/model_reference_test.cpp to check Troupe's engine. Shares no code with it: reads
 the safetensors file and config.json itself and computes in float64.
 
@@ -106,8 +109,13 @@ class Model:
                 if p + 'self_attn.%s_proj.bias' % n in self.w:
                     y = y + self.w[p + 'self_attn.%s_proj.bias' % n]
                 proj[n] = y
-            q = self.rope(proj['q'].view(T, self.h, self.hd), pos)
-            k = self.rope(proj['k'].view(T, self.kvh, self.hd), pos)
+            q = proj['q'].view(T, self.h, self.hd)
+            k = proj['k'].view(T, self.kvh, self.hd)
+            if p + 'self_attn.q_norm.weight' in self.w:  # Qwen3: RMSNorm over each head
+                q = self.norm(q, self.w[p + 'self_attn.q_norm.weight'])
+                k = self.norm(k, self.w[p + 'self_attn.k_norm.weight'])
+            q = self.rope(q, pos)
+            k = self.rope(k, pos)
             v = proj['v'].view(T, self.kvh, self.hd)
             if cache[l] is not None:
                 k = torch.cat([cache[l][0], k])
@@ -123,10 +131,46 @@ class Model:
             o = torch.einsum('hts,shd->thd', att, vv).reshape(T, self.h * self.hd)
             x = x + o @ self.w[p + 'self_attn.o_proj.weight'].T
             h = self.norm(x, self.w[p + 'post_attention_layernorm.weight'])
-            gate = h @ self.w[p + 'mlp.gate_proj.weight'].T
-            up = h @ self.w[p + 'mlp.up_proj.weight'].T
-            x = x + (gate * torch.sigmoid(gate) * up) @ self.w[p + 'mlp.down_proj.weight'].T
+            x = x + self.mlp(l, h)
         return self.norm(x, self.w['model.norm.weight']) @ self.lm_head.T
+
+    @staticmethod
+    def swiglu(h, gate_w, up_w, down_w):
+        gate = h @ gate_w.T
+        return (gate * torch.sigmoid(gate) * (h @ up_w.T)) @ down_w.T
+
+    def mlp(self, l, h):
+        c = self.cfg
+        p = 'model.layers.%d.' % l
+        arch = c['architectures'][0]
+        if arch == 'MixtralForCausalLM':
+            n_exp, renorm, blk = c['num_local_experts'], True, p + 'block_sparse_moe.'
+            names = ('w1', 'w3', 'w2')
+        elif arch in ('Qwen2MoeForCausalLM', 'Qwen3MoeForCausalLM'):
+            n_exp, renorm, blk = c['num_experts'], c.get('norm_topk_prob', False), p + 'mlp.'
+            names = ('gate_proj', 'up_proj', 'down_proj')
+            if l in c.get('mlp_only_layers', []) or (l + 1) % c.get('decoder_sparse_step', 1) != 0:
+                n_exp = 0
+        else:
+            n_exp = 0
+        if n_exp == 0:
+            return self.swiglu(h, self.w[p + 'mlp.gate_proj.weight'], self.w[p + 'mlp.up_proj.weight'],
+                               self.w[p + 'mlp.down_proj.weight'])
+        probs = torch.softmax(h @ self.w[blk + 'gate.weight'].T, dim=-1)
+        top_w, top_e = torch.topk(probs, c['num_experts_per_tok'], dim=-1)
+        if renorm:
+            top_w = top_w / top_w.sum(-1, keepdim=True)
+        out = torch.zeros_like(h)
+        for e in range(n_exp):
+            x = blk + 'experts.%d.' % e
+            y = self.swiglu(h, *(self.w[x + n + '.weight'] for n in names))
+            weight = (top_w * (top_e == e)).sum(-1, keepdim=True)  # 0 for tokens not routed to e
+            out = out + weight * y
+        if blk + 'shared_expert_gate.weight' in self.w:
+            x = blk + 'shared_expert.'
+            y = self.swiglu(h, self.w[x + 'gate_proj.weight'], self.w[x + 'up_proj.weight'], self.w[x + 'down_proj.weight'])
+            out = out + torch.sigmoid(h @ self.w[blk + 'shared_expert_gate.weight'].T) * y
+        return out
 
 
 def main():

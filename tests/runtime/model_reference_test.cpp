@@ -116,3 +116,15 @@ BOOST_AUTO_TEST_CASE(llama_small_f16_weights) {
 BOOST_AUTO_TEST_CASE(mistral_small_bf16_weights) {
   check_against_reference("small-mistral-bf16", test::preset("small", "mistral", kernels::dtype::bf16), 1e-4);
 }
+
+// Mixture-of-experts families, each with its own routing normalization (and Qwen2-MoE's gated
+// shared expert and dense first layer, Qwen3-MoE's per-head q/k norms), against the reference.
+BOOST_AUTO_TEST_CASE(mixtral_moe) { check_against_reference("moe-mixtral-f32", test::preset("moe", "mixtral"), 1e-4); }
+
+BOOST_AUTO_TEST_CASE(qwen2_moe_with_a_shared_expert_and_a_dense_layer) {
+  check_against_reference("moe-qwen2-moe-f32", test::preset("moe", "qwen2_moe"), 1e-4);
+}
+
+BOOST_AUTO_TEST_CASE(qwen3_moe_with_qk_norms) {
+  check_against_reference("moe-qwen3-moe-bf16", test::preset("moe", "qwen3_moe", kernels::dtype::bf16), 1e-4);
+}

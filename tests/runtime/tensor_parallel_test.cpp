@@ -146,3 +146,11 @@ BOOST_AUTO_TEST_CASE(a_shard_run_without_its_group_is_refused) {
   std::vector<float> logits(std::size_t(shard->config().vocab_size));
   BOOST_CHECK_THROW(shard->forward(b, cache, logits.data(), ws, nullptr), std::invalid_argument);
 }
+
+// Mixture-of-experts layers split too: every rank routes every token (the router is whole on
+// each), runs its slice of each chosen expert (and of the shared expert), and the partial sums
+// are added by the layer's all-reduce.
+BOOST_AUTO_TEST_CASE(mixture_of_experts_layers_split_by_expert_features) {
+  for (const char* arch : {"mixtral", "qwen2_moe", "qwen3_moe"})
+    check_matches_whole(test::synth_model(std::string("moe-") + arch + "-tp-f32", test::preset("moe", arch)), 2);
+}

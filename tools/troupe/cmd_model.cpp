@@ -8,7 +8,7 @@
 namespace troupe::cli {
 
 int cmd_model(int argc, char** argv) {
-  if (argc < 3 || std::string(argv[2]) != "synth") throw input_error("usage: troupe model synth --preset tiny|small|1b --out DIR");
+  if (argc < 3 || std::string(argv[2]) != "synth") throw input_error("usage: troupe model synth --preset tiny|small|1b|moe --out DIR");
   args a(argc, argv, 3, {"preset", "arch", "dtype", "seed", "out", "rope-scaling"}, {"tied"});
   model::synth_options o;
   o.preset = a.get("preset", "small");

@@ -114,13 +114,13 @@ Runs prompts through the engine in this process as one continuous batch.
 )"},
       {"model", R"(usage: troupe model synth [options]     (troupe model synth --help)
 )"},
-      {"model synth", R"(usage: troupe model synth --preset tiny|small|1b --out DIR [options]
+      {"model synth", R"(usage: troupe model synth --preset tiny|small|1b|moe --out DIR [options]
 Writes a Hugging Face model folder (config.json, model.safetensors, tokenizer files) with
 deterministic random weights.
 
-  --preset tiny|small|1b   the model's size
+  --preset tiny|small|1b|moe   the model's size (moe: sized for mixture-of-experts archs)
   --out DIR                where to write it (required)
-  --arch llama|mistral|qwen2  --dtype f32|f16|bf16  --seed N  --tied  --rope-scaling llama3
+  --arch llama|mistral|qwen2|mixtral|qwen2_moe|qwen3_moe  --dtype f32|f16|bf16  --seed N  --tied  --rope-scaling llama3
   -h, --help               this text
 )"},
       {"bench", R"(usage: troupe bench engine|runtime|serve|kv-transfer|autoscale [options]     (troupe bench engine --help, ...)
