@@ -80,7 +80,8 @@ std::vector<group_config> group_configs_of(const topology::topology_config& topo
   for (const auto& p : topology::place_replicas(topo)) {
     group_config g;
     g.pipeline_ranks = p.pipeline_parallel;
-    g.tensor_ranks = p.tensor_parallel;
+    g.tensor_ranks = std::max(p.tensor_parallel, p.expert_parallel);
+    g.expert_parallel = p.expert_parallel > 1;
     g.micro_batches = p.micro_batches;
     g.max_restarts = topo.timeouts.group_restarts;
     g.restart_window = topo.timeouts.group_restart_window;
@@ -94,9 +95,13 @@ void check_groups(const topology::topology_config& topo, const model::model_conf
   const int num_layers = m.num_hidden_layers;
   for (const auto& p : topo.pools) {
     const std::string at = topo.source + ":" + std::to_string(p.line) + ": ";
-    if (auto why = model::tensor_parallel_mismatch(m, p.tensor_parallel))
+    if (p.expert_parallel > 1) {
+      if (auto why = model::expert_parallel_mismatch(m, p.expert_parallel))
+        throw input_error(at + "pools.expert_parallel: pool \"" + p.name + "\": " + *why);
+    } else if (auto why = model::tensor_parallel_mismatch(m, p.tensor_parallel)) {
       throw input_error(at + "pools.tensor_parallel: pool \"" + p.name + "\": " + *why);
-    if (p.tensor_parallel > 1 && topo.kv_store.enabled())
+    }
+    if (std::max(p.tensor_parallel, p.expert_parallel) > 1 && topo.kv_store.enabled())
       throw input_error(at + "pools.tensor_parallel: pool \"" + p.name +
                         "\" splits its KV heads over ranks, which the [kv_store] cannot hold yet; remove one of them");
     if (p.pipeline_parallel > num_layers)

@@ -260,7 +260,8 @@ group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_
   if (st.cfg.tensor_ranks == 1)
     st.shards = {st.model};
   else
-    for (int t = 0; t < st.cfg.tensor_ranks; ++t) st.shards.push_back(model::shared_shard(st.model->dir(), {t, st.cfg.tensor_ranks}));
+    for (int t = 0; t < st.cfg.tensor_ranks; ++t)
+      st.shards.push_back(model::shared_shard(st.model->dir(), {t, st.cfg.tensor_ranks, st.cfg.expert_parallel}));
   spawn_ranks(self);
   self->monitor(scheduler);
   // A rank's death restarts the group (monitors, not links: a rank killed with

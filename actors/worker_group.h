@@ -28,6 +28,7 @@ namespace troupe::actors {
 struct group_config {
   int pipeline_ranks = 1;  // stages; layers are split evenly over them, in order
   int tensor_ranks = 1;    // ranks per stage, each with a shard of the weights and KV heads
+  bool expert_parallel = false;  // the ranks hold whole experts and dispatch tokens (tensor_shard.h)
   int micro_batches = 1;   // a step is cut into at most this many (1: stages run in turn)
   int max_restarts = 3;    // restarts allowed within restart_window before the group gives up
   std::chrono::milliseconds restart_window{60000};

@@ -259,7 +259,7 @@ void read_pools(const reader& r, const toml::table& root, topology_config& t) {
   for (auto&& e : *n->as_array()) {
     const toml::table& pt = *e.as_table();
     r.only_keys(pt, "pools.", {"name", "role", "replicas", "min_replicas", "max_replicas", "warm_replicas", "nodes",
-                                 "pipeline_parallel", "tensor_parallel", "micro_batches"});
+                                 "pipeline_parallel", "tensor_parallel", "expert_parallel", "micro_batches"});
     pool_spec p;
     p.name = r.string(pt, "name", "pools.", std::nullopt);
     p.line = int(pt.source().begin.line);
@@ -282,6 +282,11 @@ void read_pools(const reader& r, const toml::table& root, topology_config& t) {
     }
     p.pipeline_parallel = int(r.integer(pt, "pipeline_parallel", "pools.", 1, 1, 1024));
     p.tensor_parallel = int(r.integer(pt, "tensor_parallel", "pools.", 1, 1, 64));
+    p.expert_parallel = int(r.integer(pt, "expert_parallel", "pools.", 1, 1, 64));
+    if (p.expert_parallel > 1 && p.tensor_parallel != 1 && p.tensor_parallel != p.expert_parallel)
+      r.fail(pt.get("expert_parallel"), "pools.expert_parallel",
+             "expert_parallel = " + std::to_string(p.expert_parallel) + " runs on the stage's ranks, so tensor_parallel must be 1 or " +
+                 std::to_string(p.expert_parallel) + ", not " + std::to_string(p.tensor_parallel));
     p.micro_batches = int(r.integer(pt, "micro_batches", "pools.", p.pipeline_parallel, 1, 1024));
     if (const toml::node* nn = pt.get("nodes")) {
       if (!nn->is_array()) r.fail(nn, "pools.nodes", std::string("expected an array of node names, got ") + type_name(*nn));
@@ -804,7 +809,7 @@ std::vector<replica_placement> place_replicas(const topology_config& t) {
   for (const auto& p : t.pools)
     for (int i = 0; i < std::max(p.replicas, p.max_replicas); ++i)  // code that sets replicas alone still gets them
       out.push_back({replica_id(next++), p.name, p.role, p.nodes[std::size_t(i) % p.nodes.size()], p.pipeline_parallel,
-                     p.tensor_parallel, p.micro_batches > 0 ? p.micro_batches : p.pipeline_parallel, p.name + "-" + std::to_string(i), i < p.replicas,
+                     p.tensor_parallel, p.expert_parallel, p.micro_batches > 0 ? p.micro_batches : p.pipeline_parallel, p.name + "-" + std::to_string(i), i < p.replicas,
                      i < p.replicas + p.warm()});
   return out;
 }

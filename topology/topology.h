@@ -60,6 +60,9 @@ struct pool_spec {
   std::vector<std::string> nodes;  // replicas are placed round-robin over these
   int pipeline_parallel = 1;       // pipeline stages per replica, each a contiguous range of layers
   int tensor_parallel = 1;         // ranks per stage, each holding a shard of every matrix (heads, features)
+  // Mixture-of-experts models: ranks per stage holding whole experts, tokens dispatched to them
+  // by all-to-all (attention split over the same ranks); tensor_parallel is then 1 or the same.
+  int expert_parallel = 1;
   // A step's batch is cut into this many micro-batches (between sequences) so that pipeline
   // stages work at once; 1 runs the stages in turn. Default: pipeline_parallel.
   int micro_batches = 0;
@@ -249,6 +252,7 @@ struct replica_placement {
   std::string node;
   int pipeline_parallel = 1;
   int tensor_parallel = 1;
+  int expert_parallel = 1;
   int micro_batches = 1;
   std::string name;  // "<pool>-<index in the pool>": what logs and the admin console call it
   bool active = true;   // serving at start (else warm, for scaling up)

@@ -121,7 +121,8 @@ std::unique_ptr<llama_model> llama_model::load(const std::string& dir, const std
   m->dir_ = dir;
   m->cfg_ = load_model_config(dir);
   if (shard.rank < 0 || shard.rank >= shard.size) throw std::invalid_argument("llama_model::load: bad tensor shard");
-  if (auto why = tensor_parallel_mismatch(m->cfg_, shard.size)) throw input_error(dir + ": " + *why);
+  if (auto why = shard.expert_parallel ? expert_parallel_mismatch(m->cfg_, shard.size) : tensor_parallel_mismatch(m->cfg_, shard.size))
+    throw input_error(dir + ": " + *why);
   m->shard_ = shard;
   m->load_tensors(dir, progress);
   m->inv_freq_ = m->cfg_.rope_inv_freq();
@@ -171,8 +172,9 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
       w.k_norm = to_f32(idx.get(p + "self_attn.k_norm.weight", {hd}));
     }
     // A SwiGLU MLP of `n` features: this rank's range of them.
-    auto mlp = [&](const std::string& gate_name, const std::string& up_name, const std::string& down_name, std::int64_t n) {
-      const auto [f0, f1] = shard_range(n, shard_.rank, shard_.size);
+    auto mlp = [&](const std::string& gate_name, const std::string& up_name, const std::string& down_name, std::int64_t n,
+                   bool whole = false) {
+      const auto [f0, f1] = whole ? std::pair<std::int64_t, std::int64_t>{0, n} : shard_range(n, shard_.rank, shard_.size);
       const auto gate = rows_of(idx.get(gate_name, {n, H}), f0, f1);
       const auto up = rows_of(idx.get(up_name, {n, H}), f0, f1);
       const auto down = cols_of(idx.get(down_name, {H, n}), f0, f1, scratch);
@@ -188,15 +190,20 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
       const std::string block = p + (mixtral ? "block_sparse_moe." : "mlp.");
       w.moe = std::make_unique<moe_weights>();
       w.moe->router = pack_rows({&idx.get(block + "gate.weight", {mc.num_experts, H})});
-      for (int e = 0; e < mc.num_experts; ++e) {
+      // Expert parallel: this rank's experts whole (and the shared expert whole on every rank);
+      // else every expert, each sliced like a dense MLP.
+      const bool ep = shard_.expert_parallel && !shard_.whole();
+      const auto [e0, e1] = ep ? shard_range(mc.num_experts, shard_.rank, shard_.size) : std::pair<std::int64_t, std::int64_t>{0, mc.num_experts};
+      w.moe->first_expert = int(e0);
+      for (auto e = e0; e < e1; ++e) {
         const std::string x = block + "experts." + std::to_string(e) + ".";
-        w.moe->experts.push_back(mixtral ? mlp(x + "w1.weight", x + "w3.weight", x + "w2.weight", mc.expert_intermediate_size)
+        w.moe->experts.push_back(mixtral ? mlp(x + "w1.weight", x + "w3.weight", x + "w2.weight", mc.expert_intermediate_size, ep)
                                          : mlp(x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight",
-                                               mc.expert_intermediate_size));
+                                               mc.expert_intermediate_size, ep));
       }
       if (mc.shared_expert_intermediate_size > 0) {
         const std::string x = block + "shared_expert.";
-        w.moe->shared = mlp(x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight", mc.shared_expert_intermediate_size);
+        w.moe->shared = mlp(x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight", mc.shared_expert_intermediate_size, ep);
         w.moe->shared_gate = to_f32(idx.get(block + "shared_expert_gate.weight", {1, H}));
       }
     }
@@ -333,73 +340,182 @@ void llama_model::run_layers(const forward_batch& b, int first, int last, kv::kv
     if (tp) { op_timer timer(op::all_reduce); tp->all_reduce({w.tmp.data(), T * H}); }
     { op_timer timer(op::residual); for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i]; }
     { op_timer timer(op::rmsnorm); kernels::rmsnorm(w.x.data(), T, H, L.post_norm.data(), eps, w.h.data()); }
+    const bool whole_out = L.moe && tp && shard_.expert_parallel;  // the dispatch returns whole rows, not partial sums
     if (L.moe) {
       std::fill(w.tmp.begin(), w.tmp.begin() + std::ptrdiff_t(T * H), 0.0f);
-      moe_mlp(*L.moe, w.h.data(), T, w.tmp.data(), w);
+      if (whole_out)
+        moe_dispatch(*L.moe, w.h.data(), T, w.tmp.data(), w, *tp);
+      else
+        moe_mlp(*L.moe, w.h.data(), T, w.tmp.data(), w);
     } else {
       { op_timer timer(op::gate_up_proj); kernels::linear(w.h.data(), T, L.gate_up, nullptr, w.gu.data()); }
       { op_timer timer(op::swiglu); kernels::swiglu(w.gu.data(), T, I, w.act.data()); }
       { op_timer timer(op::down_proj); kernels::linear(w.act.data(), T, L.down, nullptr, w.tmp.data()); }
     }
-    if (tp) { op_timer timer(op::all_reduce); tp->all_reduce({w.tmp.data(), T * H}); }
+    if (tp && !whole_out) { op_timer timer(op::all_reduce); tp->all_reduce({w.tmp.data(), T * H}); }
     { op_timer timer(op::residual); for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i]; }
   }
 }
 
+namespace {
+
+// Token t's experts and their weights: the router's softmax over every expert, the top k (ties
+// to the lower index), renormalized when the family does.
+void route_token(float* p, std::size_t E, const moe_config& mc, std::vector<std::uint32_t>& order,
+                 std::vector<std::pair<std::uint32_t, float>>& chosen) {
+  const std::size_t K = std::size_t(mc.experts_per_token);
+  const float top = *std::max_element(p, p + E);
+  float sum = 0;
+  for (std::size_t e = 0; e < E; ++e) sum += p[e] = std::exp(p[e] - top);
+  for (std::size_t e = 0; e < E; ++e) p[e] /= sum;
+  order.resize(E);
+  for (std::size_t e = 0; e < E; ++e) order[e] = std::uint32_t(e);
+  std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(K), order.end(),
+                    [&](std::uint32_t a, std::uint32_t b) { return p[a] != p[b] ? p[a] > p[b] : a < b; });
+  float total = 0;
+  for (std::size_t k = 0; k < K; ++k) total += p[order[k]];
+  chosen.clear();
+  for (std::size_t k = 0; k < K; ++k) chosen.emplace_back(order[k], mc.normalize_top_k ? p[order[k]] / total : p[order[k]]);
+  std::sort(chosen.begin(), chosen.end());  // expert order: the order their outputs are added in
+}
+
+// One SwiGLU MLP over w.rows ([n][hidden]) into w.rows_out.
+void run_mlp(const mlp_weights& m, std::size_t n, std::size_t H, forward_workspace& w) {
+  const std::size_t F = m.down.k;
+  w.rows_gu.resize(n * 2 * F);
+  w.rows_act.resize(n * F);
+  w.rows_out.resize(n * H);
+  { op_timer timer(op::gate_up_proj); kernels::linear(w.rows.data(), n, m.gate_up, nullptr, w.rows_gu.data()); }
+  { op_timer timer(op::swiglu); kernels::swiglu(w.rows_gu.data(), n, F, w.rows_act.data()); }
+  { op_timer timer(op::down_proj); kernels::linear(w.rows_act.data(), n, m.down, nullptr, w.rows_out.data()); }
+}
+
+// Adds the shared expert's output for rows [0, T) of h, scaled by its sigmoid gate.
+void add_shared_expert(const moe_weights& L, const float* h, std::size_t T, std::size_t H, float* out, forward_workspace& w) {
+  if (L.shared_gate.empty() || T == 0) return;
+  w.rows.assign(h, h + T * H);
+  run_mlp(L.shared, T, H, w);
+  for (std::size_t t = 0; t < T; ++t) {
+    double z = 0;
+    for (std::size_t j = 0; j < H; ++j) z += double(h[t * H + j]) * L.shared_gate[j];
+    const float g = float(1.0 / (1.0 + std::exp(-z)));
+    for (std::size_t j = 0; j < H; ++j) out[t * H + j] += g * w.rows_out[t * H + j];
+  }
+}
+
+}  // namespace
+
 void llama_model::moe_mlp(const moe_weights& L, const float* h, std::size_t T, float* out, forward_workspace& w) const {
   const auto& mc = *cfg_.moe;
-  const std::size_t H = cfg_.hidden_size, E = std::size_t(mc.num_experts), K = std::size_t(mc.experts_per_token);
-  // Route: softmax over every expert's logit, the top k (ties to the lower index), optionally
-  // renormalized. Tokens are then grouped by expert.
+  const std::size_t H = cfg_.hidden_size, E = std::size_t(mc.num_experts);
   w.router.resize(T * E);
   { op_timer timer(op::moe_route); kernels::linear(h, T, L.router, nullptr, w.router.data()); }
   std::vector<std::vector<std::pair<std::uint32_t, float>>> routed(E);  // expert -> (token, weight)
-  std::vector<std::uint32_t> order(E);
+  std::vector<std::uint32_t> order;
+  std::vector<std::pair<std::uint32_t, float>> chosen;
   for (std::size_t t = 0; t < T; ++t) {
-    float* p = &w.router[t * E];
-    const float top = *std::max_element(p, p + E);
-    float sum = 0;
-    for (std::size_t e = 0; e < E; ++e) sum += p[e] = std::exp(p[e] - top);
-    for (std::size_t e = 0; e < E; ++e) p[e] /= sum;
-    for (std::size_t e = 0; e < E; ++e) order[e] = std::uint32_t(e);
-    std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(K), order.end(),
-                      [&](std::uint32_t a, std::uint32_t b) { return p[a] != p[b] ? p[a] > p[b] : a < b; });
-    float chosen = 0;
-    for (std::size_t k = 0; k < K; ++k) chosen += p[order[k]];
-    for (std::size_t k = 0; k < K; ++k)
-      routed[order[k]].emplace_back(std::uint32_t(t), mc.normalize_top_k ? p[order[k]] / chosen : p[order[k]]);
+    route_token(&w.router[t * E], E, mc, order, chosen);
+    for (auto [e, g] : chosen) routed[e].emplace_back(std::uint32_t(t), g);
   }
   // Each expert over its tokens, added into their rows in expert order.
-  auto run_mlp = [&](const mlp_weights& m, std::size_t n) {
-    const std::size_t F = m.down.k;
-    w.rows_gu.resize(n * 2 * F);
-    w.rows_act.resize(n * F);
-    w.rows_out.resize(n * H);
-    { op_timer timer(op::gate_up_proj); kernels::linear(w.rows.data(), n, m.gate_up, nullptr, w.rows_gu.data()); }
-    { op_timer timer(op::swiglu); kernels::swiglu(w.rows_gu.data(), n, F, w.rows_act.data()); }
-    { op_timer timer(op::down_proj); kernels::linear(w.rows_act.data(), n, m.down, nullptr, w.rows_out.data()); }
-  };
   for (std::size_t e = 0; e < E; ++e) {
     const auto& toks = routed[e];
     if (toks.empty()) continue;
     w.rows.resize(toks.size() * H);
     for (std::size_t i = 0; i < toks.size(); ++i) std::memcpy(&w.rows[i * H], h + std::size_t(toks[i].first) * H, H * 4);
-    run_mlp(L.experts[e], toks.size());
+    run_mlp(L.experts[e], toks.size(), H, w);
     for (std::size_t i = 0; i < toks.size(); ++i) {
       float* o = out + std::size_t(toks[i].first) * H;
       const float g = toks[i].second;
       for (std::size_t j = 0; j < H; ++j) o[j] += g * w.rows_out[i * H + j];
     }
   }
-  if (L.shared_gate.empty()) return;
-  // The shared expert: every token, scaled by its sigmoid gate.
-  w.rows.assign(h, h + T * H);
-  run_mlp(L.shared, T);
-  for (std::size_t t = 0; t < T; ++t) {
-    double z = 0;
-    for (std::size_t j = 0; j < H; ++j) z += double(h[t * H + j]) * L.shared_gate[j];
-    const float g = float(1.0 / (1.0 + std::exp(-z)));
-    for (std::size_t j = 0; j < H; ++j) out[t * H + j] += g * w.rows_out[t * H + j];
+  add_shared_expert(L, h, T, H, out, w);
+}
+
+// Expert parallel: rank r owns tokens [T r/N, T (r+1)/N) of the batch. It routes them, sends
+// each (token, expert) pair's hidden row to the rank holding the expert (all-to-all; blocks
+// padded to the largest count, which an all-gather of the counts tells every rank), runs its
+// own experts over what it received, sends the outputs back the same way (all-to-all), and
+// adds them into its tokens' rows in expert order, the same order a single rank adds them in.
+// An all-gather of the token slices then gives every rank the whole output.
+void llama_model::moe_dispatch(const moe_weights& L, const float* h, std::size_t T, float* out, forward_workspace& w,
+                               collectives::communicator& ep) const {
+  const auto& mc = *cfg_.moe;
+  const std::size_t H = cfg_.hidden_size, E = std::size_t(mc.num_experts);
+  const int N = ep.size(), me = ep.rank();
+  const auto [t0, t1] = shard_range(std::int64_t(T), me, N);
+  const std::size_t mine = std::size_t(t1 - t0);
+  auto owner = [&](std::size_t e) {
+    int q = 0;
+    while (shard_range(std::int64_t(E), q, N).second <= std::int64_t(e)) ++q;
+    return q;
+  };
+  // Route this rank's tokens; pairs in (token, expert) order, grouped by destination.
+  w.router.resize(std::max<std::size_t>(1, mine) * E);
+  if (mine) { op_timer timer(op::moe_route); kernels::linear(h + std::size_t(t0) * H, mine, L.router, nullptr, w.router.data()); }
+  struct pair_ref { std::uint32_t token, expert; float weight; };
+  std::vector<std::vector<pair_ref>> to(static_cast<std::size_t>(N));
+  std::vector<std::uint32_t> order;
+  std::vector<std::pair<std::uint32_t, float>> chosen;
+  for (std::size_t t = 0; t < mine; ++t) {
+    route_token(&w.router[t * E], E, mc, order, chosen);
+    for (auto [e, g] : chosen) to[std::size_t(owner(e))].push_back({std::uint32_t(t), e, g});
+  }
+  // Every rank's counts to every rank, so all agree on the padded block size.
+  std::vector<float> counts(static_cast<std::size_t>(N)), all_counts(static_cast<std::size_t>(N * N));
+  for (int q = 0; q < N; ++q) counts[std::size_t(q)] = float(to[std::size_t(q)].size());
+  { op_timer timer(op::all_gather); ep.all_gather(counts, all_counts); }
+  std::size_t most = 1;
+  for (float c : all_counts) most = std::max(most, std::size_t(c));
+  const std::size_t row = H + 1;  // the hidden row and the expert's id
+  std::vector<float> send(std::size_t(N) * most * row, 0.0f), recv(send.size());
+  for (int q = 0; q < N; ++q)
+    for (std::size_t i = 0; i < to[std::size_t(q)].size(); ++i) {
+      const auto& pr = to[std::size_t(q)][i];
+      float* dst = &send[(std::size_t(q) * most + i) * row];
+      std::memcpy(dst, h + (std::size_t(t0) + pr.token) * H, H * 4);
+      dst[H] = float(pr.expert);
+    }
+  { op_timer timer(op::all_to_all); ep.all_to_all(send, recv); }
+  // Run this rank's experts over the rows it received; outputs go back in the same slots.
+  std::vector<float> back_send(std::size_t(N) * most * H, 0.0f), back_recv(back_send.size());
+  std::vector<std::vector<std::size_t>> slots(L.experts.size());  // local expert -> received slots
+  for (int src = 0; src < N; ++src)
+    for (std::size_t i = 0; i < std::size_t(all_counts[std::size_t(src * N + me)]); ++i) {
+      const std::size_t slot = std::size_t(src) * most + i;
+      slots[std::size_t(recv[slot * row + H]) - std::size_t(L.first_expert)].push_back(slot);
+    }
+  for (std::size_t e = 0; e < slots.size(); ++e) {
+    if (slots[e].empty()) continue;
+    w.rows.resize(slots[e].size() * H);
+    for (std::size_t i = 0; i < slots[e].size(); ++i) std::memcpy(&w.rows[i * H], &recv[slots[e][i] * row], H * 4);
+    run_mlp(L.experts[e], slots[e].size(), H, w);
+    for (std::size_t i = 0; i < slots[e].size(); ++i) std::memcpy(&back_send[slots[e][i] * H], &w.rows_out[i * H], H * 4);
+  }
+  { op_timer timer(op::all_to_all); ep.all_to_all(back_send, back_recv); }
+  // Combine, per token in expert order: pairs were sent in (token, expert) order per rank, so
+  // walk each token's experts and take each from its rank's next slot.
+  const std::size_t part = (T + std::size_t(N) - 1) / std::size_t(N);
+  std::vector<float> mine_out(part * H, 0.0f), all_out(std::size_t(N) * part * H);
+  std::vector<std::size_t> next(static_cast<std::size_t>(N), 0);
+  std::vector<std::vector<std::pair<std::uint32_t, float>>> per_token(mine);
+  for (int q = 0; q < N; ++q)
+    for (const auto& pr : to[std::size_t(q)]) per_token[pr.token].emplace_back(pr.expert, pr.weight);
+  for (std::size_t t = 0; t < mine; ++t) {
+    std::sort(per_token[t].begin(), per_token[t].end());
+    for (auto [e, g] : per_token[t]) {
+      const int q = owner(e);
+      const float* y = &back_recv[(std::size_t(q) * most + next[std::size_t(q)]++) * H];
+      float* o = &mine_out[t * H];
+      for (std::size_t j = 0; j < H; ++j) o[j] += g * y[j];
+    }
+  }
+  add_shared_expert(L, h + std::size_t(t0) * H, mine, H, mine_out.data(), w);
+  { op_timer timer(op::all_gather); ep.all_gather(mine_out, all_out); }
+  for (int q = 0; q < N; ++q) {
+    const auto [a, b] = shard_range(std::int64_t(T), q, N);
+    std::memcpy(out + std::size_t(a) * H, &all_out[std::size_t(q) * part * H], std::size_t(b - a) * H * 4);
   }
 }
 
@@ -440,9 +556,9 @@ void llama_model::head(const forward_batch& b, forward_workspace& w, float* logi
 
 std::shared_ptr<const llama_model> shared_shard(const std::string& dir, tensor_shard shard) {
   static std::mutex mu;
-  static std::map<std::tuple<std::string, int, int>, std::weak_ptr<const llama_model>> loaded;
+  static std::map<std::tuple<std::string, int, int, bool>, std::weak_ptr<const llama_model>> loaded;
   std::lock_guard<std::mutex> lock(mu);
-  auto& slot = loaded[{dir, shard.rank, shard.size}];
+  auto& slot = loaded[{dir, shard.rank, shard.size, shard.expert_parallel}];
   if (auto m = slot.lock()) return m;
   std::shared_ptr<const llama_model> m = llama_model::load(dir, {}, shard);
   slot = m;

@@ -43,7 +43,9 @@ struct mlp_weights {
 // A mixture-of-experts MLP (model_config::moe): this rank's part of it.
 struct moe_weights {
   kernels::packed_weight router;  // [experts][hidden], whole on every rank
-  std::vector<mlp_weights> experts;  // every expert (tensor ranks hold a slice of each)
+  std::vector<mlp_weights> experts;  // every expert (tensor ranks hold a slice of each), or an
+                                     // expert-parallel rank's own, from first_expert on
+  int first_expert = 0;
   mlp_weights shared;                // Qwen2-MoE's shared expert (empty when none)
   std::vector<float> shared_gate;    // [hidden]: its sigmoid gate
 };
@@ -109,6 +111,9 @@ class llama_model {
   void load_tensors(const std::string& dir, const std::function<void(int, int)>& progress);
   // Adds layer L's mixture-of-experts output for h ([T][hidden]) to out (zeroed by the caller).
   void moe_mlp(const moe_weights& L, const float* h, std::size_t T, float* out, forward_workspace& w) const;
+  // The same on an expert-parallel rank: writes the whole output (not a partial sum) to out.
+  void moe_dispatch(const moe_weights& L, const float* h, std::size_t T, float* out, forward_workspace& w,
+                    collectives::communicator& ep) const;
 
   std::string dir_;
   model_config cfg_;

@@ -21,4 +21,18 @@ std::optional<std::string> tensor_parallel_mismatch(const model_config& cfg, int
   return std::nullopt;
 }
 
+std::optional<std::string> expert_parallel_mismatch(const model_config& cfg, int size) {
+  const std::string n = std::to_string(size);
+  if (size == 1) return std::nullopt;
+  if (!cfg.moe) return "expert_parallel = " + n + " needs a mixture-of-experts model; " + cfg.architecture + " has no experts";
+  if (cfg.moe->num_experts < size)
+    return "expert_parallel = " + n + " exceeds the model's " + std::to_string(cfg.moe->num_experts) + " experts";
+  if (cfg.num_key_value_heads % size)
+    return "expert_parallel = " + n + " does not divide num_key_value_heads = " + std::to_string(cfg.num_key_value_heads) +
+           " (attention is split over the same ranks)";
+  if (cfg.num_attention_heads % size)
+    return "expert_parallel = " + n + " does not divide num_attention_heads = " + std::to_string(cfg.num_attention_heads);
+  return std::nullopt;
+}
+
 }  // namespace troupe::model

@@ -17,6 +17,11 @@ namespace troupe::model {
 struct tensor_shard {
   int rank = 0;
   int size = 1;
+  // Expert parallel: the mixture-of-experts layers' experts are placed whole on the ranks
+  // (experts [E r/size, E (r+1)/size) on rank r, the shared expert on every rank) instead of
+  // each being sliced, and tokens go to their experts' ranks by all-to-all. Attention and dense
+  // MLPs are split as above.
+  bool expert_parallel = false;
   bool whole() const { return size == 1; }
 };
 
@@ -29,5 +34,7 @@ inline std::pair<std::int64_t, std::int64_t> shard_range(std::int64_t n, int ran
 // Why `cfg` cannot be split over `size` tensor-parallel ranks (KV heads must divide evenly, so
 // each rank's query heads use only its own KV heads), or nothing when it can.
 std::optional<std::string> tensor_parallel_mismatch(const model_config& cfg, int size);
+// The same for `size` expert-parallel ranks (the experts must be at least as many as the ranks).
+std::optional<std::string> expert_parallel_mismatch(const model_config& cfg, int size);
 
 }  // namespace troupe::model

@@ -69,6 +69,30 @@ BOOST_AUTO_TEST_CASE(a_tensor_rank_dying_inside_a_collective_restarts_the_group_
   }
 }
 
+// Expert parallel on a mixture-of-experts model: the single-rank tokens, undisturbed and with a
+// rank dying inside the dispatch's collectives (its peer waits in the all-to-all or all-gather).
+BOOST_AUTO_TEST_CASE(an_expert_parallel_group_gives_the_single_rank_tokens_and_survives_a_rank_death) {
+  const auto moe = std::shared_ptr<const model::llama_model>(
+      model::llama_model::load(test::synth_model("moe-mixtral-f32", test::preset("moe", "mixtral"))));
+  const auto reqs = test::mixed_requests(12, moe->config().vocab_size, true, 120);
+  const auto expected = test::engine_outputs(reqs, moe);
+  auto topo = grid(1, 1, 1);
+  topo.model.path = moe->dir();
+  topo.pools[0].expert_parallel = 2;
+  topo.timeouts.step = std::chrono::seconds(300);
+  auto got = test::run_cluster(topo, reqs, -1, {}, moe);
+  BOOST_TEST(got.group0.tensor == 2u);
+  test::check_same(reqs, expected, got);
+  const auto t0 = std::chrono::steady_clock::now();
+  // The 5th collective from now: inside a mixture-of-experts layer's dispatch.
+  got = test::run_cluster(topo, reqs, 30, [](local_cluster& c) { c.kill_worker_in_collective(0, 1, 5); }, moe);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST(took < 150.0, "the run took " << took << " s: a rank waited in the collective");
+  BOOST_TEST(got.group0.restarts == 1u);
+  BOOST_TEST(got.migrations.empty());
+  test::check_same(reqs, expected, got);
+}
+
 BOOST_AUTO_TEST_CASE(a_tensor_split_the_model_does_not_allow_is_refused_naming_the_pool) {
   auto topo = grid(1, 3, 1);  // the small model has 4 KV heads
   test::config cfg;

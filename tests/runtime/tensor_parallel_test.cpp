@@ -62,9 +62,9 @@ run_output generate(const model::llama_model& m, collectives::communicator* comm
 }
 
 // The same, with `n` ranks on threads; every rank's output must agree (checked here).
-run_output generate_tp(const std::string& dir, int n, const std::vector<std::int32_t>& prompt, int steps) {
+run_output generate_tp(const std::string& dir, int n, const std::vector<std::int32_t>& prompt, int steps, bool ep = false) {
   std::vector<std::unique_ptr<model::llama_model>> shards;
-  for (int r = 0; r < n; ++r) shards.push_back(model::llama_model::load(dir, {}, {r, n}));
+  for (int r = 0; r < n; ++r) shards.push_back(model::llama_model::load(dir, {}, {r, n, ep}));
   auto group = collectives::make_shm_group({n, 1, std::chrono::milliseconds(120000)});
   std::vector<run_output> outs(static_cast<std::size_t>(n));
   std::vector<std::thread> ranks;
@@ -91,21 +91,21 @@ float top_gap(std::vector<float> v) {
   return v[0] - v[1];
 }
 
-void check_matches_whole(const std::string& dir, int n) {
+void check_matches_whole(const std::string& dir, int n, bool ep = false) {
   const auto whole = model::llama_model::load(dir);
   std::vector<std::int32_t> prompt;
   for (int i = 0; i < 21; ++i) prompt.push_back((i * 37 + 11) % (whole->config().vocab_size - 10) + 3);
   const int steps = 10;
   const run_output ref = generate(*whole, nullptr, prompt, steps);
-  const run_output tp = generate_tp(dir, n, prompt, steps);
+  const run_output tp = generate_tp(dir, n, prompt, steps, ep);
   BOOST_REQUIRE_EQUAL(tp.logits.size(), ref.logits.size());
   for (std::size_t s = 0; s < ref.logits.size(); ++s) {
-    BOOST_TEST(max_abs_diff(tp.logits[s], ref.logits[s]) <= 1e-4f, dir << " tp=" << n << " step " << s);
+    BOOST_TEST(max_abs_diff(tp.logits[s], ref.logits[s]) <= 1e-4f, dir << (ep ? " ep=" : " tp=") << n << " step " << s);
     BOOST_TEST(top_gap(ref.logits[s]) > 1e-3f, "step " << s << " is a near-tie; pick another prompt");
   }
   BOOST_TEST(tp.tokens == ref.tokens, dir << " tp=" << n);
   // Run after run, the same bits.
-  const run_output again = generate_tp(dir, n, prompt, steps);
+  const run_output again = generate_tp(dir, n, prompt, steps, ep);
   BOOST_TEST((again.logits == tp.logits), dir << " tp=" << n << ": a second run differs");
 }
 
@@ -153,4 +153,21 @@ BOOST_AUTO_TEST_CASE(a_shard_run_without_its_group_is_refused) {
 BOOST_AUTO_TEST_CASE(mixture_of_experts_layers_split_by_expert_features) {
   for (const char* arch : {"mixtral", "qwen2_moe", "qwen3_moe"})
     check_matches_whole(test::synth_model(std::string("moe-") + arch + "-tp-f32", test::preset("moe", arch)), 2);
+}
+
+// Expert parallel: each rank holds whole experts (a quarter or half of them) and the tokens
+// travel to their experts' ranks and back by all-to-all; attention is split over the same ranks.
+BOOST_AUTO_TEST_CASE(expert_parallel_ranks_dispatch_tokens_to_their_experts) {
+  for (const char* arch : {"mixtral", "qwen2_moe", "qwen3_moe"})
+    check_matches_whole(test::synth_model(std::string("moe-") + arch + "-tp-f32", test::preset("moe", arch)), 2, true);
+  check_matches_whole(test::synth_model("moe-mixtral-tp-f32", test::preset("moe", "mixtral")), 4, true);
+}
+
+BOOST_AUTO_TEST_CASE(expert_parallel_needs_experts) {
+  try {
+    model::llama_model::load(test::tiny_model_dir(), {}, {0, 2, true});
+    BOOST_FAIL("expert_parallel on a dense model was accepted");
+  } catch (const input_error& e) {
+    BOOST_TEST(std::string(e.what()).find("expert_parallel = 2 needs a mixture-of-experts model") != std::string::npos, e.what());
+  }
 }

@@ -55,13 +55,14 @@ using fault_action = std::function<void(actors::local_cluster&)>;
 // update until each request has finished. Round-robin places request i on replica
 // i % replicas, so the even-indexed requests are the ones replica 0 held.
 inline run_result run_cluster(const topology::topology_config& topo, const std::vector<engine::request>& reqs,
-                              int fault_after = -1, fault_action fault = {}) {
+                              int fault_after = -1, fault_action fault = {},
+                              std::shared_ptr<const model::llama_model> model = nullptr) {
   using namespace actors;
   config cfg;
   caf::actor_system sys{cfg};
   run_result out;
   {
-    local_cluster cluster(sys, topo, small_model(), nullptr);
+    local_cluster cluster(sys, topo, model ? model : small_model(), nullptr);
     caf::scoped_actor self{sys};
     auto sink = caf::actor_cast<token_sink>(self);
     for (auto& r : reqs)
@@ -154,8 +155,9 @@ inline void check_same(const std::vector<engine::request>& reqs, const std::vect
 }
 
 // What the engine alone produces for the requests.
-inline std::vector<std::vector<std::int32_t>> engine_outputs(const std::vector<engine::request>& reqs) {
-  auto e = engine::cpu_engine(small_model(), nullptr, engine_cfg(512, 2048));
+inline std::vector<std::vector<std::int32_t>> engine_outputs(const std::vector<engine::request>& reqs,
+                                                             std::shared_ptr<const model::llama_model> model = nullptr) {
+  auto e = engine::cpu_engine(model ? model : small_model(), nullptr, engine_cfg(512, 2048));
   return engine::generate_all(e, reqs);
 }
 

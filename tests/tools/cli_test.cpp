@@ -62,6 +62,24 @@ BOOST_AUTO_TEST_CASE(generate_with_the_tensor_parallel_topology_gives_the_engine
   BOOST_TEST(j["outputs"][0]["output_ids"].get<std::vector<std::int32_t>>() == expected, boost::test_tools::per_element());
 }
 
+// configs/ep2.toml: a mixture-of-experts model on an expert-parallel group of two ranks gives the
+// tokens the whole model gives in one engine.
+BOOST_AUTO_TEST_CASE(generate_with_the_expert_parallel_topology_gives_the_engines_tokens) {
+  const std::string dir = test::synth_model("moe-mixtral-f32", test::preset("moe", "mixtral"));
+  const std::string config = std::string(TROUPE_SOURCE_DIR) + "/configs/ep2.toml";
+  run_result r = troupe_cmd("generate --config " + config + " --model " + dir +
+                            " --prompt-ids 5,17,300,1000,77,9 --max-tokens 16 --ignore-eos --json");
+  BOOST_TEST_REQUIRE(r.status == 0, r.out);
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  auto e = engine::cpu_engine(std::shared_ptr<const model::llama_model>(model::llama_model::load(dir)), nullptr, {});
+  engine::request req{"0", {5, 17, 300, 1000, 77, 9}, {}, {}, 0};
+  req.params.temperature = 0;
+  req.params.max_tokens = 16;
+  req.params.ignore_eos = true;
+  const auto expected = engine::generate_all(e, {req})[0];
+  BOOST_TEST(j["outputs"][0]["output_ids"].get<std::vector<std::int32_t>>() == expected, boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(bad_input_is_an_error_naming_what_was_wrong) {
   auto expect = [](const std::string& args, const std::string& needle) {
     run_result r = troupe_cmd(args);

@@ -141,6 +141,10 @@ BOOST_AUTO_TEST_CASE(tensor_parallel_and_micro_batches) {
   BOOST_TEST(place_replicas(parse_topology(minimal, "t.toml"))[0].tensor_parallel == 1);
   BOOST_TEST(error_of(minimal + "tensor_parallel = 0\n").find("t.toml:10: pools.tensor_parallel:") == 0);
   BOOST_TEST(error_of(minimal + "micro_batches = 0\n").find("t.toml:10: pools.micro_batches:") == 0);
+  BOOST_TEST(place_replicas(parse_topology(minimal + "expert_parallel = 2\n", "t.toml"))[0].expert_parallel == 2);
+  const std::string e = error_of(minimal + "expert_parallel = 2\ntensor_parallel = 4\n");
+  BOOST_TEST(e.find("pools.expert_parallel: expert_parallel = 2 runs on the stage's ranks, so tensor_parallel must be 1 or 2, not 4") !=
+                 std::string::npos, e);
 }
 
 BOOST_AUTO_TEST_CASE(frontend_table) {

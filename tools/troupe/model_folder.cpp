@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <system_error>
 #include <filesystem>
+#include <optional>
 
 #include "runtime/model/safetensors.h"
 #include "runtime/model/synth.h"
@@ -12,13 +13,30 @@ namespace troupe::cli {
 
 std::string default_model_dir() { return "models/small"; }
 
+namespace {
+
+// The folders the shipped configs name that are synthesized on first use: the default model,
+// and the mixture-of-experts one of configs/ep2.toml.
+std::optional<model::synth_options> synthesized_default(const std::string& dir) {
+  model::synth_options o;
+  o.out = dir;
+  if (dir == default_model_dir()) return o;
+  if (dir == "models/moe") {
+    o.preset = "moe";
+    o.arch = "mixtral";
+    return o;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 opened_model open_model(const std::string& dir) {
   namespace fs = std::filesystem;
-  if (dir == default_model_dir() && !fs::exists(dir + "/model.safetensors")) {
-    std::fprintf(stderr, "troupe: %s not found; synthesizing the default model (preset small, f32, seed 0)\n", dir.c_str());
-    model::synth_options o;
-    o.out = dir;
-    model::synthesize(o, [](std::size_t d, std::size_t t) { progress_bar("synth", d, t); });
+  if (auto o = synthesized_default(dir); o && !fs::exists(dir + "/model.safetensors")) {
+    std::fprintf(stderr, "troupe: %s not found; synthesizing it (preset %s, arch %s, f32, seed 0)\n", dir.c_str(), o->preset.c_str(),
+                 o->arch.c_str());
+    model::synthesize(*o, [](std::size_t d, std::size_t t) { progress_bar("synth", d, t); });
   }
   opened_model m;
   std::uintmax_t bytes = 0;
