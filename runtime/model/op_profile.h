@@ -32,16 +32,17 @@ class op_profile {
 // Adds the lifetime of the scope to an op when profiling is on.
 class op_timer {
  public:
-  explicit op_timer(op o) : op_(o) {
-    if (op_profile::enabled()) t0_ = std::chrono::steady_clock::now();
+  explicit op_timer(op o) : op_(o), on_(op_profile::enabled()) {
+    if (on_) t0_ = std::chrono::steady_clock::now();
   }
+  // Adds only what it timed: profiling switched on by another thread meanwhile adds nothing.
   ~op_timer() {
-    if (op_profile::enabled())
-      op_profile::add(op_, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count());
+    if (on_) op_profile::add(op_, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count());
   }
 
  private:
   op op_;
+  bool on_;
   std::chrono::steady_clock::time_point t0_;
 };
 

@@ -123,7 +123,7 @@ deterministic random weights.
   --arch llama|mistral|qwen2|mixtral|qwen2_moe|qwen3_moe  --dtype f32|f16|bf16  --seed N  --tied  --rope-scaling llama3
   -h, --help               this text
 )"},
-      {"bench", R"(usage: troupe bench engine|runtime|serve|kv-transfer|autoscale [options]     (troupe bench engine --help, ...)
+      {"bench", R"(usage: troupe bench engine|runtime|serve|kv-transfer|autoscale|collectives [options]     (troupe bench engine --help, ...)
 )"},
       {"bench engine", R"(usage: troupe bench engine --model DIR [options]
 Prefill and decode throughput of the engine against this machine's measured roofline.
@@ -163,6 +163,20 @@ senders are a forked process.
   --reps N               timed pulls per size and backend (median; default 5)
   --json                 one JSON object on stdout instead of the table
   -h, --help             this text
+)"},
+      {"bench collectives", R"(usage: troupe bench collectives [options]
+All-reduce and all-to-all latency and bandwidth of the collectives backends that run here
+(Gloo between processes over loopback TCP, shared memory between threads), per message size,
+against memcpy bandwidth in the same run; with --model, the step time of a replica's worker
+group for TP=1, TP=2, PP=2 and PP=2 with 2 micro-batches, and its time in collectives.
+
+  --ranks N          ranks per group (default 2)
+  --sizes LIST       bytes per rank, comma-separated, B/KiB/MiB (default 4KiB,64KiB,1MiB,16MiB)
+  --no-gloo          shared memory only
+  --model DIR        also time worker groups on this model
+  --seqs N  --context T  --steps S   the groups' decode batch, prompt length, decode steps (8, 128, 8)
+  --json             machine-readable output
+  -h, --help         this text
 )"},
       {"bench autoscale", R"(usage: troupe bench autoscale [options]
 Replays a request trace into a sim topology started in this process, with time compressed, and
