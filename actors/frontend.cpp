@@ -107,6 +107,7 @@ struct frontend_metrics {
         migrations(reg.add_counter(p + "num_migrations", "Times a request moved to another replica after its replica died.")),
         prefix_queries(reg.add_counter(p + "prefix_cache_queries", "Prompt tokens looked up in the replicas' prefix caches.")),
         prefix_hits(reg.add_counter(p + "prefix_cache_hits", "Prompt tokens found in the replicas' prefix caches (not computed).")),
+        expert_tokens(reg.add_counter(p + "moe_expert_tokens", "Mixture-of-experts models: tokens routed to each expert, over all layers, per replica.")),
         events_published(reg.add_counter(p + "kv_events_published", "KV events sent on the [kv_events] endpoint.")),
         events_dropped(reg.add_counter(p + "kv_events_dropped", "KV events dropped because the publisher fell behind.")),
         router_decisions(reg.add_counter(p + "router_decisions", "Routing decisions by the policy's reason.")),
@@ -124,7 +125,7 @@ struct frontend_metrics {
   metrics::gauge &running, &waiting, &kv_usage, &replicas, &connections, &replica_running, &replica_waiting, &replica_kv_usage,
       &replica_up;
   metrics::counter &prompt_tokens, &generation_tokens, &preemptions, &migrations, &prefix_queries, &prefix_hits,
-      &events_published, &events_dropped, &router_decisions, &success, &rejected, &frontend_cpu, &process_cpu;
+      &expert_tokens, &events_published, &events_dropped, &router_decisions, &success, &rejected, &frontend_cpu, &process_cpu;
 };
 
 double thread_cpu_now() {
@@ -555,6 +556,12 @@ void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex
                         self->state.m->replica_waiting.set(rl, r.waiting_seqs);
                         self->state.m->replica_kv_usage.set(rl, r.total_blocks ? double(r.used_blocks) / r.total_blocks : 0.0);
                         self->state.m->replica_up.set(rl, 1);
+                        // One series per expert the model has (the replica's report, not the client, sets them).
+                        for (std::size_t e = 0; e < r.expert_tokens.size(); ++e) {
+                          metrics::labels el = rl;
+                          el.emplace_back("expert", std::to_string(e));
+                          self->state.m->expert_tokens.advance_to(el, double(r.expert_tokens[e]));
+                        }
                         g->total.running_seqs += r.running_seqs;
                         g->total.waiting_seqs += r.waiting_seqs;
                         g->total.used_blocks += r.used_blocks;

@@ -304,6 +304,7 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
         r.handoffs_held = std::int32_t(e.num_handoffs_held() + self->state.relayed.size());  // held here or relayed
         r.draining = self->state.draining;
         r.parked = self->state.parked;
+        r.expert_tokens = e.stats().expert_tokens;
         return r;
       },
       [=](kv_subscribe_atom, replica_id replica, kv_event_sink sink) {

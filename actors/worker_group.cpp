@@ -50,14 +50,20 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
           else
             st.ws.x = in.hidden;
           st.model->run_layers(b, st.first, st.last, *st.cache, st.ws, tp);
+          auto counts = [&] {  // the stage's routing statistics, answered by its first rank
+            if (lead) out.result.expert_tokens = std::move(st.ws.expert_tokens);
+            st.ws.expert_tokens.clear();
+          };
           if (!st.last_stage) {
             if (lead) out.hidden = st.ws.x;
+            counts();
             return out;
           }
           // The last stage chooses the tokens where the logits are; only ids leave it.
           const auto& mc = st.model->config();
           st.logits.resize(in.plan.logit_rows.size() * std::size_t(mc.vocab_size));
           st.model->head(b, st.ws, st.logits.data(), tp);
+          counts();
         } catch (const collectives::collective_error& e) {  // the group failed; the supervisor restarts it
           return caf::make_error(caf::sec::runtime_error, e.what());
         } catch (const collectives::rank_fault& e) {  // fault injection: this rank dies here
@@ -212,6 +218,9 @@ void run_stage(group_actor::stateful_pointer<group_state> self, int stage, std::
 void stage_done(group_actor::stateful_pointer<group_state> self, std::uint64_t id, int stage, std::size_t m, stage_output out) {
   auto& st = self->state;
   if (!st.step || st.step->id != id) return;
+  auto& counts = st.step->expert_tokens;
+  counts.resize(std::max(counts.size(), out.result.expert_tokens.size()));
+  for (std::size_t e = 0; e < out.result.expert_tokens.size(); ++e) counts[e] += out.result.expert_tokens[e];
   if (stage + 1 < stages_of(st)) return run_stage(self, stage + 1, m, std::move(out.hidden));
   auto& step = *st.step;
   const auto& rows = step.micro[m].rows;
@@ -220,6 +229,7 @@ void stage_done(group_actor::stateful_pointer<group_state> self, std::uint64_t i
   if (--step.left > 0) return;
   engine::step_result r;
   r.tokens = std::move(step.tokens);
+  r.expert_tokens = std::move(step.expert_tokens);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - step.started).count();
   auto promise = step.promise;
   st.step.reset();

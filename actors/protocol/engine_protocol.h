@@ -112,6 +112,7 @@ struct load_report {
   // In the warm pool: serving no one by every head's choice (a label the replica carries so
   // that all heads' routers agree on it; it runs whatever it is given).
   bool parked = false;
+  std::vector<std::uint64_t> expert_tokens;  // mixture-of-experts models: tokens routed to each expert, all layers
   bool drained() const { return draining && running_seqs == 0 && waiting_seqs == 0 && handoffs_held == 0; }
 };
 
@@ -120,7 +121,7 @@ typename Inspector::result_type inspect(Inspector& f, load_report& x) {
   return f(caf::meta::type_name("load_report"), x.running_seqs, x.waiting_seqs, x.waiting_prompt_tokens,
            x.used_blocks, x.total_blocks, x.steps, x.forward_seconds, x.kv_losses, x.preemptions, x.prompt_tokens_computed, x.generated_tokens,
            x.prefix_queries, x.prefix_hits, x.cached_blocks, x.kv_pulls, x.kv_pull_failures, x.kv_pull_bytes,
-           x.kv_pull_seconds, x.handoffs_held, x.draining, x.parked);
+           x.kv_pull_seconds, x.handoffs_held, x.draining, x.parked, x.expert_tokens);
 }
 
 

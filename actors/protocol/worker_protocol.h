@@ -81,7 +81,7 @@ namespace troupe::engine {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
-  return f(caf::meta::type_name("step_result"), x.tokens, x.seconds);
+  return f(caf::meta::type_name("step_result"), x.tokens, x.seconds, x.expert_tokens);
 }
 
 template <class Inspector>

@@ -454,6 +454,9 @@ std::vector<request_output> engine::finish_step(std::optional<step_result> resul
   if (result->tokens.size() != p.logit_rows)
     throw std::logic_error("finish_step: " + std::to_string(result->tokens.size()) + " tokens, the plan wants " +
                            std::to_string(p.logit_rows));
+  auto& routed = stats_.expert_tokens;
+  routed.resize(std::max(routed.size(), result->expert_tokens.size()));
+  for (std::size_t e = 0; e < result->expert_tokens.size(); ++e) routed[e] += result->expert_tokens[e];
   if (p.computes) {
     stats_.last_forward_seconds = result->seconds;
     stats_.forward_seconds += result->seconds;

@@ -71,6 +71,7 @@ struct engine_stats {
   // KV pulled from other replicas (request::kv_from): pulls done, failed, bytes, seconds.
   std::uint64_t kv_pulls = 0, kv_pull_failures = 0, kv_pull_bytes = 0;
   double kv_pull_seconds = 0;
+  std::vector<std::uint64_t> expert_tokens;  // mixture-of-experts models: tokens routed to each expert, all layers
 };
 
 // One pull of a request's KV that ended (for the owner of the sending replica's blocks).

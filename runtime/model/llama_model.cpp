@@ -417,6 +417,10 @@ void llama_model::moe_mlp(const moe_weights& L, const float* h, std::size_t T, f
     route_token(&w.router[t * E], E, mc, order, chosen);
     for (auto [e, g] : chosen) routed[e].emplace_back(std::uint32_t(t), g);
   }
+  if (shard_.rank == 0) {  // every tensor rank routes the same tokens; one counts them
+    w.expert_tokens.resize(E);
+    for (std::size_t e = 0; e < E; ++e) w.expert_tokens[e] += routed[e].size();
+  }
   // Each expert over its tokens, added into their rows in expert order.
   for (std::size_t e = 0; e < E; ++e) {
     const auto& toks = routed[e];
@@ -462,12 +466,22 @@ void llama_model::moe_dispatch(const moe_weights& L, const float* h, std::size_t
     route_token(&w.router[t * E], E, mc, order, chosen);
     for (auto [e, g] : chosen) to[std::size_t(owner(e))].push_back({std::uint32_t(t), e, g});
   }
-  // Every rank's counts to every rank, so all agree on the padded block size.
-  std::vector<float> counts(static_cast<std::size_t>(N)), all_counts(static_cast<std::size_t>(N * N));
+  // Every rank's pair counts to every rank, so all agree on the padded block size; and its
+  // tokens per expert, which rank 0 counts for the group.
+  const std::size_t C = std::size_t(N) + E;
+  std::vector<float> counts(C, 0.0f), all_counts(std::size_t(N) * C);
   for (int q = 0; q < N; ++q) counts[std::size_t(q)] = float(to[std::size_t(q)].size());
+  for (int q = 0; q < N; ++q)
+    for (const auto& pr : to[std::size_t(q)]) counts[std::size_t(N) + pr.expert] += 1.0f;
   { op_timer timer(op::all_gather); ep.all_gather(counts, all_counts); }
   std::size_t most = 1;
-  for (float c : all_counts) most = std::max(most, std::size_t(c));
+  for (int src = 0; src < N; ++src)
+    for (int q = 0; q < N; ++q) most = std::max(most, std::size_t(all_counts[std::size_t(src) * C + std::size_t(q)]));
+  if (me == 0) {
+    w.expert_tokens.resize(E);
+    for (int src = 0; src < N; ++src)
+      for (std::size_t e = 0; e < E; ++e) w.expert_tokens[e] += std::uint64_t(all_counts[std::size_t(src) * C + std::size_t(N) + e]);
+  }
   const std::size_t row = H + 1;  // the hidden row and the expert's id
   std::vector<float> send(std::size_t(N) * most * row, 0.0f), recv(send.size());
   for (int q = 0; q < N; ++q)
@@ -482,7 +496,7 @@ void llama_model::moe_dispatch(const moe_weights& L, const float* h, std::size_t
   std::vector<float> back_send(std::size_t(N) * most * H, 0.0f), back_recv(back_send.size());
   std::vector<std::vector<std::size_t>> slots(L.experts.size());  // local expert -> received slots
   for (int src = 0; src < N; ++src)
-    for (std::size_t i = 0; i < std::size_t(all_counts[std::size_t(src * N + me)]); ++i) {
+    for (std::size_t i = 0; i < std::size_t(all_counts[std::size_t(src) * C + std::size_t(me)]); ++i) {
       const std::size_t slot = std::size_t(src) * most + i;
       slots[std::size_t(recv[slot * row + H]) - std::size_t(L.first_expert)].push_back(slot);
     }

@@ -83,6 +83,19 @@ BOOST_AUTO_TEST_CASE(an_expert_parallel_group_gives_the_single_rank_tokens_and_s
   auto got = test::run_cluster(topo, reqs, -1, {}, moe);
   BOOST_TEST(got.group0.tensor == 2u);
   test::check_same(reqs, expected, got);
+  // Routing statistics: the tokens each expert got, over all layers, as the replica reports them
+  // (/metrics' moe_expert_tokens), are those of a single-rank replica running the same requests.
+  auto single = topo;
+  single.pools[0].expert_parallel = 1;
+  const auto one = test::run_cluster(single, reqs, -1, {}, moe);
+  BOOST_REQUIRE_EQUAL(got.loads.size(), 1u);
+  BOOST_REQUIRE_EQUAL(one.loads.size(), 1u);
+  BOOST_TEST(got.loads[0].expert_tokens.size() == std::size_t(moe->config().moe->num_experts));
+  BOOST_TEST(got.loads[0].expert_tokens == one.loads[0].expert_tokens);
+  std::uint64_t routed = 0;
+  for (auto n : got.loads[0].expert_tokens) routed += n;
+  // Every forwarded token goes to 2 experts in each of the 4 layers.
+  BOOST_TEST(routed == (got.loads[0].prompt_tokens_computed + got.loads[0].generated_tokens - reqs.size()) * 2 * 4);
   const auto t0 = std::chrono::steady_clock::now();
   // The 5th collective from now: inside a mixture-of-experts layer's dispatch.
   got = test::run_cluster(topo, reqs, 30, [](local_cluster& c) { c.kill_worker_in_collective(0, 1, 5); }, moe);
