@@ -109,6 +109,15 @@ void check_groups(const topology::topology_config& topo, const model::model_conf
                         "\" splits the model's " + std::to_string(num_layers) + " layers over " +
                         std::to_string(p.pipeline_parallel) + " ranks; at most one rank per layer");
   }
+  // KV moves between any two replicas (handoffs, drains, migrations) rank by rank, so every pool
+  // splits its KV heads over the same number of ranks.
+  auto heads_split = [](const topology::pool_spec& p) { return std::max(p.tensor_parallel, p.expert_parallel); };
+  for (const auto& p : topo.pools)
+    if (heads_split(p) != heads_split(topo.pools.front()))
+      throw input_error(topo.source + ":" + std::to_string(p.line) + ": pools.tensor_parallel: pool \"" + p.name + "\" splits KV heads over " +
+                        std::to_string(heads_split(p)) + " ranks and pool \"" + topo.pools.front().name + "\" over " +
+                        std::to_string(heads_split(topo.pools.front())) +
+                        "; KV moves between replicas only between equal splits, so every pool needs the same");
 }
 
 model::model_config sim_shape(const topology::topology_config& topo) {

@@ -106,6 +106,37 @@ BOOST_AUTO_TEST_CASE(an_expert_parallel_group_gives_the_single_rank_tokens_and_s
   test::check_same(reqs, expected, got);
 }
 
+// Disaggregation between tensor-parallel replicas: the prefill replica's KV goes to the decode
+// replica rank by rank (rank t's heads to rank t), also when the two split their layers into
+// different stages; nothing is recomputed on the decode side and the tokens are the engine's.
+BOOST_AUTO_TEST_CASE(kv_moves_between_tensor_parallel_replicas_rank_by_rank) {
+  auto topo = topology::load_topology(std::string(TROUPE_SOURCE_DIR) + "/configs/disagg.toml");
+  topo.model.path = test::synth_model("small-llama-f32", test::preset("small"));
+  for (auto& p : topo.pools) p.tensor_parallel = 2;
+  topo.pools[1].pipeline_parallel = 2;
+  const auto reqs = greedy_requests();
+  const auto got = test::run_cluster(topo, reqs);
+  test::check_same(reqs, test::engine_outputs(reqs), got);
+  BOOST_TEST_REQUIRE(got.loads.size() == 2u);
+  BOOST_TEST(got.loads[1].prompt_tokens_computed == 0u);  // every prompt's KV pulled, none recomputed
+  BOOST_TEST(got.loads[1].kv_pulls == reqs.size());
+  BOOST_TEST(got.loads[1].kv_pull_failures == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(pools_that_split_kv_heads_differently_are_refused) {
+  auto topo = topology::load_topology(std::string(TROUPE_SOURCE_DIR) + "/configs/disagg.toml");
+  topo.model.path = test::synth_model("small-llama-f32", test::preset("small"));
+  topo.pools[1].tensor_parallel = 2;
+  test::config cfg;
+  caf::actor_system sys{cfg};
+  try {
+    local_cluster c(sys, topo, test::small_model(), nullptr);
+    BOOST_FAIL("pools with different tensor_parallel were accepted");
+  } catch (const troupe::input_error& e) {
+    BOOST_TEST(std::string(e.what()).find("splits KV heads over 2 ranks and pool") != std::string::npos, e.what());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_tensor_split_the_model_does_not_allow_is_refused_naming_the_pool) {
   auto topo = grid(1, 3, 1);  // the small model has 4 KV heads
   test::config cfg;

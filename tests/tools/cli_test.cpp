@@ -28,56 +28,43 @@ run_result troupe_cmd(const std::string& args) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(generate_with_the_default_topology_gives_the_engines_tokens) {
-  const std::string dir = test::synth_model("small-llama-f32", test::preset("small"));
-  const std::string config = std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml";
-  run_result r = troupe_cmd("generate --config " + config + " --model " + dir +
-                            " --prompt-ids 5,17,300,4000 --max-tokens 12 --ignore-eos --json");
+namespace {
+
+// `troupe generate --config CONFIG --model DIR` on a greedy prompt gives the engine's tokens
+// for the model in DIR, run whole in this process; returns the command's JSON.
+nlohmann::json check_generate(const std::string& config, const std::string& dir, std::vector<std::int32_t> prompt, int max_tokens) {
+  std::string ids;
+  for (auto t : prompt) ids += (ids.empty() ? "" : ",") + std::to_string(t);
+  run_result r = troupe_cmd("generate --config " + std::string(TROUPE_SOURCE_DIR) + "/configs/" + config + " --model " + dir +
+                            " --prompt-ids " + ids + " --max-tokens " + std::to_string(max_tokens) + " --ignore-eos --json");
   BOOST_TEST_REQUIRE(r.status == 0, r.out);
   const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
-  auto e = engine::cpu_engine(test::small_model(), nullptr, {});
-  engine::request req{"0", {5, 17, 300, 4000}, {}, {}, 0};
+  auto e = engine::cpu_engine(std::shared_ptr<const model::llama_model>(model::llama_model::load(dir)), nullptr, {});
+  engine::request req{"0", std::move(prompt), {}, {}, 0};
   req.params.temperature = 0;
-  req.params.max_tokens = 12;
+  req.params.max_tokens = max_tokens;
   req.params.ignore_eos = true;
   const auto expected = engine::generate_all(e, {req})[0];
   BOOST_TEST(j["outputs"][0]["output_ids"].get<std::vector<std::int32_t>>() == expected, boost::test_tools::per_element());
+  return j;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(generate_with_the_default_topology_gives_the_engines_tokens) {
+  const auto j = check_generate("local.toml", test::synth_model("small-llama-f32", test::preset("small")), {5, 17, 300, 4000}, 12);
   BOOST_TEST(j["outputs"][0]["finish_reason"].get<std::string>() == "length");
 }
 
 // configs/tp2.toml: the same model on a tensor-parallel group of two ranks gives the same tokens.
 BOOST_AUTO_TEST_CASE(generate_with_the_tensor_parallel_topology_gives_the_engines_tokens) {
-  const std::string dir = test::synth_model("small-llama-f32", test::preset("small"));
-  const std::string config = std::string(TROUPE_SOURCE_DIR) + "/configs/tp2.toml";
-  run_result r = troupe_cmd("generate --config " + config + " --model " + dir +
-                            " --prompt-ids 5,17,300,4000 --max-tokens 12 --ignore-eos --json");
-  BOOST_TEST_REQUIRE(r.status == 0, r.out);
-  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
-  auto e = engine::cpu_engine(test::small_model(), nullptr, {});
-  engine::request req{"0", {5, 17, 300, 4000}, {}, {}, 0};
-  req.params.temperature = 0;
-  req.params.max_tokens = 12;
-  req.params.ignore_eos = true;
-  const auto expected = engine::generate_all(e, {req})[0];
-  BOOST_TEST(j["outputs"][0]["output_ids"].get<std::vector<std::int32_t>>() == expected, boost::test_tools::per_element());
+  check_generate("tp2.toml", test::synth_model("small-llama-f32", test::preset("small")), {5, 17, 300, 4000}, 12);
 }
 
 // configs/ep2.toml: a mixture-of-experts model on an expert-parallel group of two ranks gives the
 // tokens the whole model gives in one engine.
 BOOST_AUTO_TEST_CASE(generate_with_the_expert_parallel_topology_gives_the_engines_tokens) {
-  const std::string dir = test::synth_model("moe-mixtral-f32", test::preset("moe", "mixtral"));
-  const std::string config = std::string(TROUPE_SOURCE_DIR) + "/configs/ep2.toml";
-  run_result r = troupe_cmd("generate --config " + config + " --model " + dir +
-                            " --prompt-ids 5,17,300,1000,77,9 --max-tokens 16 --ignore-eos --json");
-  BOOST_TEST_REQUIRE(r.status == 0, r.out);
-  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
-  auto e = engine::cpu_engine(std::shared_ptr<const model::llama_model>(model::llama_model::load(dir)), nullptr, {});
-  engine::request req{"0", {5, 17, 300, 1000, 77, 9}, {}, {}, 0};
-  req.params.temperature = 0;
-  req.params.max_tokens = 16;
-  req.params.ignore_eos = true;
-  const auto expected = engine::generate_all(e, {req})[0];
-  BOOST_TEST(j["outputs"][0]["output_ids"].get<std::vector<std::int32_t>>() == expected, boost::test_tools::per_element());
+  check_generate("ep2.toml", test::synth_model("moe-mixtral-f32", test::preset("moe", "mixtral")), {5, 17, 300, 1000, 77, 9}, 16);
 }
 
 BOOST_AUTO_TEST_CASE(bad_input_is_an_error_naming_what_was_wrong) {
