@@ -29,7 +29,7 @@ class group_executor final : public engine::executor {
     auto self = self_;
     auto group = group_;
     auto timeout = timeout_;
-    self->request(group, timeout, execute_atom::value, stage_input{std::move(plan), {}, 0})
+    self->request(group, timeout, execute_atom::value, stage_input{std::move(plan), {}})
         .then([done](engine::step_result& r) { done(std::move(r)); },
               [self, group, timeout, done](caf::error& err) {
                 auto resume = [done](group_status) { done(std::nullopt); };

@@ -237,14 +237,18 @@ void stage_done(group_actor::stateful_pointer<group_state> self, std::uint64_t i
 }
 
 // Sends micro-batch m to every rank of `stage`. A stage's ranks take micro-batches in the order
-// they are sent (one sender, in order), so their collectives line up.
+// they are sent (one sender, in order), so their collectives line up. The last stage is the
+// plan's last use (only its rows are needed after), so the plan moves there, and the input
+// moves into the last rank's message: one stage, one rank copies nothing.
 void run_stage(group_actor::stateful_pointer<group_state> self, int stage, std::size_t m, std::vector<float> hidden) {
   auto& st = self->state;
   const std::uint64_t id = st.step->id;
   const int tp = st.cfg.tensor_ranks;
-  const stage_input in{st.step->micro[m].plan, std::move(hidden), 0};
+  auto& plan = st.step->micro[m].plan;
+  stage_input in{stage + 1 == stages_of(st) ? std::move(plan) : plan, std::move(hidden)};
   for (int t = 0; t < tp; ++t)
-    self->request(st.ranks[std::size_t(stage * tp + t)], st.cfg.step_timeout, execute_atom::value, in)
+    self->request(st.ranks[std::size_t(stage * tp + t)], st.cfg.step_timeout, execute_atom::value,
+                  t + 1 == tp ? std::move(in) : in)
         .then(
             [=](stage_output& out) {
               if (t == 0) stage_done(self, id, stage, m, std::move(out));
@@ -304,13 +308,14 @@ group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_
           st.kv_lost = false;
           return caf::make_error(caf::sec::runtime_error, "the group restarted since the last step: its KV is lost");
         }
-        auto micro = engine::split_plan(in.plan, st.cfg.micro_batches);
+        const std::size_t rows = in.plan.logit_rows.size();
+        auto micro = engine::split_plan(std::move(in.plan), st.cfg.micro_batches);
         if (micro.empty()) return engine::step_result{};
         auto& step = st.step.emplace();
         step.id = ++st.next_step;
         step.generation = st.generation;
         step.promise = self->make_response_promise<engine::step_result>();
-        step.tokens.resize(in.plan.logit_rows.size());
+        step.tokens.resize(rows);
         step.left = micro.size();
         step.micro = std::move(micro);
         step.started = std::chrono::steady_clock::now();

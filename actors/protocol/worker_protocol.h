@@ -98,7 +98,6 @@ namespace troupe::actors {
 struct stage_input {
   engine::forward_plan plan;
   std::vector<float> hidden;
-  double seconds = 0;  // forward time spent by earlier ranks
 };
 
 // What a rank answers: the stage's output hidden state (from the first rank of a stage that is
@@ -130,7 +129,7 @@ struct group_status {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_input& x) {
-  return f(caf::meta::type_name("stage_input"), x.plan, x.hidden, x.seconds);
+  return f(caf::meta::type_name("stage_input"), x.plan, x.hidden);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_pull& x) {

@@ -51,4 +51,11 @@ class communicator {
   virtual void abort(const std::string& why) = 0;
 };
 
+// Every backend's check that all_to_all's `send` splits into `size` equal blocks.
+inline void check_blocks(std::size_t values, int size) {
+  if (values % std::size_t(size) != 0)
+    throw collective_error("all_to_all: " + std::to_string(values) + " values do not split into " + std::to_string(size) +
+                           " equal blocks");
+}
+
 }  // namespace troupe::collectives

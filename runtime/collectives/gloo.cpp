@@ -69,9 +69,7 @@ class gloo_communicator final : public communicator {
 
   void all_to_all(std::span<const float> send, std::span<float> recv) override {
     check_size("all_to_all", recv.size(), send.size());
-    if (send.size() % std::size_t(size()) != 0)
-      throw collective_error("all_to_all: " + std::to_string(send.size()) + " values do not split into " + std::to_string(size()) +
-                             " equal blocks");
+    check_blocks(send.size(), size());
     exchange("all_to_all", send, recv);
   }
 

@@ -70,9 +70,7 @@ class shm_communicator final : public communicator {
 
   void all_to_all(std::span<const float> send, std::span<float> recv) override {
     check_size("all_to_all", recv.size(), send.size());
-    if (send.size() % std::size_t(size()) != 0)
-      throw collective_error("all_to_all: " + std::to_string(send.size()) + " values do not split into " + std::to_string(size()) +
-                             " equal blocks");
+    check_blocks(send.size(), size());
     const std::size_t n = send.size() / std::size_t(size()), at = std::size_t(rank_) * n;
     collective("all_to_all", n, send.data(), [&](const std::vector<posted>& p) {
       for (std::size_t r = 0; r < p.size(); ++r) std::copy(p[r].in + at, p[r].in + at + n, recv.data() + r * n);

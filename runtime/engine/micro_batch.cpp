@@ -2,13 +2,22 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 
 namespace troupe::engine {
 
-std::vector<micro_batch> split_plan(const forward_plan& p, int parts) {
+std::vector<micro_batch> split_plan(forward_plan p, int parts) {
   std::vector<micro_batch> out;
   const std::size_t T = p.tokens.size();
   if (T == 0) return out;
+  if (parts <= 1) {
+    micro_batch whole;
+    whole.rows.resize(p.logit_rows.size());
+    std::iota(whole.rows.begin(), whole.rows.end(), 0);
+    whole.plan = std::move(p);
+    out.push_back(std::move(whole));
+    return out;
+  }
   // Where each sequence's run of tokens starts (a sequence's tokens are contiguous in a plan;
   // were they not, a cut would still fall only where the sequence changes).
   std::vector<std::size_t> starts{0};

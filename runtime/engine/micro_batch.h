@@ -17,7 +17,7 @@ struct micro_batch {
 };
 
 // At most `parts` micro-batches (fewer when the plan has fewer sequences), none empty; a plan
-// cut into 1 is the plan itself.
-std::vector<micro_batch> split_plan(const forward_plan& plan, int parts);
+// cut into 1 is the plan itself, moved (the common case: no copy a step).
+std::vector<micro_batch> split_plan(forward_plan plan, int parts);
 
 }  // namespace troupe::engine

@@ -69,6 +69,14 @@ route_reply route(caf::scoped_actor& self, const router_actor& r, std::vector<st
   return out;
 }
 
+router_actor spawn_kv_aware_router(caf::actor_system& sys) {
+  router_config rc;
+  rc.policy = "kv_aware";
+  rc.block_size = 16;
+  rc.model_key = engine_cfg().model_key;
+  return sys.spawn(actors::router, rc);
+}
+
 void add_replica(caf::scoped_actor& self, const router_actor& r, std::uint32_t id, const scheduler_actor& s) {
   self->request(r, timeout, replica_atom::value, replica_id(id), s).receive([](bool) {}, [](caf::error&) { BOOST_FAIL("register"); });
 }
@@ -79,11 +87,7 @@ BOOST_AUTO_TEST_CASE(the_router_credits_computed_prefixes_and_forgets_them_when_
   config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  router_config rc;
-  rc.policy = "kv_aware";
-  rc.block_size = 16;
-  rc.model_key = engine_cfg().model_key;
-  auto router = sys.spawn(actors::router, rc);
+  auto router = spawn_kv_aware_router(sys);
   auto s0 = spawn_replica(sys), s1 = spawn_replica(sys);
   add_replica(self, router, 0, s0);
   add_replica(self, router, 1, s1);
@@ -136,11 +140,7 @@ BOOST_AUTO_TEST_CASE(a_registered_replica_is_credited_for_what_it_held_before_th
   config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  router_config rc;
-  rc.policy = "kv_aware";
-  rc.block_size = 16;
-  rc.model_key = engine_cfg().model_key;
-  auto router = sys.spawn(actors::router, rc);
+  auto router = spawn_kv_aware_router(sys);
   std::vector<scheduler_actor> replicas;
   int credited = 0;
   constexpr int rounds = 24;

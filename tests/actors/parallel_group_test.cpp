@@ -23,6 +23,25 @@ topology::topology_config grid(int pipeline, int tensor, int micro) {
   return topo;
 }
 
+// configs/disagg.toml (a prefill and a decode pool) on the small test model.
+topology::topology_config disagg_topology() {
+  auto topo = topology::load_topology(std::string(TROUPE_SOURCE_DIR) + "/configs/disagg.toml");
+  topo.model.path = test::synth_model("small-llama-f32", test::preset("small"));
+  return topo;
+}
+
+// Starting a cluster of `topo` fails with an error that names `why`.
+void check_refused(const topology::topology_config& topo, const std::string& why) {
+  test::config cfg;
+  caf::actor_system sys{cfg};
+  try {
+    local_cluster c(sys, topo, test::small_model(), nullptr);
+    BOOST_FAIL("the topology was accepted; expected: " << why);
+  } catch (const troupe::input_error& e) {
+    BOOST_TEST(std::string(e.what()).find(why) != std::string::npos, e.what());
+  }
+}
+
 std::vector<engine::request> greedy_requests() {
   return test::mixed_requests(12, test::small_model()->config().vocab_size, true, 120);
 }
@@ -110,8 +129,7 @@ BOOST_AUTO_TEST_CASE(an_expert_parallel_group_gives_the_single_rank_tokens_and_s
 // replica rank by rank (rank t's heads to rank t), also when the two split their layers into
 // different stages; nothing is recomputed on the decode side and the tokens are the engine's.
 BOOST_AUTO_TEST_CASE(kv_moves_between_tensor_parallel_replicas_rank_by_rank) {
-  auto topo = topology::load_topology(std::string(TROUPE_SOURCE_DIR) + "/configs/disagg.toml");
-  topo.model.path = test::synth_model("small-llama-f32", test::preset("small"));
+  auto topo = disagg_topology();
   for (auto& p : topo.pools) p.tensor_parallel = 2;
   topo.pools[1].pipeline_parallel = 2;
   const auto reqs = greedy_requests();
@@ -124,29 +142,12 @@ BOOST_AUTO_TEST_CASE(kv_moves_between_tensor_parallel_replicas_rank_by_rank) {
 }
 
 BOOST_AUTO_TEST_CASE(pools_that_split_kv_heads_differently_are_refused) {
-  auto topo = topology::load_topology(std::string(TROUPE_SOURCE_DIR) + "/configs/disagg.toml");
-  topo.model.path = test::synth_model("small-llama-f32", test::preset("small"));
+  auto topo = disagg_topology();
   topo.pools[1].tensor_parallel = 2;
-  test::config cfg;
-  caf::actor_system sys{cfg};
-  try {
-    local_cluster c(sys, topo, test::small_model(), nullptr);
-    BOOST_FAIL("pools with different tensor_parallel were accepted");
-  } catch (const troupe::input_error& e) {
-    BOOST_TEST(std::string(e.what()).find("splits KV heads over 2 ranks and pool") != std::string::npos, e.what());
-  }
+  check_refused(topo, "splits KV heads over 2 ranks and pool");
 }
 
 BOOST_AUTO_TEST_CASE(a_tensor_split_the_model_does_not_allow_is_refused_naming_the_pool) {
-  auto topo = grid(1, 3, 1);  // the small model has 4 KV heads
-  test::config cfg;
-  caf::actor_system sys{cfg};
-  try {
-    local_cluster c(sys, topo, test::small_model(), nullptr);
-    BOOST_FAIL("tensor_parallel = 3 was accepted");
-  } catch (const troupe::input_error& e) {
-    BOOST_TEST(std::string(e.what()).find("pools.tensor_parallel: pool \"main\": tensor_parallel = 3 does not divide num_key_value_heads = 4") !=
-                   std::string::npos,
-               e.what());
-  }
+  // The small model has 4 KV heads.
+  check_refused(grid(1, 3, 1), "pools.tensor_parallel: pool \"main\": tensor_parallel = 3 does not divide num_key_value_heads = 4");
 }

@@ -16,7 +16,9 @@
 
 #include "runtime/collectives/gloo.h"
 #include "runtime/collectives/shm.h"
+#include "tests/support/random.h"
 
+using namespace troupe;
 using namespace troupe::collectives;
 
 namespace {
@@ -26,14 +28,6 @@ std::string fresh_dir(const std::string& name) {
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d.string();
-}
-
-std::vector<float> random_values(std::size_t n, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
 }
 
 // Every operation once on rank r's communicator; returns everything it produced, in order.
@@ -65,7 +59,7 @@ BOOST_AUTO_TEST_CASE(every_operation_gives_the_shared_memory_backends_bits) {
   for (int size : {2, 3}) {
     const std::size_t n = 29;
     std::vector<std::vector<float>> in;
-    for (int r = 0; r < size; ++r) in.push_back(random_values(n * std::size_t(size), unsigned(7 * size + r)));
+    for (int r = 0; r < size; ++r) in.push_back(test::random_floats(n * std::size_t(size), unsigned(7 * size + r)));
     auto shm = make_shm_group({size, 1, std::chrono::milliseconds(60000)});
     const std::string dir = fresh_dir("ops" + std::to_string(size));
     const std::size_t ranks = std::size_t(size);

@@ -10,18 +10,12 @@
 #include <thread>
 
 #include "runtime/collectives/shm.h"
+#include "tests/support/random.h"
 
+using namespace troupe;
 using namespace troupe::collectives;
 
 namespace {
-
-std::vector<float> random_values(std::size_t n, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
 
 // Runs `body(rank, comm)` on one thread per rank; returns each rank's error text ("" if none).
 std::vector<std::string> run_group(std::vector<std::unique_ptr<communicator>>& group,
@@ -47,7 +41,7 @@ BOOST_AUTO_TEST_CASE(every_operation_matches_its_reference_on_every_rank) {
     auto group = make_shm_group({size, 1, std::chrono::milliseconds(60000)});
     const std::size_t n = 37;  // not a multiple of anything
     std::vector<std::vector<float>> in;
-    for (int r = 0; r < size; ++r) in.push_back(random_values(n * std::size_t(size), unsigned(100 * size + r)));
+    for (int r = 0; r < size; ++r) in.push_back(test::random_floats(n * std::size_t(size), unsigned(100 * size + r)));
     // References, summed in rank order.
     std::vector<float> sum(n * std::size_t(size)), mx(n * std::size_t(size));
     for (std::size_t i = 0; i < sum.size(); ++i) {

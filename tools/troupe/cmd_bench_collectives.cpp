@@ -175,7 +175,7 @@ step_times time_group(caf::actor_system& sys, const std::shared_ptr<const model:
   greedy.params.temperature = 0;
   auto run = [&](const engine::forward_plan& p) {
     const auto t0 = clock_type::now();
-    self->request(group, std::chrono::minutes(10), execute_atom::value, stage_input{p, {}, 0})
+    self->request(group, std::chrono::minutes(10), execute_atom::value, stage_input{p, {}})
         .receive([](engine::step_result&) {}, [&](caf::error& e) { throw input_error("bench collectives: step failed: " + sys.render(e)); });
     return since(t0);
   };
