@@ -107,7 +107,10 @@ class gloo_communicator final : public communicator {
   void abort(const std::string& why) override {
     in_flight_.clear();
     if (!failed_) failed_ = why;
-    ctx_.reset();  // closes every connection: the peers' pending calls fail
+    // Closes every connection, so the peers' pending calls fail at once (a call in flight here
+    // holds the context too, so dropping it alone would close nothing).
+    if (ctx_) ctx_->closeConnections();
+    ctx_.reset();
   }
 
  private:
@@ -176,6 +179,25 @@ class gloo_communicator final : public communicator {
   std::vector<pending_send> in_flight_;
 };
 
+// Gloo's store interface over a rendezvous service.
+class service_store final : public gloo::rendezvous::Store {
+ public:
+  service_store(rendezvous r, std::chrono::milliseconds timeout) : r_(std::move(r)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override { r_.set(key, std::string(data.begin(), data.end())); }
+  std::vector<char> get(const std::string& key) override {
+    const std::string v = r_.get(key, timeout_);
+    return {v.begin(), v.end()};
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    for (const auto& k : keys) r_.get(k, timeout);
+  }
+
+ private:
+  rendezvous r_;
+  std::chrono::milliseconds timeout_;
+};
+
 }  // namespace
 
 std::unique_ptr<communicator> connect_gloo(const gloo_options& opt) {
@@ -185,8 +207,10 @@ std::unique_ptr<communicator> connect_gloo(const gloo_options& opt) {
     gloo::transport::tcp::attr attr;
     attr.hostname = opt.host;
     auto dev = gloo::transport::tcp::CreateDevice(attr);
-    gloo::rendezvous::FileStore files(opt.store_dir);
-    gloo::rendezvous::PrefixStore store(opt.group + "/" + std::to_string(opt.generation), files);
+    std::unique_ptr<gloo::rendezvous::Store> base;
+    if (opt.store.get) base = std::make_unique<service_store>(opt.store, opt.timeout);
+    else base = std::make_unique<gloo::rendezvous::FileStore>(opt.store_dir);
+    gloo::rendezvous::PrefixStore store(opt.group + "/" + std::to_string(opt.generation), *base);
     auto ctx = std::make_shared<gloo::rendezvous::Context>(opt.rank, opt.size);
     ctx->setTimeout(opt.timeout);
     ctx->connectFullMesh(store, dev);
