@@ -86,6 +86,9 @@ std::vector<group_config> group_configs_of(const topology::topology_config& topo
     g.max_restarts = topo.timeouts.group_restarts;
     g.restart_window = topo.timeouts.group_restart_window;
     g.step_timeout = topo.timeouts.step;
+    g.rank_nodes = p.rank_nodes;
+    g.node = p.node;
+    g.name = p.name;
     out.push_back(g);
   }
   return out;
@@ -188,7 +191,14 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
   }
   // The replicas hosted here start through this process's node agent, as a node's do, so that
   // the registry can start and stop more of them later (scaling beyond the warm pool).
-  agent_ = sys.spawn(node_agent, head_, replica_factory_of(topo, model, tok, store_), topo.model.path);
+  // Ranks of this process's groups that the topology places on other nodes start through those
+  // nodes' agents, found in a directory the registry fills as they join.
+  std::optional<rank_placement> ranks;
+  if (mode == placement_mode::head_node_only) {
+    directory_ = sys.spawn(node_directory);
+    ranks = rank_placement{head_, directory_};
+  }
+  agent_ = sys.spawn(node_agent, head_, replica_factory_of(topo, model, tok, store_, ranks), topo.model.path);
   std::map<std::string, node_agent_actor> local;
   for (const auto& n : topo.nodes)
     if (mode == placement_mode::all_here || n.name == head_) local[n.name] = agent_;
@@ -213,7 +223,7 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
   oc.names = rc.names;
   for (const auto& p : topology::place_replicas(topo)) oc.pools[p.replica.value] = p.pool;
   owner_ = sys.spawn(request_owner, router_, oc);
-  registry_ = sys.spawn(node_registry, topo, router_, local);
+  registry_ = sys.spawn(node_registry, topo, router_, local, directory_);
 }
 
 replica_id store_id_of(const topology::topology_config& topo, const std::string& node) {
@@ -257,22 +267,23 @@ group_actor group_actor_of(caf::actor_system& sys, const scheduler_actor& s) {
 
 }  // namespace
 
-void local_cluster::kill_worker(std::size_t i, std::size_t rank) {
+std::vector<worker_actor> local_cluster::ranks_of(std::size_t i) {
   caf::scoped_actor self{sys_};
   std::vector<worker_actor> ranks;
   self->request(group_actor_of(sys_, schedulers_.at(i)), std::chrono::seconds(30), ranks_atom::value)
       .receive([&](std::vector<worker_actor>& r) { ranks = std::move(r); },
                [&](caf::error& e) { throw input_error("worker group: " + sys_.render(e)); });
-  caf::anon_send_exit(ranks.at(rank), caf::exit_reason::kill);
+  return ranks;
 }
 
+void local_cluster::kill_worker(std::size_t i, std::size_t rank) { caf::anon_send_exit(ranks_of(i).at(rank), caf::exit_reason::kill); }
+
 void local_cluster::kill_worker_in_collective(std::size_t i, std::size_t rank, int calls) {
-  caf::scoped_actor self{sys_};
-  std::vector<worker_actor> ranks;
-  self->request(group_actor_of(sys_, schedulers_.at(i)), std::chrono::seconds(30), ranks_atom::value)
-      .receive([&](std::vector<worker_actor>& r) { ranks = std::move(r); },
-               [&](caf::error& e) { throw input_error("worker group: " + sys_.render(e)); });
-  caf::anon_send(ranks.at(rank), fault_atom::value, std::int32_t(calls));
+  caf::anon_send(ranks_of(i).at(rank), fault_atom::value, std::int32_t(calls));
+}
+
+void local_cluster::crash_rank_process_in_collective(std::size_t i, std::size_t rank, int calls) {
+  caf::anon_send(ranks_of(i).at(rank), crash_rank_atom::value, std::int32_t(calls));
 }
 
 void local_cluster::kill_group(std::size_t i) {
@@ -321,6 +332,7 @@ void local_cluster::stop() {
   for (auto& s : schedulers_)
     if (s) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
   if (store_) caf::anon_send_exit(store_, caf::exit_reason::user_shutdown);
+  if (directory_) caf::anon_send_exit(directory_, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace troupe::actors

@@ -90,6 +90,11 @@ class local_cluster {
   // from now, while the other ranks of its stage wait in it (a rank without collectives dies at
   // once).
   void kill_worker_in_collective(std::size_t i, std::size_t rank, int calls);
+  // The same, but the rank's whole process dies there (SIGKILL): for a rank the topology placed
+  // on another node (pools' rank_nodes), that node's process.
+  void crash_rank_process_in_collective(std::size_t i, std::size_t rank, int calls);
+  // Replica i's ranks now, stage by stage (null: starting on another node).
+  std::vector<worker_actor> ranks_of(std::size_t i);
   // Kills replica i's group supervisor (the whole group, and with it the replica).
   void kill_group(std::size_t i);
   // Drains replica i: the router places nothing more on it and it hands every request it holds,
@@ -122,6 +127,7 @@ class local_cluster {
   owner_actor owner_;
   node_registry_actor registry_;
   node_agent_actor agent_;  // starts and stops the replicas hosted in this process
+  caf::actor directory_;    // the joined nodes' agents, for ranks placed on them (node_directory)
   kv_store_actor store_;  // this process's, with [kv_store]
 };
 

@@ -1,5 +1,7 @@
 #include "actors/node.h"
 
+#include <thread>
+
 #include <caf/io/all.hpp>
 
 #include <algorithm>
@@ -79,18 +81,29 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
   // The node's KV store (with [kv_store]): its replicas offload to it, every head's router
   // learns of it when the node joins.
   const kv_store_actor store = model ? spawn_kv_store(sys, topo, ec, model->config(), node) : kv_store_actor{};
-  auto agent = sys.spawn(node_agent, node, replica_factory_of(topo, model, tok, store), topo.model.path);
+  auto agent = sys.spawn(node_agent, node, replica_factory_of(topo, model, tok, store, rank_placement{node, {}}), topo.model.path);
   caf::scoped_actor self{sys};
   const join_request req{node, agent, credentials.token, credentials.fingerprint, store};
   std::vector<head_link> links;
   for (const auto& h : heads) links.push_back({h, std::nullopt});
   std::size_t placed = 0;
   std::string why_not;
-  for (auto& l : links) {
-    const join_outcome o = join(sys, self, topo, l, req);
-    if (o.placed) placed = std::max<std::size_t>(placed, *o.placed);
-    if (o.final || (!o.placed && why_not.empty())) why_not = o.why_not;
-    if (o.final) break;
+  // A node restarted at once after a crash may find a head that has not yet noticed its
+  // predecessor's death (the head learns it from the closed connection, or at the latest after
+  // the connection timeout): the head refuses the name as taken until then, so that refusal is
+  // retried until twice the connection timeout has passed.
+  const auto give_up = std::chrono::steady_clock::now() + 2 * topo.timeouts.connection;
+  for (;;) {
+    why_not.clear();
+    for (auto& l : links) {
+      if (l.registry) continue;  // joined on an earlier attempt
+      const join_outcome o = join(sys, self, topo, l, req);
+      if (o.placed) placed = std::max<std::size_t>(placed, *o.placed);
+      if (o.final || (!o.placed && why_not.empty())) why_not = o.why_not;
+      if (o.final) break;
+    }
+    if (why_not.find("has already joined and is alive") == std::string::npos || std::chrono::steady_clock::now() > give_up) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   // At start every head must take the node, or at least one when the others are unreachable.
   if (!why_not.empty() && (std::none_of(links.begin(), links.end(), [](const head_link& l) { return l.registry.has_value(); }) ||

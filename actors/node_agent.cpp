@@ -25,7 +25,8 @@ void register_node_protocol(caf::actor_system_config& cfg) {
 }
 
 replica_factory replica_factory_of(const topology::topology_config& topo, std::shared_ptr<const model::llama_model> model,
-                                   std::shared_ptr<const tokenizer::tokenizer> tok, kv_store_actor store) {
+                                   std::shared_ptr<const tokenizer::tokenizer> tok, kv_store_actor store,
+                                   std::optional<rank_placement> ranks) {
   const engine::engine_config ec = engine_config_of(topo);
   // A slot past its pool's `replicas` starts in the warm pool (every head's router follows).
   std::set<std::uint32_t> warm;
@@ -44,7 +45,10 @@ replica_factory replica_factory_of(const topology::topology_config& topo, std::s
     gpu.speedup = topo.sim->speedup;
     return [=](caf::actor_system& sys, replica_id r) { return parked_if_warm(sys.spawn(sim_scheduler, shape, gpu, ec), r); };
   }
-  const auto groups = group_configs_of(topo);
+  auto groups = group_configs_of(topo);
+  for (auto& g : groups)
+    if (ranks) g.node = ranks->node, g.hosts = ranks->hosts;
+    else g.rank_nodes.clear();  // every rank in this process
   const std::string source = topo.source;
   return [=](caf::actor_system& sys, replica_id r) {
     if (!model) throw input_error(source + ": replica " + to_string(r) + " placed here, but this process loaded no model");
@@ -106,6 +110,28 @@ node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<no
         return true;
       },
       [=](heads_atom, std::vector<caf::actor>& heads) { self->state.heads = std::move(heads); },
+      [=](rank_atom, const rank_spec& spec) -> caf::result<rank_started> {
+        // A rank of a group whose supervisor is elsewhere: its shard from this node's copy of the
+        // model folder, its KV pullable over TCP (the other ranks are in other processes).
+        auto& st = self->state;
+        if (spec.tensor_rank < 0 || spec.tensor_rank >= spec.tensor_ranks || spec.first < 0 || spec.last <= spec.first ||
+            spec.num_blocks <= 0 || spec.block_size <= 0 || spec.kv_type > static_cast<std::uint8_t>(kernels::dtype::bf16))
+          return caf::make_error(caf::sec::invalid_argument, "node \"" + st.node + "\": malformed rank of group " + spec.group);
+        try {
+          auto shard = model::shared_shard(st.model_dir, {spec.tensor_rank, spec.tensor_ranks, spec.expert_parallel});
+          if (spec.last > shard->num_layers())
+            return caf::make_error(caf::sec::invalid_argument, "node \"" + st.node + "\": layers up to " + std::to_string(spec.last) +
+                                                                    " asked, the model has " + std::to_string(shard->num_layers()));
+          std::shared_ptr<collectives::fault_injector> tp;
+          if (spec.tensor_ranks > 1) tp = std::make_shared<collectives::fault_injector>();
+          auto r = start_rank(self->system(), spec, shard, tp, nullptr, true);
+          log::info("rank_started", {{"node", st.node}, {"group", spec.group}, {"stage", spec.stage}, {"rank", spec.tensor_rank},
+                                     {"generation", spec.generation}});
+          return r.started;
+        } catch (const std::exception& e) {
+          return caf::make_error(caf::sec::runtime_error, "node \"" + st.node + "\": " + e.what());
+        }
+      },
       [=](log_level_atom, const std::string& level) {
         if (auto l = log::parse_level(level)) {
           log::info("log_level", {{"node", self->state.node}, {"level", level}});  // at the level it leaves
@@ -166,7 +192,8 @@ void register_warm(node_registry_actor::stateful_pointer<node_registry_state> se
 
 node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_pointer<node_registry_state> self,
                                                  topology::topology_config topo, router_actor router,
-                                                 std::map<std::string, node_agent_actor> local) {
+                                                 std::map<std::string, node_agent_actor> local, caf::actor directory) {
+  self->state.directory = std::move(directory);
   self->state.topo = std::move(topo);
   self->state.router = std::move(router);
   self->state.local = std::move(local);
@@ -262,6 +289,7 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
         if (!j.agent) return refuse("node \"" + node + "\" sent no agent");
         st.joined.emplace(node, j.agent.address());
         self->monitor(j.agent);
+        if (st.directory) caf::anon_send(st.directory, agent_atom::value, node, caf::actor_cast<caf::actor>(j.agent));
         if (j.store) self->send(st.router, store_atom::value, store_id_of(st.topo, node), j.store);
         const node_agent_actor agent = j.agent;
         std::vector<replica_id> mine;

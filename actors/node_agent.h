@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 #include <map>
+#include <optional>
 
 #include "actors/protocol/node_protocol.h"
 #include "actors/protocol/router_protocol.h"
@@ -20,9 +21,18 @@ namespace troupe::actors {
 // node's KV store, or a sim replica); throws input_error when it cannot.
 using replica_factory = std::function<scheduler_actor(caf::actor_system&, replica_id)>;
 
+// Where this process's worker groups place ranks the topology puts on other nodes (pools'
+// rank_nodes): this process's node and the directory of the nodes' agents (node_directory).
+// Without one, every rank of a group runs in its replica's process (one process hosts all).
+struct rank_placement {
+  std::string node;
+  caf::actor hosts;
+};
+
 // The factory of a process holding `model` (cpu) or of a sim topology (`model` null).
 replica_factory replica_factory_of(const topology::topology_config& topo, std::shared_ptr<const model::llama_model> model,
-                                   std::shared_ptr<const tokenizer::tokenizer> tok, kv_store_actor store);
+                                   std::shared_ptr<const tokenizer::tokenizer> tok, kv_store_actor store,
+                                   std::optional<rank_placement> ranks = std::nullopt);
 
 struct node_agent_state {
   std::string node;
@@ -46,6 +56,7 @@ struct node_registry_state {
   std::map<std::string, caf::actor_addr> joined;  // node name -> its agent, while alive
   std::map<std::string, node_agent_actor> local;  // the agents of the nodes hosted in the head's process
   std::uint64_t generation = 0;                   // this head's start (see join_reply)
+  caf::actor directory;  // told of every node that joins (node_directory), for groups' ranks
   static inline const char* name = "troupe.node_registry";
 };
 
@@ -53,6 +64,6 @@ struct node_registry_state {
 // brings its own).
 node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_pointer<node_registry_state> self,
                                                  topology::topology_config topo, router_actor router,
-                                                 std::map<std::string, node_agent_actor> local);
+                                                 std::map<std::string, node_agent_actor> local, caf::actor directory);
 
 }  // namespace troupe::actors

@@ -1,5 +1,8 @@
 #include "actors/worker_group.h"
 
+#include "actors/protocol/node_protocol.h"
+#include "actors/rendezvous.h"
+#include "runtime/collectives/gloo.h"
 #include "runtime/collectives/shm.h"
 #include "runtime/common/log.h"
 #include "runtime/kv/transfer/pull.h"
@@ -20,14 +23,66 @@ void register_worker_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<group_status>("troupe.group_status");
   cfg.add_message_type<worker_actor>("troupe.worker_actor");
   cfg.add_message_type<std::vector<worker_actor>>("troupe.worker_actors");
+  cfg.add_message_type<rank_spec>("troupe.rank_spec");
+  cfg.add_message_type<rank_started>("troupe.rank_started");
 }
 
 std::pair<int, int> rank_layers(int layers, int r, int n) { return {layers * r / n, layers * (r + 1) / n}; }
 
+namespace {
+
+// One rank's cache in a pull: its tensor rank and its stage's first layer.
+struct rank_cache {
+  int tensor_rank = 0, first = 0;
+  std::shared_ptr<kv::kv_cache> cache;
+};
+
+// A pull's copy, off the ranks' and the supervisor's threads: a detached actor that answers one
+// request and ends. It holds this generation's caches, so a restart meanwhile leaves it writing
+// caches nobody reads any more. With tensor ranks, each rank's heads are a cache of their own:
+// receiving rank (s, t) pulls from the sending ranks t of the stages that hold its layers.
+caf::behavior pull_helper(caf::event_based_actor* self, std::vector<rank_cache> caches, int tp) {
+  return {[=](pull_atom, kv_pull& x) -> caf::result<std::uint64_t> {
+    self->quit();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(x.timeout_ms);
+    std::uint64_t bytes = 0;
+    try {
+      if (auto why = kv::transfer::layout_mismatch(x.from.layout, x.mine)) throw kv::transfer::transfer_error(*why);
+      for (const auto& c : caches) {
+        kv::transfer::kv_handle from = x.from;
+        kv::transfer::kv_layout mine = x.mine;
+        if (tp > 1) {  // rank t's heads only, as if they were a whole model's
+          from.sources.clear();
+          for (std::size_t k = std::size_t(c.tensor_rank); k < x.from.sources.size(); k += std::size_t(tp))
+            from.sources.push_back(x.from.sources[k]);
+          for (auto* l : {&from.layout, &mine}) l->n_kv_heads /= tp, l->tensor_parallel = 1;
+        }
+        bytes += kv::transfer::pull(from, {c.cache.get(), c.first, mine, x.table}, x.how, deadline).bytes;
+      }
+    } catch (const kv::transfer::transfer_error& e) {
+      return caf::make_error(caf::sec::runtime_error, e.what());
+    }
+    return bytes;
+  }};
+}
+
+// Runs `x` on a pull helper over `caches` and answers `self`'s request with its bytes.
+template <class Self>
+caf::result<std::uint64_t> pull_off_thread(Self* self, std::vector<rank_cache> caches, int tp, kv_pull x) {
+  auto helper = self->template spawn<caf::detached>(pull_helper, std::move(caches), tp);
+  auto rp = self->template make_response_promise<std::uint64_t>();
+  const auto limit = std::chrono::milliseconds(x.timeout_ms) + std::chrono::seconds(5);
+  self->request(helper, limit, pull_atom::value, std::move(x))
+      .then([rp](std::uint64_t bytes) mutable { rp.deliver(bytes); }, [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+  return rp;
+}
+
+}  // namespace
+
 worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> self,
                                    std::shared_ptr<const model::llama_model> model, std::shared_ptr<kv::kv_cache> cache,
                                    int first, int last, bool last_stage, std::shared_ptr<collectives::fault_injector> tp,
-                                   caf::actor supervisor) {
+                                   connect_fn connect, caf::actor supervisor) {
   auto& st = self->state;
   self->monitor(supervisor);  // a rank lives no longer than its group
   self->set_down_handler([=](const caf::down_msg& m) { self->quit(m.reason); });
@@ -37,6 +92,13 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
   st.last = last;
   st.last_stage = last_stage;
   st.tp = std::move(tp);
+  if (st.tp && connect) {
+    try {  // on this rank's thread (detached): a Gloo connect waits for the stage's other ranks
+      st.tp->attach(connect());
+    } catch (const collectives::collective_error& e) {  // ends the rank (the group restarts) before any message
+      self->quit(caf::make_error(caf::sec::runtime_error, e.what()));
+    }
+  }
   return {
       [=](execute_atom, const stage_input& in) -> caf::result<stage_output> {
         auto& st = self->state;
@@ -78,6 +140,76 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
         if (self->state.tp) self->state.tp->arm(calls);
         else self->quit(caf::make_error(caf::sec::runtime_error, "rank killed by fault injection"));  // no collectives to die in
       },
+      [=](crash_rank_atom, std::int32_t calls) {
+        if (self->state.tp) self->state.tp->arm(calls, true);
+        else ::kill(::getpid(), SIGKILL);  // no collectives to die in
+      },
+      [=](pull_atom, kv_pull& x) -> caf::result<std::uint64_t> {
+        auto& st = self->state;
+        const int tp = st.tp ? st.tp->size() : 1, t = st.tp ? st.tp->rank() : 0;
+        return pull_off_thread(self, {{t, st.first, st.cache}}, tp, std::move(x));
+      },
+  };
+}
+
+local_rank start_rank(caf::actor_system& sys, const rank_spec& spec, std::shared_ptr<const model::llama_model> shard,
+                      std::shared_ptr<collectives::fault_injector> tp, std::shared_ptr<collectives::communicator> comm,
+                      bool over_tcp) {
+  const kv::kv_cache_config geometry{spec.num_blocks, spec.block_size, static_cast<kernels::dtype>(spec.kv_type), spec.kv_shared};
+  auto cache = std::make_shared<kv::kv_cache>(geometry, spec.last - spec.first, shard->kv_heads(), shard->config().head_dim);
+  auto& registry = kv::transfer::registry::global();
+  local_rank out;
+  out.cache = cache;
+  out.started.source = registry.expose(cache);
+  if (over_tcp) out.started.source = registry.with_tcp(out.started.source);
+  connect_fn connect;
+  if (comm) {
+    connect = [comm] { return comm; };
+  } else if (spec.rendezvous) {
+    collectives::gloo_options o;
+    o.rank = spec.tensor_rank;
+    o.size = spec.tensor_ranks;
+    o.generation = spec.generation;
+    o.group = spec.group + "/stage" + std::to_string(spec.stage);
+    o.store = rendezvous_client(sys, spec.rendezvous);
+    o.host = spec.host;
+    o.timeout = std::chrono::milliseconds(spec.timeout_ms);
+    connect = [o] { return std::shared_ptr<collectives::communicator>(collectives::connect_gloo(o)); };
+  }
+  // Tensor ranks wait inside collectives (and their connect), so each has a thread of its own.
+  out.started.rank = tp ? sys.spawn<caf::detached>(worker, shard, cache, int(spec.first), int(spec.last), spec.last_stage, tp, connect,
+                                           spec.supervisor)
+                        : sys.spawn(worker, shard, cache, int(spec.first), int(spec.last), spec.last_stage, tp, connect, spec.supervisor);
+  return out;
+}
+
+caf::behavior node_directory(caf::stateful_actor<node_directory_state>* self) {
+  self->set_down_handler([=](const caf::down_msg& m) {
+    auto& agents = self->state.agents;
+    for (auto it = agents.begin(); it != agents.end(); ++it)
+      if (it->second.address() == m.source) {
+        agents.erase(it);
+        return;
+      }
+  });
+  return {
+      [=](agent_atom, const std::string& node, caf::actor agent) {
+        auto& st = self->state;
+        self->monitor(agent);
+        st.agents[node] = agent;
+        if (auto it = st.waiting.find(node); it != st.waiting.end()) {
+          for (auto& p : it->second) p.deliver(agent);
+          st.waiting.erase(it);
+        }
+      },
+      [=](agent_atom, const std::string& node) -> caf::result<caf::actor> {
+        auto& st = self->state;
+        if (auto it = st.agents.find(node); it != st.agents.end()) return it->second;
+        auto& w = st.waiting[node];
+        w.erase(std::remove_if(w.begin(), w.end(), [](const caf::response_promise& p) { return p.pending() == false; }), w.end());
+        w.push_back(self->make_response_promise());
+        return caf::delegated<caf::actor>();
+      },
   };
 }
 
@@ -91,86 +223,164 @@ void withdraw(group_state& st) {
 
 int stages_of(const group_state& st) { return group_ranks(st.cfg, st.model->num_layers()); }
 
+const std::string& node_of(const group_state& st, std::size_t i) {
+  return i < st.cfg.rank_nodes.size() ? st.cfg.rank_nodes[i] : st.cfg.node;
+}
+bool here(const group_state& st, std::size_t i) { return node_of(st, i) == st.cfg.node; }
+
+group_status status_of(const group_state& st) {
+  const int stages = stages_of(st);
+  return {std::uint32_t(st.ranks.size()), st.restarts, std::uint32_t(stages), std::uint32_t(st.cfg.tensor_ranks), st.generation};
+}
+
 }  // namespace
 
-group_state::~group_state() { withdraw(*this); }
+group_state::~group_state() {
+  withdraw(*this);
+  for (auto& c : comms) c->abort("the group's supervisor ended");  // a rank waiting in a collective wakes
+}
 
 namespace {
+
+void restart_or_quit(group_actor::stateful_pointer<group_state> self, const std::string& why);
+void begin_step(group_actor::stateful_pointer<group_state> self, stage_input in,
+                caf::typed_response_promise<engine::step_result> promise);
+
+// Every rank of this generation is up: the scheduler learns where their KV is, a step that
+// waited runs, and `ready` is answered.
+void whole(group_actor::stateful_pointer<group_state> self) {
+  auto& st = self->state;
+  if (st.scheduler) caf::anon_send(st.scheduler, kv_sources_atom::value, st.sources);
+  if (st.queued) {
+    auto q = std::move(*st.queued);
+    st.queued.reset();
+    begin_step(self, std::move(q.first), std::move(q.second));
+  }
+  if (st.retired.empty()) {
+    for (auto& p : st.waiting_ready) p.deliver(status_of(st));
+    st.waiting_ready.clear();
+  }
+}
+
+// Rank i of this generation has started (here or on its node).
+void place(group_actor::stateful_pointer<group_state> self, std::size_t i, rank_started r) {
+  auto& st = self->state;
+  self->monitor(r.rank);
+  st.ranks[i] = std::move(r.rank);
+  st.sources[i] = std::move(r.source);
+}
+
+// Asks rank i's node agent to start it; on failure the group restarts (the generation that
+// asked, if still current).
+void start_remote(group_actor::stateful_pointer<group_state> self, std::size_t i, rank_spec spec) {
+  auto& st = self->state;
+  const std::uint64_t gen = st.generation;
+  const std::string node = node_of(st, i);
+  const auto wait = st.cfg.step_timeout;
+  ++st.starting;
+  auto failed = [=](const std::string& why) {
+    if (self->state.generation == gen) restart_or_quit(self, "rank " + std::to_string(i) + " on node \"" + node + "\": " + why);
+  };
+  if (!st.cfg.hosts) return failed("this process has no node directory to find that node's agent");
+  self->request(st.cfg.hosts, wait, agent_atom::value, node)
+      .then(
+          [=](caf::actor agent) {
+            if (self->state.generation != gen) return;
+            self->request(caf::actor_cast<node_agent_actor>(agent), wait, rank_atom::value, spec)
+                .then(
+                    [=](rank_started& r) {
+                      auto& st = self->state;
+                      if (st.generation != gen) {  // a later generation: this one is not wanted
+                        self->send_exit(r.rank, caf::exit_reason::kill);
+                        return;
+                      }
+                      place(self, i, std::move(r));
+                      if (--st.starting == 0) whole(self);
+                    },
+                    [=](caf::error& e) { failed(self->system().render(e)); });
+          },
+          [=](caf::error& e) { failed("its node has not joined: " + self->system().render(e)); });
+}
 
 void spawn_ranks(group_actor::stateful_pointer<group_state> self) {
   auto& st = self->state;
   const int stages = stages_of(st), tp = st.cfg.tensor_ranks;
-  const auto& mc = st.model->config();
   ++st.generation;
   st.ranks.assign(std::size_t(stages * tp), worker_actor{});
-  st.caches.assign(std::size_t(stages * tp), nullptr);
+  st.caches.clear();
   st.sources.assign(std::size_t(stages * tp), {});
   st.comms.clear();
+  st.starting = 0;
+  bool remote = false;
+  for (std::size_t i = 0; i < st.ranks.size(); ++i) remote |= !here(st, i);
+  if (st.rendezvous) self->send_exit(st.rendezvous, caf::exit_reason::user_shutdown);
+  st.rendezvous = nullptr;
+  auto me = caf::actor_cast<caf::actor>(self);
+  std::vector<std::pair<std::size_t, rank_spec>> elsewhere;
   for (int s = 0; s < stages; ++s) {
+    bool spans = false;
+    for (int t = 0; t < tp; ++t) spans |= !here(st, std::size_t(s * tp + t));
+    if (spans && tp > 1 && !st.rendezvous) st.rendezvous = self->spawn(rendezvous_store, me);
     std::vector<std::unique_ptr<collectives::communicator>> group;
-    if (tp > 1) group = collectives::make_shm_group({tp, st.generation, st.cfg.step_timeout});
+    if (tp > 1 && !spans) group = collectives::make_shm_group({tp, st.generation, st.cfg.step_timeout});
     const auto [a, b] = rank_layers(st.model->num_layers(), s, stages);
     for (int t = 0; t < tp; ++t) {
       const std::size_t i = std::size_t(s * tp + t);
-      const auto& shard = st.shards[std::size_t(t)];
-      auto cache = std::make_shared<kv::kv_cache>(st.cache, b - a, shard->kv_heads(), mc.head_dim);
-      st.sources[i] = kv::transfer::registry::global().expose(cache);
-      st.caches[i] = cache;
+      rank_spec spec;
+      spec.group = st.cfg.name;
+      spec.generation = st.generation;
+      spec.stage = s;
+      spec.tensor_rank = t;
+      spec.tensor_ranks = tp;
+      spec.expert_parallel = st.cfg.expert_parallel;
+      spec.first = a;
+      spec.last = b;
+      spec.last_stage = s == stages - 1;
+      spec.num_blocks = st.cache.num_blocks;
+      spec.block_size = st.cache.block_size;
+      spec.kv_type = static_cast<std::uint8_t>(st.cache.type);
+      spec.kv_shared = st.cache.shared;
+      spec.timeout_ms = st.cfg.step_timeout.count();
+      spec.rendezvous = spans ? st.rendezvous : caf::actor{};
+      spec.supervisor = me;
+      if (!here(st, i)) {
+        elsewhere.emplace_back(i, std::move(spec));
+        continue;
+      }
       std::shared_ptr<collectives::fault_injector> comm;
       if (tp > 1) {
-        comm = std::make_shared<collectives::fault_injector>(std::shared_ptr<collectives::communicator>(std::move(group[std::size_t(t)])));
+        comm = std::make_shared<collectives::fault_injector>();
         st.comms.push_back(comm);
       }
-      auto me = caf::actor_cast<caf::actor>(self);
-      // Tensor ranks wait inside collectives, so each has a thread of its own.
-      st.ranks[i] = tp > 1 ? self->spawn<caf::monitored + caf::detached>(worker, shard, cache, a, b, s == stages - 1, comm, me)
-                           : self->spawn<caf::monitored>(worker, shard, cache, a, b, s == stages - 1, comm, me);
+      auto& shard = st.shards[t];
+      if (!shard) shard = tp == 1 ? st.model : model::shared_shard(st.model->dir(), {t, tp, st.cfg.expert_parallel});
+      auto started = start_rank(self->system(), spec, shard, comm, group.empty() ? nullptr : std::move(group[std::size_t(t)]), remote);
+      st.caches[i] = started.cache;
+      place(self, i, std::move(started.started));
     }
   }
-  if (st.scheduler) caf::anon_send(st.scheduler, kv_sources_atom::value, st.sources);
-}
-
-// A pull's copy, off the ranks' and the supervisor's threads: a detached actor that answers one
-// request and ends. It holds this generation's caches, so a restart meanwhile leaves it writing
-// caches nobody reads any more. With tensor ranks, each rank's heads are a cache of their own:
-// receiving rank (s, t) pulls from the sending ranks t of the stages that hold its layers.
-caf::behavior pull_helper(caf::event_based_actor* self, std::vector<std::shared_ptr<kv::kv_cache>> caches,
-                          std::vector<std::pair<int, int>> ranges, int tp) {
-  return {[=](pull_atom, kv_pull& x) -> caf::result<std::uint64_t> {
-    self->quit();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(x.timeout_ms);
-    std::uint64_t bytes = 0;
-    try {
-      if (auto why = kv::transfer::layout_mismatch(x.from.layout, x.mine)) throw kv::transfer::transfer_error(*why);
-      for (std::size_t r = 0; r < caches.size(); ++r) {
-        kv::transfer::kv_handle from = x.from;
-        kv::transfer::kv_layout mine = x.mine;
-        if (tp > 1) {  // rank t's heads only, as if they were a whole model's
-          from.sources.clear();
-          for (std::size_t k = r % std::size_t(tp); k < x.from.sources.size(); k += std::size_t(tp))
-            from.sources.push_back(x.from.sources[k]);
-          for (auto* l : {&from.layout, &mine}) l->n_kv_heads /= tp, l->tensor_parallel = 1;
-        }
-        bytes += kv::transfer::pull(from, {caches[r].get(), ranges[r / std::size_t(tp)].first, mine, x.table}, x.how, deadline).bytes;
-      }
-    } catch (const kv::transfer::transfer_error& e) {
-      return caf::make_error(caf::sec::runtime_error, e.what());
-    }
-    return bytes;
-  }};
+  for (auto& [i, spec] : elsewhere) start_remote(self, i, std::move(spec));
+  if (st.starting == 0) whole(self);
 }
 
 void stop_ranks(group_actor::stateful_pointer<group_state> self, const std::string& why) {
-  withdraw(self->state);
-  // Ranks waiting in a collective wake with an error first; then every rank goes.
-  for (auto& c : self->state.comms) c->abort(why);
-  self->state.comms.clear();
-  for (auto& r : self->state.ranks) {
-    if (!r) continue;  // the rank whose death this is
-    self->state.retired.insert(r.address());  // still monitored: `ready` waits for it to end
+  auto& st = self->state;
+  withdraw(st);
+  // Ranks waiting in a collective wake with an error first; then every rank goes (one on
+  // another node too: aborting this process's ranks of its stage closes their connections).
+  for (auto& c : st.comms) c->abort(why);
+  st.comms.clear();
+  for (auto& r : st.ranks) {
+    if (!r) continue;  // the rank whose death this is, or one not started yet
+    st.retired.insert(r.address());  // still monitored: `ready` waits for it to end
     self->send_exit(r, caf::exit_reason::kill);
   }
-  self->state.ranks.clear();
+  st.ranks.clear();
+  st.starting = 0;
+  if (st.queued) {  // it would run on blocks whose KV is gone
+    st.queued->second.deliver(caf::make_error(caf::sec::runtime_error, "step failed: " + why));
+    st.queued.reset();
+  }
 }
 
 // Replaces every rank; false when the restart limit is spent (the caller gives up).
@@ -179,6 +389,7 @@ bool restart(group_actor::stateful_pointer<group_state> self, const std::string&
   const auto now = std::chrono::steady_clock::now();
   while (!st.recent.empty() && now - st.recent.front() > st.cfg.restart_window) st.recent.pop_front();
   log::warn("worker_group_restart", {{"generation", st.generation}, {"why", why}});
+  const bool waited = bool(st.queued);  // fails in stop_ranks: it carries the news of the lost KV
   stop_ranks(self, "generation " + std::to_string(st.generation) + " stopped: " + why);
   if (int(st.recent.size()) >= st.cfg.max_restarts) return false;
   st.recent.push_back(now);
@@ -186,14 +397,10 @@ bool restart(group_actor::stateful_pointer<group_state> self, const std::string&
   spawn_ranks(self);
   // The KV the scheduler thinks its blocks hold is gone; a step running now fails (the caller
   // answers it), else the next one does, so the scheduler recomputes before it relies on it.
-  st.kv_lost = !st.step;
+  st.kv_lost = !st.step && !waited;
   return true;
 }
 
-group_status status_of(const group_state& st) {
-  const int stages = stages_of(st);
-  return {std::uint32_t(st.ranks.size()), st.restarts, std::uint32_t(stages), std::uint32_t(st.cfg.tensor_ranks), st.generation};
-}
 
 void restart_or_quit(group_actor::stateful_pointer<group_state> self, const std::string& why) {
   if (!restart(self, why))
@@ -258,6 +465,26 @@ void run_stage(group_actor::stateful_pointer<group_state> self, int stage, std::
             });
 }
 
+void begin_step(group_actor::stateful_pointer<group_state> self, stage_input in,
+                caf::typed_response_promise<engine::step_result> promise) {
+  auto& st = self->state;
+  const std::size_t rows = in.plan.logit_rows.size();
+  auto micro = engine::split_plan(std::move(in.plan), st.cfg.micro_batches);
+  if (micro.empty()) {
+    promise.deliver(engine::step_result{});
+    return;
+  }
+  auto& step = st.step.emplace();
+  step.id = ++st.next_step;
+  step.generation = st.generation;
+  step.promise = std::move(promise);
+  step.tokens.resize(rows);
+  step.left = micro.size();
+  step.micro = std::move(micro);
+  step.started = std::chrono::steady_clock::now();
+  for (std::size_t m = 0, n = step.left; m < n; ++m) run_stage(self, 0, m, {});
+}
+
 }  // namespace
 
 group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_state> self,
@@ -271,11 +498,6 @@ group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_
   st.cfg.micro_batches = std::max(1, st.cfg.micro_batches);
   st.scheduler = scheduler;
   st.cfg.pipeline_ranks = group_ranks(st.cfg, st.model->num_layers());
-  if (st.cfg.tensor_ranks == 1)
-    st.shards = {st.model};
-  else
-    for (int t = 0; t < st.cfg.tensor_ranks; ++t)
-      st.shards.push_back(model::shared_shard(st.model->dir(), {t, st.cfg.tensor_ranks, st.cfg.expert_parallel}));
   spawn_ranks(self);
   self->monitor(scheduler);
   // A rank's death restarts the group (monitors, not links: a rank killed with
@@ -285,7 +507,7 @@ group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_
     const auto it = std::find_if(st.ranks.begin(), st.ranks.end(), [&](const worker_actor& r) { return r.address() == m.source; });
     if (it == st.ranks.end()) {
       if (!st.retired.erase(m.source)) return self->quit(m.reason);  // the scheduler
-      if (st.retired.empty()) {  // an earlier generation's last rank: the group is whole
+      if (st.retired.empty() && st.starting == 0) {  // an earlier generation's last rank: the group is whole
         for (auto& p : st.waiting_ready) p.deliver(status_of(st));
         st.waiting_ready.clear();
       }
@@ -303,43 +525,64 @@ group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_
   return {
       [=](execute_atom, stage_input& in) -> caf::result<engine::step_result> {
         auto& st = self->state;
-        if (st.step) return caf::make_error(caf::sec::runtime_error, "a step is already running on this group");
+        if (st.step || st.queued) return caf::make_error(caf::sec::runtime_error, "a step is already running on this group");
         if (st.kv_lost) {
           st.kv_lost = false;
           return caf::make_error(caf::sec::runtime_error, "the group restarted since the last step: its KV is lost");
         }
-        const std::size_t rows = in.plan.logit_rows.size();
-        auto micro = engine::split_plan(std::move(in.plan), st.cfg.micro_batches);
-        if (micro.empty()) return engine::step_result{};
-        auto& step = st.step.emplace();
-        step.id = ++st.next_step;
-        step.generation = st.generation;
-        step.promise = self->make_response_promise<engine::step_result>();
-        step.tokens.resize(rows);
-        step.left = micro.size();
-        step.micro = std::move(micro);
-        step.started = std::chrono::steady_clock::now();
-        auto promise = step.promise;
-        for (std::size_t m = 0; m < step.left; ++m) run_stage(self, 0, m, {});
+        auto promise = self->make_response_promise<engine::step_result>();
+        if (st.starting > 0)  // ranks on other nodes are still starting: it runs once they are up
+          st.queued.emplace(std::move(in), promise);
+        else
+          begin_step(self, std::move(in), promise);
         return promise;
       },
       [=](pull_atom, kv_pull& x) -> caf::result<std::uint64_t> {
+        // This process's ranks on one helper thread; each rank elsewhere pulls its own part.
         auto& st = self->state;
-        std::vector<std::pair<int, int>> ranges;
-        const int stages = stages_of(st);
-        for (int r = 0; r < stages; ++r) ranges.push_back(rank_layers(st.model->num_layers(), r, stages));
-        auto helper = self->spawn<caf::detached>(pull_helper, st.caches, std::move(ranges), st.cfg.tensor_ranks);
+        if (st.starting > 0) return caf::make_error(caf::sec::runtime_error, "the group's ranks are still starting");
+        const int tp = st.cfg.tensor_ranks, stages = stages_of(st);
+        std::vector<rank_cache> local;
+        std::vector<worker_actor> remote;
+        for (std::size_t i = 0; i < st.ranks.size(); ++i) {
+          if (auto c = st.caches.find(i); c != st.caches.end())
+            local.push_back({int(i) % tp, rank_layers(st.model->num_layers(), int(i) / tp, stages).first, c->second});
+          else if (st.ranks[i])
+            remote.push_back(st.ranks[i]);
+        }
+        if (remote.empty()) return pull_off_thread(self, std::move(local), tp, std::move(x));
         auto rp = self->make_response_promise<std::uint64_t>();
+        struct tally {
+          std::size_t left = 0;
+          std::uint64_t bytes = 0;
+          bool failed = false;
+        };
+        auto sum = std::make_shared<tally>();
+        sum->left = remote.size() + (local.empty() ? 0 : 1);
+        auto one = [rp, sum](caf::expected<std::uint64_t> r) mutable {
+          if (sum->failed) return;
+          if (!r) {
+            sum->failed = true;
+            rp.deliver(r.error());
+            return;
+          }
+          sum->bytes += *r;
+          if (--sum->left == 0) rp.deliver(sum->bytes);
+        };
         const auto limit = std::chrono::milliseconds(x.timeout_ms) + std::chrono::seconds(5);
-        self->request(helper, limit, pull_atom::value, std::move(x))
-            .then([rp](std::uint64_t bytes) mutable { rp.deliver(bytes); },
-                  [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        auto ask = [&](auto who) {
+          self->request(who, limit, pull_atom::value, x)
+              .then([one](std::uint64_t b) mutable { one(b); }, [one](caf::error& e) mutable { one(std::move(e)); });
+        };
+        for (auto& r : remote) ask(r);
+        if (!local.empty()) ask(self->spawn<caf::detached>(pull_helper, std::move(local), tp));
         return rp;
       },
       [=](ready_atom) -> caf::result<group_status> {
         auto& st = self->state;
-        if (st.retired.empty()) return status_of(st);
-        // Earlier ranks still running (one waking from an aborted collective): not whole yet.
+        if (st.retired.empty() && st.starting == 0) return status_of(st);
+        // Earlier ranks still running (one waking from an aborted collective), or ranks on other
+        // nodes still starting: not whole yet.
         st.waiting_ready.push_back(self->make_response_promise<group_status>());
         return st.waiting_ready.back();
       },

@@ -5,6 +5,11 @@
 // supervisor is the group's conductor: it cuts each step into micro-batches and moves them
 // through the stages (actors/protocol/worker_protocol.h).
 //
+// Ranks may live on other nodes (group_config::rank_nodes): the supervisor asks the node's
+// agent to start them (rank_spec), and a stage whose ranks are not all in this process joins
+// its collectives over Gloo, meeting through a rendezvous the supervisor serves per generation
+// (actors/rendezvous.h). Hidden states go between stages as actor messages, wherever they are.
+//
 // Supervision: any rank's death, a failed collective or a step past its deadline stops every
 // rank (aborting the collectives first, so a rank waiting in one wakes with an error instead of
 // hanging) and starts the next generation of ranks and collectives with empty KV; the scheduler
@@ -13,6 +18,8 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -33,7 +40,15 @@ struct group_config {
   int max_restarts = 3;    // restarts allowed within restart_window before the group gives up
   std::chrono::milliseconds restart_window{60000};
   std::chrono::milliseconds step_timeout{120000};  // a step slower than this restarts the group
+  // Where each rank runs (stage by stage, tensor ranks in order), by node name: `node` (this
+  // process) or another node, whose agent `hosts` finds (node_directory). Empty: all here.
+  std::vector<std::string> rank_nodes;
+  std::string node;
+  caf::actor hosts;
+  std::string name = "group";  // names the group's collectives (the replica's name)
 };
+
+using agent_atom = caf::atom_constant<caf::atom("agent")>;
 
 // Layers [first, last) of stage r of n, for a model of `layers` layers.
 std::pair<int, int> rank_layers(int layers, int r, int n);
@@ -51,12 +66,39 @@ struct worker_state {
   static inline const char* name = "troupe.worker";
 };
 
+// Connects a rank's collectives, on the rank's own thread (it may block until the group's other
+// ranks come); null at tensor_ranks 1.
+using connect_fn = std::function<std::shared_ptr<collectives::communicator>()>;
+
 // Tensor rank `tp->rank()` (or the only rank) of the stage over layers [first, last), with
-// `cache` holding exactly those layers of its heads. The rank ends when `supervisor` does.
+// `cache` holding exactly those layers of its heads; `tp` gets the communicator `connect` makes.
+// The rank ends when `supervisor` does, or when its connect fails.
 worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> self,
                                    std::shared_ptr<const model::llama_model> model, std::shared_ptr<kv::kv_cache> cache,
                                    int first, int last, bool last_stage, std::shared_ptr<collectives::fault_injector> tp,
-                                   caf::actor supervisor);
+                                   connect_fn connect, caf::actor supervisor);
+
+// Starts the rank `spec` describes in this process, unmonitored: its cache (exposed for pulls,
+// over TCP too when `over_tcp`), and the worker, which connects its stage's collectives through
+// `comm` when given (ranks of one process), else through spec.rendezvous (Gloo). `tp` is the
+// rank's fault injector (null at one rank a stage).
+struct local_rank {
+  rank_started started;
+  std::shared_ptr<kv::kv_cache> cache;
+};
+local_rank start_rank(caf::actor_system& sys, const rank_spec& spec, std::shared_ptr<const model::llama_model> shard,
+                      std::shared_ptr<collectives::fault_injector> tp, std::shared_ptr<collectives::communicator> comm,
+                      bool over_tcp);
+
+// Which node agent serves each node name that has joined: the supervisors of groups with ranks
+// on other nodes ask it (agent_atom, node) and are answered once that node is there.
+struct node_directory_state {
+  std::map<std::string, caf::actor> agents;
+  std::map<std::string, std::vector<caf::response_promise>> waiting;
+  static inline const char* name = "troupe.node_directory";
+};
+// (agent_atom, node) -> caf::actor (a node_agent_actor); (agent_atom, node, agent) registers one.
+caf::behavior node_directory(caf::stateful_actor<node_directory_state>* self);
 
 // The step the supervisor is conducting.
 struct running_step {
@@ -72,15 +114,20 @@ struct running_step {
 
 struct group_state {
   std::shared_ptr<const model::llama_model> model;  // the whole model (its config)
-  std::vector<std::shared_ptr<const model::llama_model>> shards;  // one per tensor rank
+  std::map<int, std::shared_ptr<const model::llama_model>> shards;  // by tensor rank, those with ranks here
   kv::kv_cache_config cache;
   group_config cfg;
-  std::vector<worker_actor> ranks;  // rank (s, t) at s * tensor_ranks + t
-  std::vector<std::shared_ptr<collectives::fault_injector>> comms;  // same order; empty at tensor_ranks 1
-  // Each rank's cache and where other replicas pull it from, this generation; the scheduler is
-  // told the sources at every (re)start, and they are withdrawn when the ranks go.
-  std::vector<std::shared_ptr<kv::kv_cache>> caches;
+  std::vector<worker_actor> ranks;  // rank (s, t) at s * tensor_ranks + t; null while starting elsewhere
+  std::vector<std::shared_ptr<collectives::fault_injector>> comms;  // this process's ranks'; empty at tensor_ranks 1
+  // The caches of this process's ranks, by rank index, and where other replicas pull every
+  // rank's from, this generation; the scheduler is told the sources once all ranks are up,
+  // and they are withdrawn when the ranks go.
+  std::map<std::size_t, std::shared_ptr<kv::kv_cache>> caches;
   std::vector<kv::transfer::kv_source> sources;
+  std::size_t starting = 0;  // ranks being started on other nodes, this generation
+  caf::actor rendezvous;     // this generation's, when a stage spans processes
+  // A step that came while ranks were starting: it runs once they are all up.
+  std::optional<std::pair<stage_input, caf::typed_response_promise<engine::step_result>>> queued;
   caf::actor scheduler;
   ~group_state();
   std::set<caf::actor_addr> retired;  // ranks of earlier generations not yet ended

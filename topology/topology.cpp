@@ -251,6 +251,31 @@ void read_nodes(const reader& r, const toml::table& root, topology_config& t) {
         r.fail(n, "nodes.address", "head \"" + h->name + "\" needs a fixed port: nodes join every head at its address");
 }
 
+bool loopback(const std::string& host);
+
+void read_rank_nodes(const reader& r, const toml::node& rn, const topology_config& t, pool_spec& p) {
+  const int ranks = p.pipeline_parallel * std::max(p.tensor_parallel, p.expert_parallel);
+  if (!rn.is_array()) r.fail(&rn, "pools.rank_nodes", std::string("expected an array of node names, got ") + type_name(rn));
+  for (auto&& x : *rn.as_array()) {
+    if (!x.is_string()) r.fail(&x, "pools.rank_nodes", std::string("expected node names, got ") + type_name(x));
+    const std::string name = x.value<std::string>().value();
+    const node_spec* n = t.node(name);
+    if (!n) r.fail(&x, "pools.rank_nodes", "pool \"" + p.name + "\" places a rank on unknown node \"" + name + "\"");
+    if (!loopback(n->host))
+      r.fail(&x, "pools.rank_nodes", "node \"" + name + "\" is at " + n->host +
+                                         ", off loopback; ranks join their collectives over Gloo's TCP, which has no authentication, so "
+                                         "a group's ranks may only be on nodes at loopback addresses");
+    p.rank_nodes.push_back(name);
+  }
+  if (int(p.rank_nodes.size()) != ranks)
+    r.fail(&rn, "pools.rank_nodes", "pool \"" + p.name + "\" has " + std::to_string(ranks) + " ranks per replica (pipeline_parallel x " +
+                                        "tensor_parallel), but rank_nodes names " + std::to_string(p.rank_nodes.size()));
+  for (const auto& node : p.nodes)
+    if (!t.is_head(node))
+      r.fail(&rn, "pools.rank_nodes", "pool \"" + p.name + "\" has replicas on node \"" + node +
+                                          "\", which is not a head; a group places ranks on other nodes only from a head's process");
+}
+
 void read_pools(const reader& r, const toml::table& root, topology_config& t) {
   const toml::node* n = root.get("pools");
   if (!n) r.fail(&root, "pools", "at least one [[pools]] entry is required");
@@ -259,7 +284,7 @@ void read_pools(const reader& r, const toml::table& root, topology_config& t) {
   for (auto&& e : *n->as_array()) {
     const toml::table& pt = *e.as_table();
     r.only_keys(pt, "pools.", {"name", "role", "replicas", "min_replicas", "max_replicas", "warm_replicas", "nodes",
-                                 "pipeline_parallel", "tensor_parallel", "expert_parallel", "micro_batches"});
+                                 "pipeline_parallel", "tensor_parallel", "expert_parallel", "micro_batches", "rank_nodes"});
     pool_spec p;
     p.name = r.string(pt, "name", "pools.", std::nullopt);
     p.line = int(pt.source().begin.line);
@@ -300,6 +325,7 @@ void read_pools(const reader& r, const toml::table& root, topology_config& t) {
     } else {
       p.nodes.push_back(t.heads().front()->name);
     }
+    if (const toml::node* rn = pt.get("rank_nodes")) read_rank_nodes(r, *rn, t, p);
     t.pools.push_back(std::move(p));
   }
   // A prefill pool hands every request to a decode-capable one after its first token.
@@ -810,7 +836,7 @@ std::vector<replica_placement> place_replicas(const topology_config& t) {
     for (int i = 0; i < std::max(p.replicas, p.max_replicas); ++i)  // code that sets replicas alone still gets them
       out.push_back({replica_id(next++), p.name, p.role, p.nodes[std::size_t(i) % p.nodes.size()], p.pipeline_parallel,
                      p.tensor_parallel, p.expert_parallel, p.micro_batches > 0 ? p.micro_batches : p.pipeline_parallel, p.name + "-" + std::to_string(i), i < p.replicas,
-                     i < p.replicas + p.warm()});
+                     i < p.replicas + p.warm(), p.rank_nodes});
   return out;
 }
 

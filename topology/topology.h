@@ -66,6 +66,11 @@ struct pool_spec {
   // A step's batch is cut into this many micro-batches (between sequences) so that pipeline
   // stages work at once; 1 runs the stages in turn. Default: pipeline_parallel.
   int micro_batches = 0;
+  // Where each rank of a replica's group runs, stage by stage, tensor ranks in order (so
+  // pipeline_parallel x max(tensor_parallel, expert_parallel) names): the replica's own node or
+  // another, whose agent starts the rank. Empty: every rank in the replica's process. The
+  // pool's replicas must be on heads, and the nodes on loopback (Gloo's TCP has no authentication).
+  std::vector<std::string> rank_nodes;
   int line = 0;
 };
 
@@ -257,6 +262,7 @@ struct replica_placement {
   std::string name;  // "<pool>-<index in the pool>": what logs and the admin console call it
   bool active = true;   // serving at start (else warm, for scaling up)
   bool started = true;  // started at start (else stopped: started by a scale-up)
+  std::vector<std::string> rank_nodes;  // the pool's
 };
 
 std::vector<replica_placement> place_replicas(const topology_config& t);

@@ -9,6 +9,7 @@
 
 #include "actors/protocol/engine_protocol.h"
 #include "actors/protocol/store_protocol.h"
+#include "actors/protocol/worker_protocol.h"
 
 namespace troupe::actors {
 
@@ -35,6 +36,7 @@ using admit_atom = caf::atom_constant<caf::atom("admit")>;
 using crash_atom = caf::atom_constant<caf::atom("crash")>;
 using heads_atom = caf::atom_constant<caf::atom("heads")>;
 using log_level_atom = caf::atom_constant<caf::atom("loglevel")>;
+using rank_atom = caf::atom_constant<caf::atom("rank")>;
 
 // One per process.
 using node_agent_actor = caf::typed_actor<
@@ -52,7 +54,10 @@ using node_agent_actor = caf::typed_actor<
     caf::reacts_to<heads_atom, std::vector<caf::actor>>,
     // Log at this level from now on (debug, info, warn, error, off; the admin console's
     // `log-level`); anything else is ignored.
-    caf::reacts_to<log_level_atom, std::string>>;
+    caf::reacts_to<log_level_atom, std::string>,
+    // Start one rank of a worker group whose supervisor is in another process (the group's
+    // rank_nodes place it here); replies with the rank and where its KV can be pulled from.
+    caf::replies_to<rank_atom, rank_spec>::with<rank_started>>;
 
 // A node asking to serve: its name in the topology, its agent, and its credentials.
 struct join_request {

@@ -158,6 +158,8 @@ using pull_atom = caf::atom_constant<caf::atom("pull")>;
 using kv_sources_atom = caf::atom_constant<caf::atom("kvsources")>;
 using fault_atom = caf::atom_constant<caf::atom("fault")>;
 
+using crash_rank_atom = caf::atom_constant<caf::atom("crashrank")>;
+
 // One worker rank: tensor rank t of pipeline stage s, holding its shard of a range of layers and
 // the KV tensors of exactly those layers and heads. Its role (prefill, decode or both) is its
 // replica's.
@@ -166,7 +168,50 @@ using worker_actor = caf::typed_actor<
     caf::replies_to<execute_atom, stage_input>::with<stage_output>,
     // Fault injection: die inside the n-th collective from now (1 = the next), while the other
     // ranks of the stage wait in it.
-    caf::reacts_to<fault_atom, std::int32_t>>;
+    caf::reacts_to<fault_atom, std::int32_t>,
+    // Fault injection: the rank's whole process dies (SIGKILL) inside the n-th collective from
+    // now; for ranks in a process of their own (on another node).
+    caf::reacts_to<crash_rank_atom, std::int32_t>,
+    // Copy a sequence's KV from another replica into this rank's reserved blocks (its layers and
+    // heads), off its thread: the bytes. For ranks not in the supervisor's process.
+    caf::replies_to<pull_atom, kv_pull>::with<std::uint64_t>>;
+
+// How a node agent starts one rank of a group whose supervisor is elsewhere (group_config's
+// rank_nodes): rank `tensor_rank` of stage `stage`, over layers [first, last), its KV cache of
+// `cache`'s geometry, its stage's collectives joined through `rendezvous` (Gloo, listening on
+// `host`). The rank ends with `supervisor`.
+struct rank_spec {
+  std::string group;  // names the group in the collectives' keys and messages
+  std::uint64_t generation = 1;
+  std::int32_t stage = 0, tensor_rank = 0, tensor_ranks = 1;
+  bool expert_parallel = false;
+  std::int32_t first = 0, last = 0;
+  bool last_stage = false;
+  std::int32_t num_blocks = 0, block_size = 16;
+  std::uint8_t kv_type = 0;  // kernels::dtype
+  bool kv_shared = false;    // the cache in shared memory (pulls on the same host map it)
+  std::string host = "127.0.0.1";
+  std::int64_t timeout_ms = 120000;  // of each collective and of the connect
+  caf::actor rendezvous;   // null: the stage has one rank, no collectives
+  caf::actor supervisor;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rank_spec& x) {
+  return f(caf::meta::type_name("rank_spec"), x.group, x.generation, x.stage, x.tensor_rank, x.tensor_ranks, x.expert_parallel,
+           x.first, x.last, x.last_stage, x.num_blocks, x.block_size, x.kv_type, x.kv_shared, x.host, x.timeout_ms, x.rendezvous, x.supervisor);
+}
+
+// The started rank and where its KV can be pulled from.
+struct rank_started {
+  worker_actor rank;
+  kv::transfer::kv_source source;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rank_started& x) {
+  return f(caf::meta::type_name("rank_started"), x.rank, x.source);
+}
 
 // The supervisor of a replica's ranks. If any rank dies, every rank is stopped and a fresh set
 // (with empty KV) is spawned: the group restarts as a whole, and the scheduler recomputes what

@@ -72,7 +72,7 @@ BOOST_AUTO_TEST_CASE(registry_places_a_joining_nodes_replicas_and_refuses_strang
   local_cluster head(sys, topo, nullptr, nullptr, placement_mode::head_node_only);
   BOOST_TEST(head.live_replicas() == 0u);
   const auto t0 = std::chrono::system_clock::now();
-  auto registry = sys.spawn(node_registry, topo, head.router(), std::map<std::string, node_agent_actor>{});
+  auto registry = sys.spawn(node_registry, topo, head.router(), std::map<std::string, node_agent_actor>{}, caf::actor{});
   auto agent = sys.spawn(node_agent, std::string("node-a"), replica_factory_of(topo, model, nullptr, kv_store_actor{}), dir);
   caf::scoped_actor self{sys};
   const std::string token = "a-cluster-token-of-some-length", fp = model::model_fingerprint(dir);
@@ -105,7 +105,7 @@ BOOST_AUTO_TEST_CASE(registry_places_a_joining_nodes_replicas_and_refuses_strang
   // The head's generation is its start: a later start of a head answers with a larger one, so
   // a node can tell a restarted head from an older process of it.
   BOOST_TEST(first.generation >= std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count()));
-  auto later = sys.spawn(node_registry, topo, head.router(), std::map<std::string, node_agent_actor>{});
+  auto later = sys.spawn(node_registry, topo, head.router(), std::map<std::string, node_agent_actor>{}, caf::actor{});
   self->send(later, admit_atom::value, join_credentials{token, fp});
   auto agent_b = sys.spawn(node_agent, std::string("node-b"), replica_factory_of(topo, model, nullptr, kv_store_actor{}), dir);
   self->request(later, timeout, join_atom::value, join_request{"node-b", agent_b, token, fp})

@@ -394,3 +394,42 @@ BOOST_AUTO_TEST_CASE(pools_scale_between_bounds_and_the_autoscaler_has_hysteresi
   BOOST_TEST(error_of(head + pool + "[autoscaler]\nqueue_up = 1\nqueue_down = 2\n").find("must be below queue_up") != std::string::npos);
   BOOST_TEST(error_of(head + pool + "[autoscaler]\nscale = 1\n").find("autoscaler.scale: unknown key") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(rank_nodes_place_a_groups_ranks_on_nodes) {
+  const std::string two = R"(
+[model]
+path = "models/small"
+
+[[nodes]]
+name = "head"
+
+[[nodes]]
+name = "r"
+address = "127.0.0.1:0"
+
+[[pools]]
+name = "main"
+nodes = ["head"]
+tensor_parallel = 2
+)";
+  topology_config t = parse_topology(two + "rank_nodes = [\"head\", \"r\"]\n", "t.toml");
+  BOOST_TEST(place_replicas(t)[0].rank_nodes == (std::vector<std::string>{"head", "r"}));
+  BOOST_TEST(place_replicas(parse_topology(two, "t.toml"))[0].rank_nodes.empty());
+  std::string e = error_of(two + "rank_nodes = [\"head\"]\n");
+  BOOST_TEST(e.find("pools.rank_nodes: pool \"main\" has 2 ranks per replica") != std::string::npos, e);
+  e = error_of(two + "rank_nodes = [\"head\", \"x\"]\n");
+  BOOST_TEST(e.find("places a rank on unknown node \"x\"") != std::string::npos, e);
+  e = error_of(two + "rank_nodes = \"r\"\n");
+  BOOST_TEST(e.find("pools.rank_nodes: expected an array of node names") != std::string::npos, e);
+  // Replicas on a node that is not a head: their supervisor has no directory of node agents.
+  std::string on_node = two;
+  on_node.replace(on_node.find("nodes = [\"head\"]"), 16, "nodes = [\"r\"]");
+  e = error_of(on_node + "rank_nodes = [\"r\", \"r\"]\n");
+  BOOST_TEST(e.find("which is not a head") != std::string::npos, e);
+  // Gloo's TCP has no authentication: ranks only on loopback nodes.
+  std::string far = two;
+  far.replace(far.find("127.0.0.1:0"), 11, "10.1.2.3:7000");
+  e = error_of(far + "rank_nodes = [\"head\", \"r\"]\n");
+  BOOST_TEST(e.find("off loopback") != std::string::npos, e);
+  BOOST_TEST(e.find("rank_nodes") != std::string::npos, e);
+}
