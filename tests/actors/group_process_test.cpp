@@ -32,12 +32,14 @@ struct outcome {
   std::size_t migrations = 0;
   int node_status = 0;  // the first node process's wait status, when it was crashed
   double seconds = 0;
+  std::uint64_t prompt_computed = 0;  // prompt tokens computed, over every replica
 };
 
-// Runs greedy requests on `topo` (one replica on the head, rank_nodes naming node "ranks"),
-// with the node process started here; `crash_rank` >= 0 crashes that rank's process inside its
-// third collective from now once 30 tokens have arrived, then starts the node again.
-outcome run_across_processes(topology::topology_config topo, const std::vector<engine::request>& reqs, int crash_rank) {
+// Runs greedy requests on `topo` (replicas on the head; replica `grouped`'s rank_nodes name node
+// "ranks"), with the node process started here; `crash_rank` >= 0 crashes that rank's process
+// inside its third collective from now once 30 tokens have arrived, then starts the node again.
+outcome run_across_processes(topology::topology_config topo, const std::vector<engine::request>& reqs, int crash_rank,
+                             std::size_t grouped = 0) {
   const std::string model_dir = test::synth_model("small-llama-f32", test::preset("small"));
   topo.model.path = model_dir;
   test::network_config cfg(topo);
@@ -53,7 +55,7 @@ outcome run_across_processes(topology::topology_config topo, const std::vector<e
   auto node = std::make_unique<test::child_process>(node_cmd);
   BOOST_TEST_REQUIRE(node->started());
   BOOST_TEST_REQUIRE(node->wait_for_line("ready"));
-  const group_status before = head.group_of(0);  // answers once every rank is up
+  const group_status before = head.group_of(grouped);  // answers once every rank is up
   BOOST_TEST(before.restarts == 0u);
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -76,7 +78,7 @@ outcome run_across_processes(topology::topology_config topo, const std::vector<e
           }
           if (crash_rank >= 0 && !crashed && received >= 30) {
             crashed = true;
-            head.crash_rank_process_in_collective(0, std::size_t(crash_rank), 3);
+            head.crash_rank_process_in_collective(grouped, std::size_t(crash_rank), 3);
             out.node_status = node->reap();  // it dies inside a collective of the next step
             node = std::make_unique<test::child_process>(node_cmd);
             BOOST_TEST_REQUIRE(node->started());
@@ -89,7 +91,8 @@ outcome run_across_processes(topology::topology_config topo, const std::vector<e
   BOOST_TEST(crashed == (crash_rank >= 0));
   self->request(head.owner(), std::chrono::seconds(30), migrations_atom::value)
       .receive([&](std::vector<migration_event>& m) { out.migrations = m.size(); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
-  out.group = head.group_of(0);
+  out.group = head.group_of(grouped);
+  for (const auto& l : test::live_loads(self, head.router())) out.prompt_computed += l.prompt_tokens_computed;
   return out;
 }
 
@@ -136,5 +139,33 @@ BOOST_AUTO_TEST_CASE(a_pipeline_stage_in_another_process_gives_the_single_rank_t
   const auto got = run_across_processes(topo, reqs, -1);
   BOOST_TEST(got.group.restarts == 0u);
   BOOST_TEST(got.group.pipeline == 2u);
+  check_tokens(reqs, got);
+}
+
+// Disaggregated: a one-rank prefill replica hands every request to a decode replica whose second
+// pipeline stage is in the other process; the KV of that stage's layers is pulled by the remote
+// rank itself. No prompt is computed twice, and the tokens are the engine's.
+BOOST_AUTO_TEST_CASE(kv_handed_to_a_group_with_a_stage_in_another_process_is_pulled_by_that_stage) {
+  auto topo = two_node_topology();
+  auto decode = topo.pools.at(0);
+  decode.name = "decode";
+  decode.role = topology::pool_role::decode;
+  decode.tensor_parallel = 1;
+  decode.pipeline_parallel = 2;
+  decode.micro_batches = 1;
+  decode.rank_nodes = {"head", "ranks"};
+  auto prefill = topo.pools.at(0);
+  prefill.name = "prefill";
+  prefill.role = topology::pool_role::prefill;
+  prefill.tensor_parallel = 1;
+  prefill.rank_nodes.clear();
+  topo.pools = {prefill, decode};
+  const auto reqs = greedy_requests();
+  const auto got = run_across_processes(topo, reqs, -1, 1);
+  BOOST_TEST(got.group.restarts == 0u);
+  BOOST_TEST(got.migrations == 0u);
+  std::uint64_t prompts = 0;
+  for (const auto& r : reqs) prompts += r.prompt.size();
+  BOOST_TEST(got.prompt_computed == prompts);  // once each, on the prefill replica
   check_tokens(reqs, got);
 }
