@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 
 #include "runtime/engine/engine.h"
+#include "runtime/eval/perplexity.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "tests/support/models.h"
 #include "tests/support/process.h"
 
@@ -120,7 +122,8 @@ BOOST_AUTO_TEST_CASE(every_command_answers_help_with_its_usage_and_does_nothing_
   const std::string out = std::string(TROUPE_BINARY_DIR) + "/help-must-not-write";
   std::filesystem::remove_all(out);
   for (const std::string cmd : {"serve", "node", "launch", "generate", "model synth", "bench engine", "bench runtime",
-                                 "bench serve", "bench kv-transfer", "info", "model", "bench", "admin", "admin keygen"}) {
+                                 "bench serve", "bench kv-transfer", "info", "model", "bench", "admin", "admin keygen", "eval",
+                                 "eval perplexity"}) {
     for (const char* flag : {"--help", "-h"}) {
       run_result r = troupe_cmd(cmd + " " + flag + " --out " + out + " --model " + out);
       BOOST_TEST(r.status == 0, cmd << " " << flag << " -> " << r.out);
@@ -137,4 +140,46 @@ BOOST_AUTO_TEST_CASE(every_command_answers_help_with_its_usage_and_does_nothing_
   run_result port = troupe_cmd("serve --port 99999");
   BOOST_TEST(port.status == 1);
   BOOST_TEST(port.out.find("--port: 99999 is not a port") != std::string::npos, port.out);
+}
+
+// troupe eval perplexity scores a text with the model's tokenizer and gives the library's figure
+// for the same tokens; a missing or unreadable text is an error naming it.
+BOOST_AUTO_TEST_CASE(eval_perplexity_gives_the_librarys_figure_and_refuses_bad_input) {
+  const std::string dir = test::synth_model("small-llama-f32", test::preset("small"));
+  const std::string text = std::string(TROUPE_BINARY_DIR) + "/eval-text.txt";
+  {
+    std::FILE* f = std::fopen(text.c_str(), "w");
+    BOOST_TEST_REQUIRE(f != nullptr);
+    std::fputs("In the beginning God created the heaven and the earth. And the earth was without form, and void; "
+               "and darkness was upon the face of the deep.\n", f);
+    std::fclose(f);
+  }
+  run_result r = troupe_cmd("eval perplexity --model " + dir + " --text " + text + " --window 24 --json");
+  BOOST_TEST_REQUIRE(r.status == 0, r.out);
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  auto model = model::llama_model::load(dir);
+  auto tok = tokenizer::tokenizer::load(dir + "/tokenizer.json");
+  std::FILE* f = std::fopen(text.c_str(), "r");
+  char buf[4096];
+  const std::size_t n = std::fread(buf, 1, sizeof buf, f);
+  std::fclose(f);
+  const auto ids = tok->encode(std::string(buf, n), true);
+  const auto expected = eval::perplexity(*model, ids, {24, 256});
+  BOOST_TEST(j["tokens"].get<std::size_t>() == expected.tokens);
+  BOOST_TEST(j["window"].get<int>() == 24);
+  BOOST_TEST(j["perplexity"].get<double>() == expected.perplexity(), boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(j["perplexity"].get<double>() > 1.0);
+
+  run_result none = troupe_cmd("eval perplexity --model " + dir);
+  BOOST_TEST(none.status == 1);
+  BOOST_TEST(none.out.find("--text FILE is required") != std::string::npos, none.out);
+  run_result missing = troupe_cmd("eval perplexity --model " + dir + " --text /nonexistent/text.txt");
+  BOOST_TEST(missing.status == 1);
+  BOOST_TEST(missing.out.find("--text: cannot read /nonexistent/text.txt") != std::string::npos, missing.out);
+  run_result wide = troupe_cmd("eval perplexity --model " + dir + " --text " + text + " --window 100000000");
+  BOOST_TEST(wide.status == 1);
+  BOOST_TEST(wide.out.find("beyond the model's context") != std::string::npos, wide.out);
+  run_result which = troupe_cmd("eval");
+  BOOST_TEST(which.status == 1);
+  BOOST_TEST(which.out.find("which evaluation?") != std::string::npos, which.out);
 }

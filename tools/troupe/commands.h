@@ -14,6 +14,7 @@ int cmd_bench_collectives(int argc, char** argv);  // troupe bench collectives .
 int cmd_serve(int argc, char** argv);     // troupe serve [CONFIG]
 int cmd_node(int argc, char** argv);      // troupe node CONFIG --name NODE
 int cmd_launch(int argc, char** argv);
+int cmd_eval(int argc, char** argv);      // troupe eval perplexity ...
 int cmd_admin(int argc, char** argv);     // troupe admin [COMMAND]    // troupe launch CONFIG [--netns]
 
 }  // namespace troupe::cli

@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
     if (cmd == "node") return troupe::cli::cmd_node(argc, argv);
     if (cmd == "launch") return troupe::cli::cmd_launch(argc, argv);
     if (cmd == "admin") return troupe::cli::cmd_admin(argc, argv);
+    if (cmd == "eval") return troupe::cli::cmd_eval(argc, argv);
     if (cmd == "info") {
       if (argc > 2) throw troupe::input_error(std::string("unexpected argument '") + argv[2] + "'");
       return info();

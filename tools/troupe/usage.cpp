@@ -24,9 +24,25 @@ commands:
   bench serve    load an OpenAI-compatible server and report TTFT, TPOT, ITL, E2E, throughput
   bench kv-transfer  GB/s of each KV transfer backend against this machine's memcpy
   bench autoscale    the autoscaler (or a fixed pool) against a trace, on the sim backend
+  eval perplexity    a model's teacher-forced perplexity on a text (the quality gate)
   info           what this build and machine offer (ISA, threads, CUDA)
 
   troupe --version   the version
+)"},
+      {"eval", R"(usage: troupe eval perplexity [options]     (troupe eval perplexity --help)
+)"},
+      {"eval perplexity", R"(usage: troupe eval perplexity --text FILE [options]
+A model's perplexity on a text, teacher-forced: the text's tokens are cut into consecutive
+windows of the model's context, and every token after a window's first is scored by the
+probability the model gives it after the window's earlier tokens (runtime/eval/perplexity.h).
+
+  --text FILE            the text to score (UTF-8; tokenized with the model's tokenizer.json)
+  --model DIR            the model folder (default: models/small, synthesized when missing)
+  --window N             tokens per window (default: the model's max_position_embeddings)
+  --chunk N              tokens per forward within a window (default 256; bounds memory only)
+  --json                 print the result as JSON
+  --log-level LEVEL      debug, info, warn, error or off
+  --log-format text|json
 )"},
       {"serve", R"(usage: troupe serve [CONFIG] [options]
 The head of a topology: the OpenAI HTTP API, router, request owner, and the registry nodes join.
