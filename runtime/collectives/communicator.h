@@ -58,4 +58,18 @@ inline void check_blocks(std::size_t values, int size) {
                            " equal blocks");
 }
 
+// `out` gets, element by element, the reduction of `blocks`' size() blocks of out.size() values
+// (rank r's block at r * out.size()) in rank order: how the backends that gather every rank's
+// values (Gloo, NCCL) keep the contract's bits.
+inline void reduce_in_rank_order(std::span<const float> blocks, std::span<float> out, int size, reduce_op op = reduce_op::sum) {
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    float acc = blocks[i];
+    for (int r = 1; r < size; ++r) {
+      const float v = blocks[std::size_t(r) * out.size() + i];
+      acc = op == reduce_op::sum ? acc + v : (v > acc ? v : acc);
+    }
+    out[i] = acc;
+  }
+}
+
 }  // namespace troupe::collectives

@@ -20,14 +20,7 @@ class nccl_communicator final : public communicator {
     std::vector<float> all(data.size() * std::size_t(size()));
     flush("all_reduce");
     check("all_reduce", rank_->all_gather(data.data(), data.size(), all.data()));
-    for (std::size_t i = 0; i < data.size(); ++i) {
-      float acc = all[i];
-      for (int r = 1; r < size(); ++r) {
-        const float v = all[std::size_t(r) * data.size() + i];
-        acc = op == reduce_op::sum ? acc + v : std::max(acc, v);
-      }
-      data[i] = acc;
-    }
+    reduce_in_rank_order(all, data, size(), op);
   }
 
   void all_gather(std::span<const float> mine, std::span<float> all) override {
@@ -41,11 +34,7 @@ class nccl_communicator final : public communicator {
     std::vector<float> blocks(all.size());  // block r: rank r's block for this rank
     flush("reduce_scatter");
     check("reduce_scatter", rank_->all_to_all(all.data(), all.size(), blocks.data()));
-    for (std::size_t i = 0; i < mine.size(); ++i) {
-      float acc = blocks[i];
-      for (int r = 1; r < size(); ++r) acc += blocks[std::size_t(r) * mine.size() + i];
-      mine[i] = acc;
-    }
+    reduce_in_rank_order(blocks, mine, size());
   }
 
   void all_to_all(std::span<const float> send, std::span<float> recv) override {
