@@ -76,7 +76,6 @@ int cmd_generate(int argc, char** argv) {
   }
   if (texts.empty() && id_prompts.empty()) texts.push_back("The scheduler decides which requests run at every step, and");
 
-  opened_model m = open_model(dir);
   engine::engine_config cfg;
   if (topo) cfg = actors::engine_config_of(*topo);
   if (auto kv = a.get("kv-dtype")) cfg.kv_type = parse_kv_dtype(*kv);
@@ -98,6 +97,8 @@ int cmd_generate(int argc, char** argv) {
   sp.repetition_penalty = float(a.get_double("repetition-penalty", 1.0));
   if (a.has("seed")) sp.seed = std::uint64_t(a.get_int("seed", 0));
   if (auto s = a.get("stop")) sp.stop.push_back(*s);
+  // Every flag is read before the model loads: a bad one fails at once, whatever the folder.
+  opened_model m = open_model(dir);
   sp.ignore_eos = a.has("ignore-eos");
 
   std::vector<engine::request> reqs;
