@@ -12,7 +12,7 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
 
 if [ "$mode" = run ]; then
-  # The main job: serve the embedded default topology (its model is synthesized on first run)
+  # The main job: serve the embedded default topology (its model, models/kjv, is committed)
   # through the OpenAI API on 127.0.0.1:8000 until Ctrl-C; it prints how to send a request.
   exec ./build/troupe serve configs/local.toml
 fi

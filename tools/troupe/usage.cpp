@@ -37,7 +37,7 @@ windows of the model's context, and every token after a window's first is scored
 probability the model gives it after the window's earlier tokens (runtime/eval/perplexity.h).
 
   --text FILE            the text to score (UTF-8; tokenized with the model's tokenizer.json)
-  --model DIR            the model folder (default: models/small, synthesized when missing)
+  --model DIR            the model folder (default: models/kjv, the committed default model)
   --window N             tokens per window (default: the model's max_position_embeddings)
   --chunk N              tokens per forward within a window (default 256; bounds memory only)
   --json                 print the result as JSON
@@ -119,7 +119,7 @@ PREFIX.pub (the public key; list it in a topology's [admin] authorized_keys). De
 Runs prompts through the engine in this process as one continuous batch.
 
   --config TOPOLOGY      the model and scheduler limits from a topology (cpu backend)
-  --model DIR            the model folder (default models/small, synthesized on first run)
+  --model DIR            the model folder (default models/kjv, the committed default model)
   --max-tokens N         tokens to generate per prompt
   --temperature T --top-k K --top-p P --min-p P --repetition-penalty R --seed S
   --stop STRING          stop at this text

@@ -1,0 +1,411 @@
+#!/usr/bin/python3
+"""Trains Troupe's default model: a small Llama on the King James Bible.
+
+Everything comes from Debian: the text from the `bible` program (package bible-kjv), PyTorch
+from python3-torch, numpy from python3-numpy. Fixed seeds; the same command on the same machine
+gives the same folder. Steps:
+
+1. The text: every book, verse by verse (one verse a line, a blank line between chapters, no
+   verse numbers). A few whole books are held out for evaluation (HELD_OUT) and written to
+   heldout.txt in the output folder; the rest is the training text.
+2. A byte-level BPE tokenizer (GPT-2's byte alphabet and pre-tokenization, which Troupe's own
+   tokenizer implements) trained on the training text, written as a Hugging Face tokenizer.json.
+3. A Llama-architecture model (LlamaForCausalLM: RMSNorm, rotary positions, SwiGLU, grouped
+   KV heads, tied embeddings) trained with AdamW on windows of the training text.
+4. The folder: f16 safetensors, config.json, generation_config.json, tokenizer.json,
+   tokenizer_config.json (with a chat template), heldout.txt, and metrics.json with the
+   held-out perplexity computed here (the figure `troupe eval perplexity` must reproduce).
+
+usage: /usr/bin/python3 tools/train/train_kjv.py --out models/kjv [--size main|draft] [--steps N]
+"""
+import argparse
+import json
+import math
+import os
+import re
+import struct
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HELD_OUT = ["Ruth", "Jonah", "Philemon", "Jude", "Titus"]
+SPECIALS = ["<|bos|>", "<|eos|>", "<|user|>", "<|assistant|>", "<|end|>"]
+SIZES = {
+    # hidden, layers, heads, kv heads, intermediate
+    "main": dict(hidden=384, layers=6, heads=6, kv_heads=2, inter=1024),
+    "draft": dict(hidden=192, layers=3, heads=3, kv_heads=1, inter=512),
+}
+CONTEXT = 256
+VOCAB = 4096
+# GPT-2's pre-tokenization, restricted to ASCII (the text is ASCII; Troupe's ByteLevel
+# pre-tokenizer applies the Unicode form, which splits ASCII text the same way).
+PRETOKEN = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+""")
+CHAT_TEMPLATE = ("{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}<|end|>\n{% endfor %}"
+                 "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+
+
+def kjv_books():
+    """[(book, text)] in canon order, from the `bible` program."""
+    out = subprocess.run(["bible", "-l100000", "Gen1:1-Rev22:21"], check=True, capture_output=True, text=True).stdout
+    books, order = {}, []
+    book, chapter = None, []
+    header = re.compile(r"^(\S.*\S) (\d+)$")
+    verse = re.compile(r"^\s+\d+ (.*)$")
+
+    def flush():
+        if book is not None and chapter:
+            books[book].append("\n".join(chapter))
+
+    for line in out.split("\n"):
+        h = header.match(line)
+        if h:
+            flush()
+            chapter = []
+            book = h.group(1)
+            if book not in books:
+                books[book] = []
+                order.append(book)
+            continue
+        v = verse.match(line)
+        if v:
+            chapter.append(v.group(1).strip())
+    flush()
+    return [(b, "\n\n".join(books[b]) + "\n") for b in order]
+
+
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, [chr(c) for c in cs]))
+
+
+BYTE = bytes_to_unicode()
+
+
+def pretokens(text):
+    return ["".join(BYTE[b] for b in t.encode("utf-8")) for t in PRETOKEN.findall(text)]
+
+
+def train_bpe(text, vocab_size):
+    """Byte-level BPE: the 256 byte symbols, then merges of the most frequent adjacent pair
+    (ties broken by the pair itself, so the result is deterministic)."""
+    words = Counter(pretokens(text))
+    seqs = {w: list(w) for w in words}
+    pairs = Counter()
+    where = defaultdict(set)
+    for w, c in words.items():
+        s = seqs[w]
+        for a, b in zip(s, s[1:]):
+            pairs[(a, b)] += c
+            where[(a, b)].add(w)
+    merges = []
+    symbols = sorted(set(BYTE.values()))
+    while len(symbols) + len(merges) + len(SPECIALS) < vocab_size and pairs:
+        best = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))[0]
+        if pairs[best] < 2:
+            break
+        merges.append(best)
+        joined = best[0] + best[1]
+        for w in list(where[best]):
+            s, c = seqs[w], words[w]
+            for a, b in zip(s, s[1:]):
+                pairs[(a, b)] -= c
+                if pairs[(a, b)] <= 0:
+                    del pairs[(a, b)]
+            out, i = [], 0
+            while i < len(s):
+                if i + 1 < len(s) and s[i] == best[0] and s[i + 1] == best[1]:
+                    out.append(joined)
+                    i += 2
+                else:
+                    out.append(s[i])
+                    i += 1
+            seqs[w] = out
+            for a, b in zip(out, out[1:]):
+                pairs[(a, b)] += c
+                where[(a, b)].add(w)
+        del where[best]
+    vocab = {t: i for i, t in enumerate(SPECIALS)}
+    for s in symbols:
+        vocab[s] = len(vocab)
+    for a, b in merges:
+        vocab.setdefault(a + b, len(vocab))
+    return vocab, merges
+
+
+class Encoder:
+    def __init__(self, vocab, merges):
+        self.vocab = vocab
+        self.rank = {m: i for i, m in enumerate(merges)}
+        self.cache = {}
+
+    def word(self, w):
+        if w in self.cache:
+            return self.cache[w]
+        s = list(w)
+        while len(s) > 1:
+            ranked = [(self.rank.get((a, b), 1 << 30), i) for i, (a, b) in enumerate(zip(s, s[1:]))]
+            r, i = min(ranked)
+            if r == 1 << 30:
+                break
+            s = s[:i] + [s[i] + s[i + 1]] + s[i + 2:]
+        ids = [self.vocab[t] for t in s]
+        self.cache[w] = ids
+        return ids
+
+    def encode(self, text, bos=True):
+        ids = [self.vocab["<|bos|>"]] if bos else []
+        for w in pretokens(text):
+            ids.extend(self.word(w))
+        return ids
+
+
+def tokenizer_json(vocab, merges):
+    special = lambda t: {"id": vocab[t], "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                         "normalized": False, "special": True}
+    bos = "<|bos|>"
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [special(t) for t in SPECIALS],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": bos, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {bos: {"id": bos, "ids": [vocab[bos]], "tokens": [bos]}},
+        },
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False, "vocab": vocab,
+                  "merges": [[a, b] for a, b in merges]},
+    }
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, n, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+        self.eps = eps
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def rotate_half(x):
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat((-b, a), dim=-1)
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, hd = c["hidden"], c["hidden"] // c["heads"]
+        self.heads, self.kv, self.hd = c["heads"], c["kv_heads"], hd
+        self.q = nn.Linear(h, c["heads"] * hd, bias=False)
+        self.k = nn.Linear(h, c["kv_heads"] * hd, bias=False)
+        self.v = nn.Linear(h, c["kv_heads"] * hd, bias=False)
+        self.o = nn.Linear(c["heads"] * hd, h, bias=False)
+        self.gate = nn.Linear(h, c["inter"], bias=False)
+        self.up = nn.Linear(h, c["inter"], bias=False)
+        self.down = nn.Linear(c["inter"], h, bias=False)
+        self.n1, self.n2 = RMSNorm(h), RMSNorm(h)
+
+    def forward(self, x, cos, sin):
+        B, T, _ = x.shape
+        y = self.n1(x)
+        q = self.q(y).view(B, T, self.heads, self.hd).transpose(1, 2)
+        k = self.k(y).view(B, T, self.kv, self.hd).transpose(1, 2)
+        v = self.v(y).view(B, T, self.kv, self.hd).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        rep = self.heads // self.kv
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
+        mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+        a = F.softmax(att.masked_fill(mask, float("-inf")), dim=-1) @ v
+        x = x + self.o(a.transpose(1, 2).reshape(B, T, -1))
+        y = self.n2(x)
+        return x + self.down(F.silu(self.gate(y)) * self.up(y))
+
+
+class Llama(nn.Module):
+    def __init__(self, c, vocab):
+        super().__init__()
+        self.c = c
+        self.embed = nn.Embedding(vocab, c["hidden"])
+        self.blocks = nn.ModuleList(Block(c) for _ in range(c["layers"]))
+        self.norm = RMSNorm(c["hidden"])
+        hd = c["hidden"] // c["heads"]
+        inv = 1.0 / (10000.0 ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+        t = torch.arange(CONTEXT, dtype=torch.float64)
+        f = torch.outer(t, inv)
+        e = torch.cat((f, f), dim=-1)
+        self.register_buffer("cos", e.cos().float(), persistent=False)
+        self.register_buffer("sin", e.sin().float(), persistent=False)
+        nn.init.normal_(self.embed.weight, std=0.02)
+        for b in self.blocks:
+            for m in (b.q, b.k, b.v, b.gate, b.up):
+                nn.init.normal_(m.weight, std=0.02)
+            for m in (b.o, b.down):
+                nn.init.normal_(m.weight, std=0.02 / math.sqrt(2 * c["layers"]))
+
+    def forward(self, ids):
+        T = ids.shape[1]
+        x = self.embed(ids)
+        cos, sin = self.cos[:T], self.sin[:T]
+        for b in self.blocks:
+            x = b(x, cos, sin)
+        return F.linear(self.norm(x), self.embed.weight)  # tied head
+
+    def hf_tensors(self):
+        """Hugging Face LlamaForCausalLM names -> f16 numpy arrays."""
+        t = {"model.embed_tokens.weight": self.embed.weight, "model.norm.weight": self.norm.weight}
+        for i, b in enumerate(self.blocks):
+            p = f"model.layers.{i}."
+            t.update({p + "self_attn.q_proj.weight": b.q.weight, p + "self_attn.k_proj.weight": b.k.weight,
+                      p + "self_attn.v_proj.weight": b.v.weight, p + "self_attn.o_proj.weight": b.o.weight,
+                      p + "mlp.gate_proj.weight": b.gate.weight, p + "mlp.up_proj.weight": b.up.weight,
+                      p + "mlp.down_proj.weight": b.down.weight, p + "input_layernorm.weight": b.n1.weight,
+                      p + "post_attention_layernorm.weight": b.n2.weight})
+        return {k: v.detach().to(torch.float16).numpy() for k, v in t.items()}
+
+
+def write_safetensors(path, tensors):
+    header, offset, blobs = {}, 0, []
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name])
+        b = a.tobytes()
+        header[name] = {"dtype": "F16", "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
+        offset += len(b)
+        blobs.append(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def heldout_nll(model, ids):
+    """Summed NLL and tokens scored, in consecutive windows of CONTEXT tokens, each token after a
+    window's first scored after the window's earlier tokens (what `troupe eval perplexity` does)."""
+    nll, n = 0.0, 0
+    with torch.no_grad():
+        for s in range(0, len(ids) - 1, CONTEXT):
+            w = ids[s:s + CONTEXT]
+            if len(w) < 2:
+                break
+            x = torch.tensor([w])
+            logp = F.log_softmax(model(x)[0].double(), dim=-1)
+            nll -= logp[torch.arange(len(w) - 1), torch.tensor(w[1:])].sum().item()
+            n += len(w) - 1
+    return nll, n
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True, help="the model folder to write")
+    ap.add_argument("--size", choices=sorted(SIZES), default="main")
+    ap.add_argument("--steps", type=int, default=0, help="optimizer steps (default: main 1500, draft 1000)")
+    ap.add_argument("--batch", type=int, default=16, help="windows of %d tokens per step" % CONTEXT)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--tokenizer", help="reuse this tokenizer.json (the draft model shares the main model's)")
+    a = ap.parse_args()
+    torch.manual_seed(1234)
+    np.random.seed(1234)
+    torch.set_num_threads(a.threads)
+    steps = a.steps or (1500 if a.size == "main" else 1000)
+    os.makedirs(a.out, exist_ok=True)
+    t0 = time.time()
+    books = kjv_books()
+    train_text = "".join(t for b, t in books if b not in HELD_OUT)
+    held_text = "".join(t for b, t in books if b in HELD_OUT)
+    with open(os.path.join(a.out, "heldout.txt"), "w") as f:
+        f.write(held_text)
+    if a.tokenizer:
+        tj = json.load(open(a.tokenizer))
+        vocab = tj["model"]["vocab"]
+        merges = [tuple(m) for m in tj["model"]["merges"]]
+    else:
+        vocab, merges = train_bpe(train_text, VOCAB)
+        tj = tokenizer_json(vocab, merges)
+    print(f"text: {len(train_text)} training bytes, {len(held_text)} held out ({', '.join(HELD_OUT)}); "
+          f"tokenizer: {len(vocab)} tokens, {len(merges)} merges ({time.time() - t0:.0f} s)", flush=True)
+    enc = Encoder(vocab, merges)
+    train_ids = np.array(enc.encode(train_text), dtype=np.int64)
+    held_ids = enc.encode(held_text)
+    print(f"tokens: {len(train_ids)} training, {len(held_ids)} held out", flush=True)
+
+    c = SIZES[a.size]
+    model = Llama(c, len(vocab))
+    params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    warm = max(1, steps // 20)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / steps)))))
+    rng = np.random.default_rng(1234)
+    t1 = time.time()
+    for step in range(steps):
+        starts = rng.integers(0, len(train_ids) - CONTEXT - 1, size=a.batch)
+        x = torch.from_numpy(np.stack([train_ids[s:s + CONTEXT] for s in starts]))
+        y = torch.from_numpy(np.stack([train_ids[s + 1:s + CONTEXT + 1] for s in starts]))
+        loss = F.cross_entropy(model(x).view(-1, len(vocab)), y.view(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        if step % 50 == 0 or step == steps - 1:
+            el = time.time() - t1
+            print(f"step {step}/{steps} loss {loss.item():.3f} ({el:.0f} s, {el / (step + 1):.2f} s/step)", flush=True)
+    train_s = time.time() - t1
+
+    # Export, then evaluate the exported (f16-rounded) weights, as Troupe will load them.
+    tensors = model.hf_tensors()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(p.to(torch.float16).float())
+    write_safetensors(os.path.join(a.out, "model.safetensors"), tensors)
+    model.eval()
+    nll, n = heldout_nll(model, held_ids)
+    hd = c["hidden"] // c["heads"]
+    config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": c["hidden"],
+        "intermediate_size": c["inter"], "num_hidden_layers": c["layers"], "num_attention_heads": c["heads"],
+        "num_key_value_heads": c["kv_heads"], "head_dim": hd, "vocab_size": len(vocab), "max_position_embeddings": CONTEXT,
+        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True, "hidden_act": "silu",
+        "bos_token_id": vocab["<|bos|>"], "eos_token_id": vocab["<|eos|>"], "torch_dtype": "float16",
+        "attention_bias": False, "mlp_bias": False,
+    }
+    json.dump(config, open(os.path.join(a.out, "config.json"), "w"), indent=2)
+    json.dump({"bos_token_id": vocab["<|bos|>"], "eos_token_id": [vocab["<|eos|>"], vocab["<|end|>"]]},
+              open(os.path.join(a.out, "generation_config.json"), "w"), indent=2)
+    json.dump(tj, open(os.path.join(a.out, "tokenizer.json"), "w"), ensure_ascii=False)
+    json.dump({"bos_token": "<|bos|>", "eos_token": "<|eos|>", "add_bos_token": True, "model_max_length": CONTEXT,
+               "chat_template": CHAT_TEMPLATE, "tokenizer_class": "PreTrainedTokenizerFast"},
+              open(os.path.join(a.out, "tokenizer_config.json"), "w"), indent=2)
+    metrics = {"size": a.size, "parameters": params, "steps": steps, "batch": a.batch, "context": CONTEXT, "lr": a.lr,
+               "final_train_loss": loss.item(), "train_seconds": round(train_s, 1), "heldout_books": HELD_OUT,
+               "heldout_tokens_scored": n, "heldout_mean_nll": nll / n, "heldout_perplexity": math.exp(nll / n),
+               "torch": torch.__version__, "threads": a.threads}
+    json.dump(metrics, open(os.path.join(a.out, "metrics.json"), "w"), indent=2)
+    print(json.dumps(metrics, indent=2))
+
+
+if __name__ == "__main__":
+    main()
