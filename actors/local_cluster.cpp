@@ -198,7 +198,8 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
     directory_ = sys.spawn(node_directory);
     ranks = rank_placement{head_, directory_};
   }
-  agent_ = sys.spawn(node_agent, head_, replica_factory_of(topo, model, tok, store_, ranks), topo.model.path);
+  agent_ = sys.spawn(node_agent, head_, replica_factory_of(topo, model, tok, store_, ranks),
+                     model ? model->dir() : topo.model.path);
   std::map<std::string, node_agent_actor> local;
   for (const auto& n : topo.nodes)
     if (mode == placement_mode::all_here || n.name == head_) local[n.name] = agent_;

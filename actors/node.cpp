@@ -81,7 +81,8 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
   // The node's KV store (with [kv_store]): its replicas offload to it, every head's router
   // learns of it when the node joins.
   const kv_store_actor store = model ? spawn_kv_store(sys, topo, ec, model->config(), node) : kv_store_actor{};
-  auto agent = sys.spawn(node_agent, node, replica_factory_of(topo, model, tok, store, rank_placement{node, {}}), topo.model.path);
+  auto agent = sys.spawn(node_agent, node, replica_factory_of(topo, model, tok, store, rank_placement{node, {}}),
+                         model ? model->dir() : topo.model.path);  // the folder this process loaded (--model wins)
   caf::scoped_actor self{sys};
   const join_request req{node, agent, credentials.token, credentials.fingerprint, store};
   std::vector<head_link> links;
