@@ -28,6 +28,7 @@ struct head_link {
 struct join_outcome {
   std::optional<std::uint32_t> placed;
   std::string why_not;
+  bool refused = false;    // the head answered no
   bool final = false;      // a refusal that waiting does not change (token, model, name)
   bool restarted = false;  // a newer process of a head joined before
 };
@@ -54,6 +55,7 @@ join_outcome join(caf::actor_system& sys, caf::scoped_actor& self, const topolog
   }
   if (!refused.empty()) {
     out.why_not = "head " + h.at.name + " refused node " + req.node + ": " + refused;
+    out.refused = true;
     // A restarted head may still see this node's old link alive for a heartbeat or two, and a
     // head that is starting admits nobody yet: both pass.
     out.final = refused.find("already joined") == std::string::npos && refused.find("not admitting") == std::string::npos;
@@ -89,21 +91,24 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
   for (const auto& h : heads) links.push_back({h, std::nullopt});
   std::size_t placed = 0;
   std::string why_not;
-  // A node restarted at once after a crash may find a head that has not yet noticed its
-  // predecessor's death (the head learns it from the closed connection, or at the latest after
-  // the connection timeout): the head refuses the name as taken until then, so that refusal is
-  // retried until twice the connection timeout has passed.
+  // A refusal that waiting changes (join_outcome::final) is retried for twice the connection
+  // timeout: a node restarted at once after a crash finds a head that has not yet noticed its
+  // predecessor's death (it learns it from the closed connection, or at the latest after the
+  // connection timeout), and a starting head admits nobody yet.
   const auto give_up = std::chrono::steady_clock::now() + 2 * topo.timeouts.connection;
   for (;;) {
     why_not.clear();
+    bool wait = false, final = false;
     for (auto& l : links) {
       if (l.registry) continue;  // joined on an earlier attempt
       const join_outcome o = join(sys, self, topo, l, req);
       if (o.placed) placed = std::max<std::size_t>(placed, *o.placed);
       if (o.final || (!o.placed && why_not.empty())) why_not = o.why_not;
+      final |= o.final;
       if (o.final) break;
+      wait |= o.refused;
     }
-    if (why_not.find("has already joined and is alive") == std::string::npos || std::chrono::steady_clock::now() > give_up) break;
+    if (final || !wait || std::chrono::steady_clock::now() > give_up) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   // At start every head must take the node, or at least one when the others are unreachable.

@@ -115,7 +115,7 @@ node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<no
         // model folder, its KV pullable over TCP (the other ranks are in other processes).
         auto& st = self->state;
         if (spec.tensor_rank < 0 || spec.tensor_rank >= spec.tensor_ranks || spec.first < 0 || spec.last <= spec.first ||
-            spec.num_blocks <= 0 || spec.block_size <= 0 || spec.kv_type > static_cast<std::uint8_t>(kernels::dtype::bf16))
+            spec.cache.num_blocks <= 0 || spec.cache.block_size <= 0)
           return caf::make_error(caf::sec::invalid_argument, "node \"" + st.node + "\": malformed rank of group " + spec.group);
         try {
           auto shard = model::shared_shard(st.model_dir, {spec.tensor_rank, spec.tensor_ranks, spec.expert_parallel});

@@ -155,8 +155,7 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
 local_rank start_rank(caf::actor_system& sys, const rank_spec& spec, std::shared_ptr<const model::llama_model> shard,
                       std::shared_ptr<collectives::fault_injector> tp, std::shared_ptr<collectives::communicator> comm,
                       bool over_tcp) {
-  const kv::kv_cache_config geometry{spec.num_blocks, spec.block_size, static_cast<kernels::dtype>(spec.kv_type), spec.kv_shared};
-  auto cache = std::make_shared<kv::kv_cache>(geometry, spec.last - spec.first, shard->kv_heads(), shard->config().head_dim);
+  auto cache = std::make_shared<kv::kv_cache>(spec.cache, spec.last - spec.first, shard->kv_heads(), shard->config().head_dim);
   auto& registry = kv::transfer::registry::global();
   local_rank out;
   out.cache = cache;
@@ -246,6 +245,14 @@ void restart_or_quit(group_actor::stateful_pointer<group_state> self, const std:
 void begin_step(group_actor::stateful_pointer<group_state> self, stage_input in,
                 caf::typed_response_promise<engine::step_result> promise);
 
+// `ready` is answered once no earlier generation's rank runs and every rank of this one is up.
+void answer_ready(group_actor::stateful_pointer<group_state> self) {
+  auto& st = self->state;
+  if (!st.retired.empty() || st.starting > 0) return;
+  for (auto& p : st.waiting_ready) p.deliver(status_of(st));
+  st.waiting_ready.clear();
+}
+
 // Every rank of this generation is up: the scheduler learns where their KV is, a step that
 // waited runs, and `ready` is answered.
 void whole(group_actor::stateful_pointer<group_state> self) {
@@ -256,10 +263,7 @@ void whole(group_actor::stateful_pointer<group_state> self) {
     st.queued.reset();
     begin_step(self, std::move(q.first), std::move(q.second));
   }
-  if (st.retired.empty()) {
-    for (auto& p : st.waiting_ready) p.deliver(status_of(st));
-    st.waiting_ready.clear();
-  }
+  answer_ready(self);
 }
 
 // Rank i of this generation has started (here or on its node).
@@ -311,8 +315,6 @@ void spawn_ranks(group_actor::stateful_pointer<group_state> self) {
   st.sources.assign(std::size_t(stages * tp), {});
   st.comms.clear();
   st.starting = 0;
-  bool remote = false;
-  for (std::size_t i = 0; i < st.ranks.size(); ++i) remote |= !here(st, i);
   if (st.rendezvous) self->send_exit(st.rendezvous, caf::exit_reason::user_shutdown);
   st.rendezvous = nullptr;
   auto me = caf::actor_cast<caf::actor>(self);
@@ -336,10 +338,7 @@ void spawn_ranks(group_actor::stateful_pointer<group_state> self) {
       spec.first = a;
       spec.last = b;
       spec.last_stage = s == stages - 1;
-      spec.num_blocks = st.cache.num_blocks;
-      spec.block_size = st.cache.block_size;
-      spec.kv_type = static_cast<std::uint8_t>(st.cache.type);
-      spec.kv_shared = st.cache.shared;
+      spec.cache = st.cache;
       spec.timeout_ms = st.cfg.step_timeout.count();
       spec.rendezvous = spans ? st.rendezvous : caf::actor{};
       spec.supervisor = me;
@@ -354,7 +353,7 @@ void spawn_ranks(group_actor::stateful_pointer<group_state> self) {
       }
       auto& shard = st.shards[t];
       if (!shard) shard = tp == 1 ? st.model : model::shared_shard(st.model->dir(), {t, tp, st.cfg.expert_parallel});
-      auto started = start_rank(self->system(), spec, shard, comm, group.empty() ? nullptr : std::move(group[std::size_t(t)]), remote);
+      auto started = start_rank(self->system(), spec, shard, comm, group.empty() ? nullptr : std::move(group[std::size_t(t)]), false);
       st.caches[i] = started.cache;
       place(self, i, std::move(started.started));
     }
@@ -507,11 +506,7 @@ group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_
     const auto it = std::find_if(st.ranks.begin(), st.ranks.end(), [&](const worker_actor& r) { return r.address() == m.source; });
     if (it == st.ranks.end()) {
       if (!st.retired.erase(m.source)) return self->quit(m.reason);  // the scheduler
-      if (st.retired.empty() && st.starting == 0) {  // an earlier generation's last rank: the group is whole
-        for (auto& p : st.waiting_ready) p.deliver(status_of(st));
-        st.waiting_ready.clear();
-      }
-      return;
+      return answer_ready(self);  // perhaps an earlier generation's last rank: the group is whole
     }
     const auto i = int(it - st.ranks.begin());
     *it = worker_actor{};  // gone already: nothing to stop
@@ -543,38 +538,31 @@ group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_
         if (st.starting > 0) return caf::make_error(caf::sec::runtime_error, "the group's ranks are still starting");
         const int tp = st.cfg.tensor_ranks, stages = stages_of(st);
         std::vector<rank_cache> local;
-        std::vector<worker_actor> remote;
+        std::vector<worker_actor> pullers;  // the ranks elsewhere, then this process's helper
         for (std::size_t i = 0; i < st.ranks.size(); ++i) {
           if (auto c = st.caches.find(i); c != st.caches.end())
             local.push_back({int(i) % tp, rank_layers(st.model->num_layers(), int(i) / tp, stages).first, c->second});
           else if (st.ranks[i])
-            remote.push_back(st.ranks[i]);
+            pullers.push_back(st.ranks[i]);
         }
-        if (remote.empty()) return pull_off_thread(self, std::move(local), tp, std::move(x));
+        if (pullers.empty()) return pull_off_thread(self, std::move(local), tp, std::move(x));
+        // Several pullers: the bytes once all have answered, or the first error.
         auto rp = self->make_response_promise<std::uint64_t>();
-        struct tally {
-          std::size_t left = 0;
-          std::uint64_t bytes = 0;
-          bool failed = false;
-        };
-        auto sum = std::make_shared<tally>();
-        sum->left = remote.size() + (local.empty() ? 0 : 1);
-        auto one = [rp, sum](caf::expected<std::uint64_t> r) mutable {
-          if (sum->failed) return;
-          if (!r) {
-            sum->failed = true;
-            rp.deliver(r.error());
-            return;
-          }
-          sum->bytes += *r;
-          if (--sum->left == 0) rp.deliver(sum->bytes);
-        };
+        auto left = std::make_shared<std::size_t>(pullers.size() + (local.empty() ? 0 : 1));
+        auto bytes = std::make_shared<std::uint64_t>(0);
         const auto limit = std::chrono::milliseconds(x.timeout_ms) + std::chrono::seconds(5);
         auto ask = [&](auto who) {
           self->request(who, limit, pull_atom::value, x)
-              .then([one](std::uint64_t b) mutable { one(b); }, [one](caf::error& e) mutable { one(std::move(e)); });
+              .then(
+                  [=](std::uint64_t b) mutable {
+                    *bytes += b;
+                    if (--*left == 0 && rp.pending()) rp.deliver(*bytes);
+                  },
+                  [=](caf::error& e) mutable {
+                    if (rp.pending()) rp.deliver(std::move(e));
+                  });
         };
-        for (auto& r : remote) ask(r);
+        for (auto& r : pullers) ask(r);
         if (!local.empty()) ask(self->spawn<caf::detached>(pull_helper, std::move(local), tp));
         return rp;
       },

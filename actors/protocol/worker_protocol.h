@@ -51,6 +51,21 @@ typename Inspector::result_type inspect(Inspector& f, sampled_token& x) {
 
 }  // namespace troupe::sampling
 
+namespace troupe::kv {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_cache_config& x) {
+  auto type = static_cast<std::uint8_t>(x.type);
+  auto load_type = caf::meta::load_callback([&]() -> caf::error {
+    if (type > static_cast<std::uint8_t>(kernels::dtype::bf16)) return caf::sec::invalid_argument;
+    x.type = static_cast<kernels::dtype>(type);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("kv_cache_config"), x.num_blocks, x.block_size, type, load_type, x.shared);
+}
+
+}  // namespace troupe::kv
+
 namespace troupe::kv::transfer {
 
 template <class Inspector>
@@ -187,9 +202,7 @@ struct rank_spec {
   bool expert_parallel = false;
   std::int32_t first = 0, last = 0;
   bool last_stage = false;
-  std::int32_t num_blocks = 0, block_size = 16;
-  std::uint8_t kv_type = 0;  // kernels::dtype
-  bool kv_shared = false;    // the cache in shared memory (pulls on the same host map it)
+  kv::kv_cache_config cache;  // the geometry of its KV cache (the group's)
   std::string host = "127.0.0.1";
   std::int64_t timeout_ms = 120000;  // of each collective and of the connect
   caf::actor rendezvous;   // null: the stage has one rank, no collectives
@@ -199,7 +212,7 @@ struct rank_spec {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rank_spec& x) {
   return f(caf::meta::type_name("rank_spec"), x.group, x.generation, x.stage, x.tensor_rank, x.tensor_ranks, x.expert_parallel,
-           x.first, x.last, x.last_stage, x.num_blocks, x.block_size, x.kv_type, x.kv_shared, x.host, x.timeout_ms, x.rendezvous, x.supervisor);
+           x.first, x.last, x.last_stage, x.cache, x.host, x.timeout_ms, x.rendezvous, x.supervisor);
 }
 
 // The started rank and where its KV can be pulled from.
