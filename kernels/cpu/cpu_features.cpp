@@ -41,6 +41,14 @@ isa detected_isa() {
   return best;
 }
 
+bool cpu_has_avx512_vnni() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") != 0;
+  }();
+  return has;
+}
+
 isa active_isa() { return active().load(std::memory_order_relaxed); }
 
 bool set_active_isa(isa i) {

@@ -14,6 +14,8 @@ isa detected_isa();
 // The ISA the kernels use now; starts as detected_isa(). Tests may lower it.
 isa active_isa();
 
+// AVX-512 VNNI (the int8 dot product the quantized matmul's AVX-512 path needs).
+bool cpu_has_avx512_vnni();
 // Sets the active ISA; returns false (and changes nothing) if the CPU lacks it.
 bool set_active_isa(isa i);
 
