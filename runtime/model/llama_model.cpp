@@ -44,14 +44,39 @@ class tensor_index {
       }
   }
   bool has(const std::string& name) const { return by_name_.count(name) != 0; }
+  // A projection's weight of logical shape {n, k}: plain, or in a quantized model its stored
+  // rows (U8 blocks of q8_0/q4_0, or I8 with an F32 `<name>_scale` of n row scales).
+  const tensor_info& get_linear(const std::string& name, std::int64_t n, std::int64_t k,
+                                std::optional<kernels::quant_type> quant) const {
+    if (!quant) return get(name, {n, k});
+    const tensor_info& t = find(name);
+    const bool int8 = *quant == kernels::quant_type::int8;
+    const std::string want = int8 ? "I8" : "U8";
+    if (t.dtype_name != want)
+      throw input_error(t.file + ": tensor '" + name + "' has dtype " + t.dtype_name + "; a " + kernels::quant_name(*quant) +
+                        " model stores its projections as " + want);
+    if (k % std::int64_t(kernels::quant_block) != 0)
+      throw input_error(t.file + ": tensor '" + name + "' has " + std::to_string(k) + " input features; " +
+                        kernels::quant_name(*quant) + " needs a multiple of 32");
+    const std::vector<std::int64_t> stored{n, std::int64_t(kernels::quant_row_bytes(*quant, std::size_t(k)))};
+    if (t.shape != stored)
+      throw input_error(t.file + ": tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected " + shape_str(stored) +
+                        " (" + kernels::quant_name(*quant) + " rows of " + std::to_string(k) + " weights)");
+    if (int8) get(name + "_scale", {n});
+    return t;
+  }
   const tensor_info& get(const std::string& name, std::vector<std::int64_t> shape) const {
-    auto it = by_name_.find(name);
-    if (it == by_name_.end()) throw input_error(dir_ + ": tensor '" + name + "' is missing from the model's safetensors files");
-    const tensor_info& t = *it->second;
+    const tensor_info& t = find(name);
     if (t.shape != shape)
       throw input_error(t.file + ": tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected " + shape_str(shape));
     t.type();  // throws for unsupported dtypes, naming file and tensor
     return t;
+  }
+
+  const tensor_info& find(const std::string& name) const {
+    auto it = by_name_.find(name);
+    if (it == by_name_.end()) throw input_error(dir_ + ": tensor '" + name + "' is missing from the model's safetensors files");
+    return *it->second;
   }
 
  private:
@@ -82,6 +107,25 @@ kernels::packed_weight pack_rows(const std::vector<const tensor_info*>& parts) {
     off += p->bytes;
   }
   return kernels::pack_weight(joined.data(), type, rows, std::size_t(parts[0]->shape[1]));
+}
+
+// The row-wise concatenation of several projections (see tensor_index::get_linear) as the
+// kernels want it: plain panels, or quantized ones with the int8 row scales alongside.
+kernels::linear_weight linear_of(const tensor_index& idx, const std::vector<const tensor_info*>& parts, std::int64_t k,
+                                 std::optional<kernels::quant_type> quant) {
+  if (!quant) return pack_rows(parts);
+  std::size_t rows = 0;
+  std::vector<std::uint8_t> joined;
+  std::vector<float> scales;
+  for (auto* p : parts) {
+    rows += std::size_t(p->shape[0]);
+    joined.insert(joined.end(), p->data, p->data + p->bytes);
+    if (*quant == kernels::quant_type::int8) {
+      const auto s = to_f32(idx.get(p->name + "_scale", {p->shape[0]}));
+      scales.insert(scales.end(), s.begin(), s.end());
+    }
+  }
+  return kernels::pack_quant_weight(*quant, joined.data(), scales.empty() ? nullptr : scales.data(), rows, std::size_t(k));
 }
 
 // Rows [r0, r1) of a [n][k] tensor: a view into the same mapping.
@@ -145,6 +189,13 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
   n_heads_ = int(h1 - h0);
   n_kv_ = int(g1 - g0);
   inter_ = int(i1 - i0);
+  // Quantized projections are loaded whole: slicing their blocks across tensor ranks is not built.
+  const std::optional<kernels::quant_type> quant = cfg_.weight_quant;
+  if (quant && !shard_.whole())
+    throw input_error(dir + ": a " + std::string(kernels::quant_name(*quant)) +
+                      " model cannot be split across tensor-parallel ranks yet; serve it with tensor_parallel = 1");
+  if (quant && cfg_.moe)
+    throw input_error(dir + ": quantized mixture-of-experts models are not supported");
   embed_ = idx.get("model.embed_tokens.weight", {V, H});
   weight_type_ = embed_.type();
   std::vector<std::uint8_t> scratch;
@@ -153,10 +204,10 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
     layer_weights w;
     w.input_norm = to_f32(idx.get(p + "input_layernorm.weight", {H}));
     w.post_norm = to_f32(idx.get(p + "post_attention_layernorm.weight", {H}));
-    const auto q = rows_of(idx.get(p + "self_attn.q_proj.weight", {Q, H}), h0 * hd, h1 * hd);
-    const auto k = rows_of(idx.get(p + "self_attn.k_proj.weight", {KV, H}), g0 * hd, g1 * hd);
-    const auto v = rows_of(idx.get(p + "self_attn.v_proj.weight", {KV, H}), g0 * hd, g1 * hd);
-    w.qkv = pack_rows({&q, &k, &v});
+    const auto q = rows_of(idx.get_linear(p + "self_attn.q_proj.weight", Q, H, quant), h0 * hd, h1 * hd);
+    const auto k = rows_of(idx.get_linear(p + "self_attn.k_proj.weight", KV, H, quant), g0 * hd, g1 * hd);
+    const auto v = rows_of(idx.get_linear(p + "self_attn.v_proj.weight", KV, H, quant), g0 * hd, g1 * hd);
+    w.qkv = linear_of(idx, {&q, &k, &v}, H, quant);
     if (cfg_.attention_bias) {
       for (const char* n : {"q_proj", "k_proj", "v_proj"}) {
         const bool is_q = std::string(n) == "q_proj";
@@ -165,8 +216,9 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
         w.qkv_bias.insert(w.qkv_bias.end(), b.begin(), b.end());
       }
     }
-    const auto o = cols_of(idx.get(p + "self_attn.o_proj.weight", {H, Q}), h0 * hd, h1 * hd, scratch);
-    w.o = pack_rows({&o});
+    const auto& o_all = idx.get_linear(p + "self_attn.o_proj.weight", H, Q, quant);
+    const auto o = quant ? o_all : cols_of(o_all, h0 * hd, h1 * hd, scratch);  // quantized: whole (checked above)
+    w.o = linear_of(idx, {&o}, Q, quant);
     if (cfg_.qk_norm) {
       w.q_norm = to_f32(idx.get(p + "self_attn.q_norm.weight", {hd}));
       w.k_norm = to_f32(idx.get(p + "self_attn.k_norm.weight", {hd}));
@@ -175,10 +227,11 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
     auto mlp = [&](const std::string& gate_name, const std::string& up_name, const std::string& down_name, std::int64_t n,
                    bool whole = false) {
       const auto [f0, f1] = whole ? std::pair<std::int64_t, std::int64_t>{0, n} : shard_range(n, shard_.rank, shard_.size);
-      const auto gate = rows_of(idx.get(gate_name, {n, H}), f0, f1);
-      const auto up = rows_of(idx.get(up_name, {n, H}), f0, f1);
-      const auto down = cols_of(idx.get(down_name, {H, n}), f0, f1, scratch);
-      return mlp_weights{pack_rows({&gate, &up}), pack_rows({&down})};
+      const auto gate = rows_of(idx.get_linear(gate_name, n, H, quant), f0, f1);
+      const auto up = rows_of(idx.get_linear(up_name, n, H, quant), f0, f1);
+      const auto& down_all = idx.get_linear(down_name, H, n, quant);
+      const auto down = quant ? down_all : cols_of(down_all, f0, f1, scratch);
+      return mlp_weights{linear_of(idx, {&gate, &up}, H, quant), linear_of(idx, {&down}, n, quant)};
     };
     if (!cfg_.is_moe_layer(l)) {
       auto dense = mlp(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", p + "mlp.down_proj.weight", I);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/linear_weight.h"
 #include "kernels/cpu/packed_weight.h"
 #include "runtime/collectives/communicator.h"
 #include "runtime/kv/kv_cache.h"
@@ -39,8 +40,8 @@ struct forward_workspace {
 
 // One SwiGLU MLP: gate then up rows fused, and down.
 struct mlp_weights {
-  kernels::packed_weight gate_up;  // [2 features][hidden]
-  kernels::packed_weight down;     // [hidden][features]
+  kernels::linear_weight gate_up;  // [2 features][hidden]
+  kernels::linear_weight down;     // [hidden][features]
 };
 
 // A mixture-of-experts MLP (model_config::moe): this rank's part of it.
@@ -56,11 +57,11 @@ struct moe_weights {
 struct layer_weights {
   std::vector<float> input_norm, post_norm;  // [hidden]
   std::vector<float> q_norm, k_norm;         // [head_dim] (Qwen3's per-head norms) or empty
-  kernels::packed_weight qkv;                // [q_dim + 2 kv_dim][hidden], q then k then v
+  kernels::linear_weight qkv;                // [q_dim + 2 kv_dim][hidden], q then k then v
   std::vector<float> qkv_bias;               // [q_dim + 2 kv_dim] or empty
-  kernels::packed_weight o;                  // [hidden][q_dim]
-  kernels::packed_weight gate_up;            // [2 intermediate][hidden], gate then up (dense layers)
-  kernels::packed_weight down;               // [hidden][intermediate]
+  kernels::linear_weight o;                  // [hidden][q_dim]
+  kernels::linear_weight gate_up;            // [2 intermediate][hidden], gate then up (dense layers)
+  kernels::linear_weight down;               // [hidden][intermediate]
   std::unique_ptr<moe_weights> moe;          // a mixture-of-experts layer instead of gate_up/down
 };
 

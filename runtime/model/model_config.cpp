@@ -118,6 +118,20 @@ model_config parse_model_config(const std::string& text, const std::string& sour
   c.attention_bias = c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen2MoeForCausalLM" ||
                      optional_key<bool>(j, "attention_bias", false, source);
   c.qk_norm = c.architecture == "Qwen3MoeForCausalLM";
+  if (auto q = j.find("quantization_config"); q != j.end() && !q->is_null()) {
+    const std::string where = source + ": quantization_config";
+    if (!q->is_object()) throw input_error(where + " must be an object");
+    const auto method = q->find("quant_method");
+    if (method == q->end() || !method->is_string() || method->get<std::string>() != "troupe")
+      throw input_error(where + ".quant_method " + (method == q->end() ? std::string("is missing") : "is " + method->dump()) +
+                        "; only \"troupe\" (written by `troupe model quantize`) is supported");
+    const auto type = q->find("weight_type");
+    const auto parsed = type != q->end() && type->is_string() ? kernels::parse_quant_type(type->get<std::string>()) : std::nullopt;
+    if (!parsed) throw input_error(where + ".weight_type must be \"q8_0\", \"q4_0\" or \"int8\"");
+    for (auto& [key, value] : q->items())
+      if (key != "quant_method" && key != "weight_type") throw input_error(where + ": unknown key '" + key + "'");
+    c.weight_quant = parsed;
+  }
   if (c.architecture == "MixtralForCausalLM") {
     moe_config m;
     m.num_experts = required<int>(j, "num_local_experts", source);
@@ -255,6 +269,7 @@ std::string to_config_json(const model_config& c) {
       if (c.architecture == "Qwen2MoeForCausalLM") j["shared_expert_intermediate_size"] = m.shared_expert_intermediate_size;
     }
   }
+  if (c.weight_quant) j["quantization_config"] = {{"quant_method", "troupe"}, {"weight_type", kernels::quant_name(*c.weight_quant)}};
   if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
   if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
   else if (!c.eos_token_ids.empty()) j["eos_token_id"] = c.eos_token_ids;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/quant.h"
+
 namespace troupe::model {
 
 // Llama-3 style frequency-dependent RoPE scaling ("rope_type": "llama3"), or plain linear.
@@ -55,6 +57,10 @@ struct model_config {
   std::optional<moe_config> moe;  // a mixture-of-experts model (see moe_config)
   std::optional<int> bos_token_id;
   std::vector<int> eos_token_ids;
+  // The attention and MLP projections are stored quantized (config.json's quantization_config
+  // {"quant_method": "troupe", "weight_type": "q8_0" | "q4_0" | "int8"}; docs/quantization.md).
+  // Embeddings, norms and the LM head stay plain. Any other quantization_config is refused.
+  std::optional<kernels::quant_type> weight_quant;
 
   // Layer l's MLP is a mixture of experts (else dense, of intermediate_size).
   bool is_moe_layer(int l) const;

@@ -171,7 +171,14 @@ safetensors_file::~safetensors_file() {
 void safetensors_writer::declare(const std::string& name, dtype type, std::vector<std::int64_t> shape) {
   std::size_t n = 1;
   for (auto d : shape) n *= std::size_t(d);
-  entries_.push_back({name, type, std::move(shape), n * kernels::dtype_size(type)});
+  entries_.push_back({name, stored_name(type), std::move(shape), n * kernels::dtype_size(type)});
+}
+
+void safetensors_writer::declare_stored(const std::string& name, const std::string& dtype_name, std::vector<std::int64_t> shape) {
+  std::size_t n = stored_size(dtype_name);
+  if (n == 0) throw std::invalid_argument("safetensors_writer: unknown dtype " + dtype_name);
+  for (auto d : shape) n *= std::size_t(d);
+  entries_.push_back({name, dtype_name, std::move(shape), n});
 }
 
 void safetensors_writer::open(const std::string& path) {
@@ -179,7 +186,7 @@ void safetensors_writer::open(const std::string& path) {
   nlohmann::json header = nlohmann::json::object();
   std::size_t offset = 0;
   for (auto& e : entries_) {
-    header[e.name] = {{"dtype", stored_name(e.type)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes}}};
+    header[e.name] = {{"dtype", e.dtype_name}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes}}};
     offset += e.bytes;
   }
   header["__metadata__"] = {{"format", "pt"}};

@@ -56,6 +56,8 @@ class safetensors_file {
 class safetensors_writer {
  public:
   void declare(const std::string& name, kernels::dtype type, std::vector<std::int64_t> shape);
+  // A tensor of any safetensors dtype ("U8", "I8", ...), written as raw bytes.
+  void declare_stored(const std::string& name, const std::string& dtype_name, std::vector<std::int64_t> shape);
   // Opens `path` and writes the header. Throws input_error if the file cannot be written.
   void open(const std::string& path);
   // Appends raw bytes of the current tensor; a tensor may be written in several pieces.
@@ -64,7 +66,7 @@ class safetensors_writer {
   ~safetensors_writer();
 
  private:
-  struct entry { std::string name; kernels::dtype type; std::vector<std::int64_t> shape; std::size_t bytes; };
+  struct entry { std::string name; std::string dtype_name; std::vector<std::int64_t> shape; std::size_t bytes; };
   std::vector<entry> entries_;
   std::FILE* out_ = nullptr;
   std::string path_;

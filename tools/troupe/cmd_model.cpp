@@ -1,14 +1,41 @@
 #include <cstdio>
 
 #include "runtime/common/error.h"
+#include "runtime/model/quantize.h"
 #include "runtime/model/synth.h"
+#include "tools/troupe/model_folder.h"
 #include "tools/troupe/args.h"
 #include "tools/troupe/commands.h"
 
 namespace troupe::cli {
 
+namespace {
+
+int model_quantize(int argc, char** argv) {
+  args a(argc, argv, 3, {"type", "model", "out"}, {});
+  if (!a.positional().empty()) throw input_error("unexpected argument '" + a.positional().front() + "'");
+  const auto type = a.get("type");
+  if (!type) throw input_error("--type q8_0|q4_0|int8 is required");
+  const auto parsed = kernels::parse_quant_type(*type);
+  if (!parsed) throw input_error("unknown --type '" + *type + "' (q8_0, q4_0, int8)");
+  const auto out = a.get("out");
+  if (!out) throw input_error("--out DIR is required");
+  model::quantize_options o;
+  o.in = a.get("model", default_model_dir());
+  o.out = *out;
+  o.type = *parsed;
+  const auto r = model::quantize_model(o, [](std::size_t d, std::size_t t) { progress_bar("quantize", d, t); });
+  std::printf("wrote %s (%s): %zu projections quantized, %zu tensors copied, %.1f MB of tensors from %.1f MB\n", o.out.c_str(),
+              type->c_str(), r.tensors_quantized, r.tensors_copied, double(r.bytes_out) / 1e6, double(r.bytes_in) / 1e6);
+  return 0;
+}
+
+}  // namespace
+
 int cmd_model(int argc, char** argv) {
-  if (argc < 3 || std::string(argv[2]) != "synth") throw input_error("usage: troupe model synth --preset tiny|small|1b|moe --out DIR");
+  if (argc >= 3 && std::string(argv[2]) == "quantize") return model_quantize(argc, argv);
+  if (argc < 3 || std::string(argv[2]) != "synth")
+    throw input_error("usage: troupe model synth --preset tiny|small|1b|moe --out DIR, or troupe model quantize --type q8_0|q4_0|int8 --model DIR --out DIR");
   args a(argc, argv, 3, {"preset", "arch", "dtype", "seed", "out", "rope-scaling"}, {"tied"});
   model::synth_options o;
   o.preset = a.get("preset", "small");

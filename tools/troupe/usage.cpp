@@ -19,6 +19,7 @@ commands:
   admin keygen   write a CURVE key pair for the admin endpoint
   generate       run prompts through the engine as one continuous batch
   model synth    write a model folder with deterministic random weights
+  model quantize write a copy of a model with q8_0, q4_0 or int8 projections
   bench engine   prefill and decode throughput against the machine's roofline
   bench runtime  the control plane under load, or the time outside the forward
   bench serve    load an OpenAI-compatible server and report TTFT, TPOT, ITL, E2E, throughput
@@ -128,7 +129,18 @@ Runs prompts through the engine in this process as one continuous batch.
   --json                 print the outputs as JSON
   -h, --help             this text
 )"},
-      {"model", R"(usage: troupe model synth [options]     (troupe model synth --help)
+      {"model", R"(usage: troupe model synth|quantize [options]     (troupe model synth --help, troupe model quantize --help)
+)"},
+      {"model quantize", R"(usage: troupe model quantize --type q8_0|q4_0|int8 --model DIR --out DIR
+Writes a copy of a model folder whose attention and MLP projections are quantized: q8_0 and
+q4_0 are GGML's blocks of 32 weights with an f16 scale, int8 has one f32 scale per output
+channel. Embeddings, norms, the LM head and the tokenizer are copied unchanged. The loader
+reads the folder like any other (docs/quantization.md).
+
+  --type q8_0|q4_0|int8  the format (required)
+  --model DIR            the model to quantize (default models/kjv)
+  --out DIR              where to write it (required; must not hold a model)
+  -h, --help             this text
 )"},
       {"model synth", R"(usage: troupe model synth --preset tiny|small|1b|moe --out DIR [options]
 Writes a Hugging Face model folder (config.json, model.safetensors, tokenizer files) with
