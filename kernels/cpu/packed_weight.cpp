@@ -1,5 +1,7 @@
 #include "kernels/cpu/packed_weight.h"
 
+#include <algorithm>
+
 #include <sys/mman.h>
 
 #include <cstdlib>
@@ -10,6 +12,18 @@
 
 namespace troupe::kernels {
 
+std::shared_ptr<std::uint8_t[]> alloc_weight_bytes(std::size_t size) {
+  // 2 MiB aligned and advised as huge pages: decode streams every weight once per step, and
+  // with 4 KiB pages the TLB misses and prefetch stops at page ends cost a third of it.
+  constexpr std::size_t huge = std::size_t(2) << 20;
+  const std::size_t align = size >= huge ? huge : 64;
+  const std::size_t bytes = std::max<std::size_t>(align, (size + align - 1) / align * align);
+  void* raw = std::aligned_alloc(align, bytes);
+  if (raw == nullptr) throw std::bad_alloc();
+  if (align == huge) ::madvise(raw, bytes, MADV_HUGEPAGE);
+  return std::shared_ptr<std::uint8_t[]>(static_cast<std::uint8_t*>(raw), [](std::uint8_t* p) { std::free(p); });
+}
+
 packed_weight pack_weight(const void* w, dtype t, std::size_t n, std::size_t k) {
   packed_weight pw;
   pw.type = t;
@@ -17,15 +31,7 @@ packed_weight pack_weight(const void* w, dtype t, std::size_t n, std::size_t k) 
   pw.k = k;
   pw.panels = (n + group_width - 1) / group_width * panels_per_group;
   const std::size_t es = dtype_size(t);
-  // 2 MiB aligned and advised as huge pages: decode streams every weight once per step, and
-  // with 4 KiB pages the TLB misses and prefetch stops at page ends cost a third of it.
-  constexpr std::size_t huge = std::size_t(2) << 20;
-  const std::size_t align = pw.bytes() >= huge ? huge : 64;
-  std::size_t bytes = (pw.bytes() + align - 1) / align * align;
-  void* raw = std::aligned_alloc(align, bytes);
-  if (raw == nullptr) throw std::bad_alloc();
-  if (align == huge) ::madvise(raw, bytes, MADV_HUGEPAGE);
-  pw.data = std::shared_ptr<std::uint8_t[]>(static_cast<std::uint8_t*>(raw), [](std::uint8_t* p) { std::free(p); });
+  pw.data = alloc_weight_bytes(pw.bytes());
   const auto* src = static_cast<const std::uint8_t*>(w);
   std::uint8_t* dst = pw.data.get();
   parallel_for(pw.panels, [&](std::size_t p) {

@@ -30,6 +30,9 @@ struct packed_weight {
   const void* panel_ptr(std::size_t p) const { return data.get() + panel_offset(p, k) * dtype_size(type); }
 };
 
+// `size` bytes for a weight the kernels stream: 2 MiB aligned huge pages when that large.
+std::shared_ptr<std::uint8_t[]> alloc_weight_bytes(std::size_t size);
+
 // Packs w[n][k] (row-major, element type t). Never fails for n, k > 0.
 packed_weight pack_weight(const void* w, dtype t, std::size_t n, std::size_t k);
 

@@ -8,6 +8,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dtype.h"
 #include "kernels/cpu/isa_dispatch.h"
+#include "kernels/cpu/packed_weight.h"
 #include "kernels/cpu/thread_pool.h"
 
 TROUPE_DECLARE_ISA_VARIANTS(void, quant_task,
@@ -30,8 +31,8 @@ quant_weight pack_quant_weight(quant_type t, const std::uint8_t* rows, const flo
   w.panels = (n + quant_panel - 1) / quant_panel;
   const std::size_t kb = k / quant_block, rb = quant_record_bytes(t), row_bytes = quant_row_bytes(t, k);
   const std::size_t total = w.panels * kb * rb;
-  auto* raw = static_cast<std::uint8_t*>(std::aligned_alloc(64, (total + 63) / 64 * 64));
-  w.data = std::shared_ptr<std::uint8_t[]>(raw, [](std::uint8_t* p) { std::free(p); });
+  w.data = alloc_weight_bytes(total);
+  std::uint8_t* raw = w.data.get();
   std::memset(raw, 0, total);
   if (t == quant_type::int8) {
     w.channel_scale = std::shared_ptr<float[]>(new float[w.panels * quant_panel]());
