@@ -34,33 +34,34 @@ void finish_row(const quant_view& w, std::size_t p, const float* acc, const floa
 }
 
 #if defined(__AVX512F__)
-constexpr std::size_t tile_rows = 4;
+constexpr std::size_t tile_rows = 8;
 
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) void panel_rows(const quant_acts& a, std::size_t r0, std::size_t nr,
-                                                                       const quant_view& w, std::size_t p, const float* bias,
-                                                                       float* y) {
+// C integer accumulators per row: 4 for a lone row, so its dot products do not wait on each
+// other; 1 for a tile of rows, which already has a chain per row (sums are exact in any order).
+template <std::size_t C>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void panel_rows_c(const quant_acts& a, std::size_t r0, std::size_t nr,
+                                                                         const quant_view& w, std::size_t p, const float* bias,
+                                                                         float* y) {
   const std::size_t kb = w.k / quant_block, rb = quant_record_bytes(w.type);
   __m512 facc[tile_rows];
   for (auto& f : facc) f = _mm512_setzero_ps();
-  const __m512i ones = _mm512_set1_epi8(1), bias128 = _mm512_set1_epi8(char(0x80)), low = _mm512_set1_epi8(0x0f);
+  const __m512i ones = _mm512_set1_epi8(1), low = _mm512_set1_epi8(0x0f);
   for (std::size_t b = 0; b < kb; ++b) {
     const std::uint8_t* rec = w.data + (p * w.blocks + b) * rb;
     // One core's stream outruns its hardware prefetcher at batch 1: ask for the record 4 ahead.
     for (std::size_t off = 0; off < rb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(rec + 4 * rb + off), _MM_HINT_T0);
-    // Four integer accumulators per row, so the dot products of one row do not wait on each
-    // other (their sum is exact in any order).
-    __m512i acc[tile_rows][4];
+    __m512i acc[tile_rows][C];
     for (auto& row : acc)
       for (auto& c : row) c = _mm512_setzero_si512();
     if (w.type == quant_type::q4_0) {
       for (std::size_t h = 0; h < 4; ++h) {
         const __m512i v = _mm512_loadu_si512(rec + 32 + h * 64);
         const __m512i lo = _mm512_and_si512(v, low), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        const std::size_t cl = C == 4 ? 2 * (h & 1) : 0, ch = C == 4 ? cl + 1 : 0;
         for (std::size_t r = 0; r < nr; ++r) {
           const std::int8_t* xq = a.q + (r0 + r) * w.k + b * quant_block;
-          auto& c = acc[r];
-          c[2 * (h & 1)] = _mm512_dpbusd_epi32(c[2 * (h & 1)], lo, _mm512_set1_epi32(load4(xq + 4 * h)));
-          c[2 * (h & 1) + 1] = _mm512_dpbusd_epi32(c[2 * (h & 1) + 1], hi, _mm512_set1_epi32(load4(xq + 16 + 4 * h)));
+          acc[r][cl] = _mm512_dpbusd_epi32(acc[r][cl], lo, _mm512_set1_epi32(load4(xq + 4 * h)));
+          acc[r][ch] = _mm512_dpbusd_epi32(acc[r][ch], hi, _mm512_set1_epi32(load4(xq + 16 + 4 * h)));
         }
       }
       for (std::size_t r = 0; r < nr; ++r)
@@ -71,9 +72,10 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void panel_rows(const qua
       for (std::size_t g = 0; g < 8; ++g) {
         const __m512i v = _mm512_loadu_si512(base + g * 64);
         wsum[g & 1] = _mm512_dpbusd_epi32(wsum[g & 1], ones, v);
+        const std::size_t c = C == 4 ? g & 3 : 0;
         for (std::size_t r = 0; r < nr; ++r) {
-          const std::int8_t* xq = a.q + (r0 + r) * w.k + b * quant_block;
-          acc[r][g & 3] = _mm512_dpbusd_epi32(acc[r][g & 3], _mm512_xor_si512(_mm512_set1_epi32(load4(xq + 4 * g)), bias128), v);
+          const std::int8_t* xb = a.biased + (r0 + r) * w.k + b * quant_block;
+          acc[r][c] = _mm512_dpbusd_epi32(acc[r][c], _mm512_set1_epi32(load4(xb + 4 * g)), v);
         }
       }
       const __m512i off = _mm512_slli_epi32(_mm512_add_epi32(wsum[0], wsum[1]), 7);
@@ -84,7 +86,8 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void panel_rows(const qua
     for (std::size_t r = 0; r < nr; ++r) {
       const __m512 dx = _mm512_set1_ps(a.scale[(r0 + r) * kb + b]);
       const __m512 d = w.type == quant_type::int8 ? dx : _mm512_mul_ps(dw, dx);
-      const __m512i isum = _mm512_add_epi32(_mm512_add_epi32(acc[r][0], acc[r][1]), _mm512_add_epi32(acc[r][2], acc[r][3]));
+      __m512i isum = acc[r][0];
+      if constexpr (C == 4) isum = _mm512_add_epi32(_mm512_add_epi32(acc[r][0], acc[r][1]), _mm512_add_epi32(acc[r][2], acc[r][3]));
       facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, facc[r]);
     }
   }
@@ -93,6 +96,14 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void panel_rows(const qua
     _mm512_store_ps(out, facc[r]);
     finish_row(w, p, out, bias, y + (r0 + r) * w.n);
   }
+}
+
+void panel_rows(const quant_acts& a, std::size_t r0, std::size_t nr, const quant_view& w, std::size_t p, const float* bias,
+                float* y) {
+  if (nr == 1)
+    panel_rows_c<4>(a, r0, nr, w, p, bias, y);
+  else
+    panel_rows_c<1>(a, r0, nr, w, p, bias, y);
 }
 
 #elif defined(__AVX2__)

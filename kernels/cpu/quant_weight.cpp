@@ -82,7 +82,7 @@ void quantize_activations(const float* x, std::size_t k, std::int8_t* q, float* 
 namespace {
 
 struct act_buffers {
-  std::vector<std::int8_t> q;
+  std::vector<std::int8_t> q, biased;
   std::vector<float> scale;
   std::vector<std::int32_t> sum;
 };
@@ -90,14 +90,18 @@ struct act_buffers {
 quant_acts quantize_rows(const float* x, std::size_t rows, std::size_t k, act_buffers& buf) {
   const std::size_t kb = k / quant_block;
   buf.q.resize(rows * k);
+  buf.biased.resize(rows * k);
   buf.scale.resize(rows * kb);
   buf.sum.resize(rows * kb);
-  auto one = [&](std::size_t r) { quantize_activations(x + r * k, k, buf.q.data() + r * k, buf.scale.data() + r * kb, buf.sum.data() + r * kb); };
+  auto one = [&](std::size_t r) {
+    quantize_activations(x + r * k, k, buf.q.data() + r * k, buf.scale.data() + r * kb, buf.sum.data() + r * kb);
+    for (std::size_t i = r * k; i < (r + 1) * k; ++i) buf.biased[i] = std::int8_t(std::uint8_t(buf.q[i]) ^ 0x80u);
+  };
   if (rows >= 16)
     parallel_for(rows, one);
   else
     for (std::size_t r = 0; r < rows; ++r) one(r);
-  return {buf.q.data(), buf.scale.data(), buf.sum.data()};
+  return {buf.q.data(), buf.biased.data(), buf.scale.data(), buf.sum.data()};
 }
 
 using task_fn = void (*)(const quant_acts&, std::size_t, const quant_view&, std::size_t, std::size_t, const float*, float*);

@@ -86,6 +86,11 @@ int cmd_bench(int argc, char** argv) {
                                  : kv_name == "bf16" ? kernels::dtype::bf16
                                  : throw input_error("unknown --kv-dtype '" + kv_name + "' (f32, f16, bf16)");
   const double weight_bytes = double(m->weight_bytes_per_step());
+  // A quantized model names its projections' format; embeddings and the LM head keep the stored dtype.
+  const std::string weight_format = m->config().weight_quant
+                                        ? std::string(kernels::quant_name(*m->config().weight_quant)) + " projections, " +
+                                              kernels::dtype_name(m->weight_type()) + " embeddings and head"
+                                        : std::string(kernels::dtype_name(m->weight_type()));
   const double flops_tok = double(m->layer_flops_per_token());
   const double head_flops = double(m->lm_head_flops());
   model::forward_workspace ws;
@@ -164,7 +169,7 @@ int cmd_bench(int argc, char** argv) {
   }
   nlohmann::json j = {
       {"model", *dir},
-      {"weights", {{"dtype", kernels::dtype_name(m->weight_type())}, {"bytes_per_step", weight_bytes}}},
+      {"weights", {{"dtype", kernels::dtype_name(m->weight_type())}, {"format", weight_format}, {"bytes_per_step", weight_bytes}}},
       {"kv_dtype", kv_name},
       {"machine", {{"threads", kernels::num_threads()}, {"isa", kernels::isa_name(kernels::active_isa())},
                    {"read_bandwidth_gb_s", bw / 1e9}, {"fma_peak_gflop_s", peak / 1e9}}},
@@ -175,8 +180,8 @@ int cmd_bench(int argc, char** argv) {
   if (json_out) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("model %s (%s weights, %.2f GB read per decode step, KV cache %s)\n", dir->c_str(),
-                kernels::dtype_name(m->weight_type()), weight_bytes / 1e9, kv_name.c_str());
+    std::printf("model %s (%s weights, %.2f GB read per decode step, KV cache %s)\n", dir->c_str(), weight_format.c_str(),
+                weight_bytes / 1e9, kv_name.c_str());
     std::printf("machine: %d threads, %s, read bandwidth %.1f GB/s, FP32 FMA peak %.1f GFLOP/s\n", kernels::num_threads(),
                 kernels::isa_name(kernels::active_isa()), bw / 1e9, peak / 1e9);
     std::printf("prefill %d tokens: %.1f tok/s (%.0f%% of FMA peak)\n", prompt_len, prefill_tps, 100 * prefill_frac);
