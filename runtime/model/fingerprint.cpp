@@ -6,6 +6,7 @@
 #include <map>
 
 #include "runtime/common/splitmix.h"
+#include "runtime/model/gguf_llama.h"
 #include "runtime/model/safetensors.h"
 
 namespace troupe::model {
@@ -46,7 +47,16 @@ std::string model_fingerprint(const std::string& dir) {
   digest d;
   d.add(to_config_json(load_model_config(dir)));
   std::map<std::string, std::string> tensors;  // by name, whatever file holds them
-  for (const auto& f : model_safetensors_files(dir)) {
+  if (is_gguf_path(dir)) {
+    gguf_file g(dir);
+    for (auto& [name, t] : g.tensors()) {
+      std::string entry = ggml_type_name(std::uint32_t(t.type));
+      for (auto x : t.shape) entry += "," + std::to_string(x);
+      entry.append(reinterpret_cast<const char*>(t.data), std::min<std::size_t>(t.bytes, 64));
+      tensors[name] = std::move(entry);
+    }
+  }
+  for (const auto& f : is_gguf_path(dir) ? std::vector<std::string>{} : model_safetensors_files(dir)) {
     safetensors_file s(f);
     for (auto& [name, t] : s.tensors()) {
       std::string entry = t.dtype_name;

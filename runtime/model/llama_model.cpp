@@ -19,6 +19,8 @@
 #include "kernels/cpu/swiglu.h"
 #include "runtime/common/error.h"
 #include "runtime/common/json.h"
+#include "runtime/model/gguf.h"
+#include "runtime/model/gguf_llama.h"
 #include "runtime/model/op_profile.h"
 
 namespace troupe::model {
@@ -43,27 +45,35 @@ class tensor_index {
           throw input_error(f->path() + ": tensor '" + name + "' also appears in another file");
       }
   }
+  tensor_index(const std::vector<tensor_info>& tensors, std::string dir) : dir_(std::move(dir)) {
+    for (auto& t : tensors) by_name_.emplace(t.name, &t);
+  }
+  bool any_quantized() const {
+    return std::any_of(by_name_.begin(), by_name_.end(), [](auto& e) { return e.second->quant.has_value(); });
+  }
   bool has(const std::string& name) const { return by_name_.count(name) != 0; }
   // A projection's weight of logical shape {n, k}: plain, or in a quantized model its stored
   // rows (U8 blocks of q8_0/q4_0, or I8 with an F32 `<name>_scale` of n row scales).
-  const tensor_info& get_linear(const std::string& name, std::int64_t n, std::int64_t k,
-                                std::optional<kernels::quant_type> quant) const {
-    if (!quant) return get(name, {n, k});
+  tensor_info get_linear(const std::string& name, std::int64_t n, std::int64_t k, std::optional<kernels::quant_type> quant) const {
     const tensor_info& t = find(name);
-    const bool int8 = *quant == kernels::quant_type::int8;
+    const auto q = t.quant ? t.quant : quant;  // a GGUF tensor says its own format
+    if (!q) return get(name, {n, k});
+    const bool int8 = *q == kernels::quant_type::int8;
     const std::string want = int8 ? "I8" : "U8";
     if (t.dtype_name != want)
-      throw input_error(t.file + ": tensor '" + name + "' has dtype " + t.dtype_name + "; a " + kernels::quant_name(*quant) +
+      throw input_error(t.file + ": tensor '" + name + "' has dtype " + t.dtype_name + "; a " + kernels::quant_name(*q) +
                         " model stores its projections as " + want);
     if (k % std::int64_t(kernels::quant_block) != 0)
-      throw input_error(t.file + ": tensor '" + name + "' has " + std::to_string(k) + " input features; " +
-                        kernels::quant_name(*quant) + " needs a multiple of 32");
-    const std::vector<std::int64_t> stored{n, std::int64_t(kernels::quant_row_bytes(*quant, std::size_t(k)))};
+      throw input_error(t.file + ": tensor '" + name + "' has " + std::to_string(k) + " input features; " + kernels::quant_name(*q) +
+                        " needs a multiple of 32");
+    const std::vector<std::int64_t> stored{n, std::int64_t(kernels::quant_row_bytes(*q, std::size_t(k)))};
     if (t.shape != stored)
-      throw input_error(t.file + ": tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected " + shape_str(stored) +
-                        " (" + kernels::quant_name(*quant) + " rows of " + std::to_string(k) + " weights)");
+      throw input_error(t.file + ": tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected " + shape_str(stored) + " (" +
+                        kernels::quant_name(*q) + " rows of " + std::to_string(k) + " weights)");
     if (int8) get(name + "_scale", {n});
-    return t;
+    tensor_info out = t;
+    out.quant = q;
+    return out;
   }
   const tensor_info& get(const std::string& name, std::vector<std::int64_t> shape) const {
     const tensor_info& t = find(name);
@@ -90,6 +100,24 @@ std::vector<float> to_f32(const tensor_info& t) {
   return out;
 }
 
+// A quantized [n][k] tensor as F16 in `store` (for the embeddings, read a row at a time).
+tensor_info dequantized_f16(const tensor_info& t, std::size_t k, std::vector<std::uint8_t>& store) {
+  const std::size_t n = std::size_t(t.shape[0]), rb = kernels::quant_row_bytes(*t.quant, k);
+  store.resize(n * k * 2);
+  std::vector<float> row(k);
+  for (std::size_t r = 0; r < n; ++r) {
+    kernels::dequantize_row(*t.quant, t.data + r * rb, k, 0.0f, row.data());
+    for (std::size_t i = 0; i < k; ++i) kernels::store_from_f32(store.data(), dtype::f16, r * k + i, row[i]);
+  }
+  tensor_info out = t;
+  out.quant.reset();
+  out.dtype_name = "F16";
+  out.shape = {std::int64_t(n), std::int64_t(k)};
+  out.data = store.data();
+  out.bytes = store.size();
+  return out;
+}
+
 // Packs the row-wise concatenation of several [n_i][k] tensors of one dtype.
 kernels::packed_weight pack_rows(const std::vector<const tensor_info*>& parts) {
   const dtype type = parts[0]->type();
@@ -111,8 +139,13 @@ kernels::packed_weight pack_rows(const std::vector<const tensor_info*>& parts) {
 
 // The row-wise concatenation of several projections (see tensor_index::get_linear) as the
 // kernels want it: plain panels, or quantized ones with the int8 row scales alongside.
-kernels::linear_weight linear_of(const tensor_index& idx, const std::vector<const tensor_info*>& parts, std::int64_t k,
-                                 std::optional<kernels::quant_type> quant) {
+kernels::linear_weight linear_of(const tensor_index& idx, const std::vector<const tensor_info*>& parts, std::int64_t k) {
+  const auto quant = parts[0]->quant;
+  for (auto* p : parts)
+    if (p->quant != quant)
+      throw input_error(p->file + ": tensor '" + p->name + "' is " + (p->quant ? kernels::quant_name(*p->quant) : p->dtype_name.c_str()) +
+                        " but '" + parts[0]->name + "' is " + (quant ? kernels::quant_name(*quant) : parts[0]->dtype_name.c_str()) +
+                        "; fused projections need one format");
   if (!quant) return pack_rows(parts);
   std::size_t rows = 0;
   std::vector<std::uint8_t> joined;
@@ -174,10 +207,17 @@ std::unique_ptr<llama_model> llama_model::load(const std::string& dir, const std
 }
 
 void llama_model::load_tensors(const std::string& dir, const std::function<void(int, int)>& progress) {
-  const std::vector<std::string> paths = model_safetensors_files(dir);
-  if (paths.empty()) throw input_error(dir + ": no *.safetensors files");
-  for (auto& p : paths) files_.push_back(std::make_unique<safetensors_file>(p));
-  tensor_index idx(files_, dir);
+  std::vector<tensor_info> from_gguf;      // a GGUF file's tensors under Hugging Face names
+  std::vector<std::vector<std::uint8_t>> unpermuted;  // their storage where it differs from the file's
+  if (is_gguf_path(dir)) {
+    gguf_ = std::make_unique<gguf_file>(dir);
+    from_gguf = gguf_llama_tensors(*gguf_, cfg_, unpermuted);
+  } else {
+    const std::vector<std::string> paths = model_safetensors_files(dir);
+    if (paths.empty()) throw input_error(dir + ": no *.safetensors files");
+    for (auto& p : paths) files_.push_back(std::make_unique<safetensors_file>(p));
+  }
+  tensor_index idx = gguf_ ? tensor_index(from_gguf, dir) : tensor_index(files_, dir);
 
   const std::int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, V = cfg_.vocab_size;
   const std::int64_t Q = cfg_.q_dim(), KV = cfg_.kv_dim(), hd = cfg_.head_dim;
@@ -191,12 +231,13 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
   inter_ = int(i1 - i0);
   // Quantized projections are loaded whole: slicing their blocks across tensor ranks is not built.
   const std::optional<kernels::quant_type> quant = cfg_.weight_quant;
-  if (quant && !shard_.whole())
-    throw input_error(dir + ": a " + std::string(kernels::quant_name(*quant)) +
-                      " model cannot be split across tensor-parallel ranks yet; serve it with tensor_parallel = 1");
-  if (quant && cfg_.moe)
+  if ((quant || idx.any_quantized()) && !shard_.whole())
+    throw input_error(dir + ": a model with " + std::string(quant ? kernels::quant_name(*quant) : "quantized") +
+                      " weights cannot be split across tensor-parallel ranks yet; serve it with tensor_parallel = 1");
+  if ((quant || idx.any_quantized()) && cfg_.moe)
     throw input_error(dir + ": quantized mixture-of-experts models are not supported");
-  embed_ = idx.get("model.embed_tokens.weight", {V, H});
+  embed_ = idx.get_linear("model.embed_tokens.weight", V, H, std::nullopt);
+  if (embed_.quant) embed_ = dequantized_f16(embed_, std::size_t(H), embed_store_);  // rows are read one token at a time
   weight_type_ = embed_.type();
   std::vector<std::uint8_t> scratch;
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
@@ -207,7 +248,7 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
     const auto q = rows_of(idx.get_linear(p + "self_attn.q_proj.weight", Q, H, quant), h0 * hd, h1 * hd);
     const auto k = rows_of(idx.get_linear(p + "self_attn.k_proj.weight", KV, H, quant), g0 * hd, g1 * hd);
     const auto v = rows_of(idx.get_linear(p + "self_attn.v_proj.weight", KV, H, quant), g0 * hd, g1 * hd);
-    w.qkv = linear_of(idx, {&q, &k, &v}, H, quant);
+    w.qkv = linear_of(idx, {&q, &k, &v}, H);
     if (cfg_.attention_bias) {
       for (const char* n : {"q_proj", "k_proj", "v_proj"}) {
         const bool is_q = std::string(n) == "q_proj";
@@ -217,8 +258,8 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
       }
     }
     const auto& o_all = idx.get_linear(p + "self_attn.o_proj.weight", H, Q, quant);
-    const auto o = quant ? o_all : cols_of(o_all, h0 * hd, h1 * hd, scratch);  // quantized: whole (checked above)
-    w.o = linear_of(idx, {&o}, Q, quant);
+    const auto o = o_all.quant ? o_all : cols_of(o_all, h0 * hd, h1 * hd, scratch);  // quantized: whole (checked above)
+    w.o = linear_of(idx, {&o}, Q);
     if (cfg_.qk_norm) {
       w.q_norm = to_f32(idx.get(p + "self_attn.q_norm.weight", {hd}));
       w.k_norm = to_f32(idx.get(p + "self_attn.k_norm.weight", {hd}));
@@ -230,8 +271,8 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
       const auto gate = rows_of(idx.get_linear(gate_name, n, H, quant), f0, f1);
       const auto up = rows_of(idx.get_linear(up_name, n, H, quant), f0, f1);
       const auto& down_all = idx.get_linear(down_name, H, n, quant);
-      const auto down = quant ? down_all : cols_of(down_all, f0, f1, scratch);
-      return mlp_weights{linear_of(idx, {&gate, &up}, H, quant), linear_of(idx, {&down}, n, quant)};
+      const auto down = down_all.quant ? down_all : cols_of(down_all, f0, f1, scratch);
+      return mlp_weights{linear_of(idx, {&gate, &up}, H), linear_of(idx, {&down}, n)};
     };
     if (!cfg_.is_moe_layer(l)) {
       auto dense = mlp(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", p + "mlp.down_proj.weight", I);
@@ -270,8 +311,8 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
     const auto head = rows_of(embed_, vocab0_, vocab1_);
     lm_head_ = pack_rows({&head});
   } else {
-    const auto head = rows_of(idx.get("lm_head.weight", {V, H}), vocab0_, vocab1_);
-    lm_head_ = pack_rows({&head});
+    const auto head = rows_of(idx.get_linear("lm_head.weight", V, H, std::nullopt), vocab0_, vocab1_);
+    lm_head_ = linear_of(idx, {&head}, H);
   }
 }
 

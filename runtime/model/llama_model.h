@@ -12,6 +12,7 @@
 #include "runtime/collectives/communicator.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/model/model_config.h"
+#include "runtime/model/gguf.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/model/tensor_shard.h"
 
@@ -127,10 +128,12 @@ class llama_model {
   std::int64_t vocab0_ = 0, vocab1_ = 0;
   kernels::dtype weight_type_ = kernels::dtype::f32;
   std::vector<std::unique_ptr<safetensors_file>> files_;
+  std::unique_ptr<gguf_file> gguf_;        // or the GGUF file the model was read from
+  std::vector<std::uint8_t> embed_store_;  // the embeddings dequantized, when stored quantized
   tensor_info embed_;  // [vocab][hidden], read from the mapping
   std::vector<layer_weights> layers_;
   std::vector<float> final_norm_;
-  kernels::packed_weight lm_head_;
+  kernels::linear_weight lm_head_;
   std::vector<double> inv_freq_;
 };
 

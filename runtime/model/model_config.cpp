@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "runtime/common/error.h"
+#include "runtime/model/gguf_llama.h"
 #include "runtime/common/json.h"
 #include "runtime/model/generation_config.h"
 
@@ -213,6 +214,7 @@ bool model_config::is_moe_layer(int l) const {
 }
 
 model_config load_model_config(const std::string& dir) {
+  if (is_gguf_path(dir)) return gguf_llama_config(gguf_file(dir));
   const std::string path = dir + "/config.json";
   std::ifstream in(path);
   if (!in) throw input_error(path + ": cannot open (is '" + dir + "' a Hugging Face model folder?)");

@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/dtype.h"
+#include "kernels/cpu/quant.h"
 
 namespace troupe::model {
 
@@ -20,6 +22,9 @@ struct tensor_info {
   const std::uint8_t* data = nullptr;  // into the mapping; valid while the file is open
   std::size_t bytes = 0;
   std::string file;  // for error messages
+  // Set for a GGUF tensor stored in a quantized block format (its rows as U8 bytes); a
+  // safetensors tensor's format comes from config.json instead.
+  std::optional<kernels::quant_type> quant;
 
   std::int64_t numel() const;
   // The kernel dtype; throws input_error naming file and tensor for unsupported types.

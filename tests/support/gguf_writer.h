@@ -37,7 +37,7 @@ class gguf_writer {
 
   std::string bytes() const {
     std::string out = "GGUF" + pod(version) + pod(std::uint64_t(tensors_.size())) + pod(std::uint64_t(kvs_.size() + (alignment != 32)));
-    for (auto& k : kvs_) out += k;
+    for (auto& [key, k] : kvs_) out += k;
     if (alignment != 32) out += string_bytes("general.alignment") + pod(std::uint32_t(4)) + pod(alignment);
     std::uint64_t offset = 0;
     std::vector<std::uint64_t> offsets;
@@ -69,14 +69,23 @@ class gguf_writer {
 
  private:
   struct tensor_entry { std::string name; std::uint32_t type; std::vector<std::uint64_t> ne; std::string data; };
-  void kv(const std::string& key, std::uint32_t type, const std::string& value) { kvs_.push_back(string_bytes(key) + pod(type) + value); }
+  // A key written again replaces its value (where it was), so a test can change one field.
+  void kv(const std::string& key, std::uint32_t type, const std::string& value) {
+    std::string entry = string_bytes(key) + pod(type) + value;
+    for (auto& [k, e] : kvs_)
+      if (k == key) {
+        e = std::move(entry);
+        return;
+      }
+    kvs_.emplace_back(key, std::move(entry));
+  }
   template <class T>
   void array(const std::string& key, std::uint32_t elem, const std::vector<T>& v) {
     std::string b = pod(elem) + pod(std::uint64_t(v.size()));
     for (auto x : v) b += pod(x);
     kv(key, 9, b);
   }
-  std::vector<std::string> kvs_;
+  std::vector<std::pair<std::string, std::string>> kvs_;
   std::vector<tensor_entry> tensors_;
 };
 
