@@ -19,14 +19,14 @@ const nlohmann::json* find(const gguf_file& g, const std::string& key) {
   return it == g.metadata().end() ? nullptr : &*it;
 }
 
-int int_key(const gguf_file& g, const std::string& key, std::optional<int> fallback = std::nullopt) {
+int int_key(const gguf_file& g, const std::string& key, std::optional<int> fallback = std::nullopt, std::int64_t least = 1) {
   const nlohmann::json* v = find(g, key);
   if (!v) {
     if (fallback) return *fallback;
     throw input_error(g.path() + ": metadata '" + key + "' is missing");
   }
-  if (!v->is_number_integer() || v->get<std::int64_t>() <= 0 || v->get<std::int64_t>() > (std::int64_t(1) << 30))
-    throw input_error(g.path() + ": metadata '" + key + "' must be a positive integer, not " + v->dump());
+  if (!v->is_number_integer() || v->get<std::int64_t>() < least || v->get<std::int64_t>() > (std::int64_t(1) << 30))
+    throw input_error(g.path() + ": metadata '" + key + "' must be an integer of at least " + std::to_string(least) + ", not " + v->dump());
   return int(v->get<std::int64_t>());
 }
 
@@ -70,8 +70,8 @@ model_config gguf_llama_config(const gguf_file& g) {
     throw input_error(g.path() + ": tokenizer.ggml.tokens has " + std::to_string(tokens->size()) + " tokens but token_embd.weight has " +
                       std::to_string(c.vocab_size) + " rows");
   c.tie_word_embeddings = t.find("output.weight") == t.end();
-  if (find(g, "tokenizer.ggml.bos_token_id")) c.bos_token_id = int_key(g, "tokenizer.ggml.bos_token_id", 0);
-  if (const auto* e = find(g, "tokenizer.ggml.eos_token_id"); e && e->is_number_integer()) c.eos_token_ids = {int(e->get<std::int64_t>())};
+  if (find(g, "tokenizer.ggml.bos_token_id")) c.bos_token_id = int_key(g, "tokenizer.ggml.bos_token_id", 0, 0);
+  if (find(g, "tokenizer.ggml.eos_token_id")) c.eos_token_ids = {int_key(g, "tokenizer.ggml.eos_token_id", 0, 0)};
   return c;
 }
 

@@ -16,7 +16,7 @@
 #include "runtime/model/llama_model.h"
 #include "runtime/model/quantize.h"
 #include "runtime/model/safetensors.h"
-#include "tests/support/gguf_writer.h"
+#include "tests/support/gguf_llama_writer.h"
 #include "tests/support/models.h"
 
 using namespace troupe;
@@ -29,68 +29,11 @@ struct cleanup {
   ~cleanup() { fs::remove_all(scratch); }
 } cleanup_at_exit;
 
-// Hugging Face name -> GGUF name, as convert_hf_to_gguf.py maps a llama model.
-std::string gguf_name(const std::string& hf) {
-  if (hf == "model.embed_tokens.weight") return "token_embd.weight";
-  if (hf == "model.norm.weight") return "output_norm.weight";
-  if (hf == "lm_head.weight") return "output.weight";
-  static const std::pair<const char*, const char*> parts[] = {
-      {"input_layernorm", "attn_norm"}, {"post_attention_layernorm", "ffn_norm"}, {"self_attn.q_proj", "attn_q"},
-      {"self_attn.k_proj", "attn_k"},   {"self_attn.v_proj", "attn_v"},           {"self_attn.o_proj", "attn_output"},
-      {"mlp.gate_proj", "ffn_gate"},    {"mlp.up_proj", "ffn_up"},                {"mlp.down_proj", "ffn_down"}};
-  const std::string layer = hf.substr(std::strlen("model.layers."), hf.find('.', std::strlen("model.layers.")) - std::strlen("model.layers."));
-  for (auto& [h, g] : parts)
-    if (hf.find(std::string(".") + h + ".weight") != std::string::npos) return "blk." + layer + "." + g + ".weight";
-  BOOST_FAIL("no GGUF name for " << hf);
-  return {};
-}
-
-// The converter's row order for a query/key weight: row h*d + 2j + s holds HF row h*d + s*d/2 + j.
-std::string interleave_heads(const std::uint8_t* data, std::size_t bytes, int heads, int d) {
-  const std::size_t row = bytes / std::size_t(heads * d);
-  std::string out(bytes, '\0');
-  for (int h = 0; h < heads; ++h)
-    for (int s = 0; s < 2; ++s)
-      for (int j = 0; j < d / 2; ++j)
-        std::memcpy(out.data() + std::size_t(h * d + 2 * j + s) * row, data + std::size_t(h * d + s * d / 2 + j) * row, row);
-  return out;
-}
-
-// A GGUF file holding the tensors of the safetensors folder `dir` (F32/F16 as they are, U8
-// rows of a troupe-quantized folder as `quant`'s ggml type).
 std::string write_gguf(const std::string& dir, const std::string& file, std::optional<kernels::quant_type> quant,
                        const std::function<void(test::gguf_writer&)>& edit = {}) {
-  const auto c = model::load_model_config(dir);
-  test::gguf_writer w;
-  w.str("general.architecture", "llama");
-  w.u32("llama.embedding_length", std::uint32_t(c.hidden_size));
-  w.u32("llama.feed_forward_length", std::uint32_t(c.intermediate_size));
-  w.u32("llama.block_count", std::uint32_t(c.num_hidden_layers));
-  w.u32("llama.attention.head_count", std::uint32_t(c.num_attention_heads));
-  w.u32("llama.attention.head_count_kv", std::uint32_t(c.num_key_value_heads));
-  w.u32("llama.context_length", std::uint32_t(c.max_position_embeddings));
-  w.u32("llama.rope.dimension_count", std::uint32_t(c.head_dim));
-  w.f32("llama.attention.layer_norm_rms_epsilon", float(c.rms_norm_eps));
-  w.f32("llama.rope.freq_base", float(c.rope_theta));
-  if (edit) edit(w);
-  model::safetensors_file f(dir + "/model.safetensors");
-  for (const auto& [name, t] : f.tensors()) {
-    std::uint32_t type = t.dtype_name == "F32" ? 0 : t.dtype_name == "F16" ? 1 : t.dtype_name == "BF16" ? 30 : 99;
-    std::vector<std::uint64_t> ne(t.shape.rbegin(), t.shape.rend());
-    if (t.dtype_name == "U8") {
-      BOOST_TEST_REQUIRE(quant.has_value());
-      type = *quant == kernels::quant_type::q8_0 ? 8 : 2;
-      ne[0] = std::uint64_t(t.shape[1]) / (*quant == kernels::quant_type::q8_0 ? 34 : 18) * 32;
-    }
-    BOOST_TEST_REQUIRE(type != 99u, name << " " << t.dtype_name);
-    std::string data(reinterpret_cast<const char*>(t.data), t.bytes);
-    if (name.find("q_proj") != std::string::npos) data = interleave_heads(t.data, t.bytes, c.num_attention_heads, c.head_dim);
-    if (name.find("k_proj") != std::string::npos) data = interleave_heads(t.data, t.bytes, c.num_key_value_heads, c.head_dim);
-    w.tensor(gguf_name(name), type, ne, data);
-  }
   fs::create_directories(scratch);
   const std::string path = (scratch / file).string();
-  w.write(path);
+  test::write_llama_gguf(dir, path, quant, edit);
   return path;
 }
 

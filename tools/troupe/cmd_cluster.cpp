@@ -16,6 +16,7 @@
 #include "tools/troupe/args.h"
 #include "tools/troupe/cluster_auth.h"
 #include "tools/troupe/commands.h"
+#include "runtime/model/gguf_llama.h"
 #include "tools/troupe/model_folder.h"
 #include "tools/troupe/signals.h"
 
@@ -120,10 +121,10 @@ served_model describe_model(const topology::topology_config& topo, const std::st
   s.max_model_len = topo.model.max_model_len > 0 ? topo.model.max_model_len : mc.max_position_embeddings;
   s.vocab_size = mc.vocab_size;
   s.tok = m.tok;
-  if (!s.tok && !dir.empty() && std::filesystem::exists(dir + "/tokenizer.json")) s.tok = tokenizer::tokenizer::load(dir + "/tokenizer.json");
+  if (!s.tok && !dir.empty()) s.tok = load_tokenizer(dir);
   if (!dir.empty() && std::filesystem::exists(dir)) {
-    s.chat = chat::chat_template::load(dir, chat_template_file);
-    s.sampling_defaults = model::load_generation_config(dir).defaults;
+    s.chat = load_chat_template(dir, chat_template_file);
+    if (!model::is_gguf_path(dir)) s.sampling_defaults = model::load_generation_config(dir).defaults;
   } else if (!chat_template_file.empty()) {
     s.chat = chat::chat_template::load("", chat_template_file);
   }

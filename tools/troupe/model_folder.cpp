@@ -1,5 +1,8 @@
 #include "tools/troupe/model_folder.h"
 
+#include "runtime/model/gguf_llama.h"
+#include "runtime/tokenizer/gguf_vocab.h"
+
 #include <cstdio>
 #include <system_error>
 #include <filesystem>
@@ -42,12 +45,41 @@ opened_model open_model(const std::string& dir) {
   opened_model m;
   std::uintmax_t bytes = 0;
   std::error_code ec;
-  if (fs::is_directory(dir, ec))
+  if (model::is_gguf_path(dir))
+    bytes = fs::file_size(dir, ec);
+  else if (fs::is_directory(dir, ec))
     for (const auto& f : model::model_safetensors_files(dir)) bytes += fs::file_size(f, ec);
   std::fprintf(stderr, "troupe: loading model %s (%.2f GB of weights)\n", dir.c_str(), double(bytes) / 1e9);
   m.model = model::llama_model::load(dir, [](int done, int layers) { progress_bar("loading layers", std::size_t(done), std::size_t(layers), "layers"); });
-  if (fs::exists(dir + "/tokenizer.json")) m.tok = tokenizer::tokenizer::load(dir + "/tokenizer.json");
+  m.tok = load_tokenizer(dir);
   return m;
+}
+
+std::shared_ptr<const tokenizer::tokenizer> load_tokenizer(const std::string& model) {
+  if (model::is_gguf_path(model)) {
+    const model::gguf_file g(model);
+    if (!g.metadata().contains("tokenizer.ggml.model")) return nullptr;
+    return tokenizer::tokenizer::from_json(tokenizer::tokenizer_json_from_gguf(g.metadata(), model), model);
+  }
+  if (std::filesystem::exists(model + "/tokenizer.json")) return tokenizer::tokenizer::load(model + "/tokenizer.json");
+  return nullptr;
+}
+
+std::optional<chat::chat_template> load_chat_template(const std::string& model, const std::string& override_file) {
+  if (!model::is_gguf_path(model) || !override_file.empty())
+    return chat::chat_template::load(model::is_gguf_path(model) ? "" : model, override_file);
+  const model::gguf_file g(model);
+  const auto& m = g.metadata();
+  auto t = m.find("tokenizer.chat_template");
+  if (t == m.end() || !t->is_string()) return std::nullopt;
+  // The template's bos_token and eos_token are the texts of the ids the file names.
+  auto token = [&](const char* key) {
+    auto id = m.find(key);
+    auto tokens = m.find("tokenizer.ggml.tokens");
+    if (id == m.end() || tokens == m.end() || !id->is_number_integer() || id->get<std::size_t>() >= tokens->size()) return std::string();
+    return (*tokens)[id->get<std::size_t>()].get<std::string>();
+  };
+  return chat::chat_template(t->get<std::string>(), token("tokenizer.ggml.bos_token_id"), token("tokenizer.ggml.eos_token_id"));
 }
 
 }  // namespace troupe::cli

@@ -38,7 +38,7 @@ windows of the model's context, and every token after a window's first is scored
 probability the model gives it after the window's earlier tokens (runtime/eval/perplexity.h).
 
   --text FILE            the text to score (UTF-8; tokenized with the model's tokenizer.json)
-  --model DIR            the model folder (default: models/kjv, the committed default model)
+  --model DIR|FILE       the model folder, or a llama .gguf file (default: models/kjv, the committed default model)
   --window N             tokens per window (default: the model's max_position_embeddings)
   --chunk N              tokens per forward within a window (default 256; bounds memory only)
   --json                 print the result as JSON
@@ -51,7 +51,7 @@ The head of a topology: the OpenAI HTTP API, router, request owner, and the regi
   CONFIG                 a topology file (default configs/local.toml)
   --port N               HTTP port (default: the topology's [frontend] address, else 8000; 0: any free port)
   --host HOST            HTTP address (default: the topology's, else 127.0.0.1)
-  --model DIR            the model folder (default: the topology's [model] path)
+  --model DIR|FILE       the model folder or .gguf file (default: the topology's [model] path)
   --name HEAD            which head of the topology this is (default: the first)
   --registry-port N      the node registry's port (default: the head node's)
   --listen HOST          the node registry's address
@@ -67,7 +67,7 @@ until the head is gone.
 
   --name NODE            the node of CONFIG this process is (required)
   --head HOST:PORT[,..]  the heads' node registries (default: every head of the topology)
-  --model DIR            the model folder (default: the topology's)
+  --model DIR|FILE       the model folder or .gguf file (default: the topology's)
   --log-level LEVEL      debug, info (default), warn, error or off
   --log-format FORMAT    text (default) or json
   -h, --help             this text
@@ -77,7 +77,7 @@ Starts every node of a topology as local processes (the head as `troupe serve`) 
 any that dies, until Ctrl-C.
 
   --netns                each node in a network namespace of its own (needs root)
-  --model DIR            the model folder (default: the topology's)
+  --model DIR|FILE       the model folder or .gguf file (default: the topology's)
   --port N               the head's HTTP port
   --log-level LEVEL --log-format FORMAT   passed to every process it starts
   -h, --help             this text
@@ -120,7 +120,7 @@ PREFIX.pub (the public key; list it in a topology's [admin] authorized_keys). De
 Runs prompts through the engine in this process as one continuous batch.
 
   --config TOPOLOGY      the model and scheduler limits from a topology (cpu backend)
-  --model DIR            the model folder (default models/kjv, the committed default model)
+  --model DIR|FILE       the model folder, or a llama .gguf file (default models/kjv, the committed default model)
   --max-tokens N         tokens to generate per prompt
   --temperature T --top-k K --top-p P --min-p P --repetition-penalty R --seed S
   --stop STRING          stop at this text
@@ -156,7 +156,7 @@ deterministic random weights.
       {"bench engine", R"(usage: troupe bench engine --model DIR [options]
 Prefill and decode throughput of the engine against this machine's measured roofline.
 
-  --model DIR            the model folder (required)
+  --model DIR|FILE       the model folder or .gguf file (required)
   --batches 1,4,16,32    decode batch sizes    --context N   context per sequence
   --prompt N             prefill length        --steps N     decode steps per batch
   --kv-dtype f32|f16|bf16  --json  --profile

@@ -1,0 +1,138 @@
+#include "runtime/tokenizer/gguf_vocab.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "runtime/common/error.h"
+
+namespace troupe::tokenizer {
+
+namespace {
+
+using json = nlohmann::json;
+
+const json& need(const json& m, const std::string& key, const std::string& source) {
+  auto it = m.find(key);
+  if (it == m.end()) throw input_error(source + ": metadata '" + key + "' is missing, so the file has no tokenizer");
+  return *it;
+}
+
+// The pre-tokenizer regexes of the tokenizer.ggml.pre names this loader knows.
+std::optional<std::string> pre_regex(const std::string& pre) {
+  if (pre == "llama-bpe" || pre == "llama3")
+    return R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  if (pre == "qwen2")
+    return R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  return std::nullopt;
+}
+
+json template_processing(int bos_id, const std::string& bos) {
+  return {{"type", "TemplateProcessing"},
+          {"single", {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+          {"pair", {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                    {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+          {"special_tokens", {{bos, {{"id", bos}, {"ids", {bos_id}}, {"tokens", {bos}}}}}}};
+}
+
+}  // namespace
+
+std::string tokenizer_json_from_gguf(const json& m, const std::string& source) {
+  const json& kind = need(m, "tokenizer.ggml.model", source);
+  const json& tokens = need(m, "tokenizer.ggml.tokens", source);
+  if (!kind.is_string() || !tokens.is_array()) throw input_error(source + ": tokenizer.ggml.model/tokens have the wrong type");
+  const std::string model = kind.get<std::string>();
+  if (model != "gpt2" && model != "llama")
+    throw input_error(source + ": tokenizer.ggml.model is '" + model + "'; GGUF tokenizers of kind gpt2 (BPE) and llama (SentencePiece) are read");
+  std::vector<std::string> text;
+  for (auto& t : tokens) {
+    if (!t.is_string()) throw input_error(source + ": tokenizer.ggml.tokens holds a non-string");
+    text.push_back(t.get<std::string>());
+  }
+  std::vector<int> types(text.size(), 1);
+  if (auto tt = m.find("tokenizer.ggml.token_type"); tt != m.end()) {
+    if (!tt->is_array() || tt->size() != text.size())
+      throw input_error(source + ": tokenizer.ggml.token_type must have one entry per token");
+    for (std::size_t i = 0; i < text.size(); ++i) types[i] = (*tt)[i].get<int>();
+  }
+  json vocab = json::object(), added = json::array();
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (vocab.contains(text[i])) continue;  // a duplicate piece keeps its first id, as SentencePiece does
+    vocab[text[i]] = i;
+    if (types[i] == 3 || types[i] == 4)
+      added.push_back({{"id", i}, {"content", text[i]}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+                       {"normalized", false}, {"special", true}});
+  }
+  const bool llama = model == "llama";
+  bool add_bos = llama;
+  if (auto b = m.find("tokenizer.ggml.add_bos_token"); b != m.end() && b->is_boolean()) add_bos = b->get<bool>();
+  json out = {{"version", "1.0"}, {"added_tokens", added}};
+  if (add_bos) {
+    auto b = m.find("tokenizer.ggml.bos_token_id");
+    if (b == m.end() || !b->is_number_integer() || b->get<std::int64_t>() < 0 || b->get<std::size_t>() >= text.size())
+      throw input_error(source + ": tokenizer.ggml.add_bos_token is set but tokenizer.ggml.bos_token_id is not a token");
+    out["post_processor"] = template_processing(b->get<int>(), text[b->get<std::size_t>()]);
+  } else {
+    out["post_processor"] = nullptr;
+  }
+  json merges = json::array();
+  if (!llama) {
+    for (auto& mg : need(m, "tokenizer.ggml.merges", source)) merges.push_back(mg);
+    const std::string pre = m.value("tokenizer.ggml.pre", std::string("default"));
+    out["normalizer"] = nullptr;
+    if (pre == "default" || pre == "gpt2" || pre == "gpt-2") {
+      out["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+    } else if (auto re = pre_regex(pre)) {
+      out["pre_tokenizer"] = {{"type", "Sequence"},
+                              {"pretokenizers",
+                               {{{"type", "Split"}, {"pattern", {{"Regex", *re}}}, {"behavior", "Isolated"}, {"invert", false}},
+                                {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
+    } else {
+      throw input_error(source + ": tokenizer.ggml.pre is '" + pre + "'; known: default, gpt2, llama-bpe, qwen2");
+    }
+    out["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
+    out["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"byte_fallback", false}, {"ignore_merges", false}};
+    return out.dump();
+  }
+  // SentencePiece: every split of a normal piece into two pieces is a merge, ranked by the
+  // score of the piece it makes (higher first), then by the pieces' ids.
+  const json& scores = need(m, "tokenizer.ggml.scores", source);
+  if (!scores.is_array() || scores.size() != text.size()) throw input_error(source + ": tokenizer.ggml.scores must have one score per token");
+  std::map<std::string, std::size_t> id;
+  for (std::size_t i = 0; i < text.size(); ++i) id.emplace(text[i], i);
+  std::vector<std::tuple<double, std::size_t, std::size_t, std::string, std::string>> found;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (types[i] != 1) continue;
+    const std::string& piece = text[i];
+    for (std::size_t cut = 1; cut < piece.size(); ++cut) {
+      if ((static_cast<unsigned char>(piece[cut]) & 0xC0) == 0x80) continue;  // not inside a UTF-8 character
+      auto a = id.find(piece.substr(0, cut)), b = id.find(piece.substr(cut));
+      if (a == id.end() || b == id.end()) continue;
+      found.emplace_back(-scores[i].get<double>(), a->second, b->second, a->first, b->first);
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const auto& x, const auto& y) {
+    return std::tie(std::get<0>(x), std::get<1>(x), std::get<2>(x)) < std::tie(std::get<0>(y), std::get<1>(y), std::get<2>(y));
+  });
+  for (auto& f : found) merges.push_back(json::array({std::get<3>(f), std::get<4>(f)}));
+  std::string unk = "<unk>";
+  if (auto u = m.find("tokenizer.ggml.unknown_token_id"); u != m.end() && u->is_number_integer() && u->get<std::size_t>() < text.size())
+    unk = text[u->get<std::size_t>()];
+  out["normalizer"] = {{"type", "Sequence"},
+                       {"normalizers",
+                        {{{"type", "Prepend"}, {"prepend", "\u2581"}}, {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}}}};
+  out["pre_tokenizer"] = nullptr;
+  out["decoder"] = {{"type", "Sequence"},
+                    {"decoders",
+                     {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                      {{"type", "ByteFallback"}},
+                      {{"type", "Fuse"}},
+                      {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
+  out["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"unk_token", unk}, {"fuse_unk", true},
+                  {"byte_fallback", true}, {"ignore_merges", false}};
+  return out.dump();
+}
+
+}  // namespace troupe::tokenizer

@@ -1,0 +1,72 @@
+// GGUF import as a user meets it: the committed model written as a llama GGUF file (F16
+// weights, its byte-level BPE tokenizer and chat template in the metadata, the way llama.cpp's
+// converter writes them) and passed to --model gives the same tokens as the folder it came from:
+// the same greedy completion, the same held-out perplexity, and through `troupe serve` the same
+// chat completion (so the tokenizer and chat template came across too).
+#define BOOST_TEST_MODULE gguf_cli
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <unistd.h>
+
+#include "tests/support/gguf_llama_writer.h"
+#include "tests/support/http_client.h"
+#include "tests/support/process.h"
+
+using namespace troupe;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string source = TROUPE_SOURCE_DIR;
+const std::string folder = source + "/models/kjv";
+
+struct scratch {
+  fs::path dir = fs::temp_directory_path() / ("troupe-gguf-cli-" + std::to_string(::getpid()));
+  std::string file = (dir / "kjv.gguf").string();
+  scratch() {
+    fs::create_directories(dir);
+    test::write_llama_gguf(folder, file, std::nullopt);
+  }
+  ~scratch() { fs::remove_all(dir); }
+};
+
+nlohmann::json troupe_json(const std::string& args) {
+  const auto r = test::run_command(std::string(TROUPE_BINARY_DIR) + "/troupe " + args + " 2>/dev/null");
+  BOOST_TEST_REQUIRE(r.status == 0, args << ": " << r.output);
+  return nlohmann::json::parse(r.output.substr(r.output.find('{')));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(generate_and_perplexity_match_the_folder) {
+  scratch s;
+  const std::string gen = " --prompt \"And God said\" --max-tokens 24 --temperature 0 --json";
+  const auto a = troupe_json("generate --model " + folder + gen), b = troupe_json("generate --model " + s.file + gen);
+  BOOST_TEST(a["outputs"][0]["output_ids"] == b["outputs"][0]["output_ids"], a.dump() << " vs " << b.dump());
+  BOOST_TEST(a["outputs"][0]["text"] == b["outputs"][0]["text"]);
+  BOOST_TEST(a["outputs"][0]["prompt_tokens"] == b["outputs"][0]["prompt_tokens"]);
+  const std::string text = " --text " + folder + "/heldout.txt --json";
+  const auto pa = troupe_json("eval perplexity --model " + folder + text), pb = troupe_json("eval perplexity --model " + s.file + text);
+  BOOST_TEST(pa["tokens"] == pb["tokens"]);
+  BOOST_TEST(pa["perplexity"].get<double>() == pb["perplexity"].get<double>());
+}
+
+BOOST_AUTO_TEST_CASE(serve_answers_a_chat_the_same_from_the_file) {
+  scratch s;
+  const nlohmann::json chat = {{"messages", {{{"role", "user"}, {"content", "Who made the heaven and the earth?"}}}},
+                               {"max_tokens", 16},
+                               {"temperature", 0}};
+  std::vector<nlohmann::json> answers;
+  for (const std::string& model : {folder, s.file}) {
+    test::serve_process serve({source + "/configs/local.toml", "--model", model});
+    BOOST_TEST_REQUIRE(serve.port() != 0);
+    auto body = chat;
+    body["model"] = fs::path(model).filename().string();
+    const auto r = test::post_json(serve.port(), "/v1/chat/completions", body);
+    BOOST_TEST_REQUIRE(r.status == 200, r.body);
+    answers.push_back(nlohmann::json::parse(r.body));
+  }
+  BOOST_TEST(answers[0]["choices"][0]["message"]["content"] == answers[1]["choices"][0]["message"]["content"], answers[1].dump());
+  BOOST_TEST(answers[0]["usage"]["prompt_tokens"] == answers[1]["usage"]["prompt_tokens"]);
+}
