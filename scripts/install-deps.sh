@@ -51,4 +51,9 @@ client=tests/http/openai-client
 if [ ! -d "$client/node_modules/openai" ] || [ "$client/package-lock.json" -nt "$client/node_modules" ]; then
   (cd "$client" && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# Hugging Face's GGUF reader, which tests/model/gguf_reference_test checks Troupe's GGUF files against.
+gguf_ref=tests/model/gguf-reference
+if [ ! -d "$gguf_ref/node_modules/@huggingface/gguf" ] || [ "$gguf_ref/package-lock.json" -nt "$gguf_ref/node_modules" ]; then
+  (cd "$gguf_ref" && npm ci --no-audit --no-fund --loglevel=error)
+fi
 echo "install-deps: done"

@@ -171,7 +171,8 @@ gguf_file::gguf_file(const std::string& path) : path_(path) {
     if (data_start > size_ || e.offset > size_ - data_start || e.t.bytes > size_ - data_start - e.offset)
       throw input_error(path + ": truncated: tensor '" + e.t.name + "' needs bytes up to " +
                         std::to_string(data_start + e.offset + e.t.bytes) + ", the file has " + std::to_string(size_));
-    e.t.data = r.at(data_start + std::size_t(e.offset));
+    e.t.file_offset = data_start + std::size_t(e.offset);
+    e.t.data = r.at(e.t.file_offset);
     tensors_.emplace(e.t.name, std::move(e.t));
   }
 }

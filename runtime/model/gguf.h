@@ -31,6 +31,7 @@ struct gguf_tensor {
   ggml_type type = ggml_type::f32;
   const std::uint8_t* data = nullptr;  // into the mapping
   std::size_t bytes = 0;
+  std::size_t file_offset = 0;  // where data starts in the file
 };
 
 class gguf_file {
