@@ -87,29 +87,32 @@ struct act_buffers {
   std::vector<std::int32_t> sum;
 };
 
-quant_acts quantize_rows(const float* x, std::size_t rows, std::size_t k, act_buffers& buf) {
+// `biased`: also the x + 128 copy, which only the VNNI kernel of the signed formats reads.
+quant_acts quantize_rows(const float* x, std::size_t rows, std::size_t k, bool biased, act_buffers& buf) {
   const std::size_t kb = k / quant_block;
   buf.q.resize(rows * k);
-  buf.biased.resize(rows * k);
+  if (biased) buf.biased.resize(rows * k);
   buf.scale.resize(rows * kb);
   buf.sum.resize(rows * kb);
   auto one = [&](std::size_t r) {
     quantize_activations(x + r * k, k, buf.q.data() + r * k, buf.scale.data() + r * kb, buf.sum.data() + r * kb);
-    for (std::size_t i = r * k; i < (r + 1) * k; ++i) buf.biased[i] = std::int8_t(std::uint8_t(buf.q[i]) ^ 0x80u);
+    if (biased)
+      for (std::size_t i = r * k; i < (r + 1) * k; ++i) buf.biased[i] = std::int8_t(std::uint8_t(buf.q[i]) ^ 0x80u);
   };
   if (rows >= 16)
     parallel_for(rows, one);
   else
     for (std::size_t r = 0; r < rows; ++r) one(r);
-  return {buf.q.data(), buf.biased.data(), buf.scale.data(), buf.sum.data()};
+  return {buf.q.data(), biased ? buf.biased.data() : nullptr, buf.scale.data(), buf.sum.data()};
 }
 
 using task_fn = void (*)(const quant_acts&, std::size_t, const quant_view&, std::size_t, std::size_t, const float*, float*);
 
+bool use_vnni() { return active_isa() == isa::avx512 && cpu_has_avx512_vnni(); }
+
 task_fn pick() {
-  const isa i = active_isa();
-  if (i == isa::avx512 && cpu_has_avx512_vnni()) return &avx512::quant_task;
-  if (i != isa::scalar) return &avx2::quant_task;
+  if (use_vnni()) return &avx512::quant_task;
+  if (active_isa() != isa::scalar) return &avx2::quant_task;
   return &scalar::quant_task;
 }
 
@@ -118,7 +121,7 @@ task_fn pick() {
 void quant_linear(const float* x, std::size_t rows, const quant_weight& qw, const float* bias, float* y) {
   if (rows == 0) return;
   thread_local act_buffers buf;
-  const quant_acts a = quantize_rows(x, rows, qw.k, buf);
+  const quant_acts a = quantize_rows(x, rows, qw.k, use_vnni() && qw.type != quant_type::q4_0, buf);
   const quant_view w = qw.view();
   const task_fn task = pick();
   const std::size_t tasks = std::min<std::size_t>(w.panels, std::size_t(num_threads()) * 8);

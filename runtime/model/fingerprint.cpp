@@ -47,22 +47,19 @@ std::string model_fingerprint(const std::string& dir) {
   digest d;
   d.add(to_config_json(load_model_config(dir)));
   std::map<std::string, std::string> tensors;  // by name, whatever file holds them
+  auto add = [&](const std::string& name, std::string entry, const std::vector<std::int64_t>& shape, const std::uint8_t* data,
+                 std::size_t bytes) {
+    for (auto x : shape) entry += "," + std::to_string(x);
+    entry.append(reinterpret_cast<const char*>(data), std::min<std::size_t>(bytes, 64));
+    tensors[name] = std::move(entry);
+  };
   if (is_gguf_path(dir)) {
     gguf_file g(dir);
-    for (auto& [name, t] : g.tensors()) {
-      std::string entry = ggml_type_name(std::uint32_t(t.type));
-      for (auto x : t.shape) entry += "," + std::to_string(x);
-      entry.append(reinterpret_cast<const char*>(t.data), std::min<std::size_t>(t.bytes, 64));
-      tensors[name] = std::move(entry);
-    }
-  }
-  for (const auto& f : is_gguf_path(dir) ? std::vector<std::string>{} : model_safetensors_files(dir)) {
-    safetensors_file s(f);
-    for (auto& [name, t] : s.tensors()) {
-      std::string entry = t.dtype_name;
-      for (auto x : t.shape) entry += "," + std::to_string(x);
-      entry.append(reinterpret_cast<const char*>(t.data), std::min<std::size_t>(t.bytes, 64));
-      tensors[name] = std::move(entry);
+    for (auto& [name, t] : g.tensors()) add(name, ggml_type_name(std::uint32_t(t.type)), t.shape, t.data, t.bytes);
+  } else {
+    for (const auto& f : model_safetensors_files(dir)) {
+      safetensors_file s(f);
+      for (auto& [name, t] : s.tensors()) add(name, t.dtype_name, t.shape, t.data, t.bytes);
     }
   }
   for (auto& [name, entry] : tensors) {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <set>
 
+#include "kernels/cpu/quant.h"
 #include "runtime/common/error.h"
 
 namespace troupe::model {
@@ -31,8 +32,8 @@ std::optional<std::pair<std::size_t, std::size_t>> block_of(std::uint32_t t) {
     case std::uint32_t(ggml_type::f32): return std::pair<std::size_t, std::size_t>{1, 4};
     case std::uint32_t(ggml_type::f16): return std::pair<std::size_t, std::size_t>{1, 2};
     case std::uint32_t(ggml_type::bf16): return std::pair<std::size_t, std::size_t>{1, 2};
-    case std::uint32_t(ggml_type::q4_0): return std::pair<std::size_t, std::size_t>{32, 18};
-    case std::uint32_t(ggml_type::q8_0): return std::pair<std::size_t, std::size_t>{32, 34};
+    case std::uint32_t(ggml_type::q4_0): return std::pair{kernels::quant_block, kernels::quant_row_bytes(kernels::quant_type::q4_0, kernels::quant_block)};
+    case std::uint32_t(ggml_type::q8_0): return std::pair{kernels::quant_block, kernels::quant_row_bytes(kernels::quant_type::q8_0, kernels::quant_block)};
   }
   return std::nullopt;
 }

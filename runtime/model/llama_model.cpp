@@ -196,7 +196,12 @@ std::unique_ptr<llama_model> llama_model::load(const std::string& dir, const std
                                                tensor_shard shard) {
   std::unique_ptr<llama_model> m(new llama_model());
   m->dir_ = dir;
-  m->cfg_ = load_model_config(dir);
+  if (is_gguf_path(dir)) {  // parsed once: the config and the tensors come from the same file
+    m->gguf_ = std::make_unique<gguf_file>(dir);
+    m->cfg_ = gguf_llama_config(*m->gguf_);
+  } else {
+    m->cfg_ = load_model_config(dir);
+  }
   if (shard.rank < 0 || shard.rank >= shard.size) throw std::invalid_argument("llama_model::load: bad tensor shard");
   if (auto why = shard.expert_parallel ? expert_parallel_mismatch(m->cfg_, shard.size) : tensor_parallel_mismatch(m->cfg_, shard.size))
     throw input_error(dir + ": " + *why);
@@ -209,8 +214,7 @@ std::unique_ptr<llama_model> llama_model::load(const std::string& dir, const std
 void llama_model::load_tensors(const std::string& dir, const std::function<void(int, int)>& progress) {
   std::vector<tensor_info> from_gguf;      // a GGUF file's tensors under Hugging Face names
   std::vector<std::vector<std::uint8_t>> unpermuted;  // their storage where it differs from the file's
-  if (is_gguf_path(dir)) {
-    gguf_ = std::make_unique<gguf_file>(dir);
+  if (gguf_) {
     from_gguf = gguf_llama_tensors(*gguf_, cfg_, unpermuted);
   } else {
     const std::vector<std::string> paths = model_safetensors_files(dir);
@@ -231,10 +235,11 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
   inter_ = int(i1 - i0);
   // Quantized projections are loaded whole: slicing their blocks across tensor ranks is not built.
   const std::optional<kernels::quant_type> quant = cfg_.weight_quant;
-  if ((quant || idx.any_quantized()) && !shard_.whole())
+  const bool quantized = quant || idx.any_quantized();  // by config.json, or tensor by tensor in a GGUF file
+  if (quantized && !shard_.whole())
     throw input_error(dir + ": a model with " + std::string(quant ? kernels::quant_name(*quant) : "quantized") +
                       " weights cannot be split across tensor-parallel ranks yet; serve it with tensor_parallel = 1");
-  if ((quant || idx.any_quantized()) && cfg_.moe)
+  if (quantized && cfg_.moe)
     throw input_error(dir + ": quantized mixture-of-experts models are not supported");
   embed_ = idx.get_linear("model.embed_tokens.weight", V, H, std::nullopt);
   if (embed_.quant) embed_ = dequantized_f16(embed_, std::size_t(H), embed_store_);  // rows are read one token at a time

@@ -1,7 +1,6 @@
 #include "runtime/tokenizer/gguf_vocab.h"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -100,17 +99,16 @@ std::string tokenizer_json_from_gguf(const json& m, const std::string& source) {
   // score of the piece it makes (higher first), then by the pieces' ids.
   const json& scores = need(m, "tokenizer.ggml.scores", source);
   if (!scores.is_array() || scores.size() != text.size()) throw input_error(source + ": tokenizer.ggml.scores must have one score per token");
-  std::map<std::string, std::size_t> id;
-  for (std::size_t i = 0; i < text.size(); ++i) id.emplace(text[i], i);
   std::vector<std::tuple<double, std::size_t, std::size_t, std::string, std::string>> found;
   for (std::size_t i = 0; i < text.size(); ++i) {
     if (types[i] != 1) continue;
     const std::string& piece = text[i];
     for (std::size_t cut = 1; cut < piece.size(); ++cut) {
       if ((static_cast<unsigned char>(piece[cut]) & 0xC0) == 0x80) continue;  // not inside a UTF-8 character
-      auto a = id.find(piece.substr(0, cut)), b = id.find(piece.substr(cut));
-      if (a == id.end() || b == id.end()) continue;
-      found.emplace_back(-scores[i].get<double>(), a->second, b->second, a->first, b->first);
+      const std::string left = piece.substr(0, cut), right = piece.substr(cut);
+      auto a = vocab.find(left), b = vocab.find(right);
+      if (a == vocab.end() || b == vocab.end()) continue;
+      found.emplace_back(-scores[i].get<double>(), a->get<std::size_t>(), b->get<std::size_t>(), left, right);
     }
   }
   std::sort(found.begin(), found.end(), [](const auto& x, const auto& y) {
