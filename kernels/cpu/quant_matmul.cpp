@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "kernels/cpu/dtype.h"
 #include "kernels/cpu/quant_weight.h"
@@ -34,76 +35,145 @@ void finish_row(const quant_view& w, std::size_t p, const float* acc, const floa
 }
 
 #if defined(__AVX512F__)
+#define TROUPE_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+// Records asked for ahead of the one being read. One core's stream can outrun its hardware
+// prefetcher at batch 1 (on an Intel Xeon this took decode from 58% to 67% of the roofline), and
+// with neighbours loading the memory system more requests in flight read more.
+constexpr std::size_t prefetch_records = 16;
 constexpr std::size_t tile_rows = 8;
 
-// C integer accumulators per row: 4 for a lone row, so its dot products do not wait on each
-// other; 1 for a tile of rows, which already has a chain per row (sums are exact in any order).
-template <std::size_t C>
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) void panel_rows_c(const quant_acts& a, std::size_t r0, std::size_t nr,
-                                                                         const quant_view& w, std::size_t p, const float* bias,
-                                                                         float* y) {
-  const std::size_t kb = w.k / quant_block, rb = quant_record_bytes(w.type);
-  __m512 facc[tile_rows];
-  for (auto& f : facc) f = _mm512_setzero_ps();
-  const __m512i ones = _mm512_set1_epi8(1), low = _mm512_set1_epi8(0x0f);
-  for (std::size_t b = 0; b < kb; ++b) {
-    const std::uint8_t* rec = w.data + (p * w.blocks + b) * rb;
-    // One core's stream outruns its hardware prefetcher at batch 1: ask for the record 4 ahead.
-    for (std::size_t off = 0; off < rb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(rec + 4 * rb + off), _MM_HINT_T0);
-    __m512i acc[tile_rows][C];
+// One record's dot products for NR rows (a compile-time count and type, so every accumulator
+// stays in a register and no per-block branch is left: with a run-time row count the compiler
+// kept them on the stack), then one fma per row into facc. Integer sums are exact in any order,
+// so the chains below may be split freely: a lone row of q8_0/int8 takes four, so its dot
+// products do not wait on each other.
+template <quant_type T, std::size_t NR>
+TROUPE_VNNI inline void record_rows(const std::uint8_t* rec, const quant_acts& a, std::size_t r0, std::size_t k,
+                                    std::size_t kb, std::size_t b, __m512* facc) {
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  __m512i isum[NR];
+  if constexpr (T == quant_type::q4_0) {
+    for (auto& s : isum) s = _mm512_setzero_si512();
+    for (std::size_t h = 0; h < 4; ++h) {
+      const __m512i v = _mm512_loadu_si512(rec + 32 + h * 64);
+      const __m512i lo = _mm512_and_si512(v, low), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+      for (std::size_t r = 0; r < NR; ++r) {
+        const std::int8_t* xq = a.q + (r0 + r) * k + b * quant_block;
+        isum[r] = _mm512_dpbusd_epi32(isum[r], lo, _mm512_set1_epi32(load4(xq + 4 * h)));
+        isum[r] = _mm512_dpbusd_epi32(isum[r], hi, _mm512_set1_epi32(load4(xq + 16 + 4 * h)));
+      }
+    }
+    for (std::size_t r = 0; r < NR; ++r) isum[r] = _mm512_sub_epi32(isum[r], _mm512_set1_epi32(a.offset[(r0 + r) * kb + b]));
+  } else {  // signed weights: dot(x + 128, w) - 128 * sum(w), x + 128 being unsigned
+    constexpr std::size_t C = NR == 1 ? 4 : 1;
+    const std::uint8_t* base = rec + (T == quant_type::q8_0 ? 32 : 0);
+    const __m512i ones = _mm512_set1_epi8(1);
+    __m512i wsum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    __m512i acc[NR][C];
     for (auto& row : acc)
       for (auto& c : row) c = _mm512_setzero_si512();
-    if (w.type == quant_type::q4_0) {
-      for (std::size_t h = 0; h < 4; ++h) {
-        const __m512i v = _mm512_loadu_si512(rec + 32 + h * 64);
-        const __m512i lo = _mm512_and_si512(v, low), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-        const std::size_t cl = C == 4 ? 2 * (h & 1) : 0, ch = C == 4 ? cl + 1 : 0;
-        for (std::size_t r = 0; r < nr; ++r) {
-          const std::int8_t* xq = a.q + (r0 + r) * w.k + b * quant_block;
-          acc[r][cl] = _mm512_dpbusd_epi32(acc[r][cl], lo, _mm512_set1_epi32(load4(xq + 4 * h)));
-          acc[r][ch] = _mm512_dpbusd_epi32(acc[r][ch], hi, _mm512_set1_epi32(load4(xq + 16 + 4 * h)));
-        }
+    for (std::size_t g = 0; g < 8; ++g) {
+      const __m512i v = _mm512_loadu_si512(base + g * 64);
+      wsum[g & 1] = _mm512_dpbusd_epi32(wsum[g & 1], ones, v);
+      for (std::size_t r = 0; r < NR; ++r) {
+        const std::int8_t* xb = a.biased + (r0 + r) * k + b * quant_block;
+        acc[r][g % C] = _mm512_dpbusd_epi32(acc[r][g % C], _mm512_set1_epi32(load4(xb + 4 * g)), v);
       }
-      for (std::size_t r = 0; r < nr; ++r)
-        acc[r][0] = _mm512_sub_epi32(acc[r][0], _mm512_set1_epi32(8 * a.sum[(r0 + r) * kb + b]));
-    } else {  // signed weights: dot(x + 128, w) - 128 * sum(w), x + 128 being unsigned
-      const std::uint8_t* base = rec + (w.type == quant_type::q8_0 ? 32 : 0);
-      __m512i wsum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-      for (std::size_t g = 0; g < 8; ++g) {
-        const __m512i v = _mm512_loadu_si512(base + g * 64);
-        wsum[g & 1] = _mm512_dpbusd_epi32(wsum[g & 1], ones, v);
-        const std::size_t c = C == 4 ? g & 3 : 0;
-        for (std::size_t r = 0; r < nr; ++r) {
-          const std::int8_t* xb = a.biased + (r0 + r) * w.k + b * quant_block;
-          acc[r][c] = _mm512_dpbusd_epi32(acc[r][c], _mm512_set1_epi32(load4(xb + 4 * g)), v);
-        }
-      }
-      const __m512i off = _mm512_slli_epi32(_mm512_add_epi32(wsum[0], wsum[1]), 7);
-      for (std::size_t r = 0; r < nr; ++r) acc[r][0] = _mm512_sub_epi32(acc[r][0], off);
     }
-    const __m512 dw = w.type == quant_type::int8 ? _mm512_set1_ps(1.0f)
-                                                  : _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
-    for (std::size_t r = 0; r < nr; ++r) {
-      const __m512 dx = _mm512_set1_ps(a.scale[(r0 + r) * kb + b]);
-      const __m512 d = w.type == quant_type::int8 ? dx : _mm512_mul_ps(dw, dx);
-      __m512i isum = acc[r][0];
-      if constexpr (C == 4) isum = _mm512_add_epi32(_mm512_add_epi32(acc[r][0], acc[r][1]), _mm512_add_epi32(acc[r][2], acc[r][3]));
-      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, facc[r]);
+    const __m512i off = _mm512_slli_epi32(_mm512_add_epi32(wsum[0], wsum[1]), 7);
+    for (std::size_t r = 0; r < NR; ++r) {
+      isum[r] = acc[r][0];
+      if constexpr (C == 4) isum[r] = _mm512_add_epi32(_mm512_add_epi32(acc[r][0], acc[r][1]), _mm512_add_epi32(acc[r][2], acc[r][3]));
+      isum[r] = _mm512_sub_epi32(isum[r], off);
     }
   }
+  const __m512 dw = T == quant_type::int8 ? _mm512_set1_ps(1.0f)
+                                          : _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec)));
+  for (std::size_t r = 0; r < NR; ++r) {
+    const __m512 dx = _mm512_set1_ps(a.scale[(r0 + r) * kb + b]);
+    const __m512 d = T == quant_type::int8 ? dx : _mm512_mul_ps(dw, dx);
+    facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), d, facc[r]);
+  }
+}
+
+template <quant_type T, std::size_t NR>
+TROUPE_VNNI void panel_rows_t(const quant_acts& a, std::size_t r0, const quant_view& w, std::size_t p, const float* bias,
+                              float* y) {
+  constexpr std::size_t rb = quant_record_bytes(T);
+  const std::size_t kb = w.blocks;
+  __m512 facc[NR];
+  for (auto& f : facc) f = _mm512_setzero_ps();
+  const std::uint8_t* rec = w.data + p * kb * rb;
+  for (std::size_t b = 0; b < kb; ++b, rec += rb) {
+    for (std::size_t off = 0; off < rb; off += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(rec + prefetch_records * rb + off), _MM_HINT_T0);
+    record_rows<T, NR>(rec, a, r0, w.k, kb, b, facc);
+  }
   alignas(64) float out[quant_panel];
-  for (std::size_t r = 0; r < nr; ++r) {
+  for (std::size_t r = 0; r < NR; ++r) {
     _mm512_store_ps(out, facc[r]);
     finish_row(w, p, out, bias, y + (r0 + r) * w.n);
   }
 }
 
+// Broadcasts the 4 quants at x into every lane and adds their dot products with w's 4 bytes
+// per lane to acc. Written as one instruction with an embedded broadcast, which GCC does not
+// fold from the intrinsics: at batch 1 the kernel is bound by instructions per weight byte.
+TROUPE_VNNI inline __m512i dot4_bcast(__m512i acc, __m512i w, const std::int8_t* x) {
+#if defined(__GNUC__) && !defined(__clang__)
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const std::int32_t*>(x)));
+  return acc;
+#else
+  return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(load4(x)));
+#endif
+}
+
+// Batch 1 of q4_0, the decode case: pointers walked instead of recomputed, two chains (low
+// nibbles, and high nibbles used in place as 16 times the quant, shifted back once per block).
+TROUPE_VNNI void panel_q4_0_row(const quant_acts& a, std::size_t r, const quant_view& w, std::size_t p, const float* bias,
+                                float* y) {
+  constexpr std::size_t rb = quant_record_bytes(quant_type::q4_0);
+  const std::size_t kb = w.blocks;
+  const std::uint8_t* rec = w.data + p * kb * rb;
+  const std::int8_t* xq = a.q + r * w.k;
+  const float* dx = a.scale + r * kb;
+  const std::int32_t* offset = a.offset + r * kb;
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  __m512 facc = _mm512_setzero_ps();
+  for (std::size_t b = 0; b < kb; ++b, rec += rb, xq += quant_block) {
+    for (std::size_t off = 0; off < rb; off += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(rec + prefetch_records * rb + off), _MM_HINT_T0);
+    __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+    for (std::size_t h = 0; h < 4; ++h) {
+      const __m512i v = _mm512_loadu_si512(rec + 32 + h * 64);
+      lo = dot4_bcast(lo, _mm512_and_si512(v, low), xq + 4 * h);
+      hi = dot4_bcast(hi, _mm512_andnot_si512(low, v), xq + 16 + 4 * h);
+    }
+    const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(lo, _mm512_srai_epi32(hi, 4)), _mm512_set1_epi32(offset[b]));
+    const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec))), _mm512_set1_ps(dx[b]));
+    facc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, facc);
+  }
+  alignas(64) float out[quant_panel];
+  _mm512_store_ps(out, facc);
+  finish_row(w, p, out, bias, y + r * w.n);
+}
+
+template <quant_type T, std::size_t... NR>
+void panel_rows_n(std::index_sequence<NR...>, const quant_acts& a, std::size_t r0, std::size_t nr, const quant_view& w,
+                  std::size_t p, const float* bias, float* y) {
+  ((nr == NR + 1 ? panel_rows_t<T, NR + 1>(a, r0, w, p, bias, y) : void()), ...);
+}
+
 void panel_rows(const quant_acts& a, std::size_t r0, std::size_t nr, const quant_view& w, std::size_t p, const float* bias,
                 float* y) {
-  if (nr == 1)
-    panel_rows_c<4>(a, r0, nr, w, p, bias, y);
-  else
-    panel_rows_c<1>(a, r0, nr, w, p, bias, y);
+  constexpr auto rows = std::make_index_sequence<tile_rows>();
+  switch (w.type) {
+    case quant_type::q4_0:
+      if (nr == 1) return panel_q4_0_row(a, r0, w, p, bias, y);
+      return panel_rows_n<quant_type::q4_0>(rows, a, r0, nr, w, p, bias, y);
+    case quant_type::q8_0: return panel_rows_n<quant_type::q8_0>(rows, a, r0, nr, w, p, bias, y);
+    case quant_type::int8: return panel_rows_n<quant_type::int8>(rows, a, r0, nr, w, p, bias, y);
+  }
 }
 
 #elif defined(__AVX2__)
@@ -133,7 +203,7 @@ void panel_rows(const quant_acts& a, std::size_t r0, std::size_t nr, const quant
           }
         }
         for (std::size_t r = 0; r < nr; ++r)
-          acc[r][0] = _mm256_sub_epi32(acc[r][0], _mm256_set1_epi32(8 * a.sum[(r0 + r) * kb + b]));
+          acc[r][0] = _mm256_sub_epi32(acc[r][0], _mm256_set1_epi32(a.offset[(r0 + r) * kb + b]));
       } else {  // |w| * (x * sign(w)): both factors fit maddubs without saturating
         const std::uint8_t* base = rec + (w.type == quant_type::q8_0 ? 32 : 0);
         for (std::size_t g = 0; g < 8; ++g) {
@@ -198,6 +268,67 @@ void panel_rows(const quant_acts& a, std::size_t r0, std::size_t, const quant_vi
 #endif
 
 }  // namespace
+
+// quantize_activations' figures for one row, with each block's offset (8 * sum) and, where
+// `biased` is not null, the x + 128 bytes. Bit for bit the scalar arithmetic: the same max, the
+// same scalar scale and inverse, one multiply per element and round-to-nearest-even.
+void quantize_acts_row(const float* x, std::size_t k, std::int8_t* q, std::int8_t* biased, float* scale,
+                       std::int32_t* offset) {
+  const std::size_t kb = k / quant_block;
+#if defined(__AVX512F__)
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (std::size_t b = 0; b < kb; ++b) {
+    const float* xb = x + b * quant_block;
+    const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1)));
+    const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    const __m512 vid = _mm512_set1_ps(id);
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vid)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vid));
+    const __m256i packed = _mm256_set_m128i(_mm512_cvtsepi32_epi8(q1), _mm512_cvtsepi32_epi8(q0));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * quant_block), packed);
+    if (biased)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(biased + b * quant_block), _mm256_xor_si256(packed, _mm256_set1_epi8(-128)));
+    scale[b] = d;
+    offset[b] = 8 * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+  }
+#elif defined(__AVX2__)
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (std::size_t b = 0; b < kb; ++b) {
+    const float* xb = x + b * quant_block;
+    __m256 v[4];
+    __m256 m = _mm256_setzero_ps();
+    for (std::size_t i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(xb + 8 * i);
+      m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[i]));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i qi[4];
+    for (std::size_t i = 0; i < 4; ++i) qi[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], vid));
+    const __m256i s = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    const __m256i packed = _mm256_permutevar8x32_epi32(
+        _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3])), order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * quant_block), packed);
+    if (biased)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(biased + b * quant_block), _mm256_xor_si256(packed, _mm256_set1_epi8(-128)));
+    scale[b] = d;
+    offset[b] = 8 * _mm_cvtsi128_si32(s4);
+  }
+#else
+  quantize_activations(x, k, q, scale, offset);
+  for (std::size_t b = 0; b < kb; ++b) offset[b] *= 8;
+  if (biased)
+    for (std::size_t i = 0; i < k; ++i) biased[i] = std::int8_t(std::uint8_t(q[i]) ^ 0x80u);
+#endif
+}
 
 void quant_task(const quant_acts& a, std::size_t rows, const quant_view& w, std::size_t p0, std::size_t np, const float* bias,
                 float* y) {

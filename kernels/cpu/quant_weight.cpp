@@ -14,6 +14,8 @@
 TROUPE_DECLARE_ISA_VARIANTS(void, quant_task,
                             (const quant_acts&, std::size_t, const quant_view&, std::size_t, std::size_t, const float*,
                              float*))
+TROUPE_DECLARE_ISA_VARIANTS(void, quantize_acts_row,
+                            (const float*, std::size_t, std::int8_t*, std::int8_t*, float*, std::int32_t*))
 
 namespace troupe::kernels {
 
@@ -84,7 +86,7 @@ namespace {
 struct act_buffers {
   std::vector<std::int8_t> q, biased;
   std::vector<float> scale;
-  std::vector<std::int32_t> sum;
+  std::vector<std::int32_t> offset;
 };
 
 // `biased`: also the x + 128 copy, which only the VNNI kernel of the signed formats reads.
@@ -93,17 +95,17 @@ quant_acts quantize_rows(const float* x, std::size_t rows, std::size_t k, bool b
   buf.q.resize(rows * k);
   if (biased) buf.biased.resize(rows * k);
   buf.scale.resize(rows * kb);
-  buf.sum.resize(rows * kb);
+  buf.offset.resize(rows * kb);
+  const auto row_fn = TROUPE_PICK_ISA(quantize_acts_row);
   auto one = [&](std::size_t r) {
-    quantize_activations(x + r * k, k, buf.q.data() + r * k, buf.scale.data() + r * kb, buf.sum.data() + r * kb);
-    if (biased)
-      for (std::size_t i = r * k; i < (r + 1) * k; ++i) buf.biased[i] = std::int8_t(std::uint8_t(buf.q[i]) ^ 0x80u);
+    row_fn(x + r * k, k, buf.q.data() + r * k, biased ? buf.biased.data() + r * k : nullptr, buf.scale.data() + r * kb,
+           buf.offset.data() + r * kb);
   };
   if (rows >= 16)
     parallel_for(rows, one);
   else
     for (std::size_t r = 0; r < rows; ++r) one(r);
-  return {buf.q.data(), biased ? buf.biased.data() : nullptr, buf.scale.data(), buf.sum.data()};
+  return {buf.q.data(), biased ? buf.biased.data() : nullptr, buf.scale.data(), buf.offset.data()};
 }
 
 using task_fn = void (*)(const quant_acts&, std::size_t, const quant_view&, std::size_t, std::size_t, const float*, float*);

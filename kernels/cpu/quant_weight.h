@@ -44,7 +44,7 @@ struct quant_acts {
   const std::int8_t* biased;  // [rows][k] the same bytes xor 0x80: q + 128 as unsigned (VNNI's operand
                               // for q8_0/int8); null where the kernel does not read it
   const float* scale;       // [rows][k / 32]
-  const std::int32_t* sum;  // [rows][k / 32] sum of each block's quants (q4_0's offset of 8)
+  const std::int32_t* offset;  // [rows][k / 32] 8 * the sum of each block's quants (q4_0's offset of 8)
 };
 
 struct quant_weight {

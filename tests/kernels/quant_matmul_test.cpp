@@ -111,6 +111,37 @@ BOOST_AUTO_TEST_CASE(every_isa_is_the_reference_bit_for_bit) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(activation_rounding_ties_and_zero_blocks_are_the_references_on_every_isa) {
+  // Each ISA quantizes activations with its own vector code; these rows put every element of a
+  // block exactly halfway between two quants (max 127, so the scale is 1), or zero the block.
+  isa_guard guard;
+  const std::size_t rows = 3, n = 20, k = 96;
+  std::vector<float> x(rows * k, 0.0f);
+  for (std::size_t i = 0; i < k; ++i) {
+    x[i] = i % 32 == 0 ? 127.0f : float(int(i % 9) - 4) + 0.5f;              // ties: -3.5 .. 4.5
+    x[k + i] = i % 32 == 5 ? -127.0f : -(float(int(i % 7)) + 0.5f);          // negative ties
+    x[2 * k + i] = i < 32 ? 0.0f : (i % 32 == 1 ? 50.8f : float(i % 5) * 0.2f);  // a zero block
+  }
+  auto w = random_floats(n * k, 11);
+  for (quant_type t : all_types) {
+    auto s = quantize(t, w, n, k);
+    auto qw = pack_quant_weight(t, s.rows.data(), s.scales.data(), n, k);
+    std::vector<float> ref(rows * n);
+    quant_linear_reference(x.data(), rows, t, s.rows.data(), s.scales.data(), n, k, nullptr, ref.data());
+    for (isa i : {isa::scalar, isa::avx2, isa::avx512}) {
+      if (!set_active_isa(i)) continue;
+      for (std::size_t r = 0; r < rows; ++r) {  // one row at a time too: the batch-1 kernels
+        std::vector<float> y(n, -1.0f);
+        quant_linear(x.data() + r * k, 1, qw, nullptr, y.data());
+        BOOST_TEST_REQUIRE(std::memcmp(y.data(), ref.data() + r * n, n * 4) == 0, quant_name(t) << " " << isa_name(i) << " row " << r);
+      }
+      std::vector<float> all(rows * n, -1.0f);
+      quant_linear(x.data(), rows, qw, nullptr, all.data());
+      BOOST_TEST_REQUIRE(std::memcmp(all.data(), ref.data(), all.size() * 4) == 0, quant_name(t) << " " << isa_name(i));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(the_reference_is_the_dequantized_product_up_to_the_activations_rounding) {
   const std::size_t rows = 3, n = 40, k = 256;
   auto x = random_floats(rows * k, 5);
