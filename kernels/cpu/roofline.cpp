@@ -8,6 +8,10 @@ namespace troupe::kernels::TROUPE_ISA {
 float read_sum(const float* p, std::size_t n) {
   vec16 a = zero16(), b = zero16(), c = zero16(), d = zero16();
   for (std::size_t i = 0; i + 64 <= n; i += 64) {
+    // Ask for the data 4 KiB ahead, as the quantized kernels do: on a machine whose neighbours
+    // load the memory system, more requests in flight read up to a fifth more, and a probe that
+    // a kernel can beat is not a ceiling.
+    for (std::size_t off = 0; off < 64; off += 16) __builtin_prefetch(p + i + 1024 + off, 0, 3);
     a = add16(a, load16(p + i));
     b = add16(b, load16(p + i + 16));
     c = add16(c, load16(p + i + 32));

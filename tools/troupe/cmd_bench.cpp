@@ -134,6 +134,7 @@ int cmd_bench(int argc, char** argv) {
       }
     pre.logit_rows.push_back(std::int32_t(pre.tokens.size() - 1));
     m->forward(pre, bc.cache, logits.data(), ws);
+    const double bw_before = kernels::measure_read_bandwidth(std::size_t(1) << 30, 3);
     std::vector<double> times;
     for (int st = 0; st <= steps; ++st) {  // step 0 warms up
       if (st == 1) model::op_profile::reset();
@@ -151,9 +152,9 @@ int cmd_bench(int argc, char** argv) {
     if (a.has("profile")) say("  decode batch %d profile (%d steps): %s\n", B, steps, model::op_profile::report().c_str());
     std::sort(times.begin(), times.end());
     const double step_s = times[times.size() / 2];
-    // This machine's bandwidth drifts with its neighbours: judge each batch against a
-    // measurement taken right after it, not only the one at start.
-    const double bw_here = kernels::measure_read_bandwidth(std::size_t(1) << 30, 3);
+    // This machine's bandwidth drifts with its neighbours: judge each batch against the better
+    // of two measurements taken right before and right after it, not only the one at start.
+    const double bw_here = std::max(bw_before, kernels::measure_read_bandwidth(std::size_t(1) << 30, 3));
     const double ctx = context + steps / 2.0;
     const double kv_bytes = double(B) * ctx * double(bc.cache.bytes_per_token());
     const double roofline_s = (weight_bytes + kv_bytes) / bw_here;
