@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/dtype.h"
 #include "runtime/common/error.h"
+#include "runtime/model/gguf_llama.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/safetensors.h"
 
@@ -21,6 +22,9 @@ bool is_quantized_projection(const std::string& name) {
 }
 
 quantize_report quantize_model(const quantize_options& o, const std::function<void(std::size_t, std::size_t)>& progress) {
+  if (is_gguf_path(o.in))
+    throw input_error(o.in + ": is a GGUF file; model quantize reads a Hugging Face model folder (a GGUF file's tensors "
+                             "are already in the formats it chose)");
   model_config cfg = load_model_config(o.in);
   if (cfg.weight_quant)
     throw input_error(o.in + ": already quantized (" + kernels::quant_name(*cfg.weight_quant) + "); quantize the original weights");

@@ -20,8 +20,9 @@ struct quantize_report {
   std::size_t bytes_in = 0, bytes_out = 0;  // tensor data read and written
 };
 
-// Throws input_error naming what was wrong: a folder that is not a model, an already quantized
-// or mixture-of-experts model, a projection whose input features are not a multiple of 32.
+// Throws input_error naming what was wrong: a GGUF file or a folder that is not a model, an
+// already quantized or mixture-of-experts model, a projection whose input features are not a
+// multiple of 32. `progress` gets (tensors written, tensors in the model).
 quantize_report quantize_model(const quantize_options& o, const std::function<void(std::size_t, std::size_t)>& progress = {});
 
 // Whether a tensor name is a projection the quantized formats cover.

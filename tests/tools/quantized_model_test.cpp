@@ -5,6 +5,7 @@
 #define BOOST_TEST_MODULE quantized_model
 #include <boost/test/unit_test.hpp>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -40,6 +41,13 @@ std::string quantize(const scratch& s, const std::string& type) {
   const std::string out = (s.dir / type).string();
   const auto r = run_troupe("model quantize --type " + type + " --model models/kjv --out " + out);
   BOOST_TEST_REQUIRE(r.status == 0, r.output);
+  // Progress counts the model's tensors (it once printed tensor counts as "0.00/0.00 GB").
+  const auto at = r.output.find("quantize: 100% (");
+  BOOST_TEST_REQUIRE(at != std::string::npos, r.output);
+  unsigned done = 0, total = 0;
+  char unit[16] = {};
+  BOOST_TEST(std::sscanf(r.output.c_str() + at, "quantize: 100%% (%u/%u %15[a-z])", &done, &total, unit) == 3, r.output);
+  BOOST_TEST((done == total && total > 0 && std::string(unit) == "tensors"), r.output);
   return out;
 }
 
@@ -82,6 +90,11 @@ BOOST_AUTO_TEST_CASE(bad_requests_and_mismatched_folders_are_errors_naming_what_
   };
   expect(run_troupe("model quantize --type q5_1 --model models/kjv --out " + (s.dir / "x").string()), "unknown --type 'q5_1'");
   expect(run_troupe("model quantize --model models/kjv --out " + (s.dir / "x").string()), "--type");
+  // A GGUF file carries its own quantization: quantize reads Hugging Face folders only.
+  const std::string gguf = (s.dir / "model.gguf").string();
+  std::ofstream(gguf) << "GGUF";
+  expect(run_troupe("model quantize --type q4_0 --model " + gguf + " --out " + (s.dir / "x").string()),
+         "is a GGUF file; model quantize reads a Hugging Face model folder");
   const std::string q8 = quantize(s, "q8_0");
   expect(run_troupe("model quantize --type q4_0 --model " + q8 + " --out " + (s.dir / "again").string()), "already quantized (q8_0)");
   expect(run_troupe("model quantize --type q4_0 --model models/kjv --out " + q8), "already holds a model");

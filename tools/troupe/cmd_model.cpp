@@ -24,7 +24,7 @@ int model_quantize(int argc, char** argv) {
   o.in = a.get("model", default_model_dir());
   o.out = *out;
   o.type = *parsed;
-  const auto r = model::quantize_model(o, [](std::size_t d, std::size_t t) { progress_bar("quantize", d, t); });
+  const auto r = model::quantize_model(o, [](std::size_t d, std::size_t t) { progress_bar("quantize", d, t, "tensors"); });
   std::printf("wrote %s (%s): %zu projections quantized, %zu tensors copied, %.1f MB of tensors from %.1f MB\n", o.out.c_str(),
               type->c_str(), r.tensors_quantized, r.tensors_copied, double(r.bytes_out) / 1e6, double(r.bytes_in) / 1e6);
   return 0;
