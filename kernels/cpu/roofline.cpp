@@ -32,6 +32,50 @@ float fma_chains(std::size_t iters) {
   return hsum16(s);
 }
 
+// 12 independent chains of int8 multiply-adds with the instructions the quantized matmul uses
+// on this ISA (quant_weight.h): AVX-512 VNNI's dpbusd, AVX2's maddubs + madd, plain integer
+// multiply-adds. Returns the multiply-adds done, so the work is not elided and the caller
+// needs no per-ISA width.
+#if defined(__AVX512F__)
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) std::size_t dot_chains(std::size_t iters) {
+  __m512i acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_epi32(i);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-1);
+  for (std::size_t it = 0; it < iters; ++it)
+    for (auto& c : acc) c = _mm512_dpbusd_epi32(c, a, b);
+  __m512i s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_epi32(s, acc[i]);
+  return iters * 12 * 64 + std::size_t(std::uint32_t(_mm512_reduce_add_epi32(s)) & 1);
+}
+#elif defined(__AVX2__)
+std::size_t dot_chains(std::size_t iters) {
+  __m256i acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_epi32(i);
+  const __m256i b = _mm256_set1_epi8(-1), ones = _mm256_set1_epi16(1);
+  __m256i a = _mm256_set1_epi8(3);
+  for (std::size_t it = 0; it < iters; ++it) {
+    asm volatile("" : "+x"(a));  // so the products are not hoisted out of the loop
+    for (auto& c : acc) c = _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+  }
+  __m256i s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_epi32(s, acc[i]);
+  return iters * 12 * 32 + std::size_t(std::uint32_t(_mm256_extract_epi32(s, 0)) & 1);
+}
+#else
+std::size_t dot_chains(std::size_t iters) {
+  std::int32_t acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = i;
+  std::int32_t a = 3, b = -1;
+  for (std::size_t it = 0; it < iters; ++it) {
+    asm volatile("" : "+r"(a), "+r"(b));  // so the loop is not folded into one multiply
+    for (auto& c : acc) c += a * b;
+  }
+  std::int32_t s = 0;
+  for (int i = 0; i < 12; ++i) s += acc[i];
+  return iters * 12 + std::size_t(std::uint32_t(s) & 1);
+}
+#endif
+
 }  // namespace troupe::kernels::TROUPE_ISA
 
 #if defined(TROUPE_ISA_SCALAR)
@@ -49,6 +93,7 @@ float fma_chains(std::size_t iters) {
 
 TROUPE_DECLARE_ISA_VARIANTS(float, read_sum, (const float*, std::size_t))
 TROUPE_DECLARE_ISA_VARIANTS(float, fma_chains, (std::size_t))
+TROUPE_DECLARE_ISA_VARIANTS(std::size_t, dot_chains, (std::size_t))
 
 namespace troupe::kernels {
 
@@ -91,6 +136,24 @@ double measure_fma_peak() {
     parallel_for(tasks, [&](std::size_t) { sink.store(chains(iters), std::memory_order_relaxed); });
     const double secs = seconds_since(t0);
     best = std::max(best, double(tasks) * double(iters) * 12 * 16 * 2 / secs);  // 12 chains x 16 lanes x 2 FLOPs
+  }
+  return best;
+}
+
+double measure_int8_dot_peak() {
+  // The variant the quantized matmul picks (quant_weight.cpp): AVX-512 only with VNNI.
+  auto chains = active_isa() == isa::avx512 && cpu_has_avx512_vnni() ? &avx512::dot_chains
+                : active_isa() != isa::scalar                          ? &avx2::dot_chains
+                                                                       : &scalar::dot_chains;
+  const std::size_t iters = active_isa() == isa::scalar ? 20'000'000 : 2'000'000;
+  const std::size_t tasks = std::size_t(num_threads());
+  chains(iters);  // warm up clocks
+  double best = 0;
+  for (int trial = 0; trial < 5; ++trial) {  // best of 5, as for the FMA peak
+    std::atomic<std::size_t> macs{0};
+    auto t0 = std::chrono::steady_clock::now();
+    parallel_for(tasks, [&](std::size_t) { macs.fetch_add(chains(iters) & ~std::size_t(1), std::memory_order_relaxed); });
+    best = std::max(best, 2.0 * double(macs.load()) / seconds_since(t0));
   }
   return best;
 }

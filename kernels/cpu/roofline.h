@@ -1,5 +1,6 @@
-// Measures the two ceilings a CPU forward pass is judged against: memory read bandwidth (what
-// decode is bound by) and peak FP32 fused multiply-add throughput (what prefill is bound by).
+// Measures the ceilings a CPU forward pass is judged against: memory read bandwidth (what
+// decode is bound by) and peak FP32 fused multiply-add or, for quantized projections, int8
+// dot-product throughput (what prefill is bound by).
 #pragma once
 #include <cstddef>
 
@@ -12,5 +13,10 @@ double measure_read_bandwidth(std::size_t bytes = std::size_t(1) << 30, int repe
 // FP32 FLOP/s (2 per FMA) of independent FMA chains in registers on all threads, with the
 // active ISA's widest vectors.
 double measure_fma_peak();
+
+// int8 operations/s (2 per multiply-add) of independent dot-product chains on all threads, with
+// the instructions the quantized matmul uses here (VNNI, AVX2 or plain): the compute ceiling
+// of quantized projections, which an FP32 FMA peak understates by about four times.
+double measure_int8_dot_peak();
 
 }  // namespace troupe::kernels
