@@ -40,6 +40,11 @@ void finish_row(const quant_view& w, std::size_t p, const float* acc, const floa
 // prefetcher at batch 1 (on an Intel Xeon this took decode from 58% to 67% of the roofline), and
 // with neighbours loading the memory system more requests in flight read more.
 constexpr std::size_t prefetch_records = 16;
+
+TROUPE_VNNI inline void prefetch_ahead(const std::uint8_t* rec, std::size_t rb) {
+  for (std::size_t off = 0; off < rb; off += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(rec + prefetch_records * rb + off), _MM_HINT_T0);
+}
 constexpr std::size_t tile_rows = 8;
 
 // One record's dot products for NR rows (a compile-time count and type, so every accumulator
@@ -105,8 +110,7 @@ TROUPE_VNNI void panel_rows_t(const quant_acts& a, std::size_t r0, const quant_v
   for (auto& f : facc) f = _mm512_setzero_ps();
   const std::uint8_t* rec = w.data + p * kb * rb;
   for (std::size_t b = 0; b < kb; ++b, rec += rb) {
-    for (std::size_t off = 0; off < rb; off += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(rec + prefetch_records * rb + off), _MM_HINT_T0);
+    prefetch_ahead(rec, rb);
     record_rows<T, NR>(rec, a, r0, w.k, kb, b, facc);
   }
   alignas(64) float out[quant_panel];
@@ -144,9 +148,7 @@ TROUPE_VNNI void panel_q4_0_row(const quant_acts& a, std::size_t r, const quant_
   __m512 facc[P];
   for (auto& f : facc) f = _mm512_setzero_ps();
   for (std::size_t b = 0; b < kb; ++b, rec += rb, xq += quant_block) {
-    for (std::size_t i = 0; i < P; ++i)
-      for (std::size_t off = 0; off < rb; off += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(rec + i * stride + prefetch_records * rb + off), _MM_HINT_T0);
+    for (std::size_t i = 0; i < P; ++i) prefetch_ahead(rec + i * stride, rb);
     __m512i lo[P], hi[P];
     for (std::size_t i = 0; i < P; ++i) lo[i] = hi[i] = _mm512_setzero_si512();
     for (std::size_t h = 0; h < 4; ++h)
@@ -180,9 +182,7 @@ void panel_rows(const quant_acts& a, std::size_t r0, std::size_t nr, const quant
                 float* y) {
   constexpr auto rows = std::make_index_sequence<tile_rows>();
   switch (w.type) {
-    case quant_type::q4_0:
-      if (nr == 1) return panel_q4_0_row<1>(a, r0, w, p, bias, y);
-      return panel_rows_n<quant_type::q4_0>(rows, a, r0, nr, w, p, bias, y);
+    case quant_type::q4_0: return panel_rows_n<quant_type::q4_0>(rows, a, r0, nr, w, p, bias, y);
     case quant_type::q8_0: return panel_rows_n<quant_type::q8_0>(rows, a, r0, nr, w, p, bias, y);
     case quant_type::int8: return panel_rows_n<quant_type::int8>(rows, a, r0, nr, w, p, bias, y);
   }
@@ -345,13 +345,14 @@ void quantize_acts_row(const float* x, std::size_t k, std::int8_t* q, std::int8_
 void quant_task(const quant_acts& a, std::size_t rows, const quant_view& w, std::size_t p0, std::size_t np, const float* bias,
                 float* y) {
 #if defined(__AVX512F__)
-  // Batch 1 of q4_0 with long rows takes panels in pairs. Measured on an AMD EPYC (paired A/B,
-  // calls interleaved): down_proj's 2048x5632 went from 37 to 47 GB/s, while for k = 2048 pairs
-  // cost 5-9%, so they start at k = 4096.
-  if (rows == 1 && w.type == quant_type::q4_0 && w.k >= 4096) {
+  // Batch 1 of q4_0 has its own loop; long rows take panels in pairs. Measured on an AMD EPYC
+  // (paired A/B, calls interleaved): down_proj's 2048x5632 went from 41 to 55 GB/s, while for
+  // k = 2048 pairs cost 5-9%, so they start at k = 4096.
+  if (rows == 1 && w.type == quant_type::q4_0) {
     std::size_t p = p0;
-    for (; p + 1 < p0 + np; p += 2) panel_q4_0_row<2>(a, 0, w, p, bias, y);
-    if (p < p0 + np) panel_q4_0_row<1>(a, 0, w, p, bias, y);
+    if (w.k >= 4096)
+      for (; p + 1 < p0 + np; p += 2) panel_q4_0_row<2>(a, 0, w, p, bias, y);
+    for (; p < p0 + np; ++p) panel_q4_0_row<1>(a, 0, w, p, bias, y);
     return;
   }
 #endif

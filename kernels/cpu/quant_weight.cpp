@@ -96,7 +96,9 @@ quant_acts quantize_rows(const float* x, std::size_t rows, std::size_t k, bool b
   if (biased) buf.biased.resize(rows * k);
   buf.scale.resize(rows * kb);
   buf.offset.resize(rows * kb);
-  const auto row_fn = TROUPE_PICK_ISA(quantize_acts_row);
+  const auto row_fn = quant_isa() == isa::avx512 ? &avx512::quantize_acts_row
+                      : quant_isa() == isa::avx2 ? &avx2::quantize_acts_row
+                                                 : &scalar::quantize_acts_row;
   auto one = [&](std::size_t r) {
     row_fn(x + r * k, k, buf.q.data() + r * k, biased ? buf.biased.data() + r * k : nullptr, buf.scale.data() + r * kb,
            buf.offset.data() + r * kb);
@@ -110,20 +112,23 @@ quant_acts quantize_rows(const float* x, std::size_t rows, std::size_t k, bool b
 
 using task_fn = void (*)(const quant_acts&, std::size_t, const quant_view&, std::size_t, std::size_t, const float*, float*);
 
-bool use_vnni() { return active_isa() == isa::avx512 && cpu_has_avx512_vnni(); }
-
 task_fn pick() {
-  if (use_vnni()) return &avx512::quant_task;
-  if (active_isa() != isa::scalar) return &avx2::quant_task;
+  if (quant_isa() == isa::avx512) return &avx512::quant_task;
+  if (quant_isa() == isa::avx2) return &avx2::quant_task;
   return &scalar::quant_task;
 }
 
 }  // namespace
 
+isa quant_isa() {
+  if (active_isa() == isa::avx512) return cpu_has_avx512_vnni() ? isa::avx512 : isa::avx2;
+  return active_isa();
+}
+
 void quant_linear(const float* x, std::size_t rows, const quant_weight& qw, const float* bias, float* y) {
   if (rows == 0) return;
   thread_local act_buffers buf;
-  const quant_acts a = quantize_rows(x, rows, qw.k, use_vnni() && qw.type != quant_type::q4_0, buf);
+  const quant_acts a = quantize_rows(x, rows, qw.k, quant_isa() == isa::avx512 && qw.type != quant_type::q4_0, buf);
   const quant_view w = qw.view();
   const task_fn task = pick();
   const std::size_t tasks = std::min<std::size_t>(w.panels, std::size_t(num_threads()) * 8);

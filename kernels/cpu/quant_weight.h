@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/quant.h"
 
 namespace troupe::kernels {
@@ -63,8 +64,12 @@ struct quant_weight {
 quant_weight pack_quant_weight(quant_type t, const std::uint8_t* rows, const float* row_scales, std::size_t n,
                                std::size_t k);
 
+// The ISA the quantized kernels run on: the active one, except that AVX-512 is used only where
+// the CPU has VNNI (else AVX2).
+isa quant_isa();
+
 // y[t][c] = sum_k x[t][k] * W[c][k] (+ bias[c]) with the arithmetic above. Runs on all kernel
-// threads; the ISA is the active one (AVX-512 only where the CPU has VNNI).
+// threads, on quant_isa().
 void quant_linear(const float* x, std::size_t rows, const quant_weight& w, const float* bias, float* y);
 
 // The same figures from the stored rows directly, one output at a time: the plain reference.

@@ -34,10 +34,10 @@ float fma_chains(std::size_t iters) {
 
 // 12 independent chains of int8 multiply-adds with the instructions the quantized matmul uses
 // on this ISA (quant_weight.h): AVX-512 VNNI's dpbusd, AVX2's maddubs + madd, plain integer
-// multiply-adds. Returns the multiply-adds done, so the work is not elided and the caller
-// needs no per-ISA width.
+// multiply-adds. Returns the multiply-adds done, so the caller needs no per-ISA width; the
+// sums go to `sink`, so the work is not elided.
 #if defined(__AVX512F__)
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) std::size_t dot_chains(std::size_t iters) {
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) std::size_t dot_chains(std::size_t iters, std::int32_t& sink) {
   __m512i acc[12];
   for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_epi32(i);
   const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-1);
@@ -45,10 +45,11 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) std::size_t dot_chains(st
     for (auto& c : acc) c = _mm512_dpbusd_epi32(c, a, b);
   __m512i s = acc[0];
   for (int i = 1; i < 12; ++i) s = _mm512_add_epi32(s, acc[i]);
-  return iters * 12 * 64 + std::size_t(std::uint32_t(_mm512_reduce_add_epi32(s)) & 1);
+  sink = _mm512_reduce_add_epi32(s);
+  return iters * 12 * 64;
 }
 #elif defined(__AVX2__)
-std::size_t dot_chains(std::size_t iters) {
+std::size_t dot_chains(std::size_t iters, std::int32_t& sink) {
   __m256i acc[12];
   for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_epi32(i);
   const __m256i b = _mm256_set1_epi8(-1), ones = _mm256_set1_epi16(1);
@@ -59,10 +60,11 @@ std::size_t dot_chains(std::size_t iters) {
   }
   __m256i s = acc[0];
   for (int i = 1; i < 12; ++i) s = _mm256_add_epi32(s, acc[i]);
-  return iters * 12 * 32 + std::size_t(std::uint32_t(_mm256_extract_epi32(s, 0)) & 1);
+  sink = _mm256_extract_epi32(s, 0);
+  return iters * 12 * 32;
 }
 #else
-std::size_t dot_chains(std::size_t iters) {
+std::size_t dot_chains(std::size_t iters, std::int32_t& sink) {
   std::int32_t acc[12];
   for (int i = 0; i < 12; ++i) acc[i] = i;
   std::int32_t a = 3, b = -1;
@@ -72,7 +74,8 @@ std::size_t dot_chains(std::size_t iters) {
   }
   std::int32_t s = 0;
   for (int i = 0; i < 12; ++i) s += acc[i];
-  return iters * 12 + std::size_t(std::uint32_t(s) & 1);
+  sink = s;
+  return iters * 12;
 }
 #endif
 
@@ -89,11 +92,12 @@ std::size_t dot_chains(std::size_t iters) {
 #include <vector>
 
 #include "kernels/cpu/isa_dispatch.h"
+#include "kernels/cpu/quant_weight.h"
 #include "kernels/cpu/thread_pool.h"
 
 TROUPE_DECLARE_ISA_VARIANTS(float, read_sum, (const float*, std::size_t))
 TROUPE_DECLARE_ISA_VARIANTS(float, fma_chains, (std::size_t))
-TROUPE_DECLARE_ISA_VARIANTS(std::size_t, dot_chains, (std::size_t))
+TROUPE_DECLARE_ISA_VARIANTS(std::size_t, dot_chains, (std::size_t, std::int32_t&))
 
 namespace troupe::kernels {
 
@@ -102,6 +106,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 std::atomic<float> sink{0};
+std::atomic<std::int32_t> int_sink{0};
 }  // namespace
 
 double measure_read_bandwidth(std::size_t bytes, int repeats) {
@@ -141,18 +146,24 @@ double measure_fma_peak() {
 }
 
 double measure_int8_dot_peak() {
-  // The variant the quantized matmul picks (quant_weight.cpp): AVX-512 only with VNNI.
-  auto chains = active_isa() == isa::avx512 && cpu_has_avx512_vnni() ? &avx512::dot_chains
-                : active_isa() != isa::scalar                          ? &avx2::dot_chains
-                                                                       : &scalar::dot_chains;
-  const std::size_t iters = active_isa() == isa::scalar ? 20'000'000 : 2'000'000;
+  // The instructions the quantized matmul runs on.
+  auto chains = quant_isa() == isa::avx512 ? &avx512::dot_chains
+                : quant_isa() == isa::avx2 ? &avx2::dot_chains
+                                           : &scalar::dot_chains;
+  const std::size_t iters = quant_isa() == isa::scalar ? 20'000'000 : 2'000'000;
   const std::size_t tasks = std::size_t(num_threads());
-  chains(iters);  // warm up clocks
+  std::int32_t warm = 0;
+  chains(iters, warm);  // warm up clocks
+  int_sink.store(warm, std::memory_order_relaxed);
   double best = 0;
   for (int trial = 0; trial < 5; ++trial) {  // best of 5, as for the FMA peak
     std::atomic<std::size_t> macs{0};
     auto t0 = std::chrono::steady_clock::now();
-    parallel_for(tasks, [&](std::size_t) { macs.fetch_add(chains(iters) & ~std::size_t(1), std::memory_order_relaxed); });
+    parallel_for(tasks, [&](std::size_t) {
+      std::int32_t sum = 0;
+      macs.fetch_add(chains(iters, sum), std::memory_order_relaxed);
+      int_sink.store(sum, std::memory_order_relaxed);
+    });
     best = std::max(best, 2.0 * double(macs.load()) / seconds_since(t0));
   }
   return best;
