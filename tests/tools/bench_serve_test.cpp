@@ -151,15 +151,27 @@ BOOST_AUTO_TEST_CASE(a_run_against_a_disaggregated_server_reports_the_kv_transfe
 BOOST_AUTO_TEST_CASE(two_thousand_streams_are_open_at_once_on_the_sim_backend) {
   // 32 simulated replicas compute nothing, so only the frontend and the control plane are
   // exercised. Every stream has its first token before any stream ends: all 2,000 were open
-  // at the server together. The frontend's one I/O thread both accepts and streams, so the
-  // faster tokens flow the later the last stream opens (up to about 11 s here since the engine
-  // split made the sim steps cheaper); streams of 2,560 tokens outlast that with margin.
-  test::serve_process serve({std::string(TROUPE_SOURCE_DIR) + "/configs/sim-32.toml"});
+  // at the server together. Each simulated step takes 100 ms, so a stream of 256 tokens lasts at
+  // least 25.6 s while the whole run sends only 10 tokens per stream per second: opening all
+  // streams takes a few seconds, not CPU time spent streaming (the frontend's one I/O thread both
+  // accepts and streams). sim-32.toml's 200 us steps needed 2,560-token streams to outlast the
+  // opening, 5.1 million events and over two minutes of a 2-core machine.
+  const std::string config = std::string(TROUPE_BINARY_DIR) + "/sim-32-slow-steps.toml";
+  {
+    std::ofstream toml(config);
+    toml << "[model]\npreset = \"1b\"\nbackend = \"sim\"\n"
+            "[[nodes]]\nname = \"head\"\n"
+            "[[pools]]\nname = \"decode\"\nrole = \"both\"\nreplicas = 32\nnodes = [\"head\"]\n"
+            "[scheduler]\nmax_batched_tokens = 8192\nmax_seqs = 256\nblock_size = 16\nkv_memory = \"40GiB\"\n"
+            "[router]\npolicy = \"least_loaded\"\n"
+            "[sim]\nflops = 989e12\nbandwidth = \"3.35TB/s\"\nstep_overhead = \"100ms\"\n";
+  }
+  test::serve_process serve({config});
   BOOST_TEST_REQUIRE(serve.port() != 0);
   const std::string out = std::string(TROUPE_BINARY_DIR) + "/bench-serve-2000.json";
   const auto r = test::run_command(std::string(TROUPE_BINARY_DIR) + "/troupe bench serve --url http://127.0.0.1:" +
                                    std::to_string(serve.port()) + " --requests 2000 --concurrency 2000 --prompt-len 32 " +
-                                   "--output-len 2560 --quiet --detailed --json " + out + " 2>&1");
+                                   "--output-len 256 --quiet --detailed --json " + out + " 2>&1");
   BOOST_TEST_REQUIRE(r.status == 0, r.output);
   std::ifstream in(out);
   const auto j = nlohmann::json::parse(in);
@@ -170,7 +182,7 @@ BOOST_AUTO_TEST_CASE(two_thousand_streams_are_open_at_once_on_the_sim_backend) {
     const double start = j["starts"][i].get<double>();
     last_first_token = std::max(last_first_token, start + j["ttfts"][i].get<double>());
     first_end = std::min(first_end, start + j["e2els"][i].get<double>());
-    BOOST_TEST(j["output_lens"][i] == 2560);
+    BOOST_TEST(j["output_lens"][i] == 256);
   }
   BOOST_TEST_MESSAGE("last first token at " << last_first_token << " s, first stream ended at " << first_end << " s");
   BOOST_TEST(last_first_token < first_end);
