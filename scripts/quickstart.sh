@@ -19,7 +19,10 @@ fi
 ctest --test-dir build --output-on-failure -j2 --timeout 1500
 # The unit tests again, and the fuzz targets on their seed corpora, under AddressSanitizer and
 # UndefinedBehaviorSanitizer in a second tree built with clang (libFuzzer is clang's).
+# -O1 with line tables only: what ASan's documentation recommends, and enough for symbolized
+# reports with file:line; -O2 -g made this tree compile about a third slower.
 CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
   -DTROUPE_SANITIZE=ON -DTROUPE_FUZZ=ON -DTROUPE_DISABLE_CUDA=ON
 cmake --build build-asan -j"$(nproc)" --target sanitized
 exec ctest --test-dir build-asan --output-on-failure -j2 --timeout 600 -L 'unit|fuzz' -E '^example_'
