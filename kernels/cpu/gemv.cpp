@@ -37,14 +37,9 @@ void gemv(const float* x, std::size_t rows, const packed_weight& pw, const float
   if (rows == 0) return;
   auto task = TROUPE_PICK_ISA(gemv_task);
   const weight_view w = pw.view();
-  // Enough tasks per thread to even out, each a contiguous run of the weight to stream.
-  const std::size_t tasks = std::min<std::size_t>(pw.panels, std::size_t(num_threads()) * 8);
   // Whole groups per task, so each task streams one contiguous run.
-  const std::size_t per = ((pw.panels + tasks - 1) / tasks + panels_per_group - 1) / panels_per_group * panels_per_group;
-  parallel_for((pw.panels + per - 1) / per, [&](std::size_t i) {
-    std::size_t p0 = i * per, np = std::min(per, pw.panels - p0);
-    task(x, rows, w, p0, np, bias, y);
-  });
+  const std::vector<std::size_t> cut = stream_split(pw.panels, panels_per_group);
+  parallel_for(cut.size() - 1, [&](std::size_t i) { task(x, rows, w, cut[i], cut[i + 1] - cut[i], bias, y); });
 }
 
 void linear(const float* x, std::size_t rows, const packed_weight& w, const float* bias, float* y) {

@@ -131,12 +131,8 @@ void quant_linear(const float* x, std::size_t rows, const quant_weight& qw, cons
   const quant_acts a = quantize_rows(x, rows, qw.k, quant_isa() == isa::avx512 && qw.type != quant_type::q4_0, buf);
   const quant_view w = qw.view();
   const task_fn task = pick();
-  const std::size_t tasks = std::min<std::size_t>(w.panels, std::size_t(num_threads()) * 8);
-  const std::size_t per = (w.panels + tasks - 1) / tasks;
-  parallel_for((w.panels + per - 1) / per, [&](std::size_t i) {
-    const std::size_t p0 = i * per, np = std::min(per, w.panels - p0);
-    task(a, rows, w, p0, np, bias, y);
-  });
+  const std::vector<std::size_t> cut = stream_split(w.panels);
+  parallel_for(cut.size() - 1, [&](std::size_t i) { task(a, rows, w, cut[i], cut[i + 1] - cut[i], bias, y); });
 }
 
 void quant_linear_reference(const float* x, std::size_t rows, quant_type t, const std::uint8_t* stored_rows,

@@ -98,6 +98,21 @@ int num_threads() {
   return n;
 }
 
+std::vector<std::size_t> stream_split(std::size_t n, std::size_t unit) {
+  const std::size_t units = (n + unit - 1) / unit, threads = std::size_t(num_threads());
+  std::vector<std::size_t> cut{0};
+  // Run i ends at the rounded cumulative share: runs of zero units are dropped.
+  auto add = [&](double end_share) {
+    const std::size_t end = std::min(n, std::size_t(end_share * double(units) + 0.5) * unit);
+    if (end > cut.back()) cut.push_back(end);
+  };
+  double share = 0;
+  for (std::size_t t = 0; t < threads; ++t) add(share += 0.8 / double(threads));
+  for (std::size_t t = 0; t < 2 * threads; ++t) add(share += 0.2 / double(2 * threads));
+  if (cut.back() != n) cut.push_back(n);
+  return cut;
+}
+
 void parallel_for(std::size_t n, const std::function<void(std::size_t)>& fn) {
   if (n == 0) return;
   if (n == 1 || inside_task || num_threads() == 1) {

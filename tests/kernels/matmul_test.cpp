@@ -8,6 +8,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemv.h"
+#include "kernels/cpu/thread_pool.h"
 #include "tests/support/random.h"
 
 using namespace troupe::kernels;
@@ -111,4 +112,25 @@ BOOST_AUTO_TEST_CASE(every_isa_gives_identical_bits) {
       BOOST_TEST_REQUIRE(std::memcmp(v.data(), base.data(), v.size() * 4) == 0, isa_name(i));
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(stream_split_covers_every_panel_once_in_whole_units_most_in_the_first_runs) {
+  const std::size_t threads = std::size_t(num_threads());
+  for (std::size_t unit : {std::size_t(1), std::size_t(4)})
+    for (std::size_t n : {std::size_t(1), std::size_t(3), std::size_t(7), std::size_t(128), std::size_t(2001)}) {
+      const std::vector<std::size_t> cut = stream_split(n, unit);
+      BOOST_TEST_REQUIRE(cut.size() >= 2u);
+      BOOST_TEST(cut.front() == 0u);
+      BOOST_TEST(cut.back() == n);
+      for (std::size_t i = 1; i < cut.size(); ++i) {
+        BOOST_TEST(cut[i] > cut[i - 1]);                              // no empty run, in order
+        if (i + 1 < cut.size()) BOOST_TEST(cut[i] % unit == 0u);      // whole units but the last
+      }
+      BOOST_TEST(cut.size() - 1 <= 3 * threads);
+      // One long run per thread first: between them about 80% of the work.
+      if (n >= 100 * unit * threads) {
+        BOOST_TEST(cut[threads] >= n * 3 / 4);
+        BOOST_TEST(cut[threads] <= n * 17 / 20);
+      }
+    }
 }
