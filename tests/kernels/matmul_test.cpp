@@ -1,13 +1,20 @@
 #define BOOST_TEST_MODULE kernels_matmul
 #include <boost/test/unit_test.hpp>
 
+#include <malloc.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemv.h"
+#include "kernels/cpu/packed_weight.h"
 #include "kernels/cpu/thread_pool.h"
 #include "tests/support/random.h"
 
@@ -38,6 +45,19 @@ std::vector<double> reference(const std::vector<float>& x, std::size_t rows,
       y[r * n + c] = acc + (bias ? (*bias)[c] : 0.0);
     }
   return y;
+}
+
+// The AnonHugePages (kB) of the /proc/self/smaps mapping that holds p; -1 when none does.
+long huge_kb_at(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) inside = at >= lo && at < hi;
+    else if (inside && line.rfind("AnonHugePages:", 0) == 0) return std::stol(line.substr(14));
+  }
+  return -1;
 }
 
 struct isa_guard {
@@ -133,4 +153,33 @@ BOOST_AUTO_TEST_CASE(stream_split_covers_every_panel_once_in_whole_units_most_in
         BOOST_TEST(cut[threads] <= n * 17 / 20);
       }
     }
+}
+
+BOOST_AUTO_TEST_CASE(weights_land_in_huge_pages_even_where_malloc_has_faulted_memory_to_reuse) {
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::stringstream mode;
+  mode << thp.rdbuf();
+  if (!thp || mode.str().find("[never]") != std::string::npos) {
+    BOOST_TEST_MESSAGE("transparent huge pages are off here: nothing to check");
+    return;
+  }
+  // The loader frees large temporaries before it allocates weights, so malloc holds memory that
+  // is already faulted in 4 KiB pages: advice given to that memory changes nothing (down_proj's
+  // weights once came back with none of their 8 MiB in huge pages).
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  {
+    // Through a volatile pointer, so the compiler cannot elide the buffer.
+    char* volatile used = static_cast<char*>(std::malloc(std::size_t(24) << 20));
+    std::memset(used, 1, std::size_t(24) << 20);
+    std::free(used);
+  }
+  const std::size_t size = std::size_t(13) << 19;  // 6.5 MiB, as down_proj of the 1b preset in q4_0
+  auto w = alloc_weight_bytes(size);
+  std::memset(w.get(), 1, size);
+  mallopt(M_MMAP_THRESHOLD, 128 << 10);  // glibc's defaults
+  mallopt(M_TRIM_THRESHOLD, 128 << 10);
+  BOOST_TEST(reinterpret_cast<std::uintptr_t>(w.get()) % (std::size_t(2) << 20) == 0u);
+  const long huge_kb = huge_kb_at(w.get());
+  BOOST_TEST(huge_kb >= 2048, "the weight's mapping holds " << huge_kb << " kB of huge pages");
 }
