@@ -8,7 +8,12 @@
   namespace troupe::kernels::avx2 { ret name params; } \
   namespace troupe::kernels::avx512 { ret name params; }
 
-#define TROUPE_PICK_ISA(name) \
-  (::troupe::kernels::active_isa() == ::troupe::kernels::isa::avx512 ? &::troupe::kernels::avx512::name \
-   : ::troupe::kernels::active_isa() == ::troupe::kernels::isa::avx2 ? &::troupe::kernels::avx2::name \
-                                                                     : &::troupe::kernels::scalar::name)
+// The variant for ISA `which` (an expression, evaluated once).
+#define TROUPE_PICK_ISA_FOR(which, name)                                                           \
+  ([](::troupe::kernels::isa i) {                                                                  \
+    return i == ::troupe::kernels::isa::avx512 ? &::troupe::kernels::avx512::name                  \
+           : i == ::troupe::kernels::isa::avx2 ? &::troupe::kernels::avx2::name                    \
+                                               : &::troupe::kernels::scalar::name;                 \
+  }(which))
+
+#define TROUPE_PICK_ISA(name) TROUPE_PICK_ISA_FOR(::troupe::kernels::active_isa(), name)

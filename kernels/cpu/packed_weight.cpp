@@ -33,9 +33,9 @@ std::shared_ptr<std::uint8_t[]> alloc_weight_bytes(std::size_t size) {
   auto* base = static_cast<std::uint8_t*>(map);
   auto* aligned = base + (huge - reinterpret_cast<std::uintptr_t>(base) % huge) % huge;
   // Keep exactly [aligned, aligned + bytes): the rest goes back.
-  if (aligned > base) ::munmap(base, std::size_t(aligned - base));
-  const std::size_t tail = std::size_t(base + bytes + huge - (aligned + bytes));
-  if (tail) ::munmap(aligned + bytes, tail);
+  const std::size_t head = std::size_t(aligned - base);
+  if (head) ::munmap(base, head);
+  if (huge > head) ::munmap(aligned + bytes, huge - head);
   ::madvise(aligned, bytes, MADV_HUGEPAGE);
   return std::shared_ptr<std::uint8_t[]>(aligned, [bytes](std::uint8_t* p) { ::munmap(p, bytes); });
 }

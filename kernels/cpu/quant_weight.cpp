@@ -96,9 +96,7 @@ quant_acts quantize_rows(const float* x, std::size_t rows, std::size_t k, bool b
   if (biased) buf.biased.resize(rows * k);
   buf.scale.resize(rows * kb);
   buf.offset.resize(rows * kb);
-  const auto row_fn = quant_isa() == isa::avx512 ? &avx512::quantize_acts_row
-                      : quant_isa() == isa::avx2 ? &avx2::quantize_acts_row
-                                                 : &scalar::quantize_acts_row;
+  const auto row_fn = TROUPE_PICK_ISA_FOR(quant_isa(), quantize_acts_row);
   auto one = [&](std::size_t r) {
     row_fn(x + r * k, k, buf.q.data() + r * k, biased ? buf.biased.data() + r * k : nullptr, buf.scale.data() + r * kb,
            buf.offset.data() + r * kb);
@@ -112,11 +110,6 @@ quant_acts quantize_rows(const float* x, std::size_t rows, std::size_t k, bool b
 
 using task_fn = void (*)(const quant_acts&, std::size_t, const quant_view&, std::size_t, std::size_t, const float*, float*);
 
-task_fn pick() {
-  if (quant_isa() == isa::avx512) return &avx512::quant_task;
-  if (quant_isa() == isa::avx2) return &avx2::quant_task;
-  return &scalar::quant_task;
-}
 
 }  // namespace
 
@@ -130,7 +123,7 @@ void quant_linear(const float* x, std::size_t rows, const quant_weight& qw, cons
   thread_local act_buffers buf;
   const quant_acts a = quantize_rows(x, rows, qw.k, quant_isa() == isa::avx512 && qw.type != quant_type::q4_0, buf);
   const quant_view w = qw.view();
-  const task_fn task = pick();
+  const task_fn task = TROUPE_PICK_ISA_FOR(quant_isa(), quant_task);
   const std::vector<std::size_t> cut = stream_split(w.panels);
   parallel_for(cut.size() - 1, [&](std::size_t i) { task(a, rows, w, cut[i], cut[i + 1] - cut[i], bias, y); });
 }

@@ -82,16 +82,14 @@ std::size_t dot_chains(std::size_t iters, std::int32_t& sink) {
 }  // namespace troupe::kernels::TROUPE_ISA
 
 #if defined(TROUPE_ISA_SCALAR)
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "kernels/cpu/isa_dispatch.h"
+#include "kernels/cpu/packed_weight.h"
 #include "kernels/cpu/quant_weight.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -111,11 +109,9 @@ std::atomic<std::int32_t> int_sink{0};
 
 double measure_read_bandwidth(std::size_t bytes, int repeats) {
   const std::size_t n = bytes / 4;
-  // Huge pages, as for packed weights, so the probe measures the same kind of stream.
-  const std::size_t huge = std::size_t(2) << 20;
-  const std::size_t alloc = (n * 4 + huge - 1) / huge * huge;
-  float* buf = static_cast<float*>(std::aligned_alloc(huge, alloc));
-  ::madvise(buf, alloc, MADV_HUGEPAGE);
+  // Memory as the weights get it (huge pages), so the probe measures the same kind of stream.
+  const auto mem = alloc_weight_bytes(n * 4);
+  float* buf = reinterpret_cast<float*>(mem.get());
   const std::size_t tasks = std::size_t(num_threads()) * 4;
   const std::size_t per = (n / tasks) / 64 * 64;
   parallel_for(tasks, [&](std::size_t t) { std::memset(buf + t * per, 1, per * 4); });  // first touch
@@ -126,7 +122,6 @@ double measure_read_bandwidth(std::size_t bytes, int repeats) {
     parallel_for(tasks, [&](std::size_t t) { sink.store(sum(buf + t * per, per), std::memory_order_relaxed); });
     best = std::max(best, double(per * tasks * 4) / seconds_since(t0));
   }
-  std::free(buf);
   return best;
 }
 
@@ -147,9 +142,7 @@ double measure_fma_peak() {
 
 double measure_int8_dot_peak() {
   // The instructions the quantized matmul runs on.
-  auto chains = quant_isa() == isa::avx512 ? &avx512::dot_chains
-                : quant_isa() == isa::avx2 ? &avx2::dot_chains
-                                           : &scalar::dot_chains;
+  auto chains = TROUPE_PICK_ISA_FOR(quant_isa(), dot_chains);
   const std::size_t iters = quant_isa() == isa::scalar ? 20'000'000 : 2'000'000;
   const std::size_t tasks = std::size_t(num_threads());
   std::int32_t warm = 0;

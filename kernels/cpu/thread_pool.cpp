@@ -122,16 +122,16 @@ int num_threads() {
 
 std::vector<std::size_t> stream_split(std::size_t n, std::size_t unit) {
   const std::size_t units = (n + unit - 1) / unit, threads = std::size_t(num_threads());
+  // Ends in tenths of the work per thread: the long runs end at 8, 16, ... of 10T, the short
+  // ones at 8T + 1, ..., 10T. The last end is all the units; empty runs are dropped.
+  const std::size_t whole = 10 * threads;
   std::vector<std::size_t> cut{0};
-  // Run i ends at the rounded cumulative share: runs of zero units are dropped.
-  auto add = [&](double end_share) {
-    const std::size_t end = std::min(n, std::size_t(end_share * double(units) + 0.5) * unit);
+  auto add = [&](std::size_t tenths) {
+    const std::size_t end = std::min(n, units * tenths / whole * unit);
     if (end > cut.back()) cut.push_back(end);
   };
-  double share = 0;
-  for (std::size_t t = 0; t < threads; ++t) add(share += 0.8 / double(threads));
-  for (std::size_t t = 0; t < 2 * threads; ++t) add(share += 0.2 / double(2 * threads));
-  if (cut.back() != n) cut.push_back(n);
+  for (std::size_t t = 1; t <= threads; ++t) add(8 * t);
+  for (std::size_t s = 1; s <= 2 * threads; ++s) add(8 * threads + s);
   return cut;
 }
 
