@@ -1,5 +1,7 @@
 #include "runtime/admin/admin_message.h"
 
+#include <cmath>
+
 #include <stdexcept>
 
 #include <msgpack.hpp>
@@ -83,7 +85,10 @@ nlohmann::json unpack(const msgpack::object& o, int depth) {
       for (std::uint32_t i = 0; i < o.via.map.size; ++i) {
         const auto& kv = o.via.map.ptr[i];
         if (kv.key.type != msgpack::type::STR) throw std::invalid_argument("a map key is not a string");
-        m[std::string(kv.key.via.str.ptr, kv.key.via.str.size)] = unpack(kv.val, depth + 1);
+        std::string key(kv.key.via.str.ptr, kv.key.via.str.size);
+        // Which of two values for one key counts is a guess; a guess in a control message is refused.
+        if (m.contains(key)) throw std::invalid_argument("the map key \"" + key.substr(0, 64) + "\" appears twice");
+        m[std::move(key)] = unpack(kv.val, depth + 1);
       }
       return m;
     }
@@ -225,7 +230,12 @@ std::optional<std::string> parse_key_numbers(const std::vector<std::string>& arg
     }
     if (eq == std::string::npos || eq == 0 || used == 0 || used != args[i].size() - eq - 1)
       return "expected KEY=NUMBER, got '" + args[i] + "'";
-    out.emplace_back(args[i].substr(0, eq), v);
+    // Weights: a NaN poisons every comparison, a negative one turns a penalty into a prize.
+    if (!std::isfinite(v) || v < 0) return "'" + args[i] + "': a weight must be a finite number >= 0";
+    const std::string key = args[i].substr(0, eq);
+    for (const auto& [k, old] : out)
+      if (k == key) return "'" + key + "' is given twice";
+    out.emplace_back(key, v);
   }
   return std::nullopt;
 }

@@ -52,8 +52,9 @@ reply decode_reply(std::string_view bytes);
 // An event's map (v, seq, time, kind and the rest).
 nlohmann::json decode_event(std::string_view bytes);
 
-// Command arguments of the form KEY=NUMBER from args[from] on (set-policy's), into `out`; the
-// error names the first argument that is not one, or nullopt.
+// Command arguments of the form KEY=NUMBER from args[from] on (set-policy's weights), into `out`;
+// the error names the first argument that is not one, is not a finite number >= 0, or repeats a
+// key; nullopt when all are good.
 std::optional<std::string> parse_key_numbers(const std::vector<std::string>& args, std::size_t from,
                                              std::vector<std::pair<std::string, double>>& out);
 

@@ -165,6 +165,15 @@ gguf_file::gguf_file(const std::string& path) : path_(path) {
     entries.push_back(std::move(e));
   }
   const std::size_t data_start = (r.pos() + alignment - 1) / alignment * alignment;
+  // Two tensors over the same bytes are a corrupt (or crafted) table, never a real file.
+  std::vector<const entry*> by_offset;
+  for (const auto& e : entries) by_offset.push_back(&e);
+  std::stable_sort(by_offset.begin(), by_offset.end(), [](const entry* a, const entry* b) { return a->offset < b->offset; });
+  for (std::size_t i = 1; i < by_offset.size(); ++i)
+    if (by_offset[i - 1]->offset + by_offset[i - 1]->t.bytes > by_offset[i]->offset)
+      throw input_error(path + ": tensors '" + by_offset[i - 1]->t.name + "' and '" + by_offset[i]->t.name +
+                        "' overlap (offsets " + std::to_string(by_offset[i - 1]->offset) + " + " +
+                        std::to_string(by_offset[i - 1]->t.bytes) + " bytes and " + std::to_string(by_offset[i]->offset) + ")");
   for (auto& e : entries) {
     if (e.offset % alignment != 0)
       throw input_error(path + ": tensor '" + e.t.name + "' starts at offset " + std::to_string(e.offset) + ", not a multiple of the alignment " +

@@ -45,7 +45,7 @@ class tensor_index {
           throw input_error(f->path() + ": tensor '" + name + "' also appears in another file");
       }
   }
-  tensor_index(const std::vector<tensor_info>& tensors, std::string dir) : dir_(std::move(dir)) {
+  tensor_index(const std::vector<tensor_info>& tensors, std::string dir) : dir_(std::move(dir)), gguf_(true) {
     for (auto& t : tensors) by_name_.emplace(t.name, &t);
   }
   bool any_quantized() const {
@@ -85,12 +85,16 @@ class tensor_index {
 
   const tensor_info& find(const std::string& name) const {
     auto it = by_name_.find(name);
-    if (it == by_name_.end()) throw input_error(dir_ + ": tensor '" + name + "' is missing from the model's safetensors files");
+    if (it == by_name_.end())
+      throw input_error(dir_ + ": tensor '" + name + "' is missing from " +
+                        (gguf_ ? "the GGUF file (under its blk.N.* name; does llama.block_count name more layers than it holds?)"
+                               : "the model's safetensors files"));
     return *it->second;
   }
 
  private:
   std::string dir_;
+  bool gguf_ = false;  // the tensors come from a GGUF file, under their Hugging Face names
   std::map<std::string, const tensor_info*> by_name_;
 };
 

@@ -173,4 +173,22 @@ BOOST_AUTO_TEST_CASE(key_number_settings_parse_or_name_the_bad_one) {
     BOOST_TEST_REQUIRE(err.has_value(), bad);
     BOOST_TEST(*err == "expected KEY=NUMBER, got '" + bad + "'");
   }
+  // NaN, infinities and negative weights were accepted; a key given twice too.
+  for (const std::string bad : {"k=nan", "k=inf", "k=-1"}) {
+    std::vector<std::pair<std::string, double>> none;
+    const auto err = parse_key_numbers({bad}, 0, none);
+    BOOST_TEST_REQUIRE(err.has_value(), bad);
+    BOOST_TEST(err->find("a weight must be a finite number >= 0") != std::string::npos, *err);
+  }
+  std::vector<std::pair<std::string, double>> twice;
+  BOOST_TEST(parse_key_numbers({"k=1", "k=2"}, 0, twice).value_or("") == "'k' is given twice");
+}
+
+BOOST_AUTO_TEST_CASE(a_map_key_given_twice_is_refused) {
+  // {"v": 1, "cmd": "status", "cmd": "kill"}: which command was meant is a guess.
+  std::string m = "\x83";
+  m += "\xa1v\x01";
+  m += "\xa3" "cmd" "\xa6" "status";
+  m += "\xa3" "cmd" "\xa4" "kill";
+  BOOST_TEST(refusal(m).find("the map key \"cmd\" appears twice") != std::string::npos, refusal(m));
 }

@@ -108,4 +108,7 @@ BOOST_AUTO_TEST_CASE(files_that_do_not_fit_are_errors_naming_the_tensor_or_key) 
   expect_error(write_gguf(dir, "rope.gguf", std::nullopt, [](test::gguf_writer& w) { w.str("llama.rope.scaling.type", "yarn"); }),
                "llama.rope.scaling.type");
   expect_error((scratch / "missing.gguf").string(), "cannot open");
+  // More layers in the metadata than in the file: the error spoke of safetensors files.
+  expect_error(write_gguf(dir, "blocks.gguf", std::nullopt, [](test::gguf_writer& w) { w.u32("llama.block_count", 40); }),
+               "is missing from the GGUF file");
 }

@@ -170,6 +170,11 @@ BOOST_AUTO_TEST_CASE(malformed_files_are_errors_naming_what_is_wrong) {
   gguf_writer dup = sample();
   dup.tensor("a.f32", 0, {4, 3}, std::string(48, '\0'));
   expect_error(dup.bytes(), "tensor 'a.f32' appears twice");
+  // Two tensors over the same bytes: b.f16's offset set to a.f32's (0) in the table.
+  std::string overlap = sample().bytes();
+  const std::size_t at = overlap.find("b.f16") + 5 + 4 + 2 * 8 + 4;
+  std::memset(overlap.data() + at, 0, 8);
+  expect_error(overlap, "tensors 'a.f32' and 'b.f16' overlap");
   // A string length that runs past the end of the file.
   gguf_writer huge;
   huge.raw("s", 8, gguf_writer::pod(std::uint64_t(1) << 60));

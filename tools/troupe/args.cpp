@@ -26,6 +26,8 @@ args::args(int argc, char** argv, int first, const std::set<std::string>& flags,
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     }
+    // A flag given twice is a mistake to name, not a choice to make silently (which --model?).
+    if (values_.count(name)) throw input_error("--" + name + " is given twice");
     if (switches.count(name)) {
       values_[name] = "1";
       continue;
