@@ -271,21 +271,16 @@ BOOST_AUTO_TEST_CASE(a_striped_pull_with_one_stream_cut_fails_at_once) {
       const int fd = ::accept(lst, nullptr, nullptr);
       if (fd < 0) return;  // the listener was shut down
       conns.emplace_back([fd, &read_all] {
-        char head[8];
-        std::uint32_t n = 0;
-        std::string body;
-        if (read_all(fd, head, 8)) {
-          std::memcpy(&n, head + 4, 4);
-          body.resize(n);
-        }
-        if (read_all(fd, body.data(), n)) {
-          std::uint16_t key_len = 0, secret_len = 0;
-          std::memcpy(&key_len, body.data(), 2);
-          std::memcpy(&secret_len, body.data() + 2 + key_len, 2);
-          std::uint32_t first = 0, last = 0, stride = 0;
-          std::memcpy(&first, body.data() + 4 + key_len + secret_len, 4);
-          std::memcpy(&last, body.data() + 8 + key_len + secret_len, 4);
-          std::memcpy(&stride, body.data() + 12 + key_len + secret_len, 4);
+        // "TKV3", u8 key length, key, u8 secret length, secret, then first, last, stride, count.
+        char magic[4];
+        std::uint8_t n = 0;
+        std::string skip(255, '\0');
+        std::uint32_t head[4] = {};
+        const bool ok_read = read_all(fd, magic, 4) && read_all(fd, &n, 1) && read_all(fd, skip.data(), n) && read_all(fd, &n, 1) &&
+                             read_all(fd, skip.data(), n) && read_all(fd, head, sizeof head);
+        std::vector<std::int32_t> ids(ok_read ? head[3] : 0);
+        if (ok_read && read_all(fd, ids.data(), ids.size() * 4)) {
+          const std::uint32_t first = head[0], last = head[1], stride = head[2];
           const std::uint32_t ok = 0;
           [[maybe_unused]] auto w = ::write(fd, &ok, 4);
           const std::vector<char> bytes(2 * block_bytes, 'x');
@@ -415,4 +410,46 @@ BOOST_AUTO_TEST_CASE(a_transfer_larger_than_the_caches_arrives_intact) {
                                          dst.block_bytes()) == 0);
   }
   registry::global().withdraw(h.sources[0].key);
+}
+
+// 64 connections that never show a secret (each declaring a 16 MiB request, the old way, or
+// sending a header's first bytes and stalling) took every slot of a node's KV port for 30 s,
+// allocated 1 GiB, and every real pull was refused and recomputed. A peer now gets 16 connections
+// that have not authenticated, for 3 s each, with nothing allocated; a pull from elsewhere goes
+// through during the flood.
+BOOST_AUTO_TEST_CASE(an_unauthenticated_flood_neither_holds_memory_nor_blocks_real_pulls) {
+  sender s(dtype::f32, {{0, layers}}, 8, {1, 2, 3}, 12, 11);
+  const kv_source& src = s.handle.sources[0];
+  auto connect_from = [&](const char* from) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in me{};
+    me.sin_family = AF_INET;
+    ::inet_pton(AF_INET, from, &me.sin_addr);
+    BOOST_REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof me) == 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(src.port);
+    ::inet_pton(AF_INET, src.host.c_str(), &to.sin_addr);
+    BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+    return fd;
+  };
+  std::vector<int> flood;
+  for (int i = 0; i < 64; ++i) {
+    const int fd = connect_from("127.0.0.2");
+    std::string start = i % 2 ? std::string("TKV2") + std::string("\x00\x00\x00\x01", 4) : std::string("TKV3\x10", 5);
+    BOOST_REQUIRE(::send(fd, start.data(), start.size(), MSG_NOSIGNAL) == ssize_t(start.size()));
+    flood.push_back(fd);
+  }
+  // A real pull, from another address, while the flood is open.
+  check_move(s, dtype::f32, {{0, layers}}, backend::tcp);
+  // Every flood connection is answered with a refusal (at once, or at the end of its 3 s).
+  int refused = 0;
+  for (int fd : flood) {
+    timeval tv{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::uint32_t status = 0;
+    if (::recv(fd, &status, 4, MSG_WAITALL) == 4 && (status == 1 || status == 2)) ++refused;  // refused, or busy
+    ::close(fd);
+  }
+  BOOST_TEST(refused == 64);
 }

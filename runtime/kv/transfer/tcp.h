@@ -4,17 +4,24 @@
 // reads them straight into its reserved blocks (readv), one layer after another.
 //
 // Wire format (little-endian), one request per connection:
-//   request:  "TKV2", u32 body length, body = u16 key length, key, u16 secret length, secret,
-//             u32 first layer, u32 last layer, u32 stride (layers first, first + stride, ...
-//             below last; the sender cache's own layer indices), u32 block count, i32 block ids
+//   request:  "TKV3", u8 key length, key, u8 secret length, secret (the server checks them
+//             here, before it reads or allocates anything more), u32 first layer, u32 last
+//             layer, u32 stride (layers first, first + stride, ... below last; the sender cache's
+//             own layer indices), u32 block count (at most the cache's), i32 block ids
 //   response: u32 status; 0: for each layer, its K blocks then its V blocks, in request order;
-//             otherwise u32 length and a message.
-// Nothing is served without the secret of the exposed cache (kv_source::secret).
+//             otherwise u32 length and a message: 1 refused, 2 busy (a limit reached: the
+//             puller tries again, backing off, until its deadline).
+// Nothing is served without the secret of the exposed cache (kv_source::secret). A peer that has
+// not shown it holds a connection for at most 3 s, in at most 16 connections (64 for all peers
+// together), apart from the 64 slots of authenticated pulls; every refusal is counted and logged
+// (one line a second at most).
 #pragma once
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
@@ -23,6 +30,11 @@
 namespace troupe::kv::transfer {
 
 class registry;
+}  // namespace troupe::kv::transfer
+namespace troupe::kv {
+class kv_cache;
+}
+namespace troupe::kv::transfer {
 
 class tcp_server {
  public:
@@ -30,15 +42,26 @@ class tcp_server {
   tcp_server(const registry& reg, const std::string& host);
   ~tcp_server();
   std::uint16_t port() const { return port_; }
+  // Connections refused so far: unauthenticated, malformed, or beyond a limit.
+  std::uint64_t refused() const { return refused_; }
 
  private:
   void accept_loop();
-  void serve(int fd);
+  void serve(int fd, const std::string& peer);
+  void serve_blocks(int fd, const kv_cache& cache);
+  void end_handshake(const std::string& peer);
+  void refuse(int fd, const std::string& peer, const std::string& why, bool busy = false);
   const registry& reg_;
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};  // a pipe that ends accept_loop
   std::uint16_t port_ = 0;
-  std::atomic<int> connections_{0};
+  std::atomic<int> connections_{0};       // authenticated, being served
+  std::atomic<std::uint64_t> refused_{0};
+  std::mutex mu_;                          // guards the handshake counts and the log throttle
+  int handshakes_ = 0;
+  std::map<std::string, int> handshakes_by_peer_;
+  std::chrono::steady_clock::time_point last_log_{};
+  std::uint64_t unlogged_ = 0;
   std::thread thread_;
 };
 
