@@ -38,6 +38,7 @@ void secure(zmq::socket_t& s, const admin_client_config& c) {
 admin_client::admin_client(admin_client_config cfg) : cfg_(std::move(cfg)), z_(std::make_unique<sockets>()) {
   for (auto* s : {&z_->dealer, &z_->sub}) {
     s->set(zmq::sockopt::linger, 0);
+    s->set(zmq::sockopt::maxmsgsize, std::int64_t(64) << 20);  // an answer or event from a server, bounded too
     secure(*s, cfg_);
   }
   z_->dealer.connect(cfg_.endpoint);

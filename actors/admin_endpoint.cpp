@@ -11,6 +11,7 @@
 #include <zmq.hpp>
 
 #include "actors/autoscaler.h"
+#include "actors/zap.h"
 #include "runtime/common/error.h"
 
 namespace troupe::actors {
@@ -89,26 +90,13 @@ admin_endpoint::admin_endpoint(caf::actor_system& sys, const topology::topology_
   auto& z = *z_;
   for (auto* s : {&z.router, &z.pub, &z.zap}) s->set(zmq::sockopt::linger, 0);
   z.router.set(zmq::sockopt::maxmsgsize, max_message);
+  z.pub.set(zmq::sockopt::maxmsgsize, std::int64_t(1024));  // what a subscriber sends: a subscription's topic
   z.router.set(zmq::sockopt::router_mandatory, 0);  // a reply to a client gone is dropped, not an error
   if (spec.curve()) {
-    const std::string secret = read_key_file(spec.secret_key, "admin.secret_key");
-    try {
-      curve_public_of(secret);
-    } catch (const std::invalid_argument&) {
-      throw input_error("admin.secret_key: " + spec.secret_key + " is not a CURVE secret key");
-    }
-    for (const auto& k : spec.authorized_keys) {
-      std::string bin(32, '\0');
-      if (!zmq_z85_decode(reinterpret_cast<std::uint8_t*>(bin.data()), k.c_str()))
-        throw input_error("admin.authorized_keys: \"" + k + "\" is not a Z85 key");
-      z.authorized.insert(bin);
-    }
-    z.zap.bind("inproc://zeromq.zap.01");  // before any CURVE socket accepts a peer
-    for (auto* s : {&z.router, &z.pub}) {
-      s->set(zmq::sockopt::curve_server, 1);
-      s->set(zmq::sockopt::curve_secretkey, secret);
-      s->set(zmq::sockopt::zap_domain, zap_domain);
-    }
+    const curve_server_keys keys = load_curve_server_keys(spec.secret_key, spec.authorized_keys, "admin");
+    z.authorized = keys.authorized;
+    bind_zap(z.zap);  // before any CURVE socket accepts a peer
+    for (auto* s : {&z.router, &z.pub}) make_curve_server(*s, keys, zap_domain);
     z.curve = true;
   }
   if (spec.enabled()) try {
@@ -216,20 +204,7 @@ void admin_endpoint::run() {
       }
       for (auto& e : events) z.pub.send(zmq::buffer(e), zmq::send_flags::dontwait);
     }
-    if (z.curve && items[2].revents) {  // ZAP (RFC 27): only the authorized client keys get in
-      std::vector<zmq::message_t> f;
-      for (bool more = true; more;) {
-        zmq::message_t m;
-        if (!z.zap.recv(m)) break;
-        more = m.more();
-        f.push_back(std::move(m));
-      }
-      const bool ok = f.size() >= 7 && f[5].to_string() == "CURVE" && z.authorized.count(f[6].to_string()) > 0;
-      const std::string request_id = f.size() > 1 ? f[1].to_string() : "";
-      const std::vector<std::string> out = {"1.0", request_id, ok ? "200" : "400", ok ? "OK" : "not an authorized key", "", ""};
-      for (std::size_t i = 0; i < out.size(); ++i)
-        z.zap.send(zmq::buffer(out[i]), i + 1 < out.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
-    }
+    if (z.curve && items[2].revents) answer_zap(z.zap, z.authorized);  // ZAP (RFC 27): only the authorized keys get in
     if (items[0].revents) {
       std::vector<zmq::message_t> f;
       for (bool more = true; more;) {

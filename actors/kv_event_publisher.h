@@ -2,7 +2,12 @@
 // PUB socket sends every batch as the multipart message (topic, 8-byte big-endian sequence
 // number, payload in runtime/kv/kv_event_codec.h's format), and an optional ROUTER socket
 // replays: a client sends (empty frame, 8-byte big-endian sequence number) and gets every kept
-// batch from that number on as (empty, sequence, payload), then (empty, -1 as 8 bytes, empty).
+// batch from that number on as (empty, sequence, payload), then (empty, -1 as 8 bytes, empty),
+// always: the whole buffer, as fast as the client reads it (a replay is sent in steps as the
+// client's pipe drains), at most 8 replays at once, each given up after 60 s. Every socket
+// refuses messages larger than a request needs (a larger one drops the peer). With keys in the
+// spec, both sockets are CURVE servers that let in only the authorized subscribers; with
+// token_ids off, stored blocks are published without their tokens.
 // The sockets live on a thread of their own; publish() only queues, so an actor never blocks.
 #pragma once
 #include <atomic>
@@ -32,6 +37,7 @@ class kv_event_publisher {
 
   std::uint64_t events_published() const { return published_; }
   std::uint64_t events_dropped() const { return dropped_; }
+  std::uint64_t replays_abandoned() const { return replays_abandoned_; }
 
  private:
   struct queued {
@@ -39,6 +45,8 @@ class kv_event_publisher {
     std::size_t events = 0;
   };
   void run();
+  void accept_replays();
+  void advance_replays();
 
   topology::kv_events_spec spec_;
   struct sockets;
@@ -47,7 +55,7 @@ class kv_event_publisher {
   std::condition_variable wake_;
   std::deque<queued> queue_;
   bool stop_ = false;
-  std::atomic<std::uint64_t> published_{0}, dropped_{0};
+  std::atomic<std::uint64_t> published_{0}, dropped_{0}, replays_abandoned_{0};
   std::thread thread_;
 };
 
