@@ -152,7 +152,8 @@ local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_co
     throw input_error(topo.source + ": backend \"cuda\" cannot run here yet (cpu and sim can)");
   const engine::engine_config ec = engine_config_of(topo);
   if (model) check_groups(topo, model->config());
-  topology::check_kv_memory(topo, mode == placement_mode::head_node_only ? head_ : std::string(), machine_memory_bytes());
+  topology::check_kv_memory(topo, mode == placement_mode::head_node_only ? head_ : std::string(), machine_memory_bytes(),
+                            available_memory_bytes());
   try {
     start(topo, model, tok, mode, ec);
   } catch (...) {
@@ -225,6 +226,8 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
   for (const auto& p : topology::place_replicas(topo)) oc.pools[p.replica.value] = p.pool;
   owner_ = sys.spawn(request_owner, router_, oc);
   registry_ = sys.spawn(node_registry, topo, router_, local, directory_);
+  // A replica of this process that dies and is restarted by the agent is registered here again.
+  caf::anon_send(agent_, heads_atom::value, std::vector<caf::actor>{caf::actor_cast<caf::actor>(registry_)});
 }
 
 replica_id store_id_of(const topology::topology_config& topo, const std::string& node) {

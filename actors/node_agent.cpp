@@ -57,18 +57,58 @@ replica_factory replica_factory_of(const topology::topology_config& topo, std::s
   };
 }
 
+namespace {
+
+using agent_ptr = node_agent_actor::stateful_pointer<node_agent_state>;
+
+// Starts replica R here and tells every head joined now except `asker` (which registers it).
+caf::expected<scheduler_actor> start_replica(agent_ptr self, replica_id replica, const caf::actor_addr& asker) {
+  auto& st = self->state;
+  try {
+    auto s = st.make(self->system(), replica);
+    self->monitor(s);
+    (*st.live)[replica] = s;
+    log::info("replica_started", {{"node", st.node}, {"replica", replica.value}});
+    for (const auto& h : st.heads)
+      if (h.address() != asker)
+        self->request(caf::actor_cast<node_registry_actor>(h), std::chrono::seconds(30), replica_atom::value, replica, s)
+            .then([] {}, [](caf::error&) {});
+    return s;
+  } catch (const std::exception& e) {
+    return caf::make_error(caf::sec::runtime_error, std::string(e.what()));
+  }
+}
+
+void on_replica_death(agent_ptr self, replica_id replica, const std::string& why) {
+  auto& st = self->state;
+  const auto d = st.history[replica].on_death(st.restarts, supervision::restart_history::clock::now());
+  if (d.give_up) {
+    log::error("replica_given_up", {{"node", st.node}, {"replica", replica.value}, {"reason", why},
+                                    {"restarts_within_period", d.recent},
+                                    {"period_s", std::chrono::duration<double>(st.restarts.period).count()}});
+    return;
+  }
+  log::warn("replica_died", {{"node", st.node}, {"replica", replica.value}, {"reason", why},
+                             {"restart_in_s", std::chrono::duration<double>(d.delay).count()}, {"restarts_within_period", d.recent}});
+  self->delayed_send(self, d.delay, respawn_atom::value, replica);
+}
+
+}  // namespace
+
 node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<node_agent_state> self, std::string node,
                                            replica_factory make, std::string model_dir) {
   auto& st = self->state;
   st.node = std::move(node);
   st.make = std::move(make);
   st.model_dir = std::move(model_dir);
-  // A replica that dies is forgotten (the head moves its requests).
+  // A replica that dies (the head moves its requests) is restarted after a backoff, or given up.
   self->set_down_handler([=](const caf::down_msg& m) {
     auto& reps = *self->state.live;
     for (auto it = reps.begin(); it != reps.end(); ++it)
       if (it->second.address() == m.source) {
+        const replica_id r = it->first;
         reps.erase(it);
+        on_replica_death(self, r, self->system().render(m.reason));
         return;
       }
   });
@@ -81,20 +121,15 @@ node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<no
       [=](spawn_replica_atom, replica_id replica) -> caf::result<scheduler_actor> {
         auto& st = self->state;
         if (st.live->count(replica)) return (*st.live)[replica];
-        try {
-          auto s = st.make(self->system(), replica);
-          self->monitor(s);
-          (*st.live)[replica] = s;
-          log::info("replica_started", {{"node", st.node}, {"replica", replica.value}});
-          // The head that asked registers it; the other heads hear of it here.
-          for (const auto& h : st.heads)
-            if (h.address() != caf::actor_cast<caf::actor_addr>(self->current_sender()))
-              self->request(caf::actor_cast<node_registry_actor>(h), std::chrono::seconds(30), replica_atom::value, replica, s)
-                  .then([] {}, [](caf::error&) {});
-          return s;
-        } catch (const std::exception& e) {
-          return caf::make_error(caf::sec::runtime_error, std::string(e.what()));
-        }
+        // The head that asked registers it; the other heads hear of it here.
+        auto s = start_replica(self, replica, caf::actor_cast<caf::actor_addr>(self->current_sender()));
+        if (!s) return s.error();
+        return *s;
+      },
+      [=](respawn_atom, replica_id replica) {
+        if (self->state.live->count(replica)) return;  // started again meanwhile (a head's scale-up)
+        if (auto s = start_replica(self, replica, caf::actor_addr{}); !s)
+          on_replica_death(self, replica, "its restart failed: " + self->system().render(s.error()));
       },
       [=](stop_replica_atom, replica_id replica) {
         auto& st = self->state;

@@ -13,6 +13,7 @@
 #include "actors/worker_group.h"
 #include "runtime/common/constant_time.h"
 #include "runtime/engine/engine.h"
+#include "runtime/supervision/restart_policy.h"
 #include "topology/topology.h"
 
 namespace troupe::actors {
@@ -41,11 +42,16 @@ struct node_agent_state {
   // The replicas it started and that still run (shared with its exit functor).
   std::shared_ptr<std::map<replica_id, scheduler_actor>> live = std::make_shared<std::map<replica_id, scheduler_actor>>();
   std::vector<caf::actor> heads;  // the registries of the heads joined now (node_registry_actor)
+  // A replica that dies (not one stopped on request) is restarted after a backoff, as an OTP
+  // supervisor would, until it dies more often than the policy allows.
+  supervision::restart_policy restarts;
+  std::map<replica_id, supervision::restart_history> history;
   static inline const char* name = "troupe.node_agent";
 };
 
-// The agent monitors its replicas (one that dies is forgotten: the head moves its requests) and
-// stops them when it exits itself.
+// The agent monitors its replicas and restarts one that dies (its requests have moved on; the
+// heads register the new one), with backoff and a restart intensity (runtime/supervision); it
+// logs when it gives up on one. It stops them when it exits itself.
 node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<node_agent_state> self, std::string node,
                                            replica_factory make, std::string model_dir);
 

@@ -37,6 +37,7 @@ using crash_atom = caf::atom_constant<caf::atom("crash")>;
 using heads_atom = caf::atom_constant<caf::atom("heads")>;
 using log_level_atom = caf::atom_constant<caf::atom("loglevel")>;
 using rank_atom = caf::atom_constant<caf::atom("rank")>;
+using respawn_atom = caf::atom_constant<caf::atom("respawn")>;
 
 // One per process.
 using node_agent_actor = caf::typed_actor<
@@ -57,7 +58,9 @@ using node_agent_actor = caf::typed_actor<
     caf::reacts_to<log_level_atom, std::string>,
     // Start one rank of a worker group whose supervisor is in another process (the group's
     // rank_nodes place it here); replies with the rank and where its KV can be pulled from.
-    caf::replies_to<rank_atom, rank_spec>::with<rank_started>>;
+    caf::replies_to<rank_atom, rank_spec>::with<rank_started>,
+    // The agent's own timer: restart replica R, which died (its supervision's backoff is over).
+    caf::reacts_to<respawn_atom, replica_id>>;
 
 // A node asking to serve: its name in the topology, its agent, and its credentials.
 struct join_request {

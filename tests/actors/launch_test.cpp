@@ -25,7 +25,8 @@ BOOST_AUTO_TEST_CASE(launch_with_netns_restarts_a_killed_node_and_stops_cleanly)
   BOOST_TEST(line.find("in its own network namespace") != std::string::npos);
   BOOST_TEST_REQUIRE(launch.wait_for_line("node node-a: ready"));
   ::kill(node_a, SIGKILL);
-  BOOST_TEST_REQUIRE(launch.wait_for_line("died; restarted as pid", &line));
+  BOOST_TEST_REQUIRE(launch.wait_for_line("died; restarting it in", &line));  // after a backoff
+  BOOST_TEST_REQUIRE(launch.wait_for_line("node-a restarted as pid", &line));
   BOOST_TEST_REQUIRE(std::regex_search(line, m, std::regex("restarted as pid ([0-9]+)")));
   const pid_t again = pid_t(std::stoi(m[1]));
   BOOST_TEST_REQUIRE(launch.wait_for_line("node node-a: ready"));  // the new node-a joined the head
@@ -50,7 +51,8 @@ BOOST_AUTO_TEST_CASE(launch_restarts_a_killed_head_and_the_node_rejoins_it) {
   const pid_t head = pid_t(std::stoi(m[1]));
   BOOST_TEST_REQUIRE(launch.wait_for_line("node node-a: ready"));
   ::kill(head, SIGKILL);
-  BOOST_TEST_REQUIRE(launch.wait_for_line("head (pid " + std::to_string(head) + ") died; restarted as pid"));
+  BOOST_TEST_REQUIRE(launch.wait_for_line("head (pid " + std::to_string(head) + ") died; restarting it in"));
+  BOOST_TEST_REQUIRE(launch.wait_for_line("head restarted as pid"));
   BOOST_TEST_REQUIRE(launch.wait_for_line("node node-a: rejoined head head"));
   launch.kill(SIGTERM);
   BOOST_TEST_REQUIRE(launch.wait_for_line("stopping"));

@@ -3,6 +3,8 @@
 #define BOOST_TEST_MODULE node_agent
 #include <boost/test/unit_test.hpp>
 
+#include <thread>
+
 #include <caf/all.hpp>
 
 #include <chrono>
@@ -59,6 +61,51 @@ BOOST_AUTO_TEST_CASE(agent_spawns_stops_and_reports) {
   BOOST_TEST(down);
   self->request(agent, timeout, stop_replica_atom::value, replica_id(7))
       .receive([](bool stopped) { BOOST_TEST(!stopped); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  self->send_exit(agent, caf::exit_reason::user_shutdown);
+}
+
+// A replica that dies (the admin console's `kill`: an error exit) stayed dead for good and its
+// pool below min_replicas. The agent now restarts it after a backoff, as an OTP supervisor would;
+// a replica stopped on request stays stopped.
+BOOST_AUTO_TEST_CASE(a_replica_that_dies_is_restarted_and_one_stopped_is_not) {
+  const std::string dir = test::synth_model("tiny-llama-f32", test::preset("tiny"));
+  auto model = std::shared_ptr<const model::llama_model>(model::llama_model::load(dir));
+  config cfg;
+  caf::actor_system sys{cfg};
+  engine::engine_config ec;
+  ec.num_blocks = 16;
+  replica_factory make = [=](caf::actor_system& s, replica_id) {
+    return s.spawn(scheduler, model, std::shared_ptr<const tokenizer::tokenizer>(), ec, group_config{}, kv_store_actor{});
+  };
+  auto agent = sys.spawn(node_agent, std::string("n1"), make, dir);
+  caf::scoped_actor self{sys};
+  scheduler_actor first;
+  self->request(agent, timeout, spawn_replica_atom::value, replica_id(3))
+      .receive([&](scheduler_actor x) { first = x; }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  BOOST_TEST_REQUIRE(bool(first));
+  self->send_exit(first, caf::make_error(caf::sec::runtime_error, "killed by the test"));
+  // The agent's backoff is 0.5 s for a first restart; ask (to a deadline) until it is back.
+  std::vector<replica_id> here;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (here.empty() && std::chrono::steady_clock::now() < deadline) {
+    self->request(agent, timeout, resources_atom::value)
+        .receive([&](const node_resources& r) { here = r.replicas; }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+    if (here.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling a deadline, not synchronising
+  }
+  BOOST_TEST(here == std::vector<replica_id>{replica_id(3)}, "the dead replica was not restarted");
+  scheduler_actor again;
+  self->request(agent, timeout, spawn_replica_atom::value, replica_id(3))  // answers the live one
+      .receive([&](scheduler_actor x) { again = x; }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  BOOST_TEST((again && again.address() != first.address()));
+  self->request(again, timeout, load_atom::value)
+      .receive([&](const load_report& r) { BOOST_TEST(r.total_blocks == 16); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  // Stopped on request: gone, and not brought back.
+  self->monitor(again);
+  self->request(agent, timeout, stop_replica_atom::value, replica_id(3))
+      .receive([](bool stopped) { BOOST_TEST(stopped); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  self->receive([&](const caf::down_msg&) {});
+  self->request(agent, timeout, resources_atom::value)
+      .receive([&](const node_resources& r) { BOOST_TEST(r.replicas.empty()); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
   self->send_exit(agent, caf::exit_reason::user_shutdown);
 }
 

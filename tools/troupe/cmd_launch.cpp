@@ -6,17 +6,22 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <cstdio>
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <thread>
 
 #include "runtime/common/error.h"
+#include "runtime/common/machine.h"
+#include "runtime/supervision/restart_policy.h"
 #include "tools/troupe/args.h"
 #include "tools/troupe/cluster_auth.h"
 #include "tools/troupe/commands.h"
+#include "tools/troupe/model_folder.h"
 #include "tools/troupe/netns.h"
 #include "tools/troupe/process.h"
 #include "topology/topology.h"
@@ -25,17 +30,23 @@
 namespace troupe::cli {
 
 int cmd_launch(int argc, char** argv) {
-  args a(argc, argv, 2, {"model", "port", "log-level", "log-format"}, {"netns"});
+  args a(argc, argv, 2, {"model", "port", "log-level", "log-format", "shutdown-grace"}, {"netns"});
   apply_log_flags(a);
   if (a.positional().size() != 1) throw input_error("usage: troupe launch CONFIG [--netns] [--model DIR] [--port HTTP_PORT]");
   const std::string config = a.positional()[0];
   const auto topo = topology::load_topology(config);
   for (const auto* h : topo.heads())
     if (h->port == 0) throw input_error(config + ": the head (" + h->name + ") needs a fixed port for launch");
+  // Every process it starts is on this host: their KV together must fit it, not each alone.
+  topology::check_kv_memory(topo, "*", machine_memory_bytes(), available_memory_bytes());
+  // The random models the test configs name are made once here, not raced for by every process.
+  if (topo.model.backend != topology::backend_kind::sim) ensure_model(a.get("model", topo.model.path));
   const std::string exe = self_executable();
   const bool netns = a.has("netns");
   std::vector<std::string> model_flag;
   if (auto m = a.get("model")) model_flag = {"--model", *m};
+  std::vector<std::string> head_flags;  // what only the heads take
+  if (auto g = a.get("shutdown-grace")) head_flags = {"--shutdown-grace", *g};
   for (const char* f : {"log-level", "log-format"})  // every process logs alike
     if (auto v = a.get(f)) model_flag.insert(model_flag.end(), {std::string("--") + f, *v});
 
@@ -92,7 +103,6 @@ int cmd_launch(int argc, char** argv) {
     std::string name;
     std::vector<std::string> argv;
     bool head = false;
-    int restarts = 0;
   };
   std::map<pid_t, proc> procs;
   const auto heads = topo.heads();
@@ -103,12 +113,13 @@ int cmd_launch(int argc, char** argv) {
     if (netns) cmd.insert(cmd.end(), {"--listen", "0.0.0.0"});
     cmd.insert(cmd.end(), tls_flags.begin(), tls_flags.end());
     cmd.insert(cmd.end(), model_flag.begin(), model_flag.end());
+    cmd.insert(cmd.end(), head_flags.begin(), head_flags.end());
     if (a.get("port") || heads.size() > 1) cmd.insert(cmd.end(), {"--port", std::to_string(http_base == 0 ? 0 : http_base + int(k))});
     auto [pid, listening] = start_relayed(cmd, "listening");
     if (!listening) throw input_error("head " + heads[k]->name + " exited before listening (see its output above)");
     std::printf("troupe launch: started %s (pid %d), a head\n", heads[k]->name.c_str(), int(pid));
     std::fflush(stdout);
-    procs[pid] = {heads[k]->name, cmd, true, 0};
+    procs[pid] = {heads[k]->name, cmd, true};
   }
 
   for (const auto& node : topo.nodes) {
@@ -128,17 +139,29 @@ int cmd_launch(int argc, char** argv) {
     const pid_t pid = spawn_process(cmd);
     std::printf("troupe launch: started %s (pid %d)%s\n", node.name.c_str(), int(pid), netns ? " in its own network namespace" : "");
     std::fflush(stdout);
-    procs[pid] = {node.name, cmd, false, 0};
+    procs[pid] = {node.name, cmd, false};
   }
 
   // Every process that dies is started again (a head too: the nodes keep their replicas and
-  // rejoin it), up to 5 times each.
+  // rejoin it) after a backoff, as an OTP supervisor would, until it dies more often than the
+  // restart intensity allows (runtime/supervision); each decision is printed when it is made.
   int exit_code = 0;
+  const supervision::restart_policy policy;
+  std::map<std::string, supervision::restart_history> history;
+  std::vector<std::pair<std::chrono::steady_clock::time_point, proc>> due;  // restarts waiting out their backoff
   for (bool running = true; running;) {
     int sig = 0;
-    sigwait(&set, &sig);
+    if (due.empty()) {
+      sigwait(&set, &sig);
+    } else {
+      const auto next = std::min_element(due.begin(), due.end(), [](auto& x, auto& y) { return x.first < y.first; })->first;
+      const auto wait = std::max<long long>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(next - std::chrono::steady_clock::now()).count());
+      timespec ts{time_t(wait / 1000000000), long(wait % 1000000000)};
+      sig = sigtimedwait(&set, nullptr, &ts);  // -1: a restart's time has come
+    }
     if (sig == SIGINT || sig == SIGTERM) {
       std::printf("troupe launch: stopping\n");
+      std::fflush(stdout);
       for (auto& [p, pr] : procs) ::kill(p, SIGTERM);
       running = false;
       break;
@@ -148,19 +171,41 @@ int cmd_launch(int argc, char** argv) {
       if (it == procs.end()) continue;
       proc pr = it->second;
       procs.erase(it);
-      if (++pr.restarts > 5) {
-        std::printf("troupe launch: %s died 5 times; not restarting it\n", pr.name.c_str());
+      const auto d = history[pr.name].on_death(policy, std::chrono::steady_clock::now());
+      if (d.give_up) {
+        std::printf("troupe launch: %s (pid %d) died %d times within %lld s; not restarting it\n", pr.name.c_str(), int(pid),
+                    d.recent + 1, (long long)std::chrono::duration_cast<std::chrono::seconds>(policy.period).count());
         if (pr.head) exit_code = 1;
+      } else {
+        std::printf("troupe launch: %s (pid %d) died; restarting it in %.1f s\n", pr.name.c_str(), int(pid),
+                    std::chrono::duration<double>(d.delay).count());
+        due.emplace_back(std::chrono::steady_clock::now() + d.delay, pr);
+      }
+      std::fflush(stdout);
+    }
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = due.begin(); it != due.end();) {
+      if (it->first > now) {
+        ++it;
         continue;
       }
+      proc pr = it->second;
+      it = due.erase(it);
       const pid_t again = pr.head ? start_relayed(pr.argv, "listening").first : spawn_process(pr.argv);
-      std::printf("troupe launch: %s (pid %d) died; restarted as pid %d\n", pr.name.c_str(), int(pid), int(again));
+      std::printf("troupe launch: %s restarted as pid %d\n", pr.name.c_str(), int(again));
       std::fflush(stdout);
       procs[again] = pr;
     }
   }
-  // Give everyone a moment to leave, then make sure.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  // The heads' grace period for requests in flight, and a moment more to leave; then make sure.
+  std::chrono::milliseconds grace = topo.frontend.shutdown_grace;
+  if (auto g = a.get("shutdown-grace")) {
+    try {
+      grace = std::chrono::milliseconds(std::llround(std::stod(*g) * 1000));
+    } catch (const std::exception&) {
+    }
+  }
+  const auto deadline = std::chrono::steady_clock::now() + grace + std::chrono::seconds(10);
   std::size_t left = procs.size();
   while (left > 0 && std::chrono::steady_clock::now() < deadline) {
     pid_t pid = ::waitpid(-1, nullptr, WNOHANG);
