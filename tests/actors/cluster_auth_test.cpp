@@ -108,3 +108,30 @@ BOOST_AUTO_TEST_CASE(with_tls_only_a_node_holding_the_clusters_certificate_joins
   BOOST_TEST(done.status == 200, done.body);
   ::unsetenv("TROUPE_CLUSTER_TOKEN");
 }
+
+// Token files piled up in the token folder: a head ended by an error (its HTTP port taken) left
+// its own, and so did every killed head. Now a head removes its file however it ends, and a new
+// head removes the files of ports no process holds.
+BOOST_AUTO_TEST_CASE(cluster_token_files_do_not_accumulate) {
+  namespace fs = std::filesystem;
+  const fs::path runtime = fs::path(TROUPE_BINARY_DIR) / "token-sweep-runtime";
+  fs::remove_all(runtime);
+  fs::create_directories(runtime);
+  fs::permissions(runtime, fs::perms::owner_all);
+  ::setenv("XDG_RUNTIME_DIR", runtime.c_str(), 1);
+  ::unsetenv("TROUPE_CLUSTER_TOKEN");
+  fs::create_directories(runtime / "troupe");
+  fs::permissions(runtime / "troupe", fs::perms::owner_all);
+  const std::uint16_t gone = test::free_port();  // a head killed long ago: nobody holds its port
+  std::ofstream(runtime / "troupe" / ("token-" + std::to_string(gone))) << "0123456789abcdef0123\n";
+  const std::uint16_t taken = test::free_port();
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::acceptor holder(ioc, {boost::asio::ip::make_address("127.0.0.1"), taken});
+  const auto r = test::run_command("timeout 120 " + troupe_bin + " serve " + std::string(TROUPE_SOURCE_DIR) +
+                                   "/configs/local.toml --model " + tiny() + " --registry-port 0 --port " + std::to_string(taken) + " 2>&1");
+  BOOST_TEST(r.status == 1, r.output);  // its HTTP port is taken: an error after the token was written
+  int left = 0;
+  for (const auto& f : fs::directory_iterator(runtime / "troupe")) left += f.path().filename().string().rfind("token-", 0) == 0;
+  BOOST_TEST(left == 0, "token files left: " << left);
+  ::unsetenv("XDG_RUNTIME_DIR");
+}

@@ -1,9 +1,13 @@
 #include "tools/troupe/cluster_auth.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -38,6 +42,33 @@ std::string read_token(const std::string& path) {
   return token;
 }
 
+// Whether some socket of this machine holds TCP `port` (a head's registry listening there).
+bool port_in_use(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return true;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  const bool taken = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0;
+  ::close(fd);
+  return taken;
+}
+
+// Token files of heads that are gone (killed, or ended by an error before they could remove
+// theirs): no socket holds their port any more. Each would otherwise stay for good.
+void sweep_stale_tokens(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = f.path().filename().string();
+    if (name.rfind("token-", 0) != 0) continue;
+    const std::string digits = name.substr(6, name.find('.') == std::string::npos ? std::string::npos : name.find('.') - 6);
+    if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const int port = std::stoi(digits);
+    if (port > 0 && port < 65536 && !port_in_use(std::uint16_t(port))) std::filesystem::remove(f.path(), ec);
+  }
+}
+
 }  // namespace
 
 std::string new_cluster_token() {
@@ -64,6 +95,7 @@ std::string cluster_token(const topology::topology_config& t, std::uint16_t regi
                         path + ")");
     return read_token(path);
   }
+  sweep_stale_tokens(token_dir());
   const std::string token = new_cluster_token();
   const std::string tmp = path + ".new";
   {

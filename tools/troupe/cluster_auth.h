@@ -20,6 +20,15 @@ std::string new_cluster_token();
 // Removes the token file the head made for `registry_port` (on its way out).
 void forget_cluster_token(std::uint16_t registry_port);
 
+// Removes the token file of `registry_port` when it goes out of scope, however the command ends
+// (a signal, or an error after the token was written).
+struct cluster_token_file {
+  std::uint16_t port = 0;
+  ~cluster_token_file() {
+    if (port) forget_cluster_token(port);
+  }
+};
+
 // What a node must serve to join: the model folder's fingerprint, or the sim shape's.
 std::string served_fingerprint(const topology::topology_config& t, const std::string& model_dir);
 

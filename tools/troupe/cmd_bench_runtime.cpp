@@ -134,10 +134,12 @@ int cmd_bench_runtime(int argc, char** argv) {
   caf::actor_system sys{cfg};
   actors::local_cluster cluster(sys, topo, m.model, m.tok,
                                 remote_nodes.empty() ? actors::placement_mode::all_here : actors::placement_mode::head_node_only);
+  cluster_token_file token_file;  // removed when this command ends, however it ends
   std::vector<std::unique_ptr<node_process>> children;
   if (!remote_nodes.empty()) {
     const std::uint16_t port = cluster.publish("127.0.0.1", 0, topo.cluster.tls());
     cluster.admit({cluster_token(topo, port, true), served_fingerprint(topo, topo.model.path)});
+    token_file.port = port;
     for (auto& n : remote_nodes)
       children.push_back(std::make_unique<node_process>(config, n, "127.0.0.1:" + std::to_string(port), topo.model.path));
   }
