@@ -8,6 +8,7 @@
 
 #include "actors/error_text.h"
 #include "runtime/api/openai.h"
+#include "runtime/api/tokenize.h"
 #include "runtime/common/constant_time.h"
 #include "runtime/common/error.h"
 #include "runtime/metrics/metrics.h"
@@ -58,10 +59,26 @@ struct prepared_msg {
   std::shared_ptr<prepared> p;
 };
 
+// Work for a preparer: a request to prepare (answered to `frontend`), or a /tokenize or
+// /detokenize to answer.
+struct prepare_job {
+  std::shared_ptr<const prepare_context> pc;
+  std::shared_ptr<prepared> p;
+  caf::actor frontend;
+};
+struct tokenize_job {
+  std::shared_ptr<const prepare_context> pc;
+  std::shared_ptr<http::exchange> ex;
+  bool detokenize = false;
+  int max_model_len = 0;
+};
+
 }  // namespace troupe::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::exchange_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::prepared_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::prepare_job)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::tokenize_job)
 
 namespace troupe::actors {
 
@@ -70,6 +87,8 @@ namespace {
 using json = nlohmann::json;
 using clock = std::chrono::steady_clock;
 using gone_atom = caf::atom_constant<caf::atom("gone")>;
+using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
+using grace_over_atom = caf::atom_constant<caf::atom("graceover")>;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -107,6 +126,9 @@ struct frontend_metrics {
         migrations(reg.add_counter(p + "num_migrations", "Times a request moved to another replica after its replica died.")),
         prefix_queries(reg.add_counter(p + "prefix_cache_queries", "Prompt tokens looked up in the replicas' prefix caches.")),
         prefix_hits(reg.add_counter(p + "prefix_cache_hits", "Prompt tokens found in the replicas' prefix caches (not computed).")),
+        kv_pulls(reg.add_counter(p + "kv_pulls", "KV pulls from another replica or the KV store that arrived whole.")),
+        kv_pull_failures(reg.add_counter(p + "kv_pull_failures",
+                                         "KV pulls that failed (refused, lost or timed out); their requests were prefilled again.")),
         expert_tokens(reg.add_counter(p + "moe_expert_tokens", "Mixture-of-experts models: tokens routed to each expert, over all layers, per replica.")),
         events_published(reg.add_counter(p + "kv_events_published", "KV events sent on the [kv_events] endpoint.")),
         events_dropped(reg.add_counter(p + "kv_events_dropped", "KV events dropped because the publisher fell behind.")),
@@ -124,7 +146,8 @@ struct frontend_metrics {
   metrics::histogram &ttft, &itl, &tpot, &e2e, &queue, &prefill, &decode, &transfer, &prompt_len, &gen_len;
   metrics::gauge &running, &waiting, &kv_usage, &replicas, &connections, &replica_running, &replica_waiting, &replica_kv_usage,
       &replica_up;
-  metrics::counter &prompt_tokens, &generation_tokens, &preemptions, &migrations, &prefix_queries, &prefix_hits,
+  metrics::counter &prompt_tokens, &generation_tokens, &preemptions, &migrations, &prefix_queries, &prefix_hits, &kv_pulls,
+      &kv_pull_failures,
       &expert_tokens, &events_published, &events_dropped, &router_decisions, &success, &rejected, &frontend_cpu, &process_cpu;
 };
 
@@ -180,7 +203,7 @@ struct frontend_state {
   std::shared_ptr<frontend_metrics> m;
   std::map<std::string, live_request> live;
   struct replica_counters {
-    std::uint64_t preemptions = 0, prefix_queries = 0, prefix_hits = 0;
+    std::uint64_t preemptions = 0, prefix_queries = 0, prefix_hits = 0, kv_pulls = 0, kv_pull_failures = 0;
   };
   std::map<caf::actor_addr, replica_counters> seen;  // per replica, for counter deltas
   std::uint64_t next_id = 0;
@@ -188,6 +211,11 @@ struct frontend_state {
   admission::tenant_budgets budgets;  // per tenant, bounded
   std::function<io_stats()> io;  // the HTTP server's CPU and connections
   double actor_cpu = 0;  // CPU seconds spent in the actor's handlers
+  std::vector<caf::actor> preparers;  // detached: templates and tokenizers run there
+  std::size_t next_preparer = 0;
+  bool draining = false;  // shutting down: new requests are refused
+  int cut_off = 0;        // requests ended by the end of the grace period
+  std::vector<caf::response_promise> drained;  // answered once nothing is in flight
   static inline const char* name = "troupe.frontend";
 };
 
@@ -268,6 +296,36 @@ void finish(frontend_ptr self, live_request& r, const token_update& u) {
   }
 }
 
+// Answers the shutdown's waiters once nothing is in flight (or being prepared).
+void check_drained(frontend_ptr self) {
+  auto& st = self->state;
+  if (!st.draining || !st.live.empty() || st.preparing > 0) return;
+  for (auto& rp : st.drained) rp.deliver(st.cut_off);
+  st.drained.clear();
+}
+
+// The grace period is over: every request still in flight ends now, streams with an error event
+// and [DONE] (the client sees why it ended), others with 503; the replicas stop working on them.
+void cut_off_in_flight(frontend_ptr self) {
+  auto& st = self->state;
+  const api::api_error e(503, "the server shut down before this request finished", "", "server_error");
+  for (auto& [id, r] : st.live) {
+    ++st.cut_off;
+    if (r.submitted) self->send(st.owner, abort_atom::value, id);
+    if (r.gone) continue;
+    if (r.stream) {
+      sse(r.ex, e.body());
+      r.ex->send("data: [DONE]\n\n");
+      r.ex->end_stream();
+    } else {
+      send_error(self, r.ex, e);
+    }
+  }
+  st.live.clear();
+  st.preparing = 0;  // those still being prepared are refused when they come back (draining)
+  check_drained(self);
+}
+
 void on_update(frontend_ptr self, token_update& u) {
   auto& st = self->state;
   auto it = st.live.find(u.id);
@@ -293,6 +351,7 @@ void on_update(frontend_ptr self, token_update& u) {
     }
     finish(self, r, u);
     st.live.erase(it);
+    check_drained(self);
     return;
   }
   if (r.gone) return;
@@ -351,18 +410,53 @@ void prepare(const prepare_context& pc, prepared& p) {
   p.req = std::move(req);
 }
 
-// Parsing, template rendering and tokenizing run in a short-lived actor of their own, on CAF's
-// workers: a slow or hostile request (a template looping to its budget, a 4 MB body) then
-// delays only itself, not /health or other requests' streams.
-void prepare_actor(caf::event_based_actor* self, std::shared_ptr<const prepare_context> pc, prepared p, caf::actor frontend) {
+// Parsing, template rendering and tokenizing: a slow or hostile request (a template running to
+// its budget, a 4 MB body) delays only itself.
+void run_prepare(const prepare_context& pc, prepared& p) {
   try {
-    prepare(*pc, p);
+    prepare(pc, p);
   } catch (const api::api_error& e) {
     p.error = e;
   } catch (const std::exception& e) {
     p.error = api::api_error(500, std::string("internal error: ") + e.what());
   }
-  self->send(frontend, prepared_msg{std::make_shared<prepared>(std::move(p))});
+}
+
+// /tokenize and /detokenize (vLLM's), answered where they are computed.
+void run_tokenize(const prepare_context& pc, const std::shared_ptr<http::exchange>& ex, bool detokenize, int max_model_len) {
+  try {
+    json out;
+    if (detokenize) {
+      const auto r = api::parse_detokenize(ex->req().body);
+      if (!r.model.empty() && r.model != pc.model_name) throw no_such_model(r.model, pc.model_name);
+      out = api::detokenize(r, pc.tok.get(), pc.vocab_size);
+    } else {
+      const auto r = api::parse_tokenize(ex->req().body);
+      if (!r.model.empty() && r.model != pc.model_name) throw no_such_model(r.model, pc.model_name);
+      out = api::tokenize(r, pc.tok.get(), pc.chat.get(), max_model_len);
+    }
+    ex->respond(200, "application/json", dump(out));
+  } catch (const api::api_error& e) {
+    ex->respond(e.status(), "application/json", dump(e.body()));
+  } catch (const std::exception& e) {
+    ex->respond(500, "application/json", dump(api::api_error(500, std::string("internal error: ") + e.what()).body()));
+  }
+}
+
+// The preparers: a few actors on threads of their own (detached), not CAF's workers, which the
+// frontend actor, the router and the request owner run on. Eight requests rendering templates
+// to their budget on CAF's two workers left /health unanswered for 30 s; here they queue for
+// the preparers while every other route is served.
+constexpr int preparer_threads = 2;
+
+caf::behavior preparer(caf::event_based_actor* self) {
+  return {
+      [=](prepare_job& j) {
+        run_prepare(*j.pc, *j.p);
+        self->send(j.frontend, prepared_msg{std::move(j.p)});
+      },
+      [=](tokenize_job& j) { run_tokenize(*j.pc, j.ex, j.detokenize, j.max_model_len); },
+  };
 }
 
 // A client's X-Request-Id is kept when it is 1 to 128 characters of [A-Za-z0-9._:/+=-]
@@ -373,6 +467,11 @@ bool usable_trace_id(const std::string& s) {
   for (char c : s)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || std::strchr("._:/+=-", c))) return false;
   return true;
+}
+
+caf::actor next_preparer(frontend_ptr self) {
+  auto& st = self->state;
+  return st.preparers[st.next_preparer++ % st.preparers.size()];
 }
 
 void handle_completion(frontend_ptr self, const std::shared_ptr<http::exchange>& ex, api::endpoint kind) {
@@ -388,7 +487,7 @@ void handle_completion(frontend_ptr self, const std::shared_ptr<http::exchange>&
   p.kind = kind;
   p.arrived = clock::now();
   ++st.preparing;
-  self->spawn(prepare_actor, st.prepare_ctx, std::move(p), caf::actor_cast<caf::actor>(self));
+  self->send(next_preparer(self), prepare_job{st.prepare_ctx, std::make_shared<prepared>(std::move(p)), caf::actor_cast<caf::actor>(self)});
 }
 
 // The index of the configured API key the request carries, or -1.
@@ -487,6 +586,7 @@ void submit(frontend_ptr self, prepared& p) {
               send_error(self, ex, api::api_error(503, "no replica can serve the request now (" + why + "); retry later"));
             else
               send_error(self, ex, api::api_error(400, why));
+            check_drained(self);
           });
 }
 
@@ -575,6 +675,8 @@ void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex
                         delta(self->state.m->preemptions, r.preemptions, seen.preemptions);
                         delta(self->state.m->prefix_queries, r.prefix_queries, seen.prefix_queries);
                         delta(self->state.m->prefix_hits, r.prefix_hits, seen.prefix_hits);
+                        delta(self->state.m->kv_pulls, r.kv_pulls, seen.kv_pulls);
+                        delta(self->state.m->kv_pull_failures, r.kv_pull_failures, seen.kv_pull_failures);
                         if (--g->left == 0) render();
                       },
                       [=](caf::error&) {  // a replica that just died: counted as absent
@@ -595,9 +697,13 @@ void need_method(const http::request& rq, const std::string& path, std::initiali
   throw api::api_error(405, "use " + list + " for " + path);
 }
 
+// OpenAI's fields, vLLM's max_model_len, and the vocabulary's size (what a load generator needs to
+// draw token ids for a model without a tokenizer).
 json model_card(const frontend_state& st) {
-  return {{"id", st.cfg.model_name}, {"object", "model"}, {"created", st.started}, {"owned_by", "troupe"},
-          {"max_model_len", st.cfg.max_model_len}};
+  json card = {{"id", st.cfg.model_name}, {"object", "model"}, {"created", st.started}, {"owned_by", "troupe"},
+               {"max_model_len", st.cfg.max_model_len}};
+  if (st.cfg.vocab_size > 0) card["vocab_size"] = st.cfg.vocab_size;
+  return card;
 }
 
 void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
@@ -605,12 +711,18 @@ void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
   const auto& rq = ex->req();
   const std::string path = rq.target.substr(0, rq.target.find('?'));
   try {
-    const bool openai_route = path.rfind("/v1/", 0) == 0;
+    const bool openai_route = path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
     if ((openai_route || st.cfg.api_key_on_all_routes) && !authorized(st.cfg, rq))
       throw api::api_error(401, "a valid API key is required: send it as 'Authorization: Bearer KEY'", "", "authentication_error");
     if (path == "/v1/completions" || path == "/v1/chat/completions") {
       need_method(rq, path, {"POST"});
+      if (st.draining) throw api::api_error(503, "the server is shutting down; send the request to another", "", "server_error");
       return handle_completion(self, ex, path == "/v1/completions" ? api::endpoint::completions : api::endpoint::chat);
+    }
+    if (path == "/tokenize" || path == "/detokenize") {
+      need_method(rq, path, {"POST"});
+      self->send(next_preparer(self), tokenize_job{st.prepare_ctx, ex, path == "/detokenize", st.cfg.max_model_len});
+      return;
     }
     if (path == "/v1/models") {
       need_method(rq, path, {"GET"});
@@ -625,6 +737,9 @@ void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
     }
     if (path == "/health") {
       need_method(rq, path, {"GET", "HEAD"});
+      if (st.draining)
+        return ex->respond(503, "application/json", dump({{"status", "shutting down"}}),
+                           {{"Retry-After", std::to_string(st.cfg.retry_after_s)}});
       self->request(st.router, st.cfg.request_timeout, live_atom::value)
           .then(
               [=](std::uint32_t n) {
@@ -649,8 +764,9 @@ void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
 
 // A prepared request: submitted, or answered with its error.
 void on_prepared(frontend_ptr self, prepared& p) {
-  --self->state.preparing;
+  if (self->state.preparing > 0) --self->state.preparing;
   try {
+    if (self->state.draining) throw api::api_error(503, "the server is shutting down; send the request to another", "", "server_error");
     submit(self, p);
   } catch (const api::api_error& e) {
     send_error(self, p.ex, e);
@@ -670,6 +786,8 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
   st.m->migrations.inc({{"model_name", cfg.model_name}}, 0);
   st.m->prefix_queries.inc({{"model_name", cfg.model_name}}, 0);
   st.m->prefix_hits.inc({{"model_name", cfg.model_name}}, 0);
+  st.m->kv_pulls.inc({{"model_name", cfg.model_name}}, 0);
+  st.m->kv_pull_failures.inc({{"model_name", cfg.model_name}}, 0);
   st.m->events_published.inc({{"model_name", cfg.model_name}}, 0);
   st.m->events_dropped.inc({{"model_name", cfg.model_name}}, 0);
   st.cfg = std::move(cfg);
@@ -693,6 +811,7 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
       }
     }
   st.prepare_ctx = std::move(pc);
+  for (int i = 0; i < preparer_threads; ++i) st.preparers.push_back(self->spawn<caf::detached + caf::linked>(preparer));
   st.started = unix_now();
   std::random_device rd;
   char salt[16];
@@ -706,6 +825,7 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
       [=](const prepared_msg& m) {
         cpu_account acc(self->state.actor_cpu);
         on_prepared(self, *m.p);
+        check_drained(self);
       },
       [=](token_batch& b) {
         cpu_account acc(self->state.actor_cpu);
@@ -718,13 +838,24 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
         it->second.gone = true;
         if (it->second.submitted) self->send(self->state.owner, abort_atom::value, id);
       },
+      [=](shutdown_atom, caf::timespan grace) -> caf::result<int> {
+        auto& st = self->state;
+        st.draining = true;
+        auto rp = self->make_response_promise<int>();
+        st.drained.push_back(rp);
+        self->delayed_send(self, grace, grace_over_atom::value);
+        check_drained(self);
+        return rp;
+      },
+      [=](grace_over_atom) { cut_off_in_flight(self); },
   };
 }
 
 }  // namespace
 
 frontend::frontend(caf::actor_system& sys, owner_actor owner, router_actor router, frontend_config cfg,
-                   std::shared_ptr<const tokenizer::tokenizer> tok, std::optional<chat::chat_template> chat) {
+                   std::shared_ptr<const tokenizer::tokenizer> tok, std::optional<chat::chat_template> chat)
+    : sys_(sys) {
   const http::server_config hc = cfg.http;
   io_server_ = std::make_shared<std::atomic<http::server*>>(nullptr);
   auto holder = io_server_;
@@ -739,6 +870,14 @@ frontend::frontend(caf::actor_system& sys, owner_actor owner, router_actor route
     caf::anon_send(a, exchange_msg{std::move(ex)});
   });
   io_server_->store(server_.get());
+}
+
+int frontend::drain(std::chrono::milliseconds grace) {
+  caf::scoped_actor self{sys_};
+  int cut = 0;
+  self->request(actor_, grace + std::chrono::seconds(10), shutdown_atom::value, caf::timespan(grace))
+      .receive([&](int n) { cut = n; }, [&](caf::error&) { cut = -1; });
+  return cut;
 }
 
 frontend::~frontend() {

@@ -53,7 +53,13 @@ class frontend {
 
   std::uint16_t port() const;
 
+  // Shutting down: new requests get 503 (and /health 503), those in flight may finish within
+  // `grace`; then streams still open end with an error event and [DONE], other requests get
+  // 503, and all are aborted. Blocks until that is done; returns how many were cut off.
+  int drain(std::chrono::milliseconds grace);
+
  private:
+  caf::actor_system& sys_;
   caf::actor actor_;
   std::unique_ptr<http::server> server_;
   std::shared_ptr<std::atomic<http::server*>> io_server_;  // for the actor's CPU accounting

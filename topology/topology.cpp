@@ -440,7 +440,8 @@ void read_frontend(const reader& r, const toml::table& root, topology_config& t)
   const toml::table* f = r.table(root, "frontend", "");
   if (!f) return;
   r.only_keys(*f, "frontend.",
-              {"address", "model_name", "max_requests", "retry_after", "max_body", "metric_prefix", "api_keys", "api_key_routes", "public_prompts", "tenant_by_user"});
+              {"address", "model_name", "max_requests", "retry_after", "max_body", "metric_prefix", "api_keys", "api_key_routes", "public_prompts", "tenant_by_user",
+               "shutdown_grace"});
   t.frontend.tenant_by_user = r.boolean(*f, "tenant_by_user", "frontend.", true);
   auto& fe = t.frontend;
   if (const toml::node* a = f->get("address")) {
@@ -461,6 +462,8 @@ void read_frontend(const reader& r, const toml::table& root, topology_config& t)
     const auto d = r.duration(*n, "frontend.retry_after");
     fe.retry_after_s = std::max(1, int(std::chrono::duration_cast<std::chrono::seconds>(d).count()));
   }
+  if (const toml::node* n = f->get("shutdown_grace"))
+    fe.shutdown_grace = std::chrono::duration_cast<std::chrono::milliseconds>(r.duration(*n, "frontend.shutdown_grace"));
   if (const toml::node* n = f->get("max_body")) {
     const double bytes = r.size(*n, "frontend.max_body");
     if (bytes < 1024) r.fail(n, "frontend.max_body", "must be at least 1KiB");
@@ -539,7 +542,7 @@ bool loopback_endpoint_host(const std::string& host) { return loopback(host) || 
 void check_loopback_endpoint(const reader& r, const toml::node* n, const std::string& key, const std::string& ep) {
   const std::string host = endpoint_host(r, n, key, ep);
   if (!loopback_endpoint_host(host))
-    r.fail(n, key, "\"" + host + "\" is not a loopback address; KV events have no authentication, so they bind to loopback only");
+    r.fail(n, key, "\"" + host + "\" is not a loopback address: off loopback KV events need CURVE keys (kv_events.secret_key, kv_events.authorized_keys)");
 }
 
 void read_admission(const reader& r, const toml::table& root, topology_config& t) {
@@ -643,6 +646,22 @@ void read_head_admin(const reader& r, const toml::table& root, const toml::table
   }
 }
 
+// authorized_keys of [admin] or [kv_events]: Z85 public keys of 40 characters, at most 1024.
+std::vector<std::string> read_authorized_keys(const reader& r, const toml::table& tbl, const std::string& prefix) {
+  std::vector<std::string> out;
+  const toml::node* n = tbl.get("authorized_keys");
+  if (!n) return out;
+  const toml::array* keys = n->as_array();
+  if (!keys) r.fail(n, prefix + "authorized_keys", std::string("expected an array of strings, got ") + type_name(*n));
+  if (keys->size() > 1024) r.fail(n, prefix + "authorized_keys", "at most 1024 keys");
+  for (auto&& k : *keys) {
+    if (!k.is_string() || k.value<std::string>()->size() != 40)
+      r.fail(&k, prefix + "authorized_keys", "expected Z85 public keys of 40 characters (troupe admin keygen writes them)");
+    out.push_back(*k.value<std::string>());
+  }
+  return out;
+}
+
 void read_admin(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* a = r.table(root, "admin", "");
   if (!a) return read_head_admin(r, root, a, t);
@@ -652,16 +671,7 @@ void read_admin(const reader& r, const toml::table& root, topology_config& t) {
   ad.endpoint = r.string(*a, "endpoint", "admin.", std::nullopt);
   ad.events = r.string(*a, "events", "admin.", std::string());
   ad.secret_key = r.string(*a, "secret_key", "admin.", std::string());
-  if (const toml::node* n = a->get("authorized_keys")) {
-    const toml::array* keys = n->as_array();
-    if (!keys) r.fail(n, "admin.authorized_keys", std::string("expected an array of strings, got ") + type_name(*n));
-    if (keys->size() > 1024) r.fail(n, "admin.authorized_keys", "at most 1024 keys");
-    for (auto&& k : *keys) {
-      if (!k.is_string() || k.value<std::string>()->size() != 40)
-        r.fail(&k, "admin.authorized_keys", "expected Z85 public keys of 40 characters (troupe admin keygen writes them)");
-      ad.authorized_keys.push_back(*k.value<std::string>());
-    }
-  }
+  ad.authorized_keys = read_authorized_keys(r, *a, "admin.");
   if (ad.curve() != !ad.authorized_keys.empty())
     r.fail(a, "admin.secret_key", "CURVE needs both secret_key (the server's) and authorized_keys (the clients')");
   for (const char* key : {"endpoint", "events"}) {
@@ -679,13 +689,18 @@ void read_admin(const reader& r, const toml::table& root, topology_config& t) {
 void read_kv_events(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* k = r.table(root, "kv_events", "");
   if (!k) return;
-  r.only_keys(*k, "kv_events.", {"endpoint", "replay_endpoint", "topic", "buffer"});
+  r.only_keys(*k, "kv_events.", {"endpoint", "replay_endpoint", "topic", "buffer", "secret_key", "authorized_keys", "token_ids"});
   auto& ev = t.kv_events;
+  ev.secret_key = r.string(*k, "secret_key", "kv_events.", std::string());
+  ev.authorized_keys = read_authorized_keys(r, *k, "kv_events.");
+  if (ev.curve() != !ev.authorized_keys.empty())
+    r.fail(k, "kv_events.secret_key", "CURVE needs both secret_key (the server's) and authorized_keys (the subscribers')");
+  ev.token_ids = r.boolean(*k, "token_ids", "kv_events.", true);
   ev.endpoint = r.string(*k, "endpoint", "kv_events.", std::nullopt);
-  check_loopback_endpoint(r, k->get("endpoint"), "kv_events.endpoint", ev.endpoint);
+  if (!ev.curve()) check_loopback_endpoint(r, k->get("endpoint"), "kv_events.endpoint", ev.endpoint);
   ev.replay_endpoint = r.string(*k, "replay_endpoint", "kv_events.", std::string());
   if (!ev.replay_endpoint.empty()) {
-    check_loopback_endpoint(r, k->get("replay_endpoint"), "kv_events.replay_endpoint", ev.replay_endpoint);
+    if (!ev.curve()) check_loopback_endpoint(r, k->get("replay_endpoint"), "kv_events.replay_endpoint", ev.replay_endpoint);
     if (ev.replay_endpoint == ev.endpoint) r.fail(k->get("replay_endpoint"), "kv_events.replay_endpoint", "must differ from kv_events.endpoint");
   }
   ev.topic = r.string(*k, "topic", "kv_events.", std::string());
@@ -815,18 +830,24 @@ topology_config load_topology(const std::string& path) {
 
 namespace troupe::topology {
 
-void check_kv_memory(const topology_config& t, const std::string& node, std::size_t machine_bytes) {
+void check_kv_memory(const topology_config& t, const std::string& node, std::size_t machine_bytes, std::size_t available_bytes) {
   if (t.model.backend == backend_kind::sim) return;
   std::size_t replicas = 0;
-  for (const auto& p : place_replicas(t)) replicas += node.empty() || p.node == node;
+  for (const auto& p : place_replicas(t)) replicas += node.empty() || node == "*" || p.node == node;
   const long double need = (long double)t.scheduler.kv_memory_bytes * replicas;
-  if (need <= (long double)machine_bytes * 0.9L) return;
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "%.1f GiB per replica x %zu replica(s) on %s%s%s is %.1f GiB; this machine has %.1f GiB",
-                double(t.scheduler.kv_memory_bytes) / (1 << 30), replicas, node.empty() ? "this process" : "node \"", node.c_str(), node.empty() ? "" : "\"", double(need / (1 << 30)),
-                double(machine_bytes) / (1 << 30));
-  throw input_error(t.source + ":" + std::to_string(t.scheduler.kv_memory_line) + ": scheduler.kv_memory: " + buf +
-                    " (at most 90% of it can be KV)");
+  const bool fits_machine = need <= (long double)machine_bytes * 0.9L, fits_free = need <= (long double)available_bytes;
+  if (fits_machine && fits_free) return;
+  const std::string where = node == "*" ? "this host (every process of the topology)" : node.empty() ? "this process" : "node \"" + node + "\"";
+  char buf[320];
+  if (!fits_machine)
+    std::snprintf(buf, sizeof buf, "%.1f GiB per replica x %zu replica(s) on %s is %.1f GiB; this machine has %.1f GiB (at most 90%% of it can be KV)",
+                  double(t.scheduler.kv_memory_bytes) / (1 << 30), replicas, where.c_str(), double(need / (1 << 30)),
+                  double(machine_bytes) / (1 << 30));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f GiB per replica x %zu replica(s) on %s is %.1f GiB; this machine has %.1f GiB free now",
+                  double(t.scheduler.kv_memory_bytes) / (1 << 30), replicas, where.c_str(), double(need / (1 << 30)),
+                  double(available_bytes) / (1 << 30));
+  throw input_error(t.source + ":" + std::to_string(t.scheduler.kv_memory_line) + ": scheduler.kv_memory: " + buf);
 }
 
 std::vector<replica_placement> place_replicas(const topology_config& t) {

@@ -144,6 +144,9 @@ struct frontend_spec {
   std::string model_name;            // empty: the model folder's name (or the sim preset)
   int max_requests = 4096;           // in flight; more get 429
   int retry_after_s = 1;             // Retry-After of 429 and 503 answers
+  // On SIGINT/SIGTERM: new requests get 503 while those in flight have this long to finish;
+  // streams still open then end with an error event and [DONE].
+  std::chrono::milliseconds shutdown_grace{30000};
   std::size_t max_body = std::size_t(4) << 20;
   std::string metric_prefix = "troupe:";
   // Bearer tokens the OpenAI routes require (none: open, as on loopback by default).
@@ -170,7 +173,15 @@ struct kv_events_spec {
   std::string replay_endpoint;  // empty: no replay
   std::string topic;            // the first frame of every message
   int buffer = 10000;           // batches kept for replay
+  // With keys both sockets are CURVE servers and only the authorized subscribers' keys get in
+  // (any address then); without, they bind to loopback only.
+  std::string secret_key;                    // the server's CURVE secret key file (troupe admin keygen)
+  std::vector<std::string> authorized_keys;  // Z85 public keys of the subscribers let in
+  // Whether stored blocks carry their token ids (vLLM's format does); false publishes hashes
+  // only, so no subscriber learns a tenant's prompt.
+  bool token_ids = true;
   bool enabled() const { return !endpoint.empty(); }
+  bool curve() const { return !secret_key.empty(); }
 };
 
 // The admin endpoint on the head (docs/admin.md): ZeroMQ request/reply and an event stream.
@@ -274,9 +285,11 @@ replica_names names_of(const topology_config& t);
 std::string name_of(const replica_names& names, std::uint32_t id);
 
 // Refuses, before anything is allocated, a topology whose replicas on `node` (every node when
-// empty: all in one process) need more KV memory than the machine has (`machine_bytes`):
-// input_error naming scheduler.kv_memory, the figure and the machine's. The sim backend
-// allocates no KV and always passes.
-void check_kv_memory(const topology_config& t, const std::string& node, std::size_t machine_bytes);
+// empty: all in one process; "*": every process of the topology on this host, what `troupe
+// launch` starts) need more KV memory than 90% of the machine (`machine_bytes`) or than is free
+// now (`available_bytes`): input_error naming scheduler.kv_memory, the figure and the machine's.
+// The sim backend allocates no KV and always passes.
+void check_kv_memory(const topology_config& t, const std::string& node, std::size_t machine_bytes,
+                     std::size_t available_bytes = SIZE_MAX);
 
 }  // namespace troupe::topology

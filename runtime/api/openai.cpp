@@ -152,6 +152,24 @@ std::vector<std::pair<std::int32_t, float>> parse_logit_bias(const json& v) {
 
 }  // namespace
 
+json parse_messages(const json& m) {
+  if (!m.is_array() || m.empty()) bad("messages", "expected a non-empty array of messages");
+  json out = json::array();
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    const json& msg = m[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!msg.is_object()) bad(at, "expected an object");
+    if (!msg.contains("role") || !msg["role"].is_string()) bad(at + ".role", "is required (a string)");
+    const std::string role = msg["role"].get<std::string>();
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
+      bad(at + ".role", "unknown role \"" + role + "\"");
+    json copy = msg;
+    copy["content"] = message_text(msg.contains("content") ? msg["content"] : json(nullptr), i);
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
+
 completion_request parse_request(const std::string& body, endpoint kind, const sampling::sampling_params& defaults) {
   json j;
   try {
@@ -202,20 +220,7 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
   } else {
     const json* m = f.get("messages");
     if (!m) bad("messages", "is required");
-    if (!m->is_array() || m->empty()) bad("messages", "expected a non-empty array of messages");
-    r.messages = json::array();
-    for (std::size_t i = 0; i < m->size(); ++i) {
-      const json& msg = (*m)[i];
-      const std::string at = "messages[" + std::to_string(i) + "]";
-      if (!msg.is_object()) bad(at, "expected an object");
-      if (!msg.contains("role") || !msg["role"].is_string()) bad(at + ".role", "is required (a string)");
-      const std::string role = msg["role"].get<std::string>();
-      if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
-        bad(at + ".role", "unknown role \"" + role + "\"");
-      json copy = msg;
-      copy["content"] = message_text(msg.contains("content") ? msg["content"] : json(nullptr), i);
-      r.messages.push_back(std::move(copy));
-    }
+    r.messages = parse_messages(*m);
     if (auto lp = f.boolean("logprobs"); lp && *lp) {
       const auto top = f.integer("top_logprobs").value_or(0);
       if (top < 0 || top > sampling::sampling_params::max_logprobs)
@@ -235,7 +240,9 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
   auto& p = r.params;
   const char* max_key = kind == endpoint::chat && f.get("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   if (auto mt = f.integer(max_key)) {
-    p.max_tokens = int(std::clamp<long long>(*mt, 0, 1 << 30));
+    // Bounded before it becomes an int; a larger value is named as sent, not as a clamped one.
+    if (*mt > (1 << 30)) bad(max_key, "is " + std::to_string(*mt) + "; at most " + std::to_string(1 << 30));
+    p.max_tokens = int(std::max<long long>(*mt, 0));
     r.max_tokens_given = true;
   }
   if (auto n = f.integer("n"); n && *n != 1) bad("n", "only n = 1 is supported");

@@ -61,6 +61,10 @@ struct completion_request {
 // the body leaves out take their value from `defaults` (the model's generation_config.json).
 completion_request parse_request(const std::string& body, endpoint kind, const sampling::sampling_params& defaults = {});
 
+// A chat request's `messages`: each an object with a known role, its content flattened to text
+// (a string, or text parts). Throws api_error(400) naming the message and field.
+nlohmann::json parse_messages(const nlohmann::json& messages);
+
 struct usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;

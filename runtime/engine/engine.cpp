@@ -115,6 +115,10 @@ engine::engine(model::model_config shape, std::shared_ptr<const tokenizer::token
       outputs_(tok_.get(), mc_.eos_token_ids, cfg_.max_model_len > 0 ? cfg_.max_model_len : mc_.max_position_embeddings),
       root_(kv::root_hash(cfg_.model_key)) {
   if (cfg_.max_model_len <= 0) cfg_.max_model_len = mc_.max_position_embeddings;
+  // Positions past the model's own were never trained: serving them is silently wrong output.
+  if (mc_.max_position_embeddings > 0 && cfg_.max_model_len > mc_.max_position_embeddings)
+    throw input_error("max_model_len " + std::to_string(cfg_.max_model_len) + " is beyond the model's " +
+                      std::to_string(mc_.max_position_embeddings) + " positions (max_position_embeddings)");
   if (!exec_) throw std::logic_error("engine: no executor");
   layout_ = kv_layout_of(cfg_, mc_, exec_->kv_ranks(), exec_->tensor_parallel());
 }

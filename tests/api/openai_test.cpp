@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "runtime/api/openai.h"
+#include "runtime/api/tokenize.h"
 
 using namespace troupe;
 using api::endpoint;
@@ -169,4 +170,47 @@ BOOST_AUTO_TEST_CASE(huge_numbers_and_invalid_utf8_in_errors_are_handled) {
   } catch (const api::api_error& e) {
     BOOST_TEST(e.body().dump().find("not valid JSON") != std::string::npos);  // dump() threw on the echoed bytes
   }
+}
+
+// max_tokens 2^31 was clamped to 2^30 and the context error then spoke of "1073741824".
+BOOST_AUTO_TEST_CASE(a_max_tokens_too_large_is_refused_with_the_value_sent) {
+  try {
+    api::parse_request(json{{"prompt", "x"}, {"max_tokens", 2147483648LL}}.dump(), endpoint::completions);
+    BOOST_FAIL("accepted");
+  } catch (const api::api_error& e) {
+    BOOST_TEST(e.param() == "max_tokens");
+    BOOST_TEST(std::string(e.what()).find("is 2147483648") != std::string::npos, e.what());
+  }
+  BOOST_TEST(param_of({{"prompt", "x"}, {"max_tokens", 1 << 30}}) == "accepted");
+}
+
+BOOST_AUTO_TEST_CASE(tokenize_and_detokenize_bodies_are_checked_field_by_field) {
+  auto t = api::parse_tokenize(R"({"prompt": "hi", "add_special_tokens": false, "return_token_strs": true})");
+  BOOST_TEST(*t.prompt == "hi");
+  BOOST_TEST(*t.add_special_tokens == false);
+  BOOST_TEST(t.return_token_strs);
+  t = api::parse_tokenize(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}]}]})");
+  BOOST_TEST(!t.prompt);
+  BOOST_TEST(t.messages[0]["content"] == "a");
+  BOOST_TEST(!t.add_special_tokens.has_value());
+  BOOST_TEST(t.add_generation_prompt);
+  auto param = [](auto parse, const std::string& body) {
+    try {
+      parse(body);
+    } catch (const api::api_error& e) {
+      BOOST_TEST(e.status() == 400);
+      return e.param();
+    }
+    return std::string("accepted");
+  };
+  BOOST_TEST(param(api::parse_tokenize, R"({"prompt": "a", "messages": []})") == "prompt");  // exactly one
+  BOOST_TEST(param(api::parse_tokenize, R"({})") == "prompt");
+  BOOST_TEST(param(api::parse_tokenize, R"({"prompt": 5})") == "prompt");
+  BOOST_TEST(param(api::parse_tokenize, R"({"messages": [{"role": "wizard", "content": "x"}]})") == "messages[0].role");
+  BOOST_TEST(param(api::parse_tokenize, R"({"prompt": "a", "add_special_tokens": "yes"})") == "add_special_tokens");
+  BOOST_TEST(param(api::parse_tokenize, R"({"prompt": "a", "truncate_prompt_tokens": 3})") == "truncate_prompt_tokens");
+  BOOST_TEST(param(api::parse_detokenize, R"({"tokens": [1, "2"]})") == "tokens");
+  BOOST_TEST(param(api::parse_detokenize, R"({"tokens": [1, 99999999999]})") == "tokens");
+  BOOST_TEST(param(api::parse_detokenize, R"({"model": "m"})") == "tokens");
+  BOOST_TEST(api::parse_detokenize(R"({"tokens": [1, 2]})").tokens.size() == 2u);
 }

@@ -5,6 +5,8 @@
 #define BOOST_TEST_MODULE hostile_client
 #include <boost/test/unit_test.hpp>
 
+#include <poll.h>
+
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -208,6 +210,43 @@ BOOST_AUTO_TEST_CASE(a_looping_chat_template_fails_its_request_only) {
   BOOST_TEST(test::http_request(serve.port(), "GET", "/health").status == 200);
   BOOST_TEST(test::post_json(serve.port(), "/v1/completions", {{"prompt", {1, 2}}, {"max_tokens", 2}}).status == 200);
   BOOST_TEST(test::rss_kb(serve.child().pid()) < 2 * 1024 * 1024);
+}
+
+// Eight chat requests whose template runs to its budget rendered on CAF's two workers, which
+// /health, the router and every stream share: /health timed out at 30 s. Templates render on
+// preparer threads of their own, so /health answers while they still render.
+BOOST_AUTO_TEST_CASE(health_answers_while_templates_render_to_their_budget) {
+  const std::string dir = std::string(TROUPE_BINARY_DIR) + "/test-models/slow-template";
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"}) {
+    std::filesystem::remove(dir + "/" + f);
+    std::filesystem::create_symlink(model_dir() + "/" + f, dir + "/" + f);
+  }
+  // Inside the budget (300,000 range items, as many copied for the loop and as many iterations).
+  std::ofstream(dir + "/tokenizer_config.json")
+      << json{{"chat_template", "{% for i in range(300000) %}{% endfor %}{{ messages[0]['content'] }}"}}.dump();
+  test::serve_process serve({local_toml(), "--model", dir});
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const std::string chat = json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 1}}.dump();
+  std::vector<std::unique_ptr<raw_conn>> slow;
+  for (int i = 0; i < 8; ++i) {
+    slow.push_back(std::make_unique<raw_conn>(serve.port(), 120));
+    slow.back()->send(post_text("/v1/chat/completions", chat));
+  }
+  raw_conn health(serve.port(), 120);
+  health.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  BOOST_TEST(health.read_until_count("\r\n\r\n", 1).rfind("HTTP/1.1 200", 0) == 0u);
+  // When /health answered, the renders were not all done: some chat has no answer yet.
+  int answered = 0;
+  for (auto& c : slow) {
+    pollfd p{c->sock.native_handle(), POLLIN, 0};
+    answered += ::poll(&p, 1, 0) == 1;
+  }
+  BOOST_TEST(answered <= 4, answered << " of 8 renders had answered before /health did");
+  for (auto& c : slow) {  // each renders whole
+    const std::string got = c->read_until_count("\r\n\r\n", 1);
+    BOOST_TEST(got.rfind("HTTP/1.1 200", 0) == 0u, got);
+  }
 }
 
 // Optional API keys, as vLLM's --api-key: the OpenAI routes need the bearer token; /health and

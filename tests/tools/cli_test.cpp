@@ -8,10 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
+#include "runtime/common/machine.h"
 #include "runtime/engine/engine.h"
 #include "runtime/eval/perplexity.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "tests/support/models.h"
+#include "tests/support/http_client.h"
 #include "tests/support/process.h"
 
 using namespace troupe;
@@ -115,6 +117,24 @@ BOOST_AUTO_TEST_CASE(kv_memory_beyond_the_machine_is_refused_at_start) {
   }
 }
 
+// Two node processes of 11 GiB of KV each started on a 23.5 GiB host: each was checked alone.
+// launch starts every process of the topology on this host, so it checks their sum.
+BOOST_AUTO_TEST_CASE(launch_refuses_processes_whose_kv_together_exceeds_the_host) {
+  const std::string dir = test::synth_model("tiny-llama-f32", test::preset("tiny"));
+  const auto each_mib = (long long)(double(machine_memory_bytes()) * 0.6 / (1 << 20));  // each fits, the two do not
+  const std::string path = std::string(TROUPE_BINARY_DIR) + "/kv-host-sum.toml";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  std::fprintf(f, "[model]\npath = \"%s\"\n[[nodes]]\nname = \"head\"\naddress = \"127.0.0.1:%u\"\n[[nodes]]\nname = \"a\"\n"
+                  "[[nodes]]\nname = \"b\"\n[[pools]]\nname = \"main\"\nreplicas = 2\nnodes = [\"a\", \"b\"]\n"
+                  "[scheduler]\nkv_memory = \"%lldMiB\"\n",
+               dir.c_str(), unsigned(test::free_port()), each_mib);
+  std::fclose(f);
+  const auto c = test::run_command("timeout 120 " + std::string(TROUPE_BINARY_DIR) + "/troupe launch " + path + " 2>&1");
+  BOOST_TEST(c.status == 1, c.output);
+  BOOST_TEST(c.output.find("scheduler.kv_memory:") != std::string::npos, c.output);
+  BOOST_TEST(c.output.find("this host (every process of the topology)") != std::string::npos, c.output);
+}
+
 // `--help` on a subcommand said "unknown option"; `generate -h` synthesized a model and ran;
 // `bench runtime -h` ran the benchmark. Every command answers -h/--help with its usage, exit 0,
 // and nothing else happens (no model written, nothing served).
@@ -182,4 +202,35 @@ BOOST_AUTO_TEST_CASE(eval_perplexity_gives_the_librarys_figure_and_refuses_bad_i
   run_result which = troupe_cmd("eval");
   BOOST_TEST(which.status == 1);
   BOOST_TEST(which.out.find("which evaluation?") != std::string::npos, which.out);
+}
+
+// vLLM's habits: `troupe serve models/kjv` was a TOML error; --served-model-name, --max-model-len
+// and --api-key work as vLLM users type them; a second --model, a context past the model's
+// positions and an unauthenticated API off loopback are refused by name.
+BOOST_AUTO_TEST_CASE(serve_takes_a_model_folder_and_vllms_flags) {
+  const std::string kjv = std::string(TROUPE_SOURCE_DIR) + "/models/kjv";
+  {
+    test::serve_process serve({kjv, "--served-model-name", "bible", "--max-model-len", "128", "--api-key", "k3y"});
+    BOOST_TEST_REQUIRE(serve.port() != 0);
+    const auto models = test::http_request(serve.port(), "GET", "/v1/models", "", {{"Authorization", "Bearer k3y"}});
+    BOOST_TEST_REQUIRE(models.status == 200, models.body);
+    BOOST_TEST(models.json()["data"][0]["id"] == "bible");
+    BOOST_TEST(models.json()["data"][0]["max_model_len"] == 128);
+    BOOST_TEST(test::http_request(serve.port(), "GET", "/v1/models").status == 401);
+    const auto done = test::http_request(serve.port(), "POST", "/v1/completions",
+                                         R"({"model": "bible", "prompt": "And God said", "max_tokens": 4})",
+                                         {{"Authorization", "Bearer k3y"}});
+    BOOST_TEST(done.status == 200, done.body);
+  }
+  auto expect = [](const std::string& args, const std::string& needle) {
+    const auto c = test::run_command("timeout 120 " + std::string(TROUPE_BINARY_DIR) + "/troupe " + args + " 2>&1");
+    BOOST_TEST(c.status == 1, args << " -> " << c.output);
+    BOOST_TEST(c.output.find(needle) != std::string::npos, args << " -> " << c.output);
+  };
+  expect("serve --model " + kjv + " --model " + kjv + " --port 0 --registry-port 0", "--model is given twice");
+  expect("serve " + kjv + " --model " + kjv + " --port 0 --registry-port 0", "the model is given twice");
+  expect("serve " + kjv + " --max-model-len 1024 --port 0 --registry-port 0", "max_model_len 1024 is beyond the model's 256 positions");
+  expect("serve " + kjv + " --host 0.0.0.0 --port 0 --registry-port 0", "--api-key KEY");
+  expect("serve " + kjv + " --host 0.0.0.0 --port 0 --registry-port 0", "--allow-unauthenticated");
+  expect("serve /nonexistent/folder --port 0", "/nonexistent/folder: not a topology (*.toml), a model folder or a .gguf file");
 }

@@ -1,6 +1,9 @@
 // troupe bench serve: a load generator for any OpenAI-compatible server, reporting TTFT, TPOT,
 // ITL and E2E latency, throughput and goodput like vLLM's benchmark_serving.
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <iterator>
 #include <fstream>
 #include <sstream>
 
@@ -8,6 +11,7 @@
 #include "runtime/metrics/metrics.h"
 #include "tools/troupe/args.h"
 #include "tools/troupe/bench_serve/client.h"
+#include "tools/troupe/bench_serve/dataset.h"
 #include "tools/troupe/bench_serve/report.h"
 #include "tools/troupe/bench_serve/workload.h"
 #include "tools/troupe/commands.h"
@@ -26,34 +30,110 @@ std::vector<std::string> words(const std::string& s) {
 
 }  // namespace
 
-int cmd_bench_serve(int argc, char** argv) {
-  args a(argc, argv, 3,
-         {"url", "model", "requests", "concurrency", "rate", "arrival", "prompt-len", "prompt-dist", "output-len",
-          "output-dist", "shared-prefix", "trace", "seed", "goodput", "json", "plot", "vocab", "timeout",
-          "block-size"},
-         {"chat", "no-ignore-eos", "quiet", "detailed", "shuffle"});
-  auto url = a.get("url");
-  if (!url) throw input_error("usage: troupe bench serve --url http://HOST:PORT [options]; see troupe --help");
-  bench::client_options co = bench::parse_url(*url);
-  co.chat = a.has("chat");
-  co.ignore_eos = !a.has("no-ignore-eos");
-  co.max_concurrency = int(a.get_int("concurrency", 0));
-  co.request_timeout_s = a.get_double("timeout", 1800);
-  co.model = a.get("model", "");
-  if (co.model.empty()) {  // the server's first model
-    auto [status, body] = bench::http_get(co, "/v1/models");
-    if (status == 200) {
-      auto j = nlohmann::json::parse(body, nullptr, false);
-      if (!j.is_discarded() && j.contains("data") && !j["data"].empty()) co.model = j["data"][0].value("id", "");
-    }
-  }
+namespace {
 
+// A server-side error as the bench reports it ("HTTP 400: prompt: ...").
+std::string first_errors(const std::vector<bench::request_result>& results, std::size_t max_kinds) {
+  std::vector<std::pair<std::string, int>> kinds;
+  for (const auto& r : results) {
+    if (r.ok) continue;
+    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == r.error; });
+    if (it != kinds.end()) ++it->second;
+    else if (kinds.size() < max_kinds) kinds.emplace_back(r.error, 1);
+  }
+  std::string out;
+  for (const auto& [e, n] : kinds) out += "  " + std::to_string(n) + " x " + e + "\n";
+  return out;
+}
+
+struct planned_workload {
   std::vector<bench::planned_request> plan;
   long long ideal_hits = 0;  // shared-prefix workloads: prompt tokens an ideal cache would reuse
+  std::string note;          // how prompts were made, for the header line
+};
+
+// The requests' lengths when not given: vLLM's 200 and 64, shrunk to fit a smaller context.
+void default_lengths(const args& a, const bench::server_info& info, int overhead, bench::workload_options& w) {
+  w.prompt_len = int(a.get_int("prompt-len", 200));
+  w.output_len = int(a.get_int("output-len", 64));
+  if (info.max_model_len <= 0) return;
+  const int room = info.max_model_len - overhead;
+  if (w.prompt_len + w.output_len + w.prefix_len <= room) return;
+  if (a.has("prompt-len") && a.has("output-len"))
+    throw input_error("--prompt-len " + std::to_string(w.prompt_len) + " + --output-len " + std::to_string(w.output_len) +
+                      (w.prefix_len ? " + a shared prefix of " + std::to_string(w.prefix_len) : std::string()) +
+                      (overhead ? " + " + std::to_string(overhead) + " tokens of chat template" : std::string()) +
+                      " do not fit the server's context of " + std::to_string(info.max_model_len) +
+                      " tokens (its max_model_len); ask for less");
+  if (!a.has("output-len")) w.output_len = std::max(1, std::min(w.output_len, room / 4));
+  if (!a.has("prompt-len")) w.prompt_len = std::max(1, room - w.output_len - w.prefix_len);
+  if (w.prompt_len + w.output_len + w.prefix_len > room)
+    throw input_error("the asked lengths do not fit the server's context of " + std::to_string(info.max_model_len) + " tokens");
+}
+
+// ShareGPT: each request's prompt is a conversation's first human turn and its output length the
+// reply's token count (or --output-len); conversations that do not fit the context are skipped.
+void sharegpt_prompts(const args& a, const bench::client_options& co, const bench::server_info& info, int overhead,
+                      std::vector<bench::planned_request>& plan) {
+  if (!info.tokenizes) throw input_error("--dataset-name sharegpt needs the server's /tokenize: " + info.tokenize_error);
+  const auto turns = bench::read_sharegpt(a.get("dataset-path", ""));
   const std::uint64_t seed = std::uint64_t(a.get_int("seed", 0));
-  const int vocab = int(a.get_int("vocab", 32000));
+  std::size_t next = std::size_t(seed % turns.size());
+  for (auto& r : plan) {
+    for (std::size_t tries = 0;; ++tries, next = (next + 1) % turns.size()) {
+      if (tries == turns.size()) throw input_error(a.get("dataset-path", "") + ": no conversation fits the server's context");
+      const auto& t = turns[next];
+      const int p = bench::count_tokens(co, t.prompt);
+      const int o = a.has("output-len") ? int(a.get_int("output-len", 64)) : bench::count_tokens(co, t.reply);
+      if (p < 4 || o < 4 || (info.max_model_len > 0 && p + o + overhead > info.max_model_len)) continue;
+      r.prompt_ids.clear();
+      r.prompt_text = t.prompt;
+      r.prompt_len = p;
+      r.output_len = o;
+      next = (next + 1) % turns.size();
+      break;
+    }
+  }
+}
+
+planned_workload plan_requests(const args& a, const bench::client_options& co, const bench::server_info& info) {
+  planned_workload out;
+  const std::uint64_t seed = std::uint64_t(a.get_int("seed", 0));
+  const bool chat = co.chat;
+  const int overhead = chat ? info.chat_overhead + 8 : 0;  // 8: text re-tokenized at a window's edges
+  const int vocab = int(a.get_int("vocab", info.vocab_size));
+  std::string dataset = a.get("dataset-name", a.has("dataset-path") && a.get("dataset-path", "").ends_with(".json") ? "sharegpt"
+                                              : !info.tokenizes && vocab > 0 && !a.has("dataset-path")    ? "random"
+                                                                                                          : "text");
+  if (dataset != "text" && dataset != "sharegpt" && dataset != "random")
+    throw input_error("--dataset-name: expected text, sharegpt or random, got '" + dataset + "'");
+  if (dataset == "sharegpt" && !a.has("dataset-path")) throw input_error("--dataset-name sharegpt needs --dataset-path FILE.json");
+  std::vector<std::int32_t> corpus;
+  if (dataset == "text") {
+    if (!info.tokenizes) throw input_error("the server does not tokenize (" + info.tokenize_error +
+                                           "), and says no vocabulary size; give --vocab N for random token ids");
+    std::string text;
+    if (auto path = a.get("dataset-path")) {
+      std::ifstream in(*path);
+      if (!in) throw input_error("cannot read --dataset-path " + *path);
+      text.assign(std::istreambuf_iterator<char>(in), {});
+      if (text.size() > (64u << 20)) text.resize(64u << 20);
+    } else {
+      text = std::string(bench::default_text());
+    }
+    corpus = bench::tokenize_text(co, text);
+    if (corpus.empty()) throw input_error("the text to draw prompts from has no tokens");
+    out.note = "prompts from " + std::string(a.has("dataset-path") ? *a.get("dataset-path") : "the built-in text") + " (" +
+               std::to_string(corpus.size()) + " tokens)";
+  } else if (dataset == "random") {
+    if (vocab <= 0) throw input_error("--dataset-name random needs --vocab N (the server does not say its vocabulary size)");
+    out.note = "random token ids below " + std::to_string(vocab);
+  }
   if (auto trace = a.get("trace")) {
-    plan = bench::read_trace(*trace, vocab, seed);
+    out.plan = bench::read_trace(*trace, vocab > 0 ? vocab : 32000, seed);
+    for (std::size_t i = 0; i < out.plan.size(); ++i)  // token-count entries take real text where there is some
+      if (!corpus.empty() && !out.plan[i].prompt_ids.empty())
+        out.plan[i].prompt_ids = bench::corpus_window(corpus, out.plan[i].prompt_len, seed, 4000000 + i);
   } else {
     bench::workload_options w;
     w.requests = int(a.get_int("requests", 64));
@@ -61,8 +141,6 @@ int cmd_bench_serve(int argc, char** argv) {
     w.process = a.has("arrival") ? bench::parse_arrival(*a.get("arrival"))
                                  : w.rate > 0 ? bench::arrival::poisson : bench::arrival::burst;
     if (w.process != bench::arrival::burst && w.rate <= 0) throw input_error("--arrival poisson|fixed needs --rate R");
-    w.prompt_len = int(a.get_int("prompt-len", 200));
-    w.output_len = int(a.get_int("output-len", 64));
     w.prompt_dist = bench::parse_length_dist(a.get("prompt-dist", "fixed"));
     w.output_dist = bench::parse_length_dist(a.get("output-dist", "fixed"));
     if (auto sp = a.get("shared-prefix")) {  // SYSTEMS:USERS:PREFIX_TOKENS
@@ -71,18 +149,54 @@ int cmd_bench_serve(int argc, char** argv) {
         throw input_error("--shared-prefix: expected SYSTEMS:USERS:PREFIX_TOKENS, e.g. 4:16:512, got '" + *sp + "'");
       if (!a.has("requests")) w.requests = w.systems * w.users;
     }
-    w.vocab = vocab;
+    default_lengths(a, info, overhead, w);
+    w.vocab = vocab > 0 ? vocab : 32000;
+    w.corpus = &corpus;
     w.seed = seed;
     w.shuffle = a.has("shuffle");
     if (w.requests < 1 || w.prompt_len < 1 || w.output_len < 1) throw input_error("--requests, --prompt-len and --output-len must be positive");
-    plan = bench::plan_workload(w);
+    out.plan = bench::plan_workload(w);
+    if (dataset == "sharegpt") sharegpt_prompts(a, co, info, overhead, out.plan);
     if (w.systems > 0) {  // every request after its system prompt's first reuses its whole blocks
       const int block = int(a.get_int("block-size", 16));
       if (block < 1) throw input_error("--block-size: must be positive");
       const long long used = std::min<long long>(w.systems, (w.requests + w.users - 1) / std::max(w.users, 1));
-      ideal_hits = (w.requests - used) * (w.prefix_len / block) * block;
+      out.ideal_hits = (w.requests - used) * (w.prefix_len / block) * block;
     }
   }
+  if (dataset == "sharegpt") out.note = "prompts from the ShareGPT file " + a.get("dataset-path", "");
+  if (info.max_model_len > 0) {
+    const int cut = bench::fit_to_context(out.plan, info.max_model_len, overhead);
+    if (cut > 0) out.note += "; " + std::to_string(cut) + " request(s) shortened to the context of " + std::to_string(info.max_model_len);
+  }
+  if (chat)  // chat sends text: the planned tokens as the server decodes them
+    for (auto& r : out.plan)
+      if (r.prompt_text.empty() && !r.prompt_ids.empty()) r.prompt_text = bench::detokenize(co, r.prompt_ids);
+  return out;
+}
+
+}  // namespace
+
+int cmd_bench_serve(int argc, char** argv) {
+  args a(argc, argv, 3,
+         {"url", "model", "requests", "concurrency", "rate", "arrival", "prompt-len", "prompt-dist", "output-len",
+          "output-dist", "shared-prefix", "trace", "seed", "goodput", "json", "plot", "vocab", "timeout",
+          "block-size", "max-model-len", "dataset-name", "dataset-path", "api-key"},
+         {"chat", "no-ignore-eos", "quiet", "detailed", "shuffle"});
+  auto url = a.get("url");
+  if (!url) throw input_error("usage: troupe bench serve --url http://HOST:PORT [options]; see troupe bench serve --help");
+  bench::client_options co = bench::parse_url(*url);
+  co.chat = a.has("chat");
+  co.ignore_eos = !a.has("no-ignore-eos");
+  co.max_concurrency = int(a.get_int("concurrency", 0));
+  co.request_timeout_s = a.get_double("timeout", 1800);
+  co.api_key = a.get("api-key", std::getenv("OPENAI_API_KEY") ? std::getenv("OPENAI_API_KEY") : "");
+  bench::server_info info = bench::discover(co);
+  co.model = a.get("model", info.model);
+  if (a.has("max-model-len")) info.max_model_len = int(a.get_int("max-model-len", 0));
+  planned_workload pw = plan_requests(a, co, info);
+  const auto& plan = pw.plan;
+  const long long ideal_hits = pw.ideal_hits;
   const bench::slo goal = bench::parse_slo(words(a.get("goodput", "")));
   const bool quiet = a.has("quiet");
 
@@ -93,8 +207,9 @@ int cmd_bench_serve(int argc, char** argv) {
   } catch (const input_error&) {
   }
   if (!quiet)
-    std::fprintf(stderr, "bench serve: %zu requests to %s (model \"%s\"), concurrency %s\n", plan.size(), url->c_str(),
-                 co.model.c_str(), co.max_concurrency > 0 ? std::to_string(co.max_concurrency).c_str() : "unlimited");
+    std::fprintf(stderr, "bench serve: %zu requests to %s (model \"%s\", context %s), concurrency %s; %s\n", plan.size(),
+                 url->c_str(), co.model.c_str(), info.max_model_len > 0 ? std::to_string(info.max_model_len).c_str() : "unknown",
+                 co.max_concurrency > 0 ? std::to_string(co.max_concurrency).c_str() : "unlimited", pw.note.c_str());
   double duration = 0;
   const auto results = bench::run_requests(
       co, plan, [&](std::size_t d, std::size_t t) { if (!quiet) progress_bar("bench serve", d, t, "requests"); }, &duration);
@@ -177,12 +292,17 @@ int cmd_bench_serve(int argc, char** argv) {
     }
   }
   std::fputs(text.c_str(), stdout);
+  if (s.failed > 0)
+    std::fprintf(stderr, "bench serve: %s of %zu requests failed; the server said:\n%s", s.completed == 0 ? "all" : std::to_string(s.failed).c_str(),
+                 results.size(), first_errors(results, 5).c_str());
   if (auto out = a.get("json")) {
     std::ofstream(*out) << j.dump(2) << "\n";
     std::printf("wrote %s\n", out->c_str());
   }
-  if (auto prefix = a.get("plot"))
-    for (const auto& f : bench::plot(results, *prefix)) std::printf("wrote %s\n", f.c_str());
+  if (auto prefix = a.get("plot")) {
+    if (s.completed == 0) std::fprintf(stderr, "bench serve: no plot: no request succeeded\n");
+    else for (const auto& f : bench::plot(results, *prefix)) std::printf("wrote %s\n", f.c_str());
+  }
   return s.failed == 0 ? 0 : 1;
 }
 

@@ -1,4 +1,5 @@
 // troupe serve (the head) and troupe node (a process hosting replicas for the head).
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <caf/all.hpp>
@@ -116,8 +117,13 @@ served_model describe_model(const topology::topology_config& topo, const std::st
   if (topo.model.backend == topology::backend_kind::sim) {
     mc = actors::sim_shape(topo);
   } else {
+    ensure_model(dir);  // a head that hosts no replica still reads the model's small files
     mc = model::load_model_config(dir);
   }
+  if (topo.model.max_model_len > mc.max_position_embeddings && mc.max_position_embeddings > 0)
+    throw input_error("max_model_len " + std::to_string(topo.model.max_model_len) + " is beyond the model's " +
+                      std::to_string(mc.max_position_embeddings) + " positions (max_position_embeddings of " +
+                      (dir.empty() ? topo.model.preset : dir) + ")");
   s.max_model_len = topo.model.max_model_len > 0 ? topo.model.max_model_len : mc.max_position_embeddings;
   s.vocab_size = mc.vocab_size;
   s.tok = m.tok;
@@ -134,20 +140,96 @@ served_model describe_model(const topology::topology_config& topo, const std::st
   return s;
 }
 
+// What `troupe serve`'s positional argument names: a topology (*.toml), or, as `vllm serve`
+// takes it, a model folder or .gguf file served by the embedded default topology.
+struct serve_target {
+  std::string config = "configs/local.toml";
+  std::optional<std::string> model;
+};
+
+serve_target serve_positional(const args& a) {
+  namespace fs = std::filesystem;
+  serve_target t;
+  if (a.positional().size() > 1) throw input_error("troupe serve takes one CONFIG or MODEL, got " + std::to_string(a.positional().size()));
+  if (a.positional().empty()) return t;
+  const std::string& p = a.positional()[0];
+  if (p.ends_with(".toml")) {
+    t.config = p;
+    return t;
+  }
+  std::error_code ec;
+  if (!fs::is_directory(p, ec) && !model::is_gguf_path(p))
+    throw input_error(p + ": not a topology (*.toml), a model folder or a .gguf file");
+  if (a.has("model")) throw input_error("the model is given twice: as " + p + " and as --model " + *a.get("model"));
+  t.model = p;
+  return t;
+}
+
+// vLLM's flags, mapped onto the topology: --served-model-name, --max-model-len and
+// --tensor-parallel-size (every pool whose group runs in one process).
+void apply_vllm_flags(const args& a, topology::topology_config& topo) {
+  if (auto n = a.get("served-model-name")) {
+    if (n->empty()) throw input_error("--served-model-name: must not be empty");
+    topo.frontend.model_name = *n;
+  }
+  if (a.has("max-model-len")) {
+    const long long len = a.get_int("max-model-len", 0);
+    if (len < 1 || len > (1 << 30)) throw input_error("--max-model-len: expected a positive number of tokens");
+    topo.model.max_model_len = int(len);
+  }
+  if (a.has("tensor-parallel-size")) {
+    const long long tp = a.get_int("tensor-parallel-size", 1);
+    if (tp < 1 || tp > 64) throw input_error("--tensor-parallel-size: expected 1 to 64");
+    for (auto& pool : topo.pools) {
+      if (!pool.rank_nodes.empty())
+        throw input_error("--tensor-parallel-size: pool " + pool.name + " places its ranks with rank_nodes; set tensor_parallel in " + topo.source);
+      pool.tensor_parallel = int(tp);
+    }
+  }
+}
+
+// --shutdown-grace SECONDS (or "500ms", "2s"), else [frontend] shutdown_grace.
+std::chrono::milliseconds shutdown_grace(const args& a, const topology::topology_config& topo) {
+  auto v = a.get("shutdown-grace");
+  if (!v) return topo.frontend.shutdown_grace;
+  double scale = 1000;  // seconds
+  std::string n = *v;
+  if (n.ends_with("ms")) scale = 1, n.resize(n.size() - 2);
+  else if (n.ends_with("s")) n.pop_back();
+  try {
+    std::size_t used = 0;
+    const double x = std::stod(n, &used);
+    if (used == n.size() && x >= 0 && x <= 86400) return std::chrono::milliseconds(std::llround(x * scale));
+  } catch (const std::exception&) {
+  }
+  throw input_error("--shutdown-grace: expected seconds (or \"500ms\", \"30s\"), got '" + *v + "'");
+}
+
+// The OpenAI API off loopback needs an API key: there is nothing else between it and the network.
+void check_http_exposure(const args& a, const actors::frontend_config& fc) {
+  const std::string& h = fc.http.host;
+  if (h == "localhost" || h.rfind("127.", 0) == 0 || h == "::1" || !fc.api_keys.empty() || a.has("allow-unauthenticated")) return;
+  throw input_error("--host " + h + ": the OpenAI API would listen off loopback with no authentication; give --api-key KEY "
+                    "(or api_keys in [frontend]), or --allow-unauthenticated to accept that");
+}
+
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
   args a(argc, argv, 2,
          {"port", "host", "model", "listen", "registry-port", "api-key", "chat-template", "tls-certificate", "tls-key", "tls-ca",
-          "name", "log-level", "log-format"},
-         {});
+          "name", "log-level", "log-format", "served-model-name", "max-model-len", "tensor-parallel-size", "shutdown-grace"},
+         {"allow-unauthenticated"});
   apply_log_flags(a);
   stop_signals signals;  // before any thread starts
   a.get_port("port", 0);  // a bad port is refused before anything loads
   a.get_port("registry-port", 0);
-  const std::string config = a.positional().empty() ? "configs/local.toml" : a.positional()[0];
-  auto topo = topology::load_topology(config);
+  const serve_target target = serve_positional(a);
+  const std::string& config = target.config;
+  auto topo = load_config(config);
   apply_tls_flags(a, topo);
+  apply_vllm_flags(a, topo);
+  shutdown_grace(a, topo);  // a bad value is refused before anything loads
   const std::string head_name = a.get("name", topo.heads().front()->name);
   if (!topo.is_head(head_name)) throw input_error("--name " + head_name + ": not a head of " + topo.source);
   const auto& head = *topo.node(head_name);
@@ -155,7 +237,7 @@ int cmd_serve(int argc, char** argv) {
   bool head_hosts = false;
   for (auto& p : topology::place_replicas(topo)) head_hosts = head_hosts || p.node == head.name;
   const bool sim = topo.model.backend == topology::backend_kind::sim;
-  const std::string dir = a.get("model", topo.model.path);
+  const std::string dir = target.model ? *target.model : a.get("model", topo.model.path);
   opened_model m;
   if (head_hosts && !sim) m = open_model(dir);
   if (head_hosts) kv::transfer::registry::global().set_tcp_host(head.host);  // as on a node (cmd_node)
@@ -169,6 +251,7 @@ int cmd_serve(int argc, char** argv) {
     throw input_error("--listen " + listen + ": the node registry listens off loopback only with TLS ([cluster] tls_* or --tls-*)");
   const std::uint16_t bound = cluster.publish(listen == "0.0.0.0" ? "" : listen, registry_port, topo.cluster.tls());
   cluster.admit({cluster_token(topo, bound, true), served_fingerprint(topo, dir)});
+  const cluster_token_file token_file{bound};
   // The admin endpoint on every head (each at its own address, serving the whole cluster), and
   // the autoscaler on the first head only: one decision-maker.
   std::unique_ptr<actors::admin_endpoint> admin;
@@ -200,6 +283,7 @@ int cmd_serve(int argc, char** argv) {
     fc.api_keys.push_back(*key);
     fc.api_key_tenants.emplace_back();
   }
+  check_http_exposure(a, fc);
   for (const auto& p : topo.frontend.public_prompts) fc.public_prompts.emplace_back(p.name, p.text);
   fc.api_key_on_all_routes = topo.frontend.api_key_on_all_routes;
   std::unique_ptr<actors::frontend> fe;
@@ -222,8 +306,11 @@ int cmd_serve(int argc, char** argv) {
                 here.admin.events.empty() ? "" : ", events on ", here.admin.events.c_str(), config.c_str());
   std::fflush(stdout);
   const int sig = signals.wait_for_stop();
-  std::fprintf(stderr, "troupe serve: signal %d, stopping\n", sig);
-  forget_cluster_token(bound);
+  const auto grace = shutdown_grace(a, topo);
+  std::fprintf(stderr, "troupe serve: signal %d, stopping: new requests get 503, those in flight have %.1f s to finish\n", sig,
+               std::chrono::duration<double>(grace).count());
+  const int cut = fe->drain(grace);
+  if (cut > 0) std::fprintf(stderr, "troupe serve: %d request(s) still running at the end of the grace period were ended\n", cut);
   return 0;
 }
 

@@ -3,12 +3,15 @@
 #include "runtime/model/gguf_llama.h"
 #include "runtime/tokenizer/gguf_vocab.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <system_error>
 #include <filesystem>
 #include <optional>
 
 #include "runtime/model/safetensors.h"
+#include "runtime/common/error.h"
 #include "runtime/model/synth.h"
 #include "tools/troupe/args.h"
 
@@ -16,16 +19,25 @@ namespace troupe::cli {
 
 std::string default_model_dir() { return "models/kjv"; }
 
+topology::topology_config load_config(const std::string& path) {
+  if (path == "configs/local.toml" && !std::filesystem::exists(path))
+    return topology::parse_topology(std::string(embedded_default_config()), "configs/local.toml (built in)");
+  return topology::load_topology(path);
+}
+
 namespace {
 
 // The folders the shipped configs name that are synthesized on first use: the random `small`
 // model of the test and benchmark configs, and the mixture-of-experts one of configs/ep2.toml.
 // (The default model, models/kjv, is trained and committed: tools/train/train_kjv.py.)
 std::optional<model::synth_options> synthesized_default(const std::string& dir) {
+  // However it is spelled (./models/small, models/small/): the folder under the current directory.
+  std::string name = std::filesystem::path(dir).lexically_normal().generic_string();
+  while (name.size() > 1 && name.back() == '/') name.pop_back();
   model::synth_options o;
   o.out = dir;
-  if (dir == "models/small") return o;
-  if (dir == "models/moe") {
+  if (name == "models/small") return o;
+  if (name == "models/moe") {
     o.preset = "moe";
     o.arch = "mixtral";
     return o;
@@ -35,13 +47,30 @@ std::optional<model::synth_options> synthesized_default(const std::string& dir) 
 
 }  // namespace
 
+void ensure_model(const std::string& dir) {
+  namespace fs = std::filesystem;
+  auto o = synthesized_default(dir);
+  if (!o || (fs::exists(dir + "/model.safetensors") && fs::exists(dir + "/config.json"))) return;
+  std::fprintf(stderr, "troupe: %s not found; synthesizing it (preset %s, arch %s, f32, seed 0)\n", dir.c_str(), o->preset.c_str(),
+               o->arch.c_str());
+  // Written aside and renamed into place: the processes of one launch may all get here at once,
+  // and none may read a half-written folder.
+  std::string final_dir = fs::path(dir).lexically_normal().generic_string();
+  while (final_dir.size() > 1 && final_dir.back() == '/') final_dir.pop_back();
+  const fs::path target(final_dir);
+  o->out = (target.parent_path() / (".synth-" + target.filename().string() + "-" + std::to_string(::getpid()))).generic_string();
+  model::synthesize(*o, [](std::size_t d, std::size_t t) { progress_bar("synth", d, t); });
+  std::error_code ec;
+  fs::rename(o->out, target, ec);
+  if (ec) {  // another process won the race (its folder is whole), or a stale partial folder is there
+    fs::remove_all(o->out, ec);
+    if (!fs::exists(dir + "/model.safetensors")) throw input_error(dir + ": cannot synthesize it there (a partial folder?)");
+  }
+}
+
 opened_model open_model(const std::string& dir) {
   namespace fs = std::filesystem;
-  if (auto o = synthesized_default(dir); o && !fs::exists(dir + "/model.safetensors")) {
-    std::fprintf(stderr, "troupe: %s not found; synthesizing it (preset %s, arch %s, f32, seed 0)\n", dir.c_str(), o->preset.c_str(),
-                 o->arch.c_str());
-    model::synthesize(*o, [](std::size_t d, std::size_t t) { progress_bar("synth", d, t); });
-  }
+  ensure_model(dir);
   opened_model m;
   std::uintmax_t bytes = 0;
   std::error_code ec;

@@ -45,13 +45,23 @@ probability the model gives it after the window's earlier tokens (runtime/eval/p
   --log-level LEVEL      debug, info, warn, error or off
   --log-format text|json
 )"},
-      {"serve", R"(usage: troupe serve [CONFIG] [options]
+      {"serve", R"(usage: troupe serve [CONFIG | MODEL] [options]
 The head of a topology: the OpenAI HTTP API, router, request owner, and the registry nodes join.
+vLLM's habits work: `troupe serve models/kjv --served-model-name kjv --max-model-len 256`.
 
-  CONFIG                 a topology file (default configs/local.toml)
+  CONFIG                 a topology file, *.toml (default configs/local.toml)
+  MODEL                  a model folder or .gguf file, served by configs/local.toml (as --model)
   --port N               HTTP port (default: the topology's [frontend] address, else 8000; 0: any free port)
-  --host HOST            HTTP address (default: the topology's, else 127.0.0.1)
+  --host HOST            HTTP address (default: the topology's, else 127.0.0.1); off loopback it
+                         needs --api-key (or [frontend] api_keys), or --allow-unauthenticated
+  --allow-unauthenticated  serve the OpenAI API off loopback without any API key
   --model DIR|FILE       the model folder or .gguf file (default: the topology's [model] path)
+  --served-model-name N  the model's name in the API ([frontend] model_name)
+  --max-model-len N      the context in tokens ([model] max_model_len); at most the model's positions
+  --tensor-parallel-size N  ranks of every pool's tensor-parallel group (tensor_parallel)
+  --shutdown-grace S     on SIGINT/SIGTERM, seconds in-flight requests have to finish while new
+                         ones get 503 ([frontend] shutdown_grace; default 30); streams still
+                         open then end with an error event and [DONE]
   --name HEAD            which head of the topology this is (default: the first)
   --registry-port N      the node registry's port (default: the head node's)
   --listen HOST          the node registry's address
@@ -79,6 +89,7 @@ any that dies, until Ctrl-C.
   --netns                each node in a network namespace of its own (needs root)
   --model DIR|FILE       the model folder or .gguf file (default: the topology's)
   --port N               the head's HTTP port
+  --shutdown-grace S     the heads' grace for requests in flight on Ctrl-C (see troupe serve --help)
   --log-level LEVEL --log-format FORMAT   passed to every process it starts
   -h, --help             this text
 )"},
@@ -173,14 +184,30 @@ The control plane under load on a sim or cpu topology started in this process, o
 )"},
       {"bench serve", R"(usage: troupe bench serve --url http://HOST:PORT [options]
 Loads an OpenAI-compatible server and reports TTFT, TPOT, ITL, E2E, throughput and goodput.
+It first asks the server what it serves: the model's name and context (GET /v1/models) and its
+tokenizer (POST /tokenize, /detokenize, as troupe serve and vLLM answer them). Prompts are real
+text cut to the asked length in the server's own tokens; lengths left at their defaults shrink
+to fit a smaller context, asked ones that cannot fit are refused before anything is sent.
 
   --url URL              the server (required)
-  --requests N  --concurrency C  --rate R  --arrival poisson|fixed
-  --prompt-len N  --output-len N  --prompt-dist/--output-dist fixed|uniform|longtail
-  --shared-prefix SYSTEMS:USERS:TOKENS  --shuffle  --block-size N  --trace FILE.jsonl  --chat  --model NAME
+  --model NAME           the served model name to send (default: the first /v1/models lists)
+  --max-model-len N      the server's context in tokens (default: what /v1/models says)
+  --api-key KEY          sent as 'Authorization: Bearer KEY' (default: $OPENAI_API_KEY)
+  --dataset-name NAME    text (default): windows of real text; sharegpt: a ShareGPT file's first
+                         human turns, their replies' lengths as output lengths; random: random
+                         token ids below --vocab (for servers without /tokenize)
+  --dataset-path FILE    the text file (text) or JSON file (sharegpt; the default for *.json);
+                         without it, text prompts come from a built-in public-domain text
+  --vocab N              the vocabulary for --dataset-name random
+  --requests N (64)  --concurrency C  --rate R  --arrival poisson|fixed|burst
+  --prompt-len N (200)  --output-len N (64)  --prompt-dist/--output-dist fixed|uniform|longtail
+  --shared-prefix SYSTEMS:USERS:TOKENS  --shuffle  --block-size N (16)
+  --trace FILE.jsonl     replay arrivals and lengths from a trace
+  --chat                 /v1/chat/completions, the prompt as one user message
   --goodput "ttft:MS tpot:MS e2el:MS"  --json FILE [--detailed]  --plot PREFIX
-  --seed S  --vocab N  --timeout S  --no-ignore-eos  --quiet
+  --seed S  --timeout S (1800)  --no-ignore-eos  --quiet
   -h, --help             this text
+Exits 1 when any request failed, naming what the server said.
 )"},
       {"bench kv-transfer", R"(usage: troupe bench kv-transfer [options]
 GB/s of each KV transfer backend (in-process, shared memory, TCP over loopback) moving f16

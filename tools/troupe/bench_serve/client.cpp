@@ -79,6 +79,15 @@ std::string body_of(const client_options& o, const planned_request& r) {
 
 void start_next(const std::shared_ptr<run_state>& st);
 
+// "HTTP 413: <the error's message>" from an OpenAI error body, else the body's first 300 bytes.
+std::string http_error_text(int status, const std::string& body) {
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].contains("message") &&
+      j["error"]["message"].is_string())
+    return "HTTP " + std::to_string(status) + ": " + j["error"]["message"].get<std::string>();
+  return "HTTP " + std::to_string(status) + ": " + body.substr(0, 300);
+}
+
 // One streaming request on its own connection.
 class exchange : public std::enable_shared_from_this<exchange> {
  public:
@@ -92,6 +101,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
     req_ = {beast::http::verb::post, st_->opt.prefix + (st_->opt.chat ? "/v1/chat/completions" : "/v1/completions"), 11};
     req_.set(beast::http::field::host, st_->opt.host);
     req_.set(beast::http::field::content_type, "application/json");
+    if (!st_->opt.api_key.empty()) req_.set(beast::http::field::authorization, "Bearer " + st_->opt.api_key);
     req_.body() = body_of(st_->opt, (*st_->plan)[i_]);
     req_.prepare_payload();
     parser_.body_limit(std::uint64_t(1) << 32);
@@ -121,7 +131,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
       auto& res = (*self->st_->results)[self->i_];
       const int status = int(self->parser_.get().result_int());
       res.status = status;
-      if (status != 200) return self->fail("HTTP " + std::to_string(status) + ": " + self->parser_.get().body());
+      if (status != 200) return self->fail(http_error_text(status, self->parser_.get().body()));
       if (!self->finished_ && res.error.empty()) return self->fail("the stream ended without [DONE]");
       self->complete();
     });
@@ -255,20 +265,41 @@ std::vector<request_result> run_requests(const client_options& o, const std::vec
   return results;
 }
 
-std::pair<int, std::string> http_get(const client_options& o, const std::string& path) {
+namespace {
+
+std::pair<int, std::string> exchange_once(const client_options& o, beast::http::verb verb, const std::string& path,
+                                          const std::string& body) {
   asio::io_context ioc;
   beast::tcp_stream stream(ioc);
   beast::error_code ec;
   stream.connect(resolve(o), ec);
   if (ec) throw input_error("cannot connect to http://" + o.host + ":" + std::to_string(o.port) + ": " + ec.message());
-  beast::http::request<beast::http::empty_body> req{beast::http::verb::get, o.prefix + path, 11};
+  stream.expires_after(std::chrono::seconds(60));
+  beast::http::request<beast::http::string_body> req{verb, o.prefix + path, 11};
   req.set(beast::http::field::host, o.host);
+  if (!o.api_key.empty()) req.set(beast::http::field::authorization, "Bearer " + o.api_key);
+  if (verb == beast::http::verb::post) {
+    req.set(beast::http::field::content_type, "application/json");
+    req.body() = body;
+    req.prepare_payload();
+  }
   beast::http::write(stream, req, ec);
   beast::flat_buffer buf;
-  beast::http::response<beast::http::string_body> res;
+  beast::http::response_parser<beast::http::string_body> res;
+  res.body_limit(64u << 20);
   if (!ec) beast::http::read(stream, buf, res, ec);
-  if (ec) throw input_error("GET " + path + ": " + ec.message());
-  return {int(res.result_int()), res.body()};
+  if (ec) throw input_error(std::string(verb == beast::http::verb::get ? "GET " : "POST ") + path + ": " + ec.message());
+  return {int(res.get().result_int()), res.get().body()};
+}
+
+}  // namespace
+
+std::pair<int, std::string> http_get(const client_options& o, const std::string& path) {
+  return exchange_once(o, beast::http::verb::get, path, "");
+}
+
+std::pair<int, std::string> http_post(const client_options& o, const std::string& path, const std::string& body) {
+  return exchange_once(o, beast::http::verb::post, path, body);
 }
 
 }  // namespace troupe::bench

@@ -21,6 +21,7 @@ struct client_options {
   bool ignore_eos = true;    // so every request produces its planned output length
   int max_concurrency = 0;   // 0: no limit (requests start at their arrival times)
   double request_timeout_s = 1800;
+  std::string api_key;       // sent as 'Authorization: Bearer KEY' when set
 };
 
 // Parses http://HOST:PORT[/PREFIX]; throws input_error otherwise.
@@ -32,5 +33,7 @@ std::vector<request_result> run_requests(const client_options& o, const std::vec
 
 // GET PATH on the server: (status, body). Throws input_error if it cannot connect.
 std::pair<int, std::string> http_get(const client_options& o, const std::string& path);
+// POST PATH with a JSON body: (status, body). Throws input_error if it cannot connect.
+std::pair<int, std::string> http_post(const client_options& o, const std::string& path, const std::string& body);
 
 }  // namespace troupe::bench

@@ -26,7 +26,72 @@ std::vector<std::int32_t> random_ids(int n, int vocab, std::uint64_t seed, std::
   return ids;
 }
 
+// A prompt's tokens: a window of the corpus when there is one, else random ids.
+std::vector<std::int32_t> prompt_tokens(const workload_options& o, int n, std::uint64_t stream) {
+  if (o.corpus && !o.corpus->empty()) return corpus_window(*o.corpus, n, o.seed, stream);
+  return random_ids(n, o.vocab, o.seed, stream);
+}
+
 }  // namespace
+
+std::vector<std::int32_t> corpus_window(const std::vector<std::int32_t>& corpus, int n, std::uint64_t seed, std::uint64_t stream) {
+  std::vector<std::int32_t> out;
+  if (corpus.empty() || n <= 0) return out;
+  out.reserve(std::size_t(n));
+  std::size_t at = std::size_t(uniform(seed, stream, 0) * double(corpus.size())) % corpus.size();
+  for (int i = 0; i < n; ++i, at = (at + 1) % corpus.size()) out.push_back(corpus[at]);
+  return out;
+}
+
+int fit_to_context(std::vector<planned_request>& plan, int max_model_len, int overhead) {
+  int changed = 0;
+  for (auto& r : plan) {
+    const int room = max_model_len - overhead;  // for prompt + output
+    if (r.prompt_len + r.output_len <= room) continue;
+    ++changed;
+    // The prompt keeps its length while it leaves an output of min(asked, room / 4); past that
+    // it is cut to leave exactly that; the output then takes what room is left.
+    const int prompt = std::max(1, std::min(r.prompt_len, room - std::min(r.output_len, room / 4)));
+    if (prompt < r.prompt_len) {
+      r.prompt_len = prompt;
+      if (!r.prompt_ids.empty()) r.prompt_ids.resize(std::size_t(prompt));
+    }
+    r.output_len = std::max(1, std::min(r.output_len, room - r.prompt_len));
+  }
+  return changed;
+}
+
+std::vector<conversation_turn> read_sharegpt(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw input_error("cannot read " + path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw input_error(path + ": not JSON: " + e.what());
+  }
+  if (!j.is_array()) throw input_error(path + ": expected a JSON array of conversations (ShareGPT format)");
+  std::vector<conversation_turn> out;
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const auto& c = j[i];
+    if (!c.is_object() || !c.contains("conversations") || !c["conversations"].is_array())
+      throw input_error(path + ": entry " + std::to_string(i) + ": expected {\"conversations\": [...]}");
+    const auto& turns = c["conversations"];
+    for (std::size_t t = 0; t + 1 < turns.size(); ++t) {
+      const auto& a = turns[t];
+      const auto& b = turns[t + 1];
+      if (!a.is_object() || !b.is_object() || !a.contains("value") || !b.contains("value") || !a["value"].is_string() ||
+          !b["value"].is_string())
+        throw input_error(path + ": entry " + std::to_string(i) + ": each turn needs \"from\" and a string \"value\"");
+      if (a.value("from", "") == "human" && b.value("from", "") == "gpt") {
+        out.push_back({a["value"].get<std::string>(), b["value"].get<std::string>()});
+        break;
+      }
+    }
+  }
+  if (out.empty()) throw input_error(path + ": no conversation has a human turn answered by a gpt turn");
+  return out;
+}
 
 int draw_length(length_dist d, int mean, std::uint64_t seed, std::uint64_t index) {
   if (mean <= 1 || d == length_dist::fixed) return std::max(mean, 1);
@@ -43,7 +108,7 @@ std::vector<planned_request> plan_workload(const workload_options& o) {
   std::vector<planned_request> out;
   double t = 0;
   std::vector<std::vector<std::int32_t>> systems;
-  for (int s = 0; s < o.systems; ++s) systems.push_back(random_ids(o.prefix_len, o.vocab, o.seed, 1000 + std::uint64_t(s)));
+  for (int s = 0; s < o.systems; ++s) systems.push_back(prompt_tokens(o, o.prefix_len, 1000 + std::uint64_t(s)));
   std::vector<int> slot(std::size_t(std::max(o.requests, 0)));  // request i plays user slot[i]
   for (int i = 0; i < o.requests; ++i) slot[std::size_t(i)] = i;
   if (o.shuffle)  // Fisher-Yates with the workload's own draws
@@ -61,7 +126,7 @@ std::vector<planned_request> plan_workload(const workload_options& o) {
       r.prompt_ids = sys;
       r.tenant = "user-" + std::to_string(k % std::max(o.users, 1));
     }
-    auto own = random_ids(user_len, o.vocab, o.seed, 2000000 + std::uint64_t(i));
+    auto own = prompt_tokens(o, user_len, 2000000 + std::uint64_t(i));
     r.prompt_ids.insert(r.prompt_ids.end(), own.begin(), own.end());
     r.prompt_len = int(r.prompt_ids.size());
     r.output_len = draw_length(o.output_dist, o.output_len, o.seed ^ 0x22, std::uint64_t(i));

@@ -27,6 +27,10 @@ struct workload_options {
   // users of all system prompts interleave instead of arriving system by system.
   bool shuffle = false;
   int vocab = 32000;  // token ids are drawn from [100, vocab - 100)
+  // Real text through the server's tokenizer: when set and not empty, every prompt (system
+  // prompts too) is a run of this many consecutive tokens from it, at a seeded offset
+  // (wrapping), instead of random ids.
+  const std::vector<std::int32_t>* corpus = nullptr;
   std::uint64_t seed = 0;
 };
 
@@ -44,6 +48,23 @@ struct planned_request {
 int draw_length(length_dist d, int mean, std::uint64_t seed, std::uint64_t index);
 
 std::vector<planned_request> plan_workload(const workload_options& o);
+
+// `n` consecutive tokens of `corpus` from an offset drawn for (seed, stream), wrapping at its end.
+std::vector<std::int32_t> corpus_window(const std::vector<std::int32_t>& corpus, int n, std::uint64_t seed, std::uint64_t stream);
+
+// Fits every request into a context of `max_model_len` tokens, `overhead` of which the server
+// adds to each prompt (a chat template's): a prompt longer than leaves room for an output of
+// min(its length, a quarter of the room) is cut from its end to that, and the output then takes
+// what is left. Returns how many requests were changed.
+int fit_to_context(std::vector<planned_request>& plan, int max_model_len, int overhead);
+
+// A ShareGPT-format file (a JSON array of {"conversations": [{"from": "human"|"gpt", "value"}]})
+// as (first human turn, the reply to it) pairs; conversations without both are skipped.
+// Throws input_error naming the file for anything that is not that shape.
+struct conversation_turn {
+  std::string prompt, reply;
+};
+std::vector<conversation_turn> read_sharegpt(const std::string& path);
 
 // A trace: one JSON object per line with "timestamp" (seconds; or "arrival"), "prompt" (text)
 // or "prompt_len"/"input_len" (tokens), "output_len" (or "max_tokens") and optional "tenant".
