@@ -1,5 +1,7 @@
 #include "actors/http_server.h"
 
+#include <future>
+
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
 #include <optional>
 #include <sys/resource.h>
@@ -46,6 +48,7 @@ struct shared_state {
   server_config cfg;
   handler on_request;
   std::atomic<std::size_t> open{0};
+  std::atomic<std::size_t> unsent{0};  // pieces of answers queued on sessions, not yet written
 };
 
 // The exchange handed to the application; forwards to its session on the I/O thread.
@@ -74,7 +77,10 @@ class session_exchange : public exchange, public std::enable_shared_from_this<se
 class session : public std::enable_shared_from_this<session> {
  public:
   session(tcp::socket sock, shared_state& st) : sock_(std::move(sock)), st_(st) { ++st_.open; }
-  ~session() { --st_.open; }
+  ~session() {
+    --st_.open;
+    st_.unsent -= queue_.size();
+  }
 
   asio::io_context& ioc() { return st_.ioc; }
   void start() { read_request(); }
@@ -83,6 +89,7 @@ class session : public std::enable_shared_from_this<session> {
   void write(std::string data, bool last) {
     if (closed_) return;
     queue_.push_back(std::move(data));
+    ++st_.unsent;
     if (last) finishing_ = true;
     if (!writing_) write_next();
   }
@@ -198,6 +205,7 @@ class session : public std::enable_shared_from_this<session> {
     auto self = shared_from_this();
     asio::async_write(sock_, asio::buffer(queue_.front()), [self](beast::error_code ec, std::size_t) {
       self->queue_.pop_front();
+      --self->st_.unsent;
       if (ec || self->closed_) {
         self->client_gone();
         return self->close();
@@ -341,13 +349,23 @@ server::server(const server_config& cfg, handler h) : p_(std::make_unique<impl>(
 
 server::~server() { stop(); }
 
-void server::stop() {
+void server::stop(std::chrono::milliseconds flush) {
   if (!p_->thread.joinable()) return;
   asio::post(p_->st.ioc, [this] {
     beast::error_code ec;
     p_->acceptor.close(ec);
-    p_->st.ioc.stop();
   });
+  // Answers already handed over (the last events of streams ended at shutdown) go out first:
+  // each check runs on the I/O thread after every send posted before it.
+  const auto deadline = std::chrono::steady_clock::now() + flush;
+  for (;;) {
+    auto left = std::make_shared<std::promise<std::size_t>>();
+    auto f = left->get_future();
+    asio::post(p_->st.ioc, [left, st = &p_->st] { left->set_value(st->unsent.load()); });
+    if (f.wait_for(flush) != std::future_status::ready || f.get() == 0 || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a bounded wait for the sockets to drain
+  }
+  asio::post(p_->st.ioc, [this] { p_->st.ioc.stop(); });
   p_->thread.join();
 }
 

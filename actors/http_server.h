@@ -3,6 +3,7 @@
 // and notice of a client that goes away while its request is served. One I/O thread holds
 // thousands of connections; every call on an exchange may come from any thread.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -66,7 +67,8 @@ class server {
   server(const server_config& cfg, handler h);
   ~server();
   std::uint16_t port() const;
-  void stop();
+  // Stops accepting, lets answers already handed over be written (up to `flush`), then stops.
+  void stop(std::chrono::milliseconds flush = std::chrono::milliseconds(2000));
   std::size_t open_connections() const;
   // CPU time the I/O thread has used (parsing, socket writes), in seconds.
   double io_cpu_seconds() const;

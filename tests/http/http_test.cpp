@@ -314,3 +314,70 @@ BOOST_AUTO_TEST_CASE(overload_gets_429_and_no_replica_gets_503_with_retry_after)
   BOOST_TEST(r.json()["error"]["message"].get<std::string>().find("no replica") != std::string::npos, r.body);
   BOOST_TEST(r.body.find("system_error") == std::string::npos, r.body);  // no CAF internals in the message
 }
+
+namespace {
+
+// A connection that sends one request and reads its answer as it comes (a stream's events).
+struct raw_exchange {
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::socket sock{ioc};
+  std::string got;
+  raw_exchange(std::uint16_t port, const std::string& path, const json& body) {
+    sock.connect({boost::asio::ip::make_address("127.0.0.1"), port});
+    timeval tv{60, 0};
+    ::setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    const std::string b = body.dump();
+    const std::string req = "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                            std::to_string(b.size()) + "\r\n\r\n" + b;
+    boost::asio::write(sock, boost::asio::buffer(req));
+  }
+  // Reads until `needle` has arrived (true), or the connection ends or times out (false).
+  bool read_until(const std::string& needle) {
+    char buf[8192];
+    while (got.find(needle) == std::string::npos) {
+      const ssize_t n = ::recv(sock.native_handle(), buf, sizeof buf, 0);
+      if (n <= 0) return false;
+      got.append(buf, std::size_t(n));
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+// SIGTERM cut every stream and request mid-answer. Now the head stops taking work (503, and
+// /health 503), lets what is in flight finish within --shutdown-grace, then ends the streams
+// still open with an error event and [DONE], and exits 0.
+BOOST_AUTO_TEST_CASE(sigterm_drains_in_flight_requests_then_ends_open_streams_with_an_error_event) {
+  // Simulated replicas with 100 ms steps: a 3-token request ends within the grace, a 400-token
+  // stream does not.
+  const std::string config = std::string(TROUPE_BINARY_DIR) + "/shutdown-sim.toml";
+  std::ofstream(config) << "[model]\npreset = \"tiny\"\nbackend = \"sim\"\n[[nodes]]\nname = \"head\"\n"
+                           "[[pools]]\nname = \"main\"\nreplicas = 1\nnodes = [\"head\"]\n"
+                           "[scheduler]\nkv_memory = \"256MiB\"\n[sim]\nflops = 1e12\nbandwidth = \"1TB/s\"\nstep_overhead = \"100ms\"\n";
+  test::serve_process serve({config, "--shutdown-grace", "2"});
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  raw_exchange shorter(serve.port(), "/v1/completions", {{"prompt", {1, 2, 3}}, {"max_tokens", 10}, {"ignore_eos", true}});
+  raw_exchange stream(serve.port(), "/v1/completions",
+                      {{"prompt", {1, 2, 3}}, {"max_tokens", 400}, {"ignore_eos", true}, {"stream", true}});
+  BOOST_TEST_REQUIRE(stream.read_until("data: {"));  // both are running
+  serve.child().kill(SIGTERM);
+  // Draining: /health says so (polled to a deadline), and new work is refused with Retry-After.
+  bool draining = false;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20); !draining && std::chrono::steady_clock::now() < deadline;)
+    draining = test::http_request(serve.port(), "GET", "/health").status == 503;
+  BOOST_TEST_REQUIRE(draining);
+  const auto refused = test::post_json(serve.port(), "/v1/completions", {{"prompt", {1, 2}}, {"max_tokens", 1}});
+  BOOST_TEST(refused.status == 503, refused.body);
+  BOOST_TEST(refused.headers.count("retry-after") == 1u);
+  // In flight and short enough: answered whole.
+  BOOST_TEST_REQUIRE(shorter.read_until("\"completion_tokens\":10"), shorter.got);
+  BOOST_TEST(shorter.got.rfind("HTTP/1.1 200", 0) == 0u, shorter.got);
+  // Still streaming at the end of the grace: an error event, then [DONE].
+  BOOST_TEST_REQUIRE(stream.read_until("data: [DONE]"), stream.got);
+  const auto error_at = stream.got.find("the server shut down before this request finished");
+  BOOST_TEST(error_at != std::string::npos, stream.got);
+  BOOST_TEST(error_at < stream.got.find("data: [DONE]"));
+  const int status = serve.child().reap();
+  BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0), "exit status " << status);
+}
