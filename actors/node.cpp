@@ -74,7 +74,8 @@ join_outcome join(caf::actor_system& sys, caf::scoped_actor& self, const topolog
 void run_node(caf::actor_system& sys, const topology::topology_config& topo, const std::string& node,
               const std::vector<head_address>& heads, std::shared_ptr<const model::llama_model> model,
               std::shared_ptr<const tokenizer::tokenizer> tok, const join_credentials& credentials,
-              const std::function<void(std::size_t)>& on_ready, const std::function<void(const std::string&)>& on_event) {
+              const std::function<void(std::size_t)>& on_ready, const std::function<void(const std::string&)>& on_event,
+              const std::atomic<bool>* stop) {
   if (!topo.node(node)) throw input_error(topo.source + ": no node named \"" + node + "\"");
   if (heads.empty()) throw input_error(topo.source + ": no head to join");
   if (model) check_groups(topo, model->config());
@@ -130,7 +131,7 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
   // Serve until the process is stopped. A head that goes away (killed, restarted, cut off)
   // leaves the replicas and their KV here, serving the other heads; the node joins it again
   // when it is back, and its requests that were running here were aborted by the schedulers.
-  for (;;) {
+  for (int tick = 0; !(stop && *stop);) {
     self->receive(
         [&](const caf::down_msg& d) {
           for (auto& l : links)
@@ -140,7 +141,8 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
               if (on_event) on_event("head " + l.at.name + " is gone; keeping the replicas, rejoining when it is back");
             }
         },
-        caf::after(std::chrono::seconds(1)) >> [&] {
+        caf::after(std::chrono::milliseconds(250)) >> [&] {
+          if (++tick % 4 != 0) return;  // rejoin attempts once a second; the stop flag four times
           for (auto& l : links)
             if (!l.registry) {
               const join_outcome o = join(sys, self, topo, l, req);
@@ -152,6 +154,13 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
             }
         });
   }
+  // Stopped: the replicas (and their KV segments) go with the agent, before the system ends.
+  self->monitor(agent);
+  self->send_exit(agent, caf::exit_reason::user_shutdown);
+  if (store) self->send_exit(store, caf::exit_reason::user_shutdown);
+  for (bool gone = false; !gone;)
+    self->receive([&](const caf::down_msg& d) { gone = d.source == agent.address(); },
+                  caf::after(std::chrono::seconds(10)) >> [&] { gone = true; });
 }
 
 }  // namespace troupe::actors

@@ -1,6 +1,7 @@
 // A node process: joins every head through CAF's middleman and hosts the replicas the topology
 // places on it, registering each with the head's router.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -22,10 +23,12 @@ struct head_address {
 // `credentials`), whose registries have the node agent spawn the node's replicas once and share
 // them. A head that goes away leaves the replicas serving the others and is joined again when it
 // is back. on_ready(replicas) after the first joins; on_event(text) for each head lost or
-// rejoined. Throws input_error when no head can be reached at first, or one refuses the node.
+// rejoined. Returns within a quarter second of *stop turning true, its replicas stopped (their
+// KV freed). Throws input_error when no head can be reached at first, or one refuses the node.
 void run_node(caf::actor_system& sys, const topology::topology_config& topo, const std::string& node,
               const std::vector<head_address>& heads, std::shared_ptr<const model::llama_model> model,
               std::shared_ptr<const tokenizer::tokenizer> tok, const join_credentials& credentials,
-              const std::function<void(std::size_t)>& on_ready, const std::function<void(const std::string&)>& on_event = {});
+              const std::function<void(std::size_t)>& on_ready, const std::function<void(const std::string&)>& on_event = {},
+              const std::atomic<bool>* stop = nullptr);
 
 }  // namespace troupe::actors

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <csignal>
+#include <filesystem>
 #include <regex>
 
 #include "tests/support/models.h"
@@ -49,7 +50,18 @@ BOOST_AUTO_TEST_CASE(launch_restarts_a_killed_head_and_the_node_rejoins_it) {
   std::smatch m;
   BOOST_TEST_REQUIRE(std::regex_search(line, m, std::regex("pid ([0-9]+)")));
   const pid_t head = pid_t(std::stoi(m[1]));
+  BOOST_TEST_REQUIRE(launch.wait_for_line("started node-a (pid", &line));
+  BOOST_TEST_REQUIRE(std::regex_search(line, m, std::regex("pid ([0-9]+)")));
+  const std::string node_a = m[1];
   BOOST_TEST_REQUIRE(launch.wait_for_line("node node-a: ready"));
+  // node-a's replica holds its KV in a shared-memory segment named for its process.
+  auto segments_of = [](const std::string& pid) {
+    int n = 0;
+    for (const auto& f : std::filesystem::directory_iterator("/dev/shm"))
+      n += f.path().filename().string().rfind("troupe-kv-" + pid + "-", 0) == 0;
+    return n;
+  };
+  BOOST_TEST(segments_of(node_a) > 0);
   ::kill(head, SIGKILL);
   BOOST_TEST_REQUIRE(launch.wait_for_line("head (pid " + std::to_string(head) + ") died; restarting it in"));
   BOOST_TEST_REQUIRE(launch.wait_for_line("head restarted as pid"));
@@ -58,4 +70,6 @@ BOOST_AUTO_TEST_CASE(launch_restarts_a_killed_head_and_the_node_rejoins_it) {
   BOOST_TEST_REQUIRE(launch.wait_for_line("stopping"));
   const int status = launch.reap();
   BOOST_TEST(WIFEXITED(status));
+  // A node stopped by SIGTERM died at the signal's default action and left its segment behind.
+  BOOST_TEST(segments_of(node_a) == 0, "node-a's KV segment is still in /dev/shm");
 }

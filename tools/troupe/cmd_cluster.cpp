@@ -5,7 +5,9 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
 
 #include "actors/admin_endpoint.h"
 #include "actors/frontend.h"
@@ -57,6 +59,7 @@ std::pair<std::string, std::uint16_t> split_address(const std::string& a, const 
 int cmd_node(int argc, char** argv) {
   args a(argc, argv, 2, {"name", "head", "model", "tls-certificate", "tls-key", "tls-ca", "log-level", "log-format"}, {});
   apply_log_flags(a);
+  stop_signals signals;  // before any thread starts: SIGTERM stops the node in order (its KV segments go)
   if (a.positional().size() != 1) throw input_error("usage: troupe node CONFIG --name NODE [--head HOST:PORT] [--model DIR]");
   auto topo = topology::load_topology(a.positional()[0]);
   apply_tls_flags(a, topo);
@@ -85,16 +88,31 @@ int cmd_node(int argc, char** argv) {
   kv::transfer::registry::global().set_tcp_host(topo.node(*name)->host);
   cluster_config cfg(topo);
   caf::actor_system sys{cfg};
-  actors::run_node(
-      sys, topo, *name, heads, m.model, m.tok, credentials,
-      [&](std::size_t n) {
-        std::printf("troupe node %s: ready, %zu replica(s) registered with %zu head(s)\n", name->c_str(), n, heads.size());
-        std::fflush(stdout);
-      },
-      [&](const std::string& event) {
-        std::printf("troupe node %s: %s\n", name->c_str(), event.c_str());
-        std::fflush(stdout);
-      });
+  // The node serves on a thread of its own until a signal (or its own end) wakes this one.
+  std::atomic<bool> stop{false};
+  std::exception_ptr failed;
+  std::thread serving([&] {
+    try {
+      actors::run_node(
+          sys, topo, *name, heads, m.model, m.tok, credentials,
+          [&](std::size_t n) {
+            std::printf("troupe node %s: ready, %zu replica(s) registered with %zu head(s)\n", name->c_str(), n, heads.size());
+            std::fflush(stdout);
+          },
+          [&](const std::string& event) {
+            std::printf("troupe node %s: %s\n", name->c_str(), event.c_str());
+            std::fflush(stdout);
+          },
+          &stop);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    signals.request_stop();
+  });
+  if (const int sig = signals.wait_for_stop(); sig != 0) std::fprintf(stderr, "troupe node %s: signal %d, stopping\n", name->c_str(), sig);
+  stop = true;
+  serving.join();
+  if (failed) std::rethrow_exception(failed);
   return 0;
 }
 
@@ -305,8 +323,9 @@ int cmd_serve(int argc, char** argv) {
     std::printf("admin endpoint on %s%s%s (troupe admin --config %s status)\n", here.admin.endpoint.c_str(),
                 here.admin.events.empty() ? "" : ", events on ", here.admin.events.c_str(), config.c_str());
   std::fflush(stdout);
-  const int sig = signals.wait_for_stop();
   const auto grace = shutdown_grace(a, topo);
+  signals.set_grace(std::chrono::duration_cast<std::chrono::seconds>(grace) + std::chrono::seconds(10));
+  const int sig = signals.wait_for_stop();
   std::fprintf(stderr, "troupe serve: signal %d, stopping: new requests get 503, those in flight have %.1f s to finish\n", sig,
                std::chrono::duration<double>(grace).count());
   const int cut = fe->drain(grace);
