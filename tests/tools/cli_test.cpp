@@ -83,6 +83,8 @@ BOOST_AUTO_TEST_CASE(bad_input_is_an_error_naming_what_was_wrong) {
   expect("generate --max-tokens many", "--max-tokens expects an integer");
   expect("generate --config " + std::string(TROUPE_SOURCE_DIR) + "/configs/sim-32.toml", "needs the distributed runtime");
   expect("bench engine", "--model DIR is required");
+  // A console with nothing to talk to said nothing for its whole 30 s request timeout.
+  expect("admin status --endpoint tcp://127.0.0.1:" + std::to_string(test::free_port()), "no admin endpoint at tcp://127.0.0.1:");
   const std::string three = std::string(TROUPE_SOURCE_DIR) + "/configs/three-local.toml";
   expect("node " + three + " --name nobody", "no node named \"nobody\"");
   const std::string tiny = test::synth_model("tiny-llama-f32", test::preset("tiny"));

@@ -14,6 +14,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <cerrno>
+#include <cstring>
+#include <optional>
 #include "actors/admin_client.h"
 #include "actors/admin_endpoint.h"
 #include "runtime/common/error.h"
@@ -224,6 +230,38 @@ int console(actors::admin_client& c, bool json, const std::string& endpoint) {
   return 0;
 }
 
+// Whether something listens at a tcp://HOST:PORT endpoint, asked with a TCP connect of at most
+// `limit`: ZeroMQ connects lazily, so a console with nothing to talk to waited for its whole
+// request timeout (30 s) in silence. Other transports (ipc://) are taken as they are.
+std::optional<std::string> unreachable(const std::string& endpoint, std::chrono::milliseconds limit) {
+  if (endpoint.rfind("tcp://", 0) != 0) return std::nullopt;
+  const std::string hp = endpoint.substr(6);
+  const auto colon = hp.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  std::string host = hp.substr(0, colon);
+  if (host == "*" || host == "localhost") host = "127.0.0.1";
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  if (::getaddrinfo(host.c_str(), hp.substr(colon + 1).c_str(), &hints, &res) != 0) return "cannot resolve " + host;
+  const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int rc = fd < 0 ? -1 : ::connect(fd, res->ai_addr, res->ai_addrlen);
+  ::freeaddrinfo(res);
+  int err = rc == 0 ? 0 : errno;
+  if (rc != 0 && errno == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, int(limit.count())) == 1) {
+      socklen_t len = sizeof err;
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    } else {
+      err = ETIMEDOUT;
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  if (err == 0) return std::nullopt;
+  return std::string(std::strerror(err));
+}
+
 }  // namespace
 
 int cmd_admin(int argc, char** argv) {
@@ -248,6 +286,9 @@ int cmd_admin(int argc, char** argv) {
   const long long count = a.get_int("count", 0);
   const double seconds = a.get_double("for", 0);
   if (count < 0 || seconds < 0) throw input_error("--count and --for must not be negative");
+  if (auto why = unreachable(cfg.endpoint, std::chrono::milliseconds(1500)))
+    throw input_error("no admin endpoint at " + cfg.endpoint + " (" + *why +
+                      "): is a head with [admin] running there? Name it with --endpoint or --config TOPOLOGY");
   std::unique_ptr<actors::admin_client> client;
   try {
     client = std::make_unique<actors::admin_client>(cfg);

@@ -25,6 +25,7 @@ commands:
   bench serve    load an OpenAI-compatible server and report TTFT, TPOT, ITL, E2E, throughput
   bench kv-transfer  GB/s of each KV transfer backend against this machine's memcpy
   bench autoscale    the autoscaler (or a fixed pool) against a trace, on the sim backend
+  bench collectives  all-reduce and all-to-all per backend, and TP/PP step times
   eval perplexity    a model's teacher-forced perplexity on a text (the quality gate)
   info           what this build and machine offer (ISA, threads, CUDA)
 
@@ -67,17 +68,20 @@ vLLM's habits work: `troupe serve models/kjv --served-model-name kjv --max-model
   --listen HOST          the node registry's address
   --api-key KEY          require 'Authorization: Bearer KEY' on the OpenAI routes
   --chat-template FILE   a .jinja chat template instead of the model folder's
+  --tls-certificate FILE --tls-key FILE --tls-ca FILE   TLS for the links between processes
+                         (replace [cluster]'s files; what launch --netns passes)
   --log-level LEVEL      debug, info (default), warn, error or off
   --log-format FORMAT    text (default) or json: one JSON object per line on stderr
   -h, --help             this text
 )"},
       {"node", R"(usage: troupe node CONFIG --name NODE [options]
-A process hosting the replicas a topology places on one node; it joins the head and serves
-until the head is gone.
+A process hosting the replicas a topology places on one node; it joins the heads and serves
+them (rejoining a head that comes back) until SIGINT or SIGTERM, which stop it in order.
 
   --name NODE            the node of CONFIG this process is (required)
   --head HOST:PORT[,..]  the heads' node registries (default: every head of the topology)
   --model DIR|FILE       the model folder or .gguf file (default: the topology's)
+  --tls-certificate FILE --tls-key FILE --tls-ca FILE   TLS for the links between processes
   --log-level LEVEL      debug, info (default), warn, error or off
   --log-format FORMAT    text (default) or json
   -h, --help             this text
