@@ -252,6 +252,15 @@ std::vector<api::token_logprob> logprobs_of(const token_update& u) {
   return out;
 }
 
+// A request that cannot finish: a stream under way gets the error as an event and [DONE] (its
+// 200 is sent), any other request the error as its answer.
+void end_with_error(frontend_ptr self, live_request& r, const api::api_error& e) {
+  if (!r.stream || !r.submitted) return send_error(self, r.ex, e);
+  sse(r.ex, e.body());
+  r.ex->send("data: [DONE]\n\n");
+  r.ex->end_stream();
+}
+
 void finish(frontend_ptr self, live_request& r, const token_update& u) {
   auto& m = *self->state.m;
   const auto now = clock::now();
@@ -275,17 +284,7 @@ void finish(frontend_ptr self, live_request& r, const token_update& u) {
   }
   if (r.gone) return;
   const api::usage usage{r.prompt_tokens, r.output_tokens};
-  if (error) {
-    const api::api_error e(500, "the request failed while running: " + u.error, "", "server_error");
-    if (r.stream) {
-      sse(r.ex, e.body());
-      r.ex->send("data: [DONE]\n\n");
-      r.ex->end_stream();
-    } else {
-      send_error(self, r.ex, e);
-    }
-    return;
-  }
+  if (error) return end_with_error(self, r, api::api_error(500, "the request failed while running: " + u.error, "", "server_error"));
   if (r.stream) {
     sse(r.ex, r.w->chunk(u.text, r.logprobs ? logprobs_of(u) : std::vector<api::token_logprob>{}, reason.value_or("abort")));
     if (r.include_usage) sse(r.ex, r.w->usage_chunk(usage));
@@ -312,14 +311,7 @@ void cut_off_in_flight(frontend_ptr self) {
   for (auto& [id, r] : st.live) {
     ++st.cut_off;
     if (r.submitted) self->send(st.owner, abort_atom::value, id);
-    if (r.gone) continue;
-    if (r.stream) {
-      sse(r.ex, e.body());
-      r.ex->send("data: [DONE]\n\n");
-      r.ex->end_stream();
-    } else {
-      send_error(self, r.ex, e);
-    }
+    if (!r.gone) end_with_error(self, r, e);
   }
   st.live.clear();
   st.preparing = 0;  // those still being prepared are refused when they come back (draining)

@@ -23,19 +23,24 @@ struct config : caf::actor_system_config {
   config() { register_protocols(*this); }
 };
 constexpr auto timeout = std::chrono::seconds(30);
+
+// Replicas of the tiny test model with 16 KV blocks each, as a node agent starts them.
+replica_factory tiny_replicas() {
+  const std::string dir = test::synth_model("tiny-llama-f32", test::preset("tiny"));
+  auto model = std::shared_ptr<const model::llama_model>(model::llama_model::load(dir));
+  engine::engine_config ec;
+  ec.num_blocks = 16;
+  return [=](caf::actor_system& s, replica_id) {
+    return s.spawn(scheduler, model, std::shared_ptr<const tokenizer::tokenizer>(), ec, group_config{}, kv_store_actor{});
+  };
+}
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(agent_spawns_stops_and_reports) {
   const std::string dir = test::synth_model("tiny-llama-f32", test::preset("tiny"));
-  auto model = std::shared_ptr<const model::llama_model>(model::llama_model::load(dir));
   config cfg;
   caf::actor_system sys{cfg};
-  engine::engine_config ec;
-  ec.num_blocks = 16;
-  replica_factory make = [=](caf::actor_system& s, replica_id) {
-    return s.spawn(scheduler, model, std::shared_ptr<const tokenizer::tokenizer>(), ec, group_config{}, kv_store_actor{});
-  };
-  auto agent = sys.spawn(node_agent, std::string("n1"), make, dir);
+  auto agent = sys.spawn(node_agent, std::string("n1"), tiny_replicas(), dir);
   caf::scoped_actor self{sys};
   scheduler_actor s;
   self->request(agent, timeout, spawn_replica_atom::value, replica_id(7))
@@ -69,15 +74,9 @@ BOOST_AUTO_TEST_CASE(agent_spawns_stops_and_reports) {
 // a replica stopped on request stays stopped.
 BOOST_AUTO_TEST_CASE(a_replica_that_dies_is_restarted_and_one_stopped_is_not) {
   const std::string dir = test::synth_model("tiny-llama-f32", test::preset("tiny"));
-  auto model = std::shared_ptr<const model::llama_model>(model::llama_model::load(dir));
   config cfg;
   caf::actor_system sys{cfg};
-  engine::engine_config ec;
-  ec.num_blocks = 16;
-  replica_factory make = [=](caf::actor_system& s, replica_id) {
-    return s.spawn(scheduler, model, std::shared_ptr<const tokenizer::tokenizer>(), ec, group_config{}, kv_store_actor{});
-  };
-  auto agent = sys.spawn(node_agent, std::string("n1"), make, dir);
+  auto agent = sys.spawn(node_agent, std::string("n1"), tiny_replicas(), dir);
   caf::scoped_actor self{sys};
   scheduler_actor first;
   self->request(agent, timeout, spawn_replica_atom::value, replica_id(3))
