@@ -96,80 +96,93 @@ void sharegpt_prompts(const args& a, const bench::client_options& co, const benc
   }
 }
 
-planned_workload plan_requests(const args& a, const bench::client_options& co, const bench::server_info& info) {
-  planned_workload out;
-  const std::uint64_t seed = std::uint64_t(a.get_int("seed", 0));
-  const bool chat = co.chat;
-  const int overhead = chat ? info.chat_overhead + 8 : 0;  // 8: text re-tokenized at a window's edges
-  const int vocab = int(a.get_int("vocab", info.vocab_size));
-  std::string dataset = a.get("dataset-name", a.has("dataset-path") && a.get("dataset-path", "").ends_with(".json") ? "sharegpt"
+// The dataset a run draws from: --dataset-name, else sharegpt for a .json path, random ids for
+// a server that does not tokenize but says its vocabulary, text otherwise.
+std::string dataset_of(const args& a, const bench::server_info& info, int vocab) {
+  const std::string d = a.get("dataset-name", a.has("dataset-path") && a.get("dataset-path", "").ends_with(".json") ? "sharegpt"
                                               : !info.tokenizes && vocab > 0 && !a.has("dataset-path")    ? "random"
                                                                                                           : "text");
-  if (dataset != "text" && dataset != "sharegpt" && dataset != "random")
-    throw input_error("--dataset-name: expected text, sharegpt or random, got '" + dataset + "'");
-  if (dataset == "sharegpt" && !a.has("dataset-path")) throw input_error("--dataset-name sharegpt needs --dataset-path FILE.json");
-  std::vector<std::int32_t> corpus;
-  if (dataset == "text") {
-    if (!info.tokenizes) throw input_error("the server does not tokenize (" + info.tokenize_error +
-                                           "), and says no vocabulary size; give --vocab N for random token ids");
-    std::string text;
-    if (auto path = a.get("dataset-path")) {
-      std::ifstream in(*path);
-      if (!in) throw input_error("cannot read --dataset-path " + *path);
-      text.assign(std::istreambuf_iterator<char>(in), {});
-      if (text.size() > (64u << 20)) text.resize(64u << 20);
-    } else {
-      text = std::string(bench::default_text());
-    }
-    corpus = bench::tokenize_text(co, text);
-    if (corpus.empty()) throw input_error("the text to draw prompts from has no tokens");
-    out.note = "prompts from " + std::string(a.has("dataset-path") ? *a.get("dataset-path") : "the built-in text") + " (" +
-               std::to_string(corpus.size()) + " tokens)";
-  } else if (dataset == "random") {
-    if (vocab <= 0) throw input_error("--dataset-name random needs --vocab N (the server does not say its vocabulary size)");
-    out.note = "random token ids below " + std::to_string(vocab);
+  if (d != "text" && d != "sharegpt" && d != "random") throw input_error("--dataset-name: expected text, sharegpt or random, got '" + d + "'");
+  if (d == "sharegpt" && !a.has("dataset-path")) throw input_error("--dataset-name sharegpt needs --dataset-path FILE.json");
+  if (d == "random" && vocab <= 0) throw input_error("--dataset-name random needs --vocab N (the server does not say its vocabulary size)");
+  if (d == "text" && !info.tokenizes)
+    throw input_error("the server does not tokenize (" + info.tokenize_error + "), and says no vocabulary size; give --vocab N for random token ids");
+  return d;
+}
+
+// The text prompts are cut from (--dataset-path, or the built-in text) in the server's tokens.
+std::vector<std::int32_t> text_corpus(const args& a, const bench::client_options& co, std::string& note) {
+  std::string text;
+  if (auto path = a.get("dataset-path")) {
+    std::ifstream in(*path);
+    if (!in) throw input_error("cannot read --dataset-path " + *path);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+    if (text.size() > (64u << 20)) text.resize(64u << 20);
+  } else {
+    text = std::string(bench::default_text());
   }
+  auto corpus = bench::tokenize_text(co, text);
+  if (corpus.empty()) throw input_error("the text to draw prompts from has no tokens");
+  note = "prompts from " + a.get("dataset-path", "the built-in text") + " (" + std::to_string(corpus.size()) + " tokens)";
+  return corpus;
+}
+
+// The workload the options describe (arrivals, lengths, shared prefixes), its prompts drawn
+// from `corpus` when there is one.
+planned_workload generated_workload(const args& a, const bench::server_info& info, int overhead, int vocab,
+                                    const std::vector<std::int32_t>& corpus) {
+  planned_workload out;
+  bench::workload_options w;
+  w.requests = int(a.get_int("requests", 64));
+  w.rate = a.get_double("rate", 0);
+  w.process = a.has("arrival") ? bench::parse_arrival(*a.get("arrival")) : w.rate > 0 ? bench::arrival::poisson : bench::arrival::burst;
+  if (w.process != bench::arrival::burst && w.rate <= 0) throw input_error("--arrival poisson|fixed needs --rate R");
+  w.prompt_dist = bench::parse_length_dist(a.get("prompt-dist", "fixed"));
+  w.output_dist = bench::parse_length_dist(a.get("output-dist", "fixed"));
+  if (auto sp = a.get("shared-prefix")) {  // SYSTEMS:USERS:PREFIX_TOKENS
+    if (std::sscanf(sp->c_str(), "%d:%d:%d", &w.systems, &w.users, &w.prefix_len) != 3 || w.systems < 1 || w.users < 1 || w.prefix_len < 1)
+      throw input_error("--shared-prefix: expected SYSTEMS:USERS:PREFIX_TOKENS, e.g. 4:16:512, got '" + *sp + "'");
+    if (!a.has("requests")) w.requests = w.systems * w.users;
+  }
+  default_lengths(a, info, overhead, w);
+  w.vocab = vocab > 0 ? vocab : 32000;
+  w.corpus = &corpus;
+  w.seed = std::uint64_t(a.get_int("seed", 0));
+  w.shuffle = a.has("shuffle");
+  if (w.requests < 1 || w.prompt_len < 1 || w.output_len < 1) throw input_error("--requests, --prompt-len and --output-len must be positive");
+  out.plan = bench::plan_workload(w);
+  if (w.systems > 0) {  // every request after its system prompt's first reuses its whole blocks
+    const int block = int(a.get_int("block-size", 16));
+    if (block < 1) throw input_error("--block-size: must be positive");
+    const long long used = std::min<long long>(w.systems, (w.requests + w.users - 1) / std::max(w.users, 1));
+    out.ideal_hits = (w.requests - used) * (w.prefix_len / block) * block;
+  }
+  return out;
+}
+
+planned_workload plan_requests(const args& a, const bench::client_options& co, const bench::server_info& info) {
+  const std::uint64_t seed = std::uint64_t(a.get_int("seed", 0));
+  const int overhead = co.chat ? info.chat_overhead + 8 : 0;  // 8: text re-tokenized at a window's edges
+  const int vocab = int(a.get_int("vocab", info.vocab_size));
+  const std::string dataset = dataset_of(a, info, vocab);
+  std::string note = dataset == "random" ? "random token ids below " + std::to_string(vocab) : "";
+  const std::vector<std::int32_t> corpus = dataset == "text" ? text_corpus(a, co, note) : std::vector<std::int32_t>{};
+  planned_workload out;
   if (auto trace = a.get("trace")) {
     out.plan = bench::read_trace(*trace, vocab > 0 ? vocab : 32000, seed);
     for (std::size_t i = 0; i < out.plan.size(); ++i)  // token-count entries take real text where there is some
       if (!corpus.empty() && !out.plan[i].prompt_ids.empty())
         out.plan[i].prompt_ids = bench::corpus_window(corpus, out.plan[i].prompt_len, seed, 4000000 + i);
   } else {
-    bench::workload_options w;
-    w.requests = int(a.get_int("requests", 64));
-    w.rate = a.get_double("rate", 0);
-    w.process = a.has("arrival") ? bench::parse_arrival(*a.get("arrival"))
-                                 : w.rate > 0 ? bench::arrival::poisson : bench::arrival::burst;
-    if (w.process != bench::arrival::burst && w.rate <= 0) throw input_error("--arrival poisson|fixed needs --rate R");
-    w.prompt_dist = bench::parse_length_dist(a.get("prompt-dist", "fixed"));
-    w.output_dist = bench::parse_length_dist(a.get("output-dist", "fixed"));
-    if (auto sp = a.get("shared-prefix")) {  // SYSTEMS:USERS:PREFIX_TOKENS
-      if (std::sscanf(sp->c_str(), "%d:%d:%d", &w.systems, &w.users, &w.prefix_len) != 3 || w.systems < 1 || w.users < 1 ||
-          w.prefix_len < 1)
-        throw input_error("--shared-prefix: expected SYSTEMS:USERS:PREFIX_TOKENS, e.g. 4:16:512, got '" + *sp + "'");
-      if (!a.has("requests")) w.requests = w.systems * w.users;
-    }
-    default_lengths(a, info, overhead, w);
-    w.vocab = vocab > 0 ? vocab : 32000;
-    w.corpus = &corpus;
-    w.seed = seed;
-    w.shuffle = a.has("shuffle");
-    if (w.requests < 1 || w.prompt_len < 1 || w.output_len < 1) throw input_error("--requests, --prompt-len and --output-len must be positive");
-    out.plan = bench::plan_workload(w);
+    out = generated_workload(a, info, overhead, vocab, corpus);
     if (dataset == "sharegpt") sharegpt_prompts(a, co, info, overhead, out.plan);
-    if (w.systems > 0) {  // every request after its system prompt's first reuses its whole blocks
-      const int block = int(a.get_int("block-size", 16));
-      if (block < 1) throw input_error("--block-size: must be positive");
-      const long long used = std::min<long long>(w.systems, (w.requests + w.users - 1) / std::max(w.users, 1));
-      out.ideal_hits = (w.requests - used) * (w.prefix_len / block) * block;
-    }
   }
-  if (dataset == "sharegpt") out.note = "prompts from the ShareGPT file " + a.get("dataset-path", "");
+  out.note = dataset == "sharegpt" ? "prompts from the ShareGPT file " + a.get("dataset-path", "") : note;
   if (info.max_model_len > 0) {
     const int cut = bench::fit_to_context(out.plan, info.max_model_len, overhead);
     if (cut > 0) out.note += "; " + std::to_string(cut) + " request(s) shortened to the context of " + std::to_string(info.max_model_len);
   }
-  if (chat)  // chat sends text: the planned tokens as the server decodes them
+  if (co.chat)  // chat sends text: the planned tokens as the server decodes them
     for (auto& r : out.plan)
       if (r.prompt_text.empty() && !r.prompt_ids.empty()) r.prompt_text = bench::detokenize(co, r.prompt_ids);
   return out;
