@@ -253,6 +253,8 @@ simulated time. The autoscaler runs as configured; --fixed N runs N replicas wit
   --settle S             keep watching the pool S simulated seconds after the last request ends
   --ttft-slo S  --itl-slo S   the SLO a request must meet (default: the autoscaler's, else 1 s, 0.1 s)
   --json                 one JSON object on stdout
+  --log-level LEVEL      debug, info, warn (default), error or off
+  --log-format FORMAT    text (default) or json
   -h, --help             this text
 )"},
       {"info", R"(usage: troupe info
