@@ -38,6 +38,7 @@ struct prepared {
 struct prepare_context {
   std::string model_name;
   int vocab_size = 0;
+  int max_model_len = 0;
   std::shared_ptr<const tokenizer::tokenizer> tok;
   std::shared_ptr<const chat::chat_template> chat;
   sampling::sampling_params sampling_defaults;
@@ -59,18 +60,16 @@ struct prepared_msg {
   std::shared_ptr<prepared> p;
 };
 
-// Work for a preparer: a request to prepare (answered to `frontend`), or a /tokenize or
+// Work for a preparer: a request to prepare (answered to the frontend that sent it), or a /tokenize or
 // /detokenize to answer.
 struct prepare_job {
   std::shared_ptr<const prepare_context> pc;
   std::shared_ptr<prepared> p;
-  caf::actor frontend;
 };
 struct tokenize_job {
   std::shared_ptr<const prepare_context> pc;
   std::shared_ptr<http::exchange> ex;
   bool detokenize = false;
-  int max_model_len = 0;
 };
 
 }  // namespace troupe::actors
@@ -367,10 +366,14 @@ api::api_error no_such_model(const std::string& asked, const std::string& served
                         "not_found_error");
 }
 
+// A request may name the served model or none.
+void check_model(const prepare_context& pc, const std::string& asked) {
+  if (!asked.empty() && asked != pc.model_name) throw no_such_model(asked, pc.model_name);
+}
+
 void prepare(const prepare_context& pc, prepared& p) {
   api::completion_request req = api::parse_request(p.ex->req().body, p.kind, pc.sampling_defaults);
-  if (!req.model.empty() && req.model != pc.model_name)
-    throw no_such_model(req.model, pc.model_name);
+  check_model(pc, req.model);
   if (p.kind == api::endpoint::chat) {
     if (!pc.chat) throw api::api_error(400, "this model has no chat template; use /v1/completions", "messages");
     if (!pc.tok) throw api::api_error(400, "this model has no tokenizer; use /v1/completions with token ids", "messages");
@@ -415,17 +418,17 @@ void run_prepare(const prepare_context& pc, prepared& p) {
 }
 
 // /tokenize and /detokenize (vLLM's), answered where they are computed.
-void run_tokenize(const prepare_context& pc, const std::shared_ptr<http::exchange>& ex, bool detokenize, int max_model_len) {
+void run_tokenize(const prepare_context& pc, const std::shared_ptr<http::exchange>& ex, bool detokenize) {
   try {
     json out;
     if (detokenize) {
       const auto r = api::parse_detokenize(ex->req().body);
-      if (!r.model.empty() && r.model != pc.model_name) throw no_such_model(r.model, pc.model_name);
+      check_model(pc, r.model);
       out = api::detokenize(r, pc.tok.get(), pc.vocab_size);
     } else {
       const auto r = api::parse_tokenize(ex->req().body);
-      if (!r.model.empty() && r.model != pc.model_name) throw no_such_model(r.model, pc.model_name);
-      out = api::tokenize(r, pc.tok.get(), pc.chat.get(), max_model_len);
+      check_model(pc, r.model);
+      out = api::tokenize(r, pc.tok.get(), pc.chat.get(), pc.max_model_len);
     }
     ex->respond(200, "application/json", dump(out));
   } catch (const api::api_error& e) {
@@ -445,9 +448,9 @@ caf::behavior preparer(caf::event_based_actor* self) {
   return {
       [=](prepare_job& j) {
         run_prepare(*j.pc, *j.p);
-        self->send(j.frontend, prepared_msg{std::move(j.p)});
+        self->send(caf::actor_cast<caf::actor>(self->current_sender()), prepared_msg{std::move(j.p)});
       },
-      [=](tokenize_job& j) { run_tokenize(*j.pc, j.ex, j.detokenize, j.max_model_len); },
+      [=](tokenize_job& j) { run_tokenize(*j.pc, j.ex, j.detokenize); },
   };
 }
 
@@ -479,7 +482,7 @@ void handle_completion(frontend_ptr self, const std::shared_ptr<http::exchange>&
   p.kind = kind;
   p.arrived = clock::now();
   ++st.preparing;
-  self->send(next_preparer(self), prepare_job{st.prepare_ctx, std::make_shared<prepared>(std::move(p)), caf::actor_cast<caf::actor>(self)});
+  self->send(next_preparer(self), prepare_job{st.prepare_ctx, std::make_shared<prepared>(std::move(p))});
 }
 
 // The index of the configured API key the request carries, or -1.
@@ -713,7 +716,7 @@ void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
     }
     if (path == "/tokenize" || path == "/detokenize") {
       need_method(rq, path, {"POST"});
-      self->send(next_preparer(self), tokenize_job{st.prepare_ctx, ex, path == "/detokenize", st.cfg.max_model_len});
+      self->send(next_preparer(self), tokenize_job{st.prepare_ctx, ex, path == "/detokenize"});
       return;
     }
     if (path == "/v1/models") {
@@ -788,6 +791,7 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
   auto pc = std::make_shared<prepare_context>();
   pc->model_name = st.cfg.model_name;
   pc->vocab_size = st.cfg.vocab_size;
+  pc->max_model_len = st.cfg.max_model_len;
   pc->sampling_defaults = st.cfg.sampling_defaults;
   pc->tok = std::move(tok);
   if (chat) pc->chat = std::make_shared<const chat::chat_template>(std::move(*chat));

@@ -188,17 +188,22 @@ BOOST_AUTO_TEST_CASE(routes_answer_with_the_right_status_and_shape) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-// A chat template from a model folder that loops range(100000000): it blocked every route and
-// grew RSS 0.5 GB/s. Now the request fails alone with the budget named, and the server serves.
-BOOST_AUTO_TEST_CASE(a_looping_chat_template_fails_its_request_only) {
-  const std::string dir = std::string(TROUPE_BINARY_DIR) + "/test-models/hostile-template";
+// The test model under another name, with `chat_template` as its tokenizer_config.json's.
+std::string model_with_template(const std::string& name, const std::string& chat_template) {
+  const std::string dir = std::string(TROUPE_BINARY_DIR) + "/test-models/" + name;
   std::filesystem::create_directories(dir);
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"}) {
     std::filesystem::remove(dir + "/" + f);
     std::filesystem::create_symlink(model_dir() + "/" + f, dir + "/" + f);
   }
-  std::ofstream(dir + "/tokenizer_config.json")
-      << json{{"chat_template", "{% for i in range(100000000) %}{{ i }}{% endfor %}"}}.dump();
+  std::ofstream(dir + "/tokenizer_config.json") << json{{"chat_template", chat_template}}.dump();
+  return dir;
+}
+
+// A chat template from a model folder that loops range(100000000): it blocked every route and
+// grew RSS 0.5 GB/s. Now the request fails alone with the budget named, and the server serves.
+BOOST_AUTO_TEST_CASE(a_looping_chat_template_fails_its_request_only) {
+  const std::string dir = model_with_template("hostile-template", "{% for i in range(100000000) %}{{ i }}{% endfor %}");
   test::serve_process serve({local_toml(), "--model", dir});
   BOOST_TEST_REQUIRE(serve.port() != 0);
   const json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 2}};
@@ -216,15 +221,8 @@ BOOST_AUTO_TEST_CASE(a_looping_chat_template_fails_its_request_only) {
 // /health, the router and every stream share: /health timed out at 30 s. Templates render on
 // preparer threads of their own, so /health answers while they still render.
 BOOST_AUTO_TEST_CASE(health_answers_while_templates_render_to_their_budget) {
-  const std::string dir = std::string(TROUPE_BINARY_DIR) + "/test-models/slow-template";
-  std::filesystem::create_directories(dir);
-  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"}) {
-    std::filesystem::remove(dir + "/" + f);
-    std::filesystem::create_symlink(model_dir() + "/" + f, dir + "/" + f);
-  }
   // Inside the budget (300,000 range items, as many copied for the loop and as many iterations).
-  std::ofstream(dir + "/tokenizer_config.json")
-      << json{{"chat_template", "{% for i in range(300000) %}{% endfor %}{{ messages[0]['content'] }}"}}.dump();
+  const std::string dir = model_with_template("slow-template", "{% for i in range(300000) %}{% endfor %}{{ messages[0]['content'] }}");
   test::serve_process serve({local_toml(), "--model", dir});
   BOOST_TEST_REQUIRE(serve.port() != 0);
   const std::string chat = json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 1}}.dump();

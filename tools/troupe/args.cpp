@@ -3,6 +3,7 @@
 #include "runtime/common/log.h"
 
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <unistd.h>
 
@@ -63,6 +64,22 @@ long long args::get_int(const std::string& name, long long fallback) const {
   } catch (const std::exception&) {
     throw input_error("option --" + name + " expects an integer, got '" + *v + "'");
   }
+}
+
+std::optional<std::chrono::milliseconds> args::get_duration(const std::string& name) const {
+  auto v = get(name);
+  if (!v) return std::nullopt;
+  double scale = 1000;  // seconds
+  std::string n = *v;
+  if (n.ends_with("ms")) scale = 1, n.resize(n.size() - 2);
+  else if (n.ends_with("s")) n.pop_back();
+  try {
+    std::size_t used = 0;
+    const double x = std::stod(n, &used);
+    if (used == n.size() && x >= 0 && x <= 86400) return std::chrono::milliseconds(std::llround(x * scale));
+  } catch (const std::exception&) {
+  }
+  throw input_error("--" + name + ": expected seconds (or \"500ms\", \"30s\"), got '" + *v + "'");
 }
 
 std::uint16_t args::get_port(const std::string& name, std::uint16_t fallback) const {

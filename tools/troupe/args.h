@@ -1,5 +1,6 @@
 // Minimal command-line parsing for the troupe subcommands: --flag VALUE and --switch.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -21,6 +22,9 @@ class args {
   double get_double(const std::string& name, double fallback) const;
   // A TCP port: an integer in [0, 65535] (0: any free port), else input_error naming the flag.
   std::uint16_t get_port(const std::string& name, std::uint16_t fallback) const;
+  // A duration: seconds, or with a unit ("500ms", "30s"), in [0, 1 day]; else input_error naming
+  // the flag. nullopt when the flag is absent.
+  std::optional<std::chrono::milliseconds> get_duration(const std::string& name) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:

@@ -206,21 +206,9 @@ void apply_vllm_flags(const args& a, topology::topology_config& topo) {
   }
 }
 
-// --shutdown-grace SECONDS (or "500ms", "2s"), else [frontend] shutdown_grace.
+// --shutdown-grace, else [frontend] shutdown_grace.
 std::chrono::milliseconds shutdown_grace(const args& a, const topology::topology_config& topo) {
-  auto v = a.get("shutdown-grace");
-  if (!v) return topo.frontend.shutdown_grace;
-  double scale = 1000;  // seconds
-  std::string n = *v;
-  if (n.ends_with("ms")) scale = 1, n.resize(n.size() - 2);
-  else if (n.ends_with("s")) n.pop_back();
-  try {
-    std::size_t used = 0;
-    const double x = std::stod(n, &used);
-    if (used == n.size() && x >= 0 && x <= 86400) return std::chrono::milliseconds(std::llround(x * scale));
-  } catch (const std::exception&) {
-  }
-  throw input_error("--shutdown-grace: expected seconds (or \"500ms\", \"30s\"), got '" + *v + "'");
+  return a.get_duration("shutdown-grace").value_or(topo.frontend.shutdown_grace);
 }
 
 // The OpenAI API off loopback needs an API key: there is nothing else between it and the network.

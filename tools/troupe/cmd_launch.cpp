@@ -47,6 +47,7 @@ int cmd_launch(int argc, char** argv) {
   if (auto m = a.get("model")) model_flag = {"--model", *m};
   std::vector<std::string> head_flags;  // what only the heads take
   if (auto g = a.get("shutdown-grace")) head_flags = {"--shutdown-grace", *g};
+  a.get_duration("shutdown-grace");  // a bad value is refused before anything starts
   for (const char* f : {"log-level", "log-format"})  // every process logs alike
     if (auto v = a.get(f)) model_flag.insert(model_flag.end(), {std::string("--") + f, *v});
 
@@ -198,13 +199,7 @@ int cmd_launch(int argc, char** argv) {
     }
   }
   // The heads' grace period for requests in flight, and a moment more to leave; then make sure.
-  std::chrono::milliseconds grace = topo.frontend.shutdown_grace;
-  if (auto g = a.get("shutdown-grace")) {
-    try {
-      grace = std::chrono::milliseconds(std::llround(std::stod(*g) * 1000));
-    } catch (const std::exception&) {
-    }
-  }
+  const std::chrono::milliseconds grace = a.get_duration("shutdown-grace").value_or(topo.frontend.shutdown_grace);
   const auto deadline = std::chrono::steady_clock::now() + grace + std::chrono::seconds(10);
   std::size_t left = procs.size();
   while (left > 0 && std::chrono::steady_clock::now() < deadline) {

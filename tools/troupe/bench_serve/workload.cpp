@@ -2,10 +2,12 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/error.h"
+#include "runtime/common/json.h"
 #include "runtime/common/splitmix.h"
 
 namespace troupe::bench {
@@ -64,12 +66,8 @@ int fit_to_context(std::vector<planned_request>& plan, int max_model_len, int ov
 std::vector<conversation_turn> read_sharegpt(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw input_error("cannot read " + path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw input_error(path + ": not JSON: " + e.what());
-  }
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  const nlohmann::json j = parse_json(text, path);  // errors name the file; nesting is bounded
   if (!j.is_array()) throw input_error(path + ": expected a JSON array of conversations (ShareGPT format)");
   std::vector<conversation_turn> out;
   for (std::size_t i = 0; i < j.size(); ++i) {
