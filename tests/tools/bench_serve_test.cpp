@@ -3,12 +3,15 @@
 #define BOOST_TEST_MODULE bench_serve
 #include <boost/test/unit_test.hpp>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 
 #include "runtime/common/error.h"
+#include "runtime/metrics/metrics.h"
 #include "tests/support/http_client.h"
 #include "tests/support/models.h"
+#include "tests/support/process.h"
 #include "tools/troupe/bench_serve/report.h"
 #include "tools/troupe/bench_serve/workload.h"
 
@@ -151,6 +154,45 @@ BOOST_AUTO_TEST_CASE(a_run_against_troupe_serve_accounts_for_every_request_and_t
   BOOST_TEST(j["server_frontend_cpu_us_per_token"].get<double>() > 0.0);
   BOOST_TEST(std::filesystem::file_size(out + "-latency.png") > 1000u);
   BOOST_TEST(std::filesystem::file_size(out + "-cdf.png") > 1000u);
+}
+
+// A background load that runs for exactly as long as something else takes: SIGINT stops the
+// sending, the requests in flight finish, and the report covers the ones sent, none failed.
+BOOST_AUTO_TEST_CASE(a_signal_stops_sending_and_the_report_covers_what_was_sent) {
+  const std::string model = test::synth_model("small-llama-f32", test::preset("small"));
+  test::serve_process serve({std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml", "--model", model});
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const std::string out = std::string(TROUPE_BINARY_DIR) + "/bench-serve-signal.json";
+  std::filesystem::remove(out);
+  test::child_process bench({std::string(TROUPE_BINARY_DIR) + "/troupe", "bench", "serve", "--url",
+                             "http://127.0.0.1:" + std::to_string(serve.port()), "--requests", "100000", "--concurrency", "2",
+                             "--prompt-len", "16", "--output-len", "4", "--quiet", "--json", out});
+  BOOST_TEST_REQUIRE(bench.started());
+  auto finished = [&] {
+    const auto text = test::http_request(serve.port(), "GET", "/metrics").body;
+    return metrics::sum_samples(text, "troupe:request_success_total").value_or(0);
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (finished() < 4 && std::chrono::steady_clock::now() < deadline) {
+  }
+  BOOST_TEST_REQUIRE(finished() >= 4);
+  bench.kill(SIGINT);
+  const int status = bench.reap();
+  BOOST_TEST_REQUIRE(WIFEXITED(status));
+  BOOST_TEST(WEXITSTATUS(status) == 0);
+  std::ifstream in(out);
+  const auto j = nlohmann::json::parse(in);
+  BOOST_TEST(j["stopped_by_signal"] == true);
+  BOOST_TEST(j["planned_requests"] == 100000);
+  BOOST_TEST(j["failed"] == 0);
+  BOOST_TEST(j["completed"].get<int>() >= 4);
+  BOOST_TEST(j["completed"].get<int>() < 100000);
+  // Every request sent was answered in full: the server finished exactly the ones reported.
+  BOOST_TEST(j["total_output_tokens"].get<int>() == 4 * j["completed"].get<int>());
+  const auto settled = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (finished() != j["completed"].get<double>() && std::chrono::steady_clock::now() < settled) {
+  }
+  BOOST_TEST(finished() == j["completed"].get<double>());
 }
 
 // Against a disaggregated server, the KV transfer is a phase of its own: every request's KV

@@ -224,11 +224,18 @@ int cmd_bench_serve(int argc, char** argv) {
                  url->c_str(), co.model.c_str(), info.max_model_len > 0 ? std::to_string(info.max_model_len).c_str() : "unknown",
                  co.max_concurrency > 0 ? std::to_string(co.max_concurrency).c_str() : "unlimited", pw.note.c_str());
   double duration = 0;
+  bool stopped = false;
   const auto results = bench::run_requests(
-      co, plan, [&](std::size_t d, std::size_t t) { if (!quiet) progress_bar("bench serve", d, t, "requests"); }, &duration);
+      co, plan, [&](std::size_t d, std::size_t t) { if (!quiet) progress_bar("bench serve", d, t, "requests"); }, &duration,
+      &stopped);
   if (!quiet) std::fprintf(stderr, "\n");
+  if (stopped)
+    std::fprintf(stderr, "bench serve: stopped by a signal; %zu of the %zu planned requests were sent and are reported\n",
+                 results.size(), plan.size());
   const bench::summary s = bench::summarize(results, duration, goal);
   nlohmann::json j = bench::to_json(s);
+  j["planned_requests"] = plan.size();
+  j["stopped_by_signal"] = stopped;
   j["max_concurrency"] = co.max_concurrency > 0 ? nlohmann::json(co.max_concurrency) : nlohmann::json(nullptr);
   j["model_id"] = co.model;
   if (a.has("detailed")) {  // per request, in plan order (vLLM's --save-detailed): seconds

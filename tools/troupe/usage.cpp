@@ -184,6 +184,8 @@ The control plane under load on a sim or cpu topology started in this process, o
   --config TOPOLOGY      (default configs/sim-32.toml)
   --requests N  --prompt N  --max-tokens N  --json
   --overhead 1,64        batch sizes to measure the overhead at
+  --log-level LEVEL      the cluster's log on stderr (default warn: no line per request)
+  --log-format text|json
   -h, --help             this text
 )"},
       {"bench serve", R"(usage: troupe bench serve --url http://HOST:PORT [options]
@@ -211,6 +213,9 @@ to fit a smaller context, asked ones that cannot fit are refused before anything
   --goodput "ttft:MS tpot:MS e2el:MS"  --json FILE [--detailed]  --plot PREFIX
   --seed S  --timeout S (1800)  --no-ignore-eos  --quiet
   -h, --help             this text
+SIGINT or SIGTERM (Ctrl-C) stops sending: requests in flight finish and the report covers the
+ones sent; a second one ends the program at once. A background load can so run for exactly as
+long as something else takes (tools/bench/interference.sh).
 Exits 1 when any request failed, naming what the server said.
 )"},
       {"bench kv-transfer", R"(usage: troupe bench kv-transfer [options]

@@ -7,6 +7,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <csignal>
 #include <deque>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -55,6 +56,10 @@ struct run_state {
   std::deque<std::size_t> queued;  // arrived, waiting for a concurrency slot
   int active = 0;
   std::size_t done = 0;
+  std::vector<bool> started;                 // per planned request
+  std::unique_ptr<asio::signal_set> signals;  // SIGINT/SIGTERM: stop sending (see run_requests)
+  std::vector<std::unique_ptr<asio::steady_timer>> arrivals;
+  bool stopped = false;
   std::function<void(std::size_t, std::size_t)> progress;
   double now() const { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
 };
@@ -78,6 +83,27 @@ std::string body_of(const client_options& o, const planned_request& r) {
 }
 
 void start_next(const std::shared_ptr<run_state>& st);
+
+// The signal wait is the one piece of work that never ends by itself: drop it once every request
+// that will run has ended, so that the I/O loop returns.
+void finish_if_idle(const std::shared_ptr<run_state>& st) {
+  const bool all_done = st->done == st->plan->size() || (st->stopped && st->active == 0 && st->queued.empty());
+  if (all_done && st->signals) {
+    beast::error_code ec;
+    st->signals->cancel(ec);
+  }
+}
+
+// Stops sending: arrivals still to come are cancelled and the queue is emptied; what is in
+// flight finishes. The second signal gets the default action (asio restores it on clear).
+void stop_sending(const std::shared_ptr<run_state>& st) {
+  st->stopped = true;
+  st->queued.clear();
+  for (auto& t : st->arrivals) t->cancel();
+  beast::error_code ec;
+  st->signals->clear(ec);
+  finish_if_idle(st);
+}
 
 // "HTTP 413: <the error's message>" from an OpenAI error body, else the body's first 300 bytes.
 std::string http_error_text(int status, const std::string& body) {
@@ -203,6 +229,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
     ++st_->done;
     if (st_->progress) st_->progress(st_->done, st_->results->size());
     start_next(st_);
+    finish_if_idle(st_);
   }
 
   std::shared_ptr<run_state> st_;
@@ -221,6 +248,7 @@ void start_next(const std::shared_ptr<run_state>& st) {
     const std::size_t i = st->queued.front();
     st->queued.pop_front();
     ++st->active;
+    st->started[i] = true;
     std::make_shared<exchange>(st, i)->start();
   }
 }
@@ -235,7 +263,8 @@ tcp::endpoint resolve(const client_options& o) {
 }  // namespace
 
 std::vector<request_result> run_requests(const client_options& o, const std::vector<planned_request>& plan,
-                                         const std::function<void(std::size_t, std::size_t)>& progress, double* duration) {
+                                         const std::function<void(std::size_t, std::size_t)>& progress, double* duration,
+                                         bool* stopped) {
   rlimit rl{};
   if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {  // thousands of streams
     rl.rlim_cur = rl.rlim_max;
@@ -248,20 +277,34 @@ std::vector<request_result> run_requests(const client_options& o, const std::vec
   st->results = &results;
   st->plan = &plan;
   st->progress = progress;
+  st->started.assign(plan.size(), false);
   st->t0 = clock_type::now();
-  std::vector<std::unique_ptr<asio::steady_timer>> timers;
   for (std::size_t i = 0; i < plan.size(); ++i) {
     auto t = std::make_unique<asio::steady_timer>(st->ioc);
     t->expires_at(st->t0 + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(plan[i].at)));
     t->async_wait([st, i](beast::error_code ec) {
-      if (ec) return;
+      if (ec || st->stopped) return;
       st->queued.push_back(i);
       start_next(st);
     });
-    timers.push_back(std::move(t));
+    st->arrivals.push_back(std::move(t));
   }
+  st->signals = std::make_unique<asio::signal_set>(st->ioc, SIGINT, SIGTERM);
+  st->signals->async_wait([st](beast::error_code ec, int) {
+    if (!ec) stop_sending(st);
+  });
+  if (plan.empty()) st->signals->cancel();
   st->ioc.run();
   if (duration) *duration = st->now();
+  st->arrivals.clear();
+  st->signals.reset();
+  if (st->stopped) {  // the report covers what was sent
+    std::vector<request_result> sent;
+    for (std::size_t i = 0; i < results.size(); ++i)
+      if (st->started[i]) sent.push_back(std::move(results[i]));
+    results = std::move(sent);
+  }
+  if (stopped) *stopped = st->stopped;
   return results;
 }
 

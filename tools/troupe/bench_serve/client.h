@@ -27,9 +27,14 @@ struct client_options {
 // Parses http://HOST:PORT[/PREFIX]; throws input_error otherwise.
 client_options parse_url(const std::string& url);
 
-// Runs the workload; `progress(done, total)` is called after each request ends.
+// Runs the workload; `progress(done, total)` is called after each request ends. SIGINT or
+// SIGTERM stops sending: requests not yet started never are, those in flight finish, and the
+// results then hold only the requests that were sent (`*stopped` says so). A second signal gets
+// the default action. This is how a benchmark keeps a background load running for exactly as
+// long as something else takes (tools/bench/interference.sh).
 std::vector<request_result> run_requests(const client_options& o, const std::vector<planned_request>& plan,
-                                         const std::function<void(std::size_t, std::size_t)>& progress, double* duration);
+                                         const std::function<void(std::size_t, std::size_t)>& progress, double* duration,
+                                         bool* stopped = nullptr);
 
 // GET PATH on the server: (status, body). Throws input_error if it cannot connect.
 std::pair<int, std::string> http_get(const client_options& o, const std::string& path);
