@@ -164,6 +164,22 @@ BOOST_AUTO_TEST_CASE(every_command_answers_help_with_its_usage_and_does_nothing_
   BOOST_TEST(port.out.find("--port: 99999 is not a port") != std::string::npos, port.out);
 }
 
+// bench runtime's report is its output: the cluster's line per request (request_end) used to
+// come with it, 10,000 of them by default. They are there again when asked for.
+BOOST_AUTO_TEST_CASE(bench_runtime_reports_without_a_log_line_per_request_unless_asked) {
+  run_result quiet = troupe_cmd("bench runtime --config " + std::string(TROUPE_SOURCE_DIR) + "/configs/sim-32.toml --requests 40 --max-tokens 2");
+  BOOST_TEST_REQUIRE(quiet.status == 0, quiet.out);
+  BOOST_TEST(quiet.out.find("placed: 40 requests") != std::string::npos, quiet.out);
+  BOOST_TEST(quiet.out.find("request_end") == std::string::npos, quiet.out);
+  BOOST_TEST(quiet.out.find("replica_started") == std::string::npos, quiet.out);
+  run_result verbose = troupe_cmd("bench runtime --config " + std::string(TROUPE_SOURCE_DIR) + "/configs/sim-32.toml --requests 40 --max-tokens 2 --log-level info");
+  BOOST_TEST_REQUIRE(verbose.status == 0, verbose.out);
+  std::size_t lines = 0;
+  for (std::size_t at = verbose.out.find("request_end"); at != std::string::npos; at = verbose.out.find("request_end", at + 1))
+    ++lines;
+  BOOST_TEST(lines == 40u, verbose.out);
+}
+
 // troupe eval perplexity scores a text with the model's tokenizer and gives the library's figure
 // for the same tokens; a missing or unreadable text is an error naming it.
 BOOST_AUTO_TEST_CASE(eval_perplexity_gives_the_librarys_figure_and_refuses_bad_input) {

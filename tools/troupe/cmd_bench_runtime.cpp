@@ -14,6 +14,7 @@
 
 #include "actors/local_cluster.h"
 #include "runtime/common/error.h"
+#include "runtime/common/log.h"
 #include "tools/troupe/args.h"
 #include "tools/troupe/cluster_auth.h"
 #include "tools/troupe/commands.h"
@@ -110,7 +111,11 @@ nlohmann::json measure_overhead(caf::actor_system& sys, actors::local_cluster& c
 }
 
 int cmd_bench_runtime(int argc, char** argv) {
-  args a(argc, argv, 3, {"config", "requests", "prompt", "max-tokens", "overhead"}, {"json"});
+  args a(argc, argv, 3, {"config", "requests", "prompt", "max-tokens", "overhead", "log-level", "log-format"}, {"json"});
+  // The report is the output: the cluster's per-request lines (request_end, replica_started:
+  // 10,000 of them by default) would bury it, so the log starts at warn unless asked otherwise.
+  log::set_level(log::level::warn);
+  apply_log_flags(a);
   const std::string config = a.get("config", a.has("overhead") ? "configs/local.toml" : "configs/sim-32.toml");
   auto topo = topology::load_topology(config);
   const int n = int(a.get_int("requests", 10000));
