@@ -6,6 +6,8 @@
 #include <optional>
 #include <sys/resource.h>
 #include <pthread.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -86,8 +88,9 @@ class session : public std::enable_shared_from_this<session> {
   void start() { read_request(); }
 
   // --- called on the I/O thread by session_exchange ---
-  void write(std::string data, bool last) {
+  void write(std::string data, bool last, bool probe = false) {
     if (closed_) return;
+    if (!probe) answering_ = true;
     queue_.push_back(std::move(data));
     ++st_.unsent;
     if (last) finishing_ = true;
@@ -151,6 +154,8 @@ class session : public std::enable_shared_from_this<session> {
     }
     auto msg = parser_->release();
     keep_alive_ = msg.keep_alive();
+    http11_ = msg.version() >= 11;
+    answering_ = probed_ = false;
     request r{std::string(msg.method_string()), std::string(msg.target()), std::move(msg.body()), {}};
     for (const auto& f : msg) {
       std::string name(f.name_string());
@@ -163,8 +168,8 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   // A read while a request is being answered: an error means the client left; EOF means it
-  // half-closed (shutdown(SHUT_WR) after its request), so it still gets its answer and then the
-  // connection closes; bytes are kept for the next request (a pipelining client).
+  // half-closed (shutdown(SHUT_WR) after its request) or hung up (close()); the hang-up probe
+  // tells the two apart; bytes are kept for the next request (a pipelining client).
   void watch() {
     if (watching_ || closed_ || buf_.size() > 64 * 1024) return;
     watching_ = true;
@@ -174,7 +179,7 @@ class session : public std::enable_shared_from_this<session> {
       if (ec == asio::error::operation_aborted && !self->closed_) return self->read_request();  // see done()
       if (ec == asio::error::eof && self->busy_) {
         self->keep_alive_ = false;
-        return;
+        return self->arm_hangup_probe();
       }
       if (ec) {
         if (self->busy_) self->client_gone();
@@ -185,6 +190,36 @@ class session : public std::enable_shared_from_this<session> {
       self->timer_.cancel();
       self->read_request();
     });
+  }
+
+  // EOF with a request still unanswered: a client that half-closed waits for its answer, one
+  // that hung up never reads it, and nothing on the wire so far tells them apart. Once the
+  // request has gone unanswered for a second, send what every HTTP/1.1 client must accept
+  // before a final answer, an interim "100 Continue": a live half-closed client reads past it,
+  // the kernel of one that closed answers with a reset, and the socket goes to CLOSE. Checked
+  // every second until the answer starts; a hang-up aborts the request (its KV is freed) as a
+  // disconnect mid-stream does. HTTP/1.0 clients get no interim answer, so no probe.
+  void arm_hangup_probe() {
+    if (!http11_ || answering_ || closed_) return;
+    probe_timer_.expires_after(std::chrono::seconds(1));
+    auto self = shared_from_this();
+    probe_timer_.async_wait([self](beast::error_code ec) {
+      if (ec || self->closed_ || !self->busy_ || self->answering_) return;
+      if (!self->probed_) {
+        self->probed_ = true;
+        self->write("HTTP/1.1 100 Continue\r\n\r\n", false, true);
+      } else if (self->peer_reset()) {
+        self->client_gone();
+        return self->close();
+      }
+      self->arm_hangup_probe();
+    });
+  }
+  bool peer_reset() {
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    if (::getsockopt(sock_.native_handle(), IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return true;
+    return ti.tcpi_state == TCP_CLOSE;
   }
 
   void client_gone() {
@@ -256,6 +291,7 @@ class session : public std::enable_shared_from_this<session> {
     if (closed_) return;
     closed_ = true;
     timer_.cancel();
+    probe_timer_.cancel();
     beast::error_code ec;
     sock_.close(ec);  // pending writes end with an error; their buffers stay queued until then
     if (busy_) client_gone();
@@ -269,10 +305,12 @@ class session : public std::enable_shared_from_this<session> {
   beast::flat_buffer buf_;
   std::optional<beast::http::request_parser<beast::http::string_body>> parser_;
   asio::steady_timer timer_{sock_.get_executor()};
+  asio::steady_timer probe_timer_{sock_.get_executor()};  // see arm_hangup_probe
   std::shared_ptr<session_exchange> ex_;
   std::deque<std::string> queue_;
   std::array<char, 16384> discard_;
   bool writing_ = false, finishing_ = false, busy_ = false, watching_ = false, closed_ = false, keep_alive_ = true;
+  bool http11_ = true, answering_ = false, probed_ = false;  // the request's version; answer begun; probe sent
 };
 
 void session_exchange::post(std::function<void(session&)> f) {

@@ -232,6 +232,58 @@ BOOST_AUTO_TEST_CASE(a_client_that_disconnects_frees_its_kv_blocks) {
   BOOST_TEST(metric_sum(metrics, "troupe:num_requests_running") == 0.0);
 }
 
+// Non-streaming, nothing is written until the answer is complete, so a client that hung up was
+// noticed only then: its request ran to the end holding its KV. A half-closed client (one that
+// shut down its sending side) still gets its answer.
+BOOST_AUTO_TEST_CASE(a_non_streaming_client_that_hangs_up_has_its_request_aborted_and_its_kv_freed) {
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  namespace asio = boost::asio;
+  auto connect_and_send = [&](asio::io_context& ioc, int max_tokens) {
+    auto sock = std::make_unique<asio::ip::tcp::socket>(ioc);
+    sock->connect({asio::ip::make_address("127.0.0.1"), serve.port()});
+    const std::string body = json{{"prompt", std::vector<int>(300, 11)}, {"max_tokens", max_tokens}, {"ignore_eos", true}}.dump();
+    asio::write(*sock, asio::buffer("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                    "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+    return sock;
+  };
+  asio::io_context ioc;
+  auto metrics = test::http_request(serve.port(), "GET", "/metrics").body;
+  const double aborted_before = metric_sum(metrics, "troupe:request_success_total", "finished_reason=\"abort\"");
+  {
+    auto sock = connect_and_send(ioc, 3000);
+    // Hang up once the request holds KV blocks.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (metric_sum(metrics, "troupe:kv_cache_usage_perc") == 0.0 && std::chrono::steady_clock::now() < deadline)
+      metrics = test::http_request(serve.port(), "GET", "/metrics").body;
+    BOOST_TEST_REQUIRE(metric_sum(metrics, "troupe:kv_cache_usage_perc") > 0.0);
+    sock->close();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // 3000 tokens take far longer
+  while (metric_sum(metrics, "troupe:request_success_total", "finished_reason=\"abort\"") == aborted_before &&
+         std::chrono::steady_clock::now() < deadline)
+    metrics = test::http_request(serve.port(), "GET", "/metrics").body;
+  BOOST_TEST(metric_sum(metrics, "troupe:request_success_total", "finished_reason=\"abort\"") == aborted_before + 1);
+  BOOST_TEST(metric_sum(metrics, "troupe:kv_cache_usage_perc") == 0.0);
+  BOOST_TEST(metric_sum(metrics, "troupe:num_requests_running") == 0.0);
+
+  // Half-closed: the whole answer, after the interim 100 Continue if it took over a second.
+  auto sock = connect_and_send(ioc, 400);
+  sock->shutdown(asio::ip::tcp::socket::shutdown_send);
+  std::string got;
+  char buf[8192];
+  boost::system::error_code ec;
+  for (std::size_t n; (n = sock->read_some(asio::buffer(buf), ec)) > 0 || !ec;) got.append(buf, n);
+  const std::string interim = "HTTP/1.1 100 Continue\r\n\r\n";
+  const bool probed = got.rfind(interim, 0) == 0;
+  if (probed) got = got.substr(interim.size());
+  BOOST_TEST_MESSAGE("half-closed client " << (probed ? "got" : "did not need") << " the interim answer");
+  BOOST_TEST_REQUIRE(got.rfind("HTTP/1.1 200", 0) == 0, got.substr(0, 200));
+  const auto j = json::parse(got.substr(got.find("\r\n\r\n") + 4));
+  BOOST_TEST(j["usage"]["completion_tokens"] == 400);
+  metrics = test::http_request(serve.port(), "GET", "/metrics").body;
+  BOOST_TEST(metric_sum(metrics, "troupe:request_success_total", "finished_reason=\"abort\"") == aborted_before + 1);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_CASE(metrics_count_exactly_the_requests_made_and_pass_promtool) {
