@@ -394,10 +394,14 @@ void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, co
   auto& st = self->state;
   if (cmd == "help") {
     nlohmann::json list = nlohmann::json::array();
-    for (const auto& [name, what] : admin_commands()) list.push_back({{"command", name}, {"does", what}});
+    for (const auto& [name, what] : admin::server_commands()) list.push_back({{"command", name}, {"does", what}});
     return answer(self, token, {{"commands", list}});
   }
-  if (cmd == "topology") return answer(self, token, topology_json(st.cfg.topo));
+  if (cmd == "topology") {
+    nlohmann::json t = topology_json(st.cfg.topo);
+    if (st.cfg.model.is_object() && !st.cfg.model.empty()) t["model"] = st.cfg.model;
+    return answer(self, token, std::move(t));
+  }
   if (cmd == "status") {
     if (!args.empty()) return refuse(self, token, "status: takes no arguments");
     return status(self, [=](nlohmann::json s) { answer(self, token, std::move(s)); });
@@ -550,24 +554,6 @@ void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, co
 
 }  // namespace
 
-const std::vector<std::pair<std::string, std::string>>& admin_commands() {
-  static const std::vector<std::pair<std::string, std::string>> list = {
-      {"status", "nodes and replicas: role, state, generation, KV use, running/waiting, tokens/s"},
-      {"topology", "the topology the cluster runs"},
-      {"kv [REPLICA]", "KV blocks used and cached, prefix-cache hit rate"},
-      {"requests [REPLICA]", "requests in progress: replica, tokens so far, migrations, age (oldest 1000)"},
-      {"set-policy router NAME [K=V ...]", "route with another policy (and its parameters) from now on"},
-      {"scale POOL N", "N replicas serve in POOL: warm ones join, or the newest drain (with their KV) and wait warm"},
-      {"autoscaler [status|pause|resume|pin POOL|unpin POOL]", "the autoscaler's state, or pause it, or hold one pool where it is"},
-      {"set-policy autoscaler default K=V ...", "the autoscaler's thresholds: queue_up, queue_down, kv_up, kv_down, busy_down, ttft_slo, itl_slo (s)"},
-      {"log-level [LEVEL]", "the head's log level (debug, info, warn, error, off), or set it"},
-      {"drain REPLICA", "admit nothing new, move what runs with its KV; answers once safe to remove"},
-      {"resume REPLICA", "end a drain: the replica takes requests again"},
-      {"kill REPLICA|NODE", "fault injection: the replica (or a node's whole process) dies as if it crashed; its requests migrate"},
-      {"help", "this list"},
-  };
-  return list;
-}
 
 admin_actor::behavior_type admin(admin_actor::stateful_pointer<admin_state> self, admin_config cfg) {
   self->state.cfg = std::move(cfg);

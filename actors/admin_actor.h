@@ -40,6 +40,7 @@ struct admin_config {
   router_actor router;
   owner_actor owner;
   node_registry_actor registry;  // for `kill NODE`
+  nlohmann::json model;          // the model the head serves, for `topology` (else the topology's path)
   std::chrono::milliseconds timeout{5000};         // for each question to an actor
   std::chrono::milliseconds drain_timeout{600000};  // how long `drain` waits for the replica
   std::chrono::milliseconds sample_interval{1000};  // load sampling, for tokens/s and events
@@ -63,8 +64,5 @@ admin_actor::behavior_type admin(admin_actor::stateful_pointer<admin_state> self
 // (true, the result) or (false, why as a string).
 void scale_pool(admin_actor::stateful_pointer<admin_state> self, const std::string& pool, int n, const std::string& reason,
                 std::function<void(bool, nlohmann::json)> done);
-
-// The commands the endpoint serves, one line each (the result of `help`).
-const std::vector<std::pair<std::string, std::string>>& admin_commands();
 
 }  // namespace troupe::actors

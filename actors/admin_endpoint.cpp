@@ -82,7 +82,7 @@ std::string read_key_file(const std::string& path, const std::string& what) {
 }
 
 admin_endpoint::admin_endpoint(caf::actor_system& sys, const topology::topology_config& topo, router_actor router, owner_actor owner,
-                               node_registry_actor registry)
+                               node_registry_actor registry, nlohmann::json model)
     : q_(std::make_shared<shared>()), z_(std::make_unique<sockets>()) {
   const auto& spec = topo.admin;
   q_->wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -117,6 +117,7 @@ admin_endpoint::admin_endpoint(caf::actor_system& sys, const topology::topology_
   cfg.router = std::move(router);
   cfg.owner = std::move(owner);
   cfg.registry = std::move(registry);
+  cfg.model = std::move(model);
   cfg.timeout = std::min(topo.timeouts.request, std::chrono::milliseconds(10000));
   std::weak_ptr<shared> weak = q_;  // the actor may outlive this endpoint
   cfg.reply = [weak](std::uint64_t token, admin::reply r) {

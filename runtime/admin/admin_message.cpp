@@ -240,4 +240,23 @@ std::optional<std::string> parse_key_numbers(const std::vector<std::string>& arg
   return std::nullopt;
 }
 
+const std::vector<std::pair<std::string, std::string>>& server_commands() {
+  static const std::vector<std::pair<std::string, std::string>> list = {
+      {"status", "nodes and replicas: role, state, generation, KV use, running/waiting, tokens/s"},
+      {"topology", "the topology the cluster runs"},
+      {"kv [REPLICA]", "KV blocks used and cached, prefix-cache hit rate"},
+      {"requests [REPLICA]", "requests in progress: replica, tokens so far, migrations, age (oldest 1000)"},
+      {"set-policy router NAME [K=V ...]", "route with another policy (and its parameters) from now on"},
+      {"scale POOL N", "N replicas serve in POOL: warm ones join, or the newest drain (with their KV) and wait warm"},
+      {"autoscaler [status|pause|resume|pin POOL|unpin POOL]", "the autoscaler's state, or pause it, or hold one pool where it is"},
+      {"set-policy autoscaler default K=V ...", "the autoscaler's thresholds: queue_up, queue_down, kv_up, kv_down, busy_down, ttft_slo, itl_slo (s)"},
+      {"log-level [LEVEL]", "the head's log level (debug, info, warn, error, off), or set it"},
+      {"drain REPLICA", "admit nothing new, move what runs with its KV; answers once safe to remove"},
+      {"resume REPLICA", "end a drain: the replica takes requests again"},
+      {"kill REPLICA|NODE", "fault injection: the replica (or a node's whole process) dies as if it crashed; its requests migrate"},
+      {"help", "this list"},
+  };
+  return list;
+}
+
 }  // namespace troupe::admin

@@ -58,4 +58,8 @@ nlohmann::json decode_event(std::string_view bytes);
 std::optional<std::string> parse_key_numbers(const std::vector<std::string>& args, std::size_t from,
                                              std::vector<std::pair<std::string, double>>& out);
 
+// The commands the admin actor answers, with what each does: `help`'s answer and the command
+// list of `troupe admin --help`, so the two cannot drift apart.
+const std::vector<std::pair<std::string, std::string>>& server_commands();
+
 }  // namespace troupe::admin

@@ -29,6 +29,33 @@ namespace {
 
 const std::string troupe_exe = std::string(TROUPE_BINARY_DIR) + "/troupe";
 
+// The admin endpoint's port (its events at + 1) and the node registry's, both free: launch's
+// --admin-port and --registry-port, so the module runs beside anything on the defaults.
+std::uint16_t admin_port() {
+  static const std::uint16_t p = [] {
+    for (;;) {
+      boost::asio::io_context ioc;
+      boost::asio::ip::tcp::acceptor first(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
+      const std::uint16_t a = first.local_endpoint().port();
+      boost::system::error_code ec;
+      boost::asio::ip::tcp::acceptor second(ioc);
+      second.open(boost::asio::ip::tcp::v4(), ec);
+      if (a < 65535 && !ec) second.bind({boost::asio::ip::make_address("127.0.0.1"), std::uint16_t(a + 1)}, ec);
+      if (a < 65535 && !ec) return a;
+    }
+  }();
+  return p;
+}
+std::string admin_endpoint() { return "tcp://127.0.0.1:" + std::to_string(admin_port()); }
+std::string events_endpoint() { return "tcp://127.0.0.1:" + std::to_string(admin_port() + 1); }
+std::string endpoint_flags() { return " --endpoint " + admin_endpoint() + " --events " + events_endpoint(); }
+actors::admin_client_config client_config() {
+  actors::admin_client_config c;
+  c.endpoint = admin_endpoint();
+  c.events = events_endpoint();
+  return c;
+}
+
 // `troupe admin ARGS --json`: its exit status and its output parsed (null if not JSON).
 struct admin_result {
   int status = -1;
@@ -37,7 +64,7 @@ struct admin_result {
 };
 
 admin_result admin_cli(const std::string& args) {
-  const auto r = test::run_command(troupe_exe + " admin --timeout 20 --json " + args + " 2>&1");
+  const auto r = test::run_command(troupe_exe + " admin --timeout 20 --json" + endpoint_flags() + " " + args + " 2>&1");
   admin_result out{r.status, nullptr, r.output};
   out.json = nlohmann::json::parse(r.output, nullptr, false);
   if (out.json.is_discarded()) out.json = nullptr;
@@ -47,11 +74,12 @@ admin_result admin_cli(const std::string& args) {
 // configs/admin.toml started once for the whole module.
 struct cluster {
   std::uint16_t http = test::free_port();
+  std::string model_dir = test::synth_model("small-llama-f32", test::preset("small"));
   std::unique_ptr<test::child_process> launch;
   cluster() {
-    const std::string model_dir = test::synth_model("small-llama-f32", test::preset("small"));
     launch = std::make_unique<test::child_process>(std::vector<std::string>{
-        troupe_exe, "launch", std::string(TROUPE_SOURCE_DIR) + "/configs/admin.toml", "--model", model_dir, "--port", std::to_string(http)});
+        troupe_exe, "launch", std::string(TROUPE_SOURCE_DIR) + "/configs/admin.toml", "--model", model_dir, "--port", std::to_string(http),
+        "--registry-port", std::to_string(test::free_port()), "--admin-port", std::to_string(admin_port())});
     std::set<std::string> ready;  // the nodes come up in either order
     for (std::string line; ready.size() < 2;) {
       BOOST_TEST_REQUIRE(launch->wait_for_line(": ready", &line));
@@ -106,7 +134,7 @@ struct event_collector {
   event_collector() {
     std::atomic<bool> subscribed{false};
     t = std::thread([this, &subscribed] {
-      actors::admin_client c({});
+      actors::admin_client c(client_config());
       c.next_event(std::chrono::milliseconds(1));  // subscribes
       subscribed = true;
       while (!done)
@@ -163,6 +191,16 @@ BOOST_AUTO_TEST_CASE(status_topology_kv_and_help_answer_in_json) {
   BOOST_TEST(t.status == 0);
   BOOST_TEST(t.json["pools"][0]["name"] == "decode");
   BOOST_TEST(t.json["router"]["policy"] == "least_loaded");
+  // The model the head loaded (launch's --model), not the one configs/admin.toml names.
+  BOOST_TEST(t.json["model"]["path"] == the_cluster().model_dir);
+  BOOST_TEST(t.json["model"]["name"] == "small-llama-f32");
+  BOOST_TEST(t.json["model"]["max_model_len"] == 4096);
+  BOOST_TEST(t.json["model"]["architecture"] == "LlamaForCausalLM");
+  // Without --json: a table and sentences, not the reply's JSON.
+  const auto text = test::run_command(troupe_exe + " admin" + endpoint_flags() + " topology 2>&1");
+  BOOST_TEST(text.status == 0);
+  BOOST_TEST(text.output.find("model   " + the_cluster().model_dir + " (served as small-llama-f32") != std::string::npos, text.output);
+  BOOST_TEST(text.output.find('{') == std::string::npos, text.output);
 
   completions(the_cluster().http, 2);  // something in the prefix caches
   const auto kv = admin_cli("kv decode-0");
@@ -173,7 +211,7 @@ BOOST_AUTO_TEST_CASE(status_topology_kv_and_help_answer_in_json) {
   BOOST_TEST(admin_cli("kv").json["replicas"].size() == 3u);
 
   // `help` reaches the server through the protocol (the CLI's own `help` prints its usage).
-  actors::admin_client c({});
+  actors::admin_client c(client_config());
   const auto h = c.call("help");
   BOOST_TEST_REQUIRE(h.ok);
   BOOST_TEST(h.result["commands"].size() >= 6u);
@@ -212,7 +250,7 @@ BOOST_AUTO_TEST_CASE(malformed_and_oversized_messages_get_an_error_reply_and_the
   zmq::socket_t s(ctx, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 0);
   s.set(zmq::sockopt::rcvtimeo, 20000);
-  s.connect("tcp://127.0.0.1:7600");
+  s.connect(admin_endpoint());
   auto ask = [&](const std::string& payload) {
     s.send(zmq::message_t(), zmq::send_flags::sndmore);
     s.send(zmq::buffer(payload));
@@ -249,7 +287,7 @@ BOOST_AUTO_TEST_CASE(drain_under_load_moves_requests_with_identical_tokens_then_
   admin_result drained;
   event_collector collector;
   std::string cli_events;  // the console's own watch, for a few events
-  std::thread watcher([&] { cli_events = test::run_command(troupe_exe + " admin --json watch --count 3 --for 60").output; });
+  std::thread watcher([&] { cli_events = test::run_command(troupe_exe + " admin --json" + endpoint_flags() + " watch --count 3 --for 60").output; });
   admin_result listed;
   const auto got = completions(c.http, 8, [&] {
     BOOST_TEST_REQUIRE(busy("decode-0"));
@@ -355,7 +393,8 @@ BOOST_AUTO_TEST_CASE(top_draws_the_replicas_in_a_terminal) {
   const pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
   BOOST_TEST_REQUIRE(pid >= 0);
   if (pid == 0) {
-    ::execl(troupe_exe.c_str(), troupe_exe.c_str(), "admin", "top", "--count", "2", static_cast<char*>(nullptr));
+    ::execl(troupe_exe.c_str(), troupe_exe.c_str(), "admin", "top", "--count", "2", "--endpoint", admin_endpoint().c_str(),
+            static_cast<char*>(nullptr));
     ::_exit(127);
   }
   std::string screen;
@@ -372,6 +411,35 @@ BOOST_AUTO_TEST_CASE(top_draws_the_replicas_in_a_terminal) {
   for (const char* want : {"troupe top", "REPLICA", "KV USE", "TOK/S", "decode-0", "decode-1", "node-a", "node-b"})
     BOOST_TEST(frame.find(want) != std::string::npos, want << " not in " << frame);
   BOOST_TEST(std::count(screen.begin(), screen.end(), '\x1b') >= 4, "two frames, each homed and cleared");
+
+  // In a terminal 60 columns wide, no line is wider (the NODE column goes, the bar shrinks).
+  winsize narrow{};
+  narrow.ws_row = 24;
+  narrow.ws_col = 60;
+  const pid_t pid2 = ::forkpty(&master, nullptr, nullptr, &narrow);
+  BOOST_TEST_REQUIRE(pid2 >= 0);
+  if (pid2 == 0) {
+    ::execl(troupe_exe.c_str(), troupe_exe.c_str(), "admin", "top", "--count", "1", "--endpoint", admin_endpoint().c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::string small;
+  for (ssize_t n; (n = ::read(master, buf, sizeof buf)) > 0;) small.append(buf, std::size_t(n));
+  ::waitpid(pid2, &status, 0);
+  ::close(master);
+  BOOST_TEST(WEXITSTATUS(status) == 0, small);
+  const std::string narrow_frame = small.substr(small.rfind("\x1b[2J") + 4);
+  BOOST_TEST(narrow_frame.find("decode-0") != std::string::npos, narrow_frame);
+  std::size_t widest = 0;
+  for (std::size_t at = 0; at < narrow_frame.size();) {
+    std::size_t end = narrow_frame.find('\n', at);
+    if (end == std::string::npos) end = narrow_frame.size();
+    std::string line = narrow_frame.substr(at, end - at);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    widest = std::max(widest, line.size());
+    at = end + 1;
+  }
+  BOOST_TEST(widest <= 60u, narrow_frame);
 }
 
 // With CURVE keys: only the authorized client key gets replies and events.

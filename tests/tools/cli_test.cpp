@@ -3,6 +3,8 @@
 #define BOOST_TEST_MODULE cli
 #include <boost/test/unit_test.hpp>
 
+#include "runtime/admin/admin_message.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -153,6 +155,10 @@ BOOST_AUTO_TEST_CASE(every_command_answers_help_with_its_usage_and_does_nothing_
     }
   }
   BOOST_TEST(!std::filesystem::exists(out));
+  // troupe admin --help lists every command the server answers (from the list `help` sends).
+  run_result admin_help = troupe_cmd("admin --help");
+  for (const auto& [name, what] : admin::server_commands())
+    BOOST_TEST(admin_help.out.find("  " + name) != std::string::npos, name << " not in " << admin_help.out);
   run_result v = troupe_cmd("--version");
   BOOST_TEST(v.status == 0);
   BOOST_TEST(v.out.rfind("troupe 0.", 0) == 0, v.out);

@@ -11,6 +11,7 @@
 
 #include <readline/history.h>
 #include <readline/readline.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include <optional>
 #include "actors/admin_client.h"
 #include "actors/admin_endpoint.h"
+#include "runtime/admin/console_text.h"
 #include "runtime/common/error.h"
 #include "tools/troupe/args.h"
 #include "tools/troupe/commands.h"
@@ -55,51 +57,6 @@ std::string str(const nlohmann::json& j, const char* k) {
   return j[k].is_string() ? j[k].get<std::string>() : j[k].dump();
 }
 
-// A reply's result for people; --json prints it as it came.
-void print_result(const std::string& cmd, const nlohmann::json& r) {
-  if (cmd == "status" && r.contains("replicas")) {
-    std::printf("%-12s %s\n", "NODE", "REPLICAS ALIVE");
-    for (const auto& n : r["nodes"]) std::printf("%-12s %s/%s\n", str(n, "name").c_str(), str(n, "replicas_alive").c_str(), str(n, "replicas").c_str());
-    std::printf("\n%-14s %-10s %-8s %-10s %-9s %4s %5s %5s %13s %8s\n", "REPLICA", "POOL", "ROLE", "NODE", "STATE", "GEN", "RUN", "WAIT",
-                "KV BLOCKS", "TOK/S");
-    for (const auto& x : r["replicas"]) {
-      const std::string kv = str(x, "kv_used_blocks") + "/" + str(x, "kv_total_blocks");
-      std::printf("%-14s %-10s %-8s %-10s %-9s %4s %5s %5s %13s %8.1f\n", str(x, "name").c_str(), str(x, "pool").c_str(),
-                  str(x, "role").c_str(), str(x, "node").c_str(), str(x, "state").c_str(), str(x, "generation").c_str(),
-                  str(x, "running").c_str(), str(x, "waiting").c_str(), kv.c_str(), x.value("tokens_per_s", 0.0));
-    }
-    return;
-  }
-  if (cmd == "kv" && r.contains("replicas")) {
-    std::printf("%-14s %-9s %13s %8s %8s\n", "REPLICA", "STATE", "USED/TOTAL", "CACHED", "HIT RATE");
-    for (const auto& x : r["replicas"])
-      std::printf("%-14s %-9s %13s %8s %7.1f%%\n", str(x, "name").c_str(), str(x, "state").c_str(),
-                  (str(x, "used_blocks") + "/" + str(x, "total_blocks")).c_str(), str(x, "cached_blocks").c_str(),
-                  100 * x.value("prefix_hit_rate", 0.0));
-    return;
-  }
-  if (cmd == "requests" && r.contains("requests")) {
-    std::printf("%-28s %-14s %7s %7s %5s %4s %8s\n", "REQUEST", "REPLICA", "PROMPT", "OUTPUT", "MIGR", "PRIO", "AGE (s)");
-    for (const auto& x : r["requests"])
-      std::printf("%-28s %-14s %7s %7s %5s %4s %8.1f\n", str(x, "id").c_str(), x["replica"].is_null() ? "-" : str(x, "replica").c_str(),
-                  str(x, "prompt_tokens").c_str(), str(x, "output_tokens").c_str(), str(x, "migrations").c_str(),
-                  str(x, "priority").c_str(), x.value("age_seconds", 0.0));
-    std::printf("%zu in progress\n", r["requests"].size());
-    return;
-  }
-  if (cmd == "help" && r.contains("commands")) {
-    for (const auto& c : r["commands"]) std::printf("  %-18s %s\n", str(c, "command").c_str(), str(c, "does").c_str());
-    std::printf("  %-18s %s\n", "watch", "follow the event stream (this console's own command)");
-    std::printf("  %-18s %s\n", "top", "a live view of replicas, queues, KV use and throughput (this console's own)");
-    return;
-  }
-  if (cmd == "drain" && r.contains("replica")) {
-    std::printf("replica %s: drained, safe to remove\n", str(r, "replica").c_str());
-    return;
-  }
-  std::printf("%s\n", r.dump(2).c_str());
-}
-
 std::string event_line(const nlohmann::json& e) {
   std::ostringstream o;
   o << "#" << str(e, "seq") << " " << str(e, "kind");
@@ -129,13 +86,20 @@ int watch(actors::admin_client& c, bool json, long long count, double seconds) {
   return 0;
 }
 
-std::string bar(double fraction, int width) {
-  const int n = std::max(0, std::min(width, int(fraction * width + 0.5)));
-  return "[" + std::string(std::size_t(n), '#') + std::string(std::size_t(width - n), '.') + "]";
+// The terminal's width in columns: stdout's window size, else $COLUMNS, else 80.
+int terminal_width() {
+  winsize ws{};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  if (const char* c = std::getenv("COLUMNS")) {
+    const int n = std::atoi(c);
+    if (n > 0) return n;
+  }
+  return 80;
 }
 
-// A full-screen view refreshed every second: replicas with state, queues, a KV-use bar and
-// tokens/s, and the cluster's totals. Ctrl-C (or --count frames, --for seconds) ends it.
+// A full-screen view refreshed every second (runtime/admin/console_text.h draws it to the
+// terminal's width, asked again each frame so a resize applies). Ctrl-C (or --count frames,
+// --for seconds) ends it.
 int top(actors::admin_client& c, const std::string& endpoint, long long count, double seconds) {
   interrupted = 0;
   auto previous = std::signal(SIGINT, [](int) { interrupted = 1; });
@@ -144,35 +108,12 @@ int top(actors::admin_client& c, const std::string& endpoint, long long count, d
     if (interrupted || (seconds > 0 && std::chrono::steady_clock::now() - start >= std::chrono::duration<double>(seconds))) break;
     const auto t0 = std::chrono::steady_clock::now();
     const admin::reply r = c.call("status");
-    std::string screen = "\x1b[H\x1b[2J";  // home, clear
     const std::time_t now = std::time(nullptr);
     char clock[16];
     std::strftime(clock, sizeof clock, "%H:%M:%S", std::localtime(&now));
-    screen += "troupe top  " + endpoint + "  " + clock + "  (Ctrl-C quits)\n\n";
-    if (!r.ok) {
-      screen += "error: " + r.error + "\n";
-    } else {
-      int alive = 0, running = 0, waiting = 0;
-      for (const auto& x : r.result["replicas"]) {
-        alive += x["state"] == "running" ? 1 : 0;
-        running += x.value("running", 0);
-        waiting += x.value("waiting", 0);
-      }
-      char line[256];
-      std::snprintf(line, sizeof line, "replicas %d running of %zu   requests %d running, %d waiting   %.1f tokens/s\n\n", alive,
-                    r.result["replicas"].size(), running, waiting, r.result.value("tokens_per_s", 0.0));
-      screen += line;
-      std::snprintf(line, sizeof line, "%-14s %-8s %-10s %-9s %4s %5s %5s  %-22s %8s\n", "REPLICA", "ROLE", "NODE", "STATE", "GEN", "RUN",
-                    "WAIT", "KV USE", "TOK/S");
-      screen += line;
-      for (const auto& x : r.result["replicas"]) {
-        std::snprintf(line, sizeof line, "%-14s %-8s %-10s %-9s %4s %5s %5s  %-16s %4.0f%% %8.1f\n", str(x, "name").c_str(),
-                      str(x, "role").c_str(), str(x, "node").c_str(), str(x, "state").c_str(), str(x, "generation").c_str(),
-                      str(x, "running").c_str(), str(x, "waiting").c_str(), bar(x.value("kv_usage", 0.0), 14).c_str(),
-                      100 * x.value("kv_usage", 0.0), x.value("tokens_per_s", 0.0));
-        screen += line;
-      }
-    }
+    const std::string title = "troupe top  " + endpoint + "  " + clock + "  (Ctrl-C quits)";
+    std::string screen = "\x1b[H\x1b[2J";  // home, clear
+    screen += r.ok ? admin::top_text(r.result, title, terminal_width()) : title + "\n\nerror: " + r.error + "\n";
     std::fputs(screen.c_str(), stdout);
     std::fflush(stdout);
     if (count > 0 && frame + 1 >= count) break;
@@ -198,7 +139,7 @@ int run_one(actors::admin_client& c, const std::vector<std::string>& words, bool
   if (json)
     std::printf("%s\n", r.result.dump().c_str());
   else
-    print_result(words[0], r.result);
+    std::fputs(admin::result_text(words[0], r.result).c_str(), stdout);
   std::fflush(stdout);
   return 0;
 }

@@ -126,6 +126,7 @@ struct served_model {
   std::shared_ptr<const tokenizer::tokenizer> tok;
   std::optional<chat::chat_template> chat;
   sampling::sampling_params sampling_defaults;
+  nlohmann::json card;  // what `troupe admin topology` shows of it
 };
 
 served_model describe_model(const topology::topology_config& topo, const std::string& dir, const opened_model& m,
@@ -155,7 +156,25 @@ served_model describe_model(const topology::topology_config& topo, const std::st
   s.name = topo.frontend.model_name;
   if (s.name.empty()) s.name = !dir.empty() ? std::filesystem::path(dir).filename().string() : topo.model.preset;
   if (s.name.empty()) s.name = "troupe";
+  s.card = {{"path", dir.empty() ? "preset " + topo.model.preset : dir}, {"name", s.name}, {"architecture", mc.architecture},
+            {"layers", mc.num_hidden_layers}, {"max_model_len", s.max_model_len}, {"vocab_size", s.vocab_size},
+            {"backend", topology::backend_name(topo.model.backend)}};
   return s;
+}
+
+// --admin-port N: the admin endpoint at port N and its events at N + 1, on the topology's [admin]
+// host (its keys kept), or on loopback when the topology has no [admin].
+topology::admin_spec admin_at_port(topology::admin_spec spec, std::uint16_t port) {
+  if (port == 0 || port == 65535) throw input_error("--admin-port: " + std::to_string(port) + " leaves no port for the events (N + 1)");
+  auto host_of = [](const std::string& endpoint) {
+    const auto from = endpoint.find("://"), colon = endpoint.rfind(':');
+    if (from == std::string::npos || colon == std::string::npos || colon <= from + 3) return std::string("127.0.0.1");
+    return endpoint.substr(from + 3, colon - from - 3);
+  };
+  const std::string host = spec.enabled() ? host_of(spec.endpoint) : "127.0.0.1";
+  spec.endpoint = "tcp://" + host + ":" + std::to_string(port);
+  spec.events = "tcp://" + host + ":" + std::to_string(port + 1);
+  return spec;
 }
 
 // What `troupe serve`'s positional argument names: a topology (*.toml), or, as `vllm serve`
@@ -224,12 +243,14 @@ void check_http_exposure(const args& a, const actors::frontend_config& fc) {
 int cmd_serve(int argc, char** argv) {
   args a(argc, argv, 2,
          {"port", "host", "model", "listen", "registry-port", "api-key", "chat-template", "tls-certificate", "tls-key", "tls-ca",
-          "name", "log-level", "log-format", "served-model-name", "max-model-len", "tensor-parallel-size", "shutdown-grace"},
+          "name", "log-level", "log-format", "served-model-name", "max-model-len", "tensor-parallel-size", "shutdown-grace",
+          "admin-port"},
          {"allow-unauthenticated"});
   apply_log_flags(a);
   stop_signals signals;  // before any thread starts
   a.get_port("port", 0);  // a bad port is refused before anything loads
   a.get_port("registry-port", 0);
+  a.get_port("admin-port", 0);
   const serve_target target = serve_positional(a);
   const std::string& config = target.config;
   auto topo = load_config(config);
@@ -263,9 +284,10 @@ int cmd_serve(int argc, char** argv) {
   std::unique_ptr<actors::admin_endpoint> admin;
   topology::topology_config here = topo;
   here.admin = topology::admin_of(topo, head_name);
+  if (a.has("admin-port")) here.admin = admin_at_port(here.admin, a.get_port("admin-port", 0));
   here.autoscaler.cfg.enabled = topo.autoscaler.cfg.enabled && head_name == topo.heads().front()->name;
   if (here.admin.enabled() || here.autoscaler.cfg.enabled)
-    admin = std::make_unique<actors::admin_endpoint>(sys, here, cluster.router(), cluster.owner(), cluster.registry());
+    admin = std::make_unique<actors::admin_endpoint>(sys, here, cluster.router(), cluster.owner(), cluster.registry(), served.card);
 
   actors::frontend_config fc;
   fc.http.host = a.get("host", topo.frontend.host);

@@ -30,13 +30,18 @@
 namespace troupe::cli {
 
 int cmd_launch(int argc, char** argv) {
-  args a(argc, argv, 2, {"model", "port", "log-level", "log-format", "shutdown-grace"}, {"netns"});
+  args a(argc, argv, 2, {"model", "port", "registry-port", "admin-port", "log-level", "log-format", "shutdown-grace"}, {"netns"});
   apply_log_flags(a);
   if (a.positional().size() != 1) throw input_error("usage: troupe launch CONFIG [--netns] [--model DIR] [--port HTTP_PORT]");
   const std::string config = a.positional()[0];
   const auto topo = topology::load_topology(config);
+  const int registry_base = a.has("registry-port") ? int(a.get_port("registry-port", 0)) : -1;
+  const int admin_base = a.has("admin-port") ? int(a.get_port("admin-port", 0)) : -1;
+  if (registry_base == 0 || admin_base == 0) throw input_error("--registry-port and --admin-port need fixed ports (the nodes and consoles dial them)");
   for (const auto* h : topo.heads())
-    if (h->port == 0) throw input_error(config + ": the head (" + h->name + ") needs a fixed port for launch");
+    if (h->port == 0 && registry_base < 0) throw input_error(config + ": the head (" + h->name + ") needs a fixed port for launch (or --registry-port)");
+  // Head k's node registry port: --registry-port's N + k, else the topology's.
+  auto registry_port = [&](std::size_t k) { return registry_base > 0 ? registry_base + int(k) : int(topo.heads()[k]->port); };
   // Every process it starts is on this host: their KV together must fit it, not each alone.
   topology::check_kv_memory(topo, "*", machine_memory_bytes(), available_memory_bytes());
   // The random models the test configs name are made once here, not raced for by every process.
@@ -110,7 +115,8 @@ int cmd_launch(int argc, char** argv) {
   const int http_base = int(a.get_port("port", topo.frontend.port));
   for (std::size_t k = 0; k < heads.size(); ++k) {
     std::vector<std::string> cmd = {exe, "serve", config, "--name", heads[k]->name, "--registry-port",
-                                    std::to_string(heads[k]->port)};
+                                    std::to_string(registry_port(k))};
+    if (admin_base > 0) cmd.insert(cmd.end(), {"--admin-port", std::to_string(admin_base + 2 * int(k))});
     if (netns) cmd.insert(cmd.end(), {"--listen", "0.0.0.0"});
     cmd.insert(cmd.end(), tls_flags.begin(), tls_flags.end());
     cmd.insert(cmd.end(), model_flag.begin(), model_flag.end());
@@ -130,7 +136,11 @@ int cmd_launch(int argc, char** argv) {
     if (netns) {
       auto m = star->add(int(procs.size()));
       cmd = star->exec_prefix(m);
-      for (auto* h : heads) head_list += (head_list.empty() ? "" : ",") + m.host_addr + ":" + std::to_string(h->port);
+      for (std::size_t k = 0; k < heads.size(); ++k)
+        head_list += (head_list.empty() ? "" : ",") + m.host_addr + ":" + std::to_string(registry_port(k));
+    } else if (registry_base > 0) {
+      for (std::size_t k = 0; k < heads.size(); ++k)
+        head_list += (head_list.empty() ? "" : ",") + heads[k]->host + ":" + std::to_string(registry_port(k));
     }
     std::vector<std::string> node_cmd = {exe, "node", config, "--name", node.name};
     if (!head_list.empty()) node_cmd.insert(node_cmd.end(), {"--head", head_list});

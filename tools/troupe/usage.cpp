@@ -1,11 +1,48 @@
 #include "tools/troupe/usage.h"
 
+#include "runtime/admin/admin_message.h"
+
 #include <cstring>
 #include <map>
 
 namespace troupe::cli {
 
 namespace {
+
+// troupe admin's usage: the server's commands come from the list the admin actor answers `help`
+// with (runtime/admin/admin_message.h), so a command added there is in --help too.
+const std::string& admin_usage() {
+  static const std::string u = [] {
+    std::string out = R"(usage: troupe admin [options] [COMMAND [ARGS]]
+The console of a running cluster, over its ZeroMQ admin endpoint (docs/admin.md). Without a
+COMMAND: an interactive console (line editing, history; quit ends it). Results print as tables
+or sentences; --json prints the reply as it came.
+
+commands (the server's):
+)";
+    auto line = [&](const std::string& name, const std::string& what) {
+      out += "  " + name + (name.size() < 24 ? std::string(24 - name.size(), ' ') : "\n" + std::string(26, ' ')) + what + "\n";
+    };
+    for (const auto& [name, what] : admin::server_commands()) line(name, what);
+    out += "\ncommands (this console's):\n";
+    line("watch", "follow the event stream (placements, migrations, replica deaths, restarts and drains, admin actions)");
+    line("top", "a live full-screen view of replicas, queues, KV use and throughput, as wide as the terminal");
+    line("keygen [PREFIX]", "write PREFIX.key (secret, 0600) and PREFIX.pub (default PREFIX: admin)");
+    out += R"(
+options:
+  --endpoint E           the admin endpoint (default tcp://127.0.0.1:7600)
+  --events E             the event stream, for watch (default tcp://127.0.0.1:7601)
+  --config TOPOLOGY      take both (and the server's public key) from a topology's [admin]
+  --server-key KEY|FILE  the server's CURVE public key   --key FILE  this client's secret key
+  --json                 print results (and events) as JSON
+  --timeout S            seconds to wait for a reply (default 30)
+  --count N --for S      watch: stop after N events or S seconds; top: after N frames or S seconds
+  -h, --help             this text
+)";
+    return out;
+  }();
+  return u;
+}
 
 const std::map<std::string, const char*>& usages() {
   static const std::map<std::string, const char*> u = {
@@ -65,6 +102,8 @@ vLLM's habits work: `troupe serve models/kjv --served-model-name kjv --max-model
                          open then end with an error event and [DONE]
   --name HEAD            which head of the topology this is (default: the first)
   --registry-port N      the node registry's port (default: the head node's)
+  --admin-port N         the admin endpoint at port N, its events at N + 1 (on [admin]'s host,
+                         else on loopback: this turns the admin console on)
   --listen HOST          the node registry's address
   --api-key KEY          require 'Authorization: Bearer KEY' on the OpenAI routes
   --chat-template FILE   a .jinja chat template instead of the model folder's
@@ -92,41 +131,14 @@ any that dies, until Ctrl-C.
 
   --netns                each node in a network namespace of its own (needs root)
   --model DIR|FILE       the model folder or .gguf file (default: the topology's)
-  --port N               the head's HTTP port
+  --port N               the head's HTTP port (head k of several: N + k)
+  --registry-port N      the head's node registry port (head k: N + k); the nodes are told
+  --admin-port N         the head's admin endpoint, events at N + 1 (head k: N + 2k)
   --shutdown-grace S     the heads' grace for requests in flight on Ctrl-C (see troupe serve --help)
   --log-level LEVEL --log-format FORMAT   passed to every process it starts
   -h, --help             this text
 )"},
-      {"admin", R"(usage: troupe admin [options] [COMMAND [ARGS]]
-The console of a running cluster, over its ZeroMQ admin endpoint (docs/admin.md). Without a
-COMMAND: an interactive console (line editing, history; quit ends it).
-
-commands:
-  status                 nodes and replicas: role, state, generation, KV use, running/waiting, tokens/s
-  topology               the topology the cluster runs
-  kv [REPLICA]           KV blocks used and cached, prefix-cache hit rate
-  drain REPLICA          admit nothing new, move what runs with its KV; returns once safe to remove
-  log-level [LEVEL]      the head's log level, or set it (debug, info, warn, error, off)
-  resume REPLICA         end a drain
-  kill REPLICA|NODE      fault injection: the replica, or a node's whole process, dies as if it crashed
-  requests [REPLICA]     requests in progress: replica, tokens so far, migrations, age
-  set-policy router NAME [KEY=VALUE ...]   route with another policy from now on
-  watch                  follow the event stream (placements, migrations, replica deaths,
-                         restarts and drains, admin actions)
-  top                    a live full-screen view of replicas, queues, KV use and throughput
-  help                   the commands the server knows
-  keygen [PREFIX]        write PREFIX.key (secret, 0600) and PREFIX.pub (default PREFIX: admin)
-
-options:
-  --endpoint E           the admin endpoint (default tcp://127.0.0.1:7600)
-  --events E             the event stream, for watch (default tcp://127.0.0.1:7601)
-  --config TOPOLOGY      take both (and the server's public key) from a topology's [admin]
-  --server-key KEY|FILE  the server's CURVE public key   --key FILE  this client's secret key
-  --json                 print results (and events) as JSON
-  --timeout S            seconds to wait for a reply (default 30)
-  --count N --for S      watch: stop after N events or S seconds; top: after N frames or S seconds
-  -h, --help             this text
-)"},
+      {"admin", admin_usage().c_str()},
       {"admin keygen", R"(usage: troupe admin keygen [PREFIX]
 Writes a CURVE key pair for the admin endpoint: PREFIX.key (the secret key, mode 0600) and
 PREFIX.pub (the public key; list it in a topology's [admin] authorized_keys). Default PREFIX: admin.
