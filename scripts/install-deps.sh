@@ -18,6 +18,7 @@ packages=(
   libspdlog-dev               # logs (spdlog, with fmt)
   libgloo-dev                 # collectives between processes (runtime/collectives/gloo.h)
   python3-torch python3-numpy # the independent reference implementation the tests compare with
+  libopenblas0-pthread        # torch's BLAS: without it Debian falls back to the reference BLAS (8x slower matmul)
   python3-jinja2              # the chat-template renderer is checked against it
   python3-zmq python3-msgpack # an independent reader of the KV events (tests/kv/kv_events_check.py)
   prometheus                  # promtool checks /metrics
