@@ -1,5 +1,5 @@
 // troupe bench serve against the README's own server (configs/local.toml, models/kjv with its
-// 256-token context): the README's command as printed, prompts from real text in the server's
+// 1,024-token context): the README's command as printed, prompts from real text in the server's
 // tokens (a text file, a ShareGPT file), lengths that cannot fit refused, a run where nothing
 // succeeds said plainly, and the /tokenize and /detokenize it learns the server through.
 #define BOOST_TEST_MODULE bench_readme
@@ -16,7 +16,7 @@ namespace {
 
 const std::string troupe_bin = std::string(TROUPE_BINARY_DIR) + "/troupe";
 
-// The README's server: configs/local.toml and its model, models/kjv (a 256-token context).
+// The README's server: configs/local.toml and its model, models/kjv (a 1,024-token context).
 test::serve_process readme_server() {
   return test::serve_process({std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml", "--model",
                               std::string(TROUPE_SOURCE_DIR) + "/models/kjv"});
@@ -38,10 +38,10 @@ BOOST_AUTO_TEST_CASE(the_readme_benchmark_command_succeeds_against_the_readme_se
   auto r = test::run_command(bench_at(serve.port(), "--requests 64 --concurrency 8 --json " + json));
   BOOST_TEST(r.status == 0, r.output);
   BOOST_TEST(r.output.find("Successful requests:                     64") != std::string::npos, r.output);
-  BOOST_TEST(r.output.find("context 256") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("context 1024") != std::string::npos, r.output);
   const auto j = nlohmann::json::parse(std::ifstream(json));
   BOOST_TEST(j["completed"] == 64);
-  BOOST_TEST(j["total_input_tokens"].get<int>() + j["total_output_tokens"].get<int>() <= 64 * 256);
+  BOOST_TEST(j["total_input_tokens"].get<int>() + j["total_output_tokens"].get<int>() <= 64 * 1024);
   // The chat form of the same command: prompts as the server decodes them, inside the template.
   r = test::run_command(bench_at(serve.port(), "--requests 16 --concurrency 8 --chat"));
   BOOST_TEST(r.status == 0, r.output);
@@ -87,13 +87,13 @@ BOOST_AUTO_TEST_CASE(prompts_come_from_a_text_file_or_a_sharegpt_file_in_the_ser
 BOOST_AUTO_TEST_CASE(lengths_that_cannot_fit_are_refused_and_a_run_where_nothing_succeeds_says_so) {
   auto serve = readme_server();
   BOOST_TEST_REQUIRE(serve.port() != 0);
-  auto r = test::run_command(bench_at(serve.port(), "--requests 4 --prompt-len 300 --output-len 10"));
+  auto r = test::run_command(bench_at(serve.port(), "--requests 4 --prompt-len 1100 --output-len 10"));
   BOOST_TEST(r.status != 0);
-  BOOST_TEST(r.output.find("do not fit the server's context of 256 tokens") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("do not fit the server's context of 1024 tokens") != std::string::npos, r.output);
   // Told a larger context than the server has, every request is refused: the bench says it
   // plainly, with the server's reason, and draws no plot.
   const std::string plot = std::string(TROUPE_BINARY_DIR) + "/bench-none";
-  r = test::run_command(bench_at(serve.port(), "--requests 4 --prompt-len 300 --output-len 10 --max-model-len 1000 --plot " + plot));
+  r = test::run_command(bench_at(serve.port(), "--requests 4 --prompt-len 1100 --output-len 10 --max-model-len 2000 --plot " + plot));
   BOOST_TEST(r.status == 1, r.output);
   BOOST_TEST(r.output.find("all of 4 requests failed; the server said:") != std::string::npos, r.output);
   BOOST_TEST(r.output.find("4 x HTTP 413") != std::string::npos, r.output);
@@ -108,7 +108,7 @@ BOOST_AUTO_TEST_CASE(tokenize_and_detokenize_answer_as_vllms) {
   BOOST_TEST_REQUIRE(t.status == 200, t.body);
   const auto ids = t.json()["tokens"];
   BOOST_TEST(t.json()["count"] == ids.size());
-  BOOST_TEST(t.json()["max_model_len"] == 256);
+  BOOST_TEST(t.json()["max_model_len"] == 1024);
   auto d = test::post_json(serve.port(), "/detokenize", {{"tokens", ids}});
   BOOST_TEST_REQUIRE(d.status == 200, d.body);
   BOOST_TEST(d.json()["prompt"] == "And God said");

@@ -253,7 +253,7 @@ BOOST_AUTO_TEST_CASE(serve_takes_a_model_folder_and_vllms_flags) {
   };
   expect("serve --model " + kjv + " --model " + kjv + " --port 0 --registry-port 0", "--model is given twice");
   expect("serve " + kjv + " --model " + kjv + " --port 0 --registry-port 0", "the model is given twice");
-  expect("serve " + kjv + " --max-model-len 1024 --port 0 --registry-port 0", "max_model_len 1024 is beyond the model's 256 positions");
+  expect("serve " + kjv + " --max-model-len 4096 --port 0 --registry-port 0", "max_model_len 4096 is beyond the model's 1024 positions");
   expect("serve " + kjv + " --host 0.0.0.0 --port 0 --registry-port 0", "--api-key KEY");
   expect("serve " + kjv + " --host 0.0.0.0 --port 0 --registry-port 0", "--allow-unauthenticated");
   expect("serve /nonexistent/folder --port 0", "/nonexistent/folder: not a topology (*.toml), a model folder or a .gguf file");

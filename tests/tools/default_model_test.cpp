@@ -2,16 +2,20 @@
 // committed) as a new user meets it: configs/local.toml serves it, a greedy completion of "In the
 // beginning" reads as KJV text, and its held-out perplexity, computed by troupe, is the figure
 // PyTorch recorded when it was trained (metrics.json), within 1%. The draft model (same
-// tokenizer, for speculative decoding) keeps its figure too.
+// tokenizer, for speculative decoding) keeps its figure too. It holds a conversation's worth of
+// context (1,024 tokens) and beats the draft by at least 15%; a chat with the model's own
+// sampling defaults (generation_config.json) reads as KJV English.
 #define BOOST_TEST_MODULE default_model
 #include <boost/test/unit_test.hpp>
 
 #include <cctype>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 #include <sstream>
 
+#include "tests/support/http_client.h"
 #include "tests/support/process.h"
 
 using namespace troupe;
@@ -82,5 +86,58 @@ BOOST_AUTO_TEST_CASE(the_default_config_serves_the_trained_model_and_it_speaks_k
 }
 
 BOOST_AUTO_TEST_CASE(the_held_out_perplexity_is_the_recorded_figure) { check_recorded_perplexity("models/kjv"); }
+
+// Issue 24's bar for the default model: a context of at least 1,024 tokens, and a held-out
+// perplexity at least 15% under the draft's, compared in the same 256-token windows the draft
+// was scored in (so the longer context is not what wins it) and in the model's own windows.
+BOOST_AUTO_TEST_CASE(the_default_model_holds_1024_tokens_and_beats_the_draft_by_15_percent) {
+  const std::string root = std::string(TROUPE_SOURCE_DIR) + "/models/";
+  const auto config = json_of(root + "kjv/config.json");
+  BOOST_TEST(config["max_position_embeddings"].get<int>() >= 1024);
+  const auto kjv = json_of(root + "kjv/metrics.json"), draft = json_of(root + "kjv-draft/metrics.json");
+  const double bar = 0.85 * draft["heldout_perplexity"].get<double>();
+  BOOST_TEST(kjv["heldout_perplexity"].get<double>() < bar);
+  BOOST_TEST(kjv["heldout_perplexity_window_256"].get<double>() < bar);
+  const auto r = troupe_in_source("eval perplexity --model models/kjv --text models/kjv/heldout.txt --window 256 --json");
+  BOOST_TEST_REQUIRE(r.status == 0, r.output);
+  const auto got = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  // Troupe's own figure in 256-token windows clears the bar too. (It is 1.06% above PyTorch's
+  // 256-window figure in metrics.json while the 1,024-window figures agree to 5 digits; not yet
+  // explained, so the two are not held equal here.)
+  BOOST_TEST(got["perplexity"].get<double>() < bar);
+}
+
+// The quickstart's chat: no sampling parameters, so the model's generation_config.json decides
+// (greedy decoding of a model this small loops). Seeded, so the test sees one fixed text.
+BOOST_AUTO_TEST_CASE(a_chat_with_the_models_sampling_defaults_reads_as_kjv_english) {
+  const auto gen = json_of(std::string(TROUPE_SOURCE_DIR) + "/models/kjv/generation_config.json");
+  BOOST_TEST_REQUIRE(gen.contains("temperature"));
+  BOOST_TEST(gen["temperature"].get<double>() > 0.0);
+  test::serve_process serve({std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml", "--model", std::string(TROUPE_SOURCE_DIR) + "/models/kjv"});
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  std::ifstream held(std::string(TROUPE_SOURCE_DIR) + "/models/kjv/heldout.txt");
+  std::stringstream hs;
+  hs << held.rdbuf();
+  const auto vocab_words = words_of(hs.str());
+  const std::set<std::string> known(vocab_words.begin(), vocab_words.end());
+  for (int seed : {1, 2, 3}) {
+    const auto r = test::post_json(serve.port(), "/v1/chat/completions",
+                                   {{"messages", {{{"role", "user"}, {"content", "Who made the heaven and the earth?"}}}},
+                                    {"max_tokens", 64}, {"seed", seed}});
+    BOOST_TEST_REQUIRE(r.status == 200, r.body);
+    const std::string text = nlohmann::json::parse(r.body)["choices"][0]["message"]["content"].get<std::string>();
+    BOOST_TEST_MESSAGE("seed " << seed << ": " << text);
+    const auto words = words_of(text);
+    BOOST_TEST_REQUIRE(words.size() >= 8u, text);
+    std::size_t found = 0;
+    for (const auto& w : words) found += known.count(w);
+    BOOST_TEST(found * 10 >= words.size() * 7, found << " of " << words.size() << " words known: " << text);
+    // Not a loop: no run of three words comes back more than twice.
+    std::map<std::string, int> runs;
+    int most = 0;
+    for (std::size_t i = 0; i + 2 < words.size(); ++i) most = std::max(most, ++runs[words[i] + " " + words[i + 1] + " " + words[i + 2]]);
+    BOOST_TEST(most <= 2, text);
+  }
+}
 
 BOOST_AUTO_TEST_CASE(the_draft_model_keeps_its_figure_too) { check_recorded_perplexity("models/kjv-draft"); }
