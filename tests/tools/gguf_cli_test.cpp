@@ -56,7 +56,10 @@ BOOST_AUTO_TEST_CASE(serve_answers_a_chat_the_same_from_the_file) {
   scratch s;
   const nlohmann::json chat = {{"messages", {{{"role", "user"}, {"content", "Who made the heaven and the earth?"}}}},
                                {"max_tokens", 16},
-                               {"temperature", 0}};
+                               {"temperature", 0},
+                               // The folder's generation_config.json gives a default repetition
+                               // penalty; a GGUF file carries no sampling defaults Troupe reads.
+                               {"repetition_penalty", 1.0}};
   std::vector<nlohmann::json> answers;
   for (const std::string& model : {folder, s.file}) {
     test::serve_process serve({source + "/configs/local.toml", "--model", model});
