@@ -386,23 +386,30 @@ BOOST_AUTO_TEST_CASE(kill_under_load_every_request_completes_with_the_undisturbe
   BOOST_TEST(events.find("\"from\":\"decode-1\"") != std::string::npos, events);
 }
 
-// `top` in a pseudo-terminal: a cleared screen with every replica, its state and KV use.
-BOOST_AUTO_TEST_CASE(top_draws_the_replicas_in_a_terminal) {
-  the_cluster();
+// `troupe admin top --count FRAMES` in a pseudo-terminal of size `ws` (the default when null):
+// everything it wrote; `status` gets its wait status.
+std::string top_in_pty(const char* frames, const winsize* ws, int& status) {
   int master = -1;
-  const pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
-  BOOST_TEST_REQUIRE(pid >= 0);
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, ws);
+  if (pid < 0) return "";
   if (pid == 0) {
-    ::execl(troupe_exe.c_str(), troupe_exe.c_str(), "admin", "top", "--count", "2", "--endpoint", admin_endpoint().c_str(),
+    ::execl(troupe_exe.c_str(), troupe_exe.c_str(), "admin", "top", "--count", frames, "--endpoint", admin_endpoint().c_str(),
             static_cast<char*>(nullptr));
     ::_exit(127);
   }
   std::string screen;
   char buf[4096];
   for (ssize_t n; (n = ::read(master, buf, sizeof buf)) > 0;) screen.append(buf, std::size_t(n));  // EIO once it exits
-  int status = 0;
   ::waitpid(pid, &status, 0);
   ::close(master);
+  return screen;
+}
+
+// `top` in a pseudo-terminal: a cleared screen with every replica, its state and KV use.
+BOOST_AUTO_TEST_CASE(top_draws_the_replicas_in_a_terminal) {
+  the_cluster();
+  int status = 0;
+  const std::string screen = top_in_pty("2", nullptr, status);
   BOOST_TEST(WIFEXITED(status));
   BOOST_TEST(WEXITSTATUS(status) == 0, screen);
   const auto last = screen.rfind("\x1b[2J");  // the last frame
@@ -416,17 +423,7 @@ BOOST_AUTO_TEST_CASE(top_draws_the_replicas_in_a_terminal) {
   winsize narrow{};
   narrow.ws_row = 24;
   narrow.ws_col = 60;
-  const pid_t pid2 = ::forkpty(&master, nullptr, nullptr, &narrow);
-  BOOST_TEST_REQUIRE(pid2 >= 0);
-  if (pid2 == 0) {
-    ::execl(troupe_exe.c_str(), troupe_exe.c_str(), "admin", "top", "--count", "1", "--endpoint", admin_endpoint().c_str(),
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  std::string small;
-  for (ssize_t n; (n = ::read(master, buf, sizeof buf)) > 0;) small.append(buf, std::size_t(n));
-  ::waitpid(pid2, &status, 0);
-  ::close(master);
+  const std::string small = top_in_pty("1", &narrow, status);
   BOOST_TEST(WEXITSTATUS(status) == 0, small);
   const std::string narrow_frame = small.substr(small.rfind("\x1b[2J") + 4);
   BOOST_TEST(narrow_frame.find("decode-0") != std::string::npos, narrow_frame);

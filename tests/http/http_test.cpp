@@ -59,6 +59,23 @@ double metric_sum(const std::string& text, const std::string& name, const std::s
   return metrics::sum_samples(text, name, match).value_or(0);
 }
 
+double aborts(const std::string& metrics) {
+  return metric_sum(metrics, "troupe:request_success_total", "finished_reason=\"abort\"");
+}
+
+// After a client left: its request's abort is counted, and no KV or running request is left.
+// The abort's final update reaches the frontend after the replica freed the blocks; wait for it
+// through /metrics (bounded: the tests' requests would take far longer than this to finish).
+void expect_one_more_abort_and_nothing_held(std::uint16_t port, double aborted_before) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::string metrics = test::http_request(port, "GET", "/metrics").body;
+  while (aborts(metrics) == aborted_before && std::chrono::steady_clock::now() < deadline)
+    metrics = test::http_request(port, "GET", "/metrics").body;
+  BOOST_TEST(aborts(metrics) == aborted_before + 1);
+  BOOST_TEST(metric_sum(metrics, "troupe:kv_cache_usage_perc") == 0.0);
+  BOOST_TEST(metric_sum(metrics, "troupe:num_requests_running") == 0.0);
+}
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(one_server, server_fixture)
@@ -219,17 +236,9 @@ BOOST_AUTO_TEST_CASE(a_client_that_disconnects_frees_its_kv_blocks) {
   while (got.find("\"text\"") == std::string::npos) got.append(buf, sock.read_some(asio::buffer(buf)));
   auto metrics = test::http_request(serve.port(), "GET", "/metrics").body;
   BOOST_TEST(metric_sum(metrics, "troupe:kv_cache_usage_perc") > 0.0);
-  const double aborted_before = metric_sum(metrics, "troupe:request_success_total", "finished_reason=\"abort\"");
+  const double aborted_before = aborts(metrics);
   sock.close();
-  // The abort's final update reaches the frontend after the replica freed the blocks; wait
-  // for it through /metrics (bounded: 3000 tokens would take far longer than this).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (metric_sum(metrics, "troupe:request_success_total", "finished_reason=\"abort\"") == aborted_before &&
-         std::chrono::steady_clock::now() < deadline)
-    metrics = test::http_request(serve.port(), "GET", "/metrics").body;
-  BOOST_TEST(metric_sum(metrics, "troupe:request_success_total", "finished_reason=\"abort\"") == aborted_before + 1);
-  BOOST_TEST(metric_sum(metrics, "troupe:kv_cache_usage_perc") == 0.0);
-  BOOST_TEST(metric_sum(metrics, "troupe:num_requests_running") == 0.0);
+  expect_one_more_abort_and_nothing_held(serve.port(), aborted_before);
 }
 
 // Non-streaming, nothing is written until the answer is complete, so a client that hung up was
@@ -248,7 +257,7 @@ BOOST_AUTO_TEST_CASE(a_non_streaming_client_that_hangs_up_has_its_request_aborte
   };
   asio::io_context ioc;
   auto metrics = test::http_request(serve.port(), "GET", "/metrics").body;
-  const double aborted_before = metric_sum(metrics, "troupe:request_success_total", "finished_reason=\"abort\"");
+  const double aborted_before = aborts(metrics);
   {
     auto sock = connect_and_send(ioc, 3000);
     // Hang up once the request holds KV blocks.
@@ -258,13 +267,7 @@ BOOST_AUTO_TEST_CASE(a_non_streaming_client_that_hangs_up_has_its_request_aborte
     BOOST_TEST_REQUIRE(metric_sum(metrics, "troupe:kv_cache_usage_perc") > 0.0);
     sock->close();
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // 3000 tokens take far longer
-  while (metric_sum(metrics, "troupe:request_success_total", "finished_reason=\"abort\"") == aborted_before &&
-         std::chrono::steady_clock::now() < deadline)
-    metrics = test::http_request(serve.port(), "GET", "/metrics").body;
-  BOOST_TEST(metric_sum(metrics, "troupe:request_success_total", "finished_reason=\"abort\"") == aborted_before + 1);
-  BOOST_TEST(metric_sum(metrics, "troupe:kv_cache_usage_perc") == 0.0);
-  BOOST_TEST(metric_sum(metrics, "troupe:num_requests_running") == 0.0);
+  expect_one_more_abort_and_nothing_held(serve.port(), aborted_before);
 
   // Half-closed: the whole answer, after the interim 100 Continue if it took over a second.
   auto sock = connect_and_send(ioc, 400);
@@ -280,8 +283,7 @@ BOOST_AUTO_TEST_CASE(a_non_streaming_client_that_hangs_up_has_its_request_aborte
   BOOST_TEST_REQUIRE(got.rfind("HTTP/1.1 200", 0) == 0, got.substr(0, 200));
   const auto j = json::parse(got.substr(got.find("\r\n\r\n") + 4));
   BOOST_TEST(j["usage"]["completion_tokens"] == 400);
-  metrics = test::http_request(serve.port(), "GET", "/metrics").body;
-  BOOST_TEST(metric_sum(metrics, "troupe:request_success_total", "finished_reason=\"abort\"") == aborted_before + 1);
+  BOOST_TEST(aborts(test::http_request(serve.port(), "GET", "/metrics").body) == aborted_before + 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

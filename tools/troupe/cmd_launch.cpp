@@ -132,16 +132,17 @@ int cmd_launch(int argc, char** argv) {
   for (const auto& node : topo.nodes) {
     if (topo.is_head(node.name)) continue;
     std::vector<std::string> cmd;
-    std::string head_list;
+    // The heads' registries, told to the node when it cannot read them from the topology: from
+    // a namespace they are at the host side's address; --registry-port moved them.
+    std::string netns_host, head_list;
     if (netns) {
       auto m = star->add(int(procs.size()));
       cmd = star->exec_prefix(m);
-      for (std::size_t k = 0; k < heads.size(); ++k)
-        head_list += (head_list.empty() ? "" : ",") + m.host_addr + ":" + std::to_string(registry_port(k));
-    } else if (registry_base > 0) {
-      for (std::size_t k = 0; k < heads.size(); ++k)
-        head_list += (head_list.empty() ? "" : ",") + heads[k]->host + ":" + std::to_string(registry_port(k));
+      netns_host = m.host_addr;
     }
+    if (netns || registry_base > 0)
+      for (std::size_t k = 0; k < heads.size(); ++k)
+        head_list += (head_list.empty() ? "" : ",") + (netns ? netns_host : heads[k]->host) + ":" + std::to_string(registry_port(k));
     std::vector<std::string> node_cmd = {exe, "node", config, "--name", node.name};
     if (!head_list.empty()) node_cmd.insert(node_cmd.end(), {"--head", head_list});
     node_cmd.insert(node_cmd.end(), model_flag.begin(), model_flag.end());
