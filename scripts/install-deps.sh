@@ -15,6 +15,7 @@ packages=(
   cppzmq-dev libzmq3-dev      # admin console
   libmsgpack-cxx-dev          # admin protocol
   libreadline-dev             # the admin console's line editing and history
+  libcli11-dev                # the troupe command line: flags and their --help from one declaration
   libspdlog-dev               # logs (spdlog, with fmt)
   libgloo-dev                 # collectives between processes (runtime/collectives/gloo.h)
   python3-torch python3-numpy # the independent reference implementation the tests compare with

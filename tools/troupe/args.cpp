@@ -2,7 +2,6 @@
 
 #include "runtime/common/log.h"
 
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <unistd.h>
@@ -10,37 +9,6 @@
 #include "runtime/common/error.h"
 
 namespace troupe::cli {
-
-args::args(int argc, char** argv, int first, const std::set<std::string>& flags, const std::set<std::string>& switches) {
-  for (int i = first; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0) {
-      // A lone dash and negative numbers are values; any other "-x" is an option we lack.
-      if (a.size() > 1 && a[0] == '-' && !std::isdigit(static_cast<unsigned char>(a[1])))
-        throw input_error("unknown option " + a);
-      positional_.push_back(a);
-      continue;
-    }
-    std::string name = a.substr(2), value;
-    auto eq = name.find('=');
-    if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    }
-    // A flag given twice is a mistake to name, not a choice to make silently (which --model?).
-    if (values_.count(name)) throw input_error("--" + name + " is given twice");
-    if (switches.count(name)) {
-      values_[name] = "1";
-      continue;
-    }
-    if (!flags.count(name)) throw input_error("unknown option --" + name);
-    if (eq == std::string::npos) {
-      if (i + 1 >= argc) throw input_error("option --" + name + " needs a value");
-      value = argv[++i];
-    }
-    values_[name] = value;
-  }
-}
 
 std::string args::get(const std::string& name, const std::string& fallback) const {
   auto it = values_.find(name);

@@ -1,10 +1,10 @@
-// Minimal command-line parsing for the troupe subcommands: --flag VALUE and --switch.
+// What one troupe command was given, as its runner reads it (tools/troupe/command_line.h parses
+// the command line with CLI11 and fills this): flag values by name, then the positional words.
 #pragma once
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -12,8 +12,9 @@ namespace troupe::cli {
 
 class args {
  public:
-  // `switches` take no value. Throws input_error for an unknown or valueless flag.
-  args(int argc, char** argv, int first, const std::set<std::string>& flags, const std::set<std::string>& switches);
+  // `values`: each flag given, by its name without dashes ("1" for a switch).
+  args(std::map<std::string, std::string> values, std::vector<std::string> positional)
+      : values_(std::move(values)), positional_(std::move(positional)) {}
 
   bool has(const std::string& name) const { return values_.count(name) != 0; }
   std::string get(const std::string& name, const std::string& fallback) const;

@@ -34,8 +34,7 @@ namespace troupe::cli {
 namespace {
 
 int keygen(const std::vector<std::string>& pos) {
-  if (pos.size() > 2) throw input_error("admin keygen: expected at most one PREFIX");
-  const std::string prefix = pos.size() == 2 ? pos[1] : "admin";
+  const std::string prefix = pos.empty() ? "admin" : pos.front();
   const auto pair = actors::curve_keypair();
   const std::string secret = prefix + ".key", pub = prefix + ".pub";
   {
@@ -205,10 +204,8 @@ std::optional<std::string> unreachable(const std::string& endpoint, std::chrono:
 
 }  // namespace
 
-int cmd_admin(int argc, char** argv) {
-  args a(argc, argv, 2, {"endpoint", "events", "config", "server-key", "key", "timeout", "count", "for"}, {"json"});
+int cmd_admin(const args& a) {
   const auto& pos = a.positional();
-  if (!pos.empty() && pos[0] == "keygen") return keygen(pos);
   actors::admin_client_config cfg;
   if (auto config = a.get("config")) {  // the endpoints (and the server's key) from a topology
     const auto topo = topology::load_topology(*config);
@@ -244,5 +241,7 @@ int cmd_admin(int argc, char** argv) {
     return 1;
   }
 }
+
+int cmd_admin_keygen(const args& a) { return keygen(a.positional()); }
 
 }  // namespace troupe::cli

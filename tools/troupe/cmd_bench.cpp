@@ -44,15 +44,7 @@ double attention_flops(const model::model_config& c, double queries, double mean
 
 }  // namespace
 
-int cmd_bench(int argc, char** argv) {
-  if (argc >= 3 && std::string(argv[2]) == "runtime") return cmd_bench_runtime(argc, argv);
-  if (argc >= 3 && std::string(argv[2]) == "serve") return cmd_bench_serve(argc, argv);
-  if (argc >= 3 && std::string(argv[2]) == "kv-transfer") return cmd_bench_kv(argc, argv);
-  if (argc >= 3 && std::string(argv[2]) == "autoscale") return cmd_bench_autoscale(argc, argv);
-  if (argc >= 3 && std::string(argv[2]) == "collectives") return cmd_bench_collectives(argc, argv);
-  if (argc < 3 || std::string(argv[2]) != "engine")
-    throw input_error("usage: troupe bench engine --model DIR [--json] | troupe bench runtime [--config CONFIG] [--requests N]");
-  args a(argc, argv, 3, {"model", "batches", "context", "prompt", "steps", "kv-dtype"}, {"json", "profile"});
+int cmd_bench_engine(const args& a) {
   auto dir = a.get("model");
   if (!dir) throw input_error("--model DIR is required");
   const int context = int(a.get_int("context", 128));

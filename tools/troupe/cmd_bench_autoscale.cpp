@@ -206,10 +206,7 @@ void compress(autoscale::autoscale_config& c, double speedup) {
 
 }  // namespace
 
-int cmd_bench_autoscale(int argc, char** argv) {
-  args a(argc, argv, 3,
-         {"config", "pool", "trace", "shape", "peak", "seed", "speedup", "fixed", "ttft-slo", "itl-slo", "write-trace", "settle", "log-level",
-          "log-format"}, {"json"});
+int cmd_bench_autoscale(const args& a) {
   const std::string config = a.get("config", "configs/autoscale-sim.toml");
   auto topo = topology::load_topology(config);
   if (topo.model.backend != topology::backend_kind::sim)

@@ -231,8 +231,7 @@ std::vector<std::size_t> parse_sizes(const std::string& s) {
 
 }  // namespace
 
-int cmd_bench_collectives(int argc, char** argv) {
-  args a(argc, argv, 3, {"ranks", "sizes", "model", "seqs", "context", "steps"}, {"json", "no-gloo"});
+int cmd_bench_collectives(const args& a) {
   const int n = int(a.get_int("ranks", 2));
   if (n < 2 || n > 16) throw input_error("--ranks must be 2..16, got " + std::to_string(n));
   const auto sizes = parse_sizes(a.get("sizes", "4KiB,64KiB,1MiB,16MiB"));

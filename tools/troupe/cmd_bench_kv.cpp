@@ -119,8 +119,7 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-int cmd_bench_kv(int argc, char** argv) {
-  args a(argc, argv, 3, {"sizes", "reps"}, {"json"});
+int cmd_bench_kv(const args& a) {
   std::vector<int> sizes_mib;
   {
     const std::string s = a.get("sizes", "1,4,16,64,256");

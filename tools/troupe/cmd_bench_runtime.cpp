@@ -110,8 +110,7 @@ nlohmann::json measure_overhead(caf::actor_system& sys, actors::local_cluster& c
           {"overhead_ms", overhead * 1e3}, {"overhead_fraction", overhead / per_step}};
 }
 
-int cmd_bench_runtime(int argc, char** argv) {
-  args a(argc, argv, 3, {"config", "requests", "prompt", "max-tokens", "overhead", "log-level", "log-format"}, {"json"});
+int cmd_bench_runtime(const args& a) {
   // The report is the output: the cluster's per-request lines (request_end, replica_started:
   // 10,000 of them by default) would bury it, so the log starts at warn unless asked otherwise.
   log::set_level(log::level::warn);

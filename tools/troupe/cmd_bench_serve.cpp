@@ -190,12 +190,7 @@ planned_workload plan_requests(const args& a, const bench::client_options& co, c
 
 }  // namespace
 
-int cmd_bench_serve(int argc, char** argv) {
-  args a(argc, argv, 3,
-         {"url", "model", "requests", "concurrency", "rate", "arrival", "prompt-len", "prompt-dist", "output-len",
-          "output-dist", "shared-prefix", "trace", "seed", "goodput", "json", "plot", "vocab", "timeout",
-          "block-size", "max-model-len", "dataset-name", "dataset-path", "api-key"},
-         {"chat", "no-ignore-eos", "quiet", "detailed", "shuffle"});
+int cmd_bench_serve(const args& a) {
   auto url = a.get("url");
   if (!url) throw input_error("usage: troupe bench serve --url http://HOST:PORT [options]; see troupe bench serve --help");
   bench::client_options co = bench::parse_url(*url);

@@ -56,8 +56,7 @@ std::pair<std::string, std::uint16_t> split_address(const std::string& a, const 
 
 }  // namespace
 
-int cmd_node(int argc, char** argv) {
-  args a(argc, argv, 2, {"name", "head", "model", "tls-certificate", "tls-key", "tls-ca", "log-level", "log-format"}, {});
+int cmd_node(const args& a) {
   apply_log_flags(a);
   stop_signals signals;  // before any thread starts: SIGTERM stops the node in order (its KV segments go)
   if (a.positional().size() != 1) throw input_error("usage: troupe node CONFIG --name NODE [--head HOST:PORT] [--model DIR]");
@@ -240,12 +239,7 @@ void check_http_exposure(const args& a, const actors::frontend_config& fc) {
 
 }  // namespace
 
-int cmd_serve(int argc, char** argv) {
-  args a(argc, argv, 2,
-         {"port", "host", "model", "listen", "registry-port", "api-key", "chat-template", "tls-certificate", "tls-key", "tls-ca",
-          "name", "log-level", "log-format", "served-model-name", "max-model-len", "tensor-parallel-size", "shutdown-grace",
-          "admin-port"},
-         {"allow-unauthenticated"});
+int cmd_serve(const args& a) {
   apply_log_flags(a);
   stop_signals signals;  // before any thread starts
   a.get_port("port", 0);  // a bad port is refused before anything loads

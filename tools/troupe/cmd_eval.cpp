@@ -13,12 +13,8 @@
 
 namespace troupe::cli {
 
-namespace {
-
-int eval_perplexity(int argc, char** argv) {
-  args a(argc, argv, 3, {"model", "text", "window", "chunk", "log-level", "log-format"}, {"json"});
+int cmd_eval_perplexity(const args& a) {
   apply_log_flags(a);
-  if (!a.positional().empty()) throw input_error("unexpected argument '" + a.positional().front() + "'");
   const auto text_path = a.get("text");
   if (!text_path) throw input_error("--text FILE is required: the text to score");
   const std::string dir = a.get("model", default_model_dir());
@@ -45,14 +41,6 @@ int eval_perplexity(int argc, char** argv) {
   std::printf("perplexity %.4f (mean NLL %.5f nats) over %zu tokens in %zu window(s) of %d, %.1f s\n", r.perplexity(), r.mean_nll(),
               r.tokens, r.windows, r.window, r.seconds);
   return 0;
-}
-
-}  // namespace
-
-int cmd_eval(int argc, char** argv) {
-  if (argc >= 3 && std::string(argv[2]) == "perplexity") return eval_perplexity(argc, argv);
-  throw input_error(argc >= 3 ? "unknown eval '" + std::string(argv[2]) + "' (perplexity is the one there is)"
-                              : std::string("which evaluation? troupe eval perplexity --model DIR --text FILE"));
 }
 
 }  // namespace troupe::cli

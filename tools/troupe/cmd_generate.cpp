@@ -50,11 +50,7 @@ kernels::dtype parse_kv_dtype(const std::string& s) {
 
 }  // namespace
 
-int cmd_generate(int argc, char** argv) {
-  args a(argc, argv, 2,
-         {"config", "model", "prompt", "prompt-ids", "prompts-file", "max-tokens", "temperature", "top-k", "top-p", "min-p",
-          "seed", "stop", "kv-dtype", "max-batched-tokens", "chunk", "kv-blocks", "repetition-penalty"},
-         {"json", "ignore-eos"});
+int cmd_generate(const args& a) {
   // A topology supplies the model and the scheduler's limits; flags override it.
   std::optional<topology::topology_config> topo;
   if (auto c = a.get("config")) {

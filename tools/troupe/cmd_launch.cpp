@@ -29,8 +29,7 @@
 
 namespace troupe::cli {
 
-int cmd_launch(int argc, char** argv) {
-  args a(argc, argv, 2, {"model", "port", "registry-port", "admin-port", "log-level", "log-format", "shutdown-grace"}, {"netns"});
+int cmd_launch(const args& a) {
   apply_log_flags(a);
   if (a.positional().size() != 1) throw input_error("usage: troupe launch CONFIG [--netns] [--model DIR] [--port HTTP_PORT]");
   const std::string config = a.positional()[0];

@@ -9,11 +9,7 @@
 
 namespace troupe::cli {
 
-namespace {
-
-int model_quantize(int argc, char** argv) {
-  args a(argc, argv, 3, {"type", "model", "out"}, {});
-  if (!a.positional().empty()) throw input_error("unexpected argument '" + a.positional().front() + "'");
+int cmd_model_quantize(const args& a) {
   const auto type = a.get("type");
   if (!type) throw input_error("--type q8_0|q4_0|int8 is required");
   const auto parsed = kernels::parse_quant_type(*type);
@@ -30,13 +26,7 @@ int model_quantize(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace
-
-int cmd_model(int argc, char** argv) {
-  if (argc >= 3 && std::string(argv[2]) == "quantize") return model_quantize(argc, argv);
-  if (argc < 3 || std::string(argv[2]) != "synth")
-    throw input_error("usage: troupe model synth --preset tiny|small|1b|moe --out DIR, or troupe model quantize --type q8_0|q4_0|int8 --model DIR --out DIR");
-  args a(argc, argv, 3, {"preset", "arch", "dtype", "seed", "out", "rope-scaling"}, {"tied"});
+int cmd_model_synth(const args& a) {
   model::synth_options o;
   o.preset = a.get("preset", "small");
   o.arch = a.get("arch", "llama");

@@ -1,20 +1,25 @@
-// The troupe subcommands. Each returns the process exit code.
+// The troupe commands: each gets what its command line gave (tools/troupe/command_tree.cpp
+// declares the flags) and returns the process's exit code.
 #pragma once
+#include "tools/troupe/args.h"
 
 namespace troupe::cli {
 
-int cmd_model(int argc, char** argv);     // troupe model synth ...
-int cmd_generate(int argc, char** argv);  // troupe generate ...
-int cmd_bench(int argc, char** argv);     // troupe bench engine ...
-int cmd_bench_runtime(int argc, char** argv);  // troupe bench runtime ...
-int cmd_bench_serve(int argc, char** argv);    // troupe bench serve ...
-int cmd_bench_kv(int argc, char** argv);       // troupe bench kv-transfer ...
-int cmd_bench_autoscale(int argc, char** argv);
-int cmd_bench_collectives(int argc, char** argv);  // troupe bench collectives ...  // troupe bench autoscale ...
-int cmd_serve(int argc, char** argv);     // troupe serve [CONFIG]
-int cmd_node(int argc, char** argv);      // troupe node CONFIG --name NODE
-int cmd_launch(int argc, char** argv);
-int cmd_eval(int argc, char** argv);      // troupe eval perplexity ...
-int cmd_admin(int argc, char** argv);     // troupe admin [COMMAND]    // troupe launch CONFIG [--netns]
+int cmd_serve(const args& a);              // troupe serve [CONFIG | MODEL]
+int cmd_node(const args& a);               // troupe node CONFIG --name NODE
+int cmd_launch(const args& a);             // troupe launch CONFIG
+int cmd_admin(const args& a);              // troupe admin [COMMAND [ARGS]]
+int cmd_admin_keygen(const args& a);       // troupe admin keygen [PREFIX]
+int cmd_generate(const args& a);           // troupe generate
+int cmd_model_synth(const args& a);        // troupe model synth
+int cmd_model_quantize(const args& a);     // troupe model quantize
+int cmd_bench_engine(const args& a);       // troupe bench engine
+int cmd_bench_runtime(const args& a);      // troupe bench runtime
+int cmd_bench_serve(const args& a);        // troupe bench serve
+int cmd_bench_kv(const args& a);           // troupe bench kv-transfer
+int cmd_bench_autoscale(const args& a);    // troupe bench autoscale
+int cmd_bench_collectives(const args& a);  // troupe bench collectives
+int cmd_eval_perplexity(const args& a);    // troupe eval perplexity
+int cmd_info(const args& a);               // troupe info
 
 }  // namespace troupe::cli

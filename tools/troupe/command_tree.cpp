@@ -1,0 +1,196 @@
+// Every troupe command and every flag it takes, each with its help: the one place both the parser
+// and --help read (tools/troupe/command_line.h). A flag a command reads must be declared here,
+// and one declared here must be read by its command.
+#include "tools/troupe/command_line.h"
+
+#include "runtime/admin/admin_message.h"
+#include "tools/troupe/commands.h"
+
+namespace troupe::cli {
+
+namespace {
+
+const char* const tls_help = "TLS for the links between processes: this process's certificate (with --tls-key and --tls-ca; "
+                             "replaces [cluster]'s files, as launch --netns passes them)";
+
+void declare_serve(command& root) {
+  root.sub("serve", "the head of a topology: the OpenAI HTTP API, router, request owner, node registry", "[CONFIG | MODEL] [options]",
+           "The head of a topology: the OpenAI HTTP API, router, request owner, and the registry nodes join. vLLM's habits work: "
+           "`troupe serve models/kjv --served-model-name kjv --max-model-len 256`.",
+           cmd_serve)
+      .positional("CONFIG | MODEL", "a topology file, *.toml (default configs/local.toml); or a model folder or .gguf file, "
+                                    "served by configs/local.toml (as --model)")
+      .option("port", "N", "HTTP port (default: the topology's [frontend] address, else 8000; 0: any free port)")
+      .option("host", "HOST", "HTTP address (default: the topology's, else 127.0.0.1); off loopback it needs --api-key "
+                              "(or [frontend] api_keys), or --allow-unauthenticated")
+      .flag("allow-unauthenticated", "serve the OpenAI API off loopback without any API key")
+      .option("model", "DIR|FILE", "the model folder or .gguf file (default: the topology's [model] path)")
+      .option("served-model-name", "NAME", "the model's name in the API ([frontend] model_name)")
+      .option("max-model-len", "N", "the context in tokens ([model] max_model_len); at most the model's positions")
+      .option("tensor-parallel-size", "N", "ranks of every pool's tensor-parallel group (tensor_parallel)")
+      .option("shutdown-grace", "S", "on SIGINT/SIGTERM, seconds in-flight requests have to finish while new ones get 503 "
+                                     "([frontend] shutdown_grace; default 30); streams still open then end with an error "
+                                     "event and [DONE]")
+      .option("name", "HEAD", "which head of the topology this is (default: the first)")
+      .option("registry-port", "N", "the node registry's port (default: the head node's)")
+      .option("admin-port", "N", "the admin endpoint at port N, its events at N + 1 (on [admin]'s host, else on loopback: "
+                                 "this turns the admin console on)")
+      .option("listen", "HOST", "the node registry's address")
+      .option("api-key", "KEY", "require 'Authorization: Bearer KEY' on the OpenAI routes")
+      .option("chat-template", "FILE", "a .jinja chat template instead of the model folder's")
+      .option("tls-certificate", "FILE", tls_help)
+      .option("tls-key", "FILE", "this process's TLS private key")
+      .option("tls-ca", "FILE", "the certificate authority every process of the cluster is signed by")
+      .log_flags("info");
+}
+
+void declare_cluster(command& root) {
+  root.sub("node", "a process hosting the replicas a topology places on one node", "CONFIG --name NODE [options]",
+           "A process hosting the replicas a topology places on one node; it joins the heads and serves them (rejoining a "
+           "head that comes back) until SIGINT or SIGTERM, which stop it in order.",
+           cmd_node)
+      .positional("CONFIG", "the topology file")
+      .option("name", "NODE", "the node of CONFIG this process is (required)")
+      .option("head", "HOST:PORT[,..]", "the heads' node registries (default: every head of the topology)")
+      .option("model", "DIR|FILE", "the model folder or .gguf file (default: the topology's)")
+      .option("tls-certificate", "FILE", tls_help)
+      .option("tls-key", "FILE", "this process's TLS private key")
+      .option("tls-ca", "FILE", "the certificate authority every process of the cluster is signed by")
+      .log_flags("info");
+  root.sub("launch", "start every node of a topology as local processes and keep them running", "CONFIG [options]",
+           "Starts every node of a topology as local processes (the head as `troupe serve`) and restarts any that dies, "
+           "with backoff, until Ctrl-C.",
+           cmd_launch)
+      .positional("CONFIG", "the topology file")
+      .flag("netns", "each node in a network namespace of its own (needs root)")
+      .option("model", "DIR|FILE", "the model folder or .gguf file (default: the topology's)")
+      .option("port", "N", "the head's HTTP port (head k of several: N + k)")
+      .option("registry-port", "N", "the head's node registry port (head k: N + k); the nodes are told")
+      .option("admin-port", "N", "the head's admin endpoint, events at N + 1 (head k: N + 2k)")
+      .option("shutdown-grace", "S", "the heads' grace for requests in flight on Ctrl-C (see troupe serve --help)")
+      .log_flags("info (passed to every process it starts)");
+}
+
+// The server's commands come from the list the admin actor answers `help` with
+// (runtime/admin/admin_message.h), so a command added there is in --help too.
+std::string admin_footer() {
+  std::string out = "commands (the server's):\n";
+  auto line = [&](const std::string& name, const std::string& what) {
+    out += "  " + name + (name.size() < 24 ? std::string(24 - name.size(), ' ') : "\n" + std::string(26, ' ')) + what + "\n";
+  };
+  for (const auto& [name, what] : admin::server_commands()) line(name, what);
+  out += "\ncommands (this console's):\n";
+  line("watch", "follow the event stream (placements, migrations, replica deaths, restarts and drains, admin actions)");
+  line("top", "a live full-screen view of replicas, queues, KV use and throughput, as wide as the terminal");
+  line("keygen [PREFIX]", "write PREFIX.key (secret, 0600) and PREFIX.pub (troupe admin keygen --help)");
+  return out;
+}
+
+void declare_admin(command& root) {
+  command admin =
+      root.sub("admin", "the console of a running cluster: status, kv, drain, kill, scale, watch, top (ZeroMQ)",
+               "[options] [COMMAND [ARGS]]",
+               "The console of a running cluster, over its ZeroMQ admin endpoint (docs/admin.md). Without a COMMAND: an "
+               "interactive console (line editing, history; quit ends it). Results print as tables or sentences; --json "
+               "prints the reply as it came.",
+               cmd_admin)
+          .positional("COMMAND [ARGS]", "one command and its arguments (below), run once", -1)
+          .option("endpoint", "E", "the admin endpoint (default tcp://127.0.0.1:7600)")
+          .option("events", "E", "the event stream, for watch (default tcp://127.0.0.1:7601)")
+          .option("config", "TOPOLOGY", "take both (and the server's public key) from a topology's [admin]")
+          .option("server-key", "KEY|FILE", "the server's CURVE public key")
+          .option("key", "FILE", "this client's CURVE secret key")
+          .flag("json", "print results (and events) as JSON")
+          .option("timeout", "S", "seconds to wait for a reply (default 30)")
+          .option("count", "N", "watch: stop after N events; top: after N frames")
+          .option("for", "S", "watch and top: stop after S seconds")
+          .footer(admin_footer());
+  admin.sub("keygen", "write a CURVE key pair for the admin endpoint", "[PREFIX]",
+            "Writes a CURVE key pair for the admin endpoint: PREFIX.key (the secret key, mode 0600) and PREFIX.pub (the public "
+            "key; list it in a topology's [admin] authorized_keys).",
+            cmd_admin_keygen)
+      .positional("PREFIX", "where the two files go (default: admin)");
+}
+
+void declare_generate(command& root) {
+  root.sub("generate", "run prompts through the engine as one continuous batch",
+           "(--prompt TEXT | --prompt-ids 1,2,3 | --prompts-file FILE) [options]",
+           "Runs prompts through the engine in this process as one continuous batch.", cmd_generate)
+      .option("prompt", "TEXT", "a prompt, tokenized with the model's tokenizer")
+      .option("prompt-ids", "1,2,3", "a prompt as token ids")
+      .option("prompts-file", "FILE", "one prompt a line")
+      .option("config", "TOPOLOGY", "the model and scheduler limits from a topology (cpu backend)")
+      .option("model", "DIR|FILE", "the model folder, or a llama .gguf file (default models/kjv, the committed default model)")
+      .option("max-tokens", "N", "tokens to generate per prompt")
+      .option("temperature", "T", "sampling temperature (0: greedy; default: the model's generation_config.json)")
+      .option("top-k", "K", "sample among the K likeliest tokens")
+      .option("top-p", "P", "sample among the likeliest tokens holding probability P")
+      .option("min-p", "P", "drop tokens below P times the likeliest's probability")
+      .option("repetition-penalty", "R", "divide the logits of tokens already seen by R")
+      .option("seed", "S", "the sampler's seed")
+      .option("stop", "STRING", "stop at this text")
+      .flag("ignore-eos", "keep going past end-of-sequence tokens")
+      .option("kv-dtype", "f32|f16|bf16", "the KV cache's element type")
+      .option("max-batched-tokens", "N", "tokens per engine step")
+      .option("chunk", "N", "prefill chunk in tokens")
+      .option("kv-blocks", "N", "KV blocks in the pool")
+      .flag("json", "print the outputs as JSON");
+}
+
+void declare_model(command& root) {
+  command model = root.sub("model", "write model folders", "synth|quantize [options]", "");
+  model.sub("synth", "write a model folder with deterministic random weights", "--preset tiny|small|1b|moe --out DIR [options]",
+            "Writes a Hugging Face model folder (config.json, model.safetensors, tokenizer files) with deterministic random "
+            "weights.",
+            cmd_model_synth)
+      .option("preset", "tiny|small|1b|moe", "the model's size (moe: sized for mixture-of-experts archs; default small)")
+      .option("out", "DIR", "where to write it (required)")
+      .option("arch", "ARCH", "llama (default), mistral, qwen2, mixtral, qwen2_moe or qwen3_moe")
+      .option("dtype", "f32|f16|bf16", "the weights' element type (default f32)")
+      .option("seed", "N", "the weights' seed (default 0)")
+      .flag("tied", "tie the LM head to the embedding table")
+      .option("rope-scaling", "llama3", "Llama 3.1's rotary scaling");
+  model.sub("quantize", "write a copy of a model with q8_0, q4_0 or int8 projections", "--type q8_0|q4_0|int8 --model DIR --out DIR",
+            "Writes a copy of a model folder whose attention and MLP projections are quantized: q8_0 and q4_0 are GGML's "
+            "blocks of 32 weights with an f16 scale, int8 has one f32 scale per output channel. Embeddings, norms, the LM "
+            "head and the tokenizer are copied unchanged. The loader reads the folder like any other (docs/quantization.md).",
+            cmd_model_quantize)
+      .option("type", "q8_0|q4_0|int8", "the format (required)")
+      .option("model", "DIR", "the model to quantize (default models/kjv)")
+      .option("out", "DIR", "where to write it (required; must not hold a model)");
+}
+
+void declare_eval(command& root) {
+  command eval = root.sub("eval", "measure a model's quality", "perplexity [options]", "");
+  eval.sub("perplexity", "a model's teacher-forced perplexity on a text (the quality gate)", "--text FILE [options]",
+           "A model's perplexity on a text, teacher-forced: the text's tokens are cut into consecutive windows of the model's "
+           "context, and every token after a window's first is scored by the probability the model gives it after the "
+           "window's earlier tokens (runtime/eval/perplexity.h).",
+           cmd_eval_perplexity)
+      .option("text", "FILE", "the text to score (UTF-8; tokenized with the model's tokenizer.json)")
+      .option("model", "DIR|FILE", "the model folder, or a llama .gguf file (default: models/kjv, the committed default model)")
+      .option("window", "N", "tokens per window (default: the model's max_position_embeddings)")
+      .option("chunk", "N", "tokens per forward within a window (default 256; bounds memory only)")
+      .flag("json", "print the result as JSON")
+      .log_flags("info");
+}
+
+}  // namespace
+
+void declare_bench(command& root);  // tools/troupe/command_tree_bench.cpp
+
+void declare_commands(command_line& cl) {
+  command root = cl.root();
+  declare_serve(root);
+  declare_cluster(root);
+  declare_admin(root);
+  declare_generate(root);
+  declare_model(root);
+  declare_bench(root);
+  declare_eval(root);
+  root.sub("info", "what this build and machine offer (ISA, threads, CUDA)", "",
+           "Prints what this build and machine offer: the instruction set in use, threads, CUDA devices.", cmd_info);
+  root.footer("troupe COMMAND --help shows a command's flags; troupe --version prints the version.");
+}
+
+}  // namespace troupe::cli
