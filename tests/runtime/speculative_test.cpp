@@ -1,0 +1,185 @@
+// Speculative decoding's pure parts (runtime/speculative): the n-gram proposer finds what the
+// text did the last time, and exact acceptance over verify rows gives, token for token and
+// logprob for logprob, what one-token decode steps give, greedy and seeded, with penalties.
+#define BOOST_TEST_MODULE speculative
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "runtime/sampling/sample_rows.h"
+#include "runtime/speculative/ngram.h"
+#include "runtime/speculative/verify.h"
+
+using namespace troupe;
+using speculative::ngram_config;
+using speculative::ngram_proposal;
+using tokens = std::vector<std::int32_t>;
+
+BOOST_AUTO_TEST_CASE(ngram_proposes_what_followed_the_latest_suffix_the_last_time) {
+  ngram_config c;
+  c.min_n = 2, c.max_n = 3, c.k = 3;
+  // "7 8 9" appeared twice before; the later one was followed by 40 41 42.
+  BOOST_TEST(ngram_proposal(tokens{7, 8, 9, 1, 2, 7, 8, 9, 40, 41, 42, 43, 5, 7, 8, 9}, c) == (tokens{40, 41, 42}));
+  // The longest suffix wins over a more recent shorter one: "3 8 9" matches at 3 tokens, "8 9" alone later.
+  BOOST_TEST(ngram_proposal(tokens{3, 8, 9, 50, 51, 6, 8, 9, 60, 61, 3, 8, 9}, c) == (tokens{50, 51, 6}));
+  // Cut at the end of what is there.
+  BOOST_TEST(ngram_proposal(tokens{5, 6, 70, 5, 6}, c) == (tokens{70, 5, 6}));
+  BOOST_TEST(ngram_proposal(tokens{1, 2, 3, 4}, c).empty());  // nothing repeats
+  BOOST_TEST(ngram_proposal(tokens{9}, c).empty());
+  c.min_n = 1;
+  BOOST_TEST(ngram_proposal(tokens{1, 2, 3, 4, 2}, c) == (tokens{3, 4, 2}));
+}
+
+BOOST_AUTO_TEST_CASE(ngram_searches_only_its_window) {
+  ngram_config c;
+  c.min_n = 2, c.max_n = 2, c.k = 2, c.search_window = 8;
+  tokens t{4, 5, 90, 91};
+  for (int i = 0; i < 10; ++i) t.push_back(100 + i);
+  t.push_back(4), t.push_back(5);
+  BOOST_TEST(ngram_proposal(t, c).empty());  // the match is 14 tokens back
+  c.search_window = 16;
+  BOOST_TEST(ngram_proposal(t, c) == (tokens{90, 91}));
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_configuration_is_named) {
+  ngram_config c;
+  BOOST_TEST(!c.invalid());
+  c.k = 0;
+  BOOST_TEST(c.invalid("pools.speculative").value_or("") == "pools.speculative.k: 0 is not in 1..16");
+  c.k = 4, c.min_n = 5, c.max_n = 3;
+  BOOST_TEST(c.invalid().value_or("") == "speculative.min_n: 5 is above max_n (3)");
+}
+
+namespace {
+
+constexpr int vocab = 48;
+
+// A stand-in target whose logits at a position depend on every token before it (as a model's
+// do), drawn from a hash of that prefix.
+std::vector<float> target_logits(const tokens& prefix) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (auto t : prefix) h = (h ^ std::uint64_t(t)) * 1099511628211ull;
+  std::mt19937_64 g(h);
+  std::normal_distribution<float> d(0.0f, 2.0f);
+  std::vector<float> l(vocab);
+  for (auto& x : l) x = d(g);
+  l[std::size_t(prefix.back() % vocab)] += 3.0f;  // some structure for the proposer to find
+  return l;
+}
+
+sampling::sampled_token choose(const sampling::sampling_row& row, const tokens& prefix) {
+  const auto l = target_logits(prefix);
+  return sampling::sample_rows(l, std::span(&row, 1), vocab, {})[0];
+}
+
+struct run {
+  tokens out;
+  std::vector<float> logprobs;
+};
+
+sampling::sampling_row first_row(const sampling::sampling_params& p, const tokens& prompt) {
+  sampling::sampling_row r;
+  r.params = p;
+  r.seed = 1234;
+  r.prompt_len = std::int32_t(prompt.size());
+  if (sampling::needs_history(p)) r.history = prompt;
+  return r;
+}
+
+run plain_decode(const sampling::sampling_params& p, const tokens& prompt, int n) {
+  run out;
+  tokens seq = prompt;
+  sampling::sampling_row row = first_row(p, prompt);
+  for (int i = 0; i < n; ++i) {
+    row.num_output = i;
+    const auto t = choose(row, seq);
+    out.out.push_back(t.token), out.logprobs.push_back(t.logprobs.logprob);
+    seq.push_back(t.token);
+    if (!row.history.empty()) row.history.push_back(t.token);
+  }
+  return out;
+}
+
+// The same, k tokens proposed at a time, each verify row judged as the sampler chooses it. The
+// proposals: n-gram lookup on even steps; on odd ones the plain run's own next tokens (a draft
+// that agrees with the target, so rows after accepted tokens are used under every setting), half
+// the time with one wrong token in them.
+run speculative_decode(const sampling::sampling_params& p, const tokens& prompt, const tokens& oracle, int* steps, int* accepted) {
+  const int n = int(oracle.size());
+  run out;
+  tokens seq = prompt;
+  ngram_config c;
+  c.min_n = 1, c.max_n = 3, c.k = 4;
+  std::mt19937 g(7);
+  while (int(out.out.size()) < n) {
+    tokens proposed = ngram_proposal(seq, c);
+    if (*steps % 2) {
+      const std::size_t at = out.out.size(), k = std::min<std::size_t>(4, oracle.size() - at);
+      proposed.assign(oracle.begin() + std::ptrdiff_t(at), oracle.begin() + std::ptrdiff_t(at + k));
+    }
+    if (g() % 2 && !proposed.empty()) proposed[g() % proposed.size()] = std::int32_t(g() % vocab);
+    sampling::sampling_row row = first_row(p, prompt);
+    row.num_output = std::int32_t(out.out.size());
+    if (!row.history.empty()) row.history.insert(row.history.end(), out.out.begin(), out.out.end());
+    const auto rows = speculative::verify_rows(row, proposed);
+    BOOST_TEST_REQUIRE(rows.size() == proposed.size() + 1);
+    std::vector<sampling::sampled_token> chosen;
+    for (std::size_t j = 0; j < rows.size(); ++j) {
+      tokens prefix = seq;
+      prefix.insert(prefix.end(), proposed.begin(), proposed.begin() + std::ptrdiff_t(j));
+      chosen.push_back(choose(rows[j], prefix));
+    }
+    const auto v = speculative::judge(proposed, chosen);
+    BOOST_TEST_REQUIRE(!v.tokens.empty());
+    BOOST_TEST_REQUIRE(v.tokens.size() == std::size_t(v.accepted) + 1);
+    ++*steps, *accepted += v.accepted;
+    for (const auto& t : v.tokens) {
+      if (int(out.out.size()) == n) break;
+      out.out.push_back(t.token), out.logprobs.push_back(t.logprobs.logprob);
+      seq.push_back(t.token);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(speculation_gives_exactly_the_tokens_and_logprobs_of_plain_decoding) {
+  const tokens prompt{1, 5, 9, 5, 9, 12, 1, 5, 9, 30};
+  std::vector<sampling::sampling_params> cases(4);
+  cases[0].temperature = 0;  // greedy
+  cases[1].temperature = 0.8f, cases[1].top_p = 0.95f;
+  cases[2].temperature = 0.8f, cases[2].top_k = 20, cases[2].repetition_penalty = 1.3f, cases[2].frequency_penalty = 0.4f;
+  cases[3].temperature = 1.0f, cases[3].min_tokens = 10, cases[3].logit_bias = {{3, 2.0f}};
+  for (auto& p : cases) p.logprobs = 0;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    int steps = 0, accepted = 0;
+    const run plain = plain_decode(cases[i], prompt, 60);
+    const run spec = speculative_decode(cases[i], prompt, plain.out, &steps, &accepted);
+    BOOST_TEST(spec.out == plain.out, boost::test_tools::per_element());
+    BOOST_TEST(spec.logprobs == plain.logprobs, boost::test_tools::per_element());
+    // The comparison means something only if proposals were both accepted and rejected.
+    BOOST_TEST(accepted >= 20, "case " << i << ": " << accepted << " accepted in " << steps << " steps");
+    BOOST_TEST(steps + accepted >= 60);
+    BOOST_TEST(steps < 60);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(judge_keeps_the_agreeing_prefix_then_the_targets_token) {
+  auto t = [](std::int32_t id) { return sampling::sampled_token{id, {}}; };
+  const tokens proposed{4, 5, 6};
+  auto v = speculative::judge(proposed, std::vector{t(4), t(5), t(6), t(7)});
+  BOOST_TEST(v.accepted == 3);
+  BOOST_TEST(v.tokens.size() == 4u);
+  v = speculative::judge(proposed, std::vector{t(4), t(9), t(6), t(7)});
+  BOOST_TEST(v.accepted == 1);
+  BOOST_TEST(v.tokens.size() == 2u);
+  BOOST_TEST(v.tokens[1].token == 9);
+  v = speculative::judge({}, std::vector{t(3)});
+  BOOST_TEST(v.accepted == 0);
+  BOOST_TEST(v.tokens.size() == 1u);
+  BOOST_CHECK_THROW(speculative::judge(proposed, std::vector{t(4)}), std::invalid_argument);
+}
