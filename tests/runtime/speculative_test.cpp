@@ -11,6 +11,7 @@
 
 #include "runtime/sampling/sample_rows.h"
 #include "runtime/speculative/ngram.h"
+#include "runtime/speculative/policy.h"
 #include "runtime/speculative/verify.h"
 
 using namespace troupe;
@@ -182,4 +183,81 @@ BOOST_AUTO_TEST_CASE(judge_keeps_the_agreeing_prefix_then_the_targets_token) {
   BOOST_TEST(v.accepted == 0);
   BOOST_TEST(v.tokens.size() == 1u);
   BOOST_CHECK_THROW(speculative::judge(proposed, std::vector{t(4)}), std::invalid_argument);
+}
+
+// The speculation policy (runtime/speculative/policy.h).
+
+BOOST_AUTO_TEST_CASE(acceptance_follows_what_verify_steps_saw) {
+  speculative::acceptance a;
+  BOOST_TEST(a.rate() == 0.5);
+  // Proposals accepted with probability 0.8 each, given the ones before (four a step).
+  std::mt19937 g(3);
+  std::bernoulli_distribution ok(0.8);
+  for (int step = 0; step < 400; ++step) {
+    int n = 0;
+    while (n < 4 && ok(g)) ++n;
+    a.observe(4, n);
+  }
+  BOOST_TEST(a.rate() > 0.6);
+  BOOST_TEST(a.rate() < 0.95);
+  // The text changes and nothing is accepted any more: the estimate follows within a few steps.
+  for (int step = 0; step < 30; ++step) a.observe(4, 0);
+  BOOST_TEST(a.rate() < 0.1);
+  a.observe(0, 0);  // no proposal, no information
+  BOOST_TEST(a.rate() < 0.1);
+}
+
+BOOST_AUTO_TEST_CASE(step_cost_learns_its_line_from_the_steps_it_sees) {
+  speculative::step_cost c;
+  BOOST_TEST(!c.seconds(8));
+  c.observe(8, 0.010);
+  c.observe(8, 0.010);
+  BOOST_TEST(!c.seconds(8));  // one size only: no slope
+  for (int rows : {1, 4, 16, 32, 64}) c.observe(rows, 0.005 + 0.0005 * rows);
+  c.observe(8, 0.009);
+  BOOST_TEST_REQUIRE(c.seconds(100).has_value());
+  BOOST_TEST(*c.seconds(100) == 0.055, boost::test_tools::tolerance(0.05));
+}
+
+namespace {
+
+speculative::step_cost line(double fixed, double per_row) {
+  speculative::step_cost c;
+  for (int i = 0; i < 20; ++i)
+    for (int rows : {1, 8, 32, 64}) c.observe(rows, fixed + per_row * rows);
+  return c;
+}
+
+std::vector<int> plan(int base, std::vector<double> acc, const speculative::step_cost& c, double draft = 0) {
+  speculative::plan_inputs in;
+  in.base_rows = base;
+  in.base_tokens = int(acc.size());
+  in.acceptance = acc;
+  in.k_max = 4;
+  in.draft_seconds_per_position = draft;
+  return speculative::plan_lengths(in, c);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(speculation_goes_deep_when_rows_are_nearly_free_and_off_when_they_are_not) {
+  // Bound by reading the weights: 20 ms a step, 0.05 ms a row. Likely proposals go the whole way.
+  const auto bandwidth = line(0.020, 0.00005);
+  BOOST_TEST(plan(1, {0.8}, bandwidth) == (std::vector<int>{4}));
+  // Bound by arithmetic: every row costs as much as the fixed part of a token. Nothing pays.
+  const auto compute = line(0.0, 0.002);
+  BOOST_TEST(plan(32, std::vector<double>(32, 0.8), compute) == std::vector<int>(32, 0));
+  // Proposals never accepted are never made.
+  BOOST_TEST(plan(1, {0.0}, bandwidth) == (std::vector<int>{0}));
+  // Between the two: the likelier text gets the longer proposal.
+  const auto mixed = line(0.010, 0.001);
+  const auto k = plan(4, {0.9, 0.9, 0.3, 0.3}, mixed);
+  BOOST_TEST(k[0] > k[2]);
+  BOOST_TEST(k[0] >= 1);
+  // A draft model's step is paid once per position: a dear draft shortens the proposals.
+  const auto cheap = plan(1, {0.8}, bandwidth, 0.0);
+  const auto dear = plan(1, {0.8}, bandwidth, 0.015);
+  BOOST_TEST(dear[0] < cheap[0]);
+  // Before the cost is known: one proposal each, to learn it.
+  BOOST_TEST(plan(2, {0.7, 0.0}, speculative::step_cost{}) == (std::vector<int>{1, 0}));
 }

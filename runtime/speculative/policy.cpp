@@ -1,0 +1,72 @@
+#include "runtime/speculative/policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace troupe::speculative {
+
+namespace {
+
+// How much of the past each new observation keeps: about the last 10 steps (acceptance) and the
+// last 50 steps (cost) carry the estimate.
+constexpr double acceptance_keep = 0.9;
+constexpr double cost_keep = 0.98;
+
+}  // namespace
+
+void acceptance::observe(int proposed, int accepted) {
+  if (proposed <= 0) return;
+  accepted = std::clamp(accepted, 0, proposed);
+  accepted_ = accepted_ * acceptance_keep + accepted;
+  rejected_ = rejected_ * acceptance_keep + (accepted < proposed ? 1.0 : 0.0);
+}
+
+double acceptance::rate() const { return accepted_ / (accepted_ + rejected_); }
+
+void step_cost::observe(int rows, double seconds) {
+  const double x = rows;
+  w_ = w_ * cost_keep + 1;
+  sx_ = sx_ * cost_keep + x;
+  sy_ = sy_ * cost_keep + seconds;
+  sxx_ = sxx_ * cost_keep + x * x;
+  sxy_ = sxy_ * cost_keep + x * seconds;
+}
+
+std::optional<double> step_cost::seconds(int rows) const {
+  if (w_ <= 0) return std::nullopt;
+  const double mx = sx_ / w_, my = sy_ / w_;
+  const double var = sxx_ / w_ - mx * mx;
+  if (var < 1e-6) return std::nullopt;  // one size of step seen: no slope yet
+  const double slope = std::max(0.0, (sxy_ / w_ - mx * my) / var);  // noise must not make rows free
+  return std::max(1e-9, my + slope * (rows - mx));
+}
+
+std::vector<int> plan_lengths(const plan_inputs& in, const step_cost& cost) {
+  std::vector<int> k(in.acceptance.size(), 0);
+  if (in.k_max <= 0 || k.empty()) return k;
+  if (!cost.seconds(in.base_rows)) {
+    for (std::size_t i = 0; i < k.size(); ++i) k[i] = in.acceptance[i] > 0 ? 1 : 0;
+    return k;
+  }
+  auto seconds = [&](int rows, int deepest) { return *cost.seconds(rows) + deepest * in.draft_seconds_per_position; };
+  double tokens = std::max(in.base_tokens, 1);
+  int rows = in.base_rows, deepest = 0;
+  double rate = tokens / seconds(rows, 0);
+  for (;;) {
+    std::size_t best = k.size();
+    double gain = 0;
+    for (std::size_t i = 0; i < k.size(); ++i) {
+      if (k[i] >= in.k_max) continue;
+      const double g = std::pow(std::clamp(in.acceptance[i], 0.0, 1.0), k[i] + 1);
+      if (g > gain) gain = g, best = i;
+    }
+    if (best == k.size()) break;
+    const int next_deepest = std::max(deepest, k[best] + 1);
+    const double next_rate = (tokens + gain) / seconds(rows + 1, next_deepest);
+    if (next_rate <= rate) break;
+    ++k[best], ++rows, tokens += gain, deepest = next_deepest, rate = next_rate;
+  }
+  return k;
+}
+
+}  // namespace troupe::speculative
