@@ -64,12 +64,17 @@ double aborts(const std::string& metrics) {
 }
 
 // After a client left: its request's abort is counted, and no KV or running request is left.
-// The abort's final update reaches the frontend after the replica freed the blocks; wait for it
-// through /metrics (bounded: the tests' requests would take far longer than this to finish).
+// The abort count and the replica's KV and running figures reach /metrics by different messages
+// (the request's final update; the replica's next load report), in either order under load: wait
+// for all three (bounded: the tests' requests would take far longer than this to finish).
 void expect_one_more_abort_and_nothing_held(std::uint16_t port, double aborted_before) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto settled = [&](const std::string& m) {
+    return aborts(m) != aborted_before && metric_sum(m, "troupe:kv_cache_usage_perc") == 0.0 &&
+           metric_sum(m, "troupe:num_requests_running") == 0.0;
+  };
   std::string metrics = test::http_request(port, "GET", "/metrics").body;
-  while (aborts(metrics) == aborted_before && std::chrono::steady_clock::now() < deadline)
+  while (!settled(metrics) && std::chrono::steady_clock::now() < deadline)
     metrics = test::http_request(port, "GET", "/metrics").body;
   BOOST_TEST(aborts(metrics) == aborted_before + 1);
   BOOST_TEST(metric_sum(metrics, "troupe:kv_cache_usage_perc") == 0.0);
