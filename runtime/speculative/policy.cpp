@@ -1,7 +1,6 @@
 #include "runtime/speculative/policy.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace troupe::speculative {
 
@@ -49,22 +48,22 @@ std::vector<int> plan_lengths(const plan_inputs& in, const step_cost& cost) {
     return k;
   }
   auto seconds = [&](int rows, int deepest) { return *cost.seconds(rows) + deepest * in.draft_seconds_per_position; };
+  // gain[i]: the tokens sequence i's next proposal adds, a^(k+1); each proposal multiplies it by a.
+  std::vector<double> gain(k.size());
+  for (std::size_t i = 0; i < k.size(); ++i) gain[i] = std::clamp(in.acceptance[i], 0.0, 1.0);
   double tokens = std::max(in.base_tokens, 1);
   int rows = in.base_rows, deepest = 0;
   double rate = tokens / seconds(rows, 0);
   for (;;) {
     std::size_t best = k.size();
-    double gain = 0;
-    for (std::size_t i = 0; i < k.size(); ++i) {
-      if (k[i] >= in.k_max) continue;
-      const double g = std::pow(std::clamp(in.acceptance[i], 0.0, 1.0), k[i] + 1);
-      if (g > gain) gain = g, best = i;
-    }
+    for (std::size_t i = 0; i < k.size(); ++i)
+      if (k[i] < in.k_max && gain[i] > 0 && (best == k.size() || gain[i] > gain[best])) best = i;
     if (best == k.size()) break;
     const int next_deepest = std::max(deepest, k[best] + 1);
-    const double next_rate = (tokens + gain) / seconds(rows + 1, next_deepest);
+    const double next_rate = (tokens + gain[best]) / seconds(rows + 1, next_deepest);
     if (next_rate <= rate) break;
-    ++k[best], ++rows, tokens += gain, deepest = next_deepest, rate = next_rate;
+    tokens += gain[best], gain[best] *= std::clamp(in.acceptance[best], 0.0, 1.0);
+    ++k[best], ++rows, deepest = next_deepest, rate = next_rate;
   }
   return k;
 }

@@ -186,7 +186,6 @@ struct serve_target {
 serve_target serve_positional(const args& a) {
   namespace fs = std::filesystem;
   serve_target t;
-  if (a.positional().size() > 1) throw input_error("troupe serve takes one CONFIG or MODEL, got " + std::to_string(a.positional().size()));
   if (a.positional().empty()) return t;
   const std::string& p = a.positional()[0];
   if (p.ends_with(".toml")) {

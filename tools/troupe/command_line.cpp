@@ -176,21 +176,29 @@ const command_line::text* command_line::text_of(const CLI::App* app) const {
   return it == texts_.end() ? nullptr : &it->second;
 }
 
-std::string command_line::help(const std::string& path) const {
+const CLI::App* command_line::find(const std::string& path) const {
   const CLI::App* app = root_.get();
-  std::size_t at = 0;
-  while (at < path.size()) {
+  for (std::size_t at = 0; app && at < path.size();) {
     std::size_t end = path.find(' ', at);
     if (end == std::string::npos) end = path.size();
     const std::string word = path.substr(at, end - at);
     const CLI::App* next = nullptr;
     for (const CLI::App* sub : children(app))
       if (sub->get_name() == word) next = sub;
-    if (!next) return "";
     app = next;
     at = end + 1;
   }
+  return app;
+}
+
+std::string command_line::help_of(const CLI::App* app) const {
+  const std::string path = path_of(app);
   return formatter_->make_help(app, path.empty() ? "troupe" : "troupe " + path, CLI::AppFormatMode::Normal);
+}
+
+std::string command_line::help(const std::string& path) const {
+  const CLI::App* app = find(path);
+  return app ? help_of(app) : "";
 }
 
 args command_line::collect(const CLI::App& app) const {
@@ -228,8 +236,8 @@ int command_line::run(int argc, char** argv) {
     words.push_back(help_flag);
   }
   const std::string first = words.size() > 1 ? words[1] : "";
-  if (!first.empty() && first[0] != '-' && help(first).empty()) {
-    std::fprintf(stderr, "troupe: unknown command '%s'\n\n%s", first.c_str(), help("").c_str());
+  if (!first.empty() && first[0] != '-' && !find(first)) {
+    std::fprintf(stderr, "troupe: unknown command '%s'\n\n%s", first.c_str(), help_of(root_.get()).c_str());
     return 2;
   }
   std::string named = first;
@@ -237,8 +245,7 @@ int command_line::run(int argc, char** argv) {
     try {
       root_->parse(int(words.size()), words.data());
     } catch (const CLI::CallForHelp&) {
-      CLI::App* app = deepest(root_.get());
-      std::fputs(help(path_of(app)).c_str(), stdout);
+      std::fputs(help_of(deepest(root_.get())).c_str(), stdout);
       return 0;
     }
     CLI::App* app = deepest(root_.get());
@@ -247,7 +254,7 @@ int command_line::run(int argc, char** argv) {
     if (!t || !t->run) {  // troupe, or a group, named without one of its commands
       const auto rest = app->remaining();
       if (!rest.empty()) std::fprintf(stderr, "troupe %s: unknown command '%s'\n\n", named.c_str(), rest.front().c_str());
-      std::fputs(help(named).c_str(), stderr);
+      std::fputs(help_of(app).c_str(), stderr);
       return 2;
     }
     return t->run(collect(*app));

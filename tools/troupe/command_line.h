@@ -75,6 +75,8 @@ class command_line {
     int max_positional = 0;
   };
   const text* text_of(const CLI::App* app) const;
+  const CLI::App* find(const std::string& path) const;  // nullptr: no such command
+  std::string help_of(const CLI::App* app) const;
   // What the leaf `app` was given, as its runner reads it; input_error for a flag given twice,
   // an unknown option or a positional argument too many.
   args collect(const CLI::App& app) const;
@@ -86,7 +88,9 @@ class command_line {
   std::shared_ptr<formatter> formatter_;
 };
 
-// Declares every troupe command on `cl` (tools/troupe/command_tree.cpp).
+// Declares every troupe command on `cl` (tools/troupe/command_tree.cpp), the bench ones through
+// declare_bench (tools/troupe/command_tree_bench.cpp).
 void declare_commands(command_line& cl);
+void declare_bench(command& root);
 
 }  // namespace troupe::cli

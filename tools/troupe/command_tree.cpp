@@ -10,11 +10,17 @@ namespace troupe::cli {
 
 namespace {
 
-const char* const tls_help = "TLS for the links between processes: this process's certificate (with --tls-key and --tls-ca; "
-                             "replaces [cluster]'s files, as launch --netns passes them)";
+// --tls-certificate, --tls-key, --tls-ca (tools/troupe/cmd_cluster.cpp reads the three together).
+command& tls_flags(command& c) {
+  return c
+      .option("tls-certificate", "FILE", "TLS for the links between processes: this process's certificate (with --tls-key "
+                                         "and --tls-ca; replaces [cluster]'s files, as launch --netns passes them)")
+      .option("tls-key", "FILE", "this process's TLS private key")
+      .option("tls-ca", "FILE", "the certificate authority every process of the cluster is signed by");
+}
 
 void declare_serve(command& root) {
-  root.sub("serve", "the head of a topology: the OpenAI HTTP API, router, request owner, node registry", "[CONFIG | MODEL] [options]",
+  command serve = root.sub("serve", "the head of a topology: the OpenAI HTTP API, router, request owner, node registry", "[CONFIG | MODEL] [options]",
            "The head of a topology: the OpenAI HTTP API, router, request owner, and the registry nodes join. vLLM's habits work: "
            "`troupe serve models/kjv --served-model-name kjv --max-model-len 256`.",
            cmd_serve)
@@ -37,26 +43,20 @@ void declare_serve(command& root) {
                                  "this turns the admin console on)")
       .option("listen", "HOST", "the node registry's address")
       .option("api-key", "KEY", "require 'Authorization: Bearer KEY' on the OpenAI routes")
-      .option("chat-template", "FILE", "a .jinja chat template instead of the model folder's")
-      .option("tls-certificate", "FILE", tls_help)
-      .option("tls-key", "FILE", "this process's TLS private key")
-      .option("tls-ca", "FILE", "the certificate authority every process of the cluster is signed by")
-      .log_flags("info");
+      .option("chat-template", "FILE", "a .jinja chat template instead of the model folder's");
+  tls_flags(serve).log_flags("info");
 }
 
 void declare_cluster(command& root) {
-  root.sub("node", "a process hosting the replicas a topology places on one node", "CONFIG --name NODE [options]",
+  command node = root.sub("node", "a process hosting the replicas a topology places on one node", "CONFIG --name NODE [options]",
            "A process hosting the replicas a topology places on one node; it joins the heads and serves them (rejoining a "
            "head that comes back) until SIGINT or SIGTERM, which stop it in order.",
            cmd_node)
       .positional("CONFIG", "the topology file")
       .option("name", "NODE", "the node of CONFIG this process is (required)")
       .option("head", "HOST:PORT[,..]", "the heads' node registries (default: every head of the topology)")
-      .option("model", "DIR|FILE", "the model folder or .gguf file (default: the topology's)")
-      .option("tls-certificate", "FILE", tls_help)
-      .option("tls-key", "FILE", "this process's TLS private key")
-      .option("tls-ca", "FILE", "the certificate authority every process of the cluster is signed by")
-      .log_flags("info");
+      .option("model", "DIR|FILE", "the model folder or .gguf file (default: the topology's)");
+  tls_flags(node).log_flags("info");
   root.sub("launch", "start every node of a topology as local processes and keep them running", "CONFIG [options]",
            "Starts every node of a topology as local processes (the head as `troupe serve`) and restarts any that dies, "
            "with backoff, until Ctrl-C.",
@@ -176,8 +176,6 @@ void declare_eval(command& root) {
 }
 
 }  // namespace
-
-void declare_bench(command& root);  // tools/troupe/command_tree_bench.cpp
 
 void declare_commands(command_line& cl) {
   command root = cl.root();

@@ -21,11 +21,7 @@ int cmd_info(const args&) {
 int main(int argc, char** argv) {
   troupe::cli::command_line cl;
   troupe::cli::declare_commands(cl);
-  if (argc < 2) {
-    std::fputs(cl.help("").c_str(), stderr);
-    return 2;
-  }
-  if (!std::strcmp(argv[1], "--version") || !std::strcmp(argv[1], "-V")) {
+  if (argc >= 2 && (!std::strcmp(argv[1], "--version") || !std::strcmp(argv[1], "-V"))) {
     std::printf("troupe %s\n", TROUPE_VERSION);
     return 0;
   }
