@@ -8,7 +8,9 @@
 
 #include "runtime/common/error.h"
 #include "runtime/engine/cpu_executor.h"
+#include "runtime/engine/engine_sequence.h"
 #include "runtime/engine/sim_executor.h"
+#include "runtime/speculative/verify.h"
 
 namespace troupe::engine {
 
@@ -37,43 +39,6 @@ std::optional<context_misfit> check_context(int prompt, int generated, int max_t
                           std::to_string(max_tokens) + " more; lower max_tokens or shorten the prompt"};
   return std::nullopt;
 }
-
-struct engine::sequence {
-  std::uint64_t id = 0;
-  std::string name;
-  std::uint64_t arrival = 0;
-  int priority = 0;
-  std::vector<std::int32_t> tokens;  // prompt then output
-  int prompt_len = 0;
-  int num_computed = 0;
-  sampling::sampling_params params;
-  std::uint64_t seed = 0;
-  output_stream out;
-  bool prefill_only = false;
-  kv::transfer::kv_handle pull_from;  // KV to pull once admitted (blocks reserved), then empty
-  bool pulling = false;               // the pull into its reserved blocks is in flight
-  std::uint64_t pull_epoch = 0;       // which pull a completion belongs to
-  bool pull_lost = false;             // the executor's KV was lost while it pulled
-  bool abort_after_pull = false;      // aborted while pulling: its blocks go when the pull ends
-  double transfer_seconds = 0;
-  int pull_skip = 0;                  // leading blocks of its table found cached, not pulled
-  kv::hash_keys keys;                     // how its blocks are keyed in the prefix cache
-  std::vector<kv::block_hash> hashes;     // of its full blocks so far
-  using clock = std::chrono::steady_clock;
-  clock::time_point arrived = clock::now();
-  std::optional<clock::time_point> first_scheduled, first_token;
-
-  int num_output() const { return int(tokens.size()) - prompt_len; }
-};
-
-struct engine::pending {  // the step the executor has
-  std::vector<std::uint64_t> ids;   // scheduled sequences, in plan order
-  std::vector<int> new_tokens;      // tokens each computes this step
-  std::vector<int> logit_row;       // its row in the result, or -1 (a prefill chunk)
-  std::size_t logit_rows = 0;
-  bool computes = false;            // the plan has tokens (a forward ran)
-  std::vector<request_output> out;  // aborts finished before the step
-};
 
 namespace {
 
@@ -106,7 +71,7 @@ kv::transfer::kv_layout kv_layout_of(const engine_config& cfg, const model::mode
 }
 
 engine::engine(model::model_config shape, std::shared_ptr<const tokenizer::tokenizer> tok, engine_config cfg,
-               std::unique_ptr<executor> exec)
+               std::unique_ptr<executor> exec, std::unique_ptr<speculative::proposer> draft)
     : mc_(std::move(shape)),
       tok_(std::move(tok)),
       cfg_(std::move(cfg)),
@@ -120,6 +85,13 @@ engine::engine(model::model_config shape, std::shared_ptr<const tokenizer::token
     throw input_error("max_model_len " + std::to_string(cfg_.max_model_len) + " is beyond the model's " +
                       std::to_string(mc_.max_position_embeddings) + " positions (max_position_embeddings)");
   if (!exec_) throw std::logic_error("engine: no executor");
+  const auto& spec = cfg_.speculative;
+  if (auto why = spec.invalid()) throw input_error(*why);
+  if (spec.how == speculative::method::ngram) proposer_ = std::make_unique<speculative::ngram_proposer>(spec.ngram);
+  if (spec.how == speculative::method::draft) {
+    if (!draft) throw input_error("speculative method \"draft\": no draft model was given to this engine");
+    proposer_ = std::move(draft);
+  }
   layout_ = kv_layout_of(cfg_, mc_, exec_->kv_ranks(), exec_->tensor_parallel());
 }
 
@@ -169,6 +141,7 @@ void engine::add_request(request r) {
   s->prompt_len = len;
   s->out.detok = tokenizer::incremental_detokenizer(r.generated.size());
   s->prefill_only = r.prefill_only;
+  s->speculate = r.speculate;
   s->keys = {root_, kv::salt_key(r.cache_salt), r.public_prefix};
   if (cfg_.prefix_caching) kv::extend_block_hashes(s->hashes, s->tokens, cfg_.sched.block_size, s->keys);
   if (!r.kv_from.empty()) {
@@ -302,6 +275,9 @@ void engine::finish(sequence& s, finish_reason why, request_output& o) {
   o.prefill_seconds = secs(first - sched).count();
   o.decode_seconds = secs(now - first).count();
   o.transfer_seconds = s.transfer_seconds;
+  o.draft_tokens = s.draft_tokens;
+  o.accepted_tokens = s.accepted_tokens;
+  if (proposer_) proposer_->forget(s.id);
   remove_id(running_, s.id);
   remove_id(waiting_, s.id);
   by_name_.erase(s.name);
@@ -385,6 +361,7 @@ forward_plan engine::begin_step() {
     sequence& s = *seqs_.at(id);
     kv_.free(id);
     s.num_computed = 0;
+    forget_proposals(id, 0);
     remove_id(running_, id);
     waiting_.push_back(id);
     ++stats_.preemptions;
@@ -392,6 +369,7 @@ forward_plan engine::begin_step() {
   for (auto id : plan.admitted) {
     remove_id(waiting_, id);
     running_.push_back(id);
+    forget_proposals(id, 0);  // a new table: a draft's KV in it is computed afresh
     sequence& s = *seqs_.at(id);
     if (auto h = hits.find(id); h != hits.end()) {  // hits first: allocations may evict
       kv_.attach_prefix(id, h->second);
@@ -413,6 +391,7 @@ forward_plan engine::begin_step() {
   }
   for (const auto& sc : plan.scheduled)
     if (!kv_.allocate(sc.id, sc.new_blocks)) throw std::logic_error("scheduler planned more blocks than are free");
+  auto proposals = propose(plan);  // their blocks allocated
   forward_plan fp;
   std::vector<std::uint64_t> to_pull;
   for (const auto& sc : plan.scheduled) {
@@ -425,21 +404,31 @@ forward_plan engine::begin_step() {
     const std::size_t i = p.ids.size();
     p.ids.push_back(sc.id);
     p.logit_row.push_back(-1);
-    p.new_tokens.push_back(sc.num_new_tokens);
+    auto prop = proposals.find(sc.id);
+    p.proposed.push_back(prop == proposals.end() ? std::vector<std::int32_t>{} : std::move(prop->second));
+    const auto& proposed = p.proposed.back();
+    p.new_tokens.push_back(sc.num_new_tokens + int(proposed.size()));
     fp.tables.push_back(kv_.raw_table(sc.id));
-    for (int j = 0; j < sc.num_new_tokens; ++j) {
+    for (int j = 0; j < p.new_tokens[i]; ++j) {  // its tokens, then the ones it verifies
       const int pos = s.num_computed + j;
-      fp.tokens.push_back(s.tokens[std::size_t(pos)]);
+      fp.tokens.push_back(pos < int(s.tokens.size()) ? s.tokens[std::size_t(pos)] : proposed[std::size_t(pos) - s.tokens.size()]);
       fp.positions.push_back(pos);
       fp.seq_of_token.push_back(std::int32_t(i));
     }
-    if (s.num_computed + sc.num_new_tokens == int(s.tokens.size())) {
+    if (s.num_computed + sc.num_new_tokens == int(s.tokens.size())) {  // one row per position from its last token on
       p.logit_row[i] = int(fp.logit_rows.size());
-      fp.logit_rows.push_back(std::int32_t(fp.tokens.size() - 1));
-      fp.sampling.push_back(sampling_row_of(s));
+      for (std::size_t j = 0; j <= proposed.size(); ++j)
+        fp.logit_rows.push_back(std::int32_t(fp.tokens.size() - 1 - proposed.size() + j));
+      if (proposed.empty()) {
+        fp.sampling.push_back(sampling_row_of(s));
+      } else {
+        auto rows = speculative::verify_rows(sampling_row_of(s), proposed);
+        fp.sampling.insert(fp.sampling.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
+      }
     }
   }
   p.logit_rows = fp.logit_rows.size();
+  p.rows = fp.tokens.size();
   p.computes = !fp.empty();
   stalled_ = fp.empty() && plan.admitted.empty() && p.out.empty();
   for (auto id : to_pull) start_pull(*seqs_.at(id));
@@ -465,35 +454,49 @@ std::vector<request_output> engine::finish_step(std::optional<step_result> resul
     stats_.last_forward_seconds = result->seconds;
     stats_.forward_seconds += result->seconds;
     ++stats_.steps;
+    if (proposer_) step_cost_.observe(int(p.rows), result->seconds);
   }
   const int bs = cfg_.sched.block_size;
   for (std::size_t i = 0; i < p.ids.size(); ++i) {
     sequence& s = *seqs_.at(p.ids[i]);
     const int prompt_part = std::max(0, std::min(s.prompt_len, s.num_computed + p.new_tokens[i]) - s.num_computed);
     stats_.prompt_tokens_computed += std::uint64_t(prompt_part);
-    s.num_computed += p.new_tokens[i];
-    if (cfg_.prefix_caching) {  // its blocks computed in full are findable from now on
-      kv::extend_block_hashes(s.hashes, std::span(s.tokens.data(), std::size_t(s.num_computed)), bs, s.keys);
-      kv_.cache_blocks(s.id, s.hashes, s.tokens, s.num_computed / bs);
+    if (p.logit_row[i] < 0) {  // a prefill chunk
+      s.num_computed += p.new_tokens[i];
+      cache_computed(s);
+      continue;
     }
-    if (p.logit_row[i] < 0) continue;
-    auto& chosen = result->tokens[std::size_t(p.logit_row[i])];
-    s.tokens.push_back(chosen.token);
-    ++stats_.generated_tokens;
+    // Its rows: the token it decoded, then one per proposed token; the target's choices at them
+    // are what it keeps (one token at least), each judged for the end of the request in turn.
+    const auto& proposed = p.proposed[i];
+    const auto chosen = std::span(result->tokens).subspan(std::size_t(p.logit_row[i]), proposed.size() + 1);
     request_output o;
     o.id = s.name;
-    o.new_tokens.push_back(chosen.token);
-    if (s.params.logprobs >= 0) o.logprobs.push_back(std::move(chosen.logprobs));
+    finish_reason why = keep_verified(s, proposed, chosen, o);
+    // Every position before its newest token now has its KV; a rejected proposal's does not
+    // count, and the blocks only it filled go back (never cached, never handed on).
+    s.num_computed = int(s.tokens.size()) - 1;
+    cache_computed(s);
+    if (!proposed.empty()) {
+      kv_.truncate(s.id, kv::blocks_for(int(s.tokens.size()), bs));
+      if (proposer_) proposer_->rewind(s.id, s.num_computed);
+    }
     if (!s.first_token) s.first_token = sequence::clock::now();
     o.num_prompt_tokens = s.prompt_len;
     o.num_output_tokens = s.num_output();
-    finish_reason why = outputs_.on_token(s.out, s.tokens, s.prompt_len, s.params, o.text_delta);
     if (why == finish_reason::none && s.prefill_only) why = finish_reason::handoff;
     if (why != finish_reason::none) finish(s, why, o);
     out.push_back(std::move(o));
   }
   apply_deferred_aborts();
   return out;
+}
+
+void engine::cache_computed(sequence& s) {
+  if (!cfg_.prefix_caching) return;  // its blocks computed in full are findable from now on
+  const int bs = cfg_.sched.block_size;
+  kv::extend_block_hashes(s.hashes, std::span(s.tokens.data(), std::size_t(s.num_computed)), bs, s.keys);
+  kv_.cache_blocks(s.id, s.hashes, s.tokens, s.num_computed / bs);
 }
 
 void engine::step(emit_fn emit) {
@@ -531,6 +534,7 @@ void engine::lose_kv() {
     }
     kv_.free(id);
     s.num_computed = 0;
+    forget_proposals(id, 0);
     back.push_back(id);
   }
   running_ = std::move(still_pulling);
@@ -584,6 +588,7 @@ void engine::pulled(std::uint64_t id, std::uint64_t epoch, pull_outcome out) {
   } else if (!ok) {  // the reserved blocks go back; the policy decides what comes next
     kv_.free(id);
     s.num_computed = 0;
+    forget_proposals(id, 0);
     if (cfg_.on_transfer_failure == engine_config::transfer_failure::retry && !s.pull_lost) {
       request_output o;
       o.id = s.name;

@@ -20,6 +20,9 @@
 #include "runtime/model/llama_model.h"
 #include "runtime/sched/scheduler.h"
 #include "runtime/sim/cost_model.h"
+#include "runtime/speculative/config.h"
+#include "runtime/speculative/policy.h"
+#include "runtime/speculative/proposer.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace troupe::engine {
@@ -48,6 +51,9 @@ struct engine_config {
   std::chrono::milliseconds handoff_hold{60000};
   // Offer cached blocks nobody holds any more to a KV store (take_offloads).
   bool kv_offload = false;
+  // Speculative decoding ([pools.speculative]). Method draft needs a draft proposer given to the
+  // engine (cpu_engine makes one); ngram makes its own.
+  speculative::speculative_config speculative;
 };
 
 // Blocks to copy to a KV store: `from` is a handle on them (from.blocks[i] is blocks[i]), pinned
@@ -72,6 +78,12 @@ struct engine_stats {
   std::uint64_t kv_pulls = 0, kv_pull_failures = 0, kv_pull_bytes = 0;
   double kv_pull_seconds = 0;
   std::vector<std::uint64_t> expert_tokens;  // mixture-of-experts models: tokens routed to each expert, all layers
+  // Speculative decoding, vLLM's counters: verify steps with proposals (drafts), tokens proposed,
+  // proposals accepted into the output, and those per position (index j: the (j+1)-th proposal
+  // of a step). A proposal that follows the end of its request (EOS, a stop, max_tokens) is not
+  // counted as accepted, so a request's output tokens = its decode steps + its accepted tokens.
+  std::uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  std::vector<std::uint64_t> spec_accepted_per_pos;
 };
 
 // One pull of a request's KV that ended (for the owner of the sending replica's blocks).
@@ -92,8 +104,9 @@ kv::transfer::kv_layout kv_layout_of(const engine_config& cfg, const model::mode
 class engine {
  public:
   // `tok` may be null: prompts are then token ids only and outputs carry no text.
+  // `draft`: the proposer of speculative method draft (null otherwise).
   engine(model::model_config shape, std::shared_ptr<const tokenizer::tokenizer> tok, engine_config cfg,
-         std::unique_ptr<executor> exec);
+         std::unique_ptr<executor> exec, std::unique_ptr<speculative::proposer> draft = nullptr);
   ~engine();
   engine(engine&&) = default;
 
@@ -173,6 +186,14 @@ class engine {
   void start_pull(sequence& s);
   void pulled(std::uint64_t id, std::uint64_t epoch, pull_outcome out);
   sampling::sampling_row sampling_row_of(const sequence& s) const;
+  // Speculation (engine_speculation.cpp): each scheduled decode's proposed tokens, their KV
+  // blocks allocated; and what a verify step's rows chose, turned into the tokens kept.
+  std::map<std::uint64_t, std::vector<std::int32_t>> propose(const sched::step_plan& plan);
+  finish_reason keep_verified(sequence& s, const std::vector<std::int32_t>& proposed,
+                              std::span<sampling::sampled_token> chosen, request_output& o);
+  void forget_proposals(std::uint64_t id, int valid);
+  // Registers the sequence's blocks computed in full in the prefix cache.
+  void cache_computed(sequence& s);
 
   model::model_config mc_;
   std::shared_ptr<const tokenizer::tokenizer> tok_;
@@ -198,6 +219,8 @@ class engine {
   std::uint64_t pull_epoch_ = 0;
   bool stalled_ = false;  // the last step did nothing and nothing changed since
   engine_stats stats_;
+  std::unique_ptr<speculative::proposer> proposer_;  // null: speculation off
+  speculative::step_cost step_cost_;                 // this replica's forward seconds by rows
 };
 
 // An engine whose forward runs on this process's CPU over `model`'s weights.

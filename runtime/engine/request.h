@@ -34,6 +34,9 @@ struct request {
   std::int32_t public_prefix = 0;
   // What log lines about it carry: the client's X-Request-Id, or the id the frontend made.
   std::string trace_id;
+  // False: this request never proposes tokens, whatever its pool's speculation (its output is
+  // the same either way; only its speed differs).
+  bool speculate = true;
 };
 
 // Why a request ended here. handoff: a prefill replica passed it on with its KV; error: it
@@ -70,6 +73,9 @@ struct request_output {
   // Set on the final output of a request whose KV was pulled here: seconds from its blocks'
   // reservation to the last byte in place.
   double transfer_seconds = 0;
+  // Set on the final output: tokens this request proposed on this replica and how many of them
+  // its output took (speculative decoding).
+  int draft_tokens = 0, accepted_tokens = 0;
   // reason handoff: where its KV can be pulled from; its blocks are held until
   // engine::release_handoff.
   kv::transfer::kv_handle kv;

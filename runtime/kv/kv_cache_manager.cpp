@@ -135,6 +135,16 @@ void kv_cache_manager::free(seq_id s) {
   registered_.erase(s);
 }
 
+void kv_cache_manager::truncate(seq_id s, int keep) {
+  auto it = tables_.find(s);
+  if (it == tables_.end() || int(it->second.size()) <= keep) return;
+  if (keep < registered_[s]) throw std::logic_error("kv_cache_manager::truncate: would drop a registered block");
+  auto& t = it->second;
+  std::vector<block_id> tail_first(t.rbegin(), t.rend() - keep);
+  pool_.release(tail_first);
+  t.resize(std::size_t(keep));
+}
+
 void kv_cache_manager::clear_cache() {
   const bool any = !by_hash_.empty();
   by_hash_.clear();

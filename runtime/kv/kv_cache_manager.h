@@ -91,6 +91,10 @@ class kv_cache_manager {
 
   // Drops `s`'s table: its blocks go back, tail first; cached ones stay findable until evicted.
   void free(seq_id s);
+  // Gives back `s`'s blocks past its first `keep` (what a verify step wrote for proposals it
+  // rejected), tail first. They were never registered: cache_blocks takes only blocks whose
+  // every position is computed and kept, and `keep` must cover those.
+  void truncate(seq_id s, int keep);
 
   // Forgets every cached hash (the KV tensors were lost or reset). Tables stay; the blocks they
   // hold are no longer findable.

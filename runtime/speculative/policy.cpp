@@ -43,8 +43,10 @@ std::optional<double> step_cost::seconds(int rows) const {
 std::vector<int> plan_lengths(const plan_inputs& in, const step_cost& cost) {
   std::vector<int> k(in.acceptance.size(), 0);
   if (in.k_max <= 0 || k.empty()) return k;
+  std::vector<int> most(k.size(), in.k_max);
+  for (std::size_t i = 0; i < k.size() && i < in.k_cap.size(); ++i) most[i] = std::clamp(in.k_cap[i], 0, in.k_max);
   if (!cost.seconds(in.base_rows)) {
-    for (std::size_t i = 0; i < k.size(); ++i) k[i] = in.acceptance[i] > 0 ? 1 : 0;
+    for (std::size_t i = 0; i < k.size(); ++i) k[i] = in.acceptance[i] > 0 && most[i] > 0 ? 1 : 0;
     return k;
   }
   auto seconds = [&](int rows, int deepest) { return *cost.seconds(rows) + deepest * in.draft_seconds_per_position; };
@@ -57,7 +59,7 @@ std::vector<int> plan_lengths(const plan_inputs& in, const step_cost& cost) {
   for (;;) {
     std::size_t best = k.size();
     for (std::size_t i = 0; i < k.size(); ++i)
-      if (k[i] < in.k_max && gain[i] > 0 && (best == k.size() || gain[i] > gain[best])) best = i;
+      if (k[i] < most[i] && gain[i] > 0 && (best == k.size() || gain[i] > gain[best])) best = i;
     if (best == k.size()) break;
     const int next_deepest = std::max(deepest, k[best] + 1);
     const double next_rate = (tokens + gain[best]) / seconds(rows + 1, next_deepest);

@@ -45,10 +45,11 @@ struct plan_inputs {
   int base_tokens = 0;                    // tokens the step yields without speculation (its decodes)
   std::span<const double> acceptance;     // of each sequence that may speculate
   int k_max = 4;                          // proposals per sequence at most
+  std::span<const int> k_cap;             // each sequence's own most, below k_max (empty: k_max for all)
   double draft_seconds_per_position = 0;  // a draft model's step, paid once per position proposed (n-gram: 0)
 };
 
-// Proposals per sequence (the order of inputs.acceptance), each in 0..k_max: one proposal at a
+// Proposals per sequence (the order of inputs.acceptance), each in 0..min(k_max, k_cap): one proposal at a
 // time to the sequence whose next one is likeliest accepted (a^(k+1)), while the step's expected
 // tokens per second rises; it stops at the first proposal that would lower it. Until `cost` has
 // a line, every sequence whose acceptance is above 0 gets one proposal, so that steps of

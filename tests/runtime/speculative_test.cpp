@@ -19,38 +19,42 @@ using speculative::ngram_config;
 using speculative::ngram_proposal;
 using tokens = std::vector<std::int32_t>;
 
+namespace {
+tokens ngram_proposal3(const tokens& t, const ngram_config& c) { return ngram_proposal(t, c, 3); }
+}  // namespace
+
 BOOST_AUTO_TEST_CASE(ngram_proposes_what_followed_the_latest_suffix_the_last_time) {
   ngram_config c;
-  c.min_n = 2, c.max_n = 3, c.k = 3;
+  c.min_n = 2, c.max_n = 3;
   // "7 8 9" appeared twice before; the later one was followed by 40 41 42.
-  BOOST_TEST(ngram_proposal(tokens{7, 8, 9, 1, 2, 7, 8, 9, 40, 41, 42, 43, 5, 7, 8, 9}, c) == (tokens{40, 41, 42}));
+  BOOST_TEST(ngram_proposal3(tokens{7, 8, 9, 1, 2, 7, 8, 9, 40, 41, 42, 43, 5, 7, 8, 9}, c) == (tokens{40, 41, 42}));
   // The longest suffix wins over a more recent shorter one: "3 8 9" matches at 3 tokens, "8 9" alone later.
-  BOOST_TEST(ngram_proposal(tokens{3, 8, 9, 50, 51, 6, 8, 9, 60, 61, 3, 8, 9}, c) == (tokens{50, 51, 6}));
+  BOOST_TEST(ngram_proposal3(tokens{3, 8, 9, 50, 51, 6, 8, 9, 60, 61, 3, 8, 9}, c) == (tokens{50, 51, 6}));
   // Cut at the end of what is there.
-  BOOST_TEST(ngram_proposal(tokens{5, 6, 70, 5, 6}, c) == (tokens{70, 5, 6}));
-  BOOST_TEST(ngram_proposal(tokens{1, 2, 3, 4}, c).empty());  // nothing repeats
-  BOOST_TEST(ngram_proposal(tokens{9}, c).empty());
+  BOOST_TEST(ngram_proposal3(tokens{5, 6, 70, 5, 6}, c) == (tokens{70, 5, 6}));
+  BOOST_TEST(ngram_proposal3(tokens{1, 2, 3, 4}, c).empty());  // nothing repeats
+  BOOST_TEST(ngram_proposal3(tokens{9}, c).empty());
   c.min_n = 1;
-  BOOST_TEST(ngram_proposal(tokens{1, 2, 3, 4, 2}, c) == (tokens{3, 4, 2}));
+  BOOST_TEST(ngram_proposal3(tokens{1, 2, 3, 4, 2}, c) == (tokens{3, 4, 2}));
 }
 
 BOOST_AUTO_TEST_CASE(ngram_searches_only_its_window) {
   ngram_config c;
-  c.min_n = 2, c.max_n = 2, c.k = 2, c.search_window = 8;
+  c.min_n = 2, c.max_n = 2, c.search_window = 8;
   tokens t{4, 5, 90, 91};
   for (int i = 0; i < 10; ++i) t.push_back(100 + i);
   t.push_back(4), t.push_back(5);
-  BOOST_TEST(ngram_proposal(t, c).empty());  // the match is 14 tokens back
+  BOOST_TEST(ngram_proposal(t, c, 2).empty());  // the match is 14 tokens back
   c.search_window = 16;
-  BOOST_TEST(ngram_proposal(t, c) == (tokens{90, 91}));
+  BOOST_TEST(ngram_proposal(t, c, 2) == (tokens{90, 91}));
 }
 
 BOOST_AUTO_TEST_CASE(a_bad_configuration_is_named) {
   ngram_config c;
   BOOST_TEST(!c.invalid());
-  c.k = 0;
-  BOOST_TEST(c.invalid("pools.speculative").value_or("") == "pools.speculative.k: 0 is not in 1..16");
-  c.k = 4, c.min_n = 5, c.max_n = 3;
+  c.min_n = 0;
+  BOOST_TEST(c.invalid("pools.speculative").value_or("") == "pools.speculative.min_n: 0 is not in 1..16");
+  c.min_n = 5, c.max_n = 3;
   BOOST_TEST(c.invalid().value_or("") == "speculative.min_n: 5 is above max_n (3)");
 }
 
@@ -113,10 +117,10 @@ run speculative_decode(const sampling::sampling_params& p, const tokens& prompt,
   run out;
   tokens seq = prompt;
   ngram_config c;
-  c.min_n = 1, c.max_n = 3, c.k = 4;
+  c.min_n = 1, c.max_n = 3;
   std::mt19937 g(7);
   while (int(out.out.size()) < n) {
-    tokens proposed = ngram_proposal(seq, c);
+    tokens proposed = ngram_proposal(seq, c, 4);
     if (*steps % 2) {
       const std::size_t at = out.out.size(), k = std::min<std::size_t>(4, oracle.size() - at);
       proposed.assign(oracle.begin() + std::ptrdiff_t(at), oracle.begin() + std::ptrdiff_t(at + k));

@@ -1,0 +1,57 @@
+// The engine's private records (engine.cpp and engine_speculation.cpp): a live sequence, and
+// the step the executor has. Not for use outside the engine.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/engine/engine.h"
+
+namespace troupe::engine {
+
+struct engine::sequence {
+  std::uint64_t id = 0;
+  std::string name;
+  std::uint64_t arrival = 0;
+  int priority = 0;
+  std::vector<std::int32_t> tokens;  // prompt then output
+  int prompt_len = 0;
+  int num_computed = 0;
+  sampling::sampling_params params;
+  std::uint64_t seed = 0;
+  output_stream out;
+  bool prefill_only = false;
+  kv::transfer::kv_handle pull_from;  // KV to pull once admitted (blocks reserved), then empty
+  bool pulling = false;               // the pull into its reserved blocks is in flight
+  std::uint64_t pull_epoch = 0;       // which pull a completion belongs to
+  bool pull_lost = false;             // the executor's KV was lost while it pulled
+  bool abort_after_pull = false;      // aborted while pulling: its blocks go when the pull ends
+  double transfer_seconds = 0;
+  int pull_skip = 0;                  // leading blocks of its table found cached, not pulled
+  kv::hash_keys keys;                     // how its blocks are keyed in the prefix cache
+  std::vector<kv::block_hash> hashes;     // of its full blocks so far
+  using clock = std::chrono::steady_clock;
+  clock::time_point arrived = clock::now();
+  std::optional<clock::time_point> first_scheduled, first_token;
+  bool speculate = true;                 // the request lets it propose
+  speculative::acceptance acceptance;    // of its proposals so far
+  int probe_wait = 0;                    // steps without proposing, while its acceptance is below the floor
+  int draft_tokens = 0, accepted_tokens = 0;
+
+  int num_output() const { return int(tokens.size()) - prompt_len; }
+};
+
+struct engine::pending {  // the step the executor has
+  std::vector<std::uint64_t> ids;   // scheduled sequences, in plan order
+  std::vector<int> new_tokens;      // tokens each computes this step
+  std::vector<int> logit_row;       // its (first) row in the result, or -1 (a prefill chunk)
+  std::vector<std::vector<std::int32_t>> proposed;  // tokens it verifies (rows logit_row + 1 ...)
+  std::size_t rows = 0;             // tokens the forward computes
+  std::size_t logit_rows = 0;
+  bool computes = false;            // the plan has tokens (a forward ran)
+  std::vector<request_output> out;  // aborts finished before the step
+};
+
+}  // namespace troupe::engine

@@ -1,0 +1,125 @@
+// The engine's side of speculative decoding: which scheduled decodes propose how many tokens
+// this step (the policy in runtime/speculative decides, the proposer suggests), and what a verify
+// step's rows leave of them. Kept apart from engine.cpp's step, which only carries proposals
+// through the plan.
+#include <algorithm>
+
+#include "runtime/engine/engine.h"
+#include "runtime/engine/engine_sequence.h"
+#include "runtime/speculative/verify.h"
+
+namespace troupe::engine {
+
+namespace {
+
+struct candidate {
+  std::uint64_t id = 0;
+  int cap = 0;  // tokens it may propose: k, the tokens max_tokens leaves, the room the context leaves
+  sampling::sampling_row row;
+  std::vector<std::int32_t> table;
+};
+
+}  // namespace
+
+void engine::forget_proposals(std::uint64_t id, int valid) {
+  if (proposer_) proposer_->rewind(id, valid);
+}
+
+std::map<std::uint64_t, std::vector<std::int32_t>> engine::propose(const sched::step_plan& plan) {
+  std::map<std::uint64_t, std::vector<std::int32_t>> out;
+  const auto& sc = cfg_.speculative;
+  if (!proposer_ || (sc.max_running > 0 && int(running_.size()) > sc.max_running)) return out;
+  const int bs = cfg_.sched.block_size;
+  std::vector<candidate> cands;
+  int base_tokens = 0;  // tokens the step yields without speculation
+  for (const auto& x : plan.scheduled) {
+    sequence& s = *seqs_.at(x.id);
+    if (!s.pull_from.empty()) continue;
+    const bool ends = s.num_computed + x.num_new_tokens == int(s.tokens.size());
+    base_tokens += ends ? 1 : 0;
+    if (!ends || x.num_new_tokens != 1 || s.prefill_only || !s.speculate) continue;
+    int cap = std::min({sc.k, s.params.max_tokens - s.num_output() - 1, cfg_.max_model_len - int(s.tokens.size())});
+    if (cap <= 0) continue;
+    if (s.acceptance.rate() < sc.min_acceptance) {  // proposes now and then, to see whether that changed
+      if (++s.probe_wait < sc.probe_every) continue;
+      s.probe_wait = 0;
+      cap = 1;
+    }
+    cands.push_back({x.id, cap, sampling_row_of(s), {}});
+  }
+  if (cands.empty()) return out;
+  auto ask = [&](const std::vector<int>& k) {
+    std::vector<speculative::proposal_ask> asks;
+    for (std::size_t i = 0; i < cands.size(); ++i) {
+      auto& c = cands[i];
+      if (k[i] <= 0) continue;
+      c.table = kv_.raw_table(c.id);
+      asks.push_back({c.id, seqs_.at(c.id)->tokens, k[i], &c.row, c.table});
+    }
+    auto got = proposer_->propose(asks);
+    std::vector<std::vector<std::int32_t>> all(cands.size());
+    for (std::size_t i = 0, a = 0; i < cands.size(); ++i)
+      if (k[i] > 0) all[i] = std::move(got.at(a++));
+    return all;
+  };
+  std::vector<int> caps;
+  for (const auto& c : cands) caps.push_back(c.cap);
+  std::vector<std::vector<std::int32_t>> got;
+  if (proposer_->cheap()) {  // ask first: most sequences have nothing to propose
+    got = ask(caps);
+    for (std::size_t i = 0; i < cands.size(); ++i) caps[i] = std::min(caps[i], int(got[i].size()));
+  }
+  std::vector<double> acceptance;
+  for (const auto& c : cands) acceptance.push_back(seqs_.at(c.id)->acceptance.rate());
+  std::vector<int> len = speculative::plan_lengths(
+      {plan.num_tokens, base_tokens, acceptance, sc.k, caps, proposer_->seconds_per_position()}, step_cost_);
+  // Within the step's token budget, and in blocks that are free now (a proposal never preempts).
+  int budget = cfg_.sched.max_num_batched_tokens - plan.num_tokens;
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    len[i] = std::clamp(len[i], 0, std::max(budget, 0));
+    if (len[i] == 0) continue;
+    const int tokens = int(seqs_.at(cands[i].id)->tokens.size());
+    const int have = kv_.num_blocks_of(cands[i].id);
+    const int need = kv::blocks_for(tokens + len[i], bs) - have;  // positions up to tokens - 1 + len
+    if (need > 0 && !kv_.allocate(cands[i].id, need)) len[i] = std::max(0, have * bs - tokens);
+    budget -= len[i];
+  }
+  if (!proposer_->cheap()) got = ask(len);
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    auto& g = got[i];
+    if (len[i] <= 0 || g.empty()) continue;
+    if (int(g.size()) > len[i]) g.resize(std::size_t(len[i]));
+    out.emplace(cands[i].id, std::move(g));
+  }
+  return out;
+}
+
+finish_reason engine::keep_verified(sequence& s, const std::vector<std::int32_t>& proposed,
+                                    std::span<sampling::sampled_token> chosen, request_output& o) {
+  speculative::verdict v = speculative::judge(proposed, chosen);
+  finish_reason why = finish_reason::none;
+  std::string delta;
+  for (auto& t : v.tokens) {
+    s.tokens.push_back(t.token);
+    ++stats_.generated_tokens;
+    o.new_tokens.push_back(t.token);
+    if (s.params.logprobs >= 0) o.logprobs.push_back(std::move(t.logprobs));
+    why = outputs_.on_token(s.out, s.tokens, s.prompt_len, s.params, delta);
+    o.text_delta += delta;
+    if (why != finish_reason::none) break;  // what followed its end is dropped
+  }
+  if (proposed.empty()) return why;
+  const int accepted = int(o.new_tokens.size()) - 1;  // kept by the output, not only by the target
+  s.acceptance.observe(int(proposed.size()), v.accepted);
+  s.draft_tokens += int(proposed.size());
+  s.accepted_tokens += accepted;
+  ++stats_.spec_drafts;
+  stats_.spec_draft_tokens += proposed.size();
+  stats_.spec_accepted_tokens += std::uint64_t(accepted);
+  auto& per_pos = stats_.spec_accepted_per_pos;
+  if (per_pos.size() < proposed.size()) per_pos.resize(proposed.size());
+  for (int j = 0; j < accepted; ++j) ++per_pos[std::size_t(j)];
+  return why;
+}
+
+}  // namespace troupe::engine
