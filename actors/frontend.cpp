@@ -128,6 +128,12 @@ struct frontend_metrics {
         kv_pulls(reg.add_counter(p + "kv_pulls", "KV pulls from another replica or the KV store that arrived whole.")),
         kv_pull_failures(reg.add_counter(p + "kv_pull_failures",
                                          "KV pulls that failed (refused, lost or timed out); their requests were prefilled again.")),
+        spec_drafts(reg.add_counter(p + "spec_decode_num_drafts", "Speculative decoding: verify steps of a request that proposed tokens.")),
+        spec_draft_tokens(reg.add_counter(p + "spec_decode_num_draft_tokens", "Speculative decoding: tokens proposed.")),
+        spec_accepted_tokens(reg.add_counter(p + "spec_decode_num_accepted_tokens",
+                                             "Speculative decoding: proposed tokens the output took (the target chose the same).")),
+        spec_accepted_per_pos(reg.add_counter(p + "spec_decode_num_accepted_tokens_per_pos",
+                                              "Speculative decoding: accepted tokens by their position in a step's proposal (0: the first).")),
         expert_tokens(reg.add_counter(p + "moe_expert_tokens", "Mixture-of-experts models: tokens routed to each expert, over all layers, per replica.")),
         events_published(reg.add_counter(p + "kv_events_published", "KV events sent on the [kv_events] endpoint.")),
         events_dropped(reg.add_counter(p + "kv_events_dropped", "KV events dropped because the publisher fell behind.")),
@@ -146,7 +152,7 @@ struct frontend_metrics {
   metrics::gauge &running, &waiting, &kv_usage, &replicas, &connections, &replica_running, &replica_waiting, &replica_kv_usage,
       &replica_up;
   metrics::counter &prompt_tokens, &generation_tokens, &preemptions, &migrations, &prefix_queries, &prefix_hits, &kv_pulls,
-      &kv_pull_failures,
+      &kv_pull_failures, &spec_drafts, &spec_draft_tokens, &spec_accepted_tokens, &spec_accepted_per_pos,
       &expert_tokens, &events_published, &events_dropped, &router_decisions, &success, &rejected, &frontend_cpu, &process_cpu;
 };
 
@@ -203,6 +209,8 @@ struct frontend_state {
   std::map<std::string, live_request> live;
   struct replica_counters {
     std::uint64_t preemptions = 0, prefix_queries = 0, prefix_hits = 0, kv_pulls = 0, kv_pull_failures = 0;
+    std::uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+    std::vector<std::uint64_t> spec_accepted_per_pos;
   };
   std::map<caf::actor_addr, replica_counters> seen;  // per replica, for counter deltas
   std::uint64_t next_id = 0;
@@ -551,6 +559,7 @@ void submit(frontend_ptr self, prepared& p) {
   er.prompt = std::move(prompt);
   er.params = req.params;
   er.priority = req.priority;
+  er.speculate = req.speculate;
   er.cache_salt = cache_salt(st.cfg, ex->req(), req.user);
   er.public_prefix = p.public_prefix;
   er.trace_id = p.trace;
@@ -672,6 +681,18 @@ void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex
                         delta(self->state.m->prefix_hits, r.prefix_hits, seen.prefix_hits);
                         delta(self->state.m->kv_pulls, r.kv_pulls, seen.kv_pulls);
                         delta(self->state.m->kv_pull_failures, r.kv_pull_failures, seen.kv_pull_failures);
+                        delta(self->state.m->spec_drafts, r.spec_drafts, seen.spec_drafts);
+                        delta(self->state.m->spec_draft_tokens, r.spec_draft_tokens, seen.spec_draft_tokens);
+                        delta(self->state.m->spec_accepted_tokens, r.spec_accepted_tokens, seen.spec_accepted_tokens);
+                        // One series per position (at most k, bounded by the config, not the client).
+                        seen.spec_accepted_per_pos.resize(std::max(seen.spec_accepted_per_pos.size(), r.spec_accepted_per_pos.size()));
+                        for (std::size_t j = 0; j < r.spec_accepted_per_pos.size(); ++j) {
+                          metrics::labels pl = ml;
+                          pl.emplace_back("position", std::to_string(j));
+                          if (r.spec_accepted_per_pos[j] > seen.spec_accepted_per_pos[j])
+                            self->state.m->spec_accepted_per_pos.inc(pl, double(r.spec_accepted_per_pos[j] - seen.spec_accepted_per_pos[j]));
+                          seen.spec_accepted_per_pos[j] = r.spec_accepted_per_pos[j];
+                        }
                         if (--g->left == 0) render();
                       },
                       [=](caf::error&) {  // a replica that just died: counted as absent
@@ -778,6 +799,9 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
   st.m = std::make_shared<frontend_metrics>(cfg.metric_prefix);
   // Counters a dashboard rates over exist from the start, at 0, not from their first event.
   st.m->preemptions.inc({{"model_name", cfg.model_name}}, 0);
+  st.m->spec_drafts.inc({{"model_name", cfg.model_name}}, 0);
+  st.m->spec_draft_tokens.inc({{"model_name", cfg.model_name}}, 0);
+  st.m->spec_accepted_tokens.inc({{"model_name", cfg.model_name}}, 0);
   st.m->migrations.inc({{"model_name", cfg.model_name}}, 0);
   st.m->prefix_queries.inc({{"model_name", cfg.model_name}}, 0);
   st.m->prefix_hits.inc({{"model_name", cfg.model_name}}, 0);

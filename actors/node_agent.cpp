@@ -1,6 +1,7 @@
 #include "actors/node_agent.h"
 
 #include <chrono>
+#include <map>
 #include <set>
 
 #include <csignal>
@@ -49,11 +50,18 @@ replica_factory replica_factory_of(const topology::topology_config& topo, std::s
   for (auto& g : groups)
     if (ranks) g.node = ranks->node, g.hosts = ranks->hosts;
     else g.rank_nodes.clear();  // every rank in this process
+  // Each replica speculates as its pool says.
+  std::map<std::uint32_t, speculative::speculative_config> speculation;
+  for (const auto& p : topology::place_replicas(topo))
+    for (const auto& pool : topo.pools)
+      if (pool.name == p.pool) speculation[p.replica.value] = pool.speculative;
   const std::string source = topo.source;
   return [=](caf::actor_system& sys, replica_id r) {
     if (!model) throw input_error(source + ": replica " + to_string(r) + " placed here, but this process loaded no model");
     const group_config g = r.value < groups.size() ? groups[r.value] : group_config{};
-    return parked_if_warm(sys.spawn(scheduler, model, tok, ec, g, store), r);
+    engine::engine_config mine = ec;
+    if (auto it = speculation.find(r.value); it != speculation.end()) mine.speculative = it->second;
+    return parked_if_warm(sys.spawn(scheduler, model, tok, mine, g, store), r);
   };
 }
 

@@ -51,6 +51,10 @@ void log_end(owner_ptr self, const owned_request& r, const std::string& outcome,
     f.emplace_back("prefill_s", u->prefill_seconds);
     f.emplace_back("decode_s", u->decode_seconds);
     if (u->transfer_seconds > 0) f.emplace_back("transfer_s", u->transfer_seconds);
+    if (u->draft_tokens > 0) {  // speculative decoding, on the replica that finished it
+      f.emplace_back("draft_tokens", u->draft_tokens);
+      f.emplace_back("accepted_tokens", u->accepted_tokens);
+    }
   }
   if (!error.empty()) f.emplace_back("error", error);
   log::write(error.empty() ? log::level::info : log::level::warn, "request_end", f);
@@ -160,6 +164,7 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
             }
             engine::request req = r.request;
             req.generated = r.tokens;
+            req.text_returned = r.text_tokens;
             req.prefill_only = rep.prefill_only;
             // The KV once: the receiver releases the holder after its pull; a later move recomputes.
             req.kv_from = std::move(r.kv);
@@ -278,6 +283,7 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
                       std::chrono::duration<double>(r.first_token_at - r.submitted).count());
           }
           r.tokens.insert(r.tokens.end(), u.tokens.begin(), u.tokens.end());
+          if (!u.tokens.empty()) r.text_tokens = u.text_tokens;
           u.migrations = r.migrations;
           if (u.finished && u.reason == engine::finish_reason::transfer_failed) {
             // Its KV could not be pulled and the policy is to prefill it again elsewhere.

@@ -26,6 +26,7 @@ struct owner_config {
 struct owned_request {
   engine::request request;             // as submitted
   std::vector<std::int32_t> tokens;     // streamed to the client so far
+  std::int32_t text_tokens = 0;         // of them, those whose text was sent too
   token_sink client;
   replica_id replica;
   scheduler_actor scheduler;

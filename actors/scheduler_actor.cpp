@@ -26,6 +26,7 @@ token_update to_update(const engine::request_output& o) {
   u.reason = o.reason;
   u.prompt_tokens = o.num_prompt_tokens;
   u.output_tokens = o.num_output_tokens;
+  u.text_tokens = o.text_tokens;
   for (const auto& lp : o.logprobs) {
     u.logprobs.push_back(lp.logprob);
     u.top_ids.push_back(lp.top_ids);
@@ -35,6 +36,8 @@ token_update to_update(const engine::request_output& o) {
   u.prefill_seconds = o.prefill_seconds;
   u.decode_seconds = o.decode_seconds;
   u.transfer_seconds = o.transfer_seconds;
+  u.draft_tokens = o.draft_tokens;
+  u.accepted_tokens = o.accepted_tokens;
   u.kv = o.kv;
   return u;
 }
@@ -292,6 +295,10 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
         r.forward_seconds = e.stats().forward_seconds;
         r.kv_losses = e.stats().kv_losses;
         r.preemptions = e.stats().preemptions;
+        r.spec_drafts = e.stats().spec_drafts;
+        r.spec_draft_tokens = e.stats().spec_draft_tokens;
+        r.spec_accepted_tokens = e.stats().spec_accepted_tokens;
+        r.spec_accepted_per_pos = e.stats().spec_accepted_per_pos;
         r.prompt_tokens_computed = e.stats().prompt_tokens_computed;
         r.generated_tokens = e.stats().generated_tokens;
         r.prefix_queries = e.kv().stats().queries;

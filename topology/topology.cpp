@@ -276,6 +276,40 @@ void read_rank_nodes(const reader& r, const toml::node& rn, const topology_confi
                                           "\", which is not a head; a group places ranks on other nodes only from a head's process");
 }
 
+speculative::speculative_config read_speculative(const reader& r, const toml::table& st, const pool_spec& p,
+                                                 const topology_config& t) {
+  const std::string at = "pools.speculative.";
+  r.only_keys(st, at, {"method", "k", "ngram_min", "ngram_max", "ngram_window", "draft_model", "min_acceptance",
+                       "probe_every", "max_running"});
+  speculative::speculative_config c;
+  c.how = r.choice(st, "method", at, speculative::method::off,
+                   {{"off", speculative::method::off}, {"ngram", speculative::method::ngram}, {"draft", speculative::method::draft}});
+  c.k = int(r.integer(st, "k", at, c.k, 1, speculative::max_proposals));
+  c.ngram.min_n = int(r.integer(st, "ngram_min", at, c.ngram.min_n, 1, 16));
+  c.ngram.max_n = int(r.integer(st, "ngram_max", at, c.ngram.max_n, 1, 16));
+  c.ngram.search_window = int(r.integer(st, "ngram_window", at, c.ngram.search_window, 2, 1 << 20));
+  c.draft_model = r.string(st, "draft_model", at, std::string());
+  if (const toml::node* n = st.get("min_acceptance")) c.min_acceptance = r.number(*n, at + "min_acceptance");
+  c.probe_every = int(r.integer(st, "probe_every", at, c.probe_every, 1, 1 << 20));
+  c.max_running = int(r.integer(st, "max_running", at, c.max_running, 0, 1 << 20));
+  const std::string pool = "pool \"" + p.name + "\": ";
+  auto where = [&](const char* key) { return st.get(key) ? st.get(key) : static_cast<const toml::node*>(&st); };
+  if (c.ngram.min_n > c.ngram.max_n)
+    r.fail(where("ngram_min"), at + "ngram_min", pool + std::to_string(c.ngram.min_n) + " is above ngram_max (" + std::to_string(c.ngram.max_n) + ")");
+  if (c.ngram.search_window <= c.ngram.max_n)
+    r.fail(where("ngram_window"), at + "ngram_window", pool + "must be longer than ngram_max (" + std::to_string(c.ngram.max_n) + ")");
+  if (!(c.min_acceptance >= 0 && c.min_acceptance <= 1))
+    r.fail(where("min_acceptance"), at + "min_acceptance", pool + "must be in [0, 1]");
+  if (c.how == speculative::method::draft && c.draft_model.empty())
+    r.fail(where("draft_model"), at + "draft_model", pool + "method \"draft\" needs the draft model's folder");
+  if (c.how != speculative::method::draft && !c.draft_model.empty())
+    r.fail(where("draft_model"), at + "draft_model", pool + "a draft model needs method = \"draft\"");
+  if (auto why = c.invalid("pools.speculative")) r.fail(&st, "pools.speculative", pool + *why);  // what the checks above missed
+  if (c.on() && t.model.backend == backend_kind::sim)
+    r.fail(st.get("method"), at + "method", "pool \"" + p.name + "\": the sim backend has no logits to verify proposals with");
+  return c;
+}
+
 void read_pools(const reader& r, const toml::table& root, topology_config& t) {
   const toml::node* n = root.get("pools");
   if (!n) r.fail(&root, "pools", "at least one [[pools]] entry is required");
@@ -284,7 +318,8 @@ void read_pools(const reader& r, const toml::table& root, topology_config& t) {
   for (auto&& e : *n->as_array()) {
     const toml::table& pt = *e.as_table();
     r.only_keys(pt, "pools.", {"name", "role", "replicas", "min_replicas", "max_replicas", "warm_replicas", "nodes",
-                                 "pipeline_parallel", "tensor_parallel", "expert_parallel", "micro_batches", "rank_nodes"});
+                                 "pipeline_parallel", "tensor_parallel", "expert_parallel", "micro_batches", "rank_nodes",
+                                 "speculative"});
     pool_spec p;
     p.name = r.string(pt, "name", "pools.", std::nullopt);
     p.line = int(pt.source().begin.line);
@@ -326,6 +361,7 @@ void read_pools(const reader& r, const toml::table& root, topology_config& t) {
       p.nodes.push_back(t.heads().front()->name);
     }
     if (const toml::node* rn = pt.get("rank_nodes")) read_rank_nodes(r, *rn, t, p);
+    if (const toml::table* st = r.table(pt, "speculative", "pools.")) p.speculative = read_speculative(r, *st, p, t);
     t.pools.push_back(std::move(p));
   }
   // A prefill pool hands every request to a decode-capable one after its first token.

@@ -17,6 +17,7 @@
 #include "runtime/routing/policy.h"
 #include "runtime/common/ids.h"
 #include "runtime/sched/scheduler.h"
+#include "runtime/speculative/config.h"
 
 namespace troupe::topology {
 
@@ -71,6 +72,8 @@ struct pool_spec {
   // another, whose agent starts the rank. Empty: every rank in the replica's process. The
   // pool's replicas must be on heads, and the nodes on loopback (Gloo's TCP has no authentication).
   std::vector<std::string> rank_nodes;
+  // [pools.speculative]: its replicas' speculative decoding (off unless a method is set).
+  speculative::speculative_config speculative;
   int line = 0;
 };
 

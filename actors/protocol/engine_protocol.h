@@ -49,7 +49,7 @@ namespace troupe::engine {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request& x) {
   return f(caf::meta::type_name("request"), x.id, x.prompt, x.generated, x.params, x.priority, x.prefill_only, x.kv_from,
-           x.cache_salt, x.public_prefix, x.trace_id);
+           x.cache_salt, x.public_prefix, x.trace_id, x.speculate, x.text_returned);
 }
 
 }  // namespace troupe::engine
@@ -66,6 +66,7 @@ struct token_update {
   std::string error;                 // reason error: what went wrong
   std::int32_t prompt_tokens = 0;
   std::int32_t output_tokens = 0;    // total, including tokens generated before a migration
+  std::int32_t text_tokens = 0;      // of them, those whose text has been sent (the rest come with the next)
   // Per token of `tokens` when the request asked for logprobs: the chosen token's, and the top
   // N ids with theirs.
   std::vector<float> logprobs;
@@ -75,6 +76,8 @@ struct token_update {
   double queue_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
   std::int32_t migrations = 0;  // times the request moved so far (set by the request owner)
   double transfer_seconds = 0;  // on the final update: its KV's pull into this replica
+  // On the final update: tokens it proposed on the replica that finished it, and those accepted.
+  std::int32_t draft_tokens = 0, accepted_tokens = 0;
   kv::transfer::kv_handle kv;   // reason handoff: where the decode replica pulls the KV from
 };
 
@@ -113,6 +116,10 @@ struct load_report {
   // that all heads' routers agree on it; it runs whatever it is given).
   bool parked = false;
   std::vector<std::uint64_t> expert_tokens;  // mixture-of-experts models: tokens routed to each expert, all layers
+  // Speculative decoding (engine_stats' spec_ counters): verify steps with proposals, tokens
+  // proposed, accepted, and accepted by position.
+  std::uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  std::vector<std::uint64_t> spec_accepted_per_pos;
   bool drained() const { return draining && running_seqs == 0 && waiting_seqs == 0 && handoffs_held == 0; }
 };
 
@@ -121,7 +128,8 @@ typename Inspector::result_type inspect(Inspector& f, load_report& x) {
   return f(caf::meta::type_name("load_report"), x.running_seqs, x.waiting_seqs, x.waiting_prompt_tokens,
            x.used_blocks, x.total_blocks, x.steps, x.forward_seconds, x.kv_losses, x.preemptions, x.prompt_tokens_computed, x.generated_tokens,
            x.prefix_queries, x.prefix_hits, x.cached_blocks, x.kv_pulls, x.kv_pull_failures, x.kv_pull_bytes,
-           x.kv_pull_seconds, x.handoffs_held, x.draining, x.parked, x.expert_tokens);
+           x.kv_pull_seconds, x.handoffs_held, x.draining, x.parked, x.expert_tokens, x.spec_drafts, x.spec_draft_tokens,
+           x.spec_accepted_tokens, x.spec_accepted_per_pos);
 }
 
 
@@ -134,8 +142,8 @@ typename Inspector::result_type inspect(Inspector& f, token_update& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("token_update"), x.id, x.tokens, x.text, x.finished, reason, load_reason, x.error,
-           x.prompt_tokens, x.output_tokens, x.logprobs, x.top_ids, x.top_logprobs, x.queue_seconds,
-           x.prefill_seconds, x.decode_seconds, x.migrations, x.transfer_seconds, x.kv);
+           x.prompt_tokens, x.output_tokens, x.text_tokens, x.logprobs, x.top_ids, x.top_logprobs, x.queue_seconds,
+           x.prefill_seconds, x.decode_seconds, x.migrations, x.transfer_seconds, x.draft_tokens, x.accepted_tokens, x.kv);
 }
 
 template <class Inspector>

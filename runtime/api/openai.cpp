@@ -114,7 +114,8 @@ const std::set<std::string>& known_fields(endpoint kind) {
   static const std::set<std::string> common = {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stream", "stream_options", "logprobs",
       "stop", "stop_token_ids", "seed", "presence_penalty", "frequency_penalty", "repetition_penalty", "ignore_eos",
-      "user", "priority", "logit_bias", "min_tokens", "include_stop_str_in_output", "prompt_logprobs"};
+      "user", "priority", "logit_bias", "min_tokens", "include_stop_str_in_output", "prompt_logprobs",
+      "speculate"};
   static const std::set<std::string> completions = [] {
     auto s = common;
     s.insert({"prompt", "best_of", "echo", "suffix"});
@@ -317,6 +318,7 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
     r.include_usage = sf.boolean("include_usage").value_or(false);
   }
   if (auto u = f.string("user")) r.user = *u;
+  if (auto sp = f.boolean("speculate")) r.speculate = *sp;
   if (auto pr = f.integer("priority")) {
     if (*pr < -1000000 || *pr > 1000000) bad("priority", "must be in [-1000000, 1000000]");
     r.priority = int(*pr);

@@ -55,6 +55,8 @@ struct completion_request {
   bool include_usage = false;
   std::string user;  // the tenant
   int priority = 0;
+  // false: no speculative decoding for this request (the output is the same; only speed differs).
+  bool speculate = true;
 };
 
 // Parses and checks a body; throws api_error(400) naming the offending field. Sampling fields

@@ -139,7 +139,8 @@ void engine::add_request(request r) {
   s->tokens = std::move(r.prompt);
   s->tokens.insert(s->tokens.end(), r.generated.begin(), r.generated.end());
   s->prompt_len = len;
-  s->out.detok = tokenizer::incremental_detokenizer(r.generated.size());
+  const std::size_t returned = r.text_returned < 0 ? r.generated.size() : std::min(r.generated.size(), std::size_t(r.text_returned));
+  s->out.detok = tokenizer::incremental_detokenizer(returned);
   s->prefill_only = r.prefill_only;
   s->speculate = r.speculate;
   s->keys = {root_, kv::salt_key(r.cache_salt), r.public_prefix};
@@ -484,6 +485,7 @@ std::vector<request_output> engine::finish_step(std::optional<step_result> resul
     if (!s.first_token) s.first_token = sequence::clock::now();
     o.num_prompt_tokens = s.prompt_len;
     o.num_output_tokens = s.num_output();
+    o.text_tokens = int(s.out.detok.returned());
     if (why == finish_reason::none && s.prefill_only) why = finish_reason::handoff;
     if (why != finish_reason::none) finish(s, why, o);
     out.push_back(std::move(o));

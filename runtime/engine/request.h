@@ -37,6 +37,9 @@ struct request {
   // False: this request never proposes tokens, whatever its pool's speculation (its output is
   // the same either way; only its speed differs).
   bool speculate = true;
+  // Of `generated`, how many had their text returned to the client (the rest ended inside a
+  // UTF-8 character whose bytes the next token completes, so their text comes with it). -1: all.
+  std::int32_t text_returned = -1;
 };
 
 // Why a request ended here. handoff: a prefill replica passed it on with its KV; error: it
@@ -66,6 +69,7 @@ struct request_output {
   finish_reason reason = finish_reason::none;
   int num_prompt_tokens = 0;
   int num_output_tokens = 0;  // total so far
+  int text_tokens = 0;        // output tokens whose text has been returned (request::text_returned)
   std::vector<sampling::token_logprobs> logprobs;  // per new token, when the request asked
   // Set on the final output: seconds from arrival to first scheduled (queue), from then to the
   // first token (prefill), and from the first token to the end (decode), on this replica.

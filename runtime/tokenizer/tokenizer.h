@@ -54,6 +54,8 @@ class incremental_detokenizer {
 
   // `ids` is the whole output so far (it only grows between calls).
   std::string next(const tokenizer& tok, std::span<const std::int32_t> ids);
+  // Ids whose text was returned so far (a replica that continues the output starts after them).
+  std::size_t returned() const { return read_; }
   // Everything not yet returned, invalid bytes replaced; call once at the end.
   std::string flush(const tokenizer& tok, std::span<const std::int32_t> ids);
 
