@@ -368,7 +368,8 @@ scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<sched
     self->request(caf::actor_cast<scheduler_actor>(it->second), self->state.engine->config().transfer_timeout, claim_atom::value, id)
         .then([then](bool held) { then(held); }, [then](caf::error&) { then(false); });
   });
-  st.engine = std::make_unique<engine::engine>(model->config(), std::move(tok), cfg, std::move(exec));
+  auto draft = engine::draft_for(cfg, *model, tok.get());
+  st.engine = std::make_unique<engine::engine>(model->config(), std::move(tok), cfg, std::move(exec), std::move(draft));
   self->set_down_handler([=](const caf::down_msg& m) {
     if (on_sink_down(self, m)) return;
     if (m.source == self->state.group.address())

@@ -280,7 +280,7 @@ speculative::speculative_config read_speculative(const reader& r, const toml::ta
                                                  const topology_config& t) {
   const std::string at = "pools.speculative.";
   r.only_keys(st, at, {"method", "k", "ngram_min", "ngram_max", "ngram_window", "draft_model", "min_acceptance",
-                       "probe_every", "max_running"});
+                       "probe_every", "max_running", "adaptive"});
   speculative::speculative_config c;
   c.how = r.choice(st, "method", at, speculative::method::off,
                    {{"off", speculative::method::off}, {"ngram", speculative::method::ngram}, {"draft", speculative::method::draft}});
@@ -292,6 +292,7 @@ speculative::speculative_config read_speculative(const reader& r, const toml::ta
   if (const toml::node* n = st.get("min_acceptance")) c.min_acceptance = r.number(*n, at + "min_acceptance");
   c.probe_every = int(r.integer(st, "probe_every", at, c.probe_every, 1, 1 << 20));
   c.max_running = int(r.integer(st, "max_running", at, c.max_running, 0, 1 << 20));
+  c.adaptive = r.boolean(st, "adaptive", at, true);
   const std::string pool = "pool \"" + p.name + "\": ";
   auto where = [&](const char* key) { return st.get(key) ? st.get(key) : static_cast<const toml::node*>(&st); };
   if (c.ngram.min_n > c.ngram.max_n)

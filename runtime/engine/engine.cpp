@@ -100,7 +100,8 @@ engine::~engine() = default;
 engine cpu_engine(std::shared_ptr<const model::llama_model> model, std::shared_ptr<const tokenizer::tokenizer> tok,
                   engine_config cfg) {
   auto exec = std::make_unique<cpu_executor>(model, kv_geometry(cfg, model->config()));
-  return engine(model->config(), std::move(tok), std::move(cfg), std::move(exec));
+  auto draft = draft_for(cfg, *model, tok.get());
+  return engine(model->config(), std::move(tok), std::move(cfg), std::move(exec), std::move(draft));
 }
 
 engine sim_engine(const model::model_config& shape, const sim::gpu_spec& gpu, engine_config cfg) {

@@ -223,6 +223,11 @@ class engine {
   speculative::step_cost step_cost_;                 // this replica's forward seconds by rows
 };
 
+// Method draft's proposer for `target` (null for the other methods): the draft model loaded and
+// checked against the target (runtime/speculative/draft.h), its KV in the target's block ids.
+std::unique_ptr<speculative::proposer> draft_for(const engine_config& cfg, const model::llama_model& target,
+                                                 const tokenizer::tokenizer* tok);
+
 // An engine whose forward runs on this process's CPU over `model`'s weights.
 engine cpu_engine(std::shared_ptr<const model::llama_model> model, std::shared_ptr<const tokenizer::tokenizer> tok,
                   engine_config cfg);

@@ -6,6 +6,7 @@
 
 #include "runtime/engine/engine.h"
 #include "runtime/engine/engine_sequence.h"
+#include "runtime/speculative/draft.h"
 #include "runtime/speculative/verify.h"
 
 namespace troupe::engine {
@@ -20,6 +21,14 @@ struct candidate {
 };
 
 }  // namespace
+
+std::unique_ptr<speculative::proposer> draft_for(const engine_config& cfg, const model::llama_model& target,
+                                                 const tokenizer::tokenizer* tok) {
+  if (cfg.speculative.how != speculative::method::draft || cfg.speculative.draft_model.empty()) return nullptr;
+  kv::kv_cache_config blocks = kv_geometry(cfg, target.config());
+  blocks.shared = false;  // the draft's KV never leaves the replica
+  return speculative::load_draft(cfg.speculative.draft_model, target.dir(), target.config(), tok, blocks);
+}
 
 void engine::forget_proposals(std::uint64_t id, int valid) {
   if (proposer_) proposer_->rewind(id, valid);
@@ -40,7 +49,7 @@ std::map<std::uint64_t, std::vector<std::int32_t>> engine::propose(const sched::
     if (!ends || x.num_new_tokens != 1 || s.prefill_only || !s.speculate) continue;
     int cap = std::min({sc.k, s.params.max_tokens - s.num_output() - 1, cfg_.max_model_len - int(s.tokens.size())});
     if (cap <= 0) continue;
-    if (s.acceptance.rate() < sc.min_acceptance) {  // proposes now and then, to see whether that changed
+    if (sc.adaptive && s.acceptance.rate() < sc.min_acceptance) {  // proposes now and then, to see whether that changed
       if (++s.probe_wait < sc.probe_every) continue;
       s.probe_wait = 0;
       cap = 1;
@@ -71,8 +80,10 @@ std::map<std::uint64_t, std::vector<std::int32_t>> engine::propose(const sched::
   }
   std::vector<double> acceptance;
   for (const auto& c : cands) acceptance.push_back(seqs_.at(c.id)->acceptance.rate());
-  std::vector<int> len = speculative::plan_lengths(
-      {plan.num_tokens, base_tokens, acceptance, sc.k, caps, proposer_->seconds_per_position()}, step_cost_);
+  std::vector<int> len = sc.adaptive ? speculative::plan_lengths({plan.num_tokens, base_tokens, acceptance, sc.k, caps,
+                                                                  proposer_->seconds_per_position()},
+                                                                 step_cost_)
+                                     : caps;
   // Within the step's token budget, and in blocks that are free now (a proposal never preempts).
   int budget = cfg_.sched.max_num_batched_tokens - plan.num_tokens;
   for (std::size_t i = 0; i < cands.size(); ++i) {

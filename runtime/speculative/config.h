@@ -24,6 +24,9 @@ struct speculative_config {
   // More running sequences than this: no proposals at all, whatever the cost model says (0: the
   // cost model alone decides).
   int max_running = 0;
+  // false: every sequence proposes up to k whatever its acceptance and the step's cost (what
+  // vLLM does; for measuring a fixed k). true: the policy (policy.h) decides how far, per step.
+  bool adaptive = true;
 
   bool on() const { return how != method::off; }
   // Why this cannot run, naming the field under `where` ("pools.speculative.k: 0 is not in

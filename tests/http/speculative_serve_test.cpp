@@ -35,7 +35,21 @@ std::string config(const std::string& name, const std::string& pools, const std:
   return file;
 }
 
-const std::string ngram = "[pools.speculative]\nmethod = \"ngram\"\nk = 4\nngram_min = 1\nngram_max = 3\nmin_acceptance = 0.0\n";
+// Both proposers with k = 4 at every step (adaptive off: the test wants many proposals, accepted
+// and rejected). The draft is the target quantized to q4_0 with `troupe model quantize`.
+std::string speculative(const std::string& method) {
+  if (method == "ngram") return "[pools.speculative]\nmethod = \"ngram\"\nk = 4\nngram_min = 1\nngram_max = 3\nadaptive = false\n";
+  const std::string draft = dir + "/tiny-q4_0";
+  static const bool made = [&] {
+    test::run_command("rm -rf " + draft);
+    const auto r = test::run_command(std::string(TROUPE_BINARY_DIR) + "/troupe model quantize --type q4_0 --model " +
+                                     test::synth_model("tiny-llama-f32", test::preset("tiny")) + " --out " + draft + " 2>&1");
+    BOOST_TEST_REQUIRE(r.status == 0, r.output);
+    return true;
+  }();
+  (void)made;
+  return "[pools.speculative]\nmethod = \"draft\"\nk = 4\ndraft_model = \"" + draft + "\"\nadaptive = false\n";
+}
 
 // 64 greedy and 64 seeded requests; a third share a long opening (prefix hits), some quote
 // their own words again (n-gram lookup finds them), some ask for logprobs, some carry penalties.
@@ -156,11 +170,13 @@ const std::vector<answer>& plain() {
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(ngram_with_prefix_hits_preemption_and_a_replica_killed_changes_no_output) {
+namespace {
+
+void with_prefix_hits_preemption_and_a_replica_killed(const std::string& method) {
   const auto& off = plain();
   // 256 KiB of the tiny model's KV is 32 blocks of 16 tokens: 32 requests at a time preempt.
   const std::uint16_t admin = test::free_port();
-  test::serve_process serve({config("ngram", "[[pools]]\nname = \"main\"\nreplicas = 2\n" + ngram, "256KiB"), "--admin-port",
+  test::serve_process serve({config(method, "[[pools]]\nname = \"main\"\nreplicas = 2\n" + speculative(method), "256KiB"), "--admin-port",
                              std::to_string(admin)});
   BOOST_TEST_REQUIRE(serve.port() != 0);
   std::string killed;
@@ -171,23 +187,35 @@ BOOST_AUTO_TEST_CASE(ngram_with_prefix_hits_preemption_and_a_replica_killed_chan
                  .output;
   });
   BOOST_TEST_MESSAGE("admin kill: " << killed);
-  expect_same(off, on, "ngram");
+  expect_same(off, on, method);
   const auto m = settled_metrics(serve.port());
-  expect_speculated(m, "ngram");
+  expect_speculated(m, method);
   BOOST_TEST(m.at("troupe:num_preemptions_total") > 0);
   BOOST_TEST(m.at("troupe:prefix_cache_hits_total") > 0);
   BOOST_TEST(m.at("troupe:num_migrations_total") > 0, "killing main-1 moved no request: " << killed);
 }
 
-BOOST_AUTO_TEST_CASE(disaggregated_the_decode_pool_speculates_and_changes_no_output) {
+void disaggregated(const std::string& method) {
   const auto& off = plain();
-  test::serve_process serve({config("disagg", "[[pools]]\nname = \"prefill\"\nrole = \"prefill\"\nreplicas = 1\n"
-                                              "[[pools]]\nname = \"decode\"\nrole = \"decode\"\nreplicas = 1\n" + ngram)});
+  test::serve_process serve({config("disagg-" + method, "[[pools]]\nname = \"prefill\"\nrole = \"prefill\"\nreplicas = 1\n"
+                                                        "[[pools]]\nname = \"decode\"\nrole = \"decode\"\nreplicas = 1\n" +
+                                                            speculative(method))});
   BOOST_TEST_REQUIRE(serve.port() != 0);
   const auto on = send_all(serve.port(), bodies());
-  expect_same(off, on, "disaggregated");
-  expect_speculated(settled_metrics(serve.port()), "disaggregated");
+  expect_same(off, on, "disaggregated " + method);
+  expect_speculated(settled_metrics(serve.port()), "disaggregated " + method);
 }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(ngram_with_prefix_hits_preemption_and_a_replica_killed_changes_no_output) {
+  with_prefix_hits_preemption_and_a_replica_killed("ngram");
+}
+BOOST_AUTO_TEST_CASE(draft_with_prefix_hits_preemption_and_a_replica_killed_changes_no_output) {
+  with_prefix_hits_preemption_and_a_replica_killed("draft");
+}
+BOOST_AUTO_TEST_CASE(disaggregated_the_decode_pool_speculates_with_ngram_and_changes_no_output) { disaggregated("ngram"); }
+BOOST_AUTO_TEST_CASE(disaggregated_the_decode_pool_speculates_with_a_draft_and_changes_no_output) { disaggregated("draft"); }
 
 BOOST_AUTO_TEST_CASE(a_malformed_speculative_table_is_refused_naming_the_key) {
   const auto run = [](const std::string& spec) {
@@ -207,6 +235,13 @@ BOOST_AUTO_TEST_CASE(a_malformed_speculative_table_is_refused_naming_the_key) {
   r = run("method = \"ngram\"\nngram_min = 4\nngram_max = 2\n");
   BOOST_TEST(r.status != 0);
   BOOST_TEST(r.output.find("pools.speculative.ngram_min") != std::string::npos, r.output);
+  r = run("method = \"draft\"\ndraft_model = \"" + test::synth_model("small-llama-f32", test::preset("small")) + "\"\n");
+  BOOST_TEST(r.status != 0);  // 32,000 tokens against the tiny model's 512
+  BOOST_TEST(r.output.find("small-llama-f32") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("tiny-llama-f32") != std::string::npos, r.output);
+  r = run("method = \"draft\"\ndraft_model = \"" + dir + "/no-such-draft\"\n");
+  BOOST_TEST(r.status != 0);
+  BOOST_TEST(r.output.find("no-such-draft") != std::string::npos, r.output);
   r = run("method = \"ngram\"\nlookahead = 3\n");
   BOOST_TEST(r.status != 0);
   BOOST_TEST(r.output.find("pools.speculative.lookahead") != std::string::npos, r.output);

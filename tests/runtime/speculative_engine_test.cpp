@@ -160,7 +160,7 @@ engine::engine_config ngram_cfg(engine::engine_config c, int k = 4) {
   c.speculative.k = k;
   c.speculative.ngram.min_n = 1;
   c.speculative.ngram.max_n = 3;
-  c.speculative.min_acceptance = 0;  // propose whenever lookup finds something: the test wants rejections too
+  c.speculative.adaptive = false;  // propose whenever lookup finds something: the test wants rejections too
   return c;
 }
 
@@ -296,6 +296,66 @@ BOOST_AUTO_TEST_CASE(prefix_hits_and_speculation_together_change_nothing) {
   }
   BOOST_TEST(e.kv().stats().hits > 0u);
   BOOST_TEST(e.stats().spec_drafts > 0u);
+}
+
+namespace {
+
+// The draft: the target quantized to q4_0 (its tokenizer, tokens it often but not always agrees on).
+std::string draft_dir() {
+  const fs::path out = fs::path(TROUPE_BINARY_DIR) / "test-scratch" / "speculative_engine" / "small-q4_0-draft";
+  if (!fs::exists(out / "model.safetensors")) {
+    fs::remove_all(out);
+    model::quantize_model({test::synth_model("small-llama-f32", test::preset("small")), out.string(), kernels::quant_type::q4_0});
+  }
+  return out.string();
+}
+
+engine::engine_config draft_cfg(engine::engine_config c, int k = 4) {
+  c.speculative.how = speculative::method::draft;
+  c.speculative.k = k;
+  c.speculative.draft_model = draft_dir();
+  c.speculative.adaptive = false;  // k every step: the test wants many proposals, accepted and rejected
+  return c;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(draft_speculation_gives_the_tokens_and_logprobs_of_plain_decoding) {
+  for (bool greedy : {true, false}) {
+    const auto reqs = requests(greedy);
+    const std::string what = std::string("draft, ") + (greedy ? "greedy" : "seeded");
+    const run_result off = run(reqs, test::engine_cfg(64, 512));
+    const run_result on = run(reqs, draft_cfg(test::engine_cfg(64, 512)));
+    BOOST_TEST_MESSAGE(what << ": " << off.stats.steps << " steps plain, " << on.stats.steps << " speculating; drafts "
+                            << on.stats.spec_drafts << ", proposed " << on.stats.spec_draft_tokens << ", accepted "
+                            << on.stats.spec_accepted_tokens);
+    expect_same(off, on, what + " batch of 32");
+    expect_balanced(on, what + " batch of 32");
+    const run_result squeezed = run(reqs, draft_cfg(test::engine_cfg(64, 512, 48)));
+    BOOST_TEST(squeezed.stats.preemptions > 0u);
+    expect_same(off, squeezed, what + " preempted");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_draft_that_cannot_serve_the_target_is_refused_naming_both) {
+  auto c = draft_cfg(test::engine_cfg(64, 512));
+  c.speculative.draft_model = test::synth_model("tiny-llama-f32", test::preset("tiny"));  // 512 tokens, the target 32,000
+  try {
+    auto e = engine::cpu_engine(test::small_model(), nullptr, c);
+    BOOST_FAIL("accepted");
+  } catch (const input_error& e) {
+    const std::string m = e.what();
+    BOOST_TEST(m.find("tiny-llama-f32") != std::string::npos, m);
+    BOOST_TEST(m.find("small-llama-f32") != std::string::npos, m);
+    BOOST_TEST(m.find("vocabulary") != std::string::npos, m);
+  }
+  c.speculative.draft_model = "/nonexistent/draft";
+  try {
+    auto e = engine::cpu_engine(test::small_model(), nullptr, c);
+    BOOST_FAIL("accepted");
+  } catch (const input_error& e) {
+    BOOST_TEST(std::string(e.what()).find("/nonexistent/draft") != std::string::npos, e.what());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_bad_speculative_configuration_is_refused_by_name) {
