@@ -125,7 +125,7 @@ void refresh(admin_ptr self, std::function<void()> then) {
                         r.has_load = true;
                         const double rate = r.load.tokens_per_s;
                         r.load = {l.running_seqs, l.waiting_seqs, l.used_blocks, l.total_blocks, l.cached_blocks, l.handoffs_held,
-                                  l.prefix_queries, l.prefix_hits, rate};
+                                  l.prefix_queries, l.prefix_hits, rate, l.spec_draft_tokens, l.spec_accepted_tokens};
                         // Tokens/s over the time since the previous sample (at least 0.2 s ago).
                         const double t = unix_now();
                         const bool fresh = r.sampled_at == 0 || l.generated_tokens < r.sampled_tokens;  // first, or restarted

@@ -64,7 +64,12 @@ nlohmann::json status_json(const std::vector<replica_status>& rs, const std::vec
                                {"kv_used_blocks", l.used_blocks},
                                {"kv_total_blocks", l.total_blocks},
                                {"kv_usage", usage(l)},
-                               {"tokens_per_s", l.tokens_per_s}});
+                               {"tokens_per_s", l.tokens_per_s},
+                               {"spec_draft_tokens", l.spec_draft_tokens},
+                               {"spec_accepted_tokens", l.spec_accepted_tokens},
+                               // accepted / proposed; null while it proposed nothing (speculation off or idle)
+                               {"spec_acceptance", l.spec_draft_tokens ? nlohmann::json(double(l.spec_accepted_tokens) / double(l.spec_draft_tokens))
+                                                                       : nlohmann::json()}});
   }
   out["tokens_per_s"] = tps;
   return out;

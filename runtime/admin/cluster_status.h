@@ -18,6 +18,8 @@ struct replica_load {
   int handoffs_held = 0;
   std::uint64_t prefix_queries = 0, prefix_hits = 0;
   double tokens_per_s = 0;  // generated, over the last sampling interval
+  // Speculative decoding since the replica started: tokens proposed, and accepted into outputs.
+  std::uint64_t spec_draft_tokens = 0, spec_accepted_tokens = 0;
 };
 
 struct replica_status {

@@ -48,14 +48,20 @@ std::string fmt(const char* f, double v) {
   return b;
 }
 
+// A replica's speculative acceptance as a percentage, "-" when it proposed nothing.
+std::string acceptance(const json& x) {
+  const auto it = x.find("spec_acceptance");
+  return it == x.end() || !it->is_number() ? "-" : fmt("%.0f%%", 100 * it->get<double>());
+}
+
 std::string status_text(const json& r) {
   std::vector<std::vector<std::string>> nodes{{"NODE", "REPLICAS ALIVE"}};
   for (const auto& n : r.value("nodes", json::array())) nodes.push_back({str(n, "name"), str(n, "replicas_alive") + "/" + str(n, "replicas")});
-  std::vector<std::vector<std::string>> reps{{"REPLICA", "POOL", "ROLE", "NODE", "STATE", "GEN", "RUN", "WAIT", "KV BLOCKS", "TOK/S"}};
+  std::vector<std::vector<std::string>> reps{{"REPLICA", "POOL", "ROLE", "NODE", "STATE", "GEN", "RUN", "WAIT", "KV BLOCKS", "TOK/S", "ACCEPT"}};
   for (const auto& x : r.value("replicas", json::array()))
     reps.push_back({str(x, "name"), str(x, "pool"), str(x, "role"), str(x, "node"), str(x, "state"), str(x, "generation"),
                     str(x, "running"), str(x, "waiting"), str(x, "kv_used_blocks") + "/" + str(x, "kv_total_blocks"),
-                    fmt("%.1f", num(x, "tokens_per_s"))});
+                    fmt("%.1f", num(x, "tokens_per_s")), acceptance(x)});
   return table(nodes) + "\n" + table(reps);
 }
 
@@ -197,16 +203,18 @@ std::string top_text(const nlohmann::json& status, const std::string& title, int
                 replicas.size(), running, waiting, num(status, "tokens_per_s"));
   out += cut(line) + "\n";
   // Columns: REPLICA 14, ROLE 8, NODE 10, STATE 8, GEN 4, RUN 4, WAIT 4, the bar, a percentage
-  // and TOK/S 7, a space between each (two before the bar). The bar takes what the others leave
+  // TOK/S 7 (and ACCEPT 6), a space between each (two before the bar). The bar takes what the others leave
   // (4 to 30); where even a 4-wide bar does not fit, NODE goes, then GEN, then ROLE.
-  bool node_col = true, gen_col = true, role_col = true;
-  auto fixed = [&] { return 15 + (role_col ? 9 : 0) + (node_col ? 11 : 0) + 9 + (gen_col ? 5 : 0) + 5 + 5 + 1 + 2 + 6 + 8; };
+  // ACCEPT only where some replica speculates.
+  bool node_col = true, gen_col = true, role_col = true, accept_col = false;
+  for (const auto& x : replicas) accept_col = accept_col || acceptance(x) != "-";
+  auto fixed = [&] { return 15 + (role_col ? 9 : 0) + (node_col ? 11 : 0) + 9 + (gen_col ? 5 : 0) + 5 + 5 + 1 + 2 + 6 + 8 + (accept_col ? 7 : 0); };
   for (bool* col : {&node_col, &gen_col, &role_col})
     if (fixed() + 4 > width) *col = false;
   const int bar_w = std::clamp(width - fixed(), 4, 30);
   auto row = [&](const std::string& name, const std::string& role, const std::string& node, const std::string& state,
                  const std::string& gen, const std::string& run, const std::string& wait, const std::string& bar,
-                 const std::string& pct, const std::string& toks) {
+                 const std::string& pct, const std::string& toks, const std::string& accept) {
     std::string l;
     auto add = [&](const char* f, const std::string& v) {
       std::snprintf(line, sizeof line, f, v.c_str());
@@ -217,16 +225,19 @@ std::string top_text(const nlohmann::json& status, const std::string& title, int
     if (node_col) add("%-10s ", node);
     add("%-8s ", state);
     if (gen_col) add("%4s ", gen);
-    std::snprintf(line, sizeof line, "%4s %4s  %-*s %5s %7s", run.c_str(), wait.c_str(), bar_w + 2, bar.c_str(), pct.c_str(), toks.c_str());
-    return cut(l + line);
+    std::snprintf(line, sizeof line, "%4s %4s  %-*s %5s %7s", run.c_str(), wait.c_str(), bar_w + 2, bar.c_str(), pct.c_str(),
+                  toks.c_str());
+    l += line;
+    if (accept_col) add(" %6s", accept);
+    return cut(l);
   };
-  out += row("REPLICA", "ROLE", "NODE", "STATE", "GEN", "RUN", "WAIT", "KV USE", "", "TOK/S");
+  out += row("REPLICA", "ROLE", "NODE", "STATE", "GEN", "RUN", "WAIT", "KV USE", "", "TOK/S", "ACCEPT");
   for (const auto& x : replicas) {
     const double kv = std::clamp(num(x, "kv_usage"), 0.0, 1.0);
     const int n = int(kv * bar_w + 0.5);
     const std::string bar = "[" + std::string(std::size_t(n), '#') + std::string(std::size_t(bar_w - n), '.') + "]";
     out += row(str(x, "name"), str(x, "role"), str(x, "node"), str(x, "state"), str(x, "generation"), str(x, "running"),
-               str(x, "waiting"), bar, fmt("%.0f%%", 100 * kv), fmt("%.1f", num(x, "tokens_per_s")));
+               str(x, "waiting"), bar, fmt("%.0f%%", 100 * kv), fmt("%.1f", num(x, "tokens_per_s")), acceptance(x));
   }
   return out;
 }

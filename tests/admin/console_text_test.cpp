@@ -101,6 +101,14 @@ BOOST_AUTO_TEST_CASE(top_fits_the_terminal_width) {
     BOOST_TEST((screen.find("node-a") != std::string::npos) == (width >= 80), width << ":\n" << screen);
   }
   BOOST_TEST(last_bar == 30u);
+  BOOST_TEST(admin::top_text(s, "t", 120).find("ACCEPT") == std::string::npos);  // nobody speculates
+  json spec = s;
+  spec["replicas"][0]["spec_acceptance"] = 0.625;
+  const std::string screen = admin::top_text(spec, "t", 100);
+  BOOST_TEST(screen.find("ACCEPT") != std::string::npos, screen);
+  BOOST_TEST(screen.find("62%") != std::string::npos, screen);
+  BOOST_TEST(widest_line(screen) <= 100u, screen);
+  BOOST_TEST(admin::result_text("status", spec).find("62%") != std::string::npos);
 }
 
 // The server's command list is the one `help` answers with and `troupe admin --help` prints.
