@@ -2,7 +2,8 @@
 // (temperature 0.8, top_p 0.95, penalties on some), 32 at a time, give exactly the text,
 // tokens, logprobs and finish reasons of a server that does not speculate: with prefix hits and
 // preemption (a KV pool too small for them), with a replica killed mid-run from the admin
-// console (its requests migrate), and disaggregated (the decode pool speculates). The server's
+// console (its requests migrate), disaggregated (the decode pool speculates), and with the
+// target in tensor- and pipeline-parallel groups. The server's
 // /metrics show that it did speculate, accept and reject, and that the counters balance.
 #define BOOST_TEST_MODULE speculative_serve
 #include <boost/test/unit_test.hpp>
@@ -216,6 +217,26 @@ BOOST_AUTO_TEST_CASE(draft_with_prefix_hits_preemption_and_a_replica_killed_chan
 }
 BOOST_AUTO_TEST_CASE(disaggregated_the_decode_pool_speculates_with_ngram_and_changes_no_output) { disaggregated("ngram"); }
 BOOST_AUTO_TEST_CASE(disaggregated_the_decode_pool_speculates_with_a_draft_and_changes_no_output) { disaggregated("draft"); }
+
+// The target runs in a worker group (its ranks beside the scheduler that drafts and verifies).
+// Tensor parallelism sums partial products in another order than one rank does, so its logprobs
+// are compared with the same group not speculating.
+BOOST_AUTO_TEST_CASE(in_tensor_and_pipeline_parallel_groups_speculation_changes_no_output) {
+  for (const auto& [method, group] : std::vector<std::pair<std::string, std::string>>{{"draft", "tensor_parallel = 2\n"},
+                                                                                       {"ngram", "pipeline_parallel = 2\n"}}) {
+    std::vector<answer> off;
+    {
+      test::serve_process plain_group({config("group-off", "[[pools]]\nname = \"main\"\nreplicas = 1\n" + group)});
+      BOOST_TEST_REQUIRE(plain_group.port() != 0);
+      off = send_all(plain_group.port(), bodies());
+    }
+    test::serve_process serve({config("group-" + method, "[[pools]]\nname = \"main\"\nreplicas = 1\n" + group + speculative(method))});
+    BOOST_TEST_REQUIRE(serve.port() != 0);
+    const auto on = send_all(serve.port(), bodies());
+    expect_same(off, on, method + " with " + group);
+    expect_speculated(settled_metrics(serve.port()), method + " with " + group);
+  }
+}
 
 BOOST_AUTO_TEST_CASE(a_malformed_speculative_table_is_refused_naming_the_key) {
   const auto run = [](const std::string& spec) {
