@@ -106,6 +106,13 @@ BOOST_AUTO_TEST_CASE(verify_rows_are_decode_rows_bit_for_bit_for_every_format) {
 
 namespace {
 
+// The target of the engine tests: the tiny preset (a 512-token vocabulary), so that 32 requests
+// run in a second; the verify-row test above covers the larger formats.
+std::shared_ptr<const model::llama_model> target() {
+  static auto m = std::shared_ptr<const model::llama_model>(model::llama_model::load(test::tiny_model_dir()));
+  return m;
+}
+
 struct run_result {
   std::map<std::string, tokens> out;
   std::map<std::string, std::vector<sampling::token_logprobs>> logprobs;
@@ -115,7 +122,7 @@ struct run_result {
 };
 
 run_result run(const std::vector<engine::request>& reqs, engine::engine_config cfg) {
-  auto e = engine::cpu_engine(test::small_model(), nullptr, cfg);
+  auto e = engine::cpu_engine(target(), nullptr, cfg);
   for (const auto& r : reqs) e.add_request(r);
   run_result res;
   while (e.has_unfinished())
@@ -138,7 +145,7 @@ run_result run(const std::vector<engine::request>& reqs, engine::engine_config c
 // Requests whose outputs repeat themselves (a random model falls into loops; some prompts quote
 // a passage twice), so n-gram lookup has something to propose and sometimes gets it wrong.
 std::vector<engine::request> requests(bool greedy, int n = 32) {
-  auto reqs = test::mixed_requests(n, test::small_model()->config().vocab_size, greedy, 120);
+  auto reqs = test::mixed_requests(n, target()->config().vocab_size, greedy, 120);
   for (std::size_t i = 0; i < reqs.size(); ++i) {
     auto& r = reqs[i];
     r.params.max_tokens = 24 + int(i % 5) * 4;
@@ -249,7 +256,7 @@ BOOST_AUTO_TEST_CASE(rejected_proposals_never_reach_the_prefix_cache_or_kv_event
   auto reqs = requests(true, 16);
   auto cfg = ngram_cfg(test::engine_cfg(64, 512));
   cfg.sched.block_size = 4;  // many blocks filled by verify steps
-  auto e = engine::cpu_engine(test::small_model(), nullptr, cfg);
+  auto e = engine::cpu_engine(target(), nullptr, cfg);
   std::map<std::string, tokens> out;
   for (const auto& r : reqs) e.add_request(r);
   std::vector<kv::kv_event> events;
@@ -283,12 +290,12 @@ BOOST_AUTO_TEST_CASE(prefix_hits_and_speculation_together_change_nothing) {
   auto reqs = requests(false, 12);
   for (auto& r : reqs) {  // one shared system prompt
     tokens sys;
-    for (int i = 0; i < 40; ++i) sys.push_back((i * 31 + 7) % test::small_model()->config().vocab_size);
+    for (int i = 0; i < 40; ++i) sys.push_back((i * 31 + 7) % target()->config().vocab_size);
     r.prompt.insert(r.prompt.begin(), sys.begin(), sys.end());
   }
   const run_result off = run(reqs, test::engine_cfg(64, 512));
   auto on = ngram_cfg(test::engine_cfg(64, 512));
-  auto e = engine::cpu_engine(test::small_model(), nullptr, on);
+  auto e = engine::cpu_engine(target(), nullptr, on);
   std::map<std::string, tokens> out;
   for (const auto& r : reqs) {  // one after another: each finds the ones before in the cache
     auto t = engine::generate_all(e, {r});
@@ -302,10 +309,10 @@ namespace {
 
 // The draft: the target quantized to q4_0 (its tokenizer, tokens it often but not always agrees on).
 std::string draft_dir() {
-  const fs::path out = fs::path(TROUPE_BINARY_DIR) / "test-scratch" / "speculative_engine" / "small-q4_0-draft";
+  const fs::path out = fs::path(TROUPE_BINARY_DIR) / "test-scratch" / "speculative_engine" / "tiny-q4_0-draft";
   if (!fs::exists(out / "model.safetensors")) {
     fs::remove_all(out);
-    model::quantize_model({test::synth_model("small-llama-f32", test::preset("small")), out.string(), kernels::quant_type::q4_0});
+    model::quantize_model({test::tiny_model_dir(), out.string(), kernels::quant_type::q4_0});
   }
   return out.string();
 }
@@ -339,19 +346,19 @@ BOOST_AUTO_TEST_CASE(draft_speculation_gives_the_tokens_and_logprobs_of_plain_de
 
 BOOST_AUTO_TEST_CASE(a_draft_that_cannot_serve_the_target_is_refused_naming_both) {
   auto c = draft_cfg(test::engine_cfg(64, 512));
-  c.speculative.draft_model = test::synth_model("tiny-llama-f32", test::preset("tiny"));  // 512 tokens, the target 32,000
+  c.speculative.draft_model = test::synth_model("small-llama-f32", test::preset("small"));  // 32,000 tokens, the target 512
   try {
-    auto e = engine::cpu_engine(test::small_model(), nullptr, c);
+    auto e = engine::cpu_engine(target(), nullptr, c);
     BOOST_FAIL("accepted");
   } catch (const input_error& e) {
     const std::string m = e.what();
-    BOOST_TEST(m.find("tiny-llama-f32") != std::string::npos, m);
     BOOST_TEST(m.find("small-llama-f32") != std::string::npos, m);
+    BOOST_TEST(m.find("tiny-llama-f32") != std::string::npos, m);
     BOOST_TEST(m.find("vocabulary") != std::string::npos, m);
   }
   c.speculative.draft_model = "/nonexistent/draft";
   try {
-    auto e = engine::cpu_engine(test::small_model(), nullptr, c);
+    auto e = engine::cpu_engine(target(), nullptr, c);
     BOOST_FAIL("accepted");
   } catch (const input_error& e) {
     BOOST_TEST(std::string(e.what()).find("/nonexistent/draft") != std::string::npos, e.what());
@@ -361,7 +368,7 @@ BOOST_AUTO_TEST_CASE(a_draft_that_cannot_serve_the_target_is_refused_naming_both
 BOOST_AUTO_TEST_CASE(a_bad_speculative_configuration_is_refused_by_name) {
   auto expect_error = [](engine::engine_config c, const std::string& part) {
     try {
-      auto e = engine::cpu_engine(test::small_model(), nullptr, c);
+      auto e = engine::cpu_engine(target(), nullptr, c);
       BOOST_FAIL("accepted");
     } catch (const input_error& e) {
       BOOST_TEST(std::string(e.what()).find(part) != std::string::npos, e.what());
