@@ -479,10 +479,9 @@ std::vector<request_output> engine::finish_step(std::optional<step_result> resul
     // count, and the blocks only it filled go back (never cached, never handed on).
     s.num_computed = int(s.tokens.size()) - 1;
     cache_computed(s);
-    if (!proposed.empty()) {
-      kv_.truncate(s.id, kv::blocks_for(int(s.tokens.size()), bs));
-      if (proposer_) proposer_->rewind(s.id, s.num_computed);
-    }
+    // (A sequence given blocks for proposals its proposer then did not make gives them back too.)
+    kv_.truncate(s.id, kv::blocks_for(int(s.tokens.size()), bs));
+    if (!proposed.empty() && proposer_) proposer_->rewind(s.id, s.num_computed);
     if (!s.first_token) s.first_token = sequence::clock::now();
     o.num_prompt_tokens = s.prompt_len;
     o.num_output_tokens = s.num_output();
