@@ -191,8 +191,9 @@ std::vector<std::vector<std::int32_t>> aggregated(const std::vector<engine::requ
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(sixty_four_requests_decode_to_the_aggregated_tokens_with_no_kv_through_the_head) {
-  for (const char* backend : {"shm", "tcp"})
-    for (bool greedy : {true, false}) {
+  // Greedy over shared memory, seeded over TCP: the transports move bytes whatever chose the
+  // tokens, so the four combinations tested nothing the two do not (and took 70 s of CI alone).
+  for (const auto& [backend, greedy] : std::vector<std::pair<const char*, bool>>{{"shm", true}, {"tcp", false}}) {
       const auto reqs = test::mixed_requests(64, 512, greedy, 160);
       const auto expected = aggregated(reqs);
       const outcome o = run(model_dir(), std::string("backend = \"") + backend + "\"", reqs);
