@@ -88,15 +88,17 @@ BOOST_AUTO_TEST_CASE(the_default_config_serves_the_trained_model_and_it_speaks_k
 BOOST_AUTO_TEST_CASE(the_held_out_perplexity_is_the_recorded_figure) { check_recorded_perplexity("models/kjv"); }
 
 // Issue 24's bar for the default model: a context of at least 1,024 tokens, and a held-out
-// perplexity at least 15% under the draft's, compared in the same 256-token windows the draft
-// was scored in (so the longer context is not what wins it) and in the model's own windows.
+// perplexity at least 15% under the draft's, in 256-token windows (so the longer context is not
+// what wins it) and in 1,024-token windows.
 BOOST_AUTO_TEST_CASE(the_default_model_holds_1024_tokens_and_beats_the_draft_by_15_percent) {
   const std::string root = std::string(TROUPE_SOURCE_DIR) + "/models/";
   const auto config = json_of(root + "kjv/config.json");
   BOOST_TEST(config["max_position_embeddings"].get<int>() >= 1024);
   const auto kjv = json_of(root + "kjv/metrics.json"), draft = json_of(root + "kjv-draft/metrics.json");
-  const double bar = 0.85 * draft["heldout_perplexity"].get<double>();
-  BOOST_TEST(kjv["heldout_perplexity"].get<double>() < bar);
+  // Each window size against the draft's figure in the same windows (the draft, retrained for
+  // speculative decoding, has a 1,024-token context now and records both).
+  const double bar = 0.85 * draft["heldout_perplexity_window_256"].get<double>();
+  BOOST_TEST(kjv["heldout_perplexity"].get<double>() < 0.85 * draft["heldout_perplexity"].get<double>());
   BOOST_TEST(kjv["heldout_perplexity_window_256"].get<double>() < bar);
   const auto r = troupe_in_source("eval perplexity --model models/kjv --text models/kjv/heldout.txt --window 256 --json");
   BOOST_TEST_REQUIRE(r.status == 0, r.output);
@@ -141,4 +143,12 @@ BOOST_AUTO_TEST_CASE(a_chat_with_the_models_sampling_defaults_reads_as_kjv_engli
   }
 }
 
-BOOST_AUTO_TEST_CASE(the_draft_model_keeps_its_figure_too) { check_recorded_perplexity("models/kjv-draft"); }
+// The draft drafts for models/kjv (configs/speculative-draft.toml): its figure, the target's
+// tokenizer, and the target's whole context (a draft of 256 positions proposed nothing past them).
+BOOST_AUTO_TEST_CASE(the_draft_model_keeps_its_figure_and_fits_the_target) {
+  check_recorded_perplexity("models/kjv-draft");
+  const std::string root = std::string(TROUPE_SOURCE_DIR) + "/models/";
+  BOOST_TEST(json_of(root + "kjv-draft/config.json")["max_position_embeddings"].get<int>() >=
+             json_of(root + "kjv/config.json")["max_position_embeddings"].get<int>());
+  BOOST_TEST(json_of(root + "kjv-draft/tokenizer.json") == json_of(root + "kjv/tokenizer.json"));
+}
