@@ -32,18 +32,7 @@ const std::string troupe_exe = std::string(TROUPE_BINARY_DIR) + "/troupe";
 // The admin endpoint's port (its events at + 1) and the node registry's, both free: launch's
 // --admin-port and --registry-port, so the module runs beside anything on the defaults.
 std::uint16_t admin_port() {
-  static const std::uint16_t p = [] {
-    for (;;) {
-      boost::asio::io_context ioc;
-      boost::asio::ip::tcp::acceptor first(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
-      const std::uint16_t a = first.local_endpoint().port();
-      boost::system::error_code ec;
-      boost::asio::ip::tcp::acceptor second(ioc);
-      second.open(boost::asio::ip::tcp::v4(), ec);
-      if (a < 65535 && !ec) second.bind({boost::asio::ip::make_address("127.0.0.1"), std::uint16_t(a + 1)}, ec);
-      if (a < 65535 && !ec) return a;
-    }
-  }();
+  static const std::uint16_t p = test::free_port_pair();
   return p;
 }
 std::string admin_endpoint() { return "tcp://127.0.0.1:" + std::to_string(admin_port()); }

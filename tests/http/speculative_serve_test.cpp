@@ -176,7 +176,7 @@ namespace {
 void with_prefix_hits_preemption_and_a_replica_killed(const std::string& method) {
   const auto& off = plain();
   // 256 KiB of the tiny model's KV is 32 blocks of 16 tokens: 32 requests at a time preempt.
-  const std::uint16_t admin = test::free_port();
+  const std::uint16_t admin = test::free_port_pair();  // the endpoint, and its events at + 1
   test::serve_process serve({config(method, "[[pools]]\nname = \"main\"\nreplicas = 2\n" + speculative(method), "256KiB"), "--admin-port",
                              std::to_string(admin)});
   BOOST_TEST_REQUIRE(serve.port() != 0);

@@ -40,6 +40,21 @@ inline std::uint16_t free_port() {
   return a.local_endpoint().port();
 }
 
+// A loopback port P free now with P + 1 free too: an admin endpoint and its event stream
+// (`troupe serve --admin-port P`).
+inline std::uint16_t free_port_pair() {
+  for (;;) {
+    boost::asio::io_context ioc;
+    boost::asio::ip::tcp::acceptor first(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
+    const std::uint16_t a = first.local_endpoint().port();
+    boost::system::error_code ec;
+    boost::asio::ip::tcp::acceptor second(ioc);
+    second.open(boost::asio::ip::tcp::v4(), ec);
+    if (a < 65535 && !ec) second.bind({boost::asio::ip::make_address("127.0.0.1"), std::uint16_t(a + 1)}, ec);
+    if (a < 65535 && !ec) return a;
+  }
+}
+
 inline http_response http_request(std::uint16_t port, const std::string& method, const std::string& target,
                                   const std::string& body = "",
                                   const std::vector<std::pair<std::string, std::string>>& headers = {}) {
