@@ -178,6 +178,7 @@ class engine {
  private:
   struct sequence;
   struct pending;
+  struct candidate;  // a decode that may propose this step (engine_speculation.cpp)
   forward_plan begin_step();
   std::vector<request_output> finish_step(std::optional<step_result> result);
   // Releases the sequence's blocks, fills the final fields of `o` and forgets the sequence.

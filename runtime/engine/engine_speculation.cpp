@@ -13,14 +13,16 @@ namespace troupe::engine {
 
 namespace {
 
-struct candidate {
-  std::uint64_t id = 0;
+}  // namespace
+
+struct engine::candidate {
+  sequence* s = nullptr;
   int cap = 0;  // tokens it may propose: k, the tokens max_tokens leaves, the room the context leaves
+  // A proposer with a model of its own (not cheap) samples as the target does, in the blocks the
+  // sequence has: filled only for it (the history copy and the table are per step).
   sampling::sampling_row row;
   std::vector<std::int32_t> table;
 };
-
-}  // namespace
 
 std::unique_ptr<speculative::proposer> draft_for(const engine_config& cfg, const model::llama_model& target,
                                                  const tokenizer::tokenizer* tok) {
@@ -54,7 +56,7 @@ std::map<std::uint64_t, std::vector<std::int32_t>> engine::propose(const sched::
       s.probe_wait = 0;
       cap = 1;
     }
-    cands.push_back({x.id, cap, sampling_row_of(s), {}});
+    cands.push_back({&s, cap, {}, {}});
   }
   if (cands.empty()) return out;
   auto ask = [&](const std::vector<int>& k) {
@@ -62,8 +64,8 @@ std::map<std::uint64_t, std::vector<std::int32_t>> engine::propose(const sched::
     for (std::size_t i = 0; i < cands.size(); ++i) {
       auto& c = cands[i];
       if (k[i] <= 0) continue;
-      c.table = kv_.raw_table(c.id);
-      asks.push_back({c.id, seqs_.at(c.id)->tokens, k[i], &c.row, c.table});
+      if (!proposer_->cheap()) c.row = sampling_row_of(*c.s), c.table = kv_.raw_table(c.s->id);
+      asks.push_back({c.s->id, c.s->tokens, k[i], &c.row, c.table});
     }
     auto got = proposer_->propose(asks);
     std::vector<std::vector<std::int32_t>> all(cands.size());
@@ -79,7 +81,7 @@ std::map<std::uint64_t, std::vector<std::int32_t>> engine::propose(const sched::
     for (std::size_t i = 0; i < cands.size(); ++i) caps[i] = std::min(caps[i], int(got[i].size()));
   }
   std::vector<double> acceptance;
-  for (const auto& c : cands) acceptance.push_back(seqs_.at(c.id)->acceptance.rate());
+  for (const auto& c : cands) acceptance.push_back(c.s->acceptance.rate());
   std::vector<int> len = sc.adaptive ? speculative::plan_lengths({plan.num_tokens, base_tokens, acceptance, sc.k, caps,
                                                                   proposer_->seconds_per_position()},
                                                                  step_cost_)
@@ -89,10 +91,11 @@ std::map<std::uint64_t, std::vector<std::int32_t>> engine::propose(const sched::
   for (std::size_t i = 0; i < cands.size(); ++i) {
     len[i] = std::clamp(len[i], 0, std::max(budget, 0));
     if (len[i] == 0) continue;
-    const int tokens = int(seqs_.at(cands[i].id)->tokens.size());
-    const int have = kv_.num_blocks_of(cands[i].id);
+    const std::uint64_t id = cands[i].s->id;
+    const int tokens = int(cands[i].s->tokens.size());
+    const int have = kv_.num_blocks_of(id);
     const int need = kv::blocks_for(tokens + len[i], bs) - have;  // positions up to tokens - 1 + len
-    if (need > 0 && !kv_.allocate(cands[i].id, need)) len[i] = std::max(0, have * bs - tokens);
+    if (need > 0 && !kv_.allocate(id, need)) len[i] = std::max(0, have * bs - tokens);
     budget -= len[i];
   }
   if (!proposer_->cheap()) got = ask(len);
@@ -100,7 +103,7 @@ std::map<std::uint64_t, std::vector<std::int32_t>> engine::propose(const sched::
     auto& g = got[i];
     if (len[i] <= 0 || g.empty()) continue;
     if (int(g.size()) > len[i]) g.resize(std::size_t(len[i]));
-    out.emplace(cands[i].id, std::move(g));
+    out.emplace(cands[i].s->id, std::move(g));
   }
   return out;
 }

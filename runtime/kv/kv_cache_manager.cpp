@@ -138,7 +138,8 @@ void kv_cache_manager::free(seq_id s) {
 void kv_cache_manager::truncate(seq_id s, int keep) {
   auto it = tables_.find(s);
   if (it == tables_.end() || int(it->second.size()) <= keep) return;
-  if (keep < registered_[s]) throw std::logic_error("kv_cache_manager::truncate: would drop a registered block");
+  if (auto r = registered_.find(s); r != registered_.end() && keep < r->second)
+    throw std::logic_error("kv_cache_manager::truncate: would drop a registered block");
   auto& t = it->second;
   std::vector<block_id> tail_first(t.rbegin(), t.rend() - keep);
   pool_.release(tail_first);

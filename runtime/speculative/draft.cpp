@@ -4,10 +4,8 @@
 #include <filesystem>
 
 #include "runtime/common/error.h"
-#include "runtime/model/gguf.h"
-#include "runtime/model/gguf_llama.h"
+#include "runtime/model/model_tokenizer.h"
 #include "runtime/speculative/verify.h"
-#include "runtime/tokenizer/gguf_vocab.h"
 
 namespace troupe::speculative {
 
@@ -61,8 +59,7 @@ std::vector<std::vector<std::int32_t>> draft_proposer::propose(std::span<const p
       }
       b.logit_rows.push_back(std::int32_t(b.tokens.size() - 1));
       l.from = last + 1;
-      auto verify = verify_rows(*l.ask->row, l.out);  // the row the target uses at this position
-      rows.push_back(std::move(verify.back()));
+      rows.push_back(row_after(*l.ask->row, l.out));  // the row the target uses at this position
       active.push_back(&l);
     }
     if (active.empty()) break;
@@ -76,26 +73,11 @@ std::vector<std::vector<std::int32_t>> draft_proposer::propose(std::span<const p
   }
   std::vector<std::vector<std::int32_t>> out;
   for (auto& l : lanes) {
-    // Its KV now covers every position it fed: the tokens, and all proposals but the last.
-    computed_[l.ask->seq] = std::max(l.from, computed_.count(l.ask->seq) ? computed_[l.ask->seq] : 0);
+    computed_[l.ask->seq] = l.from;  // every position it fed: the tokens, and all proposals but the last
     out.push_back(std::move(l.out));
   }
   return out;
 }
-
-namespace {
-
-std::unique_ptr<tokenizer::tokenizer> tokenizer_of(const std::string& dir) {
-  if (model::is_gguf_path(dir)) {
-    const model::gguf_file g(dir);
-    if (!g.metadata().contains("tokenizer.ggml.model")) return nullptr;
-    return tokenizer::tokenizer::from_json(tokenizer::tokenizer_json_from_gguf(g.metadata(), dir), dir);
-  }
-  if (std::filesystem::exists(dir + "/tokenizer.json")) return tokenizer::tokenizer::load(dir + "/tokenizer.json");
-  return nullptr;
-}
-
-}  // namespace
 
 std::unique_ptr<draft_proposer> load_draft(const std::string& draft_dir, const std::string& target_name,
                                            const model::model_config& target, const tokenizer::tokenizer* target_tok,
@@ -108,7 +90,7 @@ std::unique_ptr<draft_proposer> load_draft(const std::string& draft_dir, const s
     throw input_error(both + "its vocabulary has " + std::to_string(d.vocab_size) + " tokens, the target's " +
                       std::to_string(target.vocab_size));
   if (target_tok) {
-    auto tok = tokenizer_of(draft_dir);
+    auto tok = model::load_tokenizer(draft_dir);
     if (!tok) throw input_error(both + "it has no tokenizer to compare with the target's");
     for (std::int32_t id = 0; id < target.vocab_size; ++id)
       if (tok->token_text(id) != target_tok->token_text(id))

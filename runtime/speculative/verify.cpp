@@ -17,6 +17,13 @@ std::vector<sampling::sampling_row> verify_rows(const sampling::sampling_row& de
   return rows;
 }
 
+sampling::sampling_row row_after(const sampling::sampling_row& decode_row, std::span<const std::int32_t> proposed) {
+  sampling::sampling_row r = decode_row;
+  r.num_output += std::int32_t(proposed.size());
+  if (!r.history.empty()) r.history.insert(r.history.end(), proposed.begin(), proposed.end());
+  return r;
+}
+
 verdict judge(std::span<const std::int32_t> proposed, std::span<const sampling::sampled_token> chosen) {
   if (chosen.size() != proposed.size() + 1) throw std::invalid_argument("judge: a verify step has one row more than its proposal");
   verdict v;

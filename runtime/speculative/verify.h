@@ -24,6 +24,9 @@ namespace troupe::speculative {
 
 // The k+1 sampling rows of a verify step, from the row a one-token decode step would use.
 std::vector<sampling::sampling_row> verify_rows(const sampling::sampling_row& decode_row, std::span<const std::int32_t> proposed);
+// The last of them alone: the row at position num_output + proposed.size() (what a draft samples
+// its next proposal with).
+sampling::sampling_row row_after(const sampling::sampling_row& decode_row, std::span<const std::int32_t> proposed);
 
 struct verdict {
   std::vector<sampling::sampled_token> tokens;  // the step's output, 1 to k+1 tokens

@@ -1,7 +1,7 @@
 #include "tools/troupe/model_folder.h"
 
 #include "runtime/model/gguf_llama.h"
-#include "runtime/tokenizer/gguf_vocab.h"
+#include "runtime/model/model_tokenizer.h"
 
 #include <unistd.h>
 
@@ -84,15 +84,7 @@ opened_model open_model(const std::string& dir) {
   return m;
 }
 
-std::shared_ptr<const tokenizer::tokenizer> load_tokenizer(const std::string& model) {
-  if (model::is_gguf_path(model)) {
-    const model::gguf_file g(model);
-    if (!g.metadata().contains("tokenizer.ggml.model")) return nullptr;
-    return tokenizer::tokenizer::from_json(tokenizer::tokenizer_json_from_gguf(g.metadata(), model), model);
-  }
-  if (std::filesystem::exists(model + "/tokenizer.json")) return tokenizer::tokenizer::load(model + "/tokenizer.json");
-  return nullptr;
-}
+std::shared_ptr<const tokenizer::tokenizer> load_tokenizer(const std::string& model) { return model::load_tokenizer(model); }
 
 std::optional<chat::chat_template> load_chat_template(const std::string& model, const std::string& override_file) {
   if (!model::is_gguf_path(model) || !override_file.empty())
