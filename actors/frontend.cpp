@@ -134,6 +134,13 @@ struct frontend_metrics {
                                              "Speculative decoding: proposed tokens the output took (the target chose the same).")),
         spec_accepted_per_pos(reg.add_counter(p + "spec_decode_num_accepted_tokens_per_pos",
                                               "Speculative decoding: accepted tokens by their position in a step's proposal (0: the first).")),
+        replica_steps(reg.add_counter(p + "replica_engine_steps", "Engine steps (forward passes) run, per replica.")),
+        replica_forward_seconds(reg.add_counter(p + "replica_forward_seconds",
+                                                "Seconds in the model's forward pass, per replica (divided by replica_engine_steps: "
+                                                "the mean step cost).")),
+        spec_propose_seconds(reg.add_counter(p + "spec_decode_propose_seconds",
+                                             "Speculative decoding: seconds proposing (a draft model's forward, n-gram lookups), "
+                                             "per replica, outside replica_forward_seconds.")),
         expert_tokens(reg.add_counter(p + "moe_expert_tokens", "Mixture-of-experts models: tokens routed to each expert, over all layers, per replica.")),
         events_published(reg.add_counter(p + "kv_events_published", "KV events sent on the [kv_events] endpoint.")),
         events_dropped(reg.add_counter(p + "kv_events_dropped", "KV events dropped because the publisher fell behind.")),
@@ -153,7 +160,7 @@ struct frontend_metrics {
       &replica_up;
   metrics::counter &prompt_tokens, &generation_tokens, &preemptions, &migrations, &prefix_queries, &prefix_hits, &kv_pulls,
       &kv_pull_failures, &spec_drafts, &spec_draft_tokens, &spec_accepted_tokens, &spec_accepted_per_pos,
-      &expert_tokens, &events_published, &events_dropped, &router_decisions, &success, &rejected, &frontend_cpu, &process_cpu;
+      &replica_steps, &replica_forward_seconds, &spec_propose_seconds, &expert_tokens, &events_published, &events_dropped, &router_decisions, &success, &rejected, &frontend_cpu, &process_cpu;
 };
 
 double thread_cpu_now() {
@@ -211,6 +218,8 @@ struct frontend_state {
     std::uint64_t preemptions = 0, prefix_queries = 0, prefix_hits = 0, kv_pulls = 0, kv_pull_failures = 0;
     std::uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
     std::vector<std::uint64_t> spec_accepted_per_pos;
+    std::uint64_t steps = 0;
+    double forward_seconds = 0, propose_seconds = 0;
   };
   std::map<caf::actor_addr, replica_counters> seen;  // per replica, for counter deltas
   std::uint64_t next_id = 0;
@@ -227,6 +236,46 @@ struct frontend_state {
 };
 
 using frontend_ptr = caf::stateful_actor<frontend_state>*;
+
+// A replica's load report into /metrics: its gauges, and its counters as what they grew by since
+// the last report of the same actor (a restarted replica starts its own from zero).
+void observe_replica(frontend_state& st, const caf::actor_addr& addr, const std::string& name, const load_report& r) {
+  const metrics::labels rl = {{"model_name", st.cfg.model_name}, {"replica", name}};
+  st.m->replica_running.set(rl, r.running_seqs);
+  st.m->replica_waiting.set(rl, r.waiting_seqs);
+  st.m->replica_kv_usage.set(rl, r.total_blocks ? double(r.used_blocks) / r.total_blocks : 0.0);
+  st.m->replica_up.set(rl, 1);
+  // One series per expert the model has (the replica's report, not the client, sets them).
+  for (std::size_t e = 0; e < r.expert_tokens.size(); ++e) {
+    metrics::labels el = rl;
+    el.emplace_back("expert", std::to_string(e));
+    st.m->expert_tokens.advance_to(el, double(r.expert_tokens[e]));
+  }
+  auto& seen = st.seen[addr];
+  const metrics::labels ml = {{"model_name", st.cfg.model_name}};
+  auto delta = [](metrics::counter& c, const metrics::labels& l, auto now, auto& before) {
+    if (now > before) c.inc(l, double(now - before));
+    before = now;
+  };
+  delta(st.m->preemptions, ml, r.preemptions, seen.preemptions);
+  delta(st.m->prefix_queries, ml, r.prefix_queries, seen.prefix_queries);
+  delta(st.m->prefix_hits, ml, r.prefix_hits, seen.prefix_hits);
+  delta(st.m->kv_pulls, ml, r.kv_pulls, seen.kv_pulls);
+  delta(st.m->kv_pull_failures, ml, r.kv_pull_failures, seen.kv_pull_failures);
+  delta(st.m->spec_drafts, ml, r.spec_drafts, seen.spec_drafts);
+  delta(st.m->spec_draft_tokens, ml, r.spec_draft_tokens, seen.spec_draft_tokens);
+  delta(st.m->spec_accepted_tokens, ml, r.spec_accepted_tokens, seen.spec_accepted_tokens);
+  delta(st.m->replica_steps, rl, r.steps, seen.steps);
+  delta(st.m->replica_forward_seconds, rl, r.forward_seconds, seen.forward_seconds);
+  delta(st.m->spec_propose_seconds, rl, r.spec_propose_seconds, seen.propose_seconds);
+  // One series per position (at most k, bounded by the config, not the client).
+  seen.spec_accepted_per_pos.resize(std::max(seen.spec_accepted_per_pos.size(), r.spec_accepted_per_pos.size()));
+  for (std::size_t j = 0; j < r.spec_accepted_per_pos.size(); ++j) {
+    metrics::labels pl = ml;
+    pl.emplace_back("position", std::to_string(j));
+    delta(st.m->spec_accepted_per_pos, pl, r.spec_accepted_per_pos[j], seen.spec_accepted_per_pos[j]);
+  }
+}
 
 std::string input_bucket(int n) {
   if (n <= 128) return "1-128";
@@ -655,44 +704,11 @@ void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex
               self->request(reps[i], self->state.cfg.request_timeout, load_atom::value)
                   .then(
                       [=, s = reps[i], name = names[i]](const load_report& r) {
-                        const metrics::labels rl = {{"model_name", self->state.cfg.model_name}, {"replica", name}};
-                        self->state.m->replica_running.set(rl, r.running_seqs);
-                        self->state.m->replica_waiting.set(rl, r.waiting_seqs);
-                        self->state.m->replica_kv_usage.set(rl, r.total_blocks ? double(r.used_blocks) / r.total_blocks : 0.0);
-                        self->state.m->replica_up.set(rl, 1);
-                        // One series per expert the model has (the replica's report, not the client, sets them).
-                        for (std::size_t e = 0; e < r.expert_tokens.size(); ++e) {
-                          metrics::labels el = rl;
-                          el.emplace_back("expert", std::to_string(e));
-                          self->state.m->expert_tokens.advance_to(el, double(r.expert_tokens[e]));
-                        }
+                        observe_replica(self->state, s.address(), name, r);
                         g->total.running_seqs += r.running_seqs;
                         g->total.waiting_seqs += r.waiting_seqs;
                         g->total.used_blocks += r.used_blocks;
                         g->total.total_blocks += r.total_blocks;
-                        auto& seen = self->state.seen[s.address()];
-                        const metrics::labels ml = {{"model_name", self->state.cfg.model_name}};
-                        auto delta = [&](metrics::counter& c, std::uint64_t now, std::uint64_t& before) {
-                          if (now > before) c.inc(ml, double(now - before));
-                          before = now;
-                        };
-                        delta(self->state.m->preemptions, r.preemptions, seen.preemptions);
-                        delta(self->state.m->prefix_queries, r.prefix_queries, seen.prefix_queries);
-                        delta(self->state.m->prefix_hits, r.prefix_hits, seen.prefix_hits);
-                        delta(self->state.m->kv_pulls, r.kv_pulls, seen.kv_pulls);
-                        delta(self->state.m->kv_pull_failures, r.kv_pull_failures, seen.kv_pull_failures);
-                        delta(self->state.m->spec_drafts, r.spec_drafts, seen.spec_drafts);
-                        delta(self->state.m->spec_draft_tokens, r.spec_draft_tokens, seen.spec_draft_tokens);
-                        delta(self->state.m->spec_accepted_tokens, r.spec_accepted_tokens, seen.spec_accepted_tokens);
-                        // One series per position (at most k, bounded by the config, not the client).
-                        seen.spec_accepted_per_pos.resize(std::max(seen.spec_accepted_per_pos.size(), r.spec_accepted_per_pos.size()));
-                        for (std::size_t j = 0; j < r.spec_accepted_per_pos.size(); ++j) {
-                          metrics::labels pl = ml;
-                          pl.emplace_back("position", std::to_string(j));
-                          if (r.spec_accepted_per_pos[j] > seen.spec_accepted_per_pos[j])
-                            self->state.m->spec_accepted_per_pos.inc(pl, double(r.spec_accepted_per_pos[j] - seen.spec_accepted_per_pos[j]));
-                          seen.spec_accepted_per_pos[j] = r.spec_accepted_per_pos[j];
-                        }
                         if (--g->left == 0) render();
                       },
                       [=](caf::error&) {  // a replica that just died: counted as absent

@@ -216,6 +216,40 @@ caf::result<bool> accept(scheduler_actor::stateful_pointer<scheduler_state> self
   return true;
 }
 
+// What the replica reports of its load and counters (router, frontend's /metrics, admin console).
+load_report report_of(const scheduler_state& st) {
+  const auto& e = *st.engine;
+  load_report r;
+  r.running_seqs = std::int32_t(e.num_running());
+  r.waiting_seqs = std::int32_t(e.num_waiting());
+  r.waiting_prompt_tokens = std::int32_t(e.waiting_prompt_tokens());
+  r.used_blocks = e.blocks().num_used();
+  r.total_blocks = e.blocks().num_blocks();
+  r.steps = st.steps;
+  r.forward_seconds = e.stats().forward_seconds;
+  r.kv_losses = e.stats().kv_losses;
+  r.preemptions = e.stats().preemptions;
+  r.spec_drafts = e.stats().spec_drafts;
+  r.spec_draft_tokens = e.stats().spec_draft_tokens;
+  r.spec_accepted_tokens = e.stats().spec_accepted_tokens;
+  r.spec_accepted_per_pos = e.stats().spec_accepted_per_pos;
+  r.spec_propose_seconds = e.stats().spec_propose_seconds;
+  r.prompt_tokens_computed = e.stats().prompt_tokens_computed;
+  r.generated_tokens = e.stats().generated_tokens;
+  r.prefix_queries = e.kv().stats().queries;
+  r.prefix_hits = e.kv().stats().hits;
+  r.cached_blocks = e.kv().num_cached();
+  r.kv_pulls = e.stats().kv_pulls;
+  r.kv_pull_failures = e.stats().kv_pull_failures;
+  r.kv_pull_bytes = e.stats().kv_pull_bytes;
+  r.kv_pull_seconds = e.stats().kv_pull_seconds;
+  r.handoffs_held = std::int32_t(e.num_handoffs_held() + st.relayed.size());  // held here or relayed
+  r.draining = st.draining;
+  r.parked = st.parked;
+  r.expert_tokens = e.stats().expert_tokens;
+  return r;
+}
+
 scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_pointer<scheduler_state> self) {
   self->state.kv_generation = std::uint64_t(
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
@@ -283,37 +317,7 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
       [=](abort_atom, const std::string& id) {
         if (self->state.engine->abort(id)) schedule_step(self);
       },
-      [=](load_atom) {
-        const auto& e = *self->state.engine;
-        load_report r;
-        r.running_seqs = std::int32_t(e.num_running());
-        r.waiting_seqs = std::int32_t(e.num_waiting());
-        r.waiting_prompt_tokens = std::int32_t(e.waiting_prompt_tokens());
-        r.used_blocks = e.blocks().num_used();
-        r.total_blocks = e.blocks().num_blocks();
-        r.steps = self->state.steps;
-        r.forward_seconds = e.stats().forward_seconds;
-        r.kv_losses = e.stats().kv_losses;
-        r.preemptions = e.stats().preemptions;
-        r.spec_drafts = e.stats().spec_drafts;
-        r.spec_draft_tokens = e.stats().spec_draft_tokens;
-        r.spec_accepted_tokens = e.stats().spec_accepted_tokens;
-        r.spec_accepted_per_pos = e.stats().spec_accepted_per_pos;
-        r.prompt_tokens_computed = e.stats().prompt_tokens_computed;
-        r.generated_tokens = e.stats().generated_tokens;
-        r.prefix_queries = e.kv().stats().queries;
-        r.prefix_hits = e.kv().stats().hits;
-        r.cached_blocks = e.kv().num_cached();
-        r.kv_pulls = e.stats().kv_pulls;
-        r.kv_pull_failures = e.stats().kv_pull_failures;
-        r.kv_pull_bytes = e.stats().kv_pull_bytes;
-        r.kv_pull_seconds = e.stats().kv_pull_seconds;
-        r.handoffs_held = std::int32_t(e.num_handoffs_held() + self->state.relayed.size());  // held here or relayed
-        r.draining = self->state.draining;
-        r.parked = self->state.parked;
-        r.expert_tokens = e.stats().expert_tokens;
-        return r;
-      },
+      [=](load_atom) { return report_of(self->state); },
       [=](kv_subscribe_atom, replica_id replica, kv_event_sink sink) {
         auto& st = self->state;
         publish_kv_events(self);  // what earlier subscribers have not seen yet, before the snapshot

@@ -120,6 +120,7 @@ struct load_report {
   // proposed, accepted, and accepted by position.
   std::uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
   std::vector<std::uint64_t> spec_accepted_per_pos;
+  double spec_propose_seconds = 0;  // in the proposer (a draft's forward), outside forward_seconds
   bool drained() const { return draining && running_seqs == 0 && waiting_seqs == 0 && handoffs_held == 0; }
 };
 
@@ -129,7 +130,7 @@ typename Inspector::result_type inspect(Inspector& f, load_report& x) {
            x.used_blocks, x.total_blocks, x.steps, x.forward_seconds, x.kv_losses, x.preemptions, x.prompt_tokens_computed, x.generated_tokens,
            x.prefix_queries, x.prefix_hits, x.cached_blocks, x.kv_pulls, x.kv_pull_failures, x.kv_pull_bytes,
            x.kv_pull_seconds, x.handoffs_held, x.draining, x.parked, x.expert_tokens, x.spec_drafts, x.spec_draft_tokens,
-           x.spec_accepted_tokens, x.spec_accepted_per_pos);
+           x.spec_accepted_tokens, x.spec_accepted_per_pos, x.spec_propose_seconds);
 }
 
 

@@ -84,6 +84,7 @@ struct engine_stats {
   // counted as accepted, so a request's output tokens = its decode steps + its accepted tokens.
   std::uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
   std::vector<std::uint64_t> spec_accepted_per_pos;
+  double spec_propose_seconds = 0;  // in the proposer (a draft model's forward, n-gram lookups), outside forward_seconds
 };
 
 // One pull of a request's KV that ended (for the owner of the sending replica's blocks).
@@ -222,6 +223,7 @@ class engine {
   engine_stats stats_;
   std::unique_ptr<speculative::proposer> proposer_;  // null: speculation off
   speculative::step_cost step_cost_;                 // this replica's forward seconds by rows
+  int explore_wait_ = 0;                             // steps since the policy last proposed anything
 };
 
 // Method draft's proposer for `target` (null for the other methods): the draft model loaded and

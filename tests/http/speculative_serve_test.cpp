@@ -130,7 +130,8 @@ std::map<std::string, double> settled_metrics(std::uint16_t port) {
   const std::vector<std::string> names = {"troupe:spec_decode_num_drafts_total", "troupe:spec_decode_num_draft_tokens_total",
                                           "troupe:spec_decode_num_accepted_tokens_total", "troupe:spec_decode_num_accepted_tokens_per_pos_total",
                                           "troupe:generation_tokens_total", "troupe:num_preemptions_total", "troupe:prefix_cache_hits_total",
-                                          "troupe:num_migrations_total"};
+                                          "troupe:num_migrations_total", "troupe:replica_engine_steps_total",
+                                          "troupe:replica_forward_seconds_total", "troupe:spec_decode_propose_seconds_total"};
   std::map<std::string, double> last;
   for (int i = 0; i < 200; ++i) {
     std::map<std::string, double> now;
@@ -158,6 +159,10 @@ void expect_speculated(const std::map<std::string, double>& m, const std::string
   BOOST_TEST(accepted > 0, what);
   BOOST_TEST(accepted < proposed, what << ": nothing was rejected");
   BOOST_TEST(m.at("troupe:spec_decode_num_accepted_tokens_per_pos_total") == accepted, what);
+  // The step costs a benchmark predicts speedups from: steps run, seconds in the forward and proposing.
+  BOOST_TEST(m.at("troupe:replica_engine_steps_total") > 0, what);
+  BOOST_TEST(m.at("troupe:replica_forward_seconds_total") > 0, what);
+  BOOST_TEST(m.at("troupe:spec_decode_propose_seconds_total") > 0, what);
 }
 
 const std::vector<answer>& plain() {
