@@ -3,6 +3,7 @@
 // step's rows leave of them. Kept apart from engine.cpp's step, which only carries proposals
 // through the plan.
 #include <algorithm>
+#include <chrono>
 
 #include "runtime/engine/engine.h"
 #include "runtime/engine/engine_sequence.h"
@@ -10,10 +11,6 @@
 #include "runtime/speculative/verify.h"
 
 namespace troupe::engine {
-
-namespace {
-
-}  // namespace
 
 struct engine::candidate {
   sequence* s = nullptr;
@@ -67,7 +64,9 @@ std::map<std::uint64_t, std::vector<std::int32_t>> engine::propose(const sched::
       if (!proposer_->cheap()) c.row = sampling_row_of(*c.s), c.table = kv_.raw_table(c.s->id);
       asks.push_back({c.s->id, c.s->tokens, k[i], &c.row, c.table});
     }
+    const auto t0 = std::chrono::steady_clock::now();
     auto got = proposer_->propose(asks);
+    stats_.spec_propose_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::vector<std::vector<std::int32_t>> all(cands.size());
     for (std::size_t i = 0, a = 0; i < cands.size(); ++i)
       if (k[i] > 0) all[i] = std::move(got.at(a++));
@@ -82,10 +81,12 @@ std::map<std::uint64_t, std::vector<std::int32_t>> engine::propose(const sched::
   }
   std::vector<double> acceptance;
   for (const auto& c : cands) acceptance.push_back(c.s->acceptance.rate());
+  const bool explore = ++explore_wait_ >= sc.probe_every;
   std::vector<int> len = sc.adaptive ? speculative::plan_lengths({plan.num_tokens, base_tokens, acceptance, sc.k, caps,
-                                                                  proposer_->seconds_per_position()},
+                                                                  proposer_->seconds_per_position(), explore},
                                                                  step_cost_)
                                      : caps;
+  if (std::any_of(len.begin(), len.end(), [](int x) { return x > 0; })) explore_wait_ = 0;
   // Within the step's token budget, and in blocks that are free now (a proposal never preempts).
   int budget = cfg_.sched.max_num_batched_tokens - plan.num_tokens;
   for (std::size_t i = 0; i < cands.size(); ++i) {

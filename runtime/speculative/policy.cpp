@@ -67,6 +67,12 @@ std::vector<int> plan_lengths(const plan_inputs& in, const step_cost& cost) {
     tokens += gain[best], gain[best] *= std::clamp(in.acceptance[best], 0.0, 1.0);
     ++k[best], ++rows, deepest = next_deepest, rate = next_rate;
   }
+  if (in.explore && std::all_of(k.begin(), k.end(), [](int x) { return x == 0; })) {
+    std::size_t best = k.size();
+    for (std::size_t i = 0; i < k.size(); ++i)
+      if (most[i] > 0 && in.acceptance[i] > 0 && (best == k.size() || in.acceptance[i] > in.acceptance[best])) best = i;
+    if (best < k.size()) k[best] = 1;
+  }
   return k;
 }
 

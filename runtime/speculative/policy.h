@@ -47,13 +47,18 @@ struct plan_inputs {
   int k_max = 4;                          // proposals per sequence at most
   std::span<const int> k_cap;             // each sequence's own most, below k_max (empty: k_max for all)
   double draft_seconds_per_position = 0;  // a draft model's step, paid once per position proposed (n-gram: 0)
+  // When nothing pays, one proposal to the likeliest sequence anyway. The caller sets it now and
+  // then: a line learned at another batch size, or from a text that was hard to guess, would
+  // otherwise never be measured again where it now says no.
+  bool explore = false;
 };
 
 // Proposals per sequence (the order of inputs.acceptance), each in 0..min(k_max, k_cap): one proposal at a
 // time to the sequence whose next one is likeliest accepted (a^(k+1)), while the step's expected
 // tokens per second rises; it stops at the first proposal that would lower it. Until `cost` has
 // a line, every sequence whose acceptance is above 0 gets one proposal, so that steps of
-// different sizes are seen and the line can be learned.
+// different sizes are seen and the line can be learned; with `explore`, a plan of nothing gives
+// the likeliest sequence one proposal.
 std::vector<int> plan_lengths(const plan_inputs& in, const step_cost& cost);
 
 }  // namespace troupe::speculative

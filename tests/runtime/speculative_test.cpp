@@ -232,13 +232,15 @@ speculative::step_cost line(double fixed, double per_row) {
   return c;
 }
 
-std::vector<int> plan(int base, std::vector<double> acc, const speculative::step_cost& c, double draft = 0) {
+std::vector<int> plan(int base, std::vector<double> acc, const speculative::step_cost& c, double draft = 0,
+                      bool explore = false) {
   speculative::plan_inputs in;
   in.base_rows = base;
   in.base_tokens = int(acc.size());
   in.acceptance = acc;
   in.k_max = 4;
   in.draft_seconds_per_position = draft;
+  in.explore = explore;
   return speculative::plan_lengths(in, c);
 }
 
@@ -264,4 +266,8 @@ BOOST_AUTO_TEST_CASE(speculation_goes_deep_when_rows_are_nearly_free_and_off_whe
   BOOST_TEST(dear[0] < cheap[0]);
   // Before the cost is known: one proposal each, to learn it.
   BOOST_TEST(plan(2, {0.7, 0.0}, speculative::step_cost{}) == (std::vector<int>{1, 0}));
+  // Exploring when nothing pays: one proposal, to the likeliest; when something pays, the plan as it was.
+  BOOST_TEST(plan(3, {0.5, 0.8, 0.0}, compute, 0, true) == (std::vector<int>{0, 1, 0}));
+  BOOST_TEST(plan(1, {0.8}, bandwidth, 0, true) == plan(1, {0.8}, bandwidth));
+  BOOST_TEST(plan(1, {0.0}, compute, 0, true) == (std::vector<int>{0}));
 }
