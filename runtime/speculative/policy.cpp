@@ -22,22 +22,33 @@ void acceptance::observe(int proposed, int accepted) {
 
 double acceptance::rate() const { return accepted_ / (accepted_ + rejected_); }
 
-void step_cost::observe(int rows, double seconds) {
-  const double x = rows;
-  w_ = w_ * cost_keep + 1;
-  sx_ = sx_ * cost_keep + x;
-  sy_ = sy_ * cost_keep + seconds;
-  sxx_ = sxx_ * cost_keep + x * x;
-  sxy_ = sxy_ * cost_keep + x * seconds;
+void step_cost::observe(int rows, double seconds, bool verifying) {
+  const double x[3] = {1.0, double(rows), verifying ? 1.0 : 0.0};
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) s_[i][j] = s_[i][j] * cost_keep + x[i] * x[j];
+    r_[i] = r_[i] * cost_keep + x[i] * seconds;
+  }
 }
 
-std::optional<double> step_cost::seconds(int rows) const {
-  if (w_ <= 0) return std::nullopt;
-  const double mx = sx_ / w_, my = sy_ / w_;
-  const double var = sxx_ / w_ - mx * mx;
+std::optional<double> step_cost::seconds(int rows, bool verifying) const {
+  const double w = s_[0][0];
+  if (w <= 0) return std::nullopt;
+  const double mx = s_[0][1] / w, var = s_[1][1] / w - mx * mx;
   if (var < 1e-6) return std::nullopt;  // one size of step seen: no slope yet
-  const double slope = std::max(0.0, (sxy_ / w_ - mx * my) / var);  // noise must not make rows free
-  return std::max(1e-9, my + slope * (rows - mx));
+  // Centred on the weighted means, the fit is a 2x2 system in (slope, jump); where the verifying
+  // steps cannot be told apart from the rows (all of one kind, or always the same rows), the
+  // jump is left at 0 and the line is rows alone.
+  const double mv = s_[0][2] / w, my = r_[0] / w;
+  const double cxx = var, cxv = s_[1][2] / w - mx * mv, cvv = s_[2][2] / w - mv * mv;
+  const double cxy = r_[1] / w - mx * my, cvy = r_[2] / w - mv * my;
+  double slope = cxy / cxx, jump = 0;
+  const double det = cxx * cvv - cxv * cxv;
+  if (cvv > 1e-6 && det > 1e-6 * cxx * cvv) {
+    slope = (cxy * cvv - cvy * cxv) / det;
+    jump = std::max(0.0, (cvy * cxx - cxy * cxv) / det);  // noise must not make verifying free
+  }
+  slope = std::max(0.0, slope);  // noise must not make rows free
+  return std::max(1e-9, my + slope * (rows - mx) + jump * ((verifying ? 1.0 : 0.0) - mv));
 }
 
 std::vector<int> plan_lengths(const plan_inputs& in, const step_cost& cost) {
@@ -49,24 +60,26 @@ std::vector<int> plan_lengths(const plan_inputs& in, const step_cost& cost) {
     for (std::size_t i = 0; i < k.size(); ++i) k[i] = in.acceptance[i] > 0 && most[i] > 0 ? 1 : 0;
     return k;
   }
-  auto seconds = [&](int rows, int deepest) { return *cost.seconds(rows) + deepest * in.draft_seconds_per_position; };
+  auto seconds = [&](int rows, int deepest) { return *cost.seconds(rows, deepest > 0) + deepest * in.draft_seconds_per_position; };
   // gain[i]: the tokens sequence i's next proposal adds, a^(k+1); each proposal multiplies it by a.
   std::vector<double> gain(k.size());
   for (std::size_t i = 0; i < k.size(); ++i) gain[i] = std::clamp(in.acceptance[i], 0.0, 1.0);
   double tokens = std::max(in.base_tokens, 1);
   int rows = in.base_rows, deepest = 0;
-  double rate = tokens / seconds(rows, 0);
+  double best_rate = tokens / seconds(rows, 0);
+  std::vector<int> best_k = k;
   for (;;) {
     std::size_t best = k.size();
     for (std::size_t i = 0; i < k.size(); ++i)
       if (k[i] < most[i] && gain[i] > 0 && (best == k.size() || gain[i] > gain[best])) best = i;
     if (best == k.size()) break;
-    const int next_deepest = std::max(deepest, k[best] + 1);
-    const double next_rate = (tokens + gain[best]) / seconds(rows + 1, next_deepest);
-    if (next_rate <= rate) break;
+    deepest = std::max(deepest, k[best] + 1);
     tokens += gain[best], gain[best] *= std::clamp(in.acceptance[best], 0.0, 1.0);
-    ++k[best], ++rows, deepest = next_deepest, rate = next_rate;
+    ++k[best], ++rows;
+    const double rate = tokens / seconds(rows, deepest);
+    if (rate > best_rate) best_rate = rate, best_k = k;
   }
+  k = std::move(best_k);
   if (in.explore && std::all_of(k.begin(), k.end(), [](int x) { return x == 0; })) {
     std::size_t best = k.size();
     for (std::size_t i = 0; i < k.size(); ++i)

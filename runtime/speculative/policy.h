@@ -27,17 +27,22 @@ class acceptance {
   double accepted_ = 1, rejected_ = 1;
 };
 
-// Seconds of a replica's forward step as a function of its rows: a line through recent
-// observations (least squares, exponentially forgotten), so it follows the machine and model it
-// runs on rather than a table.
+// Seconds of a replica's forward step as a function of its rows and of whether it verifies
+// proposals: a + b * rows + c * verifying, fitted to recent observations (least squares,
+// exponentially forgotten), so it follows the machine and model it runs on rather than a table.
+// The jump c is measured because it is real: a step where some sequence has several rows leaves
+// the kernels' one-row-per-sequence decode path (on a CPU, a 1b model's step of one sequence
+// with 5 rows costs about 1.15 times its step of 1), so a first proposal costs more than a row.
 class step_cost {
  public:
-  void observe(int rows, double seconds);
-  // Predicted seconds for `rows`; nothing until steps of two different sizes were seen.
-  std::optional<double> seconds(int rows) const;
+  void observe(int rows, double seconds, bool verifying = false);
+  // Predicted seconds; nothing until steps of two different sizes were seen. Without verifying
+  // steps among them the jump is taken as 0 (the first proposals measure it).
+  std::optional<double> seconds(int rows, bool verifying = false) const;
 
  private:
-  double w_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
+  // Weighted sums over x = (1, rows, verifying): s_[i][j] = sum w x_i x_j, r_[i] = sum w x_i y.
+  double s_[3][3] = {}, r_[3] = {};
 };
 
 struct plan_inputs {
@@ -54,8 +59,9 @@ struct plan_inputs {
 };
 
 // Proposals per sequence (the order of inputs.acceptance), each in 0..min(k_max, k_cap): one proposal at a
-// time to the sequence whose next one is likeliest accepted (a^(k+1)), while the step's expected
-// tokens per second rises; it stops at the first proposal that would lower it. Until `cost` has
+// time to the sequence whose next one is likeliest accepted (a^(k+1)); of the plans along that
+// order, the one with the most expected tokens per second (the first proposal pays the verify
+// jump, so a plan may pay only from its second or third proposal on). Until `cost` has
 // a line, every sequence whose acceptance is above 0 gets one proposal, so that steps of
 // different sizes are seen and the line can be learned; with `explore`, a plan of nothing gives
 // the likeliest sequence one proposal.

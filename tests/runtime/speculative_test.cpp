@@ -223,6 +223,23 @@ BOOST_AUTO_TEST_CASE(step_cost_learns_its_line_from_the_steps_it_sees) {
   BOOST_TEST(*c.seconds(100) == 0.055, boost::test_tools::tolerance(0.05));
 }
 
+BOOST_AUTO_TEST_CASE(step_cost_learns_what_leaving_the_decode_path_costs) {
+  // 80 ms a step, 4 ms a row, and 10 ms more for a step that verifies proposals.
+  speculative::step_cost c;
+  auto t = [](int rows, bool verifying) { return 0.080 + 0.004 * rows + (verifying ? 0.010 : 0.0); };
+  for (int i = 0; i < 10; ++i) {
+    for (int rows : {1, 2, 4}) c.observe(rows, t(rows, false), false);
+    for (int rows : {2, 3, 5}) c.observe(rows, t(rows, true), true);
+  }
+  BOOST_TEST_REQUIRE(c.seconds(3, true).has_value());
+  BOOST_TEST(*c.seconds(3, true) == t(3, true), boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(*c.seconds(3, false) == t(3, false), boost::test_tools::tolerance(1e-6));
+  // Only plain steps seen: the jump is not known, and taken as 0 until proposals measure it.
+  speculative::step_cost plain;
+  for (int rows : {1, 2, 4}) plain.observe(rows, t(rows, false), false);
+  BOOST_TEST(*plain.seconds(3, true) == *plain.seconds(3, false));
+}
+
 namespace {
 
 speculative::step_cost line(double fixed, double per_row) {
@@ -266,6 +283,16 @@ BOOST_AUTO_TEST_CASE(speculation_goes_deep_when_rows_are_nearly_free_and_off_whe
   BOOST_TEST(dear[0] < cheap[0]);
   // Before the cost is known: one proposal each, to learn it.
   BOOST_TEST(plan(2, {0.7, 0.0}, speculative::step_cost{}) == (std::vector<int>{1, 0}));
+  // A dear first proposal (the step leaves the decode path) that later ones pay for: the whole
+  // depth, not nothing. 80 ms a step, 1 ms a row, 80 ms to verify at all.
+  speculative::step_cost jump;
+  for (int i = 0; i < 10; ++i)
+    for (int rows : {1, 2, 3, 5}) {
+      jump.observe(rows, 0.080 + 0.001 * rows, false);
+      jump.observe(rows, 0.160 + 0.001 * rows, true);
+    }
+  BOOST_TEST(plan(1, {0.8}, jump) == (std::vector<int>{4}));
+  BOOST_TEST(plan(1, {0.3}, jump) == (std::vector<int>{0}));
   // Exploring when nothing pays: one proposal, to the likeliest; when something pays, the plan as it was.
   BOOST_TEST(plan(3, {0.5, 0.8, 0.0}, compute, 0, true) == (std::vector<int>{0, 1, 0}));
   BOOST_TEST(plan(1, {0.8}, bandwidth, 0, true) == plan(1, {0.8}, bandwidth));
