@@ -322,6 +322,26 @@ class Llama(nn.Module):
                       p + "post_attention_layernorm.weight": b.n2.weight})
         return {k: v.detach().to(torch.float16).numpy() for k, v in t.items()}
 
+    def load_hf(self, path):
+        """The weights of a folder this script wrote (the inverse of hf_tensors)."""
+        with open(path, "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(n))
+            data = f.read()
+        names = {"model.embed_tokens.weight": self.embed.weight, "model.norm.weight": self.norm.weight}
+        for i, b in enumerate(self.blocks):
+            p = f"model.layers.{i}."
+            names.update({p + "self_attn.q_proj.weight": b.q.weight, p + "self_attn.k_proj.weight": b.k.weight,
+                          p + "self_attn.v_proj.weight": b.v.weight, p + "self_attn.o_proj.weight": b.o.weight,
+                          p + "mlp.gate_proj.weight": b.gate.weight, p + "mlp.up_proj.weight": b.up.weight,
+                          p + "mlp.down_proj.weight": b.down.weight, p + "input_layernorm.weight": b.n1.weight,
+                          p + "post_attention_layernorm.weight": b.n2.weight})
+        with torch.no_grad():
+            for name, param in names.items():
+                t = header[name]
+                a, e = t["data_offsets"]
+                param.copy_(torch.from_numpy(np.frombuffer(data[a:e], dtype=np.float16).reshape(t["shape"]).astype(np.float32)))
+
 
 def write_safetensors(path, tensors):
     header, offset, blobs = {}, 0, []
@@ -356,6 +376,18 @@ def heldout_nll(model, ids, window):
     return nll, n
 
 
+def top1_agreement(model, teacher, ids, window):
+    """The share of held-out positions where the model's likeliest next token is the teacher's: the
+    rate at which a greedy draft's proposal is accepted."""
+    same, n = 0, 0
+    with torch.no_grad():
+        for s in range(0, len(ids) - 1, window):
+            x = torch.tensor([ids[s:s + window]])
+            same += (model(x)[0].argmax(-1) == teacher(x)[0].argmax(-1)).sum().item()
+            n += x.shape[1]
+    return same / n
+
+
 def native_bf16():
     """Whether this processor multiplies bfloat16 in hardware (else autocast would emulate it, slower)."""
     try:
@@ -378,6 +410,9 @@ def main():
     ap.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto",
                     help="matrix products in training: auto is bf16 where the processor has native bfloat16")
     ap.add_argument("--tokenizer", help="reuse this tokenizer.json (the draft model shares the main model's)")
+    ap.add_argument("--teacher", help="distil from this model folder (the main model): the loss is the cross-entropy "
+                                      "against its next-token distribution instead of the text's next token")
+    ap.add_argument("--init", help="start from this model folder's weights (of the same --size) instead of random ones")
     a = ap.parse_args()
     torch.manual_seed(1234)
     np.random.seed(1234)
@@ -409,6 +444,15 @@ def main():
 
     c = SIZES[a.size]
     model = Llama(c, len(vocab))
+    if a.init:
+        model.load_hf(os.path.join(a.init, "model.safetensors"))
+    teacher = None
+    if a.teacher:  # a draft learns to propose what the target will choose, not what the text says
+        tc = json.load(open(os.path.join(a.teacher, "config.json")))
+        teacher = Llama(dict(hidden=tc["hidden_size"], layers=tc["num_hidden_layers"], heads=tc["num_attention_heads"],
+                             kv_heads=tc["num_key_value_heads"], inter=tc["intermediate_size"]), len(vocab))
+        teacher.load_hf(os.path.join(a.teacher, "model.safetensors"))
+        teacher.eval()
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
     warm = max(1, steps // 20)
@@ -423,7 +467,13 @@ def main():
         y = torch.from_numpy(np.stack([train_ids[s + 1:s + span + 1] for s in starts]))
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
             logits = model(x)
-        loss = F.cross_entropy(logits.float().view(-1, len(vocab)), y.view(-1))
+            if teacher is not None:
+                with torch.no_grad():
+                    target = F.softmax(teacher(x).float().view(-1, len(vocab)), dim=-1)
+        if teacher is None:
+            loss = F.cross_entropy(logits.float().view(-1, len(vocab)), y.view(-1))
+        else:
+            loss = -(target * F.log_softmax(logits.float().view(-1, len(vocab)), dim=-1)).sum(-1).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -469,6 +519,11 @@ def main():
                "heldout_tokens_scored": n, "heldout_mean_nll": nll / n, "heldout_perplexity": math.exp(nll / n),
                "heldout_perplexity_window_256": math.exp(nll_short / n_short), "heldout_tokens_scored_window_256": n_short,
                "torch": torch.__version__, "threads": a.threads, "precision": precision}
+    if a.init:
+        metrics["init"] = a.init
+    if teacher is not None:
+        metrics["teacher"] = a.teacher
+        metrics["heldout_top1_agreement_with_teacher"] = top1_agreement(model, teacher, held_ids, CONTEXT)
     json.dump(metrics, open(os.path.join(a.out, "metrics.json"), "w"), indent=2)
     print(json.dumps(metrics, indent=2))
 
