@@ -3,7 +3,8 @@
 // beginning" reads as KJV text, and its held-out perplexity, computed by troupe, is the figure
 // PyTorch recorded when it was trained (metrics.json), within 1%. The draft model (same
 // tokenizer, for speculative decoding) keeps its figure too. It holds a conversation's worth of
-// context (1,024 tokens) and beats the draft by at least 15%; a chat with the model's own
+// context (1,024 tokens), beats the draft trained on the text alone by at least 15% and the
+// draft distilled from it (committed) outright; a chat with the model's own
 // sampling defaults (generation_config.json) reads as KJV English.
 #define BOOST_TEST_MODULE default_model
 #include <boost/test/unit_test.hpp>
@@ -89,17 +90,21 @@ BOOST_AUTO_TEST_CASE(the_held_out_perplexity_is_the_recorded_figure) { check_rec
 
 // Issue 24's bar for the default model: a context of at least 1,024 tokens, and a held-out
 // perplexity at least 15% under the draft's, in 256-token windows (so the longer context is not
-// what wins it) and in 1,024-token windows.
+// what wins it) and in 1,024-token windows. The bar is the draft as issue 24 measured it, trained
+// on the text alone (41.48 and 43.01, models/kjv-draft/README.md); the draft committed now is
+// distilled from models/kjv for speculative decoding, so it learned from the model it is measured
+// against, and the default model must still beat it.
 BOOST_AUTO_TEST_CASE(the_default_model_holds_1024_tokens_and_beats_the_draft_by_15_percent) {
   const std::string root = std::string(TROUPE_SOURCE_DIR) + "/models/";
   const auto config = json_of(root + "kjv/config.json");
   BOOST_TEST(config["max_position_embeddings"].get<int>() >= 1024);
   const auto kjv = json_of(root + "kjv/metrics.json"), draft = json_of(root + "kjv-draft/metrics.json");
-  // Each window size against the draft's figure in the same windows (the draft, retrained for
-  // speculative decoding, has a 1,024-token context now and records both).
-  const double bar = 0.85 * draft["heldout_perplexity_window_256"].get<double>();
-  BOOST_TEST(kjv["heldout_perplexity"].get<double>() < 0.85 * draft["heldout_perplexity"].get<double>());
+  constexpr double text_only_draft = 41.48, text_only_draft_window_256 = 43.01;
+  const double bar = 0.85 * text_only_draft_window_256;
+  BOOST_TEST(kjv["heldout_perplexity"].get<double>() < 0.85 * text_only_draft);
   BOOST_TEST(kjv["heldout_perplexity_window_256"].get<double>() < bar);
+  BOOST_TEST(kjv["heldout_perplexity"].get<double>() < draft["heldout_perplexity"].get<double>());
+  BOOST_TEST(kjv["heldout_perplexity_window_256"].get<double>() < draft["heldout_perplexity_window_256"].get<double>());
   const auto r = troupe_in_source("eval perplexity --model models/kjv --text models/kjv/heldout.txt --window 256 --json");
   BOOST_TEST_REQUIRE(r.status == 0, r.output);
   const auto got = nlohmann::json::parse(r.output.substr(r.output.find('{')));
