@@ -81,7 +81,7 @@ std::map<std::uint64_t, std::vector<std::int32_t>> engine::propose(const sched::
   }
   std::vector<double> acceptance;
   for (const auto& c : cands) acceptance.push_back(c.s->acceptance.rate());
-  const bool explore = ++explore_wait_ >= sc.probe_every;
+  const bool explore = ++explore_wait_ >= speculative::explore_interval(step_cost_, plan.num_tokens, sc.probe_every);
   std::vector<int> len = sc.adaptive ? speculative::plan_lengths({plan.num_tokens, base_tokens, acceptance, sc.k, caps,
                                                                   proposer_->seconds_per_position(), explore},
                                                                  step_cost_)

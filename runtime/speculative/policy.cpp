@@ -1,6 +1,7 @@
 #include "runtime/speculative/policy.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace troupe::speculative {
 
@@ -87,6 +88,13 @@ std::vector<int> plan_lengths(const plan_inputs& in, const step_cost& cost) {
     if (best < k.size()) k[best] = 1;
   }
   return k;
+}
+
+int explore_interval(const step_cost& cost, int base_rows, int probe_every) {
+  const auto plain = cost.seconds(base_rows, false), verifying = cost.seconds(base_rows + 1, true);
+  if (!plain || !verifying) return probe_every;
+  const double extra = (*verifying - *plain) / *plain;  // of a step, paid by each exploration
+  return std::max(probe_every, int(std::ceil(100.0 * extra)));
 }
 
 }  // namespace troupe::speculative

@@ -297,4 +297,18 @@ BOOST_AUTO_TEST_CASE(speculation_goes_deep_when_rows_are_nearly_free_and_off_whe
   BOOST_TEST(plan(3, {0.5, 0.8, 0.0}, compute, 0, true) == (std::vector<int>{0, 1, 0}));
   BOOST_TEST(plan(1, {0.8}, bandwidth, 0, true) == plan(1, {0.8}, bandwidth));
   BOOST_TEST(plan(1, {0.0}, compute, 0, true) == (std::vector<int>{0}));
+  // How often: probe_every while verifying is cheap or not yet measured; when a step that
+  // verifies costs 2.5 times a decode step (1.5 steps more), seldom enough that exploring costs
+  // about 1%: every 150 steps or so.
+  BOOST_TEST(speculative::explore_interval(speculative::step_cost{}, 32, 16) == 16);
+  BOOST_TEST(speculative::explore_interval(bandwidth, 1, 16) == 16);
+  speculative::step_cost batch_jump;
+  for (int i = 0; i < 10; ++i)
+    for (int rows : {30, 31, 32, 33}) {
+      batch_jump.observe(rows, 0.010 + 0.0001 * rows, false);
+      batch_jump.observe(rows, 0.030 + 0.0001 * rows, true);
+    }
+  const int every = speculative::explore_interval(batch_jump, 32, 16);
+  BOOST_TEST(every >= 150);
+  BOOST_TEST(every <= 155);
 }
