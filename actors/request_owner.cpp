@@ -99,6 +99,8 @@ void watch(owner_ptr self, const scheduler_actor& s) {
   if (self->state.watched.insert(s.address()).second) self->monitor(s);
 }
 
+void migrate(owner_ptr self, const std::string& id);
+
 // Submits `req` to the replica the router chose; with a holder, the replica pulls req.kv_from
 // from it and then releases it.
 void submit(owner_ptr self, const std::string& id, const route_reply& rep, const engine::request& req, caf::actor holder,
@@ -117,8 +119,17 @@ void submit(owner_ptr self, const std::string& id, const route_reply& rep, const
         if (!self->state.requests.count(id)) self->send(rep.scheduler, abort_atom::value, id);
       },
       [=](caf::error& err) {
-        // A bad request is refused everywhere: do not move it around.
         if (holder) self->send(caf::actor_cast<scheduler_actor>(holder), release_atom::value, id);
+        // The replica died between the router's choice and the submission: the request is not
+        // bad, it moves as a request lost with its replica does, once (if the down message came
+        // first, it has moved already).
+        if (err.category() == caf::atom("system") && err.code() == static_cast<std::uint8_t>(caf::sec::request_receiver_down)) {
+          if (initial) initial->deliver(true);
+          auto it = self->state.requests.find(id);
+          if (it != self->state.requests.end() && it->second.scheduler == rep.scheduler) migrate(self, id);
+          return;
+        }
+        // A bad request is refused everywhere: do not move it around.
         fail(self, id, self->system().render(err), initial.get());
       });
 }
