@@ -310,8 +310,8 @@ class Llama(nn.Module):
             x = b(x, cos, sin)
         return F.linear(self.norm(x), self.embed.weight)  # tied head
 
-    def hf_tensors(self):
-        """Hugging Face LlamaForCausalLM names -> f16 numpy arrays."""
+    def hf_params(self):
+        """Hugging Face LlamaForCausalLM names -> this model's parameters."""
         t = {"model.embed_tokens.weight": self.embed.weight, "model.norm.weight": self.norm.weight}
         for i, b in enumerate(self.blocks):
             p = f"model.layers.{i}."
@@ -320,7 +320,11 @@ class Llama(nn.Module):
                       p + "mlp.gate_proj.weight": b.gate.weight, p + "mlp.up_proj.weight": b.up.weight,
                       p + "mlp.down_proj.weight": b.down.weight, p + "input_layernorm.weight": b.n1.weight,
                       p + "post_attention_layernorm.weight": b.n2.weight})
-        return {k: v.detach().to(torch.float16).numpy() for k, v in t.items()}
+        return t
+
+    def hf_tensors(self):
+        """Hugging Face LlamaForCausalLM names -> f16 numpy arrays."""
+        return {k: v.detach().to(torch.float16).numpy() for k, v in self.hf_params().items()}
 
     def load_hf(self, path):
         """The weights of a folder this script wrote (the inverse of hf_tensors)."""
@@ -328,27 +332,21 @@ class Llama(nn.Module):
             n = struct.unpack("<Q", f.read(8))[0]
             header = json.loads(f.read(n))
             data = f.read()
-        names = {"model.embed_tokens.weight": self.embed.weight, "model.norm.weight": self.norm.weight}
-        for i, b in enumerate(self.blocks):
-            p = f"model.layers.{i}."
-            names.update({p + "self_attn.q_proj.weight": b.q.weight, p + "self_attn.k_proj.weight": b.k.weight,
-                          p + "self_attn.v_proj.weight": b.v.weight, p + "self_attn.o_proj.weight": b.o.weight,
-                          p + "mlp.gate_proj.weight": b.gate.weight, p + "mlp.up_proj.weight": b.up.weight,
-                          p + "mlp.down_proj.weight": b.down.weight, p + "input_layernorm.weight": b.n1.weight,
-                          p + "post_attention_layernorm.weight": b.n2.weight})
         with torch.no_grad():
-            for name, param in names.items():
+            for name, param in self.hf_params().items():
                 t = header[name]
                 a, e = t["data_offsets"]
                 param.copy_(torch.from_numpy(np.frombuffer(data[a:e], dtype=np.float16).reshape(t["shape"]).astype(np.float32)))
 
 
 def write_safetensors(path, tensors):
+    """numpy arrays (f16 or f32, each tensor its own) -> a safetensors file."""
     header, offset, blobs = {}, 0, []
     for name in sorted(tensors):
         a = np.ascontiguousarray(tensors[name])
         b = a.tobytes()
-        header[name] = {"dtype": "F16", "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
+        header[name] = {"dtype": {np.dtype(np.float16): "F16", np.dtype(np.float32): "F32"}[a.dtype],
+                        "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
         offset += len(b)
         blobs.append(b)
     h = json.dumps(header, separators=(",", ":")).encode()

@@ -39,6 +39,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train_kjv import write_safetensors  # noqa: E402  (the same writer the trained models come from)
+
 WIDE = dict(hidden=2048, layers=22, heads=32, kv_heads=4, inter=5632)
 
 
@@ -57,23 +60,6 @@ def read_safetensors(path):
         a, b = t["data_offsets"]
         out[name] = np.frombuffer(data[a:b], dtype=kinds[t["dtype"]]).reshape(t["shape"])
     return out
-
-
-def write_safetensors(path, tensors):
-    header, offset = {}, 0
-    names = sorted(tensors)
-    for name in names:
-        a = tensors[name]
-        dtype = {np.dtype(np.float16): "F16", np.dtype(np.float32): "F32"}[a.dtype]
-        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
-        offset += a.nbytes
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for name in names:
-            f.write(np.ascontiguousarray(tensors[name]).tobytes())
 
 
 def head_rows(heads, hd):
