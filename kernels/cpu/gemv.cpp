@@ -5,16 +5,20 @@
 namespace troupe::kernels::TROUPE_ISA {
 
 #if defined(__AVX512F__)
-constexpr int gemv_rows = 4, gemv_panels = 4;
+constexpr int gemv_rows = 6, gemv_panels = 4;
 #elif defined(__AVX2__)
-constexpr int gemv_rows = 4, gemv_panels = 1;
+constexpr int gemv_rows = 6, gemv_panels = 1;
 #else
 constexpr int gemv_rows = 2, gemv_panels = 1;
 #endif
+constexpr int gemv_tiles = 4;  // tiles of rows that share one read of the weight (sliced)
 
 void gemv_task(const float* x, std::size_t rows, const weight_view& w, std::size_t p0,
                std::size_t np, const float* bias, float* y) {
-  // Rows beyond the tile height re-read the same panels, which are hot in L1/L2 by then.
+  if (rows <= std::size_t(gemv_rows)) return matmul_block<gemv_rows, gemv_panels>(x, rows, w.k, w, p0, np, bias, y, w.n);
+  if (rows <= std::size_t(gemv_rows * gemv_tiles)) {
+    return matmul_block_sliced<gemv_rows, gemv_panels, gemv_tiles>(x, rows, w.k, w, p0, np, bias, y, w.n);
+  }
   matmul_block<gemv_rows, gemv_panels>(x, rows, w.k, w, p0, np, bias, y, w.n);
 }
 
@@ -43,7 +47,7 @@ void gemv(const float* x, std::size_t rows, const packed_weight& pw, const float
 }
 
 void linear(const float* x, std::size_t rows, const packed_weight& w, const float* bias, float* y) {
-  if (rows <= 8) gemv(x, rows, w, bias, y);
+  if (rows <= 16) gemv(x, rows, w, bias, y);
   else gemm(x, rows, w, bias, y);
 }
 

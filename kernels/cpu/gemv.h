@@ -7,10 +7,12 @@
 
 namespace troupe::kernels {
 
-// Same contract and the same bits as gemm(); fastest for rows <= 8.
+// Same contract and the same bits as gemm(); fastest for rows <= 16. Up to 24 rows the weight is
+// read from memory once, so a sequence's verify rows (speculative decoding) cost about what one
+// row does while the step is bound by bandwidth.
 void gemv(const float* x, std::size_t rows, const packed_weight& w, const float* bias, float* y);
 
-// gemv for small row counts, gemm otherwise.
+// gemv for up to 16 rows, gemm beyond.
 void linear(const float* x, std::size_t rows, const packed_weight& w, const float* bias, float* y);
 
 }  // namespace troupe::kernels
