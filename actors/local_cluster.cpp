@@ -33,6 +33,12 @@ void register_protocols(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<migration_event>>("troupe.migration_events");
 }
 
+void configure_workers(caf::actor_system_config& cfg) {
+  cfg.set("work-stealing.aggressive-poll-attempts", caf::config_value::integer{100});
+  cfg.set("work-stealing.moderate-poll-attempts", caf::config_value::integer{0});
+  cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(1)});
+}
+
 void configure_network(caf::actor_system_config& cfg, const topology::timeouts_spec& t,
                        const topology::cluster_spec& cluster) {
   cfg.load<caf::io::middleman>();

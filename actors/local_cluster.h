@@ -23,6 +23,14 @@ namespace troupe::actors {
 // Adds every Troupe message type to a config; call once, before the actor system starts.
 void register_protocols(caf::actor_system_config& cfg);
 
+// How CAF's idle worker threads wait for work: a short spin, then asleep until a message arrives
+// (or 1 ms passes, to steal queued work from a busy worker). CAF's default polls every 50 us
+// for 25 ms after each job; a replica's forward runs on a worker for tens of milliseconds while
+// the other workers so woke ~20,000 times a second, each wake-up a context switch on the cores
+// the forward's threads need (on 2 cores a 1b model's decode step took 70 ms served against 45 ms
+// in `troupe bench engine`). Call before the actor system starts.
+void configure_workers(caf::actor_system_config& cfg);
+
 // Loads CAF's middleman with the topology's heartbeat and connection timeout, without which a
 // cut link is never noticed, and CAF's OpenSSL module with the cluster's certificates when it
 // has them (then every link checks the peer's certificate against tls_ca, both ways). Call

@@ -15,7 +15,10 @@
 namespace troupe::test {
 
 struct config : caf::actor_system_config {
-  config() { actors::register_protocols(*this); }
+  config() {
+    actors::register_protocols(*this);
+    actors::configure_workers(*this);
+  }
 };
 
 // For a head that nodes in other processes join: the protocols and the topology's middleman
@@ -23,6 +26,7 @@ struct config : caf::actor_system_config {
 struct network_config : caf::actor_system_config {
   explicit network_config(const topology::topology_config& t) {
     actors::register_protocols(*this);
+    actors::configure_workers(*this);
     actors::configure_network(*this, t.timeouts);
   }
 };

@@ -150,7 +150,10 @@ struct step_times {
 };
 
 struct group_cfg : caf::actor_system_config {
-  group_cfg() { actors::register_protocols(*this); }
+  group_cfg() {
+    actors::register_protocols(*this);
+    actors::configure_workers(*this);
+  }
 };
 
 // Steps of a real worker group (supervisor and ranks as actors) on `model`: one prefill of

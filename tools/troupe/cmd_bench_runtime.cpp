@@ -27,6 +27,7 @@ namespace {
 struct bench_config : caf::actor_system_config {
   bench_config(const topology::topology_config& t, bool network) {
     actors::register_protocols(*this);
+    actors::configure_workers(*this);
     if (network) actors::configure_network(*this, t.timeouts, t.cluster);
   }
 };

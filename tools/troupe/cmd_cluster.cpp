@@ -30,6 +30,7 @@ namespace {
 struct cluster_config : caf::actor_system_config {
   explicit cluster_config(const topology::topology_config& t) {
     actors::register_protocols(*this);
+    actors::configure_workers(*this);
     actors::configure_network(*this, t.timeouts, t.cluster);
   }
 };

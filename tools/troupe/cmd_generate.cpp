@@ -38,7 +38,10 @@ std::vector<std::int32_t> parse_ids(const std::string& s, const std::string& wha
 }
 
 struct runtime_config : caf::actor_system_config {
-  runtime_config() { actors::register_protocols(*this); }
+  runtime_config() {
+    actors::register_protocols(*this);
+    actors::configure_workers(*this);
+  }
 };
 
 kernels::dtype parse_kv_dtype(const std::string& s) {
