@@ -80,10 +80,19 @@ std::map<std::uint64_t, std::vector<std::int32_t>> engine::propose(const sched::
     for (std::size_t i = 0; i < cands.size(); ++i) caps[i] = std::min(caps[i], int(got[i].size()));
   }
   std::vector<double> acceptance;
-  for (const auto& c : cands) acceptance.push_back(c.s->acceptance.rate());
-  const bool explore = ++explore_wait_ >= speculative::explore_interval(step_cost_, plan.num_tokens, sc.probe_every);
+  std::vector<int> catch_up;
+  std::size_t likeliest = 0;  // whom an exploration asks
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    acceptance.push_back(cands[i].s->acceptance.rate());
+    catch_up.push_back(proposer_->catch_up(cands[i].s->id, int(cands[i].s->tokens.size())));
+    if (acceptance[i] > acceptance[likeliest]) likeliest = i;
+  }
+  const speculative::draft_cost draft = proposer_->cost();
+  const double explore_seconds = draft.seconds(1, catch_up[likeliest] + 1);
+  const bool explore =
+      ++explore_wait_ >= speculative::explore_interval(step_cost_, plan.num_tokens, sc.probe_every, explore_seconds);
   std::vector<int> len = sc.adaptive ? speculative::plan_lengths({plan.num_tokens, base_tokens, acceptance, sc.k, caps,
-                                                                  proposer_->seconds_per_position(), explore},
+                                                                  draft, catch_up, explore},
                                                                  step_cost_)
                                      : caps;
   if (std::any_of(len.begin(), len.end(), [](int x) { return x > 0; })) explore_wait_ = 0;

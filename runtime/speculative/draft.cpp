@@ -26,6 +26,19 @@ draft_proposer::draft_proposer(std::shared_ptr<const model::llama_model> draft, 
     : draft_(std::move(draft)),
       cache_(blocks, draft_->config().num_hidden_layers, draft_->config().num_key_value_heads, draft_->config().head_dim) {}
 
+draft_cost draft_proposer::cost() const {
+  const auto one = rounds_.seconds(1), two = rounds_.seconds(2);
+  if (!one || !two) return {seconds_per_round_, 0};
+  const double per_position = std::max(0.0, *two - *one);
+  return {std::max(0.0, *one - per_position), per_position};
+}
+
+int draft_proposer::catch_up(std::uint64_t seq, int tokens) const {
+  auto it = computed_.find(seq);
+  const int from = it == computed_.end() ? 0 : std::min(it->second, tokens - 1);
+  return std::max(0, tokens - 1 - from);  // round 0 computes from..tokens-1; the last is due anyway
+}
+
 void draft_proposer::rewind(std::uint64_t seq, int valid) {
   auto it = computed_.find(seq);
   if (it != computed_.end()) it->second = std::min(it->second, std::max(valid, 0));
@@ -69,6 +82,7 @@ std::vector<std::vector<std::int32_t>> draft_proposer::propose(std::span<const p
     const auto chosen = sampling::sample_rows(logits, rows, mc.vocab_size, mc.eos_token_ids);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     seconds_per_round_ = seconds_per_round_ == 0 ? s : seconds_per_round_ * round_keep + s * (1 - round_keep);
+    rounds_.observe(int(b.tokens.size()), s);
     for (std::size_t i = 0; i < active.size(); ++i) active[i]->out.push_back(chosen[i].token);
   }
   std::vector<std::vector<std::int32_t>> out;

@@ -34,7 +34,8 @@ class draft_proposer final : public proposer {
   std::vector<std::vector<std::int32_t>> propose(std::span<const proposal_ask> asks) override;
   void rewind(std::uint64_t seq, int valid) override;
   void forget(std::uint64_t seq) override { computed_.erase(seq); }
-  double seconds_per_position() const override { return seconds_per_round_; }
+  draft_cost cost() const override;
+  int catch_up(std::uint64_t seq, int tokens) const override;
   std::size_t kv_bytes_per_token() const { return cache_.bytes_per_token(); }
 
  private:
@@ -42,7 +43,10 @@ class draft_proposer final : public proposer {
   kv::kv_cache cache_;
   model::forward_workspace ws_;
   std::map<std::uint64_t, int> computed_;  // per sequence: leading positions whose draft KV is right
-  double seconds_per_round_ = 0;            // measured, exponentially weighted
+  // Seconds of its forward rounds by positions computed (a line, like the target's), and the
+  // mean round until the line has two sizes to go by.
+  step_cost rounds_;
+  double seconds_per_round_ = 0;
 };
 
 // The draft of method "draft" for a target: `draft_dir` loaded and checked. Throws input_error

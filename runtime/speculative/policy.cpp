@@ -61,13 +61,16 @@ std::vector<int> plan_lengths(const plan_inputs& in, const step_cost& cost) {
     for (std::size_t i = 0; i < k.size(); ++i) k[i] = in.acceptance[i] > 0 && most[i] > 0 ? 1 : 0;
     return k;
   }
-  auto seconds = [&](int rows, int deepest) { return *cost.seconds(rows, deepest > 0) + deepest * in.draft_seconds_per_position; };
+  auto catch_up = [&](std::size_t i) { return i < in.catch_up.size() ? std::max(in.catch_up[i], 0) : 0; };
+  auto seconds = [&](int rows, int deepest, int fed) {
+    return *cost.seconds(rows, deepest > 0) + in.draft.seconds(deepest, fed);
+  };
   // gain[i]: the tokens sequence i's next proposal adds, a^(k+1); each proposal multiplies it by a.
   std::vector<double> gain(k.size());
   for (std::size_t i = 0; i < k.size(); ++i) gain[i] = std::clamp(in.acceptance[i], 0.0, 1.0);
   double tokens = std::max(in.base_tokens, 1);
-  int rows = in.base_rows, deepest = 0;
-  double best_rate = tokens / seconds(rows, 0);
+  int rows = in.base_rows, deepest = 0, fed = 0;  // fed: positions the draft computes
+  double best_rate = tokens / seconds(rows, 0, 0);
   std::vector<int> best_k = k;
   for (;;) {
     std::size_t best = k.size();
@@ -75,9 +78,10 @@ std::vector<int> plan_lengths(const plan_inputs& in, const step_cost& cost) {
       if (k[i] < most[i] && gain[i] > 0 && (best == k.size() || gain[i] > gain[best])) best = i;
     if (best == k.size()) break;
     deepest = std::max(deepest, k[best] + 1);
+    fed += 1 + (k[best] == 0 ? catch_up(best) : 0);
     tokens += gain[best], gain[best] *= std::clamp(in.acceptance[best], 0.0, 1.0);
     ++k[best], ++rows;
-    const double rate = tokens / seconds(rows, deepest);
+    const double rate = tokens / seconds(rows, deepest, fed);
     if (rate > best_rate) best_rate = rate, best_k = k;
   }
   k = std::move(best_k);
@@ -90,11 +94,11 @@ std::vector<int> plan_lengths(const plan_inputs& in, const step_cost& cost) {
   return k;
 }
 
-int explore_interval(const step_cost& cost, int base_rows, int probe_every) {
+int explore_interval(const step_cost& cost, int base_rows, int probe_every, double propose_seconds) {
   const auto plain = cost.seconds(base_rows, false), verifying = cost.seconds(base_rows + 1, true);
   if (!plain || !verifying) return probe_every;
-  const double extra = (*verifying - *plain) / *plain;  // of a step, paid by each exploration
-  return std::max(probe_every, int(std::ceil(100.0 * extra)));
+  const double extra = (*verifying - *plain + std::max(propose_seconds, 0.0)) / *plain;  // of a step, per exploration
+  return std::max(probe_every, int(std::min(1e6, std::ceil(100.0 * extra))));
 }
 
 }  // namespace troupe::speculative

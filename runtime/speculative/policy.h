@@ -45,13 +45,23 @@ class step_cost {
   double s_[3][3] = {}, r_[3] = {};
 };
 
+// What a draft model's proposals cost: each round of its forward (one proposed position for every
+// sequence still proposing) and each position it computes, the proposals and the positions a
+// sequence must catch up on first (what it decoded while it did not propose). Measured by the
+// draft; all 0 for n-gram lookup.
+struct draft_cost {
+  double per_round = 0, per_position = 0;
+  double seconds(int rounds, int positions) const { return per_round * rounds + per_position * positions; }
+};
+
 struct plan_inputs {
   int base_rows = 0;                      // the step's rows without speculation (decodes + prefill chunk)
   int base_tokens = 0;                    // tokens the step yields without speculation (its decodes)
   std::span<const double> acceptance;     // of each sequence that may speculate
   int k_max = 4;                          // proposals per sequence at most
   std::span<const int> k_cap;             // each sequence's own most, below k_max (empty: k_max for all)
-  double draft_seconds_per_position = 0;  // a draft model's step, paid once per position proposed (n-gram: 0)
+  draft_cost draft;                       // n-gram: nothing
+  std::span<const int> catch_up;          // positions each sequence's draft computes before proposing (empty: 0)
   // When nothing pays, one proposal to the likeliest sequence anyway. The caller sets it now and
   // then: a line learned at another batch size, or from a text that was hard to guess, would
   // otherwise never be measured again where it now says no.
@@ -68,9 +78,11 @@ struct plan_inputs {
 std::vector<int> plan_lengths(const plan_inputs& in, const step_cost& cost);
 
 // Steps between explorations (plan_inputs::explore) at a step of `base_rows`: `probe_every`, or
-// more when the measured jump for verifying is dear, so that exploring costs at most about 1% of
-// the steps' time. At batch 32 a step with one proposal among the decodes measured up to 3 times
-// a decode step here: explored every 16 steps it cost 10-15% of the throughput.
-int explore_interval(const step_cost& cost, int base_rows, int probe_every);
+// more when an exploration is dear, so that exploring costs at most about 1% of the steps' time.
+// An exploration pays the measured jump for verifying and `propose_seconds`, what proposing
+// costs (a draft's catch-up over everything since it last ran: on models/kjv at batch 32 that
+// made a draft 20% slower than no speculation). At batch 32 a step with one proposal among the
+// decodes measured up to 3 times a decode step here: explored every 16 steps it cost 10-15%.
+int explore_interval(const step_cost& cost, int base_rows, int probe_every, double propose_seconds = 0);
 
 }  // namespace troupe::speculative

@@ -12,6 +12,7 @@
 
 #include "runtime/sampling/sample_rows.h"
 #include "runtime/speculative/ngram.h"
+#include "runtime/speculative/policy.h"
 
 namespace troupe::speculative {
 
@@ -35,8 +36,11 @@ class proposer {
   // its own recomputes from there.
   virtual void rewind(std::uint64_t /*seq*/, int /*valid*/) {}
   virtual void forget(std::uint64_t /*seq*/) {}
-  // Measured seconds of one proposed position (a draft step), which the policy weighs; 0: free.
-  virtual double seconds_per_position() const { return 0; }
+  // What proposing costs, measured, which the policy weighs (nothing: free).
+  virtual draft_cost cost() const { return {}; }
+  // Positions a proposal for `seq`, whose tokens are `tokens` long, computes before its first
+  // proposed token beyond the one decoded this step (a draft's catch-up; 0 for n-gram lookup).
+  virtual int catch_up(std::uint64_t /*seq*/, int /*tokens*/) const { return 0; }
 };
 
 class ngram_proposer final : public proposer {

@@ -250,13 +250,14 @@ speculative::step_cost line(double fixed, double per_row) {
 }
 
 std::vector<int> plan(int base, std::vector<double> acc, const speculative::step_cost& c, double draft = 0,
-                      bool explore = false) {
+                      bool explore = false, std::vector<int> catch_up = {}, double draft_per_position = 0) {
   speculative::plan_inputs in;
   in.base_rows = base;
   in.base_tokens = int(acc.size());
   in.acceptance = acc;
   in.k_max = 4;
-  in.draft_seconds_per_position = draft;
+  in.draft = {draft, draft_per_position};
+  in.catch_up = catch_up;
   in.explore = explore;
   return speculative::plan_lengths(in, c);
 }
@@ -311,4 +312,23 @@ BOOST_AUTO_TEST_CASE(speculation_goes_deep_when_rows_are_nearly_free_and_off_whe
   const int every = speculative::explore_interval(batch_jump, 32, 16);
   BOOST_TEST(every >= 150);
   BOOST_TEST(every <= 155);
+}
+
+BOOST_AUTO_TEST_CASE(a_draft_that_must_catch_up_first_proposes_only_where_that_pays) {
+  // Bound by bandwidth (20 ms a step): a draft round costs 1 ms and each position it computes
+  // 0.5 ms. Two equally likely sequences; the second's draft last ran 200 positions ago, so its
+  // first proposal costs 100 ms of catching up: five steps' time for at most four tokens.
+  const auto bandwidth = line(0.020, 0.00005);
+  const auto k = plan(2, {0.8, 0.8}, bandwidth, 0.001, false, {0, 200}, 0.0005);
+  BOOST_TEST(k[0] >= 1);
+  BOOST_TEST(k[1] == 0);
+  // Caught up, it proposes like the other.
+  const auto both = plan(2, {0.8, 0.8}, bandwidth, 0.001, false, {0, 0}, 0.0005);
+  BOOST_TEST(both[1] == both[0]);
+  // An exploration pays what proposing costs as well: one that takes 5 steps' time of catching
+  // up comes about every 500 steps instead of every 16.
+  const int every = speculative::explore_interval(bandwidth, 1, 16, 0.100);
+  BOOST_TEST(every >= 490);
+  BOOST_TEST(every <= 510);
+  BOOST_TEST(speculative::explore_interval(bandwidth, 1, 16, 0.0) == 16);
 }
