@@ -71,7 +71,8 @@ struct plan_inputs {
 // Proposals per sequence (the order of inputs.acceptance), each in 0..min(k_max, k_cap): one proposal at a
 // time to the sequence whose next one is likeliest accepted (a^(k+1)); of the plans along that
 // order, the one with the most expected tokens per second (the first proposal pays the verify
-// jump, so a plan may pay only from its second or third proposal on). Until `cost` has
+// jump, so a plan may pay only from its second or third proposal on), if it beats proposing
+// nothing by 5% (the margin of the cost model's error). Until `cost` has
 // a line, every sequence whose acceptance is above 0 gets one proposal, so that steps of
 // different sizes are seen and the line can be learned; with `explore`, a plan of nothing gives
 // the likeliest sequence one proposal.
