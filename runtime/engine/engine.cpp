@@ -460,9 +460,11 @@ std::vector<request_output> engine::finish_step(std::optional<step_result> resul
     // pull it toward the compute-bound slope, while a proposal's row lands where the batch's
     // decode rows are (on a CPU a 1b model's step costs about the same for 1 to 4 rows, then
     // grows by the row: the local slope is the one that matters).
-    if (proposer_ && p.rows == p.logit_rows)
-      step_cost_.observe(int(p.rows), result->seconds,
-                         std::any_of(p.proposed.begin(), p.proposed.end(), [](const auto& v) { return !v.empty(); }));
+    if (proposer_ && p.rows == p.logit_rows) {
+      int proposed = 0;
+      for (const auto& v : p.proposed) proposed += int(v.size());
+      step_cost_.observe(int(p.rows) - proposed, int(p.rows), result->seconds, proposed > 0);
+    }
   }
   const int bs = cfg_.sched.block_size;
   for (std::size_t i = 0; i < p.ids.size(); ++i) {

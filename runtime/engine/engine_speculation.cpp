@@ -89,11 +89,12 @@ std::map<std::uint64_t, std::vector<std::int32_t>> engine::propose(const sched::
   }
   const speculative::draft_cost draft = proposer_->cost();
   const double explore_seconds = draft.seconds(1, catch_up[likeliest] + 1);
-  const bool explore =
-      ++explore_wait_ >= speculative::explore_interval(step_cost_, plan.num_tokens, sc.probe_every, explore_seconds);
+  const speculative::step_cost& cost = step_cost_.at(plan.num_tokens);
+  const bool explore = ++explore_wait_ >= speculative::explore_interval(step_cost_.local(plan.num_tokens), plan.num_tokens,
+                                                                       sc.probe_every, explore_seconds);
   std::vector<int> len = sc.adaptive ? speculative::plan_lengths({plan.num_tokens, base_tokens, acceptance, sc.k, caps,
                                                                   draft, catch_up, explore},
-                                                                 step_cost_)
+                                                                 cost)
                                      : caps;
   if (std::any_of(len.begin(), len.end(), [](int x) { return x > 0; })) explore_wait_ = 0;
   // Within the step's token budget, and in blocks that are free now (a proposal never preempts).

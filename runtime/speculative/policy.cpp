@@ -57,6 +57,22 @@ std::optional<double> step_cost::seconds(int rows, bool verifying) const {
   return std::max(1e-9, my + slope * (rows - mx) + jump * ((verifying ? 1.0 : 0.0) - mv));
 }
 
+int step_costs::size_of(int base_rows) {
+  int b = 0;
+  while (b + 1 < sizes && base_rows >= (2 << b)) ++b;
+  return b;
+}
+
+void step_costs::observe(int base_rows, int rows, double seconds, bool verifying) {
+  all_.observe(rows, seconds, verifying);
+  by_size_[size_of(base_rows)].observe(rows, seconds, verifying);
+}
+
+const step_cost& step_costs::at(int base_rows) const {
+  const step_cost& local = by_size_[size_of(base_rows)];
+  return local.seconds(base_rows) ? local : all_;
+}
+
 std::vector<int> plan_lengths(const plan_inputs& in, const step_cost& cost) {
   std::vector<int> k(in.acceptance.size(), 0);
   if (in.k_max <= 0 || k.empty()) return k;

@@ -45,6 +45,28 @@ class step_cost {
   double s_[3][3] = {}, r_[3] = {};
 };
 
+// A step_cost per batch size (the step's rows without proposals, in powers of two), and one of
+// every step. A single line does not fit a CPU's kernels across batch sizes: up to 16 rows a
+// step reads the weights once (flat), beyond that it is bound by arithmetic, so a line learned at
+// concurrency 4 (where a verify step crosses into the second regime) told concurrency 1 what
+// verifying costs at 4: on kjv-1b with models/kjv as its draft (accepted 95% of the time) only
+// 52 of 187 steps verified anything.
+class step_costs {
+ public:
+  void observe(int base_rows, int rows, double seconds, bool verifying = false);
+  // The line of base_rows' batch size once it has one, else the line of all steps.
+  const step_cost& at(int base_rows) const;
+  // The line of base_rows' batch size, whether it has one yet or not (what explorations go by:
+  // where it has none, exploring is how it gets one).
+  const step_cost& local(int base_rows) const { return by_size_[size_of(base_rows)]; }
+
+ private:
+  static constexpr int sizes = 8;  // 1, 2-3, 4-7, ..., 64-127, 128 and more
+  static int size_of(int base_rows);
+  step_cost by_size_[sizes];
+  step_cost all_;
+};
+
 // What a draft model's proposals cost: each round of its forward (one proposed position for every
 // sequence still proposing) and each position it computes, the proposals and the positions a
 // sequence must catch up on first (what it decoded while it did not propose). Measured by the

@@ -314,6 +314,32 @@ BOOST_AUTO_TEST_CASE(speculation_goes_deep_when_rows_are_nearly_free_and_off_whe
   BOOST_TEST(every <= 155);
 }
 
+BOOST_AUTO_TEST_CASE(each_batch_size_is_planned_by_its_own_steps) {
+  // Up to 16 rows a step reads the weights once: 60 ms whatever the rows. Beyond, 12 ms a row.
+  auto t = [](int rows) { return rows <= 16 ? 0.060 : 0.060 + 0.012 * (rows - 16); };
+  speculative::step_costs c;
+  // Concurrency 4 for a while, verifying 4 proposals each (20 rows): dear.
+  for (int i = 0; i < 30; ++i) {
+    c.observe(4, 4, t(4), false);
+    c.observe(4, 20, t(20), true);
+  }
+  // Then concurrency 1, plain steps. No line of its own yet: the line of all steps, which says
+  // a step verifying 4 proposals costs 1.8 plain steps there, so a draft accepted 40% of the
+  // time is not worth it.
+  for (int i = 0; i < 30; ++i) c.observe(1, 1, t(1), false);
+  BOOST_TEST(!c.local(1).seconds(1));
+  BOOST_TEST_REQUIRE(c.at(1).seconds(5, true).has_value());
+  BOOST_TEST(*c.at(1).seconds(5, true) > 1.5 * t(1));
+  BOOST_TEST(plan(1, {0.4}, c.at(1)) == (std::vector<int>{0}));
+  // One exploration at concurrency 1 gives it a line of its own, which is right: the proposals
+  // are nearly free there, and the whole depth pays.
+  c.observe(1, 2, t(2), true);
+  BOOST_TEST_REQUIRE(c.local(1).seconds(5, true).has_value());
+  BOOST_TEST(*c.at(1).seconds(5, true) == t(5), boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(plan(1, {0.4}, c.at(1)) == (std::vector<int>{4}));
+  BOOST_TEST(*c.at(4).seconds(20, true) == t(20), boost::test_tools::tolerance(1e-6));
+}
+
 BOOST_AUTO_TEST_CASE(a_plan_that_gains_less_than_the_cost_models_error_is_not_taken) {
   // 20 ms a step; a draft round of 9.4 ms makes one proposal accepted half the time 2% faster
   // than plain decoding (1.5 tokens in 29.5 ms against 1 in 20 ms): inside the line's error.
