@@ -133,6 +133,7 @@ void engine::add_request(request r) {
                       " KV blocks but the pool has " + std::to_string(kv_.num_blocks()));
   if (r.public_prefix < 0) throw input_error("request '" + r.id + "': public_prefix is negative");
   auto s = std::make_unique<sequence>();
+  s->acceptance = speculative::acceptance::starting_from(acceptance_);
   s->id = next_id_++;
   s->name = r.id;
   s->arrival = s->id;

@@ -222,6 +222,7 @@ class engine {
   bool stalled_ = false;  // the last step did nothing and nothing changed since
   engine_stats stats_;
   std::unique_ptr<speculative::proposer> proposer_;  // null: speculation off
+  speculative::acceptance acceptance_;  // of every request's proposals: where a new request starts
   speculative::step_costs step_cost_;                // this replica's forward seconds by rows, per batch size
   int explore_wait_ = 0;                             // steps since the policy last proposed anything
 };

@@ -136,6 +136,7 @@ finish_reason engine::keep_verified(sequence& s, const std::vector<std::int32_t>
   if (proposed.empty()) return why;
   const int accepted = int(o.new_tokens.size()) - 1;  // kept by the output, not only by the target
   s.acceptance.observe(int(proposed.size()), v.accepted);
+  acceptance_.observe(int(proposed.size()), v.accepted);
   s.draft_tokens += int(proposed.size());
   s.accepted_tokens += accepted;
   ++stats_.spec_drafts;

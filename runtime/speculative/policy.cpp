@@ -28,6 +28,13 @@ void acceptance::observe(int proposed, int accepted) {
 
 double acceptance::rate() const { return accepted_ / (accepted_ + rejected_); }
 
+acceptance acceptance::starting_from(const acceptance& replica) {
+  acceptance a;
+  a.accepted_ = 2 * replica.rate();
+  a.rejected_ = 2 - a.accepted_;
+  return a;
+}
+
 void step_cost::observe(int rows, double seconds, bool verifying) {
   const double x[3] = {1.0, double(rows), verifying ? 1.0 : 0.0};
   for (int i = 0; i < 3; ++i) {

@@ -211,6 +211,19 @@ BOOST_AUTO_TEST_CASE(acceptance_follows_what_verify_steps_saw) {
   BOOST_TEST(a.rate() < 0.1);
 }
 
+BOOST_AUTO_TEST_CASE(a_new_request_starts_from_its_replicas_acceptance) {
+  speculative::acceptance replica;
+  for (int i = 0; i < 50; ++i) replica.observe(4, 4);
+  BOOST_TEST(replica.rate() > 0.9);
+  auto fresh = speculative::acceptance::starting_from(replica);
+  BOOST_TEST(fresh.rate() == replica.rate(), boost::test_tools::tolerance(1e-9));
+  // Two pseudo-observations only: its own first rejections show at once.
+  fresh.observe(4, 0);
+  fresh.observe(4, 0);
+  BOOST_TEST(fresh.rate() < 0.5);
+  BOOST_TEST(speculative::acceptance::starting_from(speculative::acceptance{}).rate() == 0.5);
+}
+
 BOOST_AUTO_TEST_CASE(step_cost_learns_its_line_from_the_steps_it_sees) {
   speculative::step_cost c;
   BOOST_TEST(!c.seconds(8));
