@@ -99,54 +99,58 @@ struct tile_table {
   }
 };
 
-// Rows [0, rows) x panels [p0, p0 + np) with tiles of at most RMAX x PMAX; remainders use
-// smaller instantiations (the arithmetic per output is the same).
+// Rows [0, rows) x panels [p0, p0 + np) with tiles of at most RMAX x PMAX, the inner dimension
+// in slices of `slice` indices; remainders use smaller instantiations (the arithmetic per output is
+// the same). With more than one slice, `carry` holds each tile's sums between slices
+// (tiles x RMAX x PMAX vectors); with one it may be null.
 template <int RMAX, int PMAX>
-inline void matmul_block(const float* x, std::size_t rows, std::size_t ldx, const weight_view& w,
-                         std::size_t p0, std::size_t np, const float* bias, float* y,
-                         std::size_t ldy) {
+inline void matmul_tiles(const float* x, std::size_t rows, std::size_t ldx, const weight_view& w,
+                         std::size_t p0, std::size_t np, const float* bias, float* y, std::size_t ldy,
+                         std::size_t slice, float* carry) {
   static constexpr tile_table<RMAX, PMAX> table{};
+  constexpr std::size_t carry_per_tile = std::size_t(RMAX) * PMAX * panel;
   // Rows are split into tiles of near-equal height (32 rows: 6,6,5,5,5,5 rather than
   // 6,6,6,6,6,2), so no tile wastes most of its weight loads.
   const std::size_t tiles = (rows + RMAX - 1) / RMAX;
   for (std::size_t p = p0; p < p0 + np; p += PMAX) {
     std::size_t pn = p0 + np - p < std::size_t(PMAX) ? p0 + np - p : std::size_t(PMAX);
-    std::size_t r = 0;
-    for (std::size_t t = 0; t < tiles; ++t) {
-      std::size_t rn = rows / tiles + (t < rows % tiles ? 1 : 0);
-      table.f[rn - 1][pn - 1](x + r * ldx, ldx, w, p, 0, w.k, nullptr, bias, y + r * ldy, ldy);
-      r += rn;
-    }
-  }
-}
-
-// The same outputs for a few more rows than one tile holds (a sequence's verify rows, a small
-// batch of them), reading the weight from memory once: the inner dimension is cut into slices
-// that stay in L1 while every tile of rows passes over them, each tile's sums carried between
-// slices. Without it each further tile re-read a whole group of panels (256-700 KB on a 1B model)
-// that had left L1 and L2: with 4-row tiles, five rows of the 1B preset's matrices took 1.3 times
-// four, eight rows 1.5 times one.
-template <int RMAX, int PMAX, int TILES>
-inline void matmul_block_sliced(const float* x, std::size_t rows, std::size_t ldx, const weight_view& w,
-                                std::size_t p0, std::size_t np, const float* bias, float* y,
-                                std::size_t ldy) {
-  static constexpr tile_table<RMAX, PMAX> table{};
-  alignas(64) float carry[TILES][RMAX * PMAX * panel];
-  const std::size_t tiles = (rows + RMAX - 1) / RMAX;
-  // 16 KB of weight per slice: 128 inner indices of a group of f16 panels, 64 of f32.
-  const std::size_t slice = 16384 / (group_width * dtype_size(w.type));
-  for (std::size_t p = p0; p < p0 + np; p += PMAX) {
-    std::size_t pn = p0 + np - p < std::size_t(PMAX) ? p0 + np - p : std::size_t(PMAX);
-    for (std::size_t k0 = 0; k0 < w.k; k0 += slice) {
+    std::size_t k0 = 0;
+    do {  // once at least: an empty inner dimension still writes the bias
       const std::size_t k1 = w.k - k0 < slice ? w.k : k0 + slice;
       std::size_t r = 0;
       for (std::size_t t = 0; t < tiles; ++t) {
         std::size_t rn = rows / tiles + (t < rows % tiles ? 1 : 0);
-        table.f[rn - 1][pn - 1](x + r * ldx, ldx, w, p, k0, k1, carry[t], bias, y + r * ldy, ldy);
+        float* c = carry ? carry + t * carry_per_tile : nullptr;
+        table.f[rn - 1][pn - 1](x + r * ldx, ldx, w, p, k0, k1, c, bias, y + r * ldy, ldy);
         r += rn;
       }
-    }
+      k0 = k1;
+    } while (k0 < w.k);
   }
+}
+
+// Each tile over the whole inner dimension in one pass.
+template <int RMAX, int PMAX>
+inline void matmul_block(const float* x, std::size_t rows, std::size_t ldx, const weight_view& w,
+                         std::size_t p0, std::size_t np, const float* bias, float* y,
+                         std::size_t ldy) {
+  matmul_tiles<RMAX, PMAX>(x, rows, ldx, w, p0, np, bias, y, ldy, w.k > 0 ? w.k : 1, nullptr);
+}
+
+// The same outputs for a few more rows than one tile holds (a sequence's verify rows, a small
+// batch of them; at most TILES tiles), reading the weight from memory once: the inner dimension
+// is cut into slices that stay in L1 while every tile of rows passes over them. Without it each
+// further tile re-read a whole group of panels (256-700 KB on a 1B model) that had left L1 and
+// L2: with 4-row tiles, five rows of the 1B preset's matrices took 1.3 times four, eight rows 1.5
+// times one.
+template <int RMAX, int PMAX, int TILES>
+inline void matmul_block_sliced(const float* x, std::size_t rows, std::size_t ldx, const weight_view& w,
+                                std::size_t p0, std::size_t np, const float* bias, float* y,
+                                std::size_t ldy) {
+  alignas(64) float carry[TILES * RMAX * PMAX * panel];
+  // 16 KB of weight per slice: 128 inner indices of a group of f16 panels, 64 of f32.
+  const std::size_t slice = 16384 / (group_width * dtype_size(w.type));
+  matmul_tiles<RMAX, PMAX>(x, rows, ldx, w, p0, np, bias, y, ldy, slice, carry);
 }
 
 }  // namespace troupe::kernels::TROUPE_ISA

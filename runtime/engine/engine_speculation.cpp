@@ -81,21 +81,14 @@ std::map<std::uint64_t, std::vector<std::int32_t>> engine::propose(const sched::
   }
   std::vector<double> acceptance;
   std::vector<int> catch_up;
-  std::size_t likeliest = 0;  // whom an exploration asks
-  for (std::size_t i = 0; i < cands.size(); ++i) {
-    acceptance.push_back(cands[i].s->acceptance.rate());
-    catch_up.push_back(proposer_->catch_up(cands[i].s->id, int(cands[i].s->tokens.size())));
-    if (acceptance[i] > acceptance[likeliest]) likeliest = i;
+  for (const auto& c : cands) {
+    acceptance.push_back(c.s->acceptance.rate());
+    catch_up.push_back(proposer_->catch_up(c.s->id, int(c.s->tokens.size())));
   }
-  const speculative::draft_cost draft = proposer_->cost();
-  const double explore_seconds = draft.seconds(1, catch_up[likeliest] + 1);
-  const speculative::step_cost& cost = step_cost_.at(plan.num_tokens);
-  const bool explore = ++explore_wait_ >= speculative::explore_interval(step_cost_.local(plan.num_tokens), plan.num_tokens,
-                                                                       sc.probe_every, explore_seconds);
-  std::vector<int> len = sc.adaptive ? speculative::plan_lengths({plan.num_tokens, base_tokens, acceptance, sc.k, caps,
-                                                                  draft, catch_up, explore},
-                                                                 cost)
-                                     : caps;
+  speculative::plan_inputs in{plan.num_tokens, base_tokens, acceptance, sc.k, caps, proposer_->cost(), catch_up, false};
+  in.explore = ++explore_wait_ >= speculative::explore_interval(step_cost_.local(plan.num_tokens), plan.num_tokens,
+                                                                sc.probe_every, speculative::exploration_seconds(in));
+  std::vector<int> len = sc.adaptive ? speculative::plan_lengths(in, step_cost_.at(plan.num_tokens)) : caps;
   if (std::any_of(len.begin(), len.end(), [](int x) { return x > 0; })) explore_wait_ = 0;
   // Within the step's token budget, and in blocks that are free now (a proposal never preempts).
   int budget = cfg_.sched.max_num_batched_tokens - plan.num_tokens;

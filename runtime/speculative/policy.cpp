@@ -80,6 +80,22 @@ const step_cost& step_costs::at(int base_rows) const {
   return local.seconds(base_rows) ? local : all_;
 }
 
+std::size_t explored(const plan_inputs& in) {
+  std::size_t best = in.acceptance.size();
+  for (std::size_t i = 0; i < in.acceptance.size(); ++i) {
+    const int most = i < in.k_cap.size() ? std::min(in.k_cap[i], in.k_max) : in.k_max;
+    if (most > 0 && in.acceptance[i] > 0 && (best == in.acceptance.size() || in.acceptance[i] > in.acceptance[best])) best = i;
+  }
+  return best;
+}
+
+double exploration_seconds(const plan_inputs& in) {
+  const std::size_t i = explored(in);
+  if (i >= in.acceptance.size()) return 0;
+  const int catch_up = i < in.catch_up.size() ? std::max(in.catch_up[i], 0) : 0;
+  return in.draft.seconds(1, catch_up + 1);
+}
+
 std::vector<int> plan_lengths(const plan_inputs& in, const step_cost& cost) {
   std::vector<int> k(in.acceptance.size(), 0);
   if (in.k_max <= 0 || k.empty()) return k;
@@ -116,9 +132,7 @@ std::vector<int> plan_lengths(const plan_inputs& in, const step_cost& cost) {
   if (best_rate < plain_rate * (1 + min_gain)) std::fill(best_k.begin(), best_k.end(), 0);
   k = std::move(best_k);
   if (in.explore && std::all_of(k.begin(), k.end(), [](int x) { return x == 0; })) {
-    std::size_t best = k.size();
-    for (std::size_t i = 0; i < k.size(); ++i)
-      if (most[i] > 0 && in.acceptance[i] > 0 && (best == k.size() || in.acceptance[i] > in.acceptance[best])) best = i;
+    const std::size_t best = explored(in);
     if (best < k.size()) k[best] = 1;
   }
   return k;

@@ -104,6 +104,11 @@ struct plan_inputs {
 // the likeliest sequence one proposal.
 std::vector<int> plan_lengths(const plan_inputs& in, const step_cost& cost);
 
+// The sequence an exploration gives its one proposal: the likeliest that may propose (the size
+// of in.acceptance when none may); and what proposing it costs the draft, catch-up included.
+std::size_t explored(const plan_inputs& in);
+double exploration_seconds(const plan_inputs& in);
+
 // Steps between explorations (plan_inputs::explore) at a step of `base_rows`: `probe_every`, or
 // more when an exploration is dear, so that exploring costs at most about 1% of the steps' time.
 // An exploration pays the measured jump for verifying and `propose_seconds`, what proposing
