@@ -4,6 +4,8 @@
 // refused with the reason, and the real node still joins and serves.
 #define BOOST_TEST_MODULE cluster_auth
 #include <boost/test/unit_test.hpp>
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
+#include <boost/asio.hpp>
 
 #include <cstdlib>
 #include <filesystem>

@@ -5,6 +5,8 @@
 // one head's console holds for the other head's router too.
 #define BOOST_TEST_MODULE multi_head
 #include <boost/test/unit_test.hpp>
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
+#include <boost/asio.hpp>
 
 #include <chrono>
 #include <fstream>

@@ -4,6 +4,8 @@
 // Each case fails on the code before its fix (a crash, a leak, a hang or a wrong answer).
 #define BOOST_TEST_MODULE hostile_client
 #include <boost/test/unit_test.hpp>
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
+#include <boost/asio.hpp>
 
 #include <poll.h>
 

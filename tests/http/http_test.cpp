@@ -4,6 +4,8 @@
 // its KV blocks, /metrics counts what the test did, and promtool accepts /metrics.
 #define BOOST_TEST_MODULE http
 #include <boost/test/unit_test.hpp>
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
+#include <boost/asio.hpp>
 
 #include <fstream>
 
