@@ -2,6 +2,7 @@
 
 #include "actors/error_text.h"
 #include "runtime/common/log.h"
+#include "runtime/common/wall_clock.h"
 
 #include <algorithm>
 #include <memory>
@@ -14,10 +15,6 @@ namespace {
 constexpr std::uint32_t max_listed = 1000;  // requests listed at most, oldest first
 
 using admin_ptr = admin_actor::stateful_pointer<admin_state>;
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 void answer(admin_ptr self, std::uint64_t token, nlohmann::json result) {
   admin::reply r;
@@ -127,7 +124,7 @@ void refresh(admin_ptr self, std::function<void()> then) {
                         r.load = {l.running_seqs, l.waiting_seqs, l.used_blocks, l.total_blocks, l.cached_blocks, l.handoffs_held,
                                   l.prefix_queries, l.prefix_hits, rate, l.spec_draft_tokens, l.spec_accepted_tokens};
                         // Tokens/s over the time since the previous sample (at least 0.2 s ago).
-                        const double t = unix_now();
+                        const double t = unix_seconds();
                         const bool fresh = r.sampled_at == 0 || l.generated_tokens < r.sampled_tokens;  // first, or restarted
                         if (fresh || t - r.sampled_at >= 0.2) {
                           if (!fresh) r.load.tokens_per_s = double(l.generated_tokens - r.sampled_tokens) / (t - r.sampled_at);

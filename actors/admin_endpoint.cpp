@@ -13,6 +13,7 @@
 #include "actors/autoscaler.h"
 #include "actors/zap.h"
 #include "runtime/common/error.h"
+#include "runtime/common/wall_clock.h"
 
 namespace troupe::actors {
 
@@ -22,10 +23,6 @@ constexpr std::size_t max_pending = 256;       // requests in progress at once; 
 constexpr std::size_t max_events = 4096;       // events waiting for the socket thread
 constexpr std::int64_t max_message = 1 << 20;  // ZeroMQ drops a peer sending more than this
 const char* const zap_domain = "troupe-admin";
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 
@@ -139,7 +136,7 @@ admin_endpoint::admin_endpoint(caf::actor_system& sys, const topology::topology_
         ++q->events_dropped;
         return;
       }
-      q->events.push_back(admin::encode_event(++q->event_seq, unix_now(), kind, std::move(fields)));
+      q->events.push_back(admin::encode_event(++q->event_seq, unix_seconds(), kind, std::move(fields)));
     }
     q->poke();
   };

@@ -12,6 +12,7 @@
 #include "runtime/common/constant_time.h"
 #include "runtime/common/error.h"
 #include "runtime/metrics/metrics.h"
+#include "runtime/common/wall_clock.h"
 
 namespace troupe::actors {
 
@@ -199,11 +200,6 @@ struct live_request {
   clock::time_point arrived, first_token, last_token;
   metrics::labels labels;
 };
-
-// Seconds since the Unix epoch: `created` of responses and of /v1/models.
-std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 struct frontend_state {
   frontend_config cfg;
@@ -600,7 +596,7 @@ void submit(frontend_ptr self, prepared& p) {
   r.arrived = p.arrived;
   r.labels = {{"model_name", st.cfg.model_name}, {"tenant", req.user.empty() ? "default" : req.user},
               {"priority", std::to_string(req.priority)}, {"input_bucket", input_bucket(len)}};
-  r.w = std::make_unique<api::response_writer>(kind, id, st.cfg.model_name, unix_now(), st.prepare_ctx->tok.get(), r.logprobs);
+  r.w = std::make_unique<api::response_writer>(kind, id, st.cfg.model_name, std::int64_t(unix_seconds()), st.prepare_ctx->tok.get(), r.logprobs);
   st.live.emplace(id, std::move(r));
 
   engine::request er;
@@ -848,7 +844,7 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
     }
   st.prepare_ctx = std::move(pc);
   for (int i = 0; i < preparer_threads; ++i) st.preparers.push_back(self->spawn<caf::detached + caf::linked>(preparer));
-  st.started = unix_now();
+  st.started = std::int64_t(unix_seconds());
   std::random_device rd;
   char salt[16];
   std::snprintf(salt, sizeof salt, "%08x-", unsigned(rd()));

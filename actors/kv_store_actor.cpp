@@ -8,6 +8,7 @@
 
 #include "runtime/kv/transfer/pull.h"
 #include "runtime/kv/transfer/registry.h"
+#include "runtime/common/wall_clock.h"
 
 namespace troupe::actors {
 
@@ -33,7 +34,7 @@ using kv::block_hash;
 void publish(store_ptr self, std::vector<kv::kv_event> events) {
   auto& st = self->state;
   if (events.empty() || st.sinks.empty()) return;
-  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double now = unix_seconds();
   kv::kv_event_batch b{st.cfg.id, st.generation, ++st.seq, now, std::move(events)};
   for (const auto& s : st.sinks) self->send(s, b);
 }

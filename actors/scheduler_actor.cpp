@@ -6,6 +6,7 @@
 #include "runtime/common/error.h"
 #include "runtime/common/log.h"
 #include "runtime/engine/sim_executor.h"
+#include "runtime/common/wall_clock.h"
 
 namespace troupe::actors {
 
@@ -108,7 +109,7 @@ void publish_kv_events(scheduler_actor::stateful_pointer<scheduler_state> self) 
   auto& st = self->state;
   std::vector<kv::kv_event> events = st.engine->kv().take_events();
   if (events.empty() || st.kv_sinks.empty()) return;
-  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double now = unix_seconds();
   auto send = [&](std::vector<kv::kv_event> evs) {
     if (evs.empty()) return;
     kv::kv_event_batch b{st.replica, st.kv_generation, ++st.kv_seq, now, std::move(evs)};

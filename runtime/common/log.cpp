@@ -1,4 +1,5 @@
 #include "runtime/common/log.h"
+#include "runtime/common/wall_clock.h"
 
 #include <atomic>
 #include <chrono>
@@ -105,7 +106,7 @@ std::string render(format f, level l, std::string_view event, const fields& fs, 
 
 void write(level l, std::string_view event, const fields& f) {
   if (!enabled(l)) return;
-  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double now = unix_seconds();
   sink().info(render(format(g_format.load()), l, event, f, now));
 }
 
