@@ -14,6 +14,8 @@ namespace troupe::api {
 
 using json = nlohmann::json;
 
+void bad_field(const std::string& field, const std::string& what) { throw api_error(400, field + ": " + what, field); }
+
 // Messages and field names may echo the client's bytes, which need not be UTF-8.
 api_error::api_error(int status, std::string message, std::string param, std::string type)
     : std::runtime_error(tokenizer::utf8_sanitize(message)), status_(status), param_(tokenizer::utf8_sanitize(param)),
@@ -49,10 +51,6 @@ const char* json_type(const json& v) {
   }
 }
 
-[[noreturn]] void bad(const std::string& field, const std::string& what) {
-  throw api_error(400, field + ": " + what, field);
-}
-
 // Optional typed fields: absent or null leave the default.
 struct fields {
   const json& j;
@@ -63,9 +61,9 @@ struct fields {
   std::optional<double> number(const char* k) const {
     const json* v = get(k);
     if (!v) return std::nullopt;
-    if (!v->is_number()) bad(k, std::string("expected a number, got ") + json_type(*v));
+    if (!v->is_number()) bad_field(k, std::string("expected a number, got ") + json_type(*v));
     const double d = v->get<double>();
-    if (!std::isfinite(d)) bad(k, "must be finite");
+    if (!std::isfinite(d)) bad_field(k, "must be finite");
     return d;
   }
   std::optional<long long> integer(const char* k) const {
@@ -73,22 +71,22 @@ struct fields {
     if (!v) return std::nullopt;
     if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>()) {
       const double d = v->get<double>();
-      if (!(d >= -9.2e18 && d <= 9.2e18)) bad(k, "is out of range");
+      if (!(d >= -9.2e18 && d <= 9.2e18)) bad_field(k, "is out of range");
       return (long long)d;
     }
-    if (!v->is_number_integer()) bad(k, std::string("expected an integer, got ") + json_type(*v));
+    if (!v->is_number_integer()) bad_field(k, std::string("expected an integer, got ") + json_type(*v));
     return v->get<long long>();
   }
   std::optional<bool> boolean(const char* k) const {
     const json* v = get(k);
     if (!v) return std::nullopt;
-    if (!v->is_boolean()) bad(k, std::string("expected a boolean, got ") + json_type(*v));
+    if (!v->is_boolean()) bad_field(k, std::string("expected a boolean, got ") + json_type(*v));
     return v->get<bool>();
   }
   std::optional<std::string> string(const char* k) const {
     const json* v = get(k);
     if (!v) return std::nullopt;
-    if (!v->is_string()) bad(k, std::string("expected a string, got ") + json_type(*v));
+    if (!v->is_string()) bad_field(k, std::string("expected a string, got ") + json_type(*v));
     return v->get<std::string>();
   }
 };
@@ -101,12 +99,12 @@ std::string message_text(const json& content, std::size_t index) {
     std::string out;
     for (const auto& part : content) {
       if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-        bad(field, "only text parts ({\"type\": \"text\", \"text\": ...}) are supported");
+        bad_field(field, "only text parts ({\"type\": \"text\", \"text\": ...}) are supported");
       out += part["text"].get<std::string>();
     }
     return out;
   }
-  bad(field, std::string("expected a string or an array of text parts, got ") + json_type(content));
+  bad_field(field, std::string("expected a string or an array of text parts, got ") + json_type(content));
 }
 
 // Every field this server reads; anything else is refused by name rather than ignored.
@@ -133,19 +131,19 @@ const std::set<std::string>& known_fields(endpoint kind) {
 void refuse_unknown_fields(const json& j, endpoint kind) {
   const auto& known = known_fields(kind);
   for (auto& [k, v] : j.items())
-    if (!known.count(k)) bad(k.size() > 64 ? k.substr(0, 64) + "..." : k, "is not a field this server supports");
+    if (!known.count(k)) bad_field(k.size() > 64 ? k.substr(0, 64) + "..." : k, "is not a field this server supports");
 }
 
 // logit_bias: {"token id": bias, ...}, as OpenAI sends it (ids as strings).
 std::vector<std::pair<std::int32_t, float>> parse_logit_bias(const json& v) {
-  if (!v.is_object()) bad("logit_bias", std::string("expected an object of token id -> bias, got ") + json_type(v));
-  if (v.size() > 1024) bad("logit_bias", "at most 1024 tokens");
+  if (!v.is_object()) bad_field("logit_bias", std::string("expected an object of token id -> bias, got ") + json_type(v));
+  if (v.size() > 1024) bad_field("logit_bias", "at most 1024 tokens");
   std::vector<std::pair<std::int32_t, float>> out;
   for (auto& [k, b] : v.items()) {
     long long id = -1;
     const auto [p, ec] = std::from_chars(k.data(), k.data() + k.size(), id);
-    if (ec != std::errc() || p != k.data() + k.size() || id < 0 || id > INT32_MAX) bad("logit_bias", "\"" + k + "\" is not a token id");
-    if (!b.is_number() || !(b.get<double>() >= -100 && b.get<double>() <= 100)) bad("logit_bias", "biases must be numbers in [-100, 100]");
+    if (ec != std::errc() || p != k.data() + k.size() || id < 0 || id > INT32_MAX) bad_field("logit_bias", "\"" + k + "\" is not a token id");
+    if (!b.is_number() || !(b.get<double>() >= -100 && b.get<double>() <= 100)) bad_field("logit_bias", "biases must be numbers in [-100, 100]");
     out.emplace_back(std::int32_t(id), b.get<float>());
   }
   return out;
@@ -154,16 +152,16 @@ std::vector<std::pair<std::int32_t, float>> parse_logit_bias(const json& v) {
 }  // namespace
 
 json parse_messages(const json& m) {
-  if (!m.is_array() || m.empty()) bad("messages", "expected a non-empty array of messages");
+  if (!m.is_array() || m.empty()) bad_field("messages", "expected a non-empty array of messages");
   json out = json::array();
   for (std::size_t i = 0; i < m.size(); ++i) {
     const json& msg = m[i];
     const std::string at = "messages[" + std::to_string(i) + "]";
-    if (!msg.is_object()) bad(at, "expected an object");
-    if (!msg.contains("role") || !msg["role"].is_string()) bad(at + ".role", "is required (a string)");
+    if (!msg.is_object()) bad_field(at, "expected an object");
+    if (!msg.contains("role") || !msg["role"].is_string()) bad_field(at + ".role", "is required (a string)");
     const std::string role = msg["role"].get<std::string>();
     if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
-      bad(at + ".role", "unknown role \"" + role + "\"");
+      bad_field(at + ".role", "unknown role \"" + role + "\"");
     json copy = msg;
     copy["content"] = message_text(msg.contains("content") ? msg["content"] : json(nullptr), i);
     out.push_back(std::move(copy));
@@ -188,12 +186,12 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
 
   if (kind == endpoint::completions) {
     const json* p = f.get("prompt");
-    if (!p) bad("prompt", "is required");
+    if (!p) bad_field("prompt", "is required");
     if (p->is_string()) {
       r.prompt_text = p->get<std::string>();
     } else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
       for (const auto& t : *p) {
-        if (!t.is_number_integer()) bad("prompt", "a token-id prompt must hold only integers");
+        if (!t.is_number_integer()) bad_field("prompt", "a token-id prompt must hold only integers");
         r.prompt_ids.push_back(t.get<std::int32_t>());
       }
     } else if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) {
@@ -201,38 +199,38 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
       if (one.is_string()) r.prompt_text = one.get<std::string>();
       else
         for (const auto& t : one) {
-          if (!t.is_number_integer()) bad("prompt", "a token-id prompt must hold only integers");
+          if (!t.is_number_integer()) bad_field("prompt", "a token-id prompt must hold only integers");
           r.prompt_ids.push_back(t.get<std::int32_t>());
         }
     } else if (p->is_array() && p->size() > 1) {
-      bad("prompt", "batches of several prompts are not supported; send one request per prompt");
+      bad_field("prompt", "batches of several prompts are not supported; send one request per prompt");
     } else {
-      bad("prompt", std::string("expected a string or an array of token ids, got ") + json_type(*p));
+      bad_field("prompt", std::string("expected a string or an array of token ids, got ") + json_type(*p));
     }
-    if (r.prompt_text && r.prompt_text->empty()) bad("prompt", "must not be empty");
-    if (!r.prompt_text && r.prompt_ids.empty()) bad("prompt", "must not be empty");
-    if (auto e = f.boolean("echo"); e && *e) bad("echo", "is not supported");
-    if (f.get("suffix")) bad("suffix", "is not supported");
+    if (r.prompt_text && r.prompt_text->empty()) bad_field("prompt", "must not be empty");
+    if (!r.prompt_text && r.prompt_ids.empty()) bad_field("prompt", "must not be empty");
+    if (auto e = f.boolean("echo"); e && *e) bad_field("echo", "is not supported");
+    if (f.get("suffix")) bad_field("suffix", "is not supported");
     if (auto lp = f.integer("logprobs")) {
       if (*lp < 0 || *lp > sampling::sampling_params::max_logprobs)
-        bad("logprobs", "must be in [0, " + std::to_string(sampling::sampling_params::max_logprobs) + "]");
+        bad_field("logprobs", "must be in [0, " + std::to_string(sampling::sampling_params::max_logprobs) + "]");
       r.params.logprobs = int(*lp);
     }
   } else {
     const json* m = f.get("messages");
-    if (!m) bad("messages", "is required");
+    if (!m) bad_field("messages", "is required");
     r.messages = parse_messages(*m);
     if (auto lp = f.boolean("logprobs"); lp && *lp) {
       const auto top = f.integer("top_logprobs").value_or(0);
       if (top < 0 || top > sampling::sampling_params::max_logprobs)
-        bad("top_logprobs", "must be in [0, " + std::to_string(sampling::sampling_params::max_logprobs) + "]");
+        bad_field("top_logprobs", "must be in [0, " + std::to_string(sampling::sampling_params::max_logprobs) + "]");
       r.params.logprobs = int(top);
     } else if (f.get("top_logprobs")) {
-      bad("top_logprobs", "needs logprobs: true");
+      bad_field("top_logprobs", "needs logprobs: true");
     }
     if (auto g = f.boolean("add_generation_prompt")) r.add_generation_prompt = *g;
     if (const json* k = f.get("chat_template_kwargs")) {
-      if (!k->is_object()) bad("chat_template_kwargs", "expected an object");
+      if (!k->is_object()) bad_field("chat_template_kwargs", "expected an object");
       r.template_kwargs = *k;
     }
     if (f.get("tools")) r.template_kwargs["tools"] = *f.get("tools");
@@ -242,12 +240,12 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
   const char* max_key = kind == endpoint::chat && f.get("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   if (auto mt = f.integer(max_key)) {
     // Bounded before it becomes an int; a larger value is named as sent, not as a clamped one.
-    if (*mt > (1 << 30)) bad(max_key, "is " + std::to_string(*mt) + "; at most " + std::to_string(1 << 30));
+    if (*mt > (1 << 30)) bad_field(max_key, "is " + std::to_string(*mt) + "; at most " + std::to_string(1 << 30));
     p.max_tokens = int(std::max<long long>(*mt, 0));
     r.max_tokens_given = true;
   }
-  if (auto n = f.integer("n"); n && *n != 1) bad("n", "only n = 1 is supported");
-  if (auto b = f.integer("best_of"); b && *b != 1) bad("best_of", "only best_of = 1 is supported");
+  if (auto n = f.integer("n"); n && *n != 1) bad_field("n", "only n = 1 is supported");
+  if (auto b = f.integer("best_of"); b && *b != 1) bad_field("best_of", "only best_of = 1 is supported");
   if (auto t = f.number("temperature")) {
     p.temperature = float(*t);
   }
@@ -255,7 +253,7 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
     p.top_p = float(*t);
   }
   if (auto k = f.integer("top_k")) {
-    if (*k < -1) bad("top_k", "must be -1 or 0 (off) or a positive count");
+    if (*k < -1) bad_field("top_k", "must be -1 or 0 (off) or a positive count");
     p.top_k = *k <= 0 ? 0 : int(*k);
   }
   if (auto m = f.number("min_p")) {
@@ -271,7 +269,7 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
     p.repetition_penalty = float(*v);
   }
   if (const json* s = f.get("seed")) {
-    if (!s->is_number_integer()) bad("seed", std::string("expected an integer, got ") + json_type(*s));
+    if (!s->is_number_integer()) bad_field("seed", std::string("expected an integer, got ") + json_type(*s));
     p.seed = s->is_number_unsigned() ? s->get<std::uint64_t>() : std::uint64_t(s->get<long long>());
   }
   if (const json* s = f.get("stop")) {
@@ -279,17 +277,17 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
       p.stop.push_back(s->get<std::string>());
     } else if (s->is_array()) {
       for (const auto& x : *s) {
-        if (!x.is_string()) bad("stop", "expected strings");
+        if (!x.is_string()) bad_field("stop", "expected strings");
         p.stop.push_back(x.get<std::string>());
       }
     } else {
-      bad("stop", std::string("expected a string or an array of strings, got ") + json_type(*s));
+      bad_field("stop", std::string("expected a string or an array of strings, got ") + json_type(*s));
     }
   }
   if (const json* s = f.get("stop_token_ids")) {
-    if (!s->is_array()) bad("stop_token_ids", "expected an array of token ids");
+    if (!s->is_array()) bad_field("stop_token_ids", "expected an array of token ids");
     for (const auto& x : *s) {
-      if (!x.is_number_integer()) bad("stop_token_ids", "expected integers");
+      if (!x.is_number_integer()) bad_field("stop_token_ids", "expected integers");
       p.stop_token_ids.push_back(x.get<std::int32_t>());
     }
   }
@@ -299,28 +297,28 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
     p.min_tokens = int(std::max<long long>(std::min<long long>(*mt, 1 << 30), -1));
   }
   if (auto inc = f.boolean("include_stop_str_in_output")) p.include_stop_str_in_output = *inc;
-  if (f.get("prompt_logprobs")) bad("prompt_logprobs", "is not supported yet");
-  if (auto v = p.check(r.max_tokens_given)) bad(v->field == "max_tokens" ? max_key : v->field, v->rule);
+  if (f.get("prompt_logprobs")) bad_field("prompt_logprobs", "is not supported yet");
+  if (auto v = p.check(r.max_tokens_given)) bad_field(v->field == "max_tokens" ? max_key : v->field, v->rule);
   if (const json* rf = f.get("response_format")) {
     if (!rf->is_object() || rf->value("type", "") != "text")
-      bad("response_format", "only {\"type\": \"text\"} is supported (no JSON mode or schemas yet)");
+      bad_field("response_format", "only {\"type\": \"text\"} is supported (no JSON mode or schemas yet)");
   }
   if (const json* tc = f.get("tool_choice")) {
     if (!tc->is_string() || (tc->get<std::string>() != "none" && tc->get<std::string>() != "auto"))
-      bad("tool_choice", "only \"auto\" and \"none\" are supported (forcing a tool call is not)");
+      bad_field("tool_choice", "only \"auto\" and \"none\" are supported (forcing a tool call is not)");
     if (tc->get<std::string>() == "none") r.template_kwargs.erase("tools");
   }
   if (auto s = f.boolean("stream")) r.stream = *s;
   if (const json* so = f.get("stream_options")) {
-    if (!so->is_object()) bad("stream_options", "expected an object");
-    if (!r.stream) bad("stream_options", "is only allowed with stream: true");
+    if (!so->is_object()) bad_field("stream_options", "expected an object");
+    if (!r.stream) bad_field("stream_options", "is only allowed with stream: true");
     const fields sf{*so};
     r.include_usage = sf.boolean("include_usage").value_or(false);
   }
   if (auto u = f.string("user")) r.user = *u;
   if (auto sp = f.boolean("speculate")) r.speculate = *sp;
   if (auto pr = f.integer("priority")) {
-    if (*pr < -1000000 || *pr > 1000000) bad("priority", "must be in [-1000000, 1000000]");
+    if (*pr < -1000000 || *pr > 1000000) bad_field("priority", "must be in [-1000000, 1000000]");
     r.priority = int(*pr);
   }
   return r;

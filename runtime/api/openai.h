@@ -39,6 +39,9 @@ class api_error : public std::runtime_error {
   std::string param_, type_;
 };
 
+// A 400 that names the field at fault: "FIELD: WHAT", with FIELD as the error's param.
+[[noreturn]] void bad_field(const std::string& field, const std::string& what);
+
 enum class endpoint { completions, chat };
 
 struct completion_request {

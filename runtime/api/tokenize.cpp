@@ -14,8 +14,6 @@ namespace {
 
 using json = nlohmann::json;
 
-[[noreturn]] void bad(const std::string& field, const std::string& what) { throw api_error(400, field + ": " + what, field); }
-
 json parse_object(const std::string& body, const std::set<std::string>& known) {
   json j;
   try {
@@ -25,21 +23,21 @@ json parse_object(const std::string& body, const std::set<std::string>& known) {
   }
   if (!j.is_object()) throw api_error(400, "the body must be a JSON object");
   for (auto& [k, v] : j.items())
-    if (!known.count(k)) bad(k.size() > 64 ? k.substr(0, 64) + "..." : k, "is not a field this endpoint supports");
+    if (!known.count(k)) bad_field(k.size() > 64 ? k.substr(0, 64) + "..." : k, "is not a field this endpoint supports");
   return j;
 }
 
 std::optional<bool> boolean(const json& j, const char* k) {
   auto it = j.find(k);
   if (it == j.end() || it->is_null()) return std::nullopt;
-  if (!it->is_boolean()) bad(k, "expected a boolean");
+  if (!it->is_boolean()) bad_field(k, "expected a boolean");
   return it->get<bool>();
 }
 
 std::string model_of(const json& j) {
   auto it = j.find("model");
   if (it == j.end() || it->is_null()) return "";
-  if (!it->is_string()) bad("model", "expected a string");
+  if (!it->is_string()) bad_field("model", "expected a string");
   return it->get<std::string>();
 }
 
@@ -54,7 +52,7 @@ tokenize_request parse_tokenize(const std::string& body) {
   const bool has_messages = j.contains("messages") && !j["messages"].is_null();
   if (has_prompt == has_messages) throw api_error(400, "give exactly one of prompt or messages", "prompt");
   if (has_prompt) {
-    if (!j["prompt"].is_string()) bad("prompt", "expected a string");
+    if (!j["prompt"].is_string()) bad_field("prompt", "expected a string");
     r.prompt = j["prompt"].get<std::string>();
   } else {
     r.messages = parse_messages(j["messages"]);
@@ -63,7 +61,7 @@ tokenize_request parse_tokenize(const std::string& body) {
   r.add_generation_prompt = boolean(j, "add_generation_prompt").value_or(true);
   r.return_token_strs = boolean(j, "return_token_strs").value_or(false);
   if (j.contains("chat_template_kwargs") && !j["chat_template_kwargs"].is_null()) {
-    if (!j["chat_template_kwargs"].is_object()) bad("chat_template_kwargs", "expected an object");
+    if (!j["chat_template_kwargs"].is_object()) bad_field("chat_template_kwargs", "expected an object");
     r.template_kwargs = j["chat_template_kwargs"];
   }
   return r;
@@ -73,10 +71,10 @@ detokenize_request parse_detokenize(const std::string& body) {
   const json j = parse_object(body, {"model", "tokens"});
   detokenize_request r;
   r.model = model_of(j);
-  if (!j.contains("tokens") || !j["tokens"].is_array()) bad("tokens", "is required (an array of token ids)");
+  if (!j.contains("tokens") || !j["tokens"].is_array()) bad_field("tokens", "is required (an array of token ids)");
   for (const auto& t : j["tokens"]) {
     if (!t.is_number_integer() || t.get<long long>() < INT32_MIN || t.get<long long>() > INT32_MAX)
-      bad("tokens", "expected integer token ids");
+      bad_field("tokens", "expected integer token ids");
     r.tokens.push_back(t.get<std::int32_t>());
   }
   return r;
@@ -110,7 +108,7 @@ json detokenize(const detokenize_request& r, const tokenizer::tokenizer* tok, in
   if (!tok) throw api_error(400, "this model has no tokenizer", "tokens");
   for (std::size_t i = 0; i < r.tokens.size(); ++i)
     if (r.tokens[i] < 0 || (vocab_size > 0 && r.tokens[i] >= vocab_size))
-      bad("tokens", "token " + std::to_string(i) + " is " + std::to_string(r.tokens[i]) + ", outside the vocabulary [0, " +
+      bad_field("tokens", "token " + std::to_string(i) + " is " + std::to_string(r.tokens[i]) + ", outside the vocabulary [0, " +
                         std::to_string(vocab_size) + ")");
   return {{"prompt", tok->decode(r.tokens, true)}};
 }
