@@ -42,6 +42,41 @@ double attention_flops(const model::model_config& c, double queries, double mean
   return 4.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * queries * mean_context;
 }
 
+
+// Median seconds of a decode step of `seqs` sequences at `context`, each feeding `rows` positions
+// (1: plain decode; 1 + k: a verify step of k proposals, every row's logits computed).
+double decode_step_seconds(const model::llama_model& m, kernels::dtype kv_type, int seqs, int rows, int context,
+                           int steps, std::vector<float>& logits, model::forward_workspace& ws) {
+  const auto& c = m.config();
+  bench_cache bc(c, seqs, context + (steps + 2) * rows, kv_type);
+  model::forward_batch pre;
+  for (int s = 0; s < seqs; ++s)
+    for (int p = 0; p < context; ++p) {
+      pre.tokens.push_back((s * 31 + p * 7919 + 13) % c.vocab_size);
+      pre.positions.push_back(p);
+      pre.tables.push_back(bc.tables[std::size_t(s)].data());
+    }
+  pre.logit_rows.push_back(std::int32_t(pre.tokens.size() - 1));
+  m.forward(pre, bc.cache, logits.data(), ws);
+  logits.resize(std::max(logits.size(), std::size_t(c.vocab_size) * std::size_t(seqs * rows)));
+  std::vector<double> times;
+  for (int st = 0; st <= steps; ++st) {  // step 0 warms up
+    if (st == 1) model::op_profile::reset();
+    model::forward_batch d;
+    for (int s = 0; s < seqs; ++s)
+      for (int r = 0; r < rows; ++r) {
+        d.logit_rows.push_back(std::int32_t(d.tokens.size()));
+        d.tokens.push_back((s * 17 + st * 101 + r * 7) % c.vocab_size);
+        d.positions.push_back(context + st * rows + r);
+        d.tables.push_back(bc.tables[std::size_t(s)].data());
+      }
+    auto t0 = clock_type::now();
+    m.forward(d, bc.cache, logits.data(), ws);
+    if (st > 0) times.push_back(since(t0));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
 }  // namespace
 
 int cmd_bench_engine(const args& a) {
@@ -59,6 +94,8 @@ int cmd_bench_engine(const args& a) {
       pos = comma == std::string::npos ? b.size() : comma + 1;
     }
   }
+  const int verify = int(a.get_int("verify", 0));
+  if (verify < 0) throw input_error("--verify must be 0 or more proposals");
   const bool json_out = a.has("json");
   model::op_profile::enable(a.has("profile"));
   auto say = [&](const char* fmt, auto... xs) {
@@ -124,50 +161,33 @@ int cmd_bench_engine(const args& a) {
 
   nlohmann::json decode = nlohmann::json::array();
   double tps_batch1 = 0;
+  const double kv_bytes_per_token = 2.0 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * double(kernels::dtype_size(kv_type));
   for (int B : batches) {
-    bench_cache bc(c, B, context + steps + 2, kv_type);
-    model::forward_batch pre;
-    for (int s = 0; s < B; ++s)
-      for (int p = 0; p < context; ++p) {
-        pre.tokens.push_back((s * 31 + p * 7919 + 13) % c.vocab_size);
-        pre.positions.push_back(p);
-        pre.tables.push_back(bc.tables[std::size_t(s)].data());
-      }
-    pre.logit_rows.push_back(std::int32_t(pre.tokens.size() - 1));
-    m->forward(pre, bc.cache, logits.data(), ws);
     const double bw_before = kernels::measure_read_bandwidth(std::size_t(1) << 30, 3);
-    std::vector<double> times;
-    for (int st = 0; st <= steps; ++st) {  // step 0 warms up
-      if (st == 1) model::op_profile::reset();
-      model::forward_batch d;
-      for (int s = 0; s < B; ++s) {
-        d.tokens.push_back((s * 17 + st * 101) % c.vocab_size);
-        d.positions.push_back(context + st);
-        d.tables.push_back(bc.tables[std::size_t(s)].data());
-        d.logit_rows.push_back(s);
-      }
-      auto t0 = clock_type::now();
-      m->forward(d, bc.cache, logits.data(), ws);
-      if (st > 0) times.push_back(since(t0));
-    }
+    const double step_s = decode_step_seconds(*m, kv_type, B, 1, context, steps, logits, ws);
     if (a.has("profile")) say("  decode batch %d profile (%d steps): %s\n", B, steps, model::op_profile::report().c_str());
-    std::sort(times.begin(), times.end());
-    const double step_s = times[times.size() / 2];
     // This machine's bandwidth drifts with its neighbours: judge each batch against the better
     // of two measurements taken right before and right after it, not only the one at start.
     const double bw_here = std::max(bw_before, kernels::measure_read_bandwidth(std::size_t(1) << 30, 3));
     const double ctx = context + steps / 2.0;
-    const double kv_bytes = double(B) * ctx * double(bc.cache.bytes_per_token());
+    const double kv_bytes = double(B) * ctx * kv_bytes_per_token;
     const double roofline_s = (weight_bytes + kv_bytes) / bw_here;
     const double tps = B / step_s;
     if (B == 1) tps_batch1 = tps;
     const double compute_frac = compute_bound_s(flops_tok * B, head_flops * B + attention_flops(c, B, ctx)) / step_s;
     say("decode batch %2d (context %d): %8.1f tok/s, step %.2f ms, %.0f%% of bandwidth roofline (%.1f GB/s), %.0f%% of compute peak\n",
         B, context, tps, step_s * 1e3, 100 * roofline_s / step_s, bw_here / 1e9, 100 * compute_frac);
-    decode.push_back({{"batch", B}, {"context", context}, {"tokens_per_second", tps}, {"step_ms", step_s * 1e3},
-                      {"read_bandwidth_gb_s", bw_here / 1e9},
-                      {"bandwidth_roofline_fraction", roofline_s / step_s}, {"compute_peak_fraction", compute_frac},
-                      {"speedup_vs_batch_1", tps_batch1 > 0 ? tps / tps_batch1 : 0.0}});
+    nlohmann::json row = {{"batch", B}, {"context", context}, {"tokens_per_second", tps}, {"step_ms", step_s * 1e3},
+                          {"read_bandwidth_gb_s", bw_here / 1e9},
+                          {"bandwidth_roofline_fraction", roofline_s / step_s}, {"compute_peak_fraction", compute_frac},
+                          {"speedup_vs_batch_1", tps_batch1 > 0 ? tps / tps_batch1 : 0.0}};
+    if (verify > 0) {  // the same batch verifying `verify` proposals per sequence
+      const double verify_s = decode_step_seconds(*m, kv_type, B, 1 + verify, context, steps, logits, ws);
+      say("verify batch %2d (%d rows each): step %.2f ms, %.2fx the decode step\n", B, 1 + verify, verify_s * 1e3,
+          verify_s / step_s);
+      row["verify"] = {{"proposals", verify}, {"step_ms", verify_s * 1e3}, {"vs_decode_step", verify_s / step_s}};
+    }
+    decode.push_back(std::move(row));
   }
   nlohmann::json j = {
       {"model", *dir},
