@@ -4,7 +4,9 @@
 # (configs/local.toml's scheduler, f16 KV), loaded by troupe bench serve at concurrency 1, 4, 16
 # and 32, greedy. Prints per run: output tok/s, ITL p50/p99, the mean accepted length (tokens per
 # verify step of a speculating request), the engine's tokens per step and mean step cost (forward
-# plus proposing, from the server's counters), the speedup over speculation off, and the speedup
+# plus proposing, from the server's counters; prefill steps are counted too, so with speculation,
+# whose steps are fewer, this overstates a verify step: `troupe bench engine --verify K` times one
+# alone), the speedup over speculation off, and the speedup
 # those measured costs predict: (tokens per step / step cost) against speculation off's. Their
 # ratio is what the engine loses outside the forward (scheduling, rollback, streaming). With
 # ROUNDS=R each method runs R times, servers alternating, and the table holds medians (a small
