@@ -54,13 +54,15 @@ void kv_cache::read(int layer, std::int32_t block, int slot, float* k_row, float
   }
 }
 
-std::size_t kv_cache::bytes_per_token() const {
-  return 2 * std::size_t(layers_) * n_kv_ * hd_ * kernels::dtype_size(cfg_.type);
+std::size_t kv_cache::bytes_per_token() const { return bytes_per_token(cfg_.type, layers_, n_kv_, hd_); }
+
+std::size_t kv_cache::bytes_per_token(dtype type, int num_layers, int n_kv_heads, int head_dim) {
+  return 2 * std::size_t(num_layers) * std::size_t(n_kv_heads) * std::size_t(head_dim) * kernels::dtype_size(type);
 }
 
 int kv_cache::blocks_in(std::size_t bytes, int block_size, dtype type, int num_layers, int n_kv_heads,
                         int head_dim) {
-  std::size_t per_block = 2 * std::size_t(num_layers) * n_kv_heads * head_dim * kernels::dtype_size(type) * block_size;
+  const std::size_t per_block = bytes_per_token(type, num_layers, n_kv_heads, head_dim) * std::size_t(block_size);
   return static_cast<int>(bytes / per_block);
 }
 

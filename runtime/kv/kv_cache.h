@@ -53,8 +53,9 @@ class kv_cache {
   }
   const kv_region& region() const { return *region_; }
 
-  // Bytes of KV for one token across all layers.
+  // Bytes of KV for one token across all layers: this cache's, or any geometry's.
   std::size_t bytes_per_token() const;
+  static std::size_t bytes_per_token(kernels::dtype type, int num_layers, int n_kv_heads, int head_dim);
   // How many blocks fit in `bytes`.
   static int blocks_in(std::size_t bytes, int block_size, kernels::dtype type, int num_layers,
                        int n_kv_heads, int head_dim);

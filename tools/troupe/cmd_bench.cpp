@@ -42,6 +42,18 @@ double attention_flops(const model::model_config& c, double queries, double mean
   return 4.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * queries * mean_context;
 }
 
+// `seqs` prompts of `len` made-up tokens in bc's sequences, one batch; logits of its last row.
+model::forward_batch prompts(const bench_cache& bc, int seqs, int len, int vocab) {
+  model::forward_batch b;
+  for (int s = 0; s < seqs; ++s)
+    for (int p = 0; p < len; ++p) {
+      b.tokens.push_back((s * 31 + p * 7919 + 13) % vocab);
+      b.positions.push_back(p);
+      b.tables.push_back(bc.tables[std::size_t(s)].data());
+    }
+  b.logit_rows.push_back(std::int32_t(b.tokens.size() - 1));
+  return b;
+}
 
 // Median seconds of a decode step of `seqs` sequences at `context`, each feeding `rows` positions
 // (1: plain decode; 1 + k: a verify step of k proposals, every row's logits computed).
@@ -49,15 +61,7 @@ double decode_step_seconds(const model::llama_model& m, kernels::dtype kv_type, 
                            int steps, std::vector<float>& logits, model::forward_workspace& ws) {
   const auto& c = m.config();
   bench_cache bc(c, seqs, context + (steps + 2) * rows, kv_type);
-  model::forward_batch pre;
-  for (int s = 0; s < seqs; ++s)
-    for (int p = 0; p < context; ++p) {
-      pre.tokens.push_back((s * 31 + p * 7919 + 13) % c.vocab_size);
-      pre.positions.push_back(p);
-      pre.tables.push_back(bc.tables[std::size_t(s)].data());
-    }
-  pre.logit_rows.push_back(std::int32_t(pre.tokens.size() - 1));
-  m.forward(pre, bc.cache, logits.data(), ws);
+  m.forward(prompts(bc, seqs, context, c.vocab_size), bc.cache, logits.data(), ws);
   logits.resize(std::max(logits.size(), std::size_t(c.vocab_size) * std::size_t(seqs * rows)));
   std::vector<double> times;
   for (int st = 0; st <= steps; ++st) {  // step 0 warms up
@@ -77,6 +81,7 @@ double decode_step_seconds(const model::llama_model& m, kernels::dtype kv_type, 
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
+
 }  // namespace
 
 int cmd_bench_engine(const args& a) {
@@ -137,13 +142,7 @@ int cmd_bench_engine(const args& a) {
   double prefill_s = 1e30;
   {
     bench_cache bc(c, 1, prompt_len, kv_type);
-    model::forward_batch b;
-    for (int p = 0; p < prompt_len; ++p) {
-      b.tokens.push_back((p * 7919 + 13) % c.vocab_size);
-      b.positions.push_back(p);
-      b.tables.push_back(bc.tables[0].data());
-    }
-    b.logit_rows.push_back(prompt_len - 1);
+    const model::forward_batch b = prompts(bc, 1, prompt_len, c.vocab_size);
     for (int r = 0; r < 4; ++r) {
       if (r == 1) model::op_profile::reset();
       auto t0 = clock_type::now();
@@ -161,7 +160,8 @@ int cmd_bench_engine(const args& a) {
 
   nlohmann::json decode = nlohmann::json::array();
   double tps_batch1 = 0;
-  const double kv_bytes_per_token = 2.0 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * double(kernels::dtype_size(kv_type));
+  const double kv_bytes_per_token =
+      double(kv::kv_cache::bytes_per_token(kv_type, c.num_hidden_layers, c.num_key_value_heads, c.head_dim));
   for (int B : batches) {
     const double bw_before = kernels::measure_read_bandwidth(std::size_t(1) << 30, 3);
     const double step_s = decode_step_seconds(*m, kv_type, B, 1, context, steps, logits, ws);
