@@ -86,6 +86,7 @@ std::map<std::uint64_t, std::vector<std::int32_t>> engine::propose(const sched::
     catch_up.push_back(proposer_->catch_up(c.s->id, int(c.s->tokens.size())));
   }
   speculative::plan_inputs in{plan.num_tokens, base_tokens, acceptance, sc.k, caps, proposer_->cost(), catch_up, false};
+  if (base_tokens > 0) in.decode_seconds = step_cost_.at(base_tokens).seconds(base_tokens);
   in.explore = ++explore_wait_ >= speculative::explore_interval(step_cost_.local(plan.num_tokens), plan.num_tokens,
                                                                 sc.probe_every, speculative::exploration_seconds(in));
   std::vector<int> len = sc.adaptive ? speculative::plan_lengths(in, step_cost_.at(plan.num_tokens)) : caps;

@@ -106,8 +106,10 @@ std::vector<int> plan_lengths(const plan_inputs& in, const step_cost& cost) {
     return k;
   }
   auto catch_up = [&](std::size_t i) { return i < in.catch_up.size() ? std::max(in.catch_up[i], 0) : 0; };
+  const double base_seconds = *cost.seconds(in.base_rows);
+  const double own = std::min(in.decode_seconds.value_or(base_seconds), base_seconds);
   auto seconds = [&](int rows, int deepest, int fed) {
-    return *cost.seconds(rows, deepest > 0) + in.draft.seconds(deepest, fed);
+    return own + (*cost.seconds(rows, deepest > 0) - base_seconds) + in.draft.seconds(deepest, fed);
   };
   // gain[i]: the tokens sequence i's next proposal adds, a^(k+1); each proposal multiplies it by a.
   std::vector<double> gain(k.size());

@@ -92,6 +92,12 @@ struct plan_inputs {
   // then: a line learned at another batch size, or from a text that was hard to guess, would
   // otherwise never be measured again where it now says no.
   bool explore = false;
+  // What a step of only the yielding sequences' rows (one each) would cost, from the line of that
+  // batch size; nothing: the step's own base rows. The plan is judged against plain decoding at
+  // that rate, the proposals adding what they cost at the step's rows: a prefill chunk in the
+  // step is paid whatever the plan, and counted in, it made any proposal look cheap beside the
+  // step's few tokens a second, while each proposal row is a row no decode gets.
+  std::optional<double> decode_seconds;
 };
 
 // Proposals per sequence (the order of inputs.acceptance), each in 0..min(k_max, k_cap): one proposal at a

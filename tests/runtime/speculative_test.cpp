@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -263,7 +264,8 @@ speculative::step_cost line(double fixed, double per_row) {
 }
 
 std::vector<int> plan(int base, std::vector<double> acc, const speculative::step_cost& c, double draft = 0,
-                      bool explore = false, std::vector<int> catch_up = {}, double draft_per_position = 0) {
+                      bool explore = false, std::vector<int> catch_up = {}, double draft_per_position = 0,
+                      std::optional<double> decode_seconds = std::nullopt) {
   speculative::plan_inputs in;
   in.base_rows = base;
   in.base_tokens = int(acc.size());
@@ -272,6 +274,7 @@ std::vector<int> plan(int base, std::vector<double> acc, const speculative::step
   in.draft = {draft, draft_per_position};
   in.catch_up = catch_up;
   in.explore = explore;
+  in.decode_seconds = decode_seconds;
   return speculative::plan_lengths(in, c);
 }
 
@@ -351,6 +354,20 @@ BOOST_AUTO_TEST_CASE(each_batch_size_is_planned_by_its_own_steps) {
   BOOST_TEST(*c.at(1).seconds(5, true) == t(5), boost::test_tools::tolerance(1e-6));
   BOOST_TEST(plan(1, {0.4}, c.at(1)) == (std::vector<int>{4}));
   BOOST_TEST(*c.at(4).seconds(20, true) == t(20), boost::test_tools::tolerance(1e-6));
+}
+
+BOOST_AUTO_TEST_CASE(a_prefill_chunk_in_the_step_does_not_make_proposals_look_cheap) {
+  // Bound by arithmetic: 1 ms a row. A step of a 512-row prefill chunk and 31 decodes costs 553
+  // ms and yields 31 tokens; a proposal accepted 60% of the time adds 0.6 tokens for 1 ms, far
+  // above the step's 56 tokens a second, yet below the 756 a second of the 31 decodes alone (41
+  // ms): each proposal row is a decode row that yields less than one. At concurrency 32 on
+  // kjv-1b, proposals in such steps left the draft 7% below speculation off.
+  const auto compute = line(0.010, 0.001);
+  const std::vector<double> acc(31, 0.6);
+  BOOST_TEST(plan(543, acc, compute, 0, false, {}, 0, 0.041) == std::vector<int>(31, 0));
+  // Bound by bandwidth at one decode (100 ms whatever its rows), the same chunk beside it: the
+  // proposals' rows cost 1 ms each against a 100 ms step per token, and pay.
+  BOOST_TEST(plan(513, {0.8}, compute, 0, false, {}, 0, 0.100) == (std::vector<int>{4}));
 }
 
 BOOST_AUTO_TEST_CASE(a_plan_that_gains_less_than_the_cost_models_error_is_not_taken) {
