@@ -11,6 +11,7 @@
 #include "runtime/api/tokenize.h"
 #include "runtime/common/constant_time.h"
 #include "runtime/common/error.h"
+#include "runtime/common/log.h"
 #include "runtime/metrics/metrics.h"
 #include "runtime/common/wall_clock.h"
 
@@ -455,6 +456,8 @@ void prepare(const prepare_context& pc, prepared& p) {
     if (!in_vocabulary(pc, id))
       throw api::api_error(400, "logit_bias: token " + std::to_string(id) + " is outside " + vocabulary(pc), "logit_bias");
   p.public_prefix = public_prefix_of(pc, p.prompt);
+  if (!req.no_effect_fields.empty())
+    log::debug("request_fields_without_effect", {{"id", p.id}, {"trace", p.trace}, {"fields", req.no_effect_fields}});
   p.req = std::move(req);
 }
 

@@ -107,6 +107,17 @@ std::string message_text(const json& content, std::size_t index) {
   bad_field(field, std::string("expected a string or an array of text parts, got ") + json_type(content));
 }
 
+// Fields that change nothing Troupe computes, accepted because ordinary clients send them (the
+// OpenAI SDKs' `store`, `metadata` and `service_tier`; vLLM's detokenization switches at the
+// values Troupe always behaves by) and recorded in completion_request::no_effect_fields.
+// parallel_tool_calls: Troupe does not parse tool calls yet, so whether one or several are
+// allowed changes nothing it returns. docs/serving.md lists them.
+const std::set<std::string>& no_effect_fields() {
+  static const std::set<std::string> s = {"store", "metadata", "service_tier", "parallel_tool_calls",
+                                          "skip_special_tokens", "spaces_between_special_tokens"};
+  return s;
+}
+
 // Every field this server reads; anything else is refused by name rather than ignored.
 const std::set<std::string>& known_fields(endpoint kind) {
   static const std::set<std::string> common = {
@@ -131,7 +142,7 @@ const std::set<std::string>& known_fields(endpoint kind) {
 void refuse_unknown_fields(const json& j, endpoint kind) {
   const auto& known = known_fields(kind);
   for (auto& [k, v] : j.items())
-    if (!known.count(k)) bad_field(k.size() > 64 ? k.substr(0, 64) + "..." : k, "is not a field this server supports");
+    if (!known.count(k) && !no_effect_fields().count(k)) bad_field(k.size() > 64 ? k.substr(0, 64) + "..." : k, "is not a field this server supports");
 }
 
 // logit_bias: {"token id": bias, ...}, as OpenAI sends it (ids as strings).
@@ -167,6 +178,23 @@ json parse_messages(const json& m) {
     out.push_back(std::move(copy));
   }
   return out;
+}
+
+// Each no-effect field at a value that indeed changes nothing, or a 400 naming it.
+void check_no_effect_fields(const fields& f, completion_request& r) {
+  if (const json* m = f.get("metadata")) {
+    if (!m->is_object() && !m->is_null()) bad_field("metadata", std::string("expected an object, got ") + json_type(*m));
+    if (m->is_object() && m->size() > 16) bad_field("metadata", "at most 16 keys");
+  }
+  // The rest are only type-checked: a 400 names a wrong type as for any field.
+  f.boolean("store");
+  f.string("service_tier");
+  f.boolean("parallel_tool_calls");
+  f.boolean("spaces_between_special_tokens");
+  if (auto skip = f.boolean("skip_special_tokens"); skip && !*skip)
+    bad_field("skip_special_tokens", "false is not supported: Troupe's text leaves special tokens out");
+  for (const auto& name : no_effect_fields())
+    if (f.get(name.c_str())) r.no_effect_fields.push_back(name);
 }
 
 completion_request parse_request(const std::string& body, endpoint kind, const sampling::sampling_params& defaults) {
@@ -317,6 +345,7 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
   }
   if (auto u = f.string("user")) r.user = *u;
   if (auto sp = f.boolean("speculate")) r.speculate = *sp;
+  check_no_effect_fields(f, r);
   if (auto pr = f.integer("priority")) {
     if (*pr < -1000000 || *pr > 1000000) bad_field("priority", "must be in [-1000000, 1000000]");
     r.priority = int(*pr);

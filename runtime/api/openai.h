@@ -60,6 +60,9 @@ struct completion_request {
   int priority = 0;
   // false: no speculative decoding for this request (the output is the same; only speed differs).
   bool speculate = true;
+  // Fields the body carried that change nothing Troupe computes (`store`, `metadata`...: the
+  // list is in docs/serving.md), for the request's debug log line.
+  std::vector<std::string> no_effect_fields;
 };
 
 // Parses and checks a body; throws api_error(400) naming the offending field. Sampling fields

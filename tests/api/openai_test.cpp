@@ -3,6 +3,8 @@
 #define BOOST_TEST_MODULE openai
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+
 #include "runtime/api/openai.h"
 #include "runtime/api/tokenize.h"
 
@@ -149,6 +151,30 @@ BOOST_AUTO_TEST_CASE(no_field_is_accepted_and_ignored) {
   BOOST_TEST(param_of({{"prompt", "x"}, {"frequency_penaltyy", 1}}) == "frequency_penaltyy");
   BOOST_TEST(param_of({{"prompt", "x"}, {"messages", chat_msgs}}) == "messages");  // a chat field on completions
   BOOST_TEST(param_of({{"messages", chat_msgs}, {"echo", true}}, endpoint::chat) == "echo");
+}
+
+// What the OpenAI SDKs and vLLM clients send that changes nothing Troupe computes: accepted and
+// recorded, each type-checked, and refused at a value that would change the output.
+BOOST_AUTO_TEST_CASE(fields_that_change_nothing_are_accepted_and_recorded) {
+  const json chat_msgs = {{{"role", "user"}, {"content", "x"}}};
+  auto r = api::parse_request(json{{"messages", chat_msgs}, {"store", false}, {"metadata", {{"run", "a"}}},
+                                   {"service_tier", "auto"}, {"parallel_tool_calls", true}, {"skip_special_tokens", true},
+                                   {"spaces_between_special_tokens", true}}.dump(),
+                              endpoint::chat);
+  std::sort(r.no_effect_fields.begin(), r.no_effect_fields.end());
+  BOOST_TEST(r.no_effect_fields == (std::vector<std::string>{"metadata", "parallel_tool_calls", "service_tier",
+                                                             "skip_special_tokens", "spaces_between_special_tokens", "store"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(api::parse_request(json{{"prompt", "x"}, {"store", true}}.dump(), endpoint::completions).no_effect_fields ==
+                 std::vector<std::string>{"store"},
+             boost::test_tools::per_element());
+  BOOST_TEST(param_of({{"prompt", "x"}, {"skip_special_tokens", false}}) == "skip_special_tokens");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"store", "yes"}}) == "store");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"metadata", "x"}}) == "metadata");
+  json many = json::object();
+  for (int i = 0; i < 17; ++i) many["k" + std::to_string(i)] = "v";
+  BOOST_TEST(param_of({{"prompt", "x"}, {"metadata", many}}) == "metadata");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"stor", true}}) == "stor");  // a near miss is still unknown
 }
 
 BOOST_AUTO_TEST_CASE(sampling_fields_left_out_take_the_models_defaults) {
