@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -39,6 +40,7 @@ struct prepared {
 // The parts of the frontend's state that preparing reads; immutable once the frontend runs.
 struct prepare_context {
   std::string model_name;
+  std::vector<std::string> model_aliases;
   int vocab_size = 0;
   int max_model_len = 0;
   std::shared_ptr<const tokenizer::tokenizer> tok;
@@ -420,9 +422,13 @@ api::api_error no_such_model(const std::string& asked, const std::string& served
                         "not_found_error");
 }
 
-// A request may name the served model or none.
+bool serves(const std::string& name, const std::vector<std::string>& aliases, const std::string& asked) {
+  return asked == name || std::find(aliases.begin(), aliases.end(), asked) != aliases.end();
+}
+
+// A request may name the served model, one of its aliases, or none.
 void check_model(const prepare_context& pc, const std::string& asked) {
-  if (!asked.empty() && asked != pc.model_name) throw no_such_model(asked, pc.model_name);
+  if (!asked.empty() && !serves(pc.model_name, pc.model_aliases, asked)) throw no_such_model(asked, pc.model_name);
 }
 
 void prepare(const prepare_context& pc, prepared& p) {
@@ -730,9 +736,9 @@ void need_method(const http::request& rq, const std::string& path, std::initiali
 
 // OpenAI's fields, vLLM's max_model_len, and the vocabulary's size (what a load generator needs to
 // draw token ids for a model without a tokenizer).
-json model_card(const frontend_state& st) {
-  json card = {{"id", st.cfg.model_name}, {"object", "model"}, {"created", st.started}, {"owned_by", "troupe"},
-               {"max_model_len", st.cfg.max_model_len}};
+json model_card(const frontend_state& st, const std::string& id) {
+  json card = {{"id", id}, {"object", "model"}, {"created", st.started}, {"owned_by", "troupe"},
+               {"root", st.cfg.model_name}, {"max_model_len", st.cfg.max_model_len}};
   if (st.cfg.vocab_size > 0) card["vocab_size"] = st.cfg.vocab_size;
   return card;
 }
@@ -757,14 +763,15 @@ void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
     }
     if (path == "/v1/models") {
       need_method(rq, path, {"GET"});
-      return ex->respond(200, "application/json", dump({{"object", "list"}, {"data", json::array({model_card(st)})}}));
+      json data = json::array({model_card(st, st.cfg.model_name)});
+      for (const auto& alias : st.cfg.model_aliases) data.push_back(model_card(st, alias));
+      return ex->respond(200, "application/json", dump({{"object", "list"}, {"data", data}}));
     }
     if (path.rfind("/v1/models/", 0) == 0) {
       need_method(rq, path, {"GET"});
       const std::string id = path.substr(11);
-      if (id != st.cfg.model_name)
-        throw no_such_model(id, st.cfg.model_name);
-      return ex->respond(200, "application/json", dump(model_card(st)));
+      if (!serves(st.cfg.model_name, st.cfg.model_aliases, id)) throw no_such_model(id, st.cfg.model_name);
+      return ex->respond(200, "application/json", dump(model_card(st, id)));
     }
     if (path == "/health") {
       need_method(rq, path, {"GET", "HEAD"});
@@ -829,6 +836,7 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
   st.router = std::move(router);
   auto pc = std::make_shared<prepare_context>();
   pc->model_name = st.cfg.model_name;
+  pc->model_aliases = st.cfg.model_aliases;
   pc->vocab_size = st.cfg.vocab_size;
   pc->max_model_len = st.cfg.max_model_len;
   pc->sampling_defaults = st.cfg.sampling_defaults;

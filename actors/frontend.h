@@ -22,6 +22,7 @@ namespace troupe::actors {
 struct frontend_config {
   http::server_config http;
   std::string model_name = "troupe";  // what /v1/models lists and requests may name
+  std::vector<std::string> model_aliases;  // other names requests may give it, listed too
   int max_model_len = 4096;           // context: longer prompts get 413
   int vocab_size = 0;                 // token-id prompts are checked against it
   int max_requests = 4096;            // in flight; beyond it, 429 with Retry-After

@@ -473,6 +473,30 @@ void read_timeouts(const reader& r, const toml::table& root, topology_config& t)
            "must be longer than timeouts.heartbeat, or a live link is declared dead between two heartbeats");
 }
 
+// frontend.model_name: a name, or a list of names whose first is the name answers carry and the
+// rest aliases requests may use.
+void read_model_names(const reader& r, const toml::table& f, frontend_spec& fe) {
+  const toml::node* n = f.get("model_name");
+  if (!n) return;
+  if (!n->as_array()) {
+    fe.model_name = r.string(f, "model_name", "frontend.", std::string());
+    return;
+  }
+  std::vector<std::string> names;
+  for (const toml::node& x : *n->as_array()) {
+    const auto* s = x.as_string();
+    if (!s || s->get().empty() || s->get().size() > 256)
+      r.fail(&x, "frontend.model_name", "expected names of 1 to 256 characters");
+    if (std::find(names.begin(), names.end(), s->get()) != names.end())
+      r.fail(&x, "frontend.model_name", "\"" + s->get() + "\" is named twice");
+    names.push_back(s->get());
+  }
+  if (names.empty()) r.fail(n, "frontend.model_name", "expected at least one name");
+  if (names.size() > 16) r.fail(n, "frontend.model_name", "at most 16 names");
+  fe.model_name = names.front();
+  fe.model_aliases.assign(names.begin() + 1, names.end());
+}
+
 void read_frontend(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* f = r.table(root, "frontend", "");
   if (!f) return;
@@ -493,7 +517,7 @@ void read_frontend(const reader& r, const toml::table& root, topology_config& t)
     fe.host = addr.substr(0, colon);
     fe.port = std::uint16_t(port);
   }
-  fe.model_name = r.string(*f, "model_name", "frontend.", std::string());
+  read_model_names(r, *f, fe);
   fe.max_requests = int(r.integer(*f, "max_requests", "frontend.", fe.max_requests, 1, 1 << 20));
   if (const toml::node* n = f->get("retry_after")) {
     const auto d = r.duration(*n, "frontend.retry_after");

@@ -145,6 +145,9 @@ struct frontend_spec {
   std::string host = "127.0.0.1";
   std::uint16_t port = 8000;
   std::string model_name;            // empty: the model folder's name (or the sim preset)
+  // Other names requests may give the same model (model_name = ["kjv", "bible"]: the first is
+  // model_name, the name answers carry; vLLM's --served-model-name with several names).
+  std::vector<std::string> model_aliases;
   int max_requests = 4096;           // in flight; more get 429
   int retry_after_s = 1;             // Retry-After of 429 and 503 answers
   // On SIGINT/SIGTERM: new requests get 503 while those in flight have this long to finish;

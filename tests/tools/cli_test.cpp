@@ -252,12 +252,21 @@ BOOST_AUTO_TEST_CASE(eval_perplexity_gives_the_librarys_figure_and_refuses_bad_i
 BOOST_AUTO_TEST_CASE(serve_takes_a_model_folder_and_vllms_flags) {
   const std::string kjv = std::string(TROUPE_SOURCE_DIR) + "/models/kjv";
   {
-    test::serve_process serve({kjv, "--served-model-name", "bible", "--max-model-len", "128", "--api-key", "k3y"});
+    test::serve_process serve({kjv, "--served-model-name", "bible,kjv-alias", "--max-model-len", "128", "--api-key", "k3y"});
     BOOST_TEST_REQUIRE(serve.port() != 0);
     const auto models = test::http_request(serve.port(), "GET", "/v1/models", "", {{"Authorization", "Bearer k3y"}});
     BOOST_TEST_REQUIRE(models.status == 200, models.body);
     BOOST_TEST(models.json()["data"][0]["id"] == "bible");
     BOOST_TEST(models.json()["data"][0]["max_model_len"] == 128);
+    BOOST_TEST(models.json()["data"][1]["id"] == "kjv-alias");  // an alias: listed, and requests may name it
+    BOOST_TEST(models.json()["data"][1]["root"] == "bible");
+    const auto aliased = test::http_request(serve.port(), "POST", "/v1/completions",
+                                            R"({"model": "kjv-alias", "prompt": "And God said", "max_tokens": 2})",
+                                            {{"Authorization", "Bearer k3y"}});
+    BOOST_TEST(aliased.status == 200, aliased.body);
+    BOOST_TEST(aliased.json()["model"] == "bible");
+    BOOST_TEST(test::http_request(serve.port(), "GET", "/v1/models/kjv-alias", "", {{"Authorization", "Bearer k3y"}}).status == 200);
+    BOOST_TEST(test::http_request(serve.port(), "GET", "/v1/models/other", "", {{"Authorization", "Bearer k3y"}}).status == 404);
     BOOST_TEST(test::http_request(serve.port(), "GET", "/v1/models").status == 401);
     const auto done = test::http_request(serve.port(), "POST", "/v1/completions",
                                          R"({"model": "bible", "prompt": "And God said", "max_tokens": 4})",

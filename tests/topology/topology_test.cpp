@@ -157,6 +157,17 @@ BOOST_AUTO_TEST_CASE(frontend_table) {
   BOOST_TEST(t.frontend.max_body == std::size_t(1) << 20);
   BOOST_TEST(t.frontend.metric_prefix == "troupe_");
   BOOST_TEST(t.frontend.model_name == "m");
+  BOOST_TEST(t.frontend.model_aliases.empty());
+  // Several names: the first is the name answers carry, the rest aliases.
+  t = parse_topology(minimal + "[frontend]\nmodel_name = [\"kjv\", \"bible\", \"kjv-1\"]\n", "t.toml");
+  BOOST_TEST(t.frontend.model_name == "kjv");
+  BOOST_TEST(t.frontend.model_aliases == (std::vector<std::string>{"bible", "kjv-1"}), boost::test_tools::per_element());
+  std::string names = error_of(minimal + "[frontend]\nmodel_name = [\"a\", \"a\"]\n");
+  BOOST_TEST(names.find("frontend.model_name: \"a\" is named twice") != std::string::npos, names);
+  names = error_of(minimal + "[frontend]\nmodel_name = []\n");
+  BOOST_TEST(names.find("frontend.model_name: expected at least one name") != std::string::npos, names);
+  names = error_of(minimal + "[frontend]\nmodel_name = [\"a\", 3]\n");
+  BOOST_TEST(names.find("frontend.model_name: expected names of 1 to 256 characters") != std::string::npos, names);
   BOOST_TEST(parse_topology(minimal, "t.toml").frontend.port == 8000);
   std::string e = error_of(minimal + "[frontend]\naddress = \"nowhere\"\n");
   BOOST_TEST(e.find("t.toml:11: frontend.address: expected \"host:port\"") == 0, e);

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include "actors/admin_endpoint.h"
@@ -204,9 +205,16 @@ serve_target serve_positional(const args& a) {
 // vLLM's flags, mapped onto the topology: --served-model-name, --max-model-len and
 // --tensor-parallel-size (every pool whose group runs in one process).
 void apply_vllm_flags(const args& a, topology::topology_config& topo) {
-  if (auto n = a.get("served-model-name")) {
-    if (n->empty()) throw input_error("--served-model-name: must not be empty");
-    topo.frontend.model_name = *n;
+  if (auto n = a.get("served-model-name")) {  // NAME or NAME,ALIAS,...: the first is the name answers carry
+    std::vector<std::string> names;
+    std::stringstream in(*n);
+    for (std::string x; std::getline(in, x, ',');) {
+      if (x.empty()) throw input_error("--served-model-name: an empty name in \"" + *n + "\"");
+      names.push_back(x);
+    }
+    if (names.empty()) throw input_error("--served-model-name: must not be empty");
+    topo.frontend.model_name = names.front();
+    topo.frontend.model_aliases.assign(names.begin() + 1, names.end());
   }
   if (a.has("max-model-len")) {
     const long long len = a.get_int("max-model-len", 0);
@@ -288,6 +296,7 @@ int cmd_serve(const args& a) {
   fc.http.port = a.get_port("port", topo.frontend.port);
   fc.http.max_body = topo.frontend.max_body;
   fc.model_name = served.name;
+  fc.model_aliases = topo.frontend.model_aliases;
   fc.max_model_len = served.max_model_len;
   fc.vocab_size = served.vocab_size;
   fc.sampling_defaults = served.sampling_defaults;

@@ -31,7 +31,7 @@ void declare_serve(command& root) {
                               "(or [frontend] api_keys), or --allow-unauthenticated")
       .flag("allow-unauthenticated", "serve the OpenAI API off loopback without any API key")
       .option("model", "DIR|FILE", "the model folder or .gguf file (default: the topology's [model] path)")
-      .option("served-model-name", "NAME", "the model's name in the API ([frontend] model_name)")
+      .option("served-model-name", "NAME[,ALIAS...]", "the model's name in the API, and other names requests may use ([frontend] model_name)")
       .option("max-model-len", "N", "the context in tokens ([model] max_model_len); at most the model's positions")
       .option("tensor-parallel-size", "N", "ranks of every pool's tensor-parallel group (tensor_parallel)")
       .option("shutdown-grace", "S", "on SIGINT/SIGTERM, seconds in-flight requests have to finish while new ones get 503 "
