@@ -26,6 +26,13 @@ so the default 2,000 steps take about 55 minutes. `--precision fp32` forces floa
 
 usage: /usr/bin/python3 tools/train/train_kjv.py --out models/kjv [--size main|draft] [--steps N]
            [--tokenizer models/kjv/tokenizer.json] [--precision auto|bf16|fp32]
+           [--init DIR] [--teacher DIR] [--copy-share F]
+
+--copy-share makes a model that copies from its context: that share of each step's windows quote
+a passage, break the paragraph and repeat it, then go on as the text did. models/kjv is trained
+without (greedy, it repeats a quoted held-out passage at about 10% of positions); the speculative
+benchmark's copying target (docs/performance.md) is models/kjv fine-tuned with it, which n-gram
+prompt lookup needs to have anything to find. metrics.json reports heldout_copy_accuracy either way.
 """
 import argparse
 import json
@@ -358,6 +365,14 @@ def write_safetensors(path, tensors):
             f.write(b)
 
 
+def quoted_window(ids, start, span, rng, sep):
+    """span + 1 tokens: a passage of the text, a paragraph break, then the passage again and what
+    followed it. The loss on the repeat is what a model learns copying from."""
+    quote = int(rng.integers(16, span // 2))
+    w = np.concatenate([ids[start:start + quote], sep, ids[start:start + span]])
+    return w[:span + 1]
+
+
 def heldout_nll(model, ids, window):
     """Summed NLL and tokens scored, in consecutive windows of `window` tokens, each token after a
     window's first scored after the window's earlier tokens (what `troupe eval perplexity` does)."""
@@ -386,6 +401,20 @@ def top1_agreement(model, teacher, ids, window):
     return same / n
 
 
+def heldout_copy_accuracy(model, ids, sep, quote=64, count=64):
+    """Of held-out passages of `quote` tokens quoted, a paragraph break and the passage again: the
+    share of the repeat's tokens that are the model's likeliest next token (teacher-forced)."""
+    same, n = 0, 0
+    with torch.no_grad():
+        for s in np.linspace(0, len(ids) - quote - 1, count).astype(int):
+            p = list(ids[s:s + quote])
+            x = torch.tensor([p + list(sep) + p])
+            guess = model(x)[0].argmax(-1)[quote + len(sep) - 1:-1]
+            same += (guess == torch.tensor(p)).sum().item()
+            n += quote
+    return same / n
+
+
 def native_bf16():
     """Whether this processor multiplies bfloat16 in hardware (else autocast would emulate it, slower)."""
     try:
@@ -410,6 +439,9 @@ def main():
     ap.add_argument("--tokenizer", help="reuse this tokenizer.json (the draft model shares the main model's)")
     ap.add_argument("--teacher", help="distil from this model folder (the main model): the loss is the cross-entropy "
                                       "against its next-token distribution instead of the text's next token")
+    ap.add_argument("--copy-share", type=float, default=0.0,
+                    help="share of each step's windows that quote a passage and then repeat it (teaches copying "
+                         "from the context, what n-gram speculation needs of a target); 0 for the default model")
     ap.add_argument("--init", help="start from this model folder's weights (of the same --size) instead of random ones")
     a = ap.parse_args()
     torch.manual_seed(1234)
@@ -439,6 +471,7 @@ def main():
     train_ids = np.array(enc.encode(train_text), dtype=np.int64)
     held_ids = enc.encode(held_text)
     print(f"tokens: {len(train_ids)} training, {len(held_ids)} held out", flush=True)
+    paragraph = np.array(enc.encode("\n\n"), dtype=np.int64)
 
     c = SIZES[a.size]
     model = Llama(c, len(vocab))
@@ -461,8 +494,11 @@ def main():
     for step in range(steps):
         span, batch = (CONTEXT, long_batch) if step >= long_from else (SHORT_CONTEXT, a.batch)
         starts = rng.integers(0, len(train_ids) - span - 1, size=batch)
-        x = torch.from_numpy(np.stack([train_ids[s:s + span] for s in starts]))
-        y = torch.from_numpy(np.stack([train_ids[s + 1:s + span + 1] for s in starts]))
+        windows = [train_ids[s:s + span + 1] for s in starts]
+        for i in range(int(round(batch * a.copy_share))):
+            windows[i] = quoted_window(train_ids, starts[i], span, rng, paragraph)
+        x = torch.from_numpy(np.stack([w[:span] for w in windows]))
+        y = torch.from_numpy(np.stack([w[1:span + 1] for w in windows]))
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
             logits = model(x)
             if teacher is not None:
@@ -517,6 +553,9 @@ def main():
                "heldout_tokens_scored": n, "heldout_mean_nll": nll / n, "heldout_perplexity": math.exp(nll / n),
                "heldout_perplexity_window_256": math.exp(nll_short / n_short), "heldout_tokens_scored_window_256": n_short,
                "torch": torch.__version__, "threads": a.threads, "precision": precision}
+    metrics["heldout_copy_accuracy"] = heldout_copy_accuracy(model, held_ids, paragraph)
+    if a.copy_share:
+        metrics["copy_share"] = a.copy_share
     if a.init:
         metrics["init"] = a.init
     if teacher is not None:
