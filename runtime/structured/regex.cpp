@@ -104,7 +104,8 @@ class parser {
 
   tree repetition(int depth) {
     tree t = atom(depth);
-    for (;;) {
+    for (int stacked = 0;; ++stacked) {
+      if (stacked > budget_.max_depth) fail("quantifiers stacked deeper than " + std::to_string(budget_.max_depth));
       int lo, hi;
       if (at('*')) lo = 0, hi = -1, ++i_;
       else if (at('+')) lo = 1, hi = -1, ++i_;
@@ -195,6 +196,7 @@ class parser {
 
   // The byte an escape stands for (\n, \x41, \., ...), after the backslash.
   unsigned char escaped_byte() {
+    if (i_ >= p_.size()) fail("a pattern cannot end in '\\'");
     const char e = p_[i_++];
     switch (e) {
       case 'n': return '\n';
@@ -204,8 +206,9 @@ class parser {
       case 'v': return '\v';
       case '0': return 0;
       case 'x': {
-        if (i_ + 2 > p_.size()) fail("\\x needs two hex digits");
-        const int v = std::stoi(std::string(p_.substr(i_, 2)), nullptr, 16);
+        auto hex = [](char h) { return h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1; };
+        if (i_ + 2 > p_.size() || hex(p_[i_]) < 0 || hex(p_[i_ + 1]) < 0) fail("\\x needs two hex digits");
+        const int v = hex(p_[i_]) * 16 + hex(p_[i_ + 1]);
         if (v > 0x7f) fail("\\x above 7f is not supported");
         i_ += 2;
         return (unsigned char)v;

@@ -29,9 +29,9 @@ std::vector<std::string> strings(const std::string& alphabet, int max) {
   return out;
 }
 
-std::string refusal(const std::string& pattern) {
+std::string refusal(const std::string& pattern, const regex_budget& budget = {}) {
   try {
-    compile_regex(pattern);
+    compile_regex(pattern, budget);
   } catch (const input_error& e) {
     return e.what();
   }
@@ -96,10 +96,21 @@ BOOST_AUTO_TEST_CASE(what_is_not_supported_is_refused_by_name) {
   has("*a", "'*' has nothing to repeat");
   has("a^b", "'^' is only supported at the pattern's ends");
   has("a{3,2}", "the bound is below the count");
+  has("\\xzz", "\\x needs two hex digits");
+  has("a\\x4", "\\x needs two hex digits");
+  has("a\\", "a pattern cannot end in '\\'");
+  has("[a-\\", "a pattern cannot end in '\\'");
+  has("a" + std::string(100000, '?'), "quantifiers stacked deeper than 100");
   has(std::string(200, '(') + std::string(200, ')'), "groups nested deeper than 100");
   // Bombs: counted repetition past the NFA budget, and a pattern whose DFA grows exponentially.
   has("(a{1000}){1000}", "its automaton passes 100000 states");
-  has("(a|b)*a(a|b){20}", "DFA states");
+  // (a|b)*a(a|b){n} needs 2^(n+1) DFA states; the state budget, not the clock, must stop it
+  // (a sanitizer build on a loaded machine is slow).
+  regex_budget small;
+  small.max_dfa_states = 500;
+  small.max_seconds = 600;
+  const std::string e = refusal("(a|b)*a(a|b){20}", small);
+  BOOST_TEST(e.find("pattern: its automaton passes 500 DFA states") == 0, e);
   regex_budget instant;
   instant.max_seconds = 0;
   try {
