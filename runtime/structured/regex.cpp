@@ -286,7 +286,7 @@ struct nfa {
     std::vector<int> eps;
   };
   std::vector<state> states;
-  int limit;
+  int limit = 0;
   int final_state = -1;
 
   int add() {
@@ -387,7 +387,8 @@ bool byte_dfa::matches(std::string_view text) const {
 
 byte_dfa compile_regex(std::string_view pattern, const regex_budget& budget) {
   const tree t = parser(pattern, budget).parse();
-  nfa n{{}, budget.max_nfa_states};
+  nfa n;
+  n.limit = budget.max_nfa_states;
   const auto f = n.build(*t);
   n.final_state = f.out;
   const int final_state = f.out;
