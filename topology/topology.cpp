@@ -484,17 +484,10 @@ void read_model_names(const reader& r, const toml::table& f, frontend_spec& fe) 
   }
   std::vector<std::string> names;
   for (const toml::node& x : *n->as_array()) {
-    const auto* s = x.as_string();
-    if (!s || s->get().empty() || s->get().size() > 256)
-      r.fail(&x, "frontend.model_name", "expected names of 1 to 256 characters");
-    if (std::find(names.begin(), names.end(), s->get()) != names.end())
-      r.fail(&x, "frontend.model_name", "\"" + s->get() + "\" is named twice");
-    names.push_back(s->get());
+    if (!x.as_string()) r.fail(&x, "frontend.model_name", "expected names of 1 to 256 characters");
+    names.push_back(x.as_string()->get());
   }
-  if (names.empty()) r.fail(n, "frontend.model_name", "expected at least one name");
-  if (names.size() > 16) r.fail(n, "frontend.model_name", "at most 16 names");
-  fe.model_name = names.front();
-  fe.model_aliases.assign(names.begin() + 1, names.end());
+  if (auto e = assign_model_names(fe, names)) r.fail(n, "frontend.model_name", *e);
 }
 
 void read_frontend(const reader& r, const toml::table& root, topology_config& t) {
@@ -839,6 +832,19 @@ void read_sim(const reader& r, const toml::table& root, topology_config& t) {
 }
 
 }  // namespace
+
+std::optional<std::string> assign_model_names(frontend_spec& fe, const std::vector<std::string>& names) {
+  if (names.empty()) return "expected at least one name";
+  if (names.size() > 16) return "at most 16 names";
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (names[i].empty() || names[i].size() > 256) return "expected names of 1 to 256 characters";
+    if (std::find(names.begin(), names.begin() + std::ptrdiff_t(i), names[i]) != names.begin() + std::ptrdiff_t(i))
+      return "\"" + names[i] + "\" is named twice";
+  }
+  fe.model_name = names.front();
+  fe.model_aliases.assign(names.begin() + 1, names.end());
+  return std::nullopt;
+}
 
 topology_config parse_topology(const std::string& text, const std::string& source) {
   toml::table root;

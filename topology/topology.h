@@ -257,6 +257,11 @@ struct topology_config {
 // a pool on an unknown node, or an unknown routing policy or parameter.
 topology_config load_topology(const std::string& path);
 
+// Sets fe's served names from `names`: the first is model_name, the rest its aliases. What is
+// wrong with them instead ("\"a\" is named twice"), for the caller to prefix with where they
+// came from ([frontend] model_name, --served-model-name); fe is left as it was then.
+std::optional<std::string> assign_model_names(frontend_spec& fe, const std::vector<std::string>& names);
+
 // The admin endpoint head `head` serves: [admin] with that head's own addresses, if it names any.
 admin_spec admin_of(const topology_config& t, const std::string& head);
 topology_config parse_topology(const std::string& text, const std::string& source);

@@ -182,9 +182,9 @@ json parse_messages(const json& m) {
 
 // Each no-effect field at a value that indeed changes nothing, or a 400 naming it.
 void check_no_effect_fields(const fields& f, completion_request& r) {
-  if (const json* m = f.get("metadata")) {
-    if (!m->is_object() && !m->is_null()) bad_field("metadata", std::string("expected an object, got ") + json_type(*m));
-    if (m->is_object() && m->size() > 16) bad_field("metadata", "at most 16 keys");
+  if (const json* m = f.get("metadata")) {  // null is absent
+    if (!m->is_object()) bad_field("metadata", std::string("expected an object, got ") + json_type(*m));
+    if (m->size() > 16) bad_field("metadata", "at most 16 keys");
   }
   // The rest are only type-checked: a 400 names a wrong type as for any field.
   f.boolean("store");

@@ -391,7 +391,6 @@ byte_dfa compile_regex(std::string_view pattern, const regex_budget& budget) {
   n.limit = budget.max_nfa_states;
   const auto f = n.build(*t);
   n.final_state = f.out;
-  const int final_state = f.out;
   // Subset construction over the byte-moving states of each closure (and the final state).
   byte_dfa d;
   std::map<std::vector<int>, int> index;
@@ -403,7 +402,7 @@ byte_dfa compile_regex(std::string_view pattern, const regex_budget& budget) {
         throw input_error("pattern: its automaton passes " + std::to_string(budget.max_dfa_states) + " DFA states");
       sets.push_back(it->first);
       d.next.resize(sets.size() * 256, -1);
-      d.accepting.push_back(std::binary_search(it->first.begin(), it->first.end(), final_state));
+      d.accepting.push_back(std::binary_search(it->first.begin(), it->first.end(), n.final_state));
     }
     return it->second;
   };

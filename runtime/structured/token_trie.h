@@ -9,9 +9,10 @@
 // decodes that token alone); an empty string is a token no automaton allows (special tokens:
 // EOS is the caller's to allow in accepting states). allowed(step, start, mask) sets bit id of
 // `mask` for each token whose every byte the automaton accepts from `start`, and clears the
-// others. `step(state, byte)` returns the next state, or nothing where the byte is refused; it
-// must not depend on anything but its arguments. Pure, no allocation per call beyond the mask's
-// and a stack of depth max_token_bytes().
+// others (a mask of the vocabulary's size is reused, so a caller keeping one per sequence
+// allocates it once). `step(state, byte)` returns the next state, or nothing where the byte is
+// refused; it must not depend on anything but its arguments. Pure; a call allocates only a stack
+// of depth max_token_bytes().
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -60,7 +61,8 @@ class token_trie {
 
 template <class State, class Step>
 void token_trie::allowed(Step&& step, const State& start, token_mask& mask) const {
-  mask = token_mask(vocab_);
+  if (mask.size() == vocab_) mask.clear();
+  else mask = token_mask(vocab_);
   std::vector<std::optional<State>> at_depth(std::size_t(max_depth_) + 1);
   at_depth[0] = start;
   const std::int32_t n = std::int32_t(byte_.size());

@@ -208,13 +208,8 @@ void apply_vllm_flags(const args& a, topology::topology_config& topo) {
   if (auto n = a.get("served-model-name")) {  // NAME or NAME,ALIAS,...: the first is the name answers carry
     std::vector<std::string> names;
     std::stringstream in(*n);
-    for (std::string x; std::getline(in, x, ',');) {
-      if (x.empty()) throw input_error("--served-model-name: an empty name in \"" + *n + "\"");
-      names.push_back(x);
-    }
-    if (names.empty()) throw input_error("--served-model-name: must not be empty");
-    topo.frontend.model_name = names.front();
-    topo.frontend.model_aliases.assign(names.begin() + 1, names.end());
+    for (std::string x; std::getline(in, x, ',');) names.push_back(x);
+    if (auto e = topology::assign_model_names(topo.frontend, names)) throw input_error("--served-model-name: " + *e);
   }
   if (a.has("max-model-len")) {
     const long long len = a.get_int("max-model-len", 0);
