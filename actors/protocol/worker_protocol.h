@@ -25,18 +25,22 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
   bool has_seed = x.seed.has_value();
   std::uint64_t seed = x.seed.value_or(0);
+  std::uint8_t constraint_type = std::uint8_t(x.constraint.type);
   auto restore_seed = caf::meta::load_callback([&]() -> caf::error {
     x.seed = has_seed ? std::optional<std::uint64_t>(seed) : std::nullopt;
+    if (constraint_type > std::uint8_t(output_constraint::kind::grammar)) return caf::sec::invalid_argument;
+    x.constraint.type = output_constraint::kind(constraint_type);
     return caf::none;
   });
   return f(caf::meta::type_name("sampling_params"), x.temperature, x.top_k, x.top_p, x.min_p, x.repetition_penalty,
            x.presence_penalty, x.frequency_penalty, has_seed, seed, x.max_tokens, x.stop_token_ids, x.stop,
-           x.ignore_eos, x.logprobs, x.logit_bias, x.min_tokens, x.include_stop_str_in_output, restore_seed);
+           x.ignore_eos, x.logprobs, x.logit_bias, x.min_tokens, x.include_stop_str_in_output, constraint_type,
+           x.constraint.source, restore_seed);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sampling_row& x) {
-  return f(caf::meta::type_name("sampling_row"), x.params, x.seed, x.num_output, x.prompt_len, x.history);
+  return f(caf::meta::type_name("sampling_row"), x.params, x.seed, x.num_output, x.prompt_len, x.history, x.allowed);
 }
 
 template <class Inspector>

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "runtime/api/structured_output.h"
 #include "runtime/common/error.h"
 #include "runtime/common/json.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -114,7 +115,8 @@ std::string message_text(const json& content, std::size_t index) {
 // allowed changes nothing it returns. docs/serving.md lists them.
 const std::set<std::string>& no_effect_fields() {
   static const std::set<std::string> s = {"store", "metadata", "service_tier", "parallel_tool_calls",
-                                          "skip_special_tokens", "spaces_between_special_tokens"};
+                                          "skip_special_tokens", "spaces_between_special_tokens",
+                                          "guided_decoding_backend"};
   return s;
 }
 
@@ -124,7 +126,8 @@ const std::set<std::string>& known_fields(endpoint kind) {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stream", "stream_options", "logprobs",
       "stop", "stop_token_ids", "seed", "presence_penalty", "frequency_penalty", "repetition_penalty", "ignore_eos",
       "user", "priority", "logit_bias", "min_tokens", "include_stop_str_in_output", "prompt_logprobs",
-      "speculate"};
+      "speculate", "response_format", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
+      "guided_whitespace_pattern", "structured_outputs"};
   static const std::set<std::string> completions = [] {
     auto s = common;
     s.insert({"prompt", "best_of", "echo", "suffix"});
@@ -133,7 +136,7 @@ const std::set<std::string>& known_fields(endpoint kind) {
   static const std::set<std::string> chat = [] {
     auto s = common;
     s.insert({"messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt", "chat_template_kwargs", "tools",
-              "tool_choice", "response_format"});
+              "tool_choice"});
     return s;
   }();
   return kind == endpoint::chat ? chat : completions;
@@ -326,11 +329,8 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
   }
   if (auto inc = f.boolean("include_stop_str_in_output")) p.include_stop_str_in_output = *inc;
   if (f.get("prompt_logprobs")) bad_field("prompt_logprobs", "is not supported yet");
+  p.constraint = parse_output_constraint(j, body);
   if (auto v = p.check(r.max_tokens_given)) bad_field(v->field == "max_tokens" ? max_key : v->field, v->rule);
-  if (const json* rf = f.get("response_format")) {
-    if (!rf->is_object() || rf->value("type", "") != "text")
-      bad_field("response_format", "only {\"type\": \"text\"} is supported (no JSON mode or schemas yet)");
-  }
   if (const json* tc = f.get("tool_choice")) {
     if (!tc->is_string() || (tc->get<std::string>() != "none" && tc->get<std::string>() != "auto"))
       bad_field("tool_choice", "only \"auto\" and \"none\" are supported (forcing a tool call is not)");

@@ -120,6 +120,7 @@ void engine::add_request(request r) {
     if (r.generated[i] < 0 || r.generated[i] >= mc.vocab_size)
       throw input_error("request '" + r.id + "': generated token " + std::to_string(i) + " is outside the vocabulary");
   r.params.validate();
+  auto constraint = constraint_for(r);
   if (int(r.generated.size()) >= r.params.max_tokens)
     throw input_error("request '" + r.id + "': max_tokens (" + std::to_string(r.params.max_tokens) +
                       ") already reached by the tokens generated before");
@@ -146,6 +147,7 @@ void engine::add_request(request r) {
   s->prefill_only = r.prefill_only;
   s->speculate = r.speculate;
   s->keys = {root_, kv::salt_key(r.cache_salt), r.public_prefix};
+  s->constraint = std::move(constraint);
   if (cfg_.prefix_caching) kv::extend_block_hashes(s->hashes, s->tokens, cfg_.sched.block_size, s->keys);
   if (!r.kv_from.empty()) {
     const int positions = r.kv_from.positions;  // at least its last token is computed here
@@ -409,6 +411,7 @@ forward_plan engine::begin_step() {
     p.logit_row.push_back(-1);
     auto prop = proposals.find(sc.id);
     p.proposed.push_back(prop == proposals.end() ? std::vector<std::int32_t>{} : std::move(prop->second));
+    if (s.constraint) cut_proposal(s, p.proposed.back());
     const auto& proposed = p.proposed.back();
     p.new_tokens.push_back(sc.num_new_tokens + int(proposed.size()));
     fp.tables.push_back(kv_.raw_table(sc.id));
@@ -424,8 +427,10 @@ forward_plan engine::begin_step() {
         fp.logit_rows.push_back(std::int32_t(fp.tokens.size() - 1 - proposed.size() + j));
       if (proposed.empty()) {
         fp.sampling.push_back(sampling_row_of(s));
+        constrain(s, fp.sampling.back());
       } else {
         auto rows = speculative::verify_rows(sampling_row_of(s), proposed);
+        constrain(s, proposed, rows);
         fp.sampling.insert(fp.sampling.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
       }
     }
@@ -490,7 +495,7 @@ std::vector<request_output> engine::finish_step(std::optional<step_result> resul
     cache_computed(s);
     // (A sequence given blocks for proposals its proposer then did not make gives them back too.)
     kv_.truncate(s.id, kv::blocks_for(int(s.tokens.size()), bs));
-    if (!proposed.empty() && proposer_) proposer_->rewind(s.id, s.num_computed);
+    if (proposer_ && (!proposed.empty() || s.constraint)) proposer_->rewind(s.id, s.num_computed);  // (a cut proposal too)
     if (!s.first_token) s.first_token = sequence::clock::now();
     o.num_prompt_tokens = s.prompt_len;
     o.num_output_tokens = s.num_output();

@@ -23,6 +23,7 @@
 #include "runtime/speculative/config.h"
 #include "runtime/speculative/policy.h"
 #include "runtime/speculative/proposer.h"
+#include "runtime/structured/constraint.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace troupe::engine {
@@ -194,6 +195,14 @@ class engine {
   finish_reason keep_verified(sequence& s, const std::vector<std::int32_t>& proposed,
                               std::span<sampling::sampled_token> chosen, request_output& o);
   void forget_proposals(std::uint64_t id, int valid);
+  // Structured output (engine_constraint.cpp): a request's automaton (its generated tokens
+  // replayed), the mask on a row, and proposals cut where the grammar refuses them.
+  std::unique_ptr<structured::constrained_output> constraint_for(const request& r);
+  void constrain(sequence& s, sampling::sampling_row& row) const;
+  void cut_proposal(sequence& s, std::vector<std::int32_t>& proposed) const;
+  void constrain(sequence& s, const std::vector<std::int32_t>& proposed, std::vector<sampling::sampling_row>& rows) const;
+  // Takes a kept token into the sequence's automaton: whether the output can take nothing more.
+  bool constraint_ends(sequence& s, std::int32_t token) const;
   // Registers the sequence's blocks computed in full in the prefix cache.
   void cache_computed(sequence& s);
 
@@ -225,6 +234,7 @@ class engine {
   speculative::acceptance acceptance_;  // of every request's proposals: where a new request starts
   speculative::step_costs step_cost_;                // this replica's forward seconds by rows, per batch size
   int explore_wait_ = 0;                             // steps since the policy last proposed anything
+  std::unique_ptr<structured::grammar_cache> grammars_;  // made with the first constrained request
 };
 
 // Method draft's proposer for `target` (null for the other methods): the draft model loaded and

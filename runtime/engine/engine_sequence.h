@@ -39,6 +39,7 @@ struct engine::sequence {
   speculative::acceptance acceptance;    // of its proposals so far
   int probe_wait = 0;                    // steps without proposing, while its acceptance is below the floor
   int draft_tokens = 0, accepted_tokens = 0;
+  std::unique_ptr<structured::constrained_output> constraint;  // null: unconstrained
 
   int num_output() const { return int(tokens.size()) - prompt_len; }
 };

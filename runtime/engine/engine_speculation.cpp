@@ -123,7 +123,7 @@ finish_reason engine::keep_verified(sequence& s, const std::vector<std::int32_t>
     ++stats_.generated_tokens;
     o.new_tokens.push_back(t.token);
     if (s.params.logprobs >= 0) o.logprobs.push_back(std::move(t.logprobs));
-    why = outputs_.on_token(s.out, s.tokens, s.prompt_len, s.params, delta);
+    why = outputs_.on_token(s.out, s.tokens, s.prompt_len, s.params, delta, constraint_ends(s, t.token));
     o.text_delta += delta;
     if (why != finish_reason::none) break;  // what followed its end is dropped
   }

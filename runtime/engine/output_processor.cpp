@@ -10,7 +10,7 @@ output_processor::output_processor(const tokenizer::tokenizer* tok, std::vector<
     : tok_(tok), eos_(std::move(eos_ids)), max_model_len_(max_model_len) {}
 
 finish_reason output_processor::on_token(output_stream& s, std::span<const std::int32_t> tokens, int prompt_len,
-                                         const sampling::sampling_params& p, std::string& delta) const {
+                                         const sampling::sampling_params& p, std::string& delta, bool complete) const {
   const std::int32_t tok = tokens.back();
   const int num_output = int(tokens.size()) - prompt_len;
   finish_reason why = finish_reason::none;
@@ -18,6 +18,7 @@ finish_reason output_processor::on_token(output_stream& s, std::span<const std::
   if (may_stop && !p.ignore_eos && std::find(eos_.begin(), eos_.end(), tok) != eos_.end()) why = finish_reason::stop;
   if (may_stop && std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), tok) != p.stop_token_ids.end())
     why = finish_reason::stop;
+  if (complete) why = finish_reason::stop;
   if (why == finish_reason::none && (num_output >= p.max_tokens || int(tokens.size()) >= max_model_len_))
     why = finish_reason::length;
   std::size_t hold = 0;  // bytes kept back so a stop string is never streamed in part

@@ -27,9 +27,9 @@ class output_processor {
 
   // Takes the newest token of `tokens` (prompt_len prompt tokens, then the output) into `out`;
   // returns why the sequence ends there (none: it goes on) and sets `delta` to the text that
-  // may be streamed now.
+  // may be streamed now. `complete`: the output's constraint can take nothing more (it stops).
   finish_reason on_token(output_stream& out, std::span<const std::int32_t> tokens, int prompt_len,
-                         const sampling::sampling_params& p, std::string& delta) const;
+                         const sampling::sampling_params& p, std::string& delta, bool complete = false) const;
 
  private:
   const tokenizer::tokenizer* tok_;

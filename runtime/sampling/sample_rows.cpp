@@ -1,11 +1,22 @@
 #include "runtime/sampling/sample_rows.h"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "kernels/cpu/thread_pool.h"
 
 namespace troupe::sampling {
+
+namespace {
+
+// Tokens outside the mask get -inf, which no penalty or bias (finite) brings back.
+void apply_allowed(std::span<float> logits, const std::vector<std::uint64_t>& allowed) {
+  for (std::size_t id = 0; id < logits.size(); ++id)
+    if (id / 64 >= allowed.size() || !((allowed[id / 64] >> (id % 64)) & 1)) logits[id] = -std::numeric_limits<float>::infinity();
+}
+
+}  // namespace
 
 std::vector<sampled_token> sample_rows(std::span<const float> logits, std::span<const sampling_row> rows, int vocab,
                                        std::span<const std::int32_t> eos_ids) {
@@ -22,10 +33,12 @@ std::vector<sampled_token> sample_rows(std::span<const float> logits, std::span<
     const auto& p = r.params;
     const bool penalties = needs_history(p);
     const bool processors = p.processes_logits(r.num_output);
+    const bool masked = !r.allowed.empty();
     std::vector<float> scratch;
     std::span<const float> use = row;
-    if (penalties || processors) {
+    if (penalties || processors || masked) {
       scratch.assign(row.begin(), row.end());
+      if (masked) apply_allowed(scratch, r.allowed);
       if (penalties) {
         const std::size_t pl = std::min<std::size_t>(std::size_t(r.prompt_len), r.history.size());
         apply_penalties(scratch, p, std::span(r.history.data(), pl), std::span(r.history.data() + pl, r.history.size() - pl));

@@ -17,6 +17,9 @@ struct sampling_row {
   std::int32_t num_output = 0;        // tokens out before this one: the draw's position
   std::int32_t prompt_len = 0;        // the first prompt_len of `history` are the prompt
   std::vector<std::int32_t> history;  // prompt + output; sent only when penalties need it
+  // Structured output: bit id set for each token the constraint allows here (EOS included where
+  // the output is complete); empty: every token. Applied first, before penalties and logit_bias.
+  std::vector<std::uint64_t> allowed;
 };
 
 struct sampled_token {

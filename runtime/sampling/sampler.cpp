@@ -27,6 +27,8 @@ std::optional<sampling_params::violation> sampling_params::check(bool max_tokens
     if (!(b >= -100.0f && b <= 100.0f)) return v{"logit_bias", "biases must be in [-100, 100]"};
   if (min_tokens < 0) return v{"min_tokens", "must be >= 0"};
   if (max_tokens_set && min_tokens > max_tokens) return v{"min_tokens", "must not exceed max_tokens"};
+  // With a constraint, EOS is the grammar's: the output ends where it is complete.
+  if (ignore_eos && !constraint.empty()) return v{"ignore_eos", "cannot be combined with structured output"};
   return std::nullopt;
 }
 

@@ -7,6 +7,16 @@
 
 namespace troupe::sampling {
 
+// What the output must be, as the client gave it: compiled where the request is decoded
+// (runtime/structured/constraint.h), so only this text crosses actors and processes.
+struct output_constraint {
+  enum class kind : std::uint8_t { none, json_schema, json_object, regex, choice, grammar };
+  kind type = kind::none;
+  std::string source;  // the schema's JSON text, the pattern, the choices as a JSON array, or GBNF
+  bool empty() const { return type == kind::none; }
+  bool operator==(const output_constraint&) const = default;
+};
+
 struct sampling_params {
   float temperature = 1.0f;         // 0: greedy
   int top_k = 0;                    // 0: off
@@ -25,6 +35,10 @@ struct sampling_params {
   std::vector<std::pair<std::int32_t, float>> logit_bias;
   int min_tokens = 0;  // until this many tokens are out, EOS, stop_token_ids and stop strings cannot end it
   bool include_stop_str_in_output = false;  // the matched stop string stays in the text
+  // Tokens outside the constraint's grammar are masked out before penalties and logit_bias are
+  // applied; EOS is allowed only where the output so far is complete; the request stops when
+  // nothing more can follow.
+  output_constraint constraint;
 
   static constexpr int max_logprobs = 20;
 

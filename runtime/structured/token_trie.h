@@ -32,6 +32,7 @@ class token_mask {
   void set(std::size_t id) { words_[id / 64] |= std::uint64_t(1) << (id % 64); }
   void clear() { std::fill(words_.begin(), words_.end(), 0); }
   std::size_t count() const;
+  const std::vector<std::uint64_t>& words() const { return words_; }
 
  private:
   std::vector<std::uint64_t> words_;

@@ -143,7 +143,7 @@ BOOST_AUTO_TEST_CASE(no_field_is_accepted_and_ignored) {
   BOOST_TEST(param_of({{"prompt", "x"}, {"logit_bias", {{"1", 101}}}}) == "logit_bias");
   BOOST_TEST(param_of({{"prompt", "x"}, {"min_tokens", 9}, {"max_tokens", 8}}) == "min_tokens");
   BOOST_TEST(param_of({{"prompt", "x"}, {"prompt_logprobs", 1}}) == "prompt_logprobs");
-  BOOST_TEST(param_of({{"messages", chat_msgs}, {"response_format", {{"type", "json_object"}}}}, endpoint::chat) == "response_format");
+  BOOST_TEST(param_of({{"messages", chat_msgs}, {"response_format", {{"type", "json_object"}}}}, endpoint::chat) == "accepted");
   BOOST_TEST(param_of({{"messages", chat_msgs}, {"response_format", {{"type", "text"}}}}, endpoint::chat) == "accepted");
   BOOST_TEST(param_of({{"messages", chat_msgs}, {"tool_choice", "required"}}, endpoint::chat) == "tool_choice");
   BOOST_TEST(param_of({{"messages", chat_msgs}, {"tool_choice", {{"type", "function"}}}}, endpoint::chat) == "tool_choice");
@@ -175,6 +175,43 @@ BOOST_AUTO_TEST_CASE(fields_that_change_nothing_are_accepted_and_recorded) {
   for (int i = 0; i < 17; ++i) many["k" + std::to_string(i)] = "v";
   BOOST_TEST(param_of({{"prompt", "x"}, {"metadata", many}}) == "metadata");
   BOOST_TEST(param_of({{"prompt", "x"}, {"stor", true}}) == "stor");  // a near miss is still unknown
+}
+
+// Structured output in its three spellings becomes one constraint; a schema keeps the client's
+// property order; two at once, unknown keys inside them, and constraints that do not compile are
+// 400s naming the field.
+BOOST_AUTO_TEST_CASE(structured_output_fields_become_one_constraint) {
+  using kind = sampling::output_constraint::kind;
+  const json chat_msgs = {{{"role", "user"}, {"content", "x"}}};
+  const std::string ordered = R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema",
+      "json_schema":{"name":"p","strict":true,"schema":{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}}}}}})";
+  auto r = api::parse_request(ordered, endpoint::chat);
+  BOOST_TEST(int(r.params.constraint.type) == int(kind::json_schema));
+  BOOST_TEST(r.params.constraint.source.find("zeta") < r.params.constraint.source.find("alpha"));  // the client's order
+  r = api::parse_request(json{{"prompt", "x"}, {"guided_choice", {"a", "b"}}}.dump(), endpoint::completions);
+  BOOST_TEST(int(r.params.constraint.type) == int(kind::choice));
+  r = api::parse_request(json{{"prompt", "x"}, {"guided_regex", "[0-9]+"}, {"guided_decoding_backend", "xgrammar"}}.dump(),
+                         endpoint::completions);
+  BOOST_TEST(int(r.params.constraint.type) == int(kind::regex));
+  BOOST_TEST(r.no_effect_fields == std::vector<std::string>{"guided_decoding_backend"}, boost::test_tools::per_element());
+  r = api::parse_request(json{{"prompt", "x"}, {"structured_outputs", {{"grammar", "root ::= \"a\"+"}}}}.dump(), endpoint::completions);
+  BOOST_TEST(int(r.params.constraint.type) == int(kind::grammar));
+  r = api::parse_request(json{{"prompt", "x"}, {"guided_json", R"({"type":"integer"})"}}.dump(), endpoint::completions);
+  BOOST_TEST(int(r.params.constraint.type) == int(kind::json_schema));
+  r = api::parse_request(json{{"messages", chat_msgs}, {"response_format", {{"type", "text"}}}}.dump(), endpoint::chat);
+  BOOST_TEST(r.params.constraint.empty());
+  BOOST_TEST(param_of({{"prompt", "x"}, {"guided_regex", "a"}, {"guided_choice", {"b"}}}) == "guided_choice");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"guided_regex", "(a"}}) == "guided_regex");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"guided_grammar", "root ::= x"}}) == "guided_grammar");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"guided_json", {{"type", "object"}, {"patternProperties", json::object()}}}}) ==
+             "guided_json");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"guided_whitespace_pattern", " "}}) == "guided_whitespace_pattern");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"structured_outputs", {{"regex", "a"}, {"whitespace_pattern", " "}}}}) ==
+             "structured_outputs.whitespace_pattern");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"guided_choice", {"a"}}, {"ignore_eos", true}}) == "ignore_eos");
+  BOOST_TEST(param_of({{"messages", chat_msgs}, {"response_format", {{"type", "json_schema"}}}}, endpoint::chat) ==
+             "response_format.json_schema");
+  BOOST_TEST(param_of({{"messages", chat_msgs}, {"response_format", {{"type", "yaml"}}}}, endpoint::chat) == "response_format.type");
 }
 
 BOOST_AUTO_TEST_CASE(sampling_fields_left_out_take_the_models_defaults) {

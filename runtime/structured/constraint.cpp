@@ -1,0 +1,144 @@
+#include "runtime/structured/constraint.h"
+
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/common/error.h"
+#include "runtime/common/json.h"
+#include "runtime/structured/gbnf.h"
+#include "runtime/structured/json_schema.h"
+#include "runtime/structured/regex.h"
+
+namespace troupe::structured {
+
+using ckind = sampling::output_constraint::kind;
+
+const char* constraint_kind_name(ckind k) {
+  switch (k) {
+    case ckind::none: return "none";
+    case ckind::json_schema: return "json_schema";
+    case ckind::json_object: return "json_object";
+    case ckind::regex: return "regex";
+    case ckind::choice: return "choice";
+    case ckind::grammar: return "grammar";
+  }
+  return "?";
+}
+
+namespace {
+
+std::shared_ptr<const grammar> build(const sampling::output_constraint& c) {
+  switch (c.type) {
+    case ckind::none: throw std::logic_error("compile_constraint: no constraint");
+    case ckind::json_schema: return compile_json_schema(c.source);
+    case ckind::json_object: return json_object_grammar();
+    case ckind::grammar: return parse_gbnf(c.source);
+    case ckind::regex: {
+      grammar_builder b;
+      const std::int32_t root = b.rule("root");
+      b.add(root, {grammar_builder::ref(b.add_dfa(compile_regex(c.source), "regex"))});
+      return b.build(root);
+    }
+    case ckind::choice: {
+      const nlohmann::json j = parse_json(c.source, "choice");
+      if (!j.is_array() || j.empty()) throw input_error("choice: expected a non-empty array of strings");
+      grammar_builder b;
+      const std::int32_t root = b.rule("root");
+      for (const auto& x : j) {
+        if (!x.is_string() || x.get<std::string>().empty()) throw input_error("choice: expected non-empty strings");
+        std::vector<grammar::element> seq;
+        b.literal(seq, x.get<std::string>());
+        b.add(root, seq);
+      }
+      return b.build(root);
+    }
+  }
+  throw std::logic_error("compile_constraint: unknown kind");
+}
+
+}  // namespace
+
+std::shared_ptr<const grammar> compile_constraint(const sampling::output_constraint& c) {
+  // The last grammars compiled in this process: the API's check and the engine's compile of the
+  // same request, and the requests of one application that all send one schema.
+  static std::mutex mu;
+  static std::list<std::pair<std::pair<int, std::string>, std::shared_ptr<const grammar>>> lru;
+  const std::pair<int, std::string> key{int(c.type), c.source};
+  {
+    std::lock_guard lock(mu);
+    for (auto it = lru.begin(); it != lru.end(); ++it)
+      if (it->first == key) {
+        lru.splice(lru.begin(), lru, it);
+        return lru.front().second;
+      }
+  }
+  auto g = build(c);  // outside the lock: a slow compile does not hold up the others
+  std::lock_guard lock(mu);
+  lru.emplace_front(key, g);
+  if (lru.size() > 256) lru.pop_back();
+  return g;
+}
+
+grammar_cache::grammar_cache(std::shared_ptr<const vocabulary> vocab, std::size_t max_grammars)
+    : vocab_(std::move(vocab)), max_(max_grammars) {}
+
+grammar_cache::compiled grammar_cache::get(const sampling::output_constraint& c) {
+  const key k{int(c.type), c.source};
+  {
+    std::lock_guard lock(mu_);
+    auto it = index_.find(k);
+    if (it != index_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return it->second->second;
+    }
+  }
+  compiled out{compile_constraint(c), std::make_shared<masks>(vocab_)};
+  std::lock_guard lock(mu_);
+  if (auto it = index_.find(k); it != index_.end()) return it->second->second;
+  lru_.emplace_front(k, out);
+  index_.emplace(k, lru_.begin());
+  if (lru_.size() > max_) {
+    index_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+  return out;
+}
+
+constrained_output::constrained_output(grammar_cache::compiled c) : c_(std::move(c)) { states_.emplace_back(c_.rules); }
+
+bool constrained_output::is_eos(std::int32_t token) const {
+  for (std::int32_t e : c_.token_masks->vocab().eos)
+    if (e == token) return true;
+  return false;
+}
+
+bool constrained_output::allows(std::int32_t token) const {
+  if (is_eos(token)) return complete();
+  const auto& bytes = c_.token_masks->vocab().bytes;
+  if (token < 0 || std::size_t(token) >= bytes.size() || bytes[std::size_t(token)].empty()) return false;
+  grammar_matcher m = states_.back();
+  return m.accept(bytes[std::size_t(token)]);
+}
+
+bool constrained_output::accept(std::int32_t token) {
+  if (is_eos(token)) return complete();
+  const auto& bytes = c_.token_masks->vocab().bytes;
+  if (token < 0 || std::size_t(token) >= bytes.size() || bytes[std::size_t(token)].empty()) return false;
+  grammar_matcher m = states_.back();
+  if (!m.accept(bytes[std::size_t(token)])) return false;
+  states_.push_back(std::move(m));
+  if (states_.size() > 64) {  // rewinds reach back a proposal's length at most
+    states_.erase(states_.begin(), states_.begin() + 32);
+    base_ += 32;
+  }
+  return true;
+}
+
+void constrained_output::rewind(std::size_t n) {
+  if (n < base_ || n > accepted())
+    throw std::logic_error("constrained_output::rewind to " + std::to_string(n) + " of " + std::to_string(accepted()));
+  states_.erase(states_.begin() + std::ptrdiff_t(n - base_ + 1), states_.end());
+}
+
+}  // namespace troupe::structured
