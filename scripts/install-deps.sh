@@ -53,6 +53,11 @@ client=tests/http/openai-client
 if [ ! -d "$client/node_modules/openai" ] || [ "$client/package-lock.json" -nt "$client/node_modules" ]; then
   (cd "$client" && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# ajv (JSON Schema), with the OpenAI client, for tests/http/structured_output_test.
+structured=tests/http/structured-output
+if [ ! -d "$structured/node_modules/ajv" ] || [ "$structured/package-lock.json" -nt "$structured/node_modules" ]; then
+  (cd "$structured" && npm ci --no-audit --no-fund --loglevel=error)
+fi
 # Hugging Face's GGUF reader, which tests/model/gguf_reference_test checks Troupe's GGUF files against.
 gguf_ref=tests/model/gguf-reference
 if [ ! -d "$gguf_ref/node_modules/@huggingface/gguf" ] || [ "$gguf_ref/package-lock.json" -nt "$gguf_ref/node_modules" ]; then

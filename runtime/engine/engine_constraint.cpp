@@ -7,29 +7,6 @@
 
 namespace troupe::engine {
 
-namespace {
-
-// What each token adds to a decoded text. Decoded after a plain token, because a SentencePiece
-// decoder drops the leading space of a text's first token; special tokens add nothing (no
-// grammar allows them; EOS is the grammar's to allow in complete states).
-std::vector<std::string> token_bytes(const tokenizer::tokenizer& tok, std::int32_t vocab) {
-  std::vector<std::string> out(std::size_t(std::max(vocab, 0)));
-  const auto anchor = tok.encode("a", false);
-  const std::string base = anchor.size() == 1 ? tok.decode_bytes(anchor) : std::string();
-  for (std::int32_t id = 0; id < vocab && id < tok.vocab_size(); ++id) {
-    if (anchor.size() == 1) {
-      const std::string both = tok.decode_bytes({anchor[0], id});
-      if (both.size() >= base.size() && both.compare(0, base.size(), base) == 0) {
-        out[std::size_t(id)] = both.substr(base.size());
-        continue;
-      }
-    }
-    out[std::size_t(id)] = tok.decode_bytes({id});
-  }
-  return out;
-}
-
-}  // namespace
 
 std::unique_ptr<structured::constrained_output> engine::constraint_for(const request& r) {
   const auto& c = r.params.constraint;
@@ -37,7 +14,7 @@ std::unique_ptr<structured::constrained_output> engine::constraint_for(const req
   if (!tok_) throw input_error("request '" + r.id + "': structured output needs the model's tokenizer, which this engine has not");
   if (!grammars_)
     grammars_ = std::make_unique<structured::grammar_cache>(
-        std::make_shared<structured::vocabulary>(token_bytes(*tok_, mc_.vocab_size), mc_.eos_token_ids));
+        structured::vocabulary_of(*tok_, mc_.vocab_size, mc_.eos_token_ids));
   auto out = std::make_unique<structured::constrained_output>(grammars_->get(c));
   for (std::size_t i = 0; i < r.generated.size(); ++i)  // a migrated request: where it was
     if (!out->accept(r.generated[i]))

@@ -22,7 +22,16 @@
 #include "runtime/structured/grammar.h"
 #include "runtime/structured/token_masks.h"
 
+namespace troupe::tokenizer {
+class tokenizer;
+}
+
 namespace troupe::structured {
+
+// The vocabulary of a tokenizer as grammars see it: each id's bytes as it adds them to a text
+// (ids past the tokenizer's, and special tokens, add none), and the ids that end generation.
+std::shared_ptr<const vocabulary> vocabulary_of(const tokenizer::tokenizer& tok, std::int32_t vocab_size,
+                                                std::vector<std::int32_t> eos_ids);
 
 const char* constraint_kind_name(sampling::output_constraint::kind k);
 std::shared_ptr<const grammar> compile_constraint(const sampling::output_constraint& c);

@@ -134,9 +134,17 @@ std::int32_t compiler::json_char() {
   std::bitset<256> simple;
   for (char c : std::string("\"\\/bfnrt")) simple.set(static_cast<unsigned char>(c));
   b_.add(r, {esc[0], b_.bytes(simple)});
-  std::bitset<256> hex;
+  // \uXXXX, but not a surrogate (D800-DFFF): a lone one is not a character (parsers refuse it),
+  // and a pair would count as two characters against maxLength where validators count one.
+  std::bitset<256> hex, not_d, low;
   for (char c : std::string("0123456789abcdefABCDEF")) hex.set(static_cast<unsigned char>(c));
-  b_.add(r, {esc[0], b_.byte('u'), b_.bytes(hex), b_.bytes(hex), b_.bytes(hex), b_.bytes(hex)});
+  not_d = hex;
+  not_d.reset('d'), not_d.reset('D');
+  for (char c : std::string("01234567")) low.set(static_cast<unsigned char>(c));
+  std::bitset<256> d;
+  d.set('d'), d.set('D');
+  b_.add(r, {esc[0], b_.byte('u'), b_.bytes(not_d), b_.bytes(hex), b_.bytes(hex), b_.bytes(hex)});
+  b_.add(r, {esc[0], b_.byte('u'), b_.bytes(d), b_.bytes(low), b_.bytes(hex), b_.bytes(hex)});
   return r;
 }
 
@@ -373,7 +381,7 @@ std::int32_t compiler::number_rule(const ojson& s, const std::string& path, bool
   std::string pattern = bounded ? integer_range(a, z) : "-?(?:0|[1-9][0-9]{0,14})";
   if (!integer) {
     if (!bounded) {
-      pattern += "(?:\\.[0-9]{1,15})?(?:[eE][-+]?[0-9]{1,3})?";
+      pattern += "(?:\\.[0-9]{1,15})?(?:[eE][-+]?[0-9]{1,2})?";  // below 1e100: a double everywhere
     } else {
       // A fraction only where it cannot cross a bound: n.f for n in [max(a, 0), z - 1], and
       // -m.f for m in [max(1, -z), -a - 1].

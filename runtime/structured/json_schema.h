@@ -11,7 +11,8 @@
 // maxLength, pattern (searched, as JSON Schema does, unless anchored), format (date, time,
 // date-time, uuid, email, ipv4, hostname, uri), minimum, maximum, exclusiveMinimum,
 // exclusiveMaximum (whole-number bounds; an integer with an unbounded side stays within 15
-// digits, a number's bounded one has no exponent). Annotations (title, description, default,
+// digits, a number's bounded one has no exponent, an unbounded one's exponent has at most two
+// digits; strings never hold a \u escape of a surrogate). Annotations (title, description, default,
 // examples, $schema, $id, $comment, deprecated, readOnly, writeOnly) are accepted and change
 // nothing. Any other keyword is an input_error naming it and where it is.
 #pragma once

@@ -6,7 +6,14 @@
 // Contract: vocabulary(token_bytes, eos_ids) takes each id's bytes as it adds to a decoded text
 // (empty for special tokens: never allowed by a grammar) and the ids that end generation.
 // masks::of(matcher) is the tokens whose every byte the matcher accepts, plus the EOS ids where
-// the matcher's state is a complete sentence, and nothing else. Thread-safe.
+// the matcher's state is a complete sentence, and nothing else. Thread-safe. One masks object
+// serves one grammar (its walker remembers that grammar's states).
+//
+// Why a walker of its own: a miss walks every trie node the state allows, thousands inside a
+// JSON string. Stacks here are interned nodes (position, parent), so equal stacks are equal
+// ids; states are interned sets of them, and each (state, byte) step is remembered. Inside a
+// string every ordinary byte leads back to the same state, so most of a walk is table lookups
+// and nothing is allocated per trie node.
 #pragma once
 #include <cstdint>
 #include <list>
@@ -32,6 +39,7 @@ struct vocabulary {
 class masks {
  public:
   masks(std::shared_ptr<const vocabulary> vocab, std::size_t max_bytes = std::size_t(32) << 20);
+  ~masks();
 
   std::shared_ptr<const token_mask> of(const grammar_matcher& m);
   // Without the cache: the walk itself (what a miss costs, for the benchmark and tests).
@@ -45,7 +53,10 @@ class masks {
   counters stats() const;
 
  private:
+  class walker;
   std::shared_ptr<const vocabulary> vocab_;
+  mutable std::unique_ptr<walker> walker_;  // under walk_mu_
+  mutable std::mutex walk_mu_;
   std::size_t capacity_;  // entries
   mutable std::mutex mu_;
   using entry = std::pair<std::string, std::shared_ptr<const token_mask>>;

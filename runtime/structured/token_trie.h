@@ -49,6 +49,10 @@ class token_trie {
 
   template <class State, class Step>
   void allowed(Step&& step, const State& start, token_mask& mask) const;
+  // The same walk for a caller that keeps the states itself: enter(depth, byte) steps from the
+  // state it holds for depth - 1 into one for `depth` and says whether any survives.
+  template <class Enter>
+  void walk(Enter&& enter, token_mask& mask) const;
 
  private:
   // Nodes in depth-first preorder, the root (no byte) first, so that node i's subtree is the
@@ -75,6 +79,22 @@ void token_trie::allowed(Step&& step, const State& start, token_mask& mask) cons
       continue;
     }
     at_depth[d] = std::move(next);
+    for (std::int32_t t = first_token_[std::size_t(i)]; t < first_token_[std::size_t(i) + 1]; ++t)
+      mask.set(std::size_t(token_ids_[std::size_t(t)]));
+    ++i;
+  }
+}
+
+template <class Enter>
+void token_trie::walk(Enter&& enter, token_mask& mask) const {
+  if (mask.size() == vocab_) mask.clear();
+  else mask = token_mask(vocab_);
+  const std::int32_t n = std::int32_t(byte_.size());
+  for (std::int32_t i = 1; i < n;) {
+    if (!enter(depth_[std::size_t(i)], byte_[std::size_t(i)])) {
+      i = end_[std::size_t(i)];
+      continue;
+    }
     for (std::int32_t t = first_token_[std::size_t(i)]; t < first_token_[std::size_t(i) + 1]; ++t)
       mask.set(std::size_t(token_ids_[std::size_t(t)]));
     ++i;

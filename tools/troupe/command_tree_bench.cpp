@@ -83,6 +83,15 @@ void declare_bench_rest(command& bench) {
       .option("sizes", "1,4,16,64,256", "MiB of KV per transfer")
       .option("reps", "N", "timed pulls per size and backend (median; default 5)")
       .flag("json", "one JSON object on stdout instead of the table");
+  bench.sub("structured", "what constrained decoding costs: compile, mask per token, tok/s with a schema", "[options]",
+            "Over the JSON Schema corpus on a real model: compile time per schema (cold), the token mask per token per "
+            "sequence replayed over the tokens the engine chose (a schema's first use, and cached), and output tokens per "
+            "second with and without a schema at concurrency 1 and 16, all in this process.",
+            cmd_bench_structured)
+      .option("model", "DIR", "the model folder (default models/kjv)")
+      .option("corpus", "FILE", "the schemas, [{name, schema}] (default tests/structured/corpus/schemas.json)")
+      .option("max-tokens", "N", "tokens per request at most (default 128)")
+      .flag("json", "one JSON object on stdout instead of the table");
   bench.sub("autoscale", "the autoscaler (or a fixed pool) against a trace, on the sim backend", "[options]",
             "Replays a request trace into a sim topology started in this process, with time compressed, and reports the "
             "replica-hours a pool used, SLO attainment and each change of the pool's size, all in simulated time. The "

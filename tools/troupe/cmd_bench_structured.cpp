@@ -1,0 +1,157 @@
+// troupe bench structured: what constrained decoding costs, over the JSON Schema corpus
+// (tests/structured/corpus/schemas.json) on a real model and tokenizer. Compile time per schema
+// (cold, no cache); the mask per token per sequence, replayed over the tokens the engine chose
+// for each schema: cold (a grammar's first request: every new state walks the vocabulary trie)
+// and warm (the same schema again: the masks are cached); and output tokens per second of the
+// engine with and without a schema at concurrency 1 and 16, measured in this process.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/common/error.h"
+#include "runtime/common/json.h"
+#include "runtime/engine/engine.h"
+#include "runtime/structured/constraint.h"
+#include "runtime/structured/json_schema.h"
+#include "tools/troupe/args.h"
+#include "tools/troupe/commands.h"
+#include "tools/troupe/model_folder.h"
+
+namespace troupe::cli {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using kind = sampling::output_constraint::kind;
+
+double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+
+double quantile(std::vector<double> v, double p) {  // nearest rank
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, std::size_t(p * double(v.size() - 1) + 0.5))];
+}
+
+engine::request constrained(const opened_model& m, const std::string& id, const std::string& schema, int max_tokens) {
+  engine::request r;
+  r.id = id;
+  r.prompt = m.tok->encode("Write the record as JSON.");
+  r.params.temperature = 0;
+  r.params.max_tokens = max_tokens;
+  if (!schema.empty()) r.params.constraint = {kind::json_schema, schema};
+  return r;
+}
+
+// Output tokens per request id, and tokens per second, of running `reqs` `width` at a time.
+std::pair<std::map<std::string, std::vector<std::int32_t>>, double> run(const opened_model& m, std::vector<engine::request> reqs,
+                                                                      std::size_t width) {
+  engine::engine_config cfg;
+  cfg.sched.max_num_batched_tokens = 2048;
+  cfg.sched.long_prefill_chunk = 512;
+  auto e = engine::cpu_engine(m.model, m.tok, cfg);
+  std::map<std::string, std::vector<std::int32_t>> out;
+  std::size_t next = 0, live = 0, tokens = 0;
+  const auto t0 = clock_type::now();
+  while (next < reqs.size() || e.has_unfinished()) {
+    for (; live < width && next < reqs.size(); ++live) e.add_request(reqs[next++]);
+    for (auto& o : e.step()) {
+      auto& t = out[o.id];
+      t.insert(t.end(), o.new_tokens.begin(), o.new_tokens.end());
+      tokens += o.new_tokens.size();
+      if (o.finished) --live;
+    }
+  }
+  return {out, double(tokens) / seconds_since(t0)};
+}
+
+}  // namespace
+
+int cmd_bench_structured(const args& a) {
+  const std::string dir = a.get("model", "models/kjv");
+  const std::string corpus_path = a.get("corpus", "tests/structured/corpus/schemas.json");
+  const int max_tokens = int(a.get_int("max-tokens", 128));
+  const bool json_out = a.has("json");
+  std::ifstream in(corpus_path);
+  if (!in) throw input_error(corpus_path + ": cannot read the schema corpus");
+  const nlohmann::json corpus = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), corpus_path);
+  if (!corpus.is_array() || corpus.empty()) throw input_error(corpus_path + ": expected an array of {name, schema}");
+  opened_model m = open_model(dir);
+  if (!m.tok) throw input_error(dir + ": structured output needs the model's tokenizer.json");
+  std::vector<std::string> schemas;
+  for (const auto& e : corpus) schemas.push_back(e.at("schema").dump());
+
+  // Compile, cold: the grammar only (the vocabulary's trie is built once per engine).
+  std::vector<double> compile_ms;
+  for (const auto& s : schemas) {
+    const auto t = clock_type::now();
+    structured::compile_json_schema(s);
+    compile_ms.push_back(seconds_since(t) * 1e3);
+  }
+
+  // The tokens the engine chooses for each schema, then each mask along them replayed and timed.
+  std::vector<engine::request> reqs;
+  for (std::size_t i = 0; i < schemas.size(); ++i) reqs.push_back(constrained(m, "s" + std::to_string(i), schemas[i], max_tokens));
+  const auto [outputs, all_tok_s] = run(m, reqs, 16);
+  const auto vocab = structured::vocabulary_of(*m.tok, m.model->config().vocab_size, m.model->config().eos_token_ids);
+  std::vector<double> cold_us, warm_us;
+  for (std::size_t i = 0; i < schemas.size(); ++i) {
+    structured::grammar_cache grammars(vocab);  // a fresh cache: this schema's first request
+    const auto c = grammars.get({kind::json_schema, schemas[i]});
+    for (auto* times : {&cold_us, &warm_us}) {
+      structured::constrained_output seq(c);
+      for (std::int32_t t : outputs.at("s" + std::to_string(i))) {
+        const auto t0 = clock_type::now();
+        auto mask = seq.mask();
+        std::vector<std::uint64_t> row = mask->words();  // what the engine copies into the sampling row
+        times->push_back(seconds_since(t0) * 1e6);
+        if (!seq.accept(t)) break;
+      }
+    }
+  }
+
+  // Throughput with and without a schema: the same prompts and, request by request, the same
+  // number of tokens (the unconstrained one runs to the length the constrained one stopped at),
+  // so the difference is what the constraint costs. Each constrained request has a schema of its
+  // own (the first requests of a schema: its masks are not cached yet).
+  nlohmann::json levels = nlohmann::json::array();
+  for (std::size_t c : {std::size_t(1), std::size_t(16)}) {
+    std::vector<engine::request> with, without;
+    for (std::size_t i = 0; i < std::max<std::size_t>(c * 2, 4); ++i)
+      with.push_back(constrained(m, "w" + std::to_string(i), schemas[(i * 7) % schemas.size()], max_tokens));
+    // The API compiles a request's constraint before it is queued (runtime/api/structured_output.h):
+    // the engine's compile is then a cache hit, as it is here.
+    for (const auto& w : with) structured::compile_constraint(w.params.constraint);
+    const auto [lengths, on] = run(m, with, c);
+    for (const auto& w : with) {
+      auto plain = constrained(m, w.id, "", std::max<int>(1, int(lengths.at(w.id).size())));
+      plain.params.ignore_eos = true;
+      without.push_back(plain);
+    }
+    const double off = run(m, without, c).second;
+    levels.push_back({{"concurrency", c}, {"unconstrained_tok_s", off}, {"schema_tok_s", on}, {"ratio", on / off}});
+  }
+
+  nlohmann::json j = {{"model", dir}, {"schemas", schemas.size()}, {"vocab", vocab->size()}, {"trie_nodes", vocab->trie.nodes()},
+                      {"compile_ms", {{"p50", quantile(compile_ms, 0.5)}, {"p99", quantile(compile_ms, 0.99)}}},
+                      {"mask_us_cold", {{"p50", quantile(cold_us, 0.5)}, {"p99", quantile(cold_us, 0.99)}, {"n", cold_us.size()}}},
+                      {"mask_us_warm", {{"p50", quantile(warm_us, 0.5)}, {"p99", quantile(warm_us, 0.99)}, {"n", warm_us.size()}}},
+                      {"throughput", levels}};
+  if (json_out) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%zu schemas, vocabulary %zu tokens (trie %zu nodes), model %s\n", schemas.size(), vocab->size(), vocab->trie.nodes(),
+              dir.c_str());
+  std::printf("compile            p50 %8.2f ms   p99 %8.2f ms\n", quantile(compile_ms, 0.5), quantile(compile_ms, 0.99));
+  std::printf("mask, first use    p50 %8.1f us   p99 %8.1f us   (%zu tokens)\n", quantile(cold_us, 0.5), quantile(cold_us, 0.99),
+              cold_us.size());
+  std::printf("mask, cached       p50 %8.1f us   p99 %8.1f us\n", quantile(warm_us, 0.5), quantile(warm_us, 0.99));
+  for (const auto& l : levels)
+    std::printf("concurrency %2d     %8.1f tok/s with a schema, %8.1f without: %.3fx\n", l["concurrency"].get<int>(),
+                l["schema_tok_s"].get<double>(), l["unconstrained_tok_s"].get<double>(), l["ratio"].get<double>());
+  return 0;
+}
+
+}  // namespace troupe::cli
