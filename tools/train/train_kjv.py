@@ -26,7 +26,7 @@ so the default 2,000 steps take about 55 minutes. `--precision fp32` forces floa
 
 usage: /usr/bin/python3 tools/train/train_kjv.py --out models/kjv [--size main|draft] [--steps N]
            [--tokenizer models/kjv/tokenizer.json] [--precision auto|bf16|fp32]
-           [--init DIR] [--teacher DIR] [--copy-share F]
+           [--init DIR] [--teacher DIR] [--copy-share F] [--copy-random F] [--copy-perturb F]
 
 --copy-share makes a model that copies from its context: that share of each step's windows quote
 a passage, break the paragraph and repeat it, then go on as the text did. models/kjv is trained
@@ -365,11 +365,21 @@ def write_safetensors(path, tensors):
             f.write(b)
 
 
-def quoted_window(ids, start, span, rng, sep):
+def quoted_window(ids, start, span, rng, sep, random_quote=False, perturb=0.0):
     """span + 1 tokens: a passage of the text, a paragraph break, then the passage again and what
-    followed it. The loss on the repeat is what a model learns copying from."""
+    followed it. The loss on the repeat is what a model learns copying from. A random quote is
+    tokens drawn from anywhere in the text: a model that has half-memorised its training books can
+    predict a real passage's repeat from memory, which teaches it little about held-out passages;
+    a random one it can only copy. `perturb`: that share of a real quote's tokens replaced by
+    random ones (in both copies), so that copying must win where the model's own guess disagrees."""
     quote = int(rng.integers(16, span // 2))
-    w = np.concatenate([ids[start:start + quote], sep, ids[start:start + span]])
+    if random_quote:
+        q = ids[rng.integers(0, len(ids), size=quote)]
+        return np.concatenate([q, sep, q, sep, ids[start:start + span]])[:span + 1]
+    q = ids[start:start + quote].copy()
+    swap = rng.random(quote) < perturb
+    q[swap] = ids[rng.integers(0, len(ids), size=int(swap.sum()))]
+    w = np.concatenate([q, sep, q, ids[start + quote:start + span]])
     return w[:span + 1]
 
 
@@ -415,6 +425,24 @@ def heldout_copy_accuracy(model, ids, sep, quote=64, count=64):
     return same / n
 
 
+def heldout_free_copy(model, ids, sep, quote=64, cue=6, count=16):
+    """What n-gram lookup sees: held-out passages of `quote` tokens quoted, a paragraph break and
+    the passage's first `cue` tokens, then the model's own greedy tokens. Returns the mean share of
+    the rest of the passage reproduced before the first token that leaves it."""
+    kept = 0.0
+    with torch.no_grad():
+        for s in np.linspace(0, len(ids) - quote - 1, count).astype(int):
+            p = list(ids[s:s + quote])
+            x, same = p + list(sep) + p[:cue], 0
+            for want in p[cue:]:
+                if int(model(torch.tensor([x]))[0, -1].argmax()) != want:
+                    break
+                x.append(want)
+                same += 1
+            kept += same / (quote - cue)
+    return kept / count
+
+
 def native_bf16():
     """Whether this processor multiplies bfloat16 in hardware (else autocast would emulate it, slower)."""
     try:
@@ -442,6 +470,11 @@ def main():
     ap.add_argument("--copy-share", type=float, default=0.0,
                     help="share of each step's windows that quote a passage and then repeat it (teaches copying "
                          "from the context, what n-gram speculation needs of a target); 0 for the default model")
+    ap.add_argument("--copy-random", type=float, default=0.0,
+                    help="share of the quoting windows whose passage is random tokens of the text (only copying "
+                         "predicts their repeat, not memory of the training books)")
+    ap.add_argument("--copy-perturb", type=float, default=0.0,
+                    help="share of a real quote's tokens replaced by random ones, in both copies")
     ap.add_argument("--init", help="start from this model folder's weights (of the same --size) instead of random ones")
     a = ap.parse_args()
     torch.manual_seed(1234)
@@ -471,7 +504,7 @@ def main():
     train_ids = np.array(enc.encode(train_text), dtype=np.int64)
     held_ids = enc.encode(held_text)
     print(f"tokens: {len(train_ids)} training, {len(held_ids)} held out", flush=True)
-    paragraph = np.array(enc.encode("\n\n"), dtype=np.int64)
+    paragraph = np.array(enc.encode("\n\n", bos=False), dtype=np.int64)  # as "...\n\nAnd" tokenizes
 
     c = SIZES[a.size]
     model = Llama(c, len(vocab))
@@ -495,8 +528,10 @@ def main():
         span, batch = (CONTEXT, long_batch) if step >= long_from else (SHORT_CONTEXT, a.batch)
         starts = rng.integers(0, len(train_ids) - span - 1, size=batch)
         windows = [train_ids[s:s + span + 1] for s in starts]
-        for i in range(int(round(batch * a.copy_share))):
-            windows[i] = quoted_window(train_ids, starts[i], span, rng, paragraph)
+        quoted = int(round(batch * a.copy_share))
+        for i in range(quoted):
+            windows[i] = quoted_window(train_ids, starts[i], span, rng, paragraph, i < round(quoted * a.copy_random),
+                                       a.copy_perturb)
         x = torch.from_numpy(np.stack([w[:span] for w in windows]))
         y = torch.from_numpy(np.stack([w[1:span + 1] for w in windows]))
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
@@ -554,8 +589,11 @@ def main():
                "heldout_perplexity_window_256": math.exp(nll_short / n_short), "heldout_tokens_scored_window_256": n_short,
                "torch": torch.__version__, "threads": a.threads, "precision": precision}
     metrics["heldout_copy_accuracy"] = heldout_copy_accuracy(model, held_ids, paragraph)
+    metrics["heldout_free_copy"] = heldout_free_copy(model, held_ids, paragraph)
     if a.copy_share:
         metrics["copy_share"] = a.copy_share
+        metrics["copy_random"] = a.copy_random
+        metrics["copy_perturb"] = a.copy_perturb
     if a.init:
         metrics["init"] = a.init
     if teacher is not None:
