@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <random>
 #include <regex>
 #include <set>
@@ -23,47 +24,48 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-// The first byte of a shortest way from `m` to a complete sentence (breadth first over the
-// matcher's states), or -1.
-int toward_end(const grammar_matcher& m) {
-  std::vector<std::pair<grammar_matcher, int>> layer{{m, -1}};
+// The bytes of a shortest way from `m` to a complete sentence (breadth first over the
+// matcher's states), or nothing if there is none within 400 bytes.
+std::optional<std::string> way_to_end(const grammar_matcher& m) {
+  if (m.complete()) return std::string();
+  std::vector<std::pair<grammar_matcher, std::string>> layer{{m, ""}};
   std::set<std::string> seen{m.key()};
   for (int depth = 0; depth < 400 && !layer.empty(); ++depth) {
-    std::vector<std::pair<grammar_matcher, int>> next;
-    for (const auto& [x, first] : layer)
+    std::vector<std::pair<grammar_matcher, std::string>> next;
+    for (const auto& [x, path] : layer)
       for (int b = 0; b < 256; ++b) {
         grammar_matcher c = x;
         if (!c.accept(static_cast<unsigned char>(b))) continue;
-        const int f = first < 0 ? b : first;
-        if (c.complete()) return f;
-        if (seen.insert(c.key()).second) next.emplace_back(std::move(c), f);
+        if (c.complete()) return path + char(b);
+        if (seen.insert(c.key()).second) next.emplace_back(std::move(c), path + char(b));
       }
     layer = std::move(next);
   }
-  return -1;
+  return std::nullopt;
 }
 
-// A random sentence: each byte drawn among those the matcher takes; once long, mostly the first
-// byte of a shortest way to the end, so that recursive grammars and patterns end. Empty if it
-// did not end within `limit` bytes.
-std::string sample(const std::shared_ptr<const grammar>& g, std::mt19937& rng, std::size_t limit = 4000) {
+// A random sentence: up to a random length, bytes drawn among those the matcher takes (it may
+// stop wherever the sentence is complete); then a shortest way to the end, so that recursive
+// grammars and patterns end. Empty if there was none.
+std::string sample(const std::shared_ptr<const grammar>& g, std::mt19937& rng) {
   grammar_matcher m(g);
   std::string out;
-  while (out.size() < limit) {
+  const std::size_t wander = rng() % 80;
+  std::vector<grammar_matcher::stack> next;
+  while (out.size() < wander) {
     if (m.complete() && (m.exhausted() || rng() % 4 == 0)) return out;
     std::vector<unsigned char> ok;
-    for (int b = 0; b < 256; ++b) {
-      grammar_matcher c = m;
-      if (c.accept(static_cast<unsigned char>(b))) ok.push_back(static_cast<unsigned char>(b));
-    }
-    if (ok.empty()) return m.complete() ? out : std::string();
-    int b = ok[rng() % ok.size()];
-    if (out.size() > 40 && rng() % 3)
-      if (const int e = toward_end(m); e >= 0) b = e;
-    BOOST_REQUIRE(b >= 0 && m.accept(static_cast<unsigned char>(b)));
+    for (int b = 0; b < 256; ++b)
+      if (grammar_matcher::step(m.rules(), m.stacks(), static_cast<unsigned char>(b), next)) ok.push_back(static_cast<unsigned char>(b));
+    if (ok.empty()) break;
+    const unsigned char b = ok[rng() % ok.size()];
+    BOOST_REQUIRE(m.accept(b));
     out += char(b);
   }
-  return m.complete() ? out : std::string();
+  const auto rest = way_to_end(m);
+  if (!rest) return std::string();
+  BOOST_REQUIRE(m.accept(*rest));
+  return out + *rest;
 }
 
 // `n` sentences of the schema, each parsed and handed to `check`.
@@ -96,7 +98,7 @@ std::string error_of(const std::string& schema) {
 BOOST_AUTO_TEST_CASE(objects_keep_required_properties_in_the_schemas_order) {
   each_sample(R"({"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"},
                    "mid":{"type":"boolean"}},"required":["zeta","mid"],"additionalProperties":false})",
-              60, [](const json& v) {
+              30, [](const json& v) {
                 BOOST_REQUIRE(v.is_object());
                 BOOST_CHECK(v.contains("zeta") && v["zeta"].is_string());
                 BOOST_CHECK(v.contains("mid") && v["mid"].is_boolean());
@@ -107,20 +109,21 @@ BOOST_AUTO_TEST_CASE(objects_keep_required_properties_in_the_schemas_order) {
 }
 
 BOOST_AUTO_TEST_CASE(number_bounds_hold_for_integers_and_numbers) {
-  for (auto [lo, hi] : std::vector<std::pair<long long, long long>>{{-120, 37}, {0, 9}, {5, 5}, {-7, -3}, {99, 1001}}) {
+  for (const auto& range : std::vector<std::pair<long long, long long>>{{-120, 37}, {0, 9}, {5, 5}, {-7, -3}, {99, 1001}}) {
+    const long long lo = range.first, hi = range.second;  // (named: lambdas below capture them)
     const std::string bounds = "\"minimum\":" + std::to_string(lo) + ",\"maximum\":" + std::to_string(hi);
-    each_sample("{\"type\":\"integer\"," + bounds + "}", 60, [&](const json& v) {
+    each_sample("{\"type\":\"integer\"," + bounds + "}", 30, [&](const json& v) {
       BOOST_REQUIRE(v.is_number_integer());
       BOOST_CHECK_GE(v.get<long long>(), lo);
       BOOST_CHECK_LE(v.get<long long>(), hi);
     });
-    each_sample("{\"type\":\"number\"," + bounds + "}", 60, [&](const json& v) {
+    each_sample("{\"type\":\"number\"," + bounds + "}", 30, [&](const json& v) {
       BOOST_REQUIRE(v.is_number());
       BOOST_CHECK_GE(v.get<double>(), double(lo));
       BOOST_CHECK_LE(v.get<double>(), double(hi));
     });
   }
-  each_sample(R"({"type":"integer","exclusiveMinimum":0,"exclusiveMaximum":3})", 40, [](const json& v) {
+  each_sample(R"({"type":"integer","exclusiveMinimum":0,"exclusiveMaximum":3})", 20, [](const json& v) {
     BOOST_CHECK(v.get<long long>() == 1 || v.get<long long>() == 2);
   });
   // Every value in a range is reachable: the range pattern is not too narrow.
@@ -133,22 +136,22 @@ BOOST_AUTO_TEST_CASE(number_bounds_hold_for_integers_and_numbers) {
 }
 
 BOOST_AUTO_TEST_CASE(strings_keep_lengths_patterns_and_formats) {
-  each_sample(R"({"type":"string","minLength":2,"maxLength":5})", 60, [](const json& v) {
+  each_sample(R"({"type":"string","minLength":2,"maxLength":5})", 30, [](const json& v) {
     const std::string s = v.get<std::string>();
     std::size_t chars = 0;
     for (unsigned char c : s) chars += (c & 0xC0) != 0x80;  // code points, as JSON Schema counts
     BOOST_CHECK(chars >= 2 && chars <= 5);
   });
-  each_sample(R"({"type":"string","pattern":"^[A-Z]{3}-[0-9]{2,4}$"})", 60, [](const json& v) {
+  each_sample(R"({"type":"string","pattern":"^[A-Z]{3}-[0-9]{2,4}$"})", 30, [](const json& v) {
     BOOST_CHECK(std::regex_match(v.get<std::string>(), std::regex("[A-Z]{3}-[0-9]{2,4}")));
   });
-  each_sample(R"({"type":"string","pattern":"ab+c"})", 60, [](const json& v) {  // searched, not anchored
+  each_sample(R"({"type":"string","pattern":"ab+c"})", 30, [](const json& v) {  // searched, not anchored
     BOOST_CHECK(std::regex_search(v.get<std::string>(), std::regex("ab+c")));
   });
   each_sample(R"({"type":"string","pattern":"^\"[\\\\]?$"})", 20, [](const json& v) {  // quote and backslash come out escaped
     BOOST_CHECK(v.get<std::string>() == "\"" || v.get<std::string>() == "\"\\");
   });
-  each_sample(R"({"type":"string","format":"date-time"})", 40, [](const json& v) {
+  each_sample(R"({"type":"string","format":"date-time"})", 20, [](const json& v) {
     BOOST_CHECK(std::regex_match(v.get<std::string>(),
                                  std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d))")));
   });
@@ -158,7 +161,7 @@ BOOST_AUTO_TEST_CASE(strings_keep_lengths_patterns_and_formats) {
 }
 
 BOOST_AUTO_TEST_CASE(arrays_enums_unions_and_recursive_refs) {
-  each_sample(R"({"type":"array","items":{"enum":["red","green",3,null,{"a":[1]}]},"minItems":2,"maxItems":4})", 60,
+  each_sample(R"({"type":"array","items":{"enum":["red","green",3,null,{"a":[1]}]},"minItems":2,"maxItems":4})", 30,
               [](const json& v) {
                 BOOST_REQUIRE(v.is_array());
                 BOOST_CHECK(v.size() >= 2 && v.size() <= 4);
@@ -171,7 +174,7 @@ BOOST_AUTO_TEST_CASE(arrays_enums_unions_and_recursive_refs) {
     if (v.size() > 0) BOOST_CHECK(v[0].is_number_integer());
     if (v.size() > 1) BOOST_CHECK_EQUAL(v[1], "x");
   });
-  each_sample(R"({"anyOf":[{"type":"string","maxLength":3},{"type":["integer","null"]}]})", 60, [](const json& v) {
+  each_sample(R"({"anyOf":[{"type":"string","maxLength":3},{"type":["integer","null"]}]})", 30, [](const json& v) {
     BOOST_CHECK(v.is_string() || v.is_number_integer() || v.is_null());
   });
   const std::string tree = R"({"$defs":{"node":{"type":"object","properties":{"name":{"type":"string","maxLength":4},
@@ -185,7 +188,7 @@ BOOST_AUTO_TEST_CASE(arrays_enums_unions_and_recursive_refs) {
     for (const auto& c : v["children"]) d = std::max(d, check(c));
     return d + 1;
   };
-  each_sample(tree, 60, [&](const json& v) { deepest = std::max(deepest, check(v)); });
+  each_sample(tree, 30, [&](const json& v) { deepest = std::max(deepest, check(v)); });
   BOOST_CHECK_GE(deepest, 2);  // recursion is followed
   each_sample(R"({"type":"object","additionalProperties":{"type":"integer"}})", 30, [](const json& v) {
     for (auto it = v.begin(); it != v.end(); ++it) BOOST_CHECK(it.value().is_number_integer());
@@ -232,12 +235,14 @@ BOOST_AUTO_TEST_CASE(every_schema_of_the_corpus_compiles_and_its_sentences_parse
   const json corpus = json::parse(in);
   BOOST_TEST_REQUIRE(corpus.size() >= 200u);
   std::mt19937 rng(5);
+  std::size_t i = 0;
   for (const auto& entry : corpus) {
     BOOST_TEST_CONTEXT(entry["name"].get<std::string>()) {
       std::shared_ptr<const grammar> g;
       BOOST_REQUIRE_NO_THROW(g = compile_json_schema(entry["schema"].dump()));
+      if (i++ % 2) continue;  // every schema compiles; every other one is sampled (the Node test samples them all)
       const std::string s = sample(g, rng);
-      if (!s.empty()) BOOST_CHECK_NO_THROW(json::parse(s));
+      if (!s.empty()) BOOST_CHECK_NO_THROW((void)json::parse(s));
     }
   }
 }
