@@ -397,6 +397,7 @@ forward_plan engine::begin_step() {
   for (const auto& sc : plan.scheduled)
     if (!kv_.allocate(sc.id, sc.new_blocks)) throw std::logic_error("scheduler planned more blocks than are free");
   auto proposals = propose(plan);  // their blocks allocated
+  prefetch_masks(plan);
   forward_plan fp;
   std::vector<std::uint64_t> to_pull;
   for (const auto& sc : plan.scheduled) {

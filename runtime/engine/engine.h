@@ -200,6 +200,9 @@ class engine {
   std::unique_ptr<structured::constrained_output> constraint_for(const request& r);
   void constrain(sequence& s, sampling::sampling_row& row) const;
   void cut_proposal(sequence& s, std::vector<std::int32_t>& proposed) const;
+  // The masks this step's constrained decodes need, computed over the CPU threads (a miss walks
+  // the vocabulary's trie; different grammars' walks run at once) into their caches.
+  void prefetch_masks(const sched::step_plan& plan) const;
   void constrain(sequence& s, const std::vector<std::int32_t>& proposed, std::vector<sampling::sampling_row>& rows) const;
   // Takes a kept token into the sequence's automaton: whether the output can take nothing more.
   bool constraint_ends(sequence& s, std::int32_t token) const;

@@ -1,6 +1,7 @@
 // Structured output in the engine: each constrained sequence follows its grammar token by
 // token; a row's mask is what the grammar allows at that position, so the sampler (wherever the
 // logits are) never picks anything else. The grammar logic itself is runtime/structured.
+#include "kernels/cpu/thread_pool.h"
 #include "runtime/common/error.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/engine_sequence.h"
@@ -26,6 +27,17 @@ std::unique_ptr<structured::constrained_output> engine::constraint_for(const req
 void engine::constrain(sequence& s, sampling::sampling_row& row) const {
   if (!s.constraint) return;
   row.allowed = s.constraint->mask()->words();
+}
+
+void engine::prefetch_masks(const sched::step_plan& plan) const {
+  std::vector<const structured::constrained_output*> want;
+  for (const auto& sc : plan.scheduled) {
+    const sequence& s = *seqs_.at(sc.id);
+    if (s.constraint && s.pull_from.empty() && s.num_computed + sc.num_new_tokens == int(s.tokens.size()))
+      want.push_back(s.constraint.get());
+  }
+  if (want.size() < 2) return;  // one is computed where it is needed
+  kernels::parallel_for(want.size(), [&](std::size_t i) { want[i]->mask(); });
 }
 
 void engine::cut_proposal(sequence& s, std::vector<std::int32_t>& proposed) const {
