@@ -1,6 +1,6 @@
 // Structured output from a running `troupe serve`, checked by tools that share no code with
-// Troupe: every completed output of every schema in tests/structured/corpus/schemas.json (greedy
-// and sampled) validates with ajv (draft 2020-12, ajv-formats); regex and GBNF outputs match
+// Troupe: every completed output of every schema in tests/structured/corpus/schemas.json (greedy;
+// sampled for every other one) validates with ajv (draft 2020-12, ajv-formats); regex and GBNF outputs match
 // JavaScript regular expressions; choices are one of the choices; OpenAI's Node client parses
 // (chat.completions.parse, streamed and not); unsupported keywords and bombs are 400s naming
 // the field. Exits non-zero with the reason on any failure.
@@ -34,7 +34,7 @@ async function pool(jobs, width) {
 const messages = (name) => [{ role: "user", content: `Write the ${name} as JSON.` }];
 const jobs = [];
 corpus.forEach((entry, i) => {
-  for (const sampled of [false, true]) {
+  for (const sampled of i % 2 ? [false, true] : [false]) {  // greedy for all, sampled for every other
     jobs.push(async () => {
       const r = await client.chat.completions.create({
         model, messages: messages(entry.name), max_tokens: 192,
