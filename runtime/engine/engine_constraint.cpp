@@ -47,12 +47,11 @@ void engine::cut_proposal(sequence& s, std::vector<std::int32_t>& proposed) cons
   const std::size_t before = c.accepted();
   std::size_t keep = 0;
   for (; keep < proposed.size(); ++keep) {
-    if (!c.allows(proposed[keep])) break;
-    if (c.is_eos(proposed[keep])) {
-      ++keep;
+    if (c.is_eos(proposed[keep])) {  // accepted where complete, and nothing is verified after it
+      keep += c.complete() ? 1 : 0;
       break;
     }
-    c.accept(proposed[keep]);
+    if (!c.accept(proposed[keep])) break;  // one step per token: checked and taken at once
   }
   proposed.resize(keep);
   c.rewind(before);

@@ -134,14 +134,6 @@ bool constrained_output::is_eos(std::int32_t token) const {
   return false;
 }
 
-bool constrained_output::allows(std::int32_t token) const {
-  if (is_eos(token)) return complete();
-  const auto& bytes = c_.token_masks->vocab().bytes;
-  if (token < 0 || std::size_t(token) >= bytes.size() || bytes[std::size_t(token)].empty()) return false;
-  grammar_matcher m = states_.back();
-  return m.accept(bytes[std::size_t(token)]);
-}
-
 bool constrained_output::accept(std::int32_t token) {
   if (is_eos(token)) return complete();
   const auto& bytes = c_.token_masks->vocab().bytes;

@@ -61,7 +61,6 @@ class constrained_output {
   explicit constrained_output(grammar_cache::compiled c);
 
   std::shared_ptr<const token_mask> mask() const { return c_.token_masks->of(states_.back()); }
-  bool allows(std::int32_t token) const;
   bool accept(std::int32_t token);
   bool is_eos(std::int32_t token) const;
   bool complete() const { return states_.back().complete(); }

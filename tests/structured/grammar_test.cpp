@@ -14,23 +14,12 @@
 #include "runtime/structured/gbnf.h"
 #include "runtime/structured/grammar.h"
 #include "runtime/structured/token_masks.h"
+#include "tests/support/strings.h"
 
 using namespace troupe;
 using namespace troupe::structured;
 
 namespace {
-
-std::vector<std::string> strings(const std::string& alphabet, int max) {
-  std::vector<std::string> out{""}, layer{""};
-  for (int n = 0; n < max; ++n) {
-    std::vector<std::string> next;
-    for (const auto& s : layer)
-      for (char c : alphabet) next.push_back(s + c);
-    out.insert(out.end(), next.begin(), next.end());
-    layer = std::move(next);
-  }
-  return out;
-}
 
 bool matches(const std::shared_ptr<const grammar>& g, const std::string& s) {
   grammar_matcher m(g);
@@ -64,7 +53,7 @@ BOOST_AUTO_TEST_CASE(regular_gbnf_grammars_accept_what_std_regex_accepts) {
     }
     const auto g = parse_gbnf(gbnf);
     const std::regex r(re);
-    for (const auto& s : strings("abcd-", 6)) BOOST_CHECK_MESSAGE(matches(g, s) == std::regex_match(s, r), gbnf << " on '" << s << "'");
+    for (const auto& s : test::all_strings("abcd-", 6)) BOOST_CHECK_MESSAGE(matches(g, s) == std::regex_match(s, r), gbnf << " on '" << s << "'");
   }
 }
 

@@ -10,24 +10,12 @@
 
 #include "runtime/common/error.h"
 #include "runtime/structured/regex.h"
+#include "tests/support/strings.h"
 
 using namespace troupe;
 using namespace troupe::structured;
 
 namespace {
-
-// Every string of length 0..max over `alphabet`.
-std::vector<std::string> strings(const std::string& alphabet, int max) {
-  std::vector<std::string> out{""}, layer{""};
-  for (int n = 0; n < max; ++n) {
-    std::vector<std::string> next;
-    for (const auto& s : layer)
-      for (char c : alphabet) next.push_back(s + c);
-    out.insert(out.end(), next.begin(), next.end());
-    layer = std::move(next);
-  }
-  return out;
-}
 
 std::string refusal(const std::string& pattern, const regex_budget& budget = {}) {
   try {
@@ -52,7 +40,7 @@ BOOST_AUTO_TEST_CASE(matches_what_std_regex_matches) {
   for (const auto& [pattern, alphabet] : cases) {
     const byte_dfa d = compile_regex(pattern);
     const std::regex ref(pattern, std::regex::ECMAScript);
-    for (const auto& s : strings(alphabet, 6))
+    for (const auto& s : test::all_strings(alphabet, 6))
       BOOST_TEST(d.matches(s) == std::regex_match(s, ref), "pattern " << pattern << " on \"" << s << "\"");
   }
 }
