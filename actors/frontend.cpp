@@ -35,6 +35,7 @@ struct prepared {
   std::optional<api::api_error> error;
   std::string id;     // the completion's
   std::string trace;  // the client's X-Request-Id, or the id
+  chat::tool_format tool_format = chat::tool_format::none;  // where the answer's tool calls are found
 };
 
 // The parts of the frontend's state that preparing reads; immutable once the frontend runs.
@@ -45,6 +46,7 @@ struct prepare_context {
   int max_model_len = 0;
   std::shared_ptr<const tokenizer::tokenizer> tok;
   std::shared_ptr<const chat::chat_template> chat;
+  chat::tool_format tool_format = chat::tool_format::none;  // the model's
   sampling::sampling_params sampling_defaults;
   // The public prompts as token prefixes: as a completion prompt starts, and as a chat whose
   // first message is that system prompt is rendered up to the end of it.
@@ -341,7 +343,8 @@ void finish(frontend_ptr self, live_request& r, const token_update& u) {
   const api::usage usage{r.prompt_tokens, r.output_tokens};
   if (error) return end_with_error(self, r, api::api_error(500, "the request failed while running: " + u.error, "", "server_error"));
   if (r.stream) {
-    sse(r.ex, r.w->chunk(u.text, r.logprobs ? logprobs_of(u) : std::vector<api::token_logprob>{}, reason.value_or("abort")));
+    for (const auto& c : r.w->chunks(u.text, r.logprobs ? logprobs_of(u) : std::vector<api::token_logprob>{}, reason.value_or("abort")))
+      sse(r.ex, c);
     if (r.include_usage) sse(r.ex, r.w->usage_chunk(usage));
     r.ex->send("data: [DONE]\n\n");
     r.ex->end_stream();
@@ -406,7 +409,9 @@ void on_update(frontend_ptr self, token_update& u) {
     // One chunk per step for this request, also when its token completed no text yet (a
     // partial character, text held back against a stop string, or a model without a
     // tokenizer): clients see every token's timing.
-    if (!u.tokens.empty()) sse(r.ex, r.w->chunk(u.text, r.logprobs ? logprobs_of(u) : std::vector<api::token_logprob>{}, std::nullopt));
+    if (!u.tokens.empty())
+      for (const auto& c : r.w->chunks(u.text, r.logprobs ? logprobs_of(u) : std::vector<api::token_logprob>{}, std::nullopt))
+        sse(r.ex, c);
   } else {
     r.text += u.text;
     if (r.logprobs) for (auto& lp : logprobs_of(u)) r.lps.push_back(std::move(lp));
@@ -431,6 +436,18 @@ void check_model(const prepare_context& pc, const std::string& asked) {
   if (!asked.empty() && !serves(pc.model_name, pc.model_aliases, asked)) throw no_such_model(asked, pc.model_name);
 }
 
+// Where a chat answer's tool calls are: a forced choice's grammar writes the JSON list, "auto"
+// leaves the model its own format (none known: 400).
+chat::tool_format answer_tool_format(const prepare_context& pc, const api::tool_request& t) {
+  if (t.forced()) return chat::tool_format::json_array;
+  if (t.mode != api::tool_request::choice::automatic) return chat::tool_format::none;
+  if (pc.tool_format == chat::tool_format::none)
+    throw api::api_error(400, "tools: this model's chat template shows no tool-call format and the topology sets no "
+                              "[model] tool_call_parser, so calls could not be found in a free answer; tool_choice "
+                              "\"required\" or a named function still works (the output is then constrained)", "tools");
+  return pc.tool_format;
+}
+
 void prepare(const prepare_context& pc, prepared& p) {
   api::completion_request req = api::parse_request(p.ex->req().body, p.kind, pc.sampling_defaults);
   check_model(pc, req.model);
@@ -444,6 +461,7 @@ void prepare(const prepare_context& pc, prepared& p) {
       throw api::api_error(400, e.what(), "messages");
     }
     p.prompt = pc.tok->encode(text, false);  // the template wrote the special tokens itself
+    p.tool_format = answer_tool_format(pc, req.tools);
   } else if (req.prompt_text) {
     if (!pc.tok) throw api::api_error(400, "this model has no tokenizer; send the prompt as token ids", "prompt");
     p.prompt = pc.tok->encode(*req.prompt_text, true);
@@ -606,6 +624,7 @@ void submit(frontend_ptr self, prepared& p) {
   r.labels = {{"model_name", st.cfg.model_name}, {"tenant", req.user.empty() ? "default" : req.user},
               {"priority", std::to_string(req.priority)}, {"input_bucket", input_bucket(len)}};
   r.w = std::make_unique<api::response_writer>(kind, id, st.cfg.model_name, std::int64_t(unix_seconds()), st.prepare_ctx->tok.get(), r.logprobs);
+  if (p.tool_format != chat::tool_format::none) r.w->expect_tool_calls(p.tool_format, req.tools.parallel);
   st.live.emplace(id, std::move(r));
 
   engine::request er;
@@ -842,6 +861,9 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
   pc->sampling_defaults = st.cfg.sampling_defaults;
   pc->tok = std::move(tok);
   if (chat) pc->chat = std::make_shared<const chat::chat_template>(std::move(*chat));
+  pc->tool_format = st.cfg.tool_call_parser.value_or(pc->chat ? pc->chat->tool_calls() : chat::tool_format::none);
+  log::info("tool_call_parser", {{"format", chat::tool_format_name(pc->tool_format)},
+                                 {"from", st.cfg.tool_call_parser ? "the topology" : "the chat template"}});
   if (pc->tok)
     for (const auto& [name, text] : st.cfg.public_prompts) {
       pc->public_prefixes.push_back(pc->tok->encode(text, true));

@@ -15,6 +15,7 @@
 #include "actors/protocol/owner_protocol.h"
 #include "actors/protocol/router_protocol.h"
 #include "runtime/chat/chat_template.h"
+#include "runtime/chat/tool_calls.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace troupe::actors {
@@ -40,6 +41,10 @@ struct frontend_config {
   // System prompts (name, text) every tenant shares prefix-cache blocks of.
   std::vector<std::pair<std::string, std::string>> public_prompts;
   std::chrono::milliseconds request_timeout{30000};  // for the frontend's own asks (health, metrics)
+  // The format the model writes tool calls in ([model] tool_call_parser); unset: the chat
+  // template's (stated in the log at start). tool_choice "auto" parses answers in it; with
+  // none, "auto" with tools is refused.
+  std::optional<chat::tool_format> tool_call_parser;
 };
 
 class frontend {

@@ -197,7 +197,7 @@ class reader {
 void read_model(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* m = r.table(root, "model", "");
   if (!m) r.fail(&root, "model", "required table [model] is missing");
-  r.only_keys(*m, "model.", {"path", "preset", "backend", "max_model_len", "chat_template"});
+  r.only_keys(*m, "model.", {"path", "preset", "backend", "max_model_len", "chat_template", "tool_call_parser"});
   t.model.backend = r.choice(*m, "backend", "model.", backend_kind::cpu,
                              {{"cpu", backend_kind::cpu}, {"cuda", backend_kind::cuda}, {"sim", backend_kind::sim}});
   t.model.path = r.string(*m, "path", "model.", std::string());
@@ -208,6 +208,12 @@ void read_model(const reader& r, const toml::table& root, topology_config& t) {
     r.fail(m->get("preset"), "model.preset", "\"" + t.model.preset + "\" is not one of tiny, small, 1b");
   t.model.max_model_len = int(r.integer(*m, "max_model_len", "model.", 0, 0, 1 << 24));
   t.model.chat_template = r.string(*m, "chat_template", "model.", std::string());
+  t.model.tool_call_parser = r.string(*m, "tool_call_parser", "model.", std::string());
+  // json_array is what forced tool choices write, not a model's own format.
+  if (!t.model.tool_call_parser.empty() && t.model.tool_call_parser != "hermes" && t.model.tool_call_parser != "llama3_json" &&
+      t.model.tool_call_parser != "mistral" && t.model.tool_call_parser != "none")
+    r.fail(m->get("tool_call_parser"), "model.tool_call_parser",
+           "\"" + t.model.tool_call_parser + "\" is not one of hermes, llama3_json, mistral, none");
 }
 
 void read_nodes(const reader& r, const toml::table& root, topology_config& t) {

@@ -33,6 +33,9 @@ struct model_spec {
   backend_kind backend = backend_kind::cpu;
   int max_model_len = 0;  // 0: the model's own
   std::string chat_template;  // a .jinja file replacing the model folder's template
+  // The format the model writes tool calls in: hermes | llama3_json | mistral | none; empty:
+  // inferred from the chat template.
+  std::string tool_call_parser;
 };
 
 struct node_spec {

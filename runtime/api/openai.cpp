@@ -6,6 +6,7 @@
 #include <set>
 
 #include "runtime/api/structured_output.h"
+#include "runtime/api/tools.h"
 #include "runtime/common/error.h"
 #include "runtime/common/json.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -111,10 +112,9 @@ std::string message_text(const json& content, std::size_t index) {
 // Fields that change nothing Troupe computes, accepted because ordinary clients send them (the
 // OpenAI SDKs' `store`, `metadata` and `service_tier`; vLLM's detokenization switches at the
 // values Troupe always behaves by) and recorded in completion_request::no_effect_fields.
-// parallel_tool_calls: Troupe does not parse tool calls yet, so whether one or several are
-// allowed changes nothing it returns. docs/serving.md lists them.
+// docs/serving.md lists them.
 const std::set<std::string>& no_effect_fields() {
-  static const std::set<std::string> s = {"store", "metadata", "service_tier", "parallel_tool_calls",
+  static const std::set<std::string> s = {"store", "metadata", "service_tier",
                                           "skip_special_tokens", "spaces_between_special_tokens",
                                           "guided_decoding_backend"};
   return s;
@@ -136,7 +136,7 @@ const std::set<std::string>& known_fields(endpoint kind) {
   static const std::set<std::string> chat = [] {
     auto s = common;
     s.insert({"messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt", "chat_template_kwargs", "tools",
-              "tool_choice"});
+              "tool_choice", "parallel_tool_calls"});
     return s;
   }();
   return kind == endpoint::chat ? chat : completions;
@@ -178,6 +178,9 @@ json parse_messages(const json& m) {
       bad_field(at + ".role", "unknown role \"" + role + "\"");
     json copy = msg;
     copy["content"] = message_text(msg.contains("content") ? msg["content"] : json(nullptr), i);
+    normalize_tool_calls(copy, at);
+    if (copy.contains("tool_call_id") && !copy["tool_call_id"].is_null() && !copy["tool_call_id"].is_string())
+      bad_field(at + ".tool_call_id", "expected a string");
     out.push_back(std::move(copy));
   }
   return out;
@@ -192,7 +195,6 @@ void check_no_effect_fields(const fields& f, completion_request& r) {
   // The rest are only type-checked: a 400 names a wrong type as for any field.
   f.boolean("store");
   f.string("service_tier");
-  f.boolean("parallel_tool_calls");
   f.boolean("spaces_between_special_tokens");
   if (auto skip = f.boolean("skip_special_tokens"); skip && !*skip)
     bad_field("skip_special_tokens", "false is not supported: Troupe's text leaves special tokens out");
@@ -264,7 +266,8 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
       if (!k->is_object()) bad_field("chat_template_kwargs", "expected an object");
       r.template_kwargs = *k;
     }
-    if (f.get("tools")) r.template_kwargs["tools"] = *f.get("tools");
+    r.tools = parse_tools(j);
+    if (r.tools.mode != tool_request::choice::none) r.template_kwargs["tools"] = r.tools.tools;
   }
 
   auto& p = r.params;
@@ -330,12 +333,11 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
   if (auto inc = f.boolean("include_stop_str_in_output")) p.include_stop_str_in_output = *inc;
   if (f.get("prompt_logprobs")) bad_field("prompt_logprobs", "is not supported yet");
   p.constraint = parse_output_constraint(j, body);
-  if (auto v = p.check(r.max_tokens_given)) bad_field(v->field == "max_tokens" ? max_key : v->field, v->rule);
-  if (const json* tc = f.get("tool_choice")) {
-    if (!tc->is_string() || (tc->get<std::string>() != "none" && tc->get<std::string>() != "auto"))
-      bad_field("tool_choice", "only \"auto\" and \"none\" are supported (forcing a tool call is not)");
-    if (tc->get<std::string>() == "none") r.template_kwargs.erase("tools");
+  if (r.tools.forced()) {
+    if (!p.constraint.empty()) bad_field("tool_choice", "a forced tool call cannot be combined with another structured output");
+    p.constraint = forced_tool_constraint(r.tools, body);
   }
+  if (auto v = p.check(r.max_tokens_given)) bad_field(v->field == "max_tokens" ? max_key : v->field, v->rule);
   if (auto s = f.boolean("stream")) r.stream = *s;
   if (const json* so = f.get("stream_options")) {
     if (!so->is_object()) bad_field("stream_options", "expected an object");
@@ -415,6 +417,43 @@ json response_writer::chunk(const std::string& text, const std::vector<token_log
   return {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_}, {"choices", {choice}}};
 }
 
+void response_writer::expect_tool_calls(chat::tool_format format, bool parallel) {
+  // Call ids: the completion's id made a call's ("chatcmpl-x" -> "call_x_0"), unique as it is.
+  const auto dash = id_.find('-');
+  tools_.emplace(format, "call_" + (dash == std::string::npos ? id_ : id_.substr(dash + 1)) + "_", parallel);
+}
+
+std::vector<json> response_writer::chunks(const std::string& text, const std::vector<token_logprob>& lps,
+                                          const std::optional<std::string>& finish_reason) {
+  if (!tools_) return {chunk(text, lps, finish_reason)};
+  chat::tool_events e = tools_->feed(text);
+  if (finish_reason) {
+    chat::tool_events tail = tools_->finish();
+    e.content += tail.content;
+    e.calls.insert(e.calls.end(), tail.calls.begin(), tail.calls.end());
+  }
+  std::vector<json> out;
+  if (!e.content.empty() || !lps.empty() || e.calls.empty()) out.push_back(chunk(e.content, lps, std::nullopt));
+  if (!e.calls.empty()) out.push_back(tool_chunk(e.calls));
+  if (finish_reason) {
+    const bool called = !tools_->calls().empty();
+    out.push_back(chunk("", {}, called && *finish_reason == "stop" ? std::string("tool_calls") : *finish_reason));
+  }
+  return out;
+}
+
+json response_writer::tool_chunk(const std::vector<chat::tool_call_delta>& deltas) const {
+  json calls = json::array();
+  for (const auto& d : deltas) {
+    if (d.first())
+      calls.push_back({{"index", d.index}, {"id", d.id}, {"type", "function"}, {"function", {{"name", d.name}, {"arguments", ""}}}});
+    else
+      calls.push_back({{"index", d.index}, {"function", {{"arguments", d.arguments}}}});
+  }
+  json choice = {{"index", 0}, {"delta", {{"tool_calls", calls}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  return {{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", model_}, {"choices", {choice}}};
+}
+
 json response_writer::role_chunk() const {
   json choice = {{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
   return {{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", model_}, {"choices", {choice}}};
@@ -432,13 +471,28 @@ json response_writer::usage_chunk(const usage& u) const {
 
 json response_writer::full(const std::string& text, const std::vector<token_logprob>& lps, const std::string& finish_reason,
                            const usage& u) const {
-  json choice = {{"index", 0}, {"logprobs", logprobs_json(lps, 0)}, {"finish_reason", finish_reason}};
+  std::string content = text;
+  std::vector<chat::tool_call> calls;
+  if (tools_) {  // the whole text through a copy of the parser as it started
+    chat::tool_call_stream parse = *tools_;
+    content = parse.feed(text).content;
+    content += parse.finish().content;
+    calls = parse.calls();
+  }
+  const bool called = !calls.empty() && finish_reason == "stop";
+  json choice = {{"index", 0}, {"logprobs", logprobs_json(lps, 0)}, {"finish_reason", called ? std::string("tool_calls") : finish_reason}};
   json out = {{"id", id_}, {"created", created_}, {"model", model_}};
   if (kind_ == endpoint::chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
+    choice["message"] = {{"role", "assistant"}, {"content", calls.empty() || !content.empty() ? json(content) : json(nullptr)}};
+    if (!calls.empty()) {
+      json tc = json::array();
+      for (const auto& c : calls)
+        tc.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+      choice["message"]["tool_calls"] = std::move(tc);
+    }
     out["object"] = "chat.completion";
   } else {
-    choice["text"] = text;
+    choice["text"] = content;
     out["object"] = "text_completion";
   }
   out["choices"] = json::array({choice});

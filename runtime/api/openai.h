@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/api/tools.h"
+#include "runtime/chat/tool_calls.h"
 #include "runtime/sampling/sampling_params.h"
 
 namespace troupe::tokenizer {
@@ -50,7 +52,8 @@ struct completion_request {
   std::optional<std::string> prompt_text;  // completions: a string prompt
   std::vector<std::int32_t> prompt_ids;    // completions: a prompt of token ids
   nlohmann::json messages;                 // chat: [{role, content}], content flattened to text
-  nlohmann::json template_kwargs = nlohmann::json::object();  // chat_template_kwargs
+  nlohmann::json template_kwargs = nlohmann::json::object();  // chat_template_kwargs (and the tools)
+  tool_request tools;                      // chat: tools, tool_choice, parallel_tool_calls
   bool add_generation_prompt = true;
   sampling::sampling_params params;
   bool max_tokens_given = false;  // else the frontend fills the rest of the context
@@ -95,11 +98,26 @@ class response_writer {
   // A stream chunk with new text (and its tokens' logprobs); finish_reason set on the last.
   nlohmann::json chunk(const std::string& text, const std::vector<token_logprob>& lps,
                        const std::optional<std::string>& finish_reason);
+  // A chat answer whose tool calls are to be found (in `format`): stream chunks and the full
+  // response then carry them apart from the content (parallel = false: the first call only).
+  void expect_tool_calls(chat::tool_format format, bool parallel);
+  // The stream chunks for new text (finish_reason set on the last): with tool calls expected,
+  // a content chunk (with the tokens' logprobs; also when the text is held back, so that
+  // clients see every token's timing), a chunk of tool-call deltas when there are any, and at
+  // the end what was held back and a chunk with the finish reason ("tool_calls" for a stop
+  // after calls); without, one chunk().
+  std::vector<nlohmann::json> chunks(const std::string& text, const std::vector<token_logprob>& lps,
+                                     const std::optional<std::string>& finish_reason);
+  // A chat stream's chunk of tool-call deltas: a call's first names it (index, id, type, name,
+  // arguments ""), the next ones carry its arguments' fragments.
+  nlohmann::json tool_chunk(const std::vector<chat::tool_call_delta>& deltas) const;
   // Chat streams open with a chunk carrying the assistant role.
   nlohmann::json role_chunk() const;
   // The final usage chunk (stream_options.include_usage).
   nlohmann::json usage_chunk(const usage& u) const;
-  // The whole response of a non-streaming request.
+  // The whole response of a non-streaming request; with tool calls expected, those in the text
+  // go in message.tool_calls (content null when nothing else is left) and a "stop" finish
+  // becomes "tool_calls".
   nlohmann::json full(const std::string& text, const std::vector<token_logprob>& lps, const std::string& finish_reason,
                       const usage& u) const;
 
@@ -113,6 +131,7 @@ class response_writer {
   const tokenizer::tokenizer* tok_;
   bool logprobs_;
   std::size_t text_so_far_ = 0;  // bytes streamed, for completions' text_offset
+  std::optional<chat::tool_call_stream> tools_;
 };
 
 // "stop" | "length" for the engine's reasons; anything else (abort, errors) has none.

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/chat/jinja.h"
+#include "runtime/chat/tool_calls.h"
 
 namespace troupe::chat {
 
@@ -27,10 +28,13 @@ class chat_template {
 
   const std::string& bos_token() const { return bos_; }
   const std::string& eos_token() const { return eos_; }
+  // The format the template renders tool calls in (infer_tool_format of its text).
+  tool_format tool_calls() const { return tool_format_; }
 
  private:
   jinja_template tmpl_;
   std::string bos_, eos_;
+  tool_format tool_format_ = tool_format::none;
 };
 
 }  // namespace troupe::chat

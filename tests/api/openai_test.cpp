@@ -7,6 +7,7 @@
 
 #include "runtime/api/openai.h"
 #include "runtime/api/tokenize.h"
+#include "runtime/structured/constraint.h"
 
 using namespace troupe;
 using api::endpoint;
@@ -123,9 +124,10 @@ BOOST_AUTO_TEST_CASE(deeply_nested_json_is_refused_before_it_becomes_a_tree) {
     }
   }
   // Brackets inside strings are text, not nesting; 128 levels are fine.
-  const std::string ok = std::string(127, '[') + std::string(127, ']');
+  const std::string ok = std::string(126, '[') + std::string(126, ']');
   BOOST_TEST(param_of(json::parse("{\"prompt\": \"" + std::string(500, '[') + "\", \"user\": " + "\"x\"}")) == "accepted");
-  BOOST_TEST(param_of(json::parse("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": " + ok + "}"),
+  BOOST_TEST(param_of(json::parse("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": {\"a\": " +
+                                  ok + "}}"),
                       endpoint::chat) == "accepted");
 }
 
@@ -145,7 +147,7 @@ BOOST_AUTO_TEST_CASE(no_field_is_accepted_and_ignored) {
   BOOST_TEST(param_of({{"prompt", "x"}, {"prompt_logprobs", 1}}) == "prompt_logprobs");
   BOOST_TEST(param_of({{"messages", chat_msgs}, {"response_format", {{"type", "json_object"}}}}, endpoint::chat) == "accepted");
   BOOST_TEST(param_of({{"messages", chat_msgs}, {"response_format", {{"type", "text"}}}}, endpoint::chat) == "accepted");
-  BOOST_TEST(param_of({{"messages", chat_msgs}, {"tool_choice", "required"}}, endpoint::chat) == "tool_choice");
+  BOOST_TEST(param_of({{"messages", chat_msgs}, {"tool_choice", "required"}}, endpoint::chat) == "tool_choice");  // no tools
   BOOST_TEST(param_of({{"messages", chat_msgs}, {"tool_choice", {{"type", "function"}}}}, endpoint::chat) == "tool_choice");
   BOOST_TEST(param_of({{"messages", chat_msgs}, {"tool_choice", "auto"}}, endpoint::chat) == "accepted");
   BOOST_TEST(param_of({{"prompt", "x"}, {"frequency_penaltyy", 1}}) == "frequency_penaltyy");
@@ -158,11 +160,11 @@ BOOST_AUTO_TEST_CASE(no_field_is_accepted_and_ignored) {
 BOOST_AUTO_TEST_CASE(fields_that_change_nothing_are_accepted_and_recorded) {
   const json chat_msgs = {{{"role", "user"}, {"content", "x"}}};
   auto r = api::parse_request(json{{"messages", chat_msgs}, {"store", false}, {"metadata", {{"run", "a"}}},
-                                   {"service_tier", "auto"}, {"parallel_tool_calls", true}, {"skip_special_tokens", true},
+                                   {"service_tier", "auto"}, {"skip_special_tokens", true},
                                    {"spaces_between_special_tokens", true}}.dump(),
                               endpoint::chat);
   std::sort(r.no_effect_fields.begin(), r.no_effect_fields.end());
-  BOOST_TEST(r.no_effect_fields == (std::vector<std::string>{"metadata", "parallel_tool_calls", "service_tier",
+  BOOST_TEST(r.no_effect_fields == (std::vector<std::string>{"metadata", "service_tier",
                                                              "skip_special_tokens", "spaces_between_special_tokens", "store"}),
              boost::test_tools::per_element());
   BOOST_TEST(api::parse_request(json{{"prompt", "x"}, {"store", true}}.dump(), endpoint::completions).no_effect_fields ==
@@ -276,4 +278,138 @@ BOOST_AUTO_TEST_CASE(tokenize_and_detokenize_bodies_are_checked_field_by_field) 
   BOOST_TEST(param(api::parse_detokenize, R"({"tokens": [1, 99999999999]})") == "tokens");
   BOOST_TEST(param(api::parse_detokenize, R"({"model": "m"})") == "tokens");
   BOOST_TEST(api::parse_detokenize(R"({"tokens": [1, 2]})").tokens.size() == 2u);
+}
+
+namespace {
+
+json weather_tool(bool strict = false) {
+  json params = {{"type", "object"}, {"required", {"city"}}};
+  params["properties"]["city"] = {{"type", "string"}};
+  json f = {{"name", "get_weather"}, {"strict", strict}, {"parameters", params}};
+  return {{"type", "function"}, {"function", f}};
+}
+
+bool grammar_takes(const sampling::output_constraint& c, const std::string& text) {
+  structured::grammar_matcher m(structured::compile_constraint(c));
+  return m.accept(text) && m.complete();
+}
+
+}  // namespace
+
+// tools, tool_choice and parallel_tool_calls: checked field by field; "auto" hands the tools to
+// the template and constrains nothing; "required" and a named function constrain the output to
+// a JSON list of calls whose arguments match the schemas ($defs and recursion included).
+BOOST_AUTO_TEST_CASE(tools_and_tool_choice) {
+  using kind = sampling::output_constraint::kind;
+  const json msgs = {{{"role", "user"}, {"content", "x"}}};
+  auto r = api::parse_request(json{{"messages", msgs}, {"tools", {weather_tool()}}}.dump(), endpoint::chat);
+  BOOST_TEST(int(r.tools.mode) == int(api::tool_request::choice::automatic));
+  BOOST_TEST(r.template_kwargs["tools"].size() == 1u);
+  BOOST_TEST(r.params.constraint.empty());
+  r = api::parse_request(json{{"messages", msgs}, {"tools", {weather_tool()}}, {"tool_choice", "none"}}.dump(), endpoint::chat);
+  BOOST_TEST(!r.template_kwargs.contains("tools"));
+
+  r = api::parse_request(json{{"messages", msgs}, {"tools", {weather_tool(true)}}, {"tool_choice", "required"}}.dump(), endpoint::chat);
+  BOOST_TEST(int(r.params.constraint.type) == int(kind::json_schema));
+  BOOST_TEST(grammar_takes(r.params.constraint, R"([{"name": "get_weather", "parameters": {"city": "Paris"}}])"));
+  BOOST_TEST(grammar_takes(r.params.constraint, R"([{"name": "get_weather", "parameters": {"city": "a"}}, {"name": "get_weather", "parameters": {"city": "b"}}])"));
+  BOOST_TEST(!grammar_takes(r.params.constraint, R"([{"name": "get_weather", "parameters": {}}])"));  // city is required
+  BOOST_TEST(!grammar_takes(r.params.constraint, R"([{"name": "get_time", "parameters": {"city": "Paris"}}])"));
+  BOOST_TEST(!grammar_takes(r.params.constraint, "[]"));
+
+  // A named choice of two, one call only; the other tool's $defs and root recursion rewritten.
+  json tree = {{"type", "function"},
+               {"function", {{"name", "tree"},
+                             {"parameters", {{"type", "object"},
+                                             {"properties", {{"leaf", {{"$ref", "#/$defs/leaf"}}}, {"kids", {{"type", "array"}, {"items", {{"$ref", "#"}}}}}}},
+                                             {"required", {"leaf"}}, {"additionalProperties", false},
+                                             {"$defs", {{"leaf", {{"type", "integer"}}}}}}}}}};
+  r = api::parse_request(json{{"messages", msgs}, {"tools", {weather_tool(), tree}},
+                              {"tool_choice", {{"type", "function"}, {"function", {{"name", "tree"}}}}}}.dump(), endpoint::chat);
+  // (json sorts keys: "kids" comes first in the body, so in the grammar.)
+  BOOST_TEST(grammar_takes(r.params.constraint, R"([{"name": "tree", "parameters": {"kids": [{"kids": [], "leaf": 2}], "leaf": 1}}])"));
+  BOOST_TEST(!grammar_takes(r.params.constraint, R"([{"name": "tree", "parameters": {"leaf": 1, "kids": [{"leaf": 2}]}}])"));
+  BOOST_TEST(!grammar_takes(r.params.constraint, R"([{"name": "tree", "parameters": {"kids": [{"leaf": "2"}], "leaf": 1}}])"));
+  BOOST_TEST(!grammar_takes(r.params.constraint, R"([{"name": "get_weather", "parameters": {"city": "x"}}])"));
+  BOOST_TEST(!grammar_takes(r.params.constraint, R"([{"name": "tree", "parameters": {"leaf": 1}}, {"name": "tree", "parameters": {"leaf": 1}}])"));
+  r = api::parse_request(json{{"messages", msgs}, {"tools", {weather_tool()}}, {"tool_choice", "required"}, {"parallel_tool_calls", false}}.dump(),
+                         endpoint::chat);
+  BOOST_TEST(!r.tools.parallel);
+  BOOST_TEST(!grammar_takes(r.params.constraint, R"([{"name": "get_weather", "parameters": {"city": "a"}}, {"name": "get_weather", "parameters": {"city": "b"}}])"));
+
+  auto bad = [&](json body) {
+    body["messages"] = msgs;
+    return param_of(body, endpoint::chat);
+  };
+  BOOST_TEST(bad({{"tools", {weather_tool(true)}}}) == "tools[0].function.strict");  // strict needs a forced choice
+  BOOST_TEST(bad({{"tools", {weather_tool(), weather_tool()}}}) == "tools[1].function.name");
+  BOOST_TEST(bad({{"tools", {{{"type", "function"}, {"function", {{"name", "a b"}}}}}}}) == "tools[0].function.name");
+  BOOST_TEST(bad({{"tools", {{{"type", "retrieval"}}}}}) == "tools[0].type");
+  BOOST_TEST(bad({{"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"returns", 1}}}}}}}) == "tools[0].function.returns");
+  BOOST_TEST(bad({{"tools", {weather_tool()}}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}}) ==
+             "tool_choice.function.name");
+  BOOST_TEST(bad({{"tools", {weather_tool()}}, {"tool_choice", "sometimes"}}) == "tool_choice");
+  BOOST_TEST(bad({{"tools", {weather_tool()}}, {"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}}) == "tool_choice");
+  BOOST_TEST(bad({{"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"}, {"patternProperties", json::object()}}}}}}}},
+                  {"tool_choice", "required"}}) == "tools[0].function.parameters");
+  BOOST_TEST(bad({{"parallel_tool_calls", "yes"}}) == "parallel_tool_calls");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"tools", {weather_tool()}}}) == "tools");  // chat only
+}
+
+// The conversation's tool calls and results: arguments strings become objects for templates.
+BOOST_AUTO_TEST_CASE(assistant_tool_calls_in_messages) {
+  const json call = {{"id", "call_1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{\"a\": 1}"}}}};
+  const json msgs = {{{"role", "user"}, {"content", "x"}},
+                     {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}},
+                     {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "42"}}};
+  const json m = api::parse_messages(msgs);
+  BOOST_TEST(m[1]["tool_calls"][0]["function"]["arguments"] == json({{"a", 1}}));
+  BOOST_TEST(m[1]["content"] == "");
+  auto bad = [&](json message) {
+    try {
+      api::parse_messages(json::array({message}));
+    } catch (const api::api_error& e) {
+      return e.param();
+    }
+    return std::string("accepted");
+  };
+  json broken = call;
+  broken["function"]["arguments"] = "{not json";
+  BOOST_TEST(bad({{"role", "assistant"}, {"tool_calls", {broken}}}) == "messages[0].tool_calls[0].function.arguments");
+  BOOST_TEST(bad({{"role", "user"}, {"content", "x"}, {"tool_calls", {call}}}) == "messages[0].tool_calls");
+  BOOST_TEST(bad({{"role", "tool"}, {"content", "x"}, {"tool_call_id", 7}}) == "messages[0].tool_call_id");
+}
+
+// With tool calls expected, stream chunks carry content and calls apart, and the last chunk
+// says "tool_calls"; the full response has them in message.tool_calls with content null.
+BOOST_AUTO_TEST_CASE(tool_call_responses) {
+  const std::string text = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>";
+  api::response_writer whole(endpoint::chat, "chatcmpl-x1", "m", 1, nullptr, false);
+  whole.expect_tool_calls(chat::tool_format::hermes, true);
+  const json full = whole.full(text, {}, "stop", {3, 9});
+  BOOST_TEST(full["choices"][0]["finish_reason"] == "tool_calls");
+  BOOST_TEST(full["choices"][0]["message"]["content"].is_null());
+  BOOST_TEST(full["choices"][0]["message"]["tool_calls"][0]["id"] == "call_x1_0");
+  BOOST_TEST(full["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] == "{\"a\": 1}");
+
+  api::response_writer w(endpoint::chat, "chatcmpl-x1", "m", 1, nullptr, false);
+  w.expect_tool_calls(chat::tool_format::hermes, true);
+  std::vector<json> chunks;
+  for (std::size_t i = 0; i < text.size(); i += 7)
+    for (auto& c : w.chunks(text.substr(i, 7), {}, std::nullopt)) chunks.push_back(c);
+  for (auto& c : w.chunks("", {}, std::string("stop"))) chunks.push_back(c);
+  std::string name, args, content;
+  for (const auto& c : chunks) {
+    const json& d = c["choices"][0]["delta"];
+    if (d.contains("content")) content += d["content"].get<std::string>();
+    if (d.contains("tool_calls"))
+      for (const auto& t : d["tool_calls"]) {
+        if (t.contains("id")) name = t["function"]["name"];
+        args += t["function"]["arguments"].get<std::string>();
+      }
+  }
+  BOOST_TEST(content.empty());
+  BOOST_TEST(name == "f");
+  BOOST_TEST(args == "{\"a\": 1}");
+  BOOST_TEST(chunks.back()["choices"][0]["finish_reason"] == "tool_calls");
 }

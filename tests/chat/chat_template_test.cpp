@@ -40,6 +40,7 @@ std::map<std::string, std::string> templates() {
   t["llama-3.1"] = read(src("tests/chat/templates/llama-3.1.jinja"));
   t["mistral-v0.1"] = read(src("tests/chat/templates/mistral-v0.1.jinja"));
   t["mistral-v0.3"] = read(src("tests/chat/templates/mistral-v0.3.jinja"));
+  t["kjv"] = json::parse(read(src("models/kjv/tokenizer_config.json")))["chat_template"];
   t["synth"] = json::parse(tokenizer::synth_tokenizer_config_json(512))["chat_template"];
   return t;
 }
@@ -88,7 +89,7 @@ BOOST_AUTO_TEST_CASE(renders_the_named_templates_exactly_as_python_jinja2) {
       for (bool gen : {true, false}) {
         json ctx = {{"messages", conv}, {"add_generation_prompt", gen}, {"bos_token", "<s>"}, {"eos_token", "</s>"}};
         if (name == "qwen3" && gen) ctx["enable_thinking"] = false;
-        if ((name == "llama-3.1" || name == "qwen3" || name == "mistral-v0.3") && !gen)  // the tools paths too
+        if ((name == "llama-3.1" || name == "qwen3" || name == "mistral-v0.3" || name == "kjv") && !gen)  // the tools paths too
           ctx["tools"] = json::array({{{"type", "function"}, {"function", {{"name", "get_weather"}, {"description", "Weather in a city"},
                                        {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}}});
         cases.push_back({{"template", tmpl}, {"context", ctx}});

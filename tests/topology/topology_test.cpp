@@ -444,3 +444,15 @@ tensor_parallel = 2
   BOOST_TEST(e.find("off loopback") != std::string::npos, e);
   BOOST_TEST(e.find("rank_nodes") != std::string::npos, e);
 }
+
+BOOST_AUTO_TEST_CASE(tool_call_parser_is_one_of_the_formats) {
+  auto with = [](const std::string& v) {
+    std::string t = minimal;
+    t.replace(t.find("[model]\n") + 8, 0, "tool_call_parser = \"" + v + "\"\n");
+    return t;
+  };
+  BOOST_TEST(parse_topology(with("llama3_json"), "t.toml").model.tool_call_parser == "llama3_json");
+  BOOST_TEST(parse_topology(minimal, "t.toml").model.tool_call_parser.empty());  // the template's
+  const std::string e = error_of(with("pythonic"));
+  BOOST_TEST(e.find("model.tool_call_parser: \"pythonic\" is not one of hermes, llama3_json, mistral, none") != std::string::npos, e);
+}

@@ -65,7 +65,15 @@ VOCAB = 4096
 # GPT-2's pre-tokenization, restricted to ASCII (the text is ASCII; Troupe's ByteLevel
 # pre-tokenizer applies the Unicode form, which splits ASCII text the same way).
 PRETOKEN = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+""")
-CHAT_TEMPLATE = ("{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}<|end|>\n{% endfor %}"
+# Tools and tool calls in the Hermes style (what Qwen2.5/Qwen3 write), so that a served
+# models/kjv renders them and its tool-call parser is inferred from the template.
+CHAT_TEMPLATE = ("{% if tools %}<|system|>\nYou may call these tools. For each call write "
+                 "<tool_call>{\"name\": <name>, \"arguments\": <arguments>}</tool_call>.\n<tools>\n"
+                 "{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}</tools><|end|>\n{% endif %}"
+                 "{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}"
+                 "{% if message.tool_calls %}{% for call in message.tool_calls %}<tool_call>\n"
+                 "{\"name\": {{ call.function.name | tojson }}, \"arguments\": {{ call.function.arguments | tojson }}}\n</tool_call>"
+                 "{% endfor %}{% endif %}<|end|>\n{% endfor %}"
                  "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
 
 

@@ -292,6 +292,7 @@ int cmd_serve(const args& a) {
   fc.http.max_body = topo.frontend.max_body;
   fc.model_name = served.name;
   fc.model_aliases = topo.frontend.model_aliases;
+  if (!topo.model.tool_call_parser.empty()) fc.tool_call_parser = chat::tool_format_named(topo.model.tool_call_parser);
   fc.max_model_len = served.max_model_len;
   fc.vocab_size = served.vocab_size;
   fc.sampling_defaults = served.sampling_defaults;

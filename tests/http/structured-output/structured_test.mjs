@@ -3,7 +3,8 @@
 // sampled for every other one) validates with ajv (draft 2020-12, ajv-formats); regex and GBNF outputs match
 // JavaScript regular expressions; choices are one of the choices; OpenAI's Node client parses
 // (chat.completions.parse, streamed and not); unsupported keywords and bombs are 400s naming
-// the field. Exits non-zero with the reason on any failure.
+// the field; forced tool calls parse with the client (parse, stream helper, raw deltas), their
+// arguments validate, and a tool result sent back gets an answer. Exits non-zero with the reason on any failure.
 // Usage: node structured_test.mjs BASE_URL MODEL SCHEMAS_JSON
 import Ajv2020 from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
@@ -93,6 +94,85 @@ const final = await stream.finalChatCompletion();
 // is parsed here.)
 assert.deepEqual(JSON.parse(final.choices[0].message.content), msg.parsed, "a stream parses to the non-streamed object");
 
+// ---- tool calls: forced, parsed by the client, streamed and not; the result sent back ----
+const weather = {
+  type: "object", additionalProperties: false, required: ["city", "days"],
+  properties: { city: { type: "string", maxLength: 12 }, days: { type: "integer", minimum: 1, maximum: 7 } },
+};
+const clock = { type: "object", additionalProperties: false, required: ["zone"], properties: { zone: { enum: ["UTC", "CET"] } } };
+const schemas = { get_weather: weather, get_time: clock };
+const tools = Object.entries(schemas).map(([name, parameters]) => ({
+  type: "function", function: { name, description: `the ${name.slice(4)}`, parameters, strict: true } }));
+const ask = [{ role: "user", content: "What is the weather in Paris this week?" }];
+const named = { type: "function", function: { name: "get_weather" } };
+let calls = 0;
+for (const tool_choice of ["required", named]) {
+  // One call: models/kjv, knowing nothing of tools, would otherwise go on calling to max_tokens.
+  const body = { model, messages: ask, tools, tool_choice, parallel_tool_calls: false, max_tokens: 96, temperature: 0 };
+  // The client's helper parses strict tools' arguments itself.
+  const whole = await client.chat.completions.parse(body);
+  const m = whole.choices[0].message;
+  assert.equal(whole.choices[0].finish_reason, "tool_calls", JSON.stringify(whole));
+  assert.equal(m.content, null);
+  assert.ok(m.tool_calls.length >= 1);
+  assert.equal(m.tool_calls.length, 1);
+  if (tool_choice === named) assert.equal(m.tool_calls[0].function.name, "get_weather");
+  for (const c of m.tool_calls) {
+    assert.equal(c.type, "function");
+    assert.match(c.id, /^call_/);
+    assert.deepEqual(c.function.parsed_arguments, JSON.parse(c.function.arguments));
+    assert.ok(ajv.validate(schemas[c.function.name], c.function.parsed_arguments), `${c.function.arguments}: ${ajv.errorsText()}`);
+    ++calls;
+  }
+  // Streamed: the deltas as OpenAI sends them (id, type and name first, then argument
+  // fragments), reassembled by hand and by the client's stream helper, give the same calls.
+  const chunks = await client.chat.completions.create({ ...body, stream: true });
+  const byHand = [];
+  let finish = null;
+  for await (const chunk of chunks) {
+    const choice = chunk.choices[0];
+    if (choice?.finish_reason) finish = choice.finish_reason;
+    for (const d of choice?.delta?.tool_calls ?? []) {
+      if (d.id !== undefined) {
+        assert.equal(d.index, byHand.length);
+        assert.equal(d.type, "function");
+        assert.equal(d.function.arguments, "");
+        byHand.push({ name: d.function.name, arguments: "" });
+      } else {
+        assert.equal(d.function.name, undefined);
+        byHand[d.index].arguments += d.function.arguments;
+      }
+    }
+  }
+  assert.equal(finish, "tool_calls");
+  assert.deepEqual(byHand, m.tool_calls.map((c) => ({ name: c.function.name, arguments: c.function.arguments })));
+  const helper = await client.chat.completions.stream(body).finalChatCompletion();
+  assert.deepEqual(helper.choices[0].message.tool_calls.map((c) => [c.function.name, c.function.arguments]),
+                   m.tool_calls.map((c) => [c.function.name, c.function.arguments]));
+  // The round trip: the calls and their results go back, and the model answers (in text: with
+  // "auto" its answer is parsed for calls in its template's format, and it makes none).
+  const results = m.tool_calls.map((c) => ({ role: "tool", tool_call_id: c.id, content: JSON.stringify({ ok: c.function.name }) }));
+  const assistant = { role: "assistant", content: null,
+                      tool_calls: m.tool_calls.map(({ id, type, function: f }) => ({ id, type, function: { name: f.name, arguments: f.arguments } })) };
+  const loose = tools.map((t) => ({ ...t, function: { ...t.function, strict: false } }));
+  for (const next of [{ tool_choice: "none" }, { tools: loose, tool_choice: "auto" }]) {
+    const answer = await client.chat.completions.create({ model, messages: [...ask, assistant, ...results], tools, max_tokens: 16,
+                                                          temperature: 0, ...next });
+    assert.equal(typeof answer.choices[0].message.content, "string", JSON.stringify(answer));
+    assert.ok(["stop", "length"].includes(answer.choices[0].finish_reason));
+    assert.ok(answer.usage.prompt_tokens > 40, "the prompt holds the tools, the call and its result");
+  }
+}
+// Parallel calls allowed: every call but one cut by max_tokens validates.
+const many = await client.chat.completions.create({ model, messages: ask, tools, tool_choice: "required", max_tokens: 96, temperature: 0 });
+const manyCalls = many.choices[0].message.tool_calls;
+assert.ok(manyCalls.length >= 1);
+manyCalls.forEach((c, i) => {
+  if (i === manyCalls.length - 1 && many.choices[0].finish_reason === "length") return;
+  assert.ok(ajv.validate(schemas[c.function.name], JSON.parse(c.function.arguments)), c.function.arguments);
+  ++calls;
+});
+
 // ---- refusals ----
 const refused = async (body, param) => {
   await assert.rejects(client.chat.completions.create({ model, messages: messages("x"), max_tokens: 8, ...body }), (e) => {
@@ -109,5 +189,10 @@ await refused(schemaFormat({ enum: Array.from({ length: 100000 }, (_, i) => `val
               "response_format.json_schema.schema");
 await refused({ guided_regex: "(a|b|c|d)*a(a|b|c|d){40}" }, "guided_regex");  // the DFA would explode
 await refused({ guided_grammar: "root ::= root \"a\" | \"a\"" }, "guided_grammar");  // left recursion
+await refused({ tools, tool_choice: { type: "function", function: { name: "nope" } } }, "tool_choice.function.name");
+await refused({ tools, tool_choice: "auto" }, "tools[0].function.strict");  // strict needs a forced choice
+await refused({ tools: [{ type: "function", function: { name: "bad name" } }] }, "tools[0].function.name");
+await refused({ tools, tool_choice: "required", ...schemaFormat(person) }, "tool_choice");
 
-console.log(`structured output ok: ${stopped} outputs validated by ajv, ${cut} cut by max_tokens, of ${results.length}`);
+console.log(`structured output ok: ${stopped} outputs validated by ajv, ${cut} cut by max_tokens, of ${results.length}; ` +
+            `${calls} tool calls validated`);
