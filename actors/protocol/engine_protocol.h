@@ -72,6 +72,9 @@ struct token_update {
   std::vector<float> logprobs;
   std::vector<std::vector<std::int32_t>> top_ids;
   std::vector<std::vector<float>> top_logprobs;
+  // With the first token of a request that asked for prompt logprobs: one per prompt token
+  // after the first.
+  std::vector<sampling::token_logprobs> prompt_logprobs;
   // On the final update: queue, prefill and decode time on the replica that finished it.
   double queue_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
   std::int32_t migrations = 0;  // times the request moved so far (set by the request owner)
@@ -143,7 +146,7 @@ typename Inspector::result_type inspect(Inspector& f, token_update& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("token_update"), x.id, x.tokens, x.text, x.finished, reason, load_reason, x.error,
-           x.prompt_tokens, x.output_tokens, x.text_tokens, x.logprobs, x.top_ids, x.top_logprobs, x.queue_seconds,
+           x.prompt_tokens, x.output_tokens, x.text_tokens, x.logprobs, x.top_ids, x.top_logprobs, x.prompt_logprobs, x.queue_seconds,
            x.prefill_seconds, x.decode_seconds, x.migrations, x.transfer_seconds, x.draft_tokens, x.accepted_tokens, x.kv);
 }
 

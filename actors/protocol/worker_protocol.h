@@ -34,18 +34,18 @@ typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
   });
   return f(caf::meta::type_name("sampling_params"), x.temperature, x.top_k, x.top_p, x.min_p, x.repetition_penalty,
            x.presence_penalty, x.frequency_penalty, has_seed, seed, x.max_tokens, x.stop_token_ids, x.stop,
-           x.ignore_eos, x.logprobs, x.logit_bias, x.min_tokens, x.include_stop_str_in_output, constraint_type,
+           x.ignore_eos, x.logprobs, x.logit_bias, x.min_tokens, x.include_stop_str_in_output, constraint_type, x.prompt_logprobs,
            x.constraint.source, restore_seed);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sampling_row& x) {
-  return f(caf::meta::type_name("sampling_row"), x.params, x.seed, x.num_output, x.prompt_len, x.history, x.allowed);
+  return f(caf::meta::type_name("sampling_row"), x.params, x.seed, x.num_output, x.prompt_len, x.history, x.allowed, x.score);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_logprobs& x) {
-  return f(caf::meta::type_name("token_logprobs"), x.logprob, x.top_ids, x.top_logprobs);
+  return f(caf::meta::type_name("token_logprobs"), x.logprob, x.rank, x.top_ids, x.top_logprobs);
 }
 
 template <class Inspector>

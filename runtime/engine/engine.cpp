@@ -133,6 +133,13 @@ void engine::add_request(request r) {
     throw input_error("request '" + r.id + "': " + std::to_string(most) + " tokens need " + std::to_string(need) +
                       " KV blocks but the pool has " + std::to_string(kv_.num_blocks()));
   if (r.public_prefix < 0) throw input_error("request '" + r.id + "': public_prefix is negative");
+  // A step's score rows hold a vocabulary of logits each: bounded by the step's token budget.
+  constexpr double max_score_bytes = 1024.0 * 1024 * 1024;
+  if (r.params.prompt_logprobs >= 0 &&
+      double(std::min(len, cfg_.sched.max_num_batched_tokens)) * mc.vocab_size * sizeof(float) > max_score_bytes)
+    throw input_error("request '" + r.id + "': prompt_logprobs: a prompt of " + std::to_string(len) + " tokens would need " +
+                      std::to_string(std::min(len, cfg_.sched.max_num_batched_tokens)) + " rows of " +
+                      std::to_string(mc.vocab_size) + " logits in one step, over the 1 GiB this engine allows");
   auto s = std::make_unique<sequence>();
   s->acceptance = speculative::acceptance::starting_from(acceptance_);
   s->id = next_id_++;
@@ -142,6 +149,10 @@ void engine::add_request(request r) {
   s->tokens = std::move(r.prompt);
   s->tokens.insert(s->tokens.end(), r.generated.begin(), r.generated.end());
   s->prompt_len = len;
+  if (!r.generated.empty()) {  // migrated: its prompt logprobs went out with its first token
+    s->scored = std::max(0, len - 1);
+    s->prompt_lps_sent = true;
+  }
   const std::size_t returned = r.text_returned < 0 ? r.generated.size() : std::min(r.generated.size(), std::size_t(r.text_returned));
   s->out.detok = tokenizer::incremental_detokenizer(returned);
   s->prefill_only = r.prefill_only;
@@ -333,7 +344,7 @@ forward_plan engine::begin_step() {
   for (auto id : waiting_) {
     sequence& s = *seqs_.at(id);
     sched::seq_snapshot snap{id, int(s.tokens.size()), s.num_computed, kv_.num_blocks_of(id), s.priority, s.arrival};
-    if (cfg_.prefix_caching && s.pull_from.empty() && s.num_computed == 0 && snap.num_blocks == 0 &&
+    if (cfg_.prefix_caching && s.pull_from.empty() && s.num_computed == 0 && snap.num_blocks == 0 && !s.wants_scores() &&
         lookups++ < std::size_t(std::max(cfg_.sched.max_num_seqs, 1))) {
       kv::extend_block_hashes(s.hashes, s.tokens, bs, s.keys);
       kv::prefix_hit hit = kv_.find_prefix(s.hashes, (int(s.tokens.size()) - 1) / bs);
@@ -422,6 +433,7 @@ forward_plan engine::begin_step() {
       fp.positions.push_back(pos);
       fp.seq_of_token.push_back(std::int32_t(i));
     }
+    add_score_rows(s, sc.num_new_tokens, fp, p);
     if (s.num_computed + sc.num_new_tokens == int(s.tokens.size())) {  // one row per position from its last token on
       p.logit_row[i] = int(fp.logit_rows.size());
       for (std::size_t j = 0; j <= proposed.size(); ++j)
@@ -478,6 +490,8 @@ std::vector<request_output> engine::finish_step(std::optional<step_result> resul
     sequence& s = *seqs_.at(p.ids[i]);
     const int prompt_part = std::max(0, std::min(s.prompt_len, s.num_computed + p.new_tokens[i]) - s.num_computed);
     stats_.prompt_tokens_computed += std::uint64_t(prompt_part);
+    for (int k = 0; k < p.score_count[i]; ++k) s.prompt_lps.push_back(std::move(result->tokens[std::size_t(p.score_row[i] + k)].logprobs));
+    s.scored += p.score_count[i];
     if (p.logit_row[i] < 0) {  // a prefill chunk
       s.num_computed += p.new_tokens[i];
       cache_computed(s);
@@ -499,6 +513,10 @@ std::vector<request_output> engine::finish_step(std::optional<step_result> resul
     if (proposer_ && (!proposed.empty() || s.constraint)) proposer_->rewind(s.id, s.num_computed);  // (a cut proposal too)
     if (!s.first_token) s.first_token = sequence::clock::now();
     o.num_prompt_tokens = s.prompt_len;
+    if (s.params.prompt_logprobs >= 0 && !s.prompt_lps_sent) {
+      o.prompt_logprobs = std::move(s.prompt_lps);
+      s.prompt_lps_sent = true;
+    }
     o.num_output_tokens = s.num_output();
     o.text_tokens = int(s.out.detok.returned());
     if (why == finish_reason::none && s.prefill_only) why = finish_reason::handoff;
@@ -507,6 +525,26 @@ std::vector<request_output> engine::finish_step(std::optional<step_result> resul
   }
   apply_deferred_aborts();
   return out;
+}
+
+// Rows scoring the prompt positions this step computes (a request asking for prompt
+// logprobs), ahead of its sampling rows; positions scored before a preemption are not again.
+void engine::add_score_rows(const sequence& s, int new_tokens, forward_plan& fp, pending& p) const {
+  const std::size_t i = p.score_row.size();
+  p.score_row.push_back(int(fp.logit_rows.size()));
+  int count = 0;
+  if (s.params.prompt_logprobs >= 0) {
+    const int first = int(fp.tokens.size()) - p.new_tokens[i];  // fp's row of position num_computed
+    sampling::sampling_row row;
+    row.params.prompt_logprobs = s.params.prompt_logprobs;
+    for (int pos = std::max(s.num_computed, s.scored); pos < std::min(s.num_computed + new_tokens, s.prompt_len - 1); ++pos) {
+      fp.logit_rows.push_back(std::int32_t(first + pos - s.num_computed));
+      row.score = s.tokens[std::size_t(pos) + 1];
+      fp.sampling.push_back(row);
+      ++count;
+    }
+  }
+  p.score_count.push_back(count);
 }
 
 void engine::cache_computed(sequence& s) {

@@ -208,6 +208,7 @@ class engine {
   bool constraint_ends(sequence& s, std::int32_t token) const;
   // Registers the sequence's blocks computed in full in the prefix cache.
   void cache_computed(sequence& s);
+  void add_score_rows(const sequence& s, int new_tokens, forward_plan& fp, pending& p) const;
 
   model::model_config mc_;
   std::shared_ptr<const tokenizer::tokenizer> tok_;

@@ -40,6 +40,12 @@ struct engine::sequence {
   int probe_wait = 0;                    // steps without proposing, while its acceptance is below the floor
   int draft_tokens = 0, accepted_tokens = 0;
   std::unique_ptr<structured::constrained_output> constraint;  // null: unconstrained
+  // Prompt logprobs: how many prompt positions are scored (position k scores token k + 1),
+  // those not yet sent, and whether they went out (with the first token).
+  int scored = 0;
+  std::vector<sampling::token_logprobs> prompt_lps;
+  bool prompt_lps_sent = false;
+  bool wants_scores() const { return params.prompt_logprobs >= 0 && scored < prompt_len - 1; }
 
   int num_output() const { return int(tokens.size()) - prompt_len; }
 };
@@ -48,6 +54,7 @@ struct engine::pending {  // the step the executor has
   std::vector<std::uint64_t> ids;   // scheduled sequences, in plan order
   std::vector<int> new_tokens;      // tokens each computes this step
   std::vector<int> logit_row;       // its (first) row in the result, or -1 (a prefill chunk)
+  std::vector<int> score_row, score_count;  // its prompt positions scored (rows score_row ...)
   std::vector<std::vector<std::int32_t>> proposed;  // tokens it verifies (rows logit_row + 1 ...)
   std::size_t rows = 0;             // tokens the forward computes
   std::size_t logit_rows = 0;

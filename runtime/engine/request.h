@@ -71,6 +71,9 @@ struct request_output {
   int num_output_tokens = 0;  // total so far
   int text_tokens = 0;        // output tokens whose text has been returned (request::text_returned)
   std::vector<sampling::token_logprobs> logprobs;  // per new token, when the request asked
+  // With its first token, when the request asked for prompt logprobs: one per prompt token
+  // after the first (sampling_params::prompt_logprobs).
+  std::vector<sampling::token_logprobs> prompt_logprobs;
   // Set on the final output: seconds from arrival to first scheduled (queue), from then to the
   // first token (prefill), and from the first token to the end (decode), on this replica.
   double queue_seconds = 0, prefill_seconds = 0, decode_seconds = 0;

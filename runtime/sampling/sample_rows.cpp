@@ -30,6 +30,11 @@ std::vector<sampled_token> sample_rows(std::span<const float> logits, std::span<
   kernels::parallel_for(rows.size(), [&](std::size_t i) {
     const sampling_row& r = rows[i];
     std::span<const float> row = logits.subspan(i * v, v);
+    if (r.score >= 0) {
+      out[i].token = r.score;
+      out[i].logprobs = logprobs_of(row, r.score, std::max(0, r.params.prompt_logprobs));
+      return;
+    }
     const auto& p = r.params;
     const bool penalties = needs_history(p);
     const bool processors = p.processes_logits(r.num_output);

@@ -20,6 +20,9 @@ struct sampling_row {
   // Structured output: bit id set for each token the constraint allows here (EOS included where
   // the output is complete); empty: every token. Applied first, before penalties and logit_bias.
   std::vector<std::uint64_t> allowed;
+  // >= 0: nothing is sampled: this token (the prompt's next one) is scored, with the top
+  // params.prompt_logprobs, on the raw logits (prompt logprobs).
+  std::int32_t score = -1;
 };
 
 struct sampled_token {

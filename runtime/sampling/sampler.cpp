@@ -21,6 +21,8 @@ std::optional<sampling_params::violation> sampling_params::check(bool max_tokens
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) return v{"frequency_penalty", "must be in [-2, 2]"};
   if (max_tokens < 1) return v{"max_tokens", "must be >= 1"};
   if (logprobs < -1 || logprobs > max_logprobs) return v{"logprobs", "must be in [0, " + std::to_string(max_logprobs) + "]"};
+  if (prompt_logprobs < -1 || prompt_logprobs > max_logprobs)
+    return v{"prompt_logprobs", "must be in [0, " + std::to_string(max_logprobs) + "]"};
   for (auto& s : stop)
     if (s.empty()) return v{"stop", "stop strings must not be empty"};
   for (auto& [id, b] : logit_bias)
@@ -165,6 +167,9 @@ token_logprobs logprobs_of(std::span<const float> logits, std::int32_t chosen, i
   const double lse = double(mx) + std::log(sum);
   token_logprobs r;
   r.logprob = float(double(logits[std::size_t(chosen)]) - lse);
+  const float at = logits[std::size_t(chosen)];
+  r.rank = 1;
+  for (float x : logits) r.rank += x > at;
   top = std::min<int>(top, int(logits.size()));
   if (top > 0) {
     std::vector<std::int32_t> ids(logits.size());

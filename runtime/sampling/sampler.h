@@ -34,6 +34,7 @@ std::int32_t choose_token(std::span<const float> logits, const sampling_params& 
 // `top` most likely tokens in descending order (lowest id first on ties).
 struct token_logprobs {
   float logprob = 0;
+  std::int32_t rank = 0;  // 1: the most likely token; 1 + how many tokens are more likely
   std::vector<std::int32_t> top_ids;
   std::vector<float> top_logprobs;
 };

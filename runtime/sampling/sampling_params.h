@@ -31,6 +31,10 @@ struct sampling_params {
   std::vector<std::string> stop;  // stop strings; the output text ends before them
   bool ignore_eos = false;
   int logprobs = -1;  // -1: none; N >= 0: the chosen token's logprob and the N most likely
+  // -1: none; N >= 0: each prompt token's logprob after the tokens before it (the first has
+  // none), its rank, and the N most likely there: the raw distribution, teacher-forced. Such a
+  // request computes its whole prompt (no prefix-cache hits).
+  int prompt_logprobs = -1;
   // Added to a token's logit before sampling ([-100, 100]; -100 all but bans, 100 all but forces).
   std::vector<std::pair<std::int32_t, float>> logit_bias;
   int min_tokens = 0;  // until this many tokens are out, EOS, stop_token_ids and stop strings cannot end it

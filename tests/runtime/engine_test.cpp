@@ -6,6 +6,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/engine/engine.h"
+#include "runtime/eval/perplexity.h"
 #include "runtime/kv/transfer/pull.h"
 #include "runtime/kv/transfer/registry.h"
 #include "tests/support/engine_factory.h"
@@ -390,4 +391,73 @@ BOOST_AUTO_TEST_CASE(a_prefill_handed_off_with_its_kv_decodes_to_the_same_tokens
     BOOST_TEST(d.blocks().num_free() == d.blocks().num_blocks());
     for (std::size_t i = 0; i < reqs.size(); ++i) BOOST_TEST(got[i] == alone[i], (greedy ? "greedy" : "seeded") << " request " << i);
   }
+}
+
+namespace {
+
+// The prompt logprobs of request "scored" in a run of `reqs` (it must be among them).
+std::vector<sampling::token_logprobs> prompt_logprobs_of(engine::engine& e, const std::vector<engine::request>& reqs) {
+  for (const auto& r : reqs) e.add_request(r);
+  std::vector<sampling::token_logprobs> got;
+  int deliveries = 0;
+  while (e.has_unfinished())
+    for (auto& o : e.step())
+      if (o.id == "scored" && !o.prompt_logprobs.empty()) {
+        got = std::move(o.prompt_logprobs);
+        ++deliveries;
+      }
+  BOOST_TEST(deliveries == 1);
+  BOOST_TEST(e.blocks().num_free() == e.blocks().num_blocks());
+  return got;
+}
+
+}  // namespace
+
+// prompt_logprobs: every prompt token after the first, scored teacher-forced, summing to the
+// NLL `troupe eval perplexity` computes over the same tokens; the same values whether the prompt
+// is computed whole or in chunks, after a cached prefix (which it must not reuse), or in a
+// crowded pool that preempts.
+BOOST_AUTO_TEST_CASE(prompt_logprobs_are_the_teacher_forced_ones_however_the_prompt_is_computed) {
+  const int vocab = small_model()->config().vocab_size;
+  engine::request scored{"scored", {}, {}, {}, 0};
+  for (int i = 0; i < 150; ++i) scored.prompt.push_back((i * 37 + 11) % vocab);
+  scored.params.temperature = 0;
+  scored.params.max_tokens = 4;
+  scored.params.prompt_logprobs = 3;
+  eval::perplexity_config pc;
+  pc.window = int(scored.prompt.size());
+  const auto ref = eval::perplexity(*small_model(), scored.prompt, pc);
+
+  auto e = engine::cpu_engine(small_model(), nullptr, test::engine_cfg(512, 2048));
+  const auto whole = prompt_logprobs_of(e, {scored});
+  BOOST_TEST_REQUIRE(whole.size() == scored.prompt.size() - 1);
+  double sum = 0;
+  for (std::size_t k = 0; k < whole.size(); ++k) {
+    sum += whole[k].logprob;
+    BOOST_TEST(whole[k].top_ids.size() == 3u);
+    BOOST_TEST(whole[k].rank >= 1);
+    BOOST_TEST((whole[k].rank == 1) == (whole[k].logprob >= whole[k].top_logprobs[0]));
+  }
+  BOOST_TEST(-sum == ref.nll, boost::test_tools::tolerance(1e-4));
+
+  auto same = [&](const std::vector<sampling::token_logprobs>& got, const char* how) {
+    BOOST_TEST_REQUIRE(got.size() == whole.size(), how);
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      BOOST_TEST(std::abs(got[k].logprob - whole[k].logprob) < 1e-4, how << " token " << k + 1);
+      BOOST_TEST(got[k].top_ids == whole[k].top_ids, how << " token " << k + 1);
+    }
+  };
+  auto chunked = engine::cpu_engine(small_model(), nullptr, test::engine_cfg(16, 64));
+  same(prompt_logprobs_of(chunked, {scored}), "chunks of 16");
+  auto warm = engine::cpu_engine(small_model(), nullptr, test::engine_cfg(512, 2048));
+  engine::request plain = scored;
+  plain.id = "plain";
+  plain.params.prompt_logprobs = -1;
+  engine::generate_all(warm, {plain});  // its blocks are cached now
+  same(prompt_logprobs_of(warm, {scored}), "after the same prompt was cached");
+  auto crowd = test::mixed_requests(31, vocab, true);
+  crowd.push_back(scored);
+  auto squeezed = engine::cpu_engine(small_model(), nullptr, test::engine_cfg(64, 256, 40));
+  same(prompt_logprobs_of(squeezed, crowd), "in a pool that preempts");
+  BOOST_TEST(squeezed.stats().preemptions > 0u);
 }
