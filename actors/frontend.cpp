@@ -381,6 +381,7 @@ void on_update(frontend_ptr self, token_update& u) {
   auto it = st.live.find(u.id);
   if (it == st.live.end()) return;
   live_request& r = it->second;
+  if (!u.prompt_logprobs.empty()) r.w->prompt_scored(std::move(u.prompt_logprobs));
   const auto now = clock::now();
   if (!u.tokens.empty()) {
     if (r.output_tokens == 0) {
@@ -588,6 +589,13 @@ std::string cache_salt(const frontend_config& cfg, const http::request& rq, cons
   return user.empty() || !cfg.tenant_by_user ? std::string() : "user:" + user;
 }
 
+// What echo puts first: the prompt as the client sent it, or its tokens' text.
+std::string echo_text(const prepare_context& pc, const api::completion_request& req, const std::vector<std::int32_t>& prompt) {
+  if (!req.echo) return "";
+  if (req.prompt_text) return *req.prompt_text;
+  return pc.tok ? pc.tok->decode(prompt) : "";
+}
+
 void submit(frontend_ptr self, prepared& p) {
   auto& st = self->state;
   const auto& ex = p.ex;
@@ -625,6 +633,8 @@ void submit(frontend_ptr self, prepared& p) {
               {"priority", std::to_string(req.priority)}, {"input_bucket", input_bucket(len)}};
   r.w = std::make_unique<api::response_writer>(kind, id, st.cfg.model_name, std::int64_t(unix_seconds()), st.prepare_ctx->tok.get(), r.logprobs);
   if (p.tool_format != chat::tool_format::none) r.w->expect_tool_calls(p.tool_format, req.tools.parallel);
+  if (req.echo || req.params.prompt_logprobs >= 0)
+    r.w->expect_prompt(prompt, echo_text(*st.prepare_ctx, req, prompt), req.echo, req.prompt_logprobs_list);
   st.live.emplace(id, std::move(r));
 
   engine::request er;

@@ -242,7 +242,7 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
     }
     if (r.prompt_text && r.prompt_text->empty()) bad_field("prompt", "must not be empty");
     if (!r.prompt_text && r.prompt_ids.empty()) bad_field("prompt", "must not be empty");
-    if (auto e = f.boolean("echo"); e && *e) bad_field("echo", "is not supported");
+    r.echo = f.boolean("echo").value_or(false);
     if (f.get("suffix")) bad_field("suffix", "is not supported");
     if (auto lp = f.integer("logprobs")) {
       if (*lp < 0 || *lp > sampling::sampling_params::max_logprobs)
@@ -331,7 +331,14 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
     p.min_tokens = int(std::max<long long>(std::min<long long>(*mt, 1 << 30), -1));
   }
   if (auto inc = f.boolean("include_stop_str_in_output")) p.include_stop_str_in_output = *inc;
-  if (f.get("prompt_logprobs")) bad_field("prompt_logprobs", "is not supported yet");
+  if (auto pl = f.integer("prompt_logprobs")) {
+    if (*pl < 0 || *pl > sampling::sampling_params::max_logprobs)
+      bad_field("prompt_logprobs", "must be in [0, " + std::to_string(sampling::sampling_params::max_logprobs) + "]");
+    p.prompt_logprobs = int(*pl);
+    r.prompt_logprobs_list = true;
+  }
+  // Echo with logprobs scores the prompt too (the same top N).
+  if (r.echo && p.logprobs >= 0) p.prompt_logprobs = std::max(p.prompt_logprobs, p.logprobs);
   p.constraint = parse_output_constraint(j, body);
   if (r.tools.forced()) {
     if (!p.constraint.empty()) bad_field("tool_choice", "a forced tool call cannot be combined with another structured output");
@@ -423,16 +430,96 @@ void response_writer::expect_tool_calls(chat::tool_format format, bool parallel)
   tools_.emplace(format, "call_" + (dash == std::string::npos ? id_ : id_.substr(dash + 1)) + "_", parallel);
 }
 
+void response_writer::expect_prompt(std::vector<std::int32_t> ids, std::string text, bool echo, bool prompt_logprobs) {
+  prompt_ids_ = std::move(ids);
+  prompt_text_ = std::move(text);
+  echo_ = echo;
+  prompt_logprobs_ = prompt_logprobs;
+}
+
+void response_writer::prompt_scored(std::vector<sampling::token_logprobs> lps) {
+  if (!prompt_lps_) prompt_lps_ = std::move(lps);  // a migrated request's second copy is the same
+}
+
+// vLLM's prompt_logprobs: null for the first token, then {id: {logprob, rank, decoded_token}}.
+json response_writer::prompt_logprobs_json() const {
+  json out = json::array({nullptr});
+  if (!prompt_lps_) return out;
+  for (std::size_t k = 0; k < prompt_lps_->size() && k + 1 < prompt_ids_.size(); ++k) {
+    const auto& lp = (*prompt_lps_)[k];
+    const std::int32_t id = prompt_ids_[k + 1];
+    json entry = json::object();
+    entry[std::to_string(id)] = {{"logprob", lp.logprob}, {"rank", lp.rank}, {"decoded_token", token_string(id)}};
+    for (std::size_t t = 0; t < lp.top_ids.size(); ++t) {
+      const std::string key = std::to_string(lp.top_ids[t]);
+      if (!entry.contains(key))
+        entry[key] = {{"logprob", lp.top_logprobs[t]}, {"rank", int(t) + 1}, {"decoded_token", token_string(lp.top_ids[t])}};
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+// Completions' logprobs with the prompt's tokens first (the first scored by nothing: null),
+// then the output's, offsets running on from the prompt's text.
+json response_writer::echoed_logprobs(const json& output) const {
+  json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  std::size_t off = 0;
+  for (std::size_t k = 0; k < prompt_ids_.size(); ++k) {
+    const std::string t = token_string(prompt_ids_[k]);
+    tokens.push_back(t);
+    offsets.push_back(off);
+    off += tok_ ? tok_->decode({prompt_ids_[k]}).size() : t.size();  // special tokens add no text
+    if (k == 0 || !prompt_lps_ || k - 1 >= prompt_lps_->size()) {
+      lps.push_back(nullptr);
+      tops.push_back(nullptr);
+      continue;
+    }
+    const auto& lp = (*prompt_lps_)[k - 1];
+    lps.push_back(lp.logprob);
+    json top = json::object();
+    for (std::size_t t = 0; t < lp.top_ids.size(); ++t) top[token_string(lp.top_ids[t])] = lp.top_logprobs[t];
+    tops.push_back(std::move(top));
+  }
+  if (output.is_object()) {
+    for (const auto& x : output["tokens"]) tokens.push_back(x);
+    for (const auto& x : output["token_logprobs"]) lps.push_back(x);
+    for (const auto& x : output["top_logprobs"]) tops.push_back(x);
+    for (const auto& x : output["text_offset"]) offsets.push_back(x.get<std::size_t>() + prompt_text_.size());
+  }
+  return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+void response_writer::add_prompt(json& choice) const {
+  if (prompt_logprobs_) choice["prompt_logprobs"] = prompt_logprobs_json();
+}
+
 std::vector<json> response_writer::chunks(const std::string& text, const std::vector<token_logprob>& lps,
                                           const std::optional<std::string>& finish_reason) {
-  if (!tools_) return {chunk(text, lps, finish_reason)};
+  std::vector<json> first;
+  if ((echo_ || prompt_logprobs_) && !prompt_sent_) {  // the prompt's chunk, before the output's
+    prompt_sent_ = true;
+    json c = chunk("", {}, std::nullopt);
+    json& choice = c["choices"][0];
+    if (echo_ && kind_ == endpoint::completions) {
+      choice["text"] = prompt_text_;
+      if (logprobs_) choice["logprobs"] = echoed_logprobs(nullptr);
+    }
+    add_prompt(choice);
+    if (echo_ && kind_ == endpoint::completions) text_so_far_ += prompt_text_.size();
+    first.push_back(std::move(c));
+  }
+  if (!tools_) {
+    first.push_back(chunk(text, lps, finish_reason));
+    return first;
+  }
   chat::tool_events e = tools_->feed(text);
   if (finish_reason) {
     chat::tool_events tail = tools_->finish();
     e.content += tail.content;
     e.calls.insert(e.calls.end(), tail.calls.begin(), tail.calls.end());
   }
-  std::vector<json> out;
+  std::vector<json> out = std::move(first);
   if (!e.content.empty() || !lps.empty() || e.calls.empty()) out.push_back(chunk(e.content, lps, std::nullopt));
   if (!e.calls.empty()) out.push_back(tool_chunk(e.calls));
   if (finish_reason) {
@@ -492,9 +579,11 @@ json response_writer::full(const std::string& text, const std::vector<token_logp
     }
     out["object"] = "chat.completion";
   } else {
-    choice["text"] = content;
+    choice["text"] = echo_ ? prompt_text_ + content : content;
+    if (echo_ && logprobs_) choice["logprobs"] = echoed_logprobs(choice["logprobs"]);
     out["object"] = "text_completion";
   }
+  add_prompt(choice);
   out["choices"] = json::array({choice});
   out["usage"] = {{"prompt_tokens", u.prompt_tokens}, {"completion_tokens", u.completion_tokens},
                   {"total_tokens", u.prompt_tokens + u.completion_tokens}};

@@ -12,6 +12,7 @@
 
 #include "runtime/api/tools.h"
 #include "runtime/chat/tool_calls.h"
+#include "runtime/sampling/sampler.h"
 #include "runtime/sampling/sampling_params.h"
 
 namespace troupe::tokenizer {
@@ -57,6 +58,8 @@ struct completion_request {
   bool add_generation_prompt = true;
   sampling::sampling_params params;
   bool max_tokens_given = false;  // else the frontend fills the rest of the context
+  bool echo = false;              // completions: the prompt's text (and logprobs) come first
+  bool prompt_logprobs_list = false;  // vLLM's prompt_logprobs was asked for: the choice lists them
   bool stream = false;
   bool include_usage = false;
   std::string user;  // the tenant
@@ -115,6 +118,13 @@ class response_writer {
   nlohmann::json role_chunk() const;
   // The final usage chunk (stream_options.include_usage).
   nlohmann::json usage_chunk(const usage& u) const;
+  // The prompt, for `echo` (its text, and with logprobs its tokens' logprobs, go first; the
+  // first token has none: null) and vLLM's `prompt_logprobs` (a choice's list: null, then per
+  // prompt token {id: {logprob, rank, decoded_token}} for it and the top N). prompt_scored()
+  // gives the logprobs, which arrive with the first token; the stream's next chunks() start
+  // with a chunk of the prompt.
+  void expect_prompt(std::vector<std::int32_t> ids, std::string text, bool echo, bool prompt_logprobs);
+  void prompt_scored(std::vector<sampling::token_logprobs> lps);
   // The whole response of a non-streaming request; with tool calls expected, those in the text
   // go in message.tool_calls (content null when nothing else is left) and a "stop" finish
   // becomes "tool_calls".
@@ -123,6 +133,9 @@ class response_writer {
 
  private:
   nlohmann::json logprobs_json(const std::vector<token_logprob>& lps, std::size_t text_offset) const;
+  nlohmann::json echoed_logprobs(const nlohmann::json& output_logprobs) const;
+  nlohmann::json prompt_logprobs_json() const;
+  void add_prompt(nlohmann::json& choice) const;
   std::string token_string(std::int32_t id) const;
 
   endpoint kind_;
@@ -132,6 +145,10 @@ class response_writer {
   bool logprobs_;
   std::size_t text_so_far_ = 0;  // bytes streamed, for completions' text_offset
   std::optional<chat::tool_call_stream> tools_;
+  std::vector<std::int32_t> prompt_ids_;
+  std::string prompt_text_;
+  bool echo_ = false, prompt_logprobs_ = false, prompt_sent_ = false;
+  std::optional<std::vector<sampling::token_logprobs>> prompt_lps_;
 };
 
 // "stop" | "length" for the engine's reasons; anything else (abort, errors) has none.

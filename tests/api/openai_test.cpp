@@ -78,7 +78,7 @@ BOOST_AUTO_TEST_CASE(each_bad_field_is_named) {
   BOOST_TEST(param_of({{"prompt", "x"}, {"logprobs", 50}}) == "logprobs");
   BOOST_TEST(param_of({{"prompt", "x"}, {"stream_options", {{"include_usage", true}}}}) == "stream_options");
   BOOST_TEST(param_of({{"prompt", "x"}, {"stream", "yes"}}) == "stream");
-  BOOST_TEST(param_of({{"prompt", "x"}, {"echo", true}}) == "echo");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"echo", 1}}) == "echo");
   BOOST_TEST(param_of({{"messages", json::array()}}, endpoint::chat) == "messages");
   BOOST_TEST(param_of({{"messages", {{{"content", "x"}}}}}, endpoint::chat) == "messages[0].role");
   BOOST_TEST(param_of({{"messages", {{{"role", "user"}, {"content", 5}}}}}, endpoint::chat) == "messages[0].content");
@@ -144,7 +144,12 @@ BOOST_AUTO_TEST_CASE(no_field_is_accepted_and_ignored) {
   BOOST_TEST(param_of({{"prompt", "x"}, {"logit_bias", {{"x", 1}}}}) == "logit_bias");
   BOOST_TEST(param_of({{"prompt", "x"}, {"logit_bias", {{"1", 101}}}}) == "logit_bias");
   BOOST_TEST(param_of({{"prompt", "x"}, {"min_tokens", 9}, {"max_tokens", 8}}) == "min_tokens");
-  BOOST_TEST(param_of({{"prompt", "x"}, {"prompt_logprobs", 1}}) == "prompt_logprobs");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"prompt_logprobs", 21}}) == "prompt_logprobs");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"prompt_logprobs", -1}}) == "prompt_logprobs");
+  r = api::parse_request(json{{"prompt", "x"}, {"echo", true}, {"logprobs", 2}}.dump(), endpoint::completions);
+  BOOST_TEST(r.echo);
+  BOOST_TEST(r.params.prompt_logprobs == 2);  // echo with logprobs scores the prompt
+  BOOST_TEST(!r.prompt_logprobs_list);
   BOOST_TEST(param_of({{"messages", chat_msgs}, {"response_format", {{"type", "json_object"}}}}, endpoint::chat) == "accepted");
   BOOST_TEST(param_of({{"messages", chat_msgs}, {"response_format", {{"type", "text"}}}}, endpoint::chat) == "accepted");
   BOOST_TEST(param_of({{"messages", chat_msgs}, {"tool_choice", "required"}}, endpoint::chat) == "tool_choice");  // no tools
@@ -412,4 +417,42 @@ BOOST_AUTO_TEST_CASE(tool_call_responses) {
   BOOST_TEST(name == "f");
   BOOST_TEST(args == "{\"a\": 1}");
   BOOST_TEST(chunks.back()["choices"][0]["finish_reason"] == "tool_calls");
+}
+
+// echo puts the prompt's text first and, with logprobs, its tokens' (the first null) with
+// offsets running through the prompt into the output; prompt_logprobs lists vLLM's shape.
+BOOST_AUTO_TEST_CASE(echo_and_prompt_logprob_responses) {
+  api::response_writer w(endpoint::completions, "cmpl-1", "m", 1, nullptr, true);
+  w.expect_prompt({5, 6, 7}, "abc", true, true);
+  sampling::token_logprobs a, b;
+  a.logprob = -1.5f;
+  a.rank = 2;
+  a.top_ids = {9};
+  a.top_logprobs = {-0.5f};
+  b.logprob = -0.25f;
+  b.rank = 1;
+  b.top_ids = {7};
+  b.top_logprobs = {-0.25f};
+  w.prompt_scored({a, b});
+  api::token_logprob out;
+  out.id = 8;
+  out.logprob = -2;
+  const json full = w.full("d", {out}, "length", {3, 1});
+  const json& c = full["choices"][0];
+  BOOST_TEST(c["text"] == "abcd");
+  BOOST_TEST(c["logprobs"]["token_logprobs"] == json({nullptr, -1.5, -0.25, -2.0}));
+  BOOST_TEST(c["logprobs"]["tokens"].size() == 4u);
+  BOOST_TEST(c["logprobs"]["top_logprobs"][0].is_null());
+  BOOST_TEST(c["prompt_logprobs"][0].is_null());
+  BOOST_TEST(c["prompt_logprobs"][1]["6"]["logprob"] == -1.5);
+  BOOST_TEST(c["prompt_logprobs"][1]["6"]["rank"] == 2);
+  BOOST_TEST(c["prompt_logprobs"][1]["9"]["rank"] == 1);
+  BOOST_TEST(c["prompt_logprobs"][2].size() == 1u);  // the token is its own top 1
+  // Streamed: the prompt's chunk first, then the output's.
+  const auto chunks = w.chunks("d", {out}, std::nullopt);
+  BOOST_TEST_REQUIRE(chunks.size() == 2u);
+  BOOST_TEST(chunks[0]["choices"][0]["text"] == "abc");
+  BOOST_TEST(chunks[0]["choices"][0]["prompt_logprobs"].size() == 3u);
+  BOOST_TEST(chunks[1]["choices"][0]["text"] == "d");
+  BOOST_TEST(w.chunks("e", {out}, std::nullopt).size() == 1u);
 }

@@ -175,6 +175,49 @@ BOOST_AUTO_TEST_CASE(logprobs_are_the_models_and_sum_to_at_most_zero) {
   }
 }
 
+// echo with logprobs and vLLM's prompt_logprobs score the prompt teacher-forced: the same
+// figure `troupe eval perplexity` gives for the same text, streamed and not.
+BOOST_AUTO_TEST_CASE(prompt_logprobs_equal_eval_perplexitys_teacher_forced_values) {
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const std::string text = "And God said, Let there be light: and there was light. And God saw the light, that it was good: "
+                           "and God divided the light from the darkness.";
+  const std::string path = std::string(TROUPE_BINARY_DIR) + "/prompt_logprobs_text.txt";
+  std::ofstream(path) << text;
+  const auto eval = test::run_command(std::string(TROUPE_BINARY_DIR) + "/troupe eval perplexity --json --model " + model_dir() +
+                                      " --text " + path);
+  BOOST_TEST_REQUIRE(eval.status == 0, eval.output);
+  const json ref = json::parse(eval.output);
+  const std::size_t n = ref["tokens"].get<std::size_t>();
+
+  auto r = test::post_json(serve.port(), "/v1/completions",
+                           {{"prompt", text}, {"max_tokens", 1}, {"temperature", 0}, {"echo", true}, {"logprobs", 0}});
+  BOOST_TEST_REQUIRE(r.status == 200, r.body);
+  const json choice = r.json()["choices"][0];
+  BOOST_TEST(choice["text"].get<std::string>().rfind(text, 0) == 0u, "echo puts the prompt first");
+  const json& lps = choice["logprobs"]["token_logprobs"];
+  BOOST_TEST_REQUIRE(lps.size() == n + 2);  // the prompt's n + 1 tokens (the first unscored), then the output's
+  BOOST_TEST(lps[0].is_null());
+  double nll = 0;
+  for (std::size_t k = 1; k <= n; ++k) nll -= lps[k].get<double>();
+  BOOST_TEST(nll / double(n) == ref["mean_nll"].get<double>(), boost::test_tools::tolerance(1e-4));
+
+  // vLLM's spelling, streamed: the prompt's chunk comes first with the same values.
+  r = test::post_json(serve.port(), "/v1/completions",
+                      {{"prompt", text}, {"max_tokens", 2}, {"temperature", 0}, {"prompt_logprobs", 2}, {"stream", true}});
+  BOOST_TEST_REQUIRE(r.status == 200, r.body);
+  const json first = json::parse(r.events().at(0))["choices"][0];
+  const json& pl = first["prompt_logprobs"];
+  BOOST_TEST_REQUIRE(pl.size() == n + 1);
+  BOOST_TEST(pl[0].is_null());
+  const auto ids = tok()->encode(text, true);
+  for (std::size_t k = 1; k <= n; ++k) {
+    const json& at = pl[k][std::to_string(ids[k])];
+    BOOST_TEST(at["logprob"].get<double>() == lps[k].get<double>(), boost::test_tools::tolerance(1e-5));
+    BOOST_TEST(at["rank"].get<int>() >= 1);
+    BOOST_TEST(pl[k].size() <= 3u);  // the token and the top 2
+  }
+}
+
 BOOST_AUTO_TEST_CASE(errors_come_in_openais_shape_with_the_field_named) {
   BOOST_TEST_REQUIRE(serve.port() != 0);
   auto r = test::http_request(serve.port(), "POST", "/v1/completions", "{not json");
