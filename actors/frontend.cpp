@@ -8,6 +8,7 @@
 #include <random>
 
 #include "actors/error_text.h"
+#include "runtime/api/choices.h"
 #include "runtime/api/openai.h"
 #include "runtime/api/tokenize.h"
 #include "runtime/common/constant_time.h"
@@ -30,8 +31,8 @@ struct prepared {
   api::endpoint kind = api::endpoint::completions;
   std::chrono::steady_clock::time_point arrived;
   std::optional<api::completion_request> req;
-  std::vector<std::int32_t> prompt;
-  int public_prefix = 0;  // leading prompt tokens that are a public prompt's
+  std::vector<std::vector<std::int32_t>> prompts;  // one per prompt of the request
+  std::vector<int> public_prefix;  // per prompt: leading tokens that are a public prompt's
   std::optional<api::api_error> error;
   std::string id;     // the completion's
   std::string trace;  // the client's X-Request-Id, or the id
@@ -194,7 +195,23 @@ struct io_stats {
   std::size_t open_connections = 0;
 };
 
+// What the sub-requests of one request share: one per choice (n, best_of, a list of prompts),
+// one in all for most requests.
+struct choice_group {
+  api::choice_plan plan;
+  std::vector<std::string> ids;     // sub-request k's id
+  std::vector<json> fulls;          // non-streaming: each one's answer
+  std::vector<double> cumulative;   // each one's summed logprob (best_of)
+  int left = 0;                     // not finished yet
+  bool began = false;               // the stream's 200 went out
+  bool failed = false;              // answered with an error: the others' ends are dropped
+  long long prompt_tokens = 0, completion_tokens = 0;  // a stream's usage
+};
+
 struct live_request {
+  std::shared_ptr<choice_group> group;
+  int sub = 0;             // which of the group's sub-requests
+  double cumulative = 0;   // its tokens' summed logprob
   std::shared_ptr<http::exchange> ex;
   std::unique_ptr<api::response_writer> w;
   bool stream = false, include_usage = false, logprobs = false;
@@ -312,10 +329,23 @@ std::vector<api::token_logprob> logprobs_of(const token_update& u) {
 // A request that cannot finish: a stream under way gets the error as an event and [DONE] (its
 // 200 is sent), any other request the error as its answer.
 void end_with_error(frontend_ptr self, live_request& r, const api::api_error& e) {
-  if (!r.stream || !r.submitted) return send_error(self, r.ex, e);
+  if (r.group->failed) return;  // its group already answered
+  r.group->failed = true;
+  if (!r.stream || !r.group->began) return send_error(self, r.ex, e);
   sse(r.ex, e.body());
   r.ex->send("data: [DONE]\n\n");
   r.ex->end_stream();
+}
+
+// A sub-request failed or its client left: its group's others stop too.
+void abort_others(frontend_ptr self, live_request& r) {
+  auto& st = self->state;
+  for (const auto& id : r.group->ids) {
+    auto it = st.live.find(id);
+    if (it == st.live.end() || &it->second == &r || it->second.gone) continue;
+    it->second.gone = true;
+    if (it->second.submitted) self->send(st.owner, abort_atom::value, id);
+  }
 }
 
 void finish(frontend_ptr self, live_request& r, const token_update& u) {
@@ -339,17 +369,27 @@ void finish(frontend_ptr self, live_request& r, const token_update& u) {
     if (r.output_tokens > 1)
       m.tpot.observe(r.labels, std::chrono::duration<double>(r.last_token - r.first_token).count() / (r.output_tokens - 1));
   }
-  if (r.gone) return;
-  const api::usage usage{r.prompt_tokens, r.output_tokens};
-  if (error) return end_with_error(self, r, api::api_error(500, "the request failed while running: " + u.error, "", "server_error"));
+  if (r.gone || r.group->failed) return;
+  if (error) {
+    abort_others(self, r);
+    return end_with_error(self, r, api::api_error(500, "the request failed while running: " + u.error, "", "server_error"));
+  }
+  choice_group& g = *r.group;
+  --g.left;
   if (r.stream) {
     for (const auto& c : r.w->chunks(u.text, r.logprobs ? logprobs_of(u) : std::vector<api::token_logprob>{}, reason.value_or("abort")))
       sse(r.ex, c);
-    if (r.include_usage) sse(r.ex, r.w->usage_chunk(usage));
+    if (g.plan.draw_of(r.sub) == 0) g.prompt_tokens += r.prompt_tokens;
+    g.completion_tokens += r.output_tokens;
+    if (g.left > 0) return;
+    if (r.include_usage) sse(r.ex, r.w->usage_chunk({int(g.prompt_tokens), int(g.completion_tokens)}));
     r.ex->send("data: [DONE]\n\n");
     r.ex->end_stream();
   } else {
-    r.ex->respond(200, "application/json", dump(r.w->full(r.text, r.lps, reason.value_or("abort"), usage)));
+    g.fulls[std::size_t(r.sub)] = r.w->full(r.text, r.lps, reason.value_or("abort"), {r.prompt_tokens, r.output_tokens});
+    g.cumulative[std::size_t(r.sub)] = r.cumulative;
+    if (g.left > 0) return;
+    r.ex->respond(200, "application/json", dump(api::merge_choices(g.plan, g.fulls, g.cumulative)));
   }
 }
 
@@ -382,6 +422,7 @@ void on_update(frontend_ptr self, token_update& u) {
   if (it == st.live.end()) return;
   live_request& r = it->second;
   if (!u.prompt_logprobs.empty()) r.w->prompt_scored(std::move(u.prompt_logprobs));
+  for (float lp : u.logprobs) r.cumulative += lp;
   const auto now = clock::now();
   if (!u.tokens.empty()) {
     if (r.output_tokens == 0) {
@@ -449,6 +490,19 @@ chat::tool_format answer_tool_format(const prepare_context& pc, const api::tool_
   return pc.tool_format;
 }
 
+// A completions prompt as tokens: text encoded (with BOS as the tokenizer adds it), ids checked.
+std::vector<std::int32_t> completion_prompt(const prepare_context& pc, const api::prompt_input& in) {
+  if (in.text) {
+    if (!pc.tok) throw api::api_error(400, "this model has no tokenizer; send the prompt as token ids", "prompt");
+    return pc.tok->encode(*in.text, true);
+  }
+  for (std::size_t i = 0; i < in.ids.size(); ++i)
+    if (!in_vocabulary(pc, in.ids[i]))
+      throw api::api_error(400, "prompt: token " + std::to_string(i) + " is " + std::to_string(in.ids[i]) + ", outside " + vocabulary(pc),
+                           "prompt");
+  return in.ids;
+}
+
 void prepare(const prepare_context& pc, prepared& p) {
   api::completion_request req = api::parse_request(p.ex->req().body, p.kind, pc.sampling_defaults);
   check_model(pc, req.model);
@@ -461,17 +515,10 @@ void prepare(const prepare_context& pc, prepared& p) {
     } catch (const input_error& e) {
       throw api::api_error(400, e.what(), "messages");
     }
-    p.prompt = pc.tok->encode(text, false);  // the template wrote the special tokens itself
+    p.prompts.push_back(pc.tok->encode(text, false));  // the template wrote the special tokens itself
     p.tool_format = answer_tool_format(pc, req.tools);
-  } else if (req.prompt_text) {
-    if (!pc.tok) throw api::api_error(400, "this model has no tokenizer; send the prompt as token ids", "prompt");
-    p.prompt = pc.tok->encode(*req.prompt_text, true);
   } else {
-    p.prompt = std::move(req.prompt_ids);
-    for (std::size_t i = 0; i < p.prompt.size(); ++i)
-      if (!in_vocabulary(pc, p.prompt[i]))
-        throw api::api_error(400, "prompt: token " + std::to_string(i) + " is " + std::to_string(p.prompt[i]) + ", outside " +
-                                      vocabulary(pc), "prompt");
+    for (const auto& in : req.prompts) p.prompts.push_back(completion_prompt(pc, in));
   }
   // Token ids the model does not have would index past its logits.
   for (auto id : req.params.stop_token_ids)
@@ -480,7 +527,7 @@ void prepare(const prepare_context& pc, prepared& p) {
   for (auto& [id, b] : req.params.logit_bias)
     if (!in_vocabulary(pc, id))
       throw api::api_error(400, "logit_bias: token " + std::to_string(id) + " is outside " + vocabulary(pc), "logit_bias");
-  p.public_prefix = public_prefix_of(pc, p.prompt);
+  for (const auto& prompt : p.prompts) p.public_prefix.push_back(public_prefix_of(pc, prompt));
   if (!req.no_effect_fields.empty())
     log::debug("request_fields_without_effect", {{"id", p.id}, {"trace", p.trace}, {"fields", req.no_effect_fields}});
   p.req = std::move(req);
@@ -590,10 +637,64 @@ std::string cache_salt(const frontend_config& cfg, const http::request& rq, cons
 }
 
 // What echo puts first: the prompt as the client sent it, or its tokens' text.
-std::string echo_text(const prepare_context& pc, const api::completion_request& req, const std::vector<std::int32_t>& prompt) {
+std::string echo_text(const prepare_context& pc, const api::completion_request& req, std::size_t i,
+                      const std::vector<std::int32_t>& prompt) {
   if (!req.echo) return "";
-  if (req.prompt_text) return *req.prompt_text;
+  if (i < req.prompts.size() && req.prompts[i].text) return *req.prompts[i].text;
   return pc.tok ? pc.tok->decode(prompt) : "";
+}
+
+// A prompt the context cannot take, or whose max_tokens it cannot: 413 or 400. A chat
+// request's max_tokens left out is the rest of the context.
+void check_prompt_fits(const frontend_state& st, api::completion_request& req, api::endpoint kind, int len) {
+  const char* prompt_field = kind == api::endpoint::chat ? "messages" : "prompt";
+  if (len == 0) throw api::api_error(400, "the prompt is empty after tokenization", prompt_field);
+  if (auto c = engine::check_context(len, 0, 1, st.cfg.max_model_len, true)) throw api::api_error(413, c->message, prompt_field);
+  if (!req.max_tokens_given) req.params.max_tokens = kind == api::endpoint::chat ? st.cfg.max_model_len - len : 16;
+  if (auto c = engine::check_context(len, 0, req.params.max_tokens, st.cfg.max_model_len, true))
+    throw api::api_error(400, c->message, !req.max_tokens_given ? prompt_field : "max_tokens");
+}
+
+// The tenant's request rate and token budget: an API key's tenant has its [admission.tenants]
+// entry; a `user` (or nobody) the default.
+void charge_tenant(frontend_state& st, const http::request& rq, const std::string& user, double tokens) {
+  if (st.cfg.admission.tenants.empty()) return;
+  const std::string salt = cache_salt(st.cfg, rq, user);
+  const bool keyed = salt.rfind("tenant:", 0) == 0;
+  const auto v = st.budgets.charge(st.cfg.admission, salt.empty() ? "default" : salt, keyed ? salt.substr(7) : "default", tokens,
+                                   admission::clock::now());
+  if (!v.admitted) throw api::api_error(429, v.reason + "; retry later").with_retry_after(v.retry_after_s);
+}
+
+// A sub-request the owner could not take: the request's answer is that error.
+void on_submit_failed(frontend_ptr self, const std::string& id, const caf::error& err) {
+  auto it = self->state.live.find(id);
+  if (it == self->state.live.end()) return;
+  live_request& r = it->second;
+  const std::string why = error_message(self->system(), err);
+  abort_others(self, r);
+  if (auto wait = admission::retry_after_of(why))  // the pool's queue is full for its priority
+    end_with_error(self, r, api::api_error(429, why).with_retry_after(*wait));
+  else if (why.find("no replica") != std::string::npos || err == caf::sec::request_timeout)
+    end_with_error(self, r, api::api_error(503, "no replica can serve the request now (" + why + "); retry later"));
+  else
+    end_with_error(self, r, api::api_error(400, why));
+  self->state.live.erase(it);
+  check_drained(self);
+}
+
+void on_submitted(frontend_ptr self, const std::string& id, api::endpoint kind) {
+  auto it = self->state.live.find(id);
+  if (it == self->state.live.end()) return;
+  live_request& r = it->second;
+  r.submitted = true;
+  if (r.gone) return self->send(self->state.owner, abort_atom::value, id);
+  if (!r.stream) return;
+  if (!r.group->began) {
+    r.group->began = true;
+    r.ex->begin_stream("text/event-stream");
+  }
+  if (kind == api::endpoint::chat) sse(r.ex, r.w->role_chunk());
 }
 
 void submit(frontend_ptr self, prepared& p) {
@@ -602,79 +703,64 @@ void submit(frontend_ptr self, prepared& p) {
   const api::endpoint kind = p.kind;
   if (p.error) throw *p.error;
   api::completion_request& req = *p.req;
-  std::vector<std::int32_t>& prompt = p.prompt;
-  const int len = int(prompt.size());
-  if (len == 0) throw api::api_error(400, "the prompt is empty after tokenization", kind == api::endpoint::chat ? "messages" : "prompt");
-  const char* prompt_field = kind == api::endpoint::chat ? "messages" : "prompt";
-  if (auto c = engine::check_context(len, 0, 1, st.cfg.max_model_len, true)) throw api::api_error(413, c->message, prompt_field);
-  if (!req.max_tokens_given) req.params.max_tokens = kind == api::endpoint::chat ? st.cfg.max_model_len - len : 16;
-  if (auto c = engine::check_context(len, 0, req.params.max_tokens, st.cfg.max_model_len, true))
-    throw api::api_error(400, c->message, !req.max_tokens_given ? prompt_field : "max_tokens");
+  double tokens = 0;
+  for (const auto& prompt : p.prompts) {
+    check_prompt_fits(st, req, kind, int(prompt.size()));
+    tokens += double(prompt.size() + std::size_t(req.params.max_tokens)) * req.best_of;
+  }
   if (auto v = req.params.check()) throw api::api_error(400, v->field + ": " + v->rule, v->field);
   if (ex->gone()) return;  // the client left while its request was being prepared
-  if (!st.cfg.admission.tenants.empty()) {  // the tenant's request rate and token budget
-    // An API key's tenant has its [admission.tenants] entry; a `user` (or nobody) the default.
-    const std::string salt = cache_salt(st.cfg, ex->req(), req.user);
-    const bool keyed = salt.rfind("tenant:", 0) == 0;
-    const auto v = st.budgets.charge(st.cfg.admission, salt.empty() ? "default" : salt, keyed ? salt.substr(7) : "default",
-                                     double(len + req.params.max_tokens), admission::clock::now());
-    if (!v.admitted) throw api::api_error(429, v.reason + "; retry later").with_retry_after(v.retry_after_s);
+  charge_tenant(st, ex->req(), req.user, tokens);
+
+  auto g = std::make_shared<choice_group>();
+  g->plan = {int(p.prompts.size()), req.n, req.best_of};
+  g->left = g->plan.size();
+  g->fulls.resize(std::size_t(g->left));
+  g->cumulative.resize(std::size_t(g->left));
+  const bool client_logprobs = req.params.logprobs >= 0;
+  sampling::sampling_params params = req.params;
+  if (req.best_of > req.n) params.logprobs = std::max(params.logprobs, 0);  // to rank the draws
+  for (int k = 0; k < g->plan.size(); ++k) g->ids.push_back(g->plan.size() == 1 ? p.id : p.id + "-" + std::to_string(k));
+  // A client that leaves aborts its requests at once, freeing their KV blocks.
+  ex->on_gone([h = caf::actor_cast<caf::actor>(self), ids = g->ids] {
+    for (const auto& id : ids) caf::anon_send(h, gone_atom::value, id);
+  });
+  for (int k = 0; k < g->plan.size(); ++k) {
+    const std::size_t i = std::size_t(g->plan.prompt_of(k));
+    const std::vector<std::int32_t>& prompt = p.prompts[i];
+    const std::string id = g->ids[std::size_t(k)];
+    live_request r;
+    r.group = g;
+    r.sub = k;
+    r.ex = ex;
+    r.stream = req.stream;
+    r.include_usage = req.include_usage;
+    r.logprobs = client_logprobs;
+    r.prompt_tokens = int(prompt.size());
+    r.arrived = p.arrived;
+    r.labels = {{"model_name", st.cfg.model_name}, {"tenant", req.user.empty() ? "default" : req.user},
+                {"priority", std::to_string(req.priority)}, {"input_bucket", input_bucket(int(prompt.size()))}};
+    r.w = std::make_unique<api::response_writer>(kind, p.id, st.cfg.model_name, std::int64_t(unix_seconds()), st.prepare_ctx->tok.get(),
+                                                  r.logprobs);
+    r.w->set_index(g->plan.index_of(k));
+    if (p.tool_format != chat::tool_format::none) r.w->expect_tool_calls(p.tool_format, req.tools.parallel);
+    if (req.echo || req.params.prompt_logprobs >= 0)
+      r.w->expect_prompt(prompt, echo_text(*st.prepare_ctx, req, i, prompt), req.echo, req.prompt_logprobs_list);
+    st.live.emplace(id, std::move(r));
+
+    engine::request er;
+    er.id = id;
+    er.prompt = prompt;
+    er.params = params;
+    er.params.seed = g->plan.seed_of(req.params.seed, k);
+    er.priority = req.priority;
+    er.speculate = req.speculate;
+    er.cache_salt = cache_salt(st.cfg, ex->req(), req.user);
+    er.public_prefix = p.public_prefix[i];
+    er.trace_id = p.trace;
+    self->request(st.owner, st.cfg.request_timeout, submit_atom::value, er, caf::actor_cast<token_sink>(self))
+        .then([=](bool) { on_submitted(self, id, kind); }, [=](caf::error& err) { on_submit_failed(self, id, err); });
   }
-
-  const std::string id = p.id;
-  live_request r;
-  r.ex = ex;
-  r.stream = req.stream;
-  r.include_usage = req.include_usage;
-  r.logprobs = req.params.logprobs >= 0;
-  r.prompt_tokens = len;
-  r.arrived = p.arrived;
-  r.labels = {{"model_name", st.cfg.model_name}, {"tenant", req.user.empty() ? "default" : req.user},
-              {"priority", std::to_string(req.priority)}, {"input_bucket", input_bucket(len)}};
-  r.w = std::make_unique<api::response_writer>(kind, id, st.cfg.model_name, std::int64_t(unix_seconds()), st.prepare_ctx->tok.get(), r.logprobs);
-  if (p.tool_format != chat::tool_format::none) r.w->expect_tool_calls(p.tool_format, req.tools.parallel);
-  if (req.echo || req.params.prompt_logprobs >= 0)
-    r.w->expect_prompt(prompt, echo_text(*st.prepare_ctx, req, prompt), req.echo, req.prompt_logprobs_list);
-  st.live.emplace(id, std::move(r));
-
-  engine::request er;
-  er.id = id;
-  er.prompt = std::move(prompt);
-  er.params = req.params;
-  er.priority = req.priority;
-  er.speculate = req.speculate;
-  er.cache_salt = cache_salt(st.cfg, ex->req(), req.user);
-  er.public_prefix = p.public_prefix;
-  er.trace_id = p.trace;
-  // A client that leaves aborts its request at once, freeing its KV blocks.
-  ex->on_gone([self_handle = caf::actor_cast<caf::actor>(self), id] { caf::anon_send(self_handle, gone_atom::value, id); });
-  self->request(st.owner, st.cfg.request_timeout, submit_atom::value, er, caf::actor_cast<token_sink>(self))
-      .then(
-          [=](bool) {
-            auto it = self->state.live.find(id);
-            if (it == self->state.live.end()) return;
-            live_request& r = it->second;
-            r.submitted = true;
-            if (r.gone) return self->send(self->state.owner, abort_atom::value, id);
-            if (r.stream) {
-              r.ex->begin_stream("text/event-stream");
-              if (kind == api::endpoint::chat) sse(r.ex, r.w->role_chunk());
-            }
-          },
-          [=](caf::error& err) {
-            auto it = self->state.live.find(id);
-            if (it == self->state.live.end()) return;
-            auto ex = it->second.ex;
-            self->state.live.erase(it);
-            const std::string why = error_message(self->system(), err);
-            if (auto wait = admission::retry_after_of(why))  // the pool's queue is full for its priority
-              send_error(self, ex, api::api_error(429, why).with_retry_after(*wait));
-            else if (why.find("no replica") != std::string::npos || err == caf::sec::request_timeout)
-              send_error(self, ex, api::api_error(503, "no replica can serve the request now (" + why + "); retry later"));
-            else
-              send_error(self, ex, api::api_error(400, why));
-            check_drained(self);
-          });
 }
 
 void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {

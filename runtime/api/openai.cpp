@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "runtime/api/choices.h"
 #include "runtime/api/structured_output.h"
 #include "runtime/api/tools.h"
 #include "runtime/common/error.h"
@@ -92,6 +93,37 @@ struct fields {
     return v->get<std::string>();
   }
 };
+
+// One prompt: a string or a list of token ids.
+std::optional<prompt_input> one_prompt(const json& p) {
+  prompt_input in;
+  if (p.is_string()) {
+    in.text = p.get<std::string>();
+    if (in.text->empty()) bad_field("prompt", "must not be empty");
+    return in;
+  }
+  if (!p.is_array() || p.empty() || !p[0].is_number_integer()) return std::nullopt;
+  for (const auto& t : p) {
+    if (!t.is_number_integer()) bad_field("prompt", "a token-id prompt must hold only integers");
+    in.ids.push_back(t.get<std::int32_t>());
+  }
+  return in;
+}
+
+// `prompt`: a string, a list of token ids, or a list of either (a batch, each prompt its own
+// choices).
+std::vector<prompt_input> parse_prompts(const json& p) {
+  if (auto one = one_prompt(p)) return {std::move(*one)};
+  if (!p.is_array() || p.empty()) bad_field("prompt", std::string("expected a non-empty string, a list of token ids, or a list of those, got ") + json_type(p));
+  if (p.size() > std::size_t(choice_plan::max_choices)) bad_field("prompt", "at most " + std::to_string(choice_plan::max_choices) + " prompts");
+  std::vector<prompt_input> out;
+  for (const auto& x : p) {
+    auto one = one_prompt(x);
+    if (!one) bad_field("prompt", "each prompt of a list must be a non-empty string or a list of token ids");
+    out.push_back(std::move(*one));
+  }
+  return out;
+}
 
 std::string message_text(const json& content, std::size_t index) {
   const std::string field = "messages[" + std::to_string(index) + "].content";
@@ -202,6 +234,22 @@ void check_no_effect_fields(const fields& f, completion_request& r) {
     if (f.get(name.c_str())) r.no_effect_fields.push_back(name);
 }
 
+// n, best_of and the prompts: at most choice_plan::max_choices sub-requests in all.
+void check_choices(const fields& f, completion_request& r) {
+  const long long n = f.integer("n").value_or(1);
+  if (n < 1 || n > choice_plan::max_choices) bad_field("n", "must be in [1, " + std::to_string(choice_plan::max_choices) + "]");
+  r.n = int(n);
+  const long long best = f.integer("best_of").value_or(n);
+  if (best < n) bad_field("best_of", "must be at least n (" + std::to_string(n) + ")");
+  const long long prompts = std::max<long long>(1, (long long)r.prompts.size());
+  if (best * prompts > choice_plan::max_choices)
+    bad_field(f.get("best_of") ? "best_of" : "n", std::to_string(prompts) + " prompt(s) x " + std::to_string(best) +
+                                                      " choices is over the " + std::to_string(choice_plan::max_choices) + " a request may ask for");
+  r.best_of = int(best);
+  if (r.best_of > r.n && f.boolean("stream").value_or(false))
+    bad_field("best_of", "cannot be streamed (the n kept are known only at the end); leave it out or equal to n");
+}
+
 completion_request parse_request(const std::string& body, endpoint kind, const sampling::sampling_params& defaults) {
   json j;
   try {
@@ -220,28 +268,7 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
   if (kind == endpoint::completions) {
     const json* p = f.get("prompt");
     if (!p) bad_field("prompt", "is required");
-    if (p->is_string()) {
-      r.prompt_text = p->get<std::string>();
-    } else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
-      for (const auto& t : *p) {
-        if (!t.is_number_integer()) bad_field("prompt", "a token-id prompt must hold only integers");
-        r.prompt_ids.push_back(t.get<std::int32_t>());
-      }
-    } else if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) {
-      const json& one = (*p)[0];  // a batch of one
-      if (one.is_string()) r.prompt_text = one.get<std::string>();
-      else
-        for (const auto& t : one) {
-          if (!t.is_number_integer()) bad_field("prompt", "a token-id prompt must hold only integers");
-          r.prompt_ids.push_back(t.get<std::int32_t>());
-        }
-    } else if (p->is_array() && p->size() > 1) {
-      bad_field("prompt", "batches of several prompts are not supported; send one request per prompt");
-    } else {
-      bad_field("prompt", std::string("expected a string or an array of token ids, got ") + json_type(*p));
-    }
-    if (r.prompt_text && r.prompt_text->empty()) bad_field("prompt", "must not be empty");
-    if (!r.prompt_text && r.prompt_ids.empty()) bad_field("prompt", "must not be empty");
+    r.prompts = parse_prompts(*p);
     r.echo = f.boolean("echo").value_or(false);
     if (f.get("suffix")) bad_field("suffix", "is not supported");
     if (auto lp = f.integer("logprobs")) {
@@ -278,8 +305,7 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
     p.max_tokens = int(std::max<long long>(*mt, 0));
     r.max_tokens_given = true;
   }
-  if (auto n = f.integer("n"); n && *n != 1) bad_field("n", "only n = 1 is supported");
-  if (auto b = f.integer("best_of"); b && *b != 1) bad_field("best_of", "only best_of = 1 is supported");
+  check_choices(f, r);
   if (auto t = f.number("temperature")) {
     p.temperature = float(*t);
   }
@@ -413,7 +439,7 @@ json response_writer::logprobs_json(const std::vector<token_logprob>& lps, std::
 
 json response_writer::chunk(const std::string& text, const std::vector<token_logprob>& lps,
                             const std::optional<std::string>& finish_reason) {
-  json choice = {{"index", 0}, {"logprobs", logprobs_json(lps, text_so_far_)},
+  json choice = {{"index", index_}, {"logprobs", logprobs_json(lps, text_so_far_)},
                  {"finish_reason", finish_reason ? json(*finish_reason) : json(nullptr)}};
   text_so_far_ += text.size();
   if (kind_ == endpoint::chat) {
@@ -425,9 +451,11 @@ json response_writer::chunk(const std::string& text, const std::vector<token_log
 }
 
 void response_writer::expect_tool_calls(chat::tool_format format, bool parallel) {
-  // Call ids: the completion's id made a call's ("chatcmpl-x" -> "call_x_0"), unique as it is.
+  // Call ids: the completion's id made a call's ("chatcmpl-x" -> "call_x_0"; choice 2's
+  // "call_x_2_0"), unique as it is.
   const auto dash = id_.find('-');
-  tools_.emplace(format, "call_" + (dash == std::string::npos ? id_ : id_.substr(dash + 1)) + "_", parallel);
+  const std::string choice = index_ > 0 ? "_" + std::to_string(index_) : "";
+  tools_.emplace(format, "call_" + (dash == std::string::npos ? id_ : id_.substr(dash + 1)) + choice + "_", parallel);
 }
 
 void response_writer::expect_prompt(std::vector<std::int32_t> ids, std::string text, bool echo, bool prompt_logprobs) {
@@ -537,12 +565,12 @@ json response_writer::tool_chunk(const std::vector<chat::tool_call_delta>& delta
     else
       calls.push_back({{"index", d.index}, {"function", {{"arguments", d.arguments}}}});
   }
-  json choice = {{"index", 0}, {"delta", {{"tool_calls", calls}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  json choice = {{"index", index_}, {"delta", {{"tool_calls", calls}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
   return {{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", model_}, {"choices", {choice}}};
 }
 
 json response_writer::role_chunk() const {
-  json choice = {{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  json choice = {{"index", index_}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
   return {{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", model_}, {"choices", {choice}}};
 }
 
@@ -567,7 +595,7 @@ json response_writer::full(const std::string& text, const std::vector<token_logp
     calls = parse.calls();
   }
   const bool called = !calls.empty() && finish_reason == "stop";
-  json choice = {{"index", 0}, {"logprobs", logprobs_json(lps, 0)}, {"finish_reason", called ? std::string("tool_calls") : finish_reason}};
+  json choice = {{"index", index_}, {"logprobs", logprobs_json(lps, 0)}, {"finish_reason", called ? std::string("tool_calls") : finish_reason}};
   json out = {{"id", id_}, {"created", created_}, {"model", model_}};
   if (kind_ == endpoint::chat) {
     choice["message"] = {{"role", "assistant"}, {"content", calls.empty() || !content.empty() ? json(content) : json(nullptr)}};

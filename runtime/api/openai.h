@@ -47,11 +47,17 @@ class api_error : public std::runtime_error {
 
 enum class endpoint { completions, chat };
 
+struct prompt_input {
+  std::optional<std::string> text;  // a string prompt, or
+  std::vector<std::int32_t> ids;    // a prompt of token ids
+};
+
 struct completion_request {
   endpoint kind = endpoint::completions;
   std::string model;
-  std::optional<std::string> prompt_text;  // completions: a string prompt
-  std::vector<std::int32_t> prompt_ids;    // completions: a prompt of token ids
+  std::vector<prompt_input> prompts;       // completions: one or several (a batch)
+  int n = 1;        // choices per prompt
+  int best_of = 1;  // completions: generated per prompt, the n most likely kept
   nlohmann::json messages;                 // chat: [{role, content}], content flattened to text
   nlohmann::json template_kwargs = nlohmann::json::object();  // chat_template_kwargs (and the tools)
   tool_request tools;                      // chat: tools, tool_choice, parallel_tool_calls
@@ -118,6 +124,8 @@ class response_writer {
   nlohmann::json role_chunk() const;
   // The final usage chunk (stream_options.include_usage).
   nlohmann::json usage_chunk(const usage& u) const;
+  // The choice's index in the response (several choices: n, a list of prompts).
+  void set_index(int i) { index_ = i; }
   // The prompt, for `echo` (its text, and with logprobs its tokens' logprobs, go first; the
   // first token has none: null) and vLLM's `prompt_logprobs` (a choice's list: null, then per
   // prompt token {id: {logprob, rank, decoded_token}} for it and the top N). prompt_scored()
@@ -144,6 +152,7 @@ class response_writer {
   const tokenizer::tokenizer* tok_;
   bool logprobs_;
   std::size_t text_so_far_ = 0;  // bytes streamed, for completions' text_offset
+  int index_ = 0;
   std::optional<chat::tool_call_stream> tools_;
   std::vector<std::int32_t> prompt_ids_;
   std::string prompt_text_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "runtime/api/choices.h"
 #include "runtime/api/openai.h"
 #include "runtime/api/tokenize.h"
 #include "runtime/structured/constraint.h"
@@ -31,7 +32,8 @@ BOOST_AUTO_TEST_CASE(completions_fields_and_defaults) {
   auto r = api::parse_request(R"({"prompt": "hi", "max_tokens": 5, "temperature": 0, "top_k": -1, "stop": "x",
                                   "seed": 9, "stream": true, "stream_options": {"include_usage": true},
                                   "user": "acme", "priority": -2, "logprobs": 3})", endpoint::completions);
-  BOOST_TEST(*r.prompt_text == "hi");
+  BOOST_TEST_REQUIRE(r.prompts.size() == 1u);
+  BOOST_TEST(*r.prompts[0].text == "hi");
   BOOST_TEST(r.params.max_tokens == 5);
   BOOST_TEST(r.max_tokens_given);
   BOOST_TEST(r.params.greedy());
@@ -44,7 +46,14 @@ BOOST_AUTO_TEST_CASE(completions_fields_and_defaults) {
   BOOST_TEST(r.priority == -2);
   BOOST_TEST(r.params.logprobs == 3);
   r = api::parse_request(R"({"prompt": [[1, 2, 3]]})", endpoint::completions);  // a batch of one
-  BOOST_TEST((r.prompt_ids == std::vector<std::int32_t>{1, 2, 3}));
+  BOOST_TEST_REQUIRE(r.prompts.size() == 1u);
+  BOOST_TEST((r.prompts[0].ids == std::vector<std::int32_t>{1, 2, 3}));
+  r = api::parse_request(R"({"prompt": ["a", [4, 5], "b"], "n": 2, "best_of": 3})", endpoint::completions);  // a batch
+  BOOST_TEST_REQUIRE(r.prompts.size() == 3u);
+  BOOST_TEST(*r.prompts[2].text == "b");
+  BOOST_TEST((r.prompts[1].ids == std::vector<std::int32_t>{4, 5}));
+  BOOST_TEST(r.n == 2);
+  BOOST_TEST(r.best_of == 3);
   BOOST_TEST(!r.max_tokens_given);
   BOOST_TEST(r.params.logprobs == -1);
 }
@@ -63,7 +72,7 @@ BOOST_AUTO_TEST_CASE(chat_fields) {
 BOOST_AUTO_TEST_CASE(each_bad_field_is_named) {
   BOOST_TEST(param_of({{"prompt", 3}}) == "prompt");
   BOOST_TEST(param_of({{"prompt", ""}}) == "prompt");
-  BOOST_TEST(param_of({{"prompt", {"a", "b"}}}) == "prompt");
+  BOOST_TEST(param_of({{"prompt", {"a", "b"}}}) == "accepted");  // a batch of two
   BOOST_TEST(param_of(json::object()) == "prompt");
   BOOST_TEST(param_of({{"prompt", "x"}, {"max_tokens", 0}}) == "max_tokens");
   BOOST_TEST(param_of({{"prompt", "x"}, {"temperature", -1}}) == "temperature");
@@ -74,7 +83,12 @@ BOOST_AUTO_TEST_CASE(each_bad_field_is_named) {
   BOOST_TEST(param_of({{"prompt", "x"}, {"repetition_penalty", 0}}) == "repetition_penalty");
   BOOST_TEST(param_of({{"prompt", "x"}, {"seed", 1.5}}) == "seed");
   BOOST_TEST(param_of({{"prompt", "x"}, {"stop", {1}}}) == "stop");
-  BOOST_TEST(param_of({{"prompt", "x"}, {"n", 2}}) == "n");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"n", 0}}) == "n");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"n", 2}, {"best_of", 1}}) == "best_of");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"n", 2}, {"best_of", 3}, {"stream", true}}) == "best_of");
+  BOOST_TEST(param_of({{"prompt", json::array({"a", "b"})}, {"n", 65}}) == "n");  // 130 choices
+  BOOST_TEST(param_of({{"prompt", json::array({"a", json::array()})}}) == "prompt");
+  BOOST_TEST(param_of({{"prompt", json::array({"a", 3})}}) == "prompt");
   BOOST_TEST(param_of({{"prompt", "x"}, {"logprobs", 50}}) == "logprobs");
   BOOST_TEST(param_of({{"prompt", "x"}, {"stream_options", {{"include_usage", true}}}}) == "stream_options");
   BOOST_TEST(param_of({{"prompt", "x"}, {"stream", "yes"}}) == "stream");
@@ -455,4 +469,27 @@ BOOST_AUTO_TEST_CASE(echo_and_prompt_logprob_responses) {
   BOOST_TEST(chunks[0]["choices"][0]["prompt_logprobs"].size() == 3u);
   BOOST_TEST(chunks[1]["choices"][0]["text"] == "d");
   BOOST_TEST(w.chunks("e", {out}, std::nullopt).size() == 1u);
+}
+
+// Several choices: best_of keeps the n with the highest summed logprob per prompt, numbered
+// prompt * n + rank; usage counts each prompt once and every generated token.
+BOOST_AUTO_TEST_CASE(choices_merge_in_order_and_best_of_keeps_the_most_likely) {
+  const api::choice_plan plan{2, 1, 3};
+  BOOST_TEST(plan.size() == 6);
+  BOOST_TEST(*plan.seed_of(std::uint64_t(10), 4) == 11u);  // prompt 1, draw 1
+  BOOST_TEST(!plan.seed_of(std::nullopt, 4).has_value());
+  std::vector<json> fulls;
+  for (int k = 0; k < 6; ++k)
+    fulls.push_back({{"id", "cmpl-1"}, {"choices", {{{"index", 0}, {"text", "t" + std::to_string(k)}}}},
+                     {"usage", {{"prompt_tokens", 5}, {"completion_tokens", k}}}});
+  const json out = api::merge_choices(plan, fulls, {-3, -1, -2, -0.5, -0.5, -9});
+  BOOST_TEST_REQUIRE(out["choices"].size() == 2u);
+  BOOST_TEST(out["choices"][0]["text"] == "t1");
+  BOOST_TEST(out["choices"][1]["text"] == "t3");  // a tie: the earlier draw
+  BOOST_TEST(out["choices"][1]["index"] == 1);
+  BOOST_TEST(out["usage"]["prompt_tokens"] == 10);
+  BOOST_TEST(out["usage"]["completion_tokens"] == 15);
+  const json plain = api::merge_choices({1, 3, 3}, {fulls[0], fulls[1], fulls[2]}, {0, 0, 0});
+  BOOST_TEST(plain["choices"][2]["text"] == "t2");
+  BOOST_TEST(plain["choices"][2]["index"] == 2);
 }

@@ -218,6 +218,58 @@ BOOST_AUTO_TEST_CASE(prompt_logprobs_equal_eval_perplexitys_teacher_forced_value
   }
 }
 
+// n seeded choices: reproducible, choice j equal to a single request with seed + j, for every
+// prompt of a batch; best_of keeps the n whose tokens are most likely.
+BOOST_AUTO_TEST_CASE(n_choices_and_batches_of_prompts_equal_single_requests_with_their_seeds) {
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const json prompts = {"The actor model", "Messages between"};
+  auto text_of = [&](const json& body) {
+    auto r = test::post_json(serve.port(), "/v1/completions", body);
+    BOOST_TEST_REQUIRE(r.status == 200, r.body);
+    return r.json();
+  };
+  const json base = {{"max_tokens", 6}, {"temperature", 0.9}, {"seed", 40}, {"ignore_eos", true}};
+  json many = base;
+  many["prompt"] = prompts;
+  many["n"] = 3;
+  const json got = text_of(many);
+  BOOST_TEST_REQUIRE(got["choices"].size() == 6u);
+  BOOST_TEST(got["usage"]["completion_tokens"] == 36);
+  BOOST_TEST(text_of(many)["choices"] == got["choices"]);  // reproducible
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) {
+      json one = base;
+      one["prompt"] = prompts[std::size_t(i)];
+      one["seed"] = 40 + j;
+      const json& c = got["choices"][std::size_t(i * 3 + j)];
+      BOOST_TEST(c["index"] == i * 3 + j);
+      BOOST_TEST(c["text"] == text_of(one)["choices"][0]["text"], "prompt " << i << " choice " << j);
+    }
+  // best_of 4, n 2: the two draws with the highest summed logprob, as their single requests say.
+  json best = base;
+  best["prompt"] = prompts[0];
+  best["best_of"] = 4;
+  best["n"] = 2;
+  std::vector<std::pair<double, std::string>> draws;
+  for (int j = 0; j < 4; ++j) {
+    json one = base;
+    one["prompt"] = prompts[0];
+    one["seed"] = 40 + j;
+    one["logprobs"] = 0;
+    const json c = text_of(one)["choices"][0];
+    double sum = 0;
+    for (const auto& lp : c["logprobs"]["token_logprobs"]) sum += lp.get<double>();
+    draws.emplace_back(sum, c["text"].get<std::string>());
+  }
+  std::stable_sort(draws.begin(), draws.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  const json kept = text_of(best);
+  BOOST_TEST_REQUIRE(kept["choices"].size() == 2u);
+  BOOST_TEST(kept["choices"][0]["text"] == draws[0].second);
+  BOOST_TEST(kept["choices"][1]["text"] == draws[1].second);
+  BOOST_TEST(kept["choices"][0]["logprobs"].is_null());  // ranked by logprobs it did not ask for
+  BOOST_TEST(kept["usage"]["completion_tokens"] == 24);
+}
+
 BOOST_AUTO_TEST_CASE(errors_come_in_openais_shape_with_the_field_named) {
   BOOST_TEST_REQUIRE(serve.port() != 0);
   auto r = test::http_request(serve.port(), "POST", "/v1/completions", "{not json");
