@@ -7,6 +7,8 @@ tests/runtime/model_reference_test.cpp to check Troupe's engine. Shares no code 
 the safetensors file and config.json itself and computes in float64.
 
 usage: llama_reference.py MODEL_DIR IDS_FILE OUT_DIR GREEDY_PROMPT_LEN GREEDY_TOKENS
+       llama_reference.py --jobs JOBS_FILE   (a JSON list of {model_dir, ids_file, out_dir,
+                                               prompt_len, tokens}: several in one start)
   IDS_FILE: JSON list of token ids (the teacher-forced sequence).
   Writes OUT_DIR/logits.f64 (len(ids) x vocab, little-endian float64) and OUT_DIR/greedy.json
   (greedy continuation of the first GREEDY_PROMPT_LEN ids).
@@ -175,8 +177,7 @@ class Model:
         return out
 
 
-def main():
-    model_dir, ids_file, out_dir, plen, ntok = sys.argv[1:6]
+def run(model_dir, ids_file, out_dir, plen, ntok):
     ids = json.load(open(ids_file))
     m = Model(model_dir)
     layers = m.cfg['num_hidden_layers']
@@ -191,6 +192,16 @@ def main():
         out.append(t)
         step = m.forward([t], cache)[-1]
     json.dump(out, open(os.path.join(out_dir, 'greedy.json'), 'w'))
+
+
+def main():
+    # --jobs FILE: a JSON list of {model_dir, ids_file, out_dir, prompt_len, tokens}, one
+    # Python start for all (importing torch is most of a small model's time).
+    if sys.argv[1] == '--jobs':
+        for j in json.load(open(sys.argv[2])):
+            run(j['model_dir'], j['ids_file'], j['out_dir'], j['prompt_len'], j['tokens'])
+        return
+    run(*sys.argv[1:6])
 
 
 if __name__ == '__main__':

@@ -8,6 +8,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <filesystem>
+#include <map>
+#include <algorithm>
 
 #include "runtime/engine/engine.h"
 #include "runtime/model/llama_model.h"
@@ -30,15 +33,40 @@ struct reference_run {
   std::vector<std::int32_t> greedy;
 };
 
-reference_run run_reference(const std::string& dir, const std::vector<std::int32_t>& ids) {
-  const std::string out = dir + "/reference";
-  std::filesystem::create_directories(out);
-  nlohmann::json j = ids;
-  std::ofstream(out + "/ids.json") << j.dump();
-  const std::string cmd = "/usr/bin/python3 " + std::string(TROUPE_SOURCE_DIR) + "/tests/reference/llama_reference.py " +
-                          dir + " " + out + "/ids.json " + out + " " + std::to_string(greedy_prompt) + " " +
-                          std::to_string(greedy_tokens);
-  BOOST_TEST_REQUIRE(std::system(cmd.c_str()) == 0, "reference failed: " << cmd);
+struct reference_case {
+  std::string name;
+  model::synth_options opts;
+};
+
+// Every model the suite checks: synthesized, and run through the reference in one Python start
+// (importing torch takes longer than a small model's forward).
+const std::vector<reference_case>& reference_cases() {
+  static const std::vector<reference_case> cases = [] {
+    auto tied = test::preset("small");
+    tied.tied_embeddings = true;
+    tied.llama3_rope_scaling = true;
+    tied.seed = 3;
+    return std::vector<reference_case>{
+        {"small-llama-f32", test::preset("small")},
+        {"small-qwen2-f32", test::preset("small", "qwen2")},
+        {"small-llama-tied-rope3-f32", tied},
+        {"small-llama-f16", test::preset("small", "llama", kernels::dtype::f16)},
+        {"small-mistral-bf16", test::preset("small", "mistral", kernels::dtype::bf16)},
+        {"moe-mixtral-f32", test::preset("moe", "mixtral")},
+        {"moe-qwen2-moe-f32", test::preset("moe", "qwen2_moe")},
+        {"moe-qwen3-moe-bf16", test::preset("moe", "qwen3_moe", kernels::dtype::bf16)},
+    };
+  }();
+  return cases;
+}
+
+std::string model_dir_of(const reference_case& c) { return test::synth_model(c.name, c.opts); }
+
+int vocab_of(const std::string& dir) {
+  return nlohmann::json::parse(std::ifstream(dir + "/config.json"))["vocab_size"].get<int>();
+}
+
+reference_run read_reference(const std::string& out) {
   reference_run r;
   std::ifstream lf(out + "/logits.f64", std::ios::binary);
   lf.seekg(0, std::ios::end);
@@ -47,6 +75,27 @@ reference_run run_reference(const std::string& dir, const std::vector<std::int32
   lf.read(reinterpret_cast<char*>(r.logits.data()), std::streamsize(r.logits.size() * 8));
   r.greedy = nlohmann::json::parse(std::ifstream(out + "/greedy.json")).get<std::vector<std::int32_t>>();
   return r;
+}
+
+// The reference's answers for case `name`, all cases computed on the first call.
+const reference_run& reference_of(const std::string& name) {
+  static std::map<std::string, reference_run> runs;
+  if (runs.empty()) {
+    nlohmann::json jobs = nlohmann::json::array();
+    for (const auto& c : reference_cases()) {
+      const std::string dir = model_dir_of(c), out = dir + "/reference";
+      std::filesystem::create_directories(out);
+      std::ofstream(out + "/ids.json") << nlohmann::json(test_ids(vocab_of(dir))).dump();
+      jobs.push_back({{"model_dir", dir}, {"ids_file", out + "/ids.json"}, {"out_dir", out},
+                      {"prompt_len", greedy_prompt}, {"tokens", greedy_tokens}});
+    }
+    const std::string jobs_file = std::string(TROUPE_BINARY_DIR) + "/model_reference_jobs.json";
+    std::ofstream(jobs_file) << jobs.dump();
+    const std::string cmd = "/usr/bin/python3 " + std::string(TROUPE_SOURCE_DIR) + "/tests/reference/llama_reference.py --jobs " + jobs_file;
+    BOOST_TEST_REQUIRE(std::system(cmd.c_str()) == 0, "reference failed: " << cmd);
+    for (const auto& c : reference_cases()) runs[c.name] = read_reference(model_dir_of(c) + "/reference");
+  }
+  return runs.at(name);
 }
 
 // Max |ours - reference| over all teacher-forced logits, through the paged forward pass.
@@ -71,11 +120,14 @@ double teacher_forced_error(const model::llama_model& m, const std::vector<std::
   return worst;
 }
 
-void check_against_reference(const std::string& name, model::synth_options opts, double tolerance) {
-  const std::string dir = test::synth_model(name, opts);
+void check_against_reference(const std::string& name, double tolerance) {
+  const auto& cases = reference_cases();
+  const auto c = std::find_if(cases.begin(), cases.end(), [&](const reference_case& x) { return x.name == name; });
+  BOOST_TEST_REQUIRE((c != cases.end()), "no reference case " << name);
+  const std::string dir = model_dir_of(*c);
   auto m = std::shared_ptr<model::llama_model>(model::llama_model::load(dir));
   const auto ids = test_ids(m->config().vocab_size);
-  const reference_run ref = run_reference(dir, ids);
+  const reference_run& ref = reference_of(name);
   const double err = teacher_forced_error(*m, ids, ref.logits);
   BOOST_TEST_MESSAGE(name << ": max |logit difference| over " << seq_len << " positions = " << err);
   BOOST_TEST(err <= tolerance);
@@ -95,36 +147,20 @@ void check_against_reference(const std::string& name, model::synth_options opts,
 // Weights are converted to f32 exactly (every f16 and bf16 value is an f32 value) and the
 // reference upcasts the same stored values, so every dtype is held to the same 1e-4: what is
 // compared is the arithmetic, and it is f32 arithmetic in all cases.
-BOOST_AUTO_TEST_CASE(llama_small_f32) { check_against_reference("small-llama-f32", test::preset("small"), 1e-4); }
+BOOST_AUTO_TEST_CASE(llama_small_f32) { check_against_reference("small-llama-f32", 1e-4); }
 
-BOOST_AUTO_TEST_CASE(qwen2_small_with_qkv_bias) {
-  check_against_reference("small-qwen2-f32", test::preset("small", "qwen2"), 1e-4);
-}
+BOOST_AUTO_TEST_CASE(qwen2_small_with_qkv_bias) { check_against_reference("small-qwen2-f32", 1e-4); }
 
-BOOST_AUTO_TEST_CASE(llama_small_tied_embeddings_llama3_rope) {
-  auto o = test::preset("small");
-  o.tied_embeddings = true;
-  o.llama3_rope_scaling = true;
-  o.seed = 3;
-  check_against_reference("small-llama-tied-rope3-f32", o, 1e-4);
-}
+BOOST_AUTO_TEST_CASE(llama_small_tied_embeddings_llama3_rope) { check_against_reference("small-llama-tied-rope3-f32", 1e-4); }
 
-BOOST_AUTO_TEST_CASE(llama_small_f16_weights) {
-  check_against_reference("small-llama-f16", test::preset("small", "llama", kernels::dtype::f16), 1e-4);
-}
+BOOST_AUTO_TEST_CASE(llama_small_f16_weights) { check_against_reference("small-llama-f16", 1e-4); }
 
-BOOST_AUTO_TEST_CASE(mistral_small_bf16_weights) {
-  check_against_reference("small-mistral-bf16", test::preset("small", "mistral", kernels::dtype::bf16), 1e-4);
-}
+BOOST_AUTO_TEST_CASE(mistral_small_bf16_weights) { check_against_reference("small-mistral-bf16", 1e-4); }
 
 // Mixture-of-experts families, each with its own routing normalization (and Qwen2-MoE's gated
 // shared expert and dense first layer, Qwen3-MoE's per-head q/k norms), against the reference.
-BOOST_AUTO_TEST_CASE(mixtral_moe) { check_against_reference("moe-mixtral-f32", test::preset("moe", "mixtral"), 1e-4); }
+BOOST_AUTO_TEST_CASE(mixtral_moe) { check_against_reference("moe-mixtral-f32", 1e-4); }
 
-BOOST_AUTO_TEST_CASE(qwen2_moe_with_a_shared_expert_and_a_dense_layer) {
-  check_against_reference("moe-qwen2-moe-f32", test::preset("moe", "qwen2_moe"), 1e-4);
-}
+BOOST_AUTO_TEST_CASE(qwen2_moe_with_a_shared_expert_and_a_dense_layer) { check_against_reference("moe-qwen2-moe-f32", 1e-4); }
 
-BOOST_AUTO_TEST_CASE(qwen3_moe_with_qk_norms) {
-  check_against_reference("moe-qwen3-moe-bf16", test::preset("moe", "qwen3_moe", kernels::dtype::bf16), 1e-4);
-}
+BOOST_AUTO_TEST_CASE(qwen3_moe_with_qk_norms) { check_against_reference("moe-qwen3-moe-bf16", 1e-4); }
