@@ -211,3 +211,55 @@ BOOST_AUTO_TEST_CASE(blocks_the_decode_replica_already_caches_are_not_pulled_aga
   all_blocks_free(p);
   all_blocks_free(d);
 }
+
+// Prompt logprobs under disaggregation: the prefill replica scores the prompt and sends the list
+// with the handoff's first token (the request owner relays it); the decode replica, which pulls
+// the KV and computes no prompt, sends none. The values are a local run's.
+BOOST_AUTO_TEST_CASE(prompt_logprobs_come_from_the_prefill_side_once) {
+  auto reqs = test::mixed_requests(3, test::small_model()->config().vocab_size, true, 120);
+  for (auto& r : reqs) r.params.prompt_logprobs = 1;
+  std::map<std::string, std::vector<sampling::token_logprobs>> local;
+  auto l = engine::cpu_engine(test::small_model(), nullptr, test::engine_cfg(64, 512));
+  for (const auto& r : reqs) l.add_request(r);
+  while (l.has_unfinished())
+    for (auto& o : l.step())
+      if (!o.prompt_logprobs.empty()) local[o.id] = std::move(o.prompt_logprobs);
+  BOOST_TEST_REQUIRE(local.size() == reqs.size());
+
+  auto p = engine::cpu_engine(test::small_model(), nullptr, test::engine_cfg(64, 2048));
+  auto d = engine::cpu_engine(test::small_model(), nullptr, test::engine_cfg(64, 512));
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    index[reqs[i].id] = i;
+    auto r = reqs[i];
+    r.prefill_only = true;
+    p.add_request(r);
+  }
+  d.on_transfer([&](const engine::transfer_record& rec) { p.release_handoff(rec.id); });
+  std::map<std::string, std::vector<sampling::token_logprobs>> from_prefill;
+  int from_decode = 0;
+  while (p.has_unfinished() || d.has_unfinished()) {
+    if (p.has_unfinished())
+      for (auto& o : p.step()) {
+        from_prefill[o.id] = std::move(o.prompt_logprobs);
+        auto next = reqs[index.at(o.id)];
+        next.generated = o.new_tokens;
+        next.kv_from = o.kv;
+        d.add_request(next);
+      }
+    if (d.has_unfinished())
+      for (auto& o : d.step()) from_decode += int(o.prompt_logprobs.size());
+  }
+  BOOST_TEST(from_decode == 0);
+  for (const auto& r : reqs) {
+    const auto& got = from_prefill[r.id];
+    const auto& want = local[r.id];
+    BOOST_TEST_REQUIRE(got.size() == r.prompt.size() - 1, r.id);
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      BOOST_TEST(std::abs(got[k].logprob - want[k].logprob) < 1e-5, r.id << " token " << k + 1);
+      BOOST_TEST(got[k].rank == want[k].rank, r.id << " token " << k + 1);
+    }
+  }
+  all_blocks_free(p);
+  all_blocks_free(d);
+}
