@@ -28,7 +28,7 @@ typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
   std::uint8_t constraint_type = std::uint8_t(x.constraint.type);
   auto restore_seed = caf::meta::load_callback([&]() -> caf::error {
     x.seed = has_seed ? std::optional<std::uint64_t>(seed) : std::nullopt;
-    if (constraint_type > std::uint8_t(output_constraint::kind::grammar)) return caf::sec::invalid_argument;
+    if (constraint_type > std::uint8_t(output_constraint::kind::tool_calls)) return caf::sec::invalid_argument;
     x.constraint.type = output_constraint::kind(constraint_type);
     return caf::none;
   });

@@ -1,5 +1,6 @@
 #include "runtime/api/tools.h"
 
+#include <functional>
 #include <set>
 
 #include "runtime/api/openai.h"
@@ -111,27 +112,30 @@ tool_request parse_tools(const json& body) {
     }
     if (t.mode == tool_request::choice::required && t.tools.empty()) bad_field("tool_choice", "\"required\" needs tools");
   }
-  if (t.mode == tool_request::choice::automatic)
-    for (std::size_t i = 0; i < t.tools.size(); ++i)
-      if (strict(t.tools[i]))
-        bad_field("tools[" + std::to_string(i) + "].function.strict",
-                  "true is supported with tool_choice \"required\" or a named function (the arguments are then constrained "
-                  "to the schema); with \"auto\" Troupe cannot constrain a call in a free answer");
   return t;
 }
 
-sampling::output_constraint forced_tool_constraint(const tool_request& t, const std::string& raw) {
+namespace {
+
+// The tools' parameter schemas under one document's $defs (tool i's as "tool<i>", its own
+// $defs beside it as "tool<i>_<name>", refs rewritten), each first compiled alone so that an
+// error names the client's own schema. `keep` chooses the tools.
+struct tool_defs {
+  ojson defs = ojson::object();
+  std::vector<std::pair<std::string, std::string>> calls;  // (name, def)
+};
+
+tool_defs hoist_tool_schemas(const tool_request& t, const std::string& raw, const std::function<bool(std::size_t)>& keep) {
   const ojson raw_tools = ojson::parse(raw)["tools"];  // the body parsed already: this cannot fail
-  ojson alternatives = ojson::array(), defs = ojson::object();
+  tool_defs out;
   for (std::size_t i = 0; i < t.tools.size(); ++i) {
+    if (!keep(i)) continue;
     const std::string name = t.tools[i]["function"]["name"].get<std::string>();
-    if (t.mode == tool_request::choice::named && name != t.function) continue;
     ojson params = parameters_of(raw_tools, i);
-    const std::string field = "tools[" + std::to_string(i) + "].function.parameters";
-    try {  // alone first, so that an error names the client's own schema
+    try {
       structured::compile_constraint({kind::json_schema, params.dump()});
     } catch (const input_error& e) {
-      bad_field(field, e.what());
+      bad_field("tools[" + std::to_string(i) + "].function.parameters", e.what());
     }
     const std::string def = "tool" + std::to_string(i);
     for (const char* k : {"$defs", "definitions"})
@@ -139,29 +143,60 @@ sampling::output_constraint forced_tool_constraint(const tool_request& t, const 
         for (auto it = params[k].begin(); it != params[k].end(); ++it) {
           ojson d = it.value();
           rewrite_refs(d, def);
-          defs[def + "_" + it.key()] = std::move(d);
+          out.defs[def + "_" + it.key()] = std::move(d);
         }
         params.erase(k);
       }
     rewrite_refs(params, def);
-    defs[def] = std::move(params);
-    ojson call = {{"type", "object"},
-                  {"properties", {{"name", {{"const", name}}}, {"parameters", {{"$ref", "#/$defs/" + def}}}}},
-                  {"required", {"name", "parameters"}},
-                  {"additionalProperties", false}};
-    alternatives.push_back(std::move(call));
+    out.defs[def] = std::move(params);
+    out.calls.emplace_back(name, def);
   }
-  ojson list = {{"type", "array"}, {"minItems", 1}};
-  if (!t.parallel || t.mode == tool_request::choice::named) list["maxItems"] = 1;
-  list["items"] = alternatives.size() == 1 ? alternatives[0] : ojson{{"anyOf", alternatives}};
-  list["$defs"] = std::move(defs);
-  sampling::output_constraint c{kind::json_schema, list.dump()};
+  return out;
+}
+
+sampling::output_constraint compiled(sampling::output_constraint c, const char* field) {
   try {
     structured::compile_constraint(c);
   } catch (const input_error& e) {
-    bad_field("tools", std::string("the tools' schemas together: ") + e.what());
+    bad_field(field, std::string("the tools' schemas together: ") + e.what());
   }
   return c;
+}
+
+}  // namespace
+
+sampling::output_constraint forced_tool_constraint(const tool_request& t, const std::string& raw) {
+  const tool_defs h = hoist_tool_schemas(t, raw, [&](std::size_t i) {
+    return t.mode != tool_request::choice::named || t.tools[i]["function"]["name"] == t.function;
+  });
+  ojson alternatives = ojson::array();
+  for (const auto& [name, def] : h.calls)
+    alternatives.push_back({{"type", "object"},
+                            {"properties", {{"name", {{"const", name}}}, {"parameters", {{"$ref", "#/$defs/" + def}}}}},
+                            {"required", {"name", "parameters"}},
+                            {"additionalProperties", false}});
+  ojson list = {{"type", "array"}, {"minItems", 1}};
+  if (!t.parallel || t.mode == tool_request::choice::named) list["maxItems"] = 1;
+  list["items"] = alternatives.size() == 1 ? alternatives[0] : ojson{{"anyOf", alternatives}};
+  list["$defs"] = h.defs;
+  return compiled({kind::json_schema, list.dump()}, "tools");
+}
+
+sampling::output_constraint strict_tool_constraint(const tool_request& t, const std::string& raw) {
+  tool_defs h = hoist_tool_schemas(t, raw, [&](std::size_t i) { return strict(t.tools[i]); });
+  ojson calls = ojson::array();
+  for (const auto& [name, def] : h.calls) calls.push_back({{"name", name}, {"def", def}});
+  for (const auto& tool : t.tools)  // the others: any object as arguments
+    if (!strict(tool)) calls.push_back({{"name", tool["function"]["name"].get<std::string>()}, {"def", ""}});
+  const ojson doc = {{"calls", calls}, {"parallel", t.parallel}, {"$defs", h.defs}};
+  return compiled({kind::tool_calls, doc.dump()}, "tools");
+}
+
+bool tool_request::strict_auto() const {
+  if (mode != choice::automatic) return false;
+  for (const auto& tool : tools)
+    if (strict(tool)) return true;
+  return false;
 }
 
 void normalize_tool_calls(json& message, const std::string& at) {

@@ -10,9 +10,9 @@
 // json_array format, whatever the model's own), so the answer is always a valid call whose
 // arguments match the function's schema; `none` hides the tools from the template.
 // parallel_tool_calls: false allows one call (the grammar's list holds one; with `auto`, calls
-// after the first are dropped). A tool's `strict` is accepted: forced choices always constrain
-// the arguments; with `auto` strict: true is refused by name (Troupe cannot yet constrain a free
-// answer's call).
+// after the first are dropped). A tool's `strict`: forced choices always constrain the
+// arguments; with `auto`, strict_tool_constraint constrains the calls of a Hermes-format model
+// (the frontend refuses strict tools under "auto" for other formats).
 #pragma once
 #include <string>
 
@@ -29,6 +29,8 @@ struct tool_request {
   std::string function;  // the named choice's
   bool parallel = true;
   bool forced() const { return mode == choice::required || mode == choice::named; }
+  // "auto" with a strict tool: the answer's calls must be constrained in the model's format.
+  bool strict_auto() const;
 };
 
 tool_request parse_tools(const nlohmann::json& body);
@@ -36,6 +38,10 @@ tool_request parse_tools(const nlohmann::json& body);
 // The grammar of a forced choice: [{"name": ..., "parameters": {...}}, ...] over the tools it
 // allows, as a JSON Schema (the tools' $defs moved under the list's, their refs rewritten).
 sampling::output_constraint forced_tool_constraint(const tool_request& t, const std::string& raw);
+
+// The grammar of a free answer whose calls, in the Hermes format, must be valid: strict tools'
+// arguments match their schemas, the others' are any JSON object (runtime/structured/tool_grammar.h).
+sampling::output_constraint strict_tool_constraint(const tool_request& t, const std::string& raw);
 
 // An assistant message's tool_calls checked ({id, type: "function", function: {name,
 // arguments}}) and each `arguments` string parsed into an object, as templates expect it

@@ -10,7 +10,8 @@ namespace troupe::sampling {
 // What the output must be, as the client gave it: compiled where the request is decoded
 // (runtime/structured/constraint.h), so only this text crosses actors and processes.
 struct output_constraint {
-  enum class kind : std::uint8_t { none, json_schema, json_object, regex, choice, grammar };
+  // tool_calls: a free answer whose Hermes-format calls are constrained (tool_grammar.h).
+  enum class kind : std::uint8_t { none, json_schema, json_object, regex, choice, grammar, tool_calls };
   kind type = kind::none;
   std::string source;  // the schema's JSON text, the pattern, the choices as a JSON array, or GBNF
   bool empty() const { return type == kind::none; }

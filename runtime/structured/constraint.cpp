@@ -8,6 +8,7 @@
 #include "runtime/common/json.h"
 #include "runtime/structured/gbnf.h"
 #include "runtime/structured/json_schema.h"
+#include "runtime/structured/tool_grammar.h"
 #include "runtime/structured/regex.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -43,6 +44,7 @@ const char* constraint_kind_name(ckind k) {
     case ckind::regex: return "regex";
     case ckind::choice: return "choice";
     case ckind::grammar: return "grammar";
+    case ckind::tool_calls: return "tool_calls";
   }
   return "?";
 }
@@ -55,6 +57,7 @@ std::shared_ptr<const grammar> build(const sampling::output_constraint& c) {
     case ckind::json_schema: return compile_json_schema(c.source);
     case ckind::json_object: return json_object_grammar();
     case ckind::grammar: return parse_gbnf(c.source);
+    case ckind::tool_calls: return compile_hermes_tool_grammar(c.source);
     case ckind::regex: {
       grammar_builder b;
       const std::int32_t root = b.rule("root");

@@ -91,6 +91,7 @@ class compiler {
   std::int32_t value_rule(const ojson& s, const std::string& path, int depth);
   std::int32_t any_value();
   std::int32_t any_object();
+  std::int32_t at(const std::string& ref) { return ref_rule(ref, "", 0); }
 
  private:
   [[noreturn]] static void refuse(const std::string& path, const std::string& what) {
@@ -544,6 +545,40 @@ std::shared_ptr<const grammar> compile_json_schema(std::string_view schema_text,
   b.add(root, {grammar_builder::ref(c.value_rule(schema, "", 0))});
   return b.build(root);
 }
+
+namespace {
+struct schema_document {  // a document and the compiler over it, kept together
+  schema_document(ojson d, grammar_builder& b) : doc(std::move(d)), c(doc, b) {}
+  ojson doc;
+  compiler c;
+};
+}  // namespace
+
+// (Type-erased: the compiler's type is private to this file.)
+struct json_schema_rules::impl {
+  std::shared_ptr<void> keep;
+  std::function<std::int32_t(const std::string&)> at;
+  std::function<std::int32_t()> any_object;
+};
+
+json_schema_rules::json_schema_rules(std::string_view text, grammar_builder& b) : impl_(std::make_unique<impl>()) {
+  if (json_depth(text, max_json_depth) > max_json_depth)
+    throw input_error("JSON Schema: nested deeper than " + std::to_string(max_json_depth) + " levels");
+  ojson doc;
+  try {
+    doc = ojson::parse(text);
+  } catch (const std::exception& e) {
+    throw input_error(std::string("JSON Schema: not valid JSON: ") + e.what());
+  }
+  auto d = std::make_shared<schema_document>(std::move(doc), b);
+  impl_->at = [d](const std::string& ref) { return d->c.at(ref); };
+  impl_->any_object = [d] { return d->c.any_object(); };
+  impl_->keep = std::move(d);
+}
+
+json_schema_rules::~json_schema_rules() = default;
+std::int32_t json_schema_rules::at(const std::string& ref) { return impl_->at(ref); }
+std::int32_t json_schema_rules::any_object() { return impl_->any_object(); }
 
 std::shared_ptr<const grammar> json_object_grammar() {
   static const std::shared_ptr<const grammar> g = [] {

@@ -26,4 +26,20 @@ namespace troupe::structured {
 std::shared_ptr<const grammar> compile_json_schema(std::string_view schema_text, const grammar_budget& budget = {});
 std::shared_ptr<const grammar> json_object_grammar();
 
+// The rules of one schema document's parts inside a grammar being built by someone else (a
+// tool call embeds each tool's arguments): at("#/$defs/name") is the rule of that definition
+// (its refs resolved in the document), any_object() that of any JSON object. Errors as
+// compile_json_schema's. The builder must outlive this and be built after the last at().
+class json_schema_rules {
+ public:
+  json_schema_rules(std::string_view document_text, grammar_builder& b);
+  ~json_schema_rules();
+  std::int32_t at(const std::string& ref);
+  std::int32_t any_object();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
 }  // namespace troupe::structured

@@ -360,7 +360,6 @@ BOOST_AUTO_TEST_CASE(tools_and_tool_choice) {
     body["messages"] = msgs;
     return param_of(body, endpoint::chat);
   };
-  BOOST_TEST(bad({{"tools", {weather_tool(true)}}}) == "tools[0].function.strict");  // strict needs a forced choice
   BOOST_TEST(bad({{"tools", {weather_tool(), weather_tool()}}}) == "tools[1].function.name");
   BOOST_TEST(bad({{"tools", {{{"type", "function"}, {"function", {{"name", "a b"}}}}}}}) == "tools[0].function.name");
   BOOST_TEST(bad({{"tools", {{{"type", "retrieval"}}}}}) == "tools[0].type");
@@ -492,4 +491,28 @@ BOOST_AUTO_TEST_CASE(choices_merge_in_order_and_best_of_keeps_the_most_likely) {
   const json plain = api::merge_choices({1, 3, 3}, {fulls[0], fulls[1], fulls[2]}, {0, 0, 0});
   BOOST_TEST(plain["choices"][2]["text"] == "t2");
   BOOST_TEST(plain["choices"][2]["index"] == 2);
+}
+
+// Strict tools under "auto" (a Hermes-format model): free text, and calls that must be valid.
+BOOST_AUTO_TEST_CASE(strict_tools_under_auto_constrain_hermes_calls) {
+  const json msgs = {{{"role", "user"}, {"content", "x"}}};
+  json loose = weather_tool();
+  loose["function"]["name"] = "ping";
+  const auto body = json{{"messages", msgs}, {"tools", {weather_tool(true), loose}}}.dump();
+  auto r = api::parse_request(body, endpoint::chat);
+  BOOST_TEST(r.tools.strict_auto());
+  BOOST_TEST(r.params.constraint.empty());  // the frontend adds it once the model's format is known
+  const auto c = api::strict_tool_constraint(r.tools, body);
+  const std::string call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  BOOST_TEST(grammar_takes(c, "Let me look that up: a < b, <tool_ca is not a call."));
+  BOOST_TEST(grammar_takes(c, "Checking. " + call + "\nDone, and " + call));
+  BOOST_TEST(grammar_takes(c, "<tool_call>{\"name\": \"ping\", \"arguments\": {\"anything\": [1]}}</tool_call>"));
+  BOOST_TEST(!grammar_takes(c, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));  // city
+  BOOST_TEST(!grammar_takes(c, "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>"));
+  BOOST_TEST(!grammar_takes(c, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "));  // inside a call
+  r = api::parse_request(json{{"messages", msgs}, {"tools", {weather_tool(true)}}, {"parallel_tool_calls", false}}.dump(), endpoint::chat);
+  const auto one = api::strict_tool_constraint(r.tools, json{{"tools", {weather_tool(true)}}}.dump());
+  BOOST_TEST(grammar_takes(one, "ok " + call + "\n"));
+  BOOST_TEST(!grammar_takes(one, call + call));
+  BOOST_TEST(!grammar_takes(one, call + " more text"));
 }
