@@ -478,29 +478,6 @@ void check_model(const prepare_context& pc, const std::string& asked) {
   if (!asked.empty() && !serves(pc.model_name, pc.model_aliases, asked)) throw no_such_model(asked, pc.model_name);
 }
 
-// Where a chat answer's tool calls are: a forced choice's grammar writes the JSON list, "auto"
-// leaves the model its own format (none known: 400).
-chat::tool_format answer_tool_format(const prepare_context& pc, api::completion_request& req, const std::string& body) {
-  const api::tool_request& t = req.tools;
-  if (t.forced()) return chat::tool_format::json_array;
-  if (t.mode != api::tool_request::choice::automatic) return chat::tool_format::none;
-  if (pc.tool_format == chat::tool_format::none)
-    throw api::api_error(400, "tools: this model's chat template shows no tool-call format and the topology sets no "
-                              "[model] tool_call_parser, so calls could not be found in a free answer; tool_choice "
-                              "\"required\" or a named function still works (the output is then constrained)", "tools");
-  if (t.strict_auto()) {  // strict tools under "auto": the answer's calls are constrained
-    if (pc.tool_format != chat::tool_format::hermes)
-      throw api::api_error(400, std::string("tools: strict tools with tool_choice \"auto\" are constrained for models that write "
-                                            "hermes tool calls; this one writes ") + chat::tool_format_name(pc.tool_format) +
-                                    " (tool_choice \"required\" or a named function constrains any model)", "tools");
-    if (!req.params.constraint.empty())
-      throw api::api_error(400, "tools: strict tools under tool_choice \"auto\" cannot be combined with another structured output",
-                           "tools");
-    req.params.constraint = api::strict_tool_constraint(t, body);
-  }
-  return pc.tool_format;
-}
-
 // A completions prompt as tokens: text encoded (with BOS as the tokenizer adds it), ids checked.
 std::vector<std::int32_t> completion_prompt(const prepare_context& pc, const api::prompt_input& in) {
   if (in.text) {
@@ -527,7 +504,7 @@ void prepare(const prepare_context& pc, prepared& p) {
       throw api::api_error(400, e.what(), "messages");
     }
     p.prompts.push_back(pc.tok->encode(text, false));  // the template wrote the special tokens itself
-    p.tool_format = answer_tool_format(pc, req, p.ex->req().body);
+    p.tool_format = api::answer_tool_format(req.tools, pc.tool_format, req.params.constraint, p.ex->req().body);
   } else {
     for (const auto& in : req.prompts) p.prompts.push_back(completion_prompt(pc, in));
   }

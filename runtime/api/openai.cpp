@@ -1,5 +1,6 @@
 #include "runtime/api/openai.h"
 
+#include <algorithm>
 #include <charconv>
 #include <climits>
 #include <cmath>
@@ -18,6 +19,12 @@ namespace troupe::api {
 using json = nlohmann::json;
 
 void bad_field(const std::string& field, const std::string& what) { throw api_error(400, field + ": " + what, field); }
+
+void only_keys(const json& obj, const std::string& field, std::initializer_list<const char*> keys) {
+  for (auto it = obj.begin(); it != obj.end(); ++it)
+    if (std::none_of(keys.begin(), keys.end(), [&](const char* k) { return it.key() == k; }))
+      bad_field(field + "." + it.key(), "is not supported");
+}
 
 // Messages and field names may echo the client's bytes, which need not be UTF-8.
 api_error::api_error(int status, std::string message, std::string param, std::string type)

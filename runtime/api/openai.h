@@ -44,6 +44,8 @@ class api_error : public std::runtime_error {
 
 // A 400 that names the field at fault: "FIELD: WHAT", with FIELD as the error's param.
 [[noreturn]] void bad_field(const std::string& field, const std::string& what);
+// A 400 naming "field.key" for the first key of `obj` not in `keys`.
+void only_keys(const nlohmann::json& obj, const std::string& field, std::initializer_list<const char*> keys);
 
 enum class endpoint { completions, chat };
 

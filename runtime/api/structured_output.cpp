@@ -14,11 +14,6 @@ using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 using kind = sampling::output_constraint::kind;
 
-void only_keys(const json& obj, const std::string& field, const std::set<std::string>& keys) {
-  for (auto it = obj.begin(); it != obj.end(); ++it)
-    if (!keys.count(it.key())) bad_field(field + "." + it.key(), "is not supported");
-}
-
 // A schema as the client wrote it: an object (its text taken from the raw body, in order) or a
 // string holding JSON.
 std::string schema_text(const ojson& v, const std::string& field) {

@@ -17,11 +17,6 @@ using kind = sampling::output_constraint::kind;
 
 constexpr std::size_t max_tools = 128;  // OpenAI's limit
 
-void only_tool_keys(const json& obj, const std::string& field, const std::set<std::string>& keys) {
-  for (auto it = obj.begin(); it != obj.end(); ++it)
-    if (!keys.count(it.key())) bad_field(field + "." + it.key(), "is not supported");
-}
-
 // OpenAI's rule for function names: what templates and parsers can carry unquoted.
 bool usable_name(const std::string& n) {
   if (n.empty() || n.size() > 64) return false;
@@ -33,11 +28,11 @@ bool usable_name(const std::string& n) {
 void check_tool(const json& t, std::size_t i, std::set<std::string>& names) {
   const std::string at = "tools[" + std::to_string(i) + "]";
   if (!t.is_object()) bad_field(at, "expected an object {\"type\": \"function\", \"function\": {...}}");
-  only_tool_keys(t, at, {"type", "function"});
+  only_keys(t, at, {"type", "function"});
   if (t.value("type", "") != "function") bad_field(at + ".type", "only \"function\" tools are supported");
   if (!t.contains("function") || !t["function"].is_object()) bad_field(at + ".function", "is required (an object)");
   const json& f = t["function"];
-  only_tool_keys(f, at + ".function", {"name", "description", "parameters", "strict"});
+  only_keys(f, at + ".function", {"name", "description", "parameters", "strict"});
   if (!f.contains("name") || !f["name"].is_string() || !usable_name(f["name"].get<std::string>()))
     bad_field(at + ".function.name", "is required: 1 to 64 of a-z, A-Z, 0-9, '_' and '-'");
   if (!names.insert(f["name"].get<std::string>()).second)
@@ -100,8 +95,8 @@ tool_request parse_tools(const json& body) {
     else if (c == "required") t.mode = tool_request::choice::required;
     else if (c.is_object() && c.value("type", "") == "function" && c.contains("function") && c["function"].is_object() &&
              c["function"].contains("name") && c["function"]["name"].is_string()) {
-      only_tool_keys(c, "tool_choice", {"type", "function"});
-      only_tool_keys(c["function"], "tool_choice.function", {"name"});
+      only_keys(c, "tool_choice", {"type", "function"});
+      only_keys(c["function"], "tool_choice.function", {"name"});
       t.mode = tool_request::choice::named;
       t.function = c["function"]["name"].get<std::string>();
       bool found = false;
@@ -199,6 +194,27 @@ bool tool_request::strict_auto() const {
   return false;
 }
 
+chat::tool_format answer_tool_format(const tool_request& t, chat::tool_format model_format,
+                                     sampling::output_constraint& constraint, const std::string& raw) {
+  if (t.forced()) return chat::tool_format::json_array;
+  if (t.mode != tool_request::choice::automatic) return chat::tool_format::none;
+  if (model_format == chat::tool_format::none)
+    throw api_error(400, "tools: this model's chat template shows no tool-call format and the topology sets no "
+                         "[model] tool_call_parser, so calls could not be found in a free answer; tool_choice "
+                         "\"required\" or a named function still works (the output is then constrained)", "tools");
+  if (t.strict_auto()) {  // strict tools under "auto": the answer's calls are constrained
+    if (model_format != chat::tool_format::hermes)
+      throw api_error(400, std::string("tools: strict tools with tool_choice \"auto\" are constrained for models that write "
+                                       "hermes tool calls; this one writes ") + chat::tool_format_name(model_format) +
+                               " (tool_choice \"required\" or a named function constrains any model)", "tools");
+    if (!constraint.empty())
+      throw api_error(400, "tools: strict tools under tool_choice \"auto\" cannot be combined with another structured output",
+                      "tools");
+    constraint = strict_tool_constraint(t, raw);
+  }
+  return model_format;
+}
+
 void normalize_tool_calls(json& message, const std::string& at) {
   auto it = message.find("tool_calls");
   if (it == message.end()) return;
@@ -212,12 +228,12 @@ void normalize_tool_calls(json& message, const std::string& at) {
     json& call = (*it)[j];
     const std::string c = at + ".tool_calls[" + std::to_string(j) + "]";
     if (!call.is_object()) bad_field(c, "expected an object {\"id\", \"type\": \"function\", \"function\": {...}}");
-    only_tool_keys(call, c, {"id", "type", "function", "index"});
+    only_keys(call, c, {"id", "type", "function", "index"});
     if (call.contains("id") && !call["id"].is_string()) bad_field(c + ".id", "expected a string");
     if (call.value("type", "function") != "function") bad_field(c + ".type", "only \"function\" calls are supported");
     if (!call.contains("function") || !call["function"].is_object()) bad_field(c + ".function", "is required (an object)");
     json& f = call["function"];
-    only_tool_keys(f, c + ".function", {"name", "arguments"});
+    only_keys(f, c + ".function", {"name", "arguments"});
     if (!f.contains("name") || !f["name"].is_string()) bad_field(c + ".function.name", "is required (a string)");
     if (!f.contains("arguments") || f["arguments"].is_null()) f["arguments"] = json::object();
     if (f["arguments"].is_string()) {

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/chat/tool_calls.h"
 #include "runtime/sampling/sampling_params.h"
 
 namespace troupe::api {
@@ -42,6 +43,14 @@ sampling::output_constraint forced_tool_constraint(const tool_request& t, const 
 // The grammar of a free answer whose calls, in the Hermes format, must be valid: strict tools'
 // arguments match their schemas, the others' are any JSON object (runtime/structured/tool_grammar.h).
 sampling::output_constraint strict_tool_constraint(const tool_request& t, const std::string& raw);
+
+// Where a chat answer's tool calls are, given the format the model writes them in: a forced
+// choice's grammar writes the JSON list (json_array), "auto" leaves the model its own format
+// (none known: a 400 naming tools), "none" has none. Strict tools under "auto" set
+// `constraint` to strict_tool_constraint's (Hermes models only; another format, or a constraint
+// already set, is a 400 naming tools).
+chat::tool_format answer_tool_format(const tool_request& t, chat::tool_format model_format,
+                                     sampling::output_constraint& constraint, const std::string& raw);
 
 // An assistant message's tool_calls checked ({id, type: "function", function: {name,
 // arguments}}) and each `arguments` string parsed into an object, as templates expect it

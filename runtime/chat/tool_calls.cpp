@@ -178,7 +178,6 @@ void tool_call_stream::begin_call() {
   key_raw_.clear();
   value_raw_.clear();
   key_.clear();
-  name_.clear();
   pending_arguments_.clear();
   have_name_ = have_arguments_ = announced_ = false;
 }
@@ -312,11 +311,10 @@ void tool_call_stream::member_done(tool_events& out) {
       return not_a_call(out);
     }
     have_name_ = true;
-    name_ = *n;
     announced_ = true;
     tool_call call;
     call.id = id_prefix_ + std::to_string(calls_.size());
-    call.name = name_;
+    call.name = std::move(*n);
     out.calls.push_back({int(calls_.size()), call.id, call.name, ""});
     calls_.push_back(std::move(call));
     if (!pending_arguments_.empty()) emit_arguments(std::exchange(pending_arguments_, std::string()), out);

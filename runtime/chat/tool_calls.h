@@ -94,7 +94,6 @@ class tool_call_stream {
   bool opened_ = false;        // the call's '{' was seen
   bool need_bracket_ = false;  // mistral: the list's '[' is still to come
   std::string key_raw_, value_raw_, key_;
-  std::string name_;
   std::string pending_arguments_;  // arguments seen before the name
   bool have_name_ = false, have_arguments_ = false, announced_ = false;
   std::vector<tool_call> calls_;

@@ -33,6 +33,7 @@ std::vector<sampled_token> sample_rows(std::span<const float> logits, std::span<
     if (r.score >= 0) {
       out[i].token = r.score;
       out[i].logprobs = logprobs_of(row, r.score, std::max(0, r.params.prompt_logprobs));
+      out[i].logprobs.rank = rank_of(row, r.score);
       return;
     }
     const auto& p = r.params;

@@ -159,6 +159,13 @@ std::int32_t choose_token(std::span<const float> logits, const sampling_params& 
   return c[n - 1].id;
 }
 
+std::int32_t rank_of(std::span<const float> logits, std::int32_t token) {
+  const float at = logits[std::size_t(token)];
+  std::int32_t rank = 1;
+  for (float x : logits) rank += x > at;
+  return rank;
+}
+
 token_logprobs logprobs_of(std::span<const float> logits, std::int32_t chosen, int top) {
   float mx = -std::numeric_limits<float>::infinity();
   for (float x : logits) mx = std::max(mx, x);
@@ -167,9 +174,6 @@ token_logprobs logprobs_of(std::span<const float> logits, std::int32_t chosen, i
   const double lse = double(mx) + std::log(sum);
   token_logprobs r;
   r.logprob = float(double(logits[std::size_t(chosen)]) - lse);
-  const float at = logits[std::size_t(chosen)];
-  r.rank = 1;
-  for (float x : logits) r.rank += x > at;
   top = std::min<int>(top, int(logits.size()));
   if (top > 0) {
     std::vector<std::int32_t> ids(logits.size());

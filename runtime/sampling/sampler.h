@@ -34,10 +34,12 @@ std::int32_t choose_token(std::span<const float> logits, const sampling_params& 
 // `top` most likely tokens in descending order (lowest id first on ties).
 struct token_logprobs {
   float logprob = 0;
-  std::int32_t rank = 0;  // 1: the most likely token; 1 + how many tokens are more likely
+  std::int32_t rank = 0;  // scored prompt tokens: 1 + how many tokens are more likely (else 0)
   std::vector<std::int32_t> top_ids;
   std::vector<float> top_logprobs;
 };
 token_logprobs logprobs_of(std::span<const float> logits, std::int32_t chosen, int top);
+// 1 + how many tokens have a higher logit than `token`.
+std::int32_t rank_of(std::span<const float> logits, std::int32_t token);
 
 }  // namespace troupe::sampling

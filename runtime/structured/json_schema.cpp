@@ -528,17 +528,21 @@ std::int32_t compiler::ref_rule(const std::string& ref, const std::string& path,
   return r;
 }
 
-}  // namespace
-
-std::shared_ptr<const grammar> compile_json_schema(std::string_view schema_text, const grammar_budget& budget) {
-  if (json_depth(schema_text, max_json_depth) > max_json_depth)
+// A schema's text as a document: too deep or not JSON is an input_error.
+ojson parse_schema(std::string_view text) {
+  if (json_depth(text, max_json_depth) > max_json_depth)
     throw input_error("JSON Schema: nested deeper than " + std::to_string(max_json_depth) + " levels");
-  ojson schema;
   try {
-    schema = ojson::parse(schema_text);
+    return ojson::parse(text);
   } catch (const std::exception& e) {
     throw input_error(std::string("JSON Schema: not valid JSON: ") + e.what());
   }
+}
+
+}  // namespace
+
+std::shared_ptr<const grammar> compile_json_schema(std::string_view schema_text, const grammar_budget& budget) {
+  const ojson schema = parse_schema(schema_text);
   grammar_builder b(budget);
   compiler c(schema, b);
   const std::int32_t root = b.rule("root");
@@ -562,15 +566,7 @@ struct json_schema_rules::impl {
 };
 
 json_schema_rules::json_schema_rules(std::string_view text, grammar_builder& b) : impl_(std::make_unique<impl>()) {
-  if (json_depth(text, max_json_depth) > max_json_depth)
-    throw input_error("JSON Schema: nested deeper than " + std::to_string(max_json_depth) + " levels");
-  ojson doc;
-  try {
-    doc = ojson::parse(text);
-  } catch (const std::exception& e) {
-    throw input_error(std::string("JSON Schema: not valid JSON: ") + e.what());
-  }
-  auto d = std::make_shared<schema_document>(std::move(doc), b);
+  auto d = std::make_shared<schema_document>(parse_schema(text), b);
   impl_->at = [d](const std::string& ref) { return d->c.at(ref); };
   impl_->any_object = [d] { return d->c.any_object(); };
   impl_->keep = std::move(d);

@@ -29,9 +29,10 @@ void all_blocks_free(const engine::engine& e) {
 }
 
 // Runs `reqs` prefill-only on P; each handoff goes to D with the handle. `before_pull` may spoil
-// the handle first. Returns every request's tokens and checks nothing is left held.
+// the handle first; `seen` is shown every output (true: P's). Returns every request's tokens.
 outputs prefill_then_decode(engine::engine& p, engine::engine& d, const std::vector<engine::request>& reqs,
-                            const std::function<void(engine::request&)>& before_pull = {}) {
+                            const std::function<void(engine::request&)>& before_pull = {},
+                            const std::function<void(engine::request_output&, bool)>& seen = {}) {
   std::map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < reqs.size(); ++i) {
     index[reqs[i].id] = i;
@@ -46,6 +47,7 @@ outputs prefill_then_decode(engine::engine& p, engine::engine& d, const std::vec
     if (p.has_unfinished())
       for (auto& o : p.step()) {
         BOOST_TEST_REQUIRE(o.finished);
+        if (seen) seen(o, true);
         const std::size_t i = index.at(o.id);
         got[i] = o.new_tokens;
         auto next = reqs[i];
@@ -56,6 +58,7 @@ outputs prefill_then_decode(engine::engine& p, engine::engine& d, const std::vec
       }
     if (d.has_unfinished())
       for (auto& o : d.step()) {
+        if (seen) seen(o, false);
         auto& t = got[index.at(o.id)];
         t.insert(t.end(), o.new_tokens.begin(), o.new_tokens.end());
         if (o.finished) ended[o.id] = true;
@@ -228,28 +231,12 @@ BOOST_AUTO_TEST_CASE(prompt_logprobs_come_from_the_prefill_side_once) {
 
   auto p = engine::cpu_engine(test::small_model(), nullptr, test::engine_cfg(64, 2048));
   auto d = engine::cpu_engine(test::small_model(), nullptr, test::engine_cfg(64, 512));
-  std::map<std::string, std::size_t> index;
-  for (std::size_t i = 0; i < reqs.size(); ++i) {
-    index[reqs[i].id] = i;
-    auto r = reqs[i];
-    r.prefill_only = true;
-    p.add_request(r);
-  }
-  d.on_transfer([&](const engine::transfer_record& rec) { p.release_handoff(rec.id); });
   std::map<std::string, std::vector<sampling::token_logprobs>> from_prefill;
   int from_decode = 0;
-  while (p.has_unfinished() || d.has_unfinished()) {
-    if (p.has_unfinished())
-      for (auto& o : p.step()) {
-        from_prefill[o.id] = std::move(o.prompt_logprobs);
-        auto next = reqs[index.at(o.id)];
-        next.generated = o.new_tokens;
-        next.kv_from = o.kv;
-        d.add_request(next);
-      }
-    if (d.has_unfinished())
-      for (auto& o : d.step()) from_decode += int(o.prompt_logprobs.size());
-  }
+  prefill_then_decode(p, d, reqs, {}, [&](engine::request_output& o, bool prefill) {
+    if (prefill) from_prefill[o.id] = std::move(o.prompt_logprobs);
+    else from_decode += int(o.prompt_logprobs.size());
+  });
   BOOST_TEST(from_decode == 0);
   for (const auto& r : reqs) {
     const auto& got = from_prefill[r.id];
