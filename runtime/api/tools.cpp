@@ -177,13 +177,15 @@ sampling::output_constraint forced_tool_constraint(const tool_request& t, const 
   return compiled({kind::json_schema, list.dump()}, "tools");
 }
 
-sampling::output_constraint strict_tool_constraint(const tool_request& t, const std::string& raw) {
+sampling::output_constraint strict_tool_constraint(const tool_request& t, const std::string& raw, chat::tool_format format) {
+  if (format != chat::tool_format::hermes && format != chat::tool_format::llama3_json && format != chat::tool_format::mistral)
+    throw std::logic_error(std::string("strict_tool_constraint: no grammar for the ") + chat::tool_format_name(format) + " format");
   tool_defs h = hoist_tool_schemas(t, raw, [&](std::size_t i) { return strict(t.tools[i]); });
   ojson calls = ojson::array();
   for (const auto& [name, def] : h.calls) calls.push_back({{"name", name}, {"def", def}});
   for (const auto& tool : t.tools)  // the others: any object as arguments
     if (!strict(tool)) calls.push_back({{"name", tool["function"]["name"].get<std::string>()}, {"def", ""}});
-  const ojson doc = {{"calls", calls}, {"parallel", t.parallel}, {"$defs", h.defs}};
+  const ojson doc = {{"format", chat::tool_format_name(format)}, {"calls", calls}, {"parallel", t.parallel}, {"$defs", h.defs}};
   return compiled({kind::tool_calls, doc.dump()}, "tools");
 }
 
@@ -203,14 +205,16 @@ chat::tool_format answer_tool_format(const tool_request& t, chat::tool_format mo
                          "[model] tool_call_parser, so calls could not be found in a free answer; tool_choice "
                          "\"required\" or a named function still works (the output is then constrained)", "tools");
   if (t.strict_auto()) {  // strict tools under "auto": the answer's calls are constrained
-    if (model_format != chat::tool_format::hermes)
+    // Mistral's [TOOL_CALLS] is a special token: the grammar never allows special tokens (their
+    // text is not in the output), so a constrained Mistral model could not open its calls.
+    if (model_format != chat::tool_format::hermes && model_format != chat::tool_format::llama3_json)
       throw api_error(400, std::string("tools: strict tools with tool_choice \"auto\" are constrained for models that write "
-                                       "hermes tool calls; this one writes ") + chat::tool_format_name(model_format) +
+                                       "hermes or llama3_json tool calls; this one writes ") + chat::tool_format_name(model_format) +
                                " (tool_choice \"required\" or a named function constrains any model)", "tools");
     if (!constraint.empty())
       throw api_error(400, "tools: strict tools under tool_choice \"auto\" cannot be combined with another structured output",
                       "tools");
-    constraint = strict_tool_constraint(t, raw);
+    constraint = strict_tool_constraint(t, raw, model_format);
   }
   return model_format;
 }

@@ -11,8 +11,9 @@
 // arguments match the function's schema; `none` hides the tools from the template.
 // parallel_tool_calls: false allows one call (the grammar's list holds one; with `auto`, calls
 // after the first are dropped). A tool's `strict`: forced choices always constrain the
-// arguments; with `auto`, strict_tool_constraint constrains the calls of a Hermes-format model
-// (the frontend refuses strict tools under "auto" for other formats).
+// arguments; with `auto`, strict_tool_constraint constrains the calls in the model's own format
+// (hermes or llama3_json; the frontend refuses strict tools under "auto" for mistral models,
+// whose [TOOL_CALLS] marker is a special token no grammar allows).
 #pragma once
 #include <string>
 
@@ -40,15 +41,17 @@ tool_request parse_tools(const nlohmann::json& body);
 // allows, as a JSON Schema (the tools' $defs moved under the list's, their refs rewritten).
 sampling::output_constraint forced_tool_constraint(const tool_request& t, const std::string& raw);
 
-// The grammar of a free answer whose calls, in the Hermes format, must be valid: strict tools'
-// arguments match their schemas, the others' are any JSON object (runtime/structured/tool_grammar.h).
-sampling::output_constraint strict_tool_constraint(const tool_request& t, const std::string& raw);
+// The grammar of a free answer whose calls, in `format` (hermes, llama3_json or mistral), must be
+// valid: strict tools' arguments match their schemas, the others' are any JSON object
+// (runtime/structured/tool_grammar.h).
+sampling::output_constraint strict_tool_constraint(const tool_request& t, const std::string& raw,
+                                                   chat::tool_format format = chat::tool_format::hermes);
 
 // Where a chat answer's tool calls are, given the format the model writes them in: a forced
 // choice's grammar writes the JSON list (json_array), "auto" leaves the model its own format
 // (none known: a 400 naming tools), "none" has none. Strict tools under "auto" set
-// `constraint` to strict_tool_constraint's (Hermes models only; another format, or a constraint
-// already set, is a 400 naming tools).
+// `constraint` to strict_tool_constraint's (a mistral model, or a constraint already set, is a
+// 400 naming tools).
 chat::tool_format answer_tool_format(const tool_request& t, chat::tool_format model_format,
                                      sampling::output_constraint& constraint, const std::string& raw);
 

@@ -57,7 +57,7 @@ std::shared_ptr<const grammar> build(const sampling::output_constraint& c) {
     case ckind::json_schema: return compile_json_schema(c.source);
     case ckind::json_object: return json_object_grammar();
     case ckind::grammar: return parse_gbnf(c.source);
-    case ckind::tool_calls: return compile_hermes_tool_grammar(c.source);
+    case ckind::tool_calls: return compile_tool_grammar(c.source);
     case ckind::regex: {
       grammar_builder b;
       const std::int32_t root = b.rule("root");

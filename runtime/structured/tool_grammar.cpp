@@ -1,6 +1,7 @@
-// Free text is a small automaton that watches for the marker (the states are how much of it
-// the text ends with, as in string matching): every byte is allowed, and the one that would
-// complete the marker leads into the call instead.
+// Free text is a small automaton that watches for a format's marker (the states are how much of
+// it the text ends with, as in string matching): every byte is allowed, and the one that would
+// complete the marker leads into the calls instead. Llama 3's calls are the whole answer or none
+// of it, so only the answer's opening is watched there.
 #include "runtime/structured/tool_grammar.h"
 
 #include <bitset>
@@ -17,71 +18,157 @@ namespace troupe::structured {
 
 namespace {
 
-constexpr std::string_view call_marker = "<tool_call>";
+using seq = std::vector<grammar::element>;
+using ojson = nlohmann::ordered_json;
 
-// How much of the marker the text ends with after `matched` of it and then byte c.
-std::size_t marker_advance(std::size_t matched, unsigned char c) {
-  std::string seen(call_marker.substr(0, matched));
+// How much of `marker` the text ends with after `matched` of it and then byte c.
+std::size_t marker_advance(std::string_view marker, std::size_t matched, unsigned char c) {
+  std::string seen(marker.substr(0, matched));
   seen += char(c);
-  for (std::size_t k = std::min(seen.size(), call_marker.size()); k > 0; --k)
-    if (seen.compare(seen.size() - k, k, call_marker.substr(0, k)) == 0) return k;
+  for (std::size_t k = std::min(seen.size(), marker.size()); k > 0; --k)
+    if (seen.compare(seen.size() - k, k, marker.substr(0, k)) == 0) return k;
   return 0;
+}
+
+std::bitset<256> whitespace() {
+  std::bitset<256> s;
+  for (char c : std::string(" \n\t\r")) s.set(static_cast<unsigned char>(c));
+  return s;
+}
+
+struct tool_rules {
+  grammar_builder& b;
+  json_schema_rules& schemas;
+  const ojson& doc;
+
+  // One call of any listed tool: {"name": N, "<key>": A}.
+  std::int32_t call(const std::string& key) {
+    const std::int32_t r = b.rule("call");
+    for (const auto& c : doc["calls"]) {
+      seq alt;
+      b.literal(alt, "{\"name\": " + nlohmann::json(c.at("name").get<std::string>()).dump() + ", \"" + key + "\": ");
+      const std::string def = c.value("def", "");
+      alt.push_back(grammar_builder::ref(def.empty() ? schemas.any_object() : schemas.at("#/$defs/" + def)));
+      alt.push_back(b.byte('}'));
+      b.add(r, std::move(alt));
+    }
+    return r;
+  }
+
+  // Whitespace, any amount (complete everywhere).
+  std::int32_t spaces() {
+    const std::int32_t r = b.rule("spaces");
+    if (b.has_alternatives(r)) return r;
+    b.add(r, {});
+    b.add(r, {b.bytes(whitespace()), grammar_builder::ref(r)});
+    return r;
+  }
+
+  // `item` once, or (parallel) one or more separated by `sep` with whitespace around it.
+  std::int32_t items(std::int32_t item, char sep, bool parallel) {
+    if (!parallel) return item;
+    const std::int32_t more = b.rule("more-calls");
+    b.add(more, {});
+    b.add(more, {grammar_builder::ref(spaces()), b.byte(static_cast<unsigned char>(sep)), grammar_builder::ref(spaces()),
+                 grammar_builder::ref(item), grammar_builder::ref(more)});
+    const std::int32_t r = b.rule("calls");
+    b.add(r, {grammar_builder::ref(item), grammar_builder::ref(more)});
+    return r;
+  }
+
+  // Free text watching for `marker`, whose completion leads into `block`: the rule of the start.
+  std::int32_t watching(std::string_view marker, std::int32_t block) {
+    std::vector<std::int32_t> text(marker.size());
+    for (std::size_t i = 0; i < marker.size(); ++i) text[i] = b.rule("text-" + std::to_string(i));
+    for (std::size_t i = 0; i < marker.size(); ++i) {
+      b.add(text[i], {});  // complete here
+      std::map<std::size_t, std::bitset<256>> by_next;
+      for (int c = 0; c < 256; ++c) by_next[marker_advance(marker, i, static_cast<unsigned char>(c))].set(std::size_t(c));
+      for (const auto& [next, bytes] : by_next)
+        b.add(text[i], {b.bytes(bytes), grammar_builder::ref(next == marker.size() ? block : text[next])});
+    }
+    return text[0];
+  }
+};
+
+// Hermes and Mistral: calls may come anywhere in the text, after their marker.
+std::int32_t marked_calls(tool_rules& t, bool parallel, bool hermes) {
+  auto& b = t.b;
+  const std::string_view marker = hermes ? "<tool_call>" : "[TOOL_CALLS]";
+  const std::int32_t block = b.rule("block");
+  const std::int32_t start = t.watching(marker, block);
+  const std::int32_t call = t.call("arguments");
+  seq body;
+  if (hermes) {  // <tool_call> "\n"? call "\n"? </tool_call>: one call per block
+    const std::int32_t newline = b.rule("newline");
+    b.add(newline, {});
+    b.add(newline, {b.byte('\n')});
+    body = {grammar_builder::ref(newline), grammar_builder::ref(call), grammar_builder::ref(newline)};
+    b.literal(body, "</tool_call>");
+  } else {  // [TOOL_CALLS] [call, call, ...]
+    body = {grammar_builder::ref(t.spaces()), b.byte('['), grammar_builder::ref(t.spaces()),
+            grammar_builder::ref(t.items(call, ',', parallel)), grammar_builder::ref(t.spaces()), b.byte(']')};
+  }
+  // After the block: more text and calls, or with one call allowed only whitespace.
+  body.push_back(grammar_builder::ref(parallel ? start : t.spaces()));
+  b.add(block, std::move(body));
+  return start;
+}
+
+// Llama 3: the answer is calls from its first non-space byte ('{' or <|python_tag|>), or text.
+std::int32_t opening_calls(tool_rules& t, bool parallel) {
+  auto& b = t.b;
+  constexpr std::string_view tag = "<|python_tag|>";
+  const std::int32_t calls = b.rule("answer-calls");  // the calls, then whitespace
+  b.add(calls, {grammar_builder::ref(t.items(t.call("parameters"), ';', parallel)), grammar_builder::ref(t.spaces())});
+  const std::int32_t free = b.rule("free");  // anything
+  b.add(free, {});
+  std::bitset<256> all;
+  all.set();
+  b.add(free, {b.bytes(all), grammar_builder::ref(free)});
+  // The tag matched so far (k bytes): complete (the answer may stop there as text), on with the
+  // tag's next byte, off into free text with any other.
+  std::vector<std::int32_t> in_tag(tag.size() + 1);
+  for (std::size_t k = 1; k <= tag.size(); ++k) in_tag[k] = b.rule("tag-" + std::to_string(k));
+  for (std::size_t k = 1; k < tag.size(); ++k) {
+    b.add(in_tag[k], {});
+    b.add(in_tag[k], {b.byte(static_cast<unsigned char>(tag[k])), grammar_builder::ref(in_tag[k + 1])});
+    std::bitset<256> other = all;
+    other.reset(static_cast<unsigned char>(tag[k]));
+    b.add(in_tag[k], {b.bytes(other), grammar_builder::ref(free)});
+  }
+  b.add(in_tag[tag.size()], {grammar_builder::ref(t.spaces()), grammar_builder::ref(calls)});
+  const std::int32_t lead = b.rule("lead");  // only whitespace so far
+  b.add(lead, {});
+  b.add(lead, {b.bytes(whitespace()), grammar_builder::ref(lead)});
+  b.add(lead, {grammar_builder::ref(calls)});
+  b.add(lead, {b.byte(static_cast<unsigned char>(tag[0])), grammar_builder::ref(in_tag[1])});
+  std::bitset<256> text_start = all & ~whitespace();
+  text_start.reset('{');
+  text_start.reset(static_cast<unsigned char>(tag[0]));
+  b.add(lead, {b.bytes(text_start), grammar_builder::ref(free)});
+  return lead;
 }
 
 }  // namespace
 
-std::shared_ptr<const grammar> compile_hermes_tool_grammar(std::string_view source, const grammar_budget& budget) {
-  nlohmann::ordered_json doc;
+std::shared_ptr<const grammar> compile_tool_grammar(std::string_view source, const grammar_budget& budget) {
+  ojson doc;
   try {
-    doc = nlohmann::ordered_json::parse(source);
+    doc = ojson::parse(source);
   } catch (const std::exception& e) {
     throw input_error(std::string("tool grammar: not valid JSON: ") + e.what());
   }
   if (!doc.contains("calls") || !doc["calls"].is_array() || doc["calls"].empty())
     throw input_error("tool grammar: 'calls' must list at least one tool");
+  const std::string format = doc.value("format", "hermes");
+  if (format != "hermes" && format != "mistral" && format != "llama3_json")
+    throw input_error("tool grammar: format \"" + format + "\" is not one of hermes, mistral, llama3_json");
   grammar_builder b(budget);
   json_schema_rules schemas(source, b);
-  using seq = std::vector<grammar::element>;
-
-  const std::int32_t call = b.rule("call");
-  for (const auto& c : doc["calls"]) {
-    seq alt;
-    b.literal(alt, "{\"name\": " + nlohmann::json(c.at("name").get<std::string>()).dump() + ", \"arguments\": ");
-    const std::string def = c.value("def", "");
-    alt.push_back(grammar_builder::ref(def.empty() ? schemas.any_object() : schemas.at("#/$defs/" + def)));
-    alt.push_back(b.byte('}'));
-    b.add(call, std::move(alt));
-  }
-  const std::int32_t newline = b.rule("newline");  // an optional "\n" around the call
-  b.add(newline, {});
-  b.add(newline, {b.byte('\n')});
-  std::vector<std::int32_t> text(call_marker.size());
-  for (std::size_t i = 0; i < call_marker.size(); ++i) text[i] = b.rule("text-" + std::to_string(i));
-  const std::int32_t block = b.rule("block");
-  seq close;
-  b.literal(close, "</tool_call>");
-  seq body = {grammar_builder::ref(newline), grammar_builder::ref(call), grammar_builder::ref(newline)};
-  body.insert(body.end(), close.begin(), close.end());
+  tool_rules t{b, schemas, doc};
   const bool parallel = doc.value("parallel", true);
-  if (parallel) {
-    body.push_back(grammar_builder::ref(text[0]));
-  } else {
-    const std::int32_t tail = b.rule("tail");  // only whitespace after the one call
-    b.add(tail, {});
-    std::bitset<256> space;
-    for (char c : std::string(" \n\t\r")) space.set(static_cast<unsigned char>(c));
-    b.add(tail, {b.bytes(space), grammar_builder::ref(tail)});
-    body.push_back(grammar_builder::ref(tail));
-  }
-  b.add(block, std::move(body));
-  for (std::size_t i = 0; i < call_marker.size(); ++i) {
-    b.add(text[i], {});  // complete here
-    std::map<std::size_t, std::bitset<256>> by_next;
-    for (int c = 0; c < 256; ++c) by_next[marker_advance(i, static_cast<unsigned char>(c))].set(std::size_t(c));
-    for (const auto& [next, bytes] : by_next)
-      b.add(text[i], {b.bytes(bytes), grammar_builder::ref(next == call_marker.size() ? block : text[next])});
-  }
-  return b.build(text[0]);
+  return b.build(format == "llama3_json" ? opening_calls(t, parallel) : marked_calls(t, parallel, format == "hermes"));
 }
 
 }  // namespace troupe::structured

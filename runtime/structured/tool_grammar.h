@@ -1,13 +1,20 @@
-// The grammar of a free chat answer whose tool calls, in the Hermes format Qwen2.5/Qwen3 are
-// trained on (<tool_call>\n{"name": N, "arguments": A}\n</tool_call>), must be valid: what
-// `strict: true` tools ask for under tool_choice "auto".
+// The grammar of a free chat answer whose tool calls, in the format the model is trained to
+// write them, must be valid: what `strict: true` tools ask for under tool_choice "auto".
 //
-// Contract: compile_hermes_tool_grammar(source) takes a JSON document {"calls": [{"name": N,
-// "def": D}, ...], "parallel": bool, "$defs": {...}}: each call's arguments are the schema at
-// #/$defs/D (refs resolved in the document), or any JSON object when D is empty. The grammar
-// accepts any text that does not contain "<tool_call>"; the marker opens a call, which must be
-// one of the listed ones; after "</tool_call>" text and further calls may follow (parallel) or
-// only whitespace (not). Text is complete wherever it stands outside a call.
+//   hermes       text, and anywhere in it <tool_call>\n{"name": N, "arguments": A}\n</tool_call>
+//   mistral      text, and anywhere in it [TOOL_CALLS][{"name": N, "arguments": A}, ...]
+//   llama3_json  either text that does not open with '{' or <|python_tag|>, or the whole answer
+//                calls {"name": N, "parameters": A} (after an optional <|python_tag|>),
+//                separated by ';'
+//
+// These are the shapes runtime/chat/tool_calls.h parses, so a constrained answer's calls are
+// always found and always valid.
+//
+// Contract: compile_tool_grammar(source) takes a JSON document {"format": F, "calls": [{"name":
+// N, "def": D}, ...], "parallel": bool, "$defs": {...}} (F hermes when absent): each call's
+// arguments are the schema at #/$defs/D (refs resolved in the document), or any JSON object when
+// D is empty. A call must name one of the listed tools. With parallel false, one call at most,
+// and only whitespace after it. Text is complete wherever it stands outside a call.
 #pragma once
 #include <memory>
 #include <string_view>
@@ -16,6 +23,6 @@
 
 namespace troupe::structured {
 
-std::shared_ptr<const grammar> compile_hermes_tool_grammar(std::string_view source, const grammar_budget& budget = {});
+std::shared_ptr<const grammar> compile_tool_grammar(std::string_view source, const grammar_budget& budget = {});
 
 }  // namespace troupe::structured

@@ -516,3 +516,37 @@ BOOST_AUTO_TEST_CASE(strict_tools_under_auto_constrain_hermes_calls) {
   BOOST_TEST(!grammar_takes(one, call + call));
   BOOST_TEST(!grammar_takes(one, call + " more text"));
 }
+
+// The same for models that write Mistral's [TOOL_CALLS] lists and Llama 3's whole-answer JSON.
+BOOST_AUTO_TEST_CASE(strict_tools_under_auto_constrain_mistral_and_llama3_calls) {
+  json loose = weather_tool();
+  loose["function"]["name"] = "ping";
+  const auto body = json{{"tools", {weather_tool(true), loose}}}.dump();
+  auto r = api::parse_request(json{{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"tools", {weather_tool(true), loose}}}.dump(),
+                              endpoint::chat);
+  const auto m = api::strict_tool_constraint(r.tools, body, chat::tool_format::mistral);
+  const std::string weather = "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}";
+  BOOST_TEST(grammar_takes(m, "Sure, [TOOL_CALLS is not a call."));
+  BOOST_TEST(grammar_takes(m, "[TOOL_CALLS][" + weather + "]"));
+  BOOST_TEST(grammar_takes(m, "Two: [TOOL_CALLS] [" + weather + ", {\"name\": \"ping\", \"arguments\": {}}] then text"));
+  BOOST_TEST(!grammar_takes(m, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {}}]"));  // city
+  BOOST_TEST(!grammar_takes(m, "[TOOL_CALLS]{\"name\": \"ping\", \"arguments\": {}}"));  // not a list
+  BOOST_TEST(!grammar_takes(m, "[TOOL_CALLS][" + weather));  // an open list is not complete
+
+  const auto l = api::strict_tool_constraint(r.tools, body, chat::tool_format::llama3_json);
+  const std::string params = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}";
+  BOOST_TEST(grammar_takes(l, "It is sunny in {Paris} today."));  // text: '{' later is text
+  BOOST_TEST(grammar_takes(l, "<|python_ta"));                    // stopped inside what could have been the tag
+  BOOST_TEST(grammar_takes(l, "<b>bold</b>"));
+  BOOST_TEST(grammar_takes(l, "  " + params));
+  BOOST_TEST(grammar_takes(l, "<|python_tag|>" + params + "; {\"name\": \"ping\", \"parameters\": {}}\n"));
+  BOOST_TEST(!grammar_takes(l, "{\"answer\": 42}"));            // an opening '{' is a call
+  BOOST_TEST(!grammar_takes(l, "{\"name\": \"get_weather\", \"parameters\": {}}"));
+  BOOST_TEST(!grammar_takes(l, params + " and then text"));
+  const auto one = api::strict_tool_constraint(
+      api::parse_request(json{{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"tools", {weather_tool(true)}},
+                              {"parallel_tool_calls", false}}.dump(), endpoint::chat).tools,
+      json{{"tools", {weather_tool(true)}}}.dump(), chat::tool_format::llama3_json);
+  BOOST_TEST(grammar_takes(one, params));
+  BOOST_TEST(!grammar_takes(one, params + ";" + params));
+}
