@@ -10,6 +10,7 @@
 #include "actors/error_text.h"
 #include "runtime/api/choices.h"
 #include "runtime/api/openai.h"
+#include "runtime/api/embeddings.h"
 #include "runtime/api/tokenize.h"
 #include "runtime/common/constant_time.h"
 #include "runtime/common/error.h"
@@ -31,6 +32,7 @@ struct prepared {
   api::endpoint kind = api::endpoint::completions;
   std::chrono::steady_clock::time_point arrived;
   std::optional<api::completion_request> req;
+  std::optional<api::embedding_request> embed;  // kind embeddings: this instead of req
   std::vector<std::vector<std::int32_t>> prompts;  // one per prompt of the request
   std::vector<int> public_prefix;  // per prompt: leading tokens that are a public prompt's
   std::optional<api::api_error> error;
@@ -48,6 +50,8 @@ struct prepare_context {
   std::shared_ptr<const tokenizer::tokenizer> tok;
   std::shared_ptr<const chat::chat_template> chat;
   chat::tool_format tool_format = chat::tool_format::none;  // the model's
+  std::optional<model::pooling_config> pooling;  // an embedding model's
+  int embedding_size = 0;
   sampling::sampling_params sampling_defaults;
   // The public prompts as token prefixes: as a completion prompt starts, and as a chat whose
   // first message is that system prompt is rendered up to the end of it.
@@ -206,6 +210,9 @@ struct choice_group {
   bool began = false;               // the stream's 200 went out
   bool failed = false;              // answered with an error: the others' ends are dropped
   long long prompt_tokens = 0, completion_tokens = 0;  // a stream's usage
+  // /v1/embeddings: each input's vector as it finishes, and the answer's encoding.
+  bool embeddings = false, base64 = false;
+  std::vector<std::vector<float>> vectors;
 };
 
 struct live_request {
@@ -376,6 +383,13 @@ void finish(frontend_ptr self, live_request& r, const token_update& u) {
   }
   choice_group& g = *r.group;
   --g.left;
+  if (g.embeddings) {
+    g.vectors[std::size_t(r.sub)] = u.embedding;
+    g.prompt_tokens += r.prompt_tokens;
+    if (g.left > 0) return;
+    return r.ex->respond(200, "application/json", dump(api::embedding_response(g.vectors, g.base64, self->state.cfg.model_name,
+                                                                               int(g.prompt_tokens))));
+  }
   if (r.stream) {
     for (const auto& c : r.w->chunks(u.text, r.logprobs ? logprobs_of(u) : std::vector<api::token_logprob>{}, reason.value_or("abort")))
       sse(r.ex, c);
@@ -421,7 +435,7 @@ void on_update(frontend_ptr self, token_update& u) {
   auto it = st.live.find(u.id);
   if (it == st.live.end()) return;
   live_request& r = it->second;
-  if (!u.prompt_logprobs.empty()) r.w->prompt_scored(std::move(u.prompt_logprobs));
+  if (!u.prompt_logprobs.empty() && r.w) r.w->prompt_scored(std::move(u.prompt_logprobs));
   for (float lp : u.logprobs) r.cumulative += lp;
   const auto now = clock::now();
   if (!u.tokens.empty()) {
@@ -479,19 +493,37 @@ void check_model(const prepare_context& pc, const std::string& asked) {
 }
 
 // A completions prompt as tokens: text encoded (with BOS as the tokenizer adds it), ids checked.
-std::vector<std::int32_t> completion_prompt(const prepare_context& pc, const api::prompt_input& in) {
+std::vector<std::int32_t> completion_prompt(const prepare_context& pc, const api::prompt_input& in,
+                                            const std::string& field = "prompt") {
   if (in.text) {
-    if (!pc.tok) throw api::api_error(400, "this model has no tokenizer; send the prompt as token ids", "prompt");
+    if (!pc.tok) throw api::api_error(400, "this model has no tokenizer; send the " + field + " as token ids", field);
     return pc.tok->encode(*in.text, true);
   }
   for (std::size_t i = 0; i < in.ids.size(); ++i)
     if (!in_vocabulary(pc, in.ids[i]))
-      throw api::api_error(400, "prompt: token " + std::to_string(i) + " is " + std::to_string(in.ids[i]) + ", outside " + vocabulary(pc),
-                           "prompt");
+      throw api::api_error(400, field + ": token " + std::to_string(i) + " is " + std::to_string(in.ids[i]) + ", outside " + vocabulary(pc),
+                           field);
   return in.ids;
 }
 
+// An embeddings request: parsed, its model checked to be an embedding model, its inputs tokenized
+// (with the special tokens the tokenizer adds, as sentence-transformers encodes).
+void prepare_embeddings(const prepare_context& pc, prepared& p) {
+  api::embedding_request req = api::parse_embedding_request(p.ex->req().body);
+  check_model(pc, req.model);
+  if (!pc.pooling)
+    throw api::api_error(400, "the model \"" + pc.model_name + "\" computes no embeddings: its folder has no sentence-transformers "
+                         "Pooling module (modules.json)", "model");
+  api::check_dimensions(req, pc.embedding_size);
+  for (const auto& in : req.inputs) p.prompts.push_back(completion_prompt(pc, in, "input"));
+  for (const auto& prompt : p.prompts) p.public_prefix.push_back(public_prefix_of(pc, prompt));
+  if (!req.no_effect_fields.empty())
+    log::debug("request_fields_without_effect", {{"id", p.id}, {"trace", p.trace}, {"fields", req.no_effect_fields}});
+  p.embed = std::move(req);
+}
+
 void prepare(const prepare_context& pc, prepared& p) {
+  if (p.kind == api::endpoint::embeddings) return prepare_embeddings(pc, p);
   api::completion_request req = api::parse_request(p.ex->req().body, p.kind, pc.sampling_defaults);
   check_model(pc, req.model);
   if (p.kind == api::endpoint::chat) {
@@ -588,7 +620,7 @@ caf::actor next_preparer(frontend_ptr self) {
 void handle_completion(frontend_ptr self, const std::shared_ptr<http::exchange>& ex, api::endpoint kind) {
   auto& st = self->state;
   prepared p;
-  p.id = std::string(kind == api::endpoint::chat ? "chatcmpl-" : "cmpl-") + st.id_salt + std::to_string(++st.next_id);
+  p.id = std::string(kind == api::endpoint::chat ? "chatcmpl-" : kind == api::endpoint::embeddings ? "embd-" : "cmpl-") + st.id_salt + std::to_string(++st.next_id);
   const std::string given = ex->req().header_value("x-request-id");
   p.trace = usable_trace_id(given) ? given : p.id;
   ex->add_header({"X-Request-Id", p.trace});  // on the answer, whatever it is
@@ -685,11 +717,21 @@ void on_submitted(frontend_ptr self, const std::string& id, api::endpoint kind) 
   if (kind == api::endpoint::chat) sse(r.ex, r.w->role_chunk());
 }
 
+void submit_one(frontend_ptr self, engine::request er, api::endpoint kind) {
+  auto& st = self->state;
+  const std::string id = er.id;
+  self->request(st.owner, st.cfg.request_timeout, submit_atom::value, std::move(er), caf::actor_cast<token_sink>(self))
+      .then([=](bool) { on_submitted(self, id, kind); }, [=](caf::error& err) { on_submit_failed(self, id, err); });
+}
+
+void submit_embeddings(frontend_ptr self, prepared& p);
+
 void submit(frontend_ptr self, prepared& p) {
   auto& st = self->state;
   const auto& ex = p.ex;
   const api::endpoint kind = p.kind;
   if (p.error) throw *p.error;
+  if (p.embed) return submit_embeddings(self, p);
   api::completion_request& req = *p.req;
   double tokens = 0;
   for (const auto& prompt : p.prompts) {
@@ -746,8 +788,56 @@ void submit(frontend_ptr self, prepared& p) {
     er.cache_salt = cache_salt(st.cfg, ex->req(), req.user);
     er.public_prefix = p.public_prefix[i];
     er.trace_id = p.trace;
-    self->request(st.owner, st.cfg.request_timeout, submit_atom::value, er, caf::actor_cast<token_sink>(self))
-        .then([=](bool) { on_submitted(self, id, kind); }, [=](caf::error& err) { on_submit_failed(self, id, err); });
+    submit_one(self, std::move(er), kind);
+  }
+}
+
+// An embeddings request: one engine request per input, each ending with its vector; the answer
+// goes once all have.
+void submit_embeddings(frontend_ptr self, prepared& p) {
+  auto& st = self->state;
+  const auto& ex = p.ex;
+  const api::embedding_request& req = *p.embed;
+  double tokens = 0;
+  for (const auto& prompt : p.prompts) {
+    if (auto c = engine::check_context(int(prompt.size()), 0, 1, st.cfg.max_model_len, true))
+      throw api::api_error(413, c->message, "input");
+    tokens += double(prompt.size());
+  }
+  if (ex->gone()) return;
+  charge_tenant(st, ex->req(), req.user, tokens);
+  auto g = std::make_shared<choice_group>();
+  g->plan = {int(p.prompts.size()), 1, 1};
+  g->left = g->plan.size();
+  g->embeddings = true;
+  g->base64 = req.base64;
+  g->vectors.resize(p.prompts.size());
+  for (int k = 0; k < g->plan.size(); ++k) g->ids.push_back(g->plan.size() == 1 ? p.id : p.id + "-" + std::to_string(k));
+  ex->on_gone([h = caf::actor_cast<caf::actor>(self), ids = g->ids] {
+    for (const auto& id : ids) caf::anon_send(h, gone_atom::value, id);
+  });
+  for (int k = 0; k < g->plan.size(); ++k) {
+    const auto& prompt = p.prompts[std::size_t(k)];
+    live_request r;
+    r.group = g;
+    r.sub = k;
+    r.ex = ex;
+    r.prompt_tokens = int(prompt.size());
+    r.arrived = p.arrived;
+    r.labels = {{"model_name", st.cfg.model_name}, {"tenant", req.user.empty() ? "default" : req.user},
+                {"priority", std::to_string(req.priority)}, {"input_bucket", input_bucket(int(prompt.size()))}};
+    st.live.emplace(g->ids[std::size_t(k)], std::move(r));
+    engine::request er;
+    er.id = g->ids[std::size_t(k)];
+    er.prompt = prompt;
+    er.embed = true;
+    er.params.max_tokens = 1;
+    er.priority = req.priority;
+    er.speculate = false;
+    er.cache_salt = cache_salt(st.cfg, ex->req(), req.user);
+    er.public_prefix = p.public_prefix[std::size_t(k)];
+    er.trace_id = p.trace;
+    submit_one(self, std::move(er), api::endpoint::embeddings);
   }
 }
 
@@ -859,6 +949,11 @@ void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
       if (st.draining) throw api::api_error(503, "the server is shutting down; send the request to another", "", "server_error");
       return handle_completion(self, ex, path == "/v1/completions" ? api::endpoint::completions : api::endpoint::chat);
     }
+    if (path == "/v1/embeddings") {
+      need_method(rq, path, {"POST"});
+      if (st.draining) throw api::api_error(503, "the server is shutting down; send the request to another", "", "server_error");
+      return handle_completion(self, ex, api::endpoint::embeddings);
+    }
     if (path == "/tokenize" || path == "/detokenize") {
       need_method(rq, path, {"POST"});
       self->send(next_preparer(self), tokenize_job{st.prepare_ctx, ex, path == "/detokenize"});
@@ -945,6 +1040,11 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
   pc->sampling_defaults = st.cfg.sampling_defaults;
   pc->tok = std::move(tok);
   if (chat) pc->chat = std::make_shared<const chat::chat_template>(std::move(*chat));
+  pc->pooling = st.cfg.pooling;
+  pc->embedding_size = st.cfg.embedding_size;
+  if (pc->pooling)
+    log::info("embeddings", {{"pooling", model::pooling_method_name(pc->pooling->method)}, {"normalize", pc->pooling->normalize},
+                             {"dimensions", pc->embedding_size}});
   pc->tool_format = st.cfg.tool_call_parser.value_or(pc->chat ? pc->chat->tool_calls() : chat::tool_format::none);
   log::info("tool_call_parser", {{"format", chat::tool_format_name(pc->tool_format)},
                                  {"from", st.cfg.tool_call_parser ? "the topology" : "the chat template"}});

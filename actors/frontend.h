@@ -16,6 +16,7 @@
 #include "actors/protocol/router_protocol.h"
 #include "runtime/chat/chat_template.h"
 #include "runtime/chat/tool_calls.h"
+#include "runtime/model/pooling.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace troupe::actors {
@@ -45,6 +46,10 @@ struct frontend_config {
   // template's (stated in the log at start). tool_choice "auto" parses answers in it; with
   // none, "auto" with tools is refused.
   std::optional<chat::tool_format> tool_call_parser;
+  // An embedding model's pooling (its folder's modules.json): /v1/embeddings serves it, with
+  // vectors of embedding_size values. Unset: /v1/embeddings is a 400 naming the model.
+  std::optional<model::pooling_config> pooling;
+  int embedding_size = 0;
 };
 
 class frontend {

@@ -34,6 +34,7 @@ token_update to_update(const engine::request_output& o) {
     u.top_logprobs.push_back(lp.top_logprobs);
   }
   u.prompt_logprobs = o.prompt_logprobs;
+  u.embedding = o.embedding;
   u.queue_seconds = o.queue_seconds;
   u.prefill_seconds = o.prefill_seconds;
   u.decode_seconds = o.decode_seconds;

@@ -132,6 +132,7 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
           self->quit(caf::make_error(caf::sec::runtime_error, e.what()));
           return caf::make_error(caf::sec::runtime_error, e.what());
         }
+        if (lead) out.result.pooled = st.model->pool(st.ws, in.plan.pools);
         if (lead) out.result.tokens = sampling::sample_rows(st.logits, in.plan.sampling, st.model->config().vocab_size,
                                                             st.model->config().eos_token_ids);
         return out;
@@ -432,10 +433,14 @@ void stage_done(group_actor::stateful_pointer<group_state> self, std::uint64_t i
   const auto& rows = step.micro[m].rows;
   if (out.result.tokens.size() != rows.size()) return fail_step(self, id, "the last stage chose the wrong number of tokens");
   for (std::size_t i = 0; i < rows.size(); ++i) step.tokens[std::size_t(rows[i])] = std::move(out.result.tokens[i]);
+  const auto& pools = step.micro[m].pools;
+  if (out.result.pooled.size() != pools.size()) return fail_step(self, id, "the last stage pooled the wrong number of spans");
+  for (std::size_t i = 0; i < pools.size(); ++i) step.pooled[std::size_t(pools[i])] = std::move(out.result.pooled[i]);
   if (--step.left > 0) return;
   engine::step_result r;
   r.tokens = std::move(step.tokens);
   r.expert_tokens = std::move(step.expert_tokens);
+  r.pooled = std::move(step.pooled);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - step.started).count();
   auto promise = step.promise;
   st.step.reset();
@@ -468,6 +473,7 @@ void begin_step(group_actor::stateful_pointer<group_state> self, stage_input in,
                 caf::typed_response_promise<engine::step_result> promise) {
   auto& st = self->state;
   const std::size_t rows = in.plan.logit_rows.size();
+  const std::size_t pools = in.plan.pools.size();
   auto micro = engine::split_plan(std::move(in.plan), st.cfg.micro_batches);
   if (micro.empty()) {
     promise.deliver(engine::step_result{});
@@ -478,6 +484,7 @@ void begin_step(group_actor::stateful_pointer<group_state> self, stage_input in,
   step.generation = st.generation;
   step.promise = std::move(promise);
   step.tokens.resize(rows);
+  step.pooled.resize(pools);
   step.left = micro.size();
   step.micro = std::move(micro);
   step.started = std::chrono::steady_clock::now();

@@ -109,6 +109,7 @@ struct running_step {
   std::vector<sampling::sampled_token> tokens;  // the step's, in its logit_rows order
   std::size_t left = 0;                         // micro-batches not through the last stage yet
   std::vector<std::uint64_t> expert_tokens;     // summed over its stages and micro-batches
+  std::vector<std::vector<float>> pooled;        // the step's, in its pools order
   std::chrono::steady_clock::time_point started;
 };
 

@@ -49,7 +49,7 @@ namespace troupe::engine {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request& x) {
   return f(caf::meta::type_name("request"), x.id, x.prompt, x.generated, x.params, x.priority, x.prefill_only, x.kv_from,
-           x.cache_salt, x.public_prefix, x.trace_id, x.speculate, x.text_returned);
+           x.cache_salt, x.public_prefix, x.trace_id, x.speculate, x.text_returned, x.embed);
 }
 
 }  // namespace troupe::engine
@@ -75,6 +75,7 @@ struct token_update {
   // With the first token of a request that asked for prompt logprobs: one per prompt token
   // after the first.
   std::vector<sampling::token_logprobs> prompt_logprobs;
+  std::vector<float> embedding;  // on the final update of an embedding request
   // On the final update: queue, prefill and decode time on the replica that finished it.
   double queue_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
   std::int32_t migrations = 0;  // times the request moved so far (set by the request owner)
@@ -146,7 +147,7 @@ typename Inspector::result_type inspect(Inspector& f, token_update& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("token_update"), x.id, x.tokens, x.text, x.finished, reason, load_reason, x.error,
-           x.prompt_tokens, x.output_tokens, x.text_tokens, x.logprobs, x.top_ids, x.top_logprobs, x.prompt_logprobs, x.queue_seconds,
+           x.prompt_tokens, x.output_tokens, x.text_tokens, x.logprobs, x.top_ids, x.top_logprobs, x.prompt_logprobs, x.embedding, x.queue_seconds,
            x.prefill_seconds, x.decode_seconds, x.migrations, x.transfer_seconds, x.draft_tokens, x.accepted_tokens, x.kv);
 }
 

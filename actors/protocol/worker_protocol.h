@@ -96,16 +96,25 @@ typename Inspector::result_type inspect(Inspector& f, kv_handle& x) {
 
 }  // namespace troupe::kv::transfer
 
+namespace troupe::model {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, row_span& x) {
+  return f(caf::meta::type_name("row_span"), x.first, x.count);
+}
+
+}  // namespace troupe::model
+
 namespace troupe::engine {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
-  return f(caf::meta::type_name("step_result"), x.tokens, x.seconds, x.expert_tokens);
+  return f(caf::meta::type_name("step_result"), x.tokens, x.seconds, x.expert_tokens, x.pooled);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, forward_plan& x) {
-  return f(caf::meta::type_name("forward_plan"), x.tokens, x.positions, x.seq_of_token, x.tables, x.logit_rows, x.sampling);
+  return f(caf::meta::type_name("forward_plan"), x.tokens, x.positions, x.seq_of_token, x.tables, x.logit_rows, x.sampling, x.pools);
 }
 
 }  // namespace troupe::engine

@@ -102,34 +102,19 @@ struct fields {
 };
 
 // One prompt: a string or a list of token ids.
-std::optional<prompt_input> one_prompt(const json& p) {
+std::optional<prompt_input> one_prompt(const json& p, const std::string& field) {
   prompt_input in;
   if (p.is_string()) {
     in.text = p.get<std::string>();
-    if (in.text->empty()) bad_field("prompt", "must not be empty");
+    if (in.text->empty()) bad_field(field, "must not be empty");
     return in;
   }
   if (!p.is_array() || p.empty() || !p[0].is_number_integer()) return std::nullopt;
   for (const auto& t : p) {
-    if (!t.is_number_integer()) bad_field("prompt", "a token-id prompt must hold only integers");
+    if (!t.is_number_integer()) bad_field(field, "a token-id prompt must hold only integers");
     in.ids.push_back(t.get<std::int32_t>());
   }
   return in;
-}
-
-// `prompt`: a string, a list of token ids, or a list of either (a batch, each prompt its own
-// choices).
-std::vector<prompt_input> parse_prompts(const json& p) {
-  if (auto one = one_prompt(p)) return {std::move(*one)};
-  if (!p.is_array() || p.empty()) bad_field("prompt", std::string("expected a non-empty string, a list of token ids, or a list of those, got ") + json_type(p));
-  if (p.size() > std::size_t(choice_plan::max_choices)) bad_field("prompt", "at most " + std::to_string(choice_plan::max_choices) + " prompts");
-  std::vector<prompt_input> out;
-  for (const auto& x : p) {
-    auto one = one_prompt(x);
-    if (!one) bad_field("prompt", "each prompt of a list must be a non-empty string or a list of token ids");
-    out.push_back(std::move(*one));
-  }
-  return out;
 }
 
 std::string message_text(const json& content, std::size_t index) {
@@ -204,6 +189,20 @@ std::vector<std::pair<std::int32_t, float>> parse_logit_bias(const json& v) {
 
 }  // namespace
 
+std::vector<prompt_input> parse_prompts(const json& p, const std::string& field, std::size_t most) {
+  if (auto one = one_prompt(p, field)) return {std::move(*one)};
+  if (!p.is_array() || p.empty())
+    bad_field(field, std::string("expected a non-empty string, a list of token ids, or a list of those, got ") + json_type(p));
+  if (p.size() > most) bad_field(field, "at most " + std::to_string(most) + " in one request");
+  std::vector<prompt_input> out;
+  for (const auto& x : p) {
+    auto one = one_prompt(x, field);
+    if (!one) bad_field(field, "each entry of a list must be a non-empty string or a list of token ids");
+    out.push_back(std::move(*one));
+  }
+  return out;
+}
+
 json parse_messages(const json& m) {
   if (!m.is_array() || m.empty()) bad_field("messages", "expected a non-empty array of messages");
   json out = json::array();
@@ -275,7 +274,7 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
   if (kind == endpoint::completions) {
     const json* p = f.get("prompt");
     if (!p) bad_field("prompt", "is required");
-    r.prompts = parse_prompts(*p);
+    r.prompts = parse_prompts(*p, "prompt", std::size_t(choice_plan::max_choices));
     r.echo = f.boolean("echo").value_or(false);
     if (f.get("suffix")) bad_field("suffix", "is not supported");
     if (auto lp = f.integer("logprobs")) {

@@ -47,12 +47,16 @@ class api_error : public std::runtime_error {
 // A 400 naming "field.key" for the first key of `obj` not in `keys`.
 void only_keys(const nlohmann::json& obj, const std::string& field, std::initializer_list<const char*> keys);
 
-enum class endpoint { completions, chat };
+enum class endpoint { completions, chat, embeddings };
 
 struct prompt_input {
   std::optional<std::string> text;  // a string prompt, or
   std::vector<std::int32_t> ids;    // a prompt of token ids
 };
+
+// `prompt` (or an embedding request's `input`): a string, a list of token ids, or a list of at
+// most `most` of those. A 400 names `field`.
+std::vector<prompt_input> parse_prompts(const nlohmann::json& p, const std::string& field, std::size_t most);
 
 struct completion_request {
   endpoint kind = endpoint::completions;

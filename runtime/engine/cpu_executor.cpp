@@ -23,6 +23,7 @@ void cpu_executor::execute(forward_plan plan, step_done done) {
   model_->forward(view(plan), *cache_, logits_.data(), ws_);
   step_result r;
   r.tokens = sampling::sample_rows(logits_, plan.sampling, mc.vocab_size, mc.eos_token_ids);
+  r.pooled = model_->pool(ws_, plan.pools);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.expert_tokens = std::move(ws_.expert_tokens);
   ws_.expert_tokens.clear();

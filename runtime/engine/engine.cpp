@@ -140,6 +140,9 @@ void engine::add_request(request r) {
     throw input_error("request '" + r.id + "': prompt_logprobs: a prompt of " + std::to_string(len) + " tokens would need " +
                       std::to_string(std::min(len, cfg_.sched.max_num_batched_tokens)) + " rows of " +
                       std::to_string(mc.vocab_size) + " logits in one step, over the 1 GiB this engine allows");
+  if (r.embed && !mc.pooling)
+    throw input_error("request '" + r.id + "': this model computes no embeddings (its folder has no sentence-transformers "
+                      "Pooling module in modules.json)");
   auto s = std::make_unique<sequence>();
   s->acceptance = speculative::acceptance::starting_from(acceptance_);
   s->id = next_id_++;
@@ -156,7 +159,9 @@ void engine::add_request(request r) {
   const std::size_t returned = r.text_returned < 0 ? r.generated.size() : std::min(r.generated.size(), std::size_t(r.text_returned));
   s->out.detok = tokenizer::incremental_detokenizer(returned);
   s->prefill_only = r.prefill_only;
-  s->speculate = r.speculate;
+  s->speculate = r.speculate && !r.embed;
+  s->embed = r.embed;
+  s->pools_from_start = r.embed && mc.pooling->method != model::pooling_method::last;
   s->keys = {root_, kv::salt_key(r.cache_salt), r.public_prefix};
   s->constraint = std::move(constraint);
   if (cfg_.prefix_caching) kv::extend_block_hashes(s->hashes, s->tokens, cfg_.sched.block_size, s->keys);
@@ -345,7 +350,7 @@ forward_plan engine::begin_step() {
     sequence& s = *seqs_.at(id);
     sched::seq_snapshot snap{id, int(s.tokens.size()), s.num_computed, kv_.num_blocks_of(id), s.priority, s.arrival};
     if (cfg_.prefix_caching && s.pull_from.empty() && s.num_computed == 0 && snap.num_blocks == 0 && !s.wants_scores() &&
-        lookups++ < std::size_t(std::max(cfg_.sched.max_num_seqs, 1))) {
+        !s.pools_from_start && lookups++ < std::size_t(std::max(cfg_.sched.max_num_seqs, 1))) {
       kv::extend_block_hashes(s.hashes, s.tokens, bs, s.keys);
       kv::prefix_hit hit = kv_.find_prefix(s.hashes, (int(s.tokens.size()) - 1) / bs);
       snap.num_computed = hit.tokens(bs);
@@ -434,7 +439,8 @@ forward_plan engine::begin_step() {
       fp.seq_of_token.push_back(std::int32_t(i));
     }
     add_score_rows(s, sc.num_new_tokens, fp, p);
-    if (s.num_computed + sc.num_new_tokens == int(s.tokens.size())) {  // one row per position from its last token on
+    add_pool_rows(s, sc.num_new_tokens, fp, p);
+    if (!s.embed && s.num_computed + sc.num_new_tokens == int(s.tokens.size())) {  // one row per position from its last token on
       p.logit_row[i] = int(fp.logit_rows.size());
       for (std::size_t j = 0; j <= proposed.size(); ++j)
         fp.logit_rows.push_back(std::int32_t(fp.tokens.size() - 1 - proposed.size() + j));
@@ -449,6 +455,7 @@ forward_plan engine::begin_step() {
     }
   }
   p.logit_rows = fp.logit_rows.size();
+  p.pools = fp.pools.size();
   p.rows = fp.tokens.size();
   p.computes = !fp.empty();
   stalled_ = fp.empty() && plan.admitted.empty() && p.out.empty();
@@ -465,6 +472,9 @@ std::vector<request_output> engine::finish_step(std::optional<step_result> resul
     return {};
   }
   std::vector<request_output> out = std::move(p.out);
+  if (result->pooled.size() != p.pools)
+    throw std::logic_error("finish_step: " + std::to_string(result->pooled.size()) + " pooled vectors, the plan wants " +
+                           std::to_string(p.pools));
   if (result->tokens.size() != p.logit_rows)
     throw std::logic_error("finish_step: " + std::to_string(result->tokens.size()) + " tokens, the plan wants " +
                            std::to_string(p.logit_rows));
@@ -492,9 +502,15 @@ std::vector<request_output> engine::finish_step(std::optional<step_result> resul
     stats_.prompt_tokens_computed += std::uint64_t(prompt_part);
     for (int k = 0; k < p.score_count[i]; ++k) s.prompt_lps.push_back(std::move(result->tokens[std::size_t(p.score_row[i] + k)].logprobs));
     s.scored += p.score_count[i];
-    if (p.logit_row[i] < 0) {  // a prefill chunk
+    take_pooled(s, *result, p, i);
+    if (p.logit_row[i] < 0) {  // a prefill chunk (or an embedding's prompt)
       s.num_computed += p.new_tokens[i];
       cache_computed(s);
+      if (s.embed && s.num_computed == s.prompt_len) {
+        request_output o = embedding_output(s);
+        finish(s, finish_reason::stop, o);  // s is gone
+        out.push_back(std::move(o));
+      }
       continue;
     }
     // Its rows: the token it decoded, then one per proposed token; the target's choices at them

@@ -209,6 +209,11 @@ class engine {
   // Registers the sequence's blocks computed in full in the prefix cache.
   void cache_computed(sequence& s);
   void add_score_rows(const sequence& s, int new_tokens, forward_plan& fp, pending& p) const;
+  // Embeddings (engine_pooling.cpp): the rows of the step an embedding pools; its output once its
+  // prompt is computed.
+  void add_pool_rows(const sequence& s, int new_tokens, forward_plan& fp, pending& p) const;
+  void take_pooled(sequence& s, const step_result& r, const pending& p, std::size_t i) const;
+  request_output embedding_output(const sequence& s) const;
 
   model::model_config mc_;
   std::shared_ptr<const tokenizer::tokenizer> tok_;

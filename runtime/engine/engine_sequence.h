@@ -46,6 +46,12 @@ struct engine::sequence {
   std::vector<sampling::token_logprobs> prompt_lps;
   bool prompt_lps_sent = false;
   bool wants_scores() const { return params.prompt_logprobs >= 0 && scored < prompt_len - 1; }
+  // An embedding (request::embed): the prompt positions pooled so far and their hidden states'
+  // sum; with mean or CLS pooling it needs position 0 on, so it never takes a cached prefix.
+  bool embed = false;
+  bool pools_from_start = false;
+  int pooled = 0;
+  std::vector<double> pool_sum;
 
   int num_output() const { return int(tokens.size()) - prompt_len; }
 };
@@ -55,9 +61,11 @@ struct engine::pending {  // the step the executor has
   std::vector<int> new_tokens;      // tokens each computes this step
   std::vector<int> logit_row;       // its (first) row in the result, or -1 (a prefill chunk)
   std::vector<int> score_row, score_count;  // its prompt positions scored (rows score_row ...)
+  std::vector<int> pool_span, pooled_to;    // an embedding's: its index in plan.pools (or -1), and the position pooled up to
   std::vector<std::vector<std::int32_t>> proposed;  // tokens it verifies (rows logit_row + 1 ...)
   std::size_t rows = 0;             // tokens the forward computes
   std::size_t logit_rows = 0;
+  std::size_t pools = 0;            // spans pooled (embeddings)
   bool computes = false;            // the plan has tokens (a forward ran)
   std::vector<request_output> out;  // aborts finished before the step
 };

@@ -25,6 +25,7 @@ struct step_result {
   std::vector<sampling::sampled_token> tokens;  // one per plan.logit_rows, in order
   double seconds = 0;                           // the forward's time (sim: the cost model's)
   std::vector<std::uint64_t> expert_tokens;     // mixture-of-experts models: tokens routed to each expert (all layers)
+  std::vector<std::vector<float>> pooled;       // one per plan.pools: llama_model::pool's sums (sim: zeros)
 };
 
 // How a pull ended: bytes copied, or why it failed (the engine then releases the blocks).

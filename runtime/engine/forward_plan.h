@@ -18,6 +18,7 @@ struct forward_plan {
   std::vector<std::vector<std::int32_t>> tables;  // block ids of each scheduled sequence
   std::vector<std::int32_t> logit_rows;           // tokens whose logits the step samples from
   std::vector<sampling::sampling_row> sampling;   // how to choose each logit row's token
+  std::vector<model::row_span> pools;             // rows whose final hidden states are summed (embeddings)
 
   bool empty() const { return tokens.empty(); }
 };

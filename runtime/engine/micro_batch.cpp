@@ -14,6 +14,8 @@ std::vector<micro_batch> split_plan(forward_plan p, int parts) {
     micro_batch whole;
     whole.rows.resize(p.logit_rows.size());
     std::iota(whole.rows.begin(), whole.rows.end(), 0);
+    whole.pools.resize(p.pools.size());
+    std::iota(whole.pools.begin(), whole.pools.end(), 0);
     whole.plan = std::move(p);
     out.push_back(std::move(whole));
     return out;
@@ -52,6 +54,12 @@ std::vector<micro_batch> split_plan(forward_plan p, int parts) {
       mb.plan.logit_rows.push_back(std::int32_t(row - a));
       mb.plan.sampling.push_back(p.sampling[r]);
       mb.rows.push_back(std::int32_t(r));
+    }
+    for (std::size_t k = 0; k < p.pools.size(); ++k) {  // a span lies within one sequence's run
+      const auto first = std::size_t(p.pools[k].first);
+      if (first < a || first >= b) continue;
+      mb.plan.pools.push_back({std::int32_t(first - a), p.pools[k].count});
+      mb.pools.push_back(std::int32_t(k));
     }
     out.push_back(std::move(mb));
   }

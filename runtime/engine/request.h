@@ -40,6 +40,10 @@ struct request {
   // Of `generated`, how many had their text returned to the client (the rest ended inside a
   // UTF-8 character whose bytes the next token completes, so their text comes with it). -1: all.
   std::int32_t text_returned = -1;
+  // An embedding: the engine computes the prompt, pools its hidden states as the model's
+  // pooling config says (model_config::pooling) and ends the request (reason stop) with the
+  // embedding, generating nothing. Refused for a model without one.
+  bool embed = false;
 };
 
 // Why a request ended here. handoff: a prefill replica passed it on with its KV; error: it
@@ -74,6 +78,7 @@ struct request_output {
   // With its first token, when the request asked for prompt logprobs: one per prompt token
   // after the first (sampling_params::prompt_logprobs).
   std::vector<sampling::token_logprobs> prompt_logprobs;
+  std::vector<float> embedding;  // on the final output of an embedding request (request::embed)
   // Set on the final output: seconds from arrival to first scheduled (queue), from then to the
   // first token (prefill), and from the first token to the end (decode), on this replica.
   double queue_seconds = 0, prefill_seconds = 0, decode_seconds = 0;

@@ -10,6 +10,7 @@ void sim_executor::execute(forward_plan plan, step_done done) {
   for (auto pos : plan.positions) s.context_reads += pos + 1;
   step_result r;
   r.seconds = sim::step_seconds(shape_, gpu_, s);
+  r.pooled.assign(plan.pools.size(), std::vector<float>(std::size_t(shape_.hidden_size), 0.0f));  // no arithmetic
   for (const auto& row : plan.sampling) r.tokens.push_back({sampling::sim_token(row, shape_.vocab_size, shape_.eos_token_ids), {}});
   if (!wait_ || r.seconds <= 0) return done(std::move(r));
   const double secs = r.seconds;

@@ -671,6 +671,23 @@ void llama_model::head(const forward_batch& b, forward_workspace& w, float* logi
   }
 }
 
+std::vector<std::vector<float>> llama_model::pool(const forward_workspace& w, const std::vector<row_span>& spans) const {
+  const std::size_t H = cfg_.hidden_size;
+  std::vector<float> normed(H);
+  std::vector<double> sum(H);
+  std::vector<std::vector<float>> out;
+  out.reserve(spans.size());
+  for (const auto& s : spans) {
+    std::fill(sum.begin(), sum.end(), 0.0);
+    for (std::int32_t r = s.first; r < s.first + s.count; ++r) {
+      kernels::rmsnorm(&w.x[std::size_t(r) * H], 1, H, final_norm_.data(), float(cfg_.rms_norm_eps), normed.data());
+      for (std::size_t d = 0; d < H; ++d) sum[d] += normed[d];
+    }
+    out.emplace_back(sum.begin(), sum.end());
+  }
+  return out;
+}
+
 std::shared_ptr<const llama_model> shared_shard(const std::string& dir, tensor_shard shard) {
   static std::mutex mu;
   static std::map<std::tuple<std::string, int, int, bool>, std::weak_ptr<const llama_model>> loaded;

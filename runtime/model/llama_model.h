@@ -28,6 +28,12 @@ struct forward_batch {
   std::vector<std::int32_t> logit_rows;     // indices into tokens whose logits are wanted
 };
 
+// Rows [first, first + count) of a forward's tokens, all of one sequence, whose hidden states
+// are pooled into an embedding (pooling.h).
+struct row_span {
+  std::int32_t first = 0, count = 0;
+};
+
 // Scratch buffers of a forward pass. One per caller: a model is shared read-only by every
 // replica in the process, each forwarding with its own workspace.
 struct forward_workspace {
@@ -103,6 +109,9 @@ class llama_model {
   void head(const forward_batch& batch, forward_workspace& ws, float* logits,
             collectives::communicator* tp = nullptr) const;
   int num_layers() const { return int(layers_.size()); }
+  // After a forward (or the last stage's run_layers), with ws.x the hidden states: for each span,
+  // the sum of its rows' hidden states after the final norm ([hidden] each, summed in double).
+  std::vector<std::vector<float>> pool(const forward_workspace& ws, const std::vector<row_span>& spans) const;
 
   // Bytes of weights one forward step reads (every matrix once, plus the used embedding rows).
   std::size_t weight_bytes_per_step() const;

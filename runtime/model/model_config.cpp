@@ -223,6 +223,7 @@ model_config load_model_config(const std::string& dir) {
   model_config c = parse_model_config(ss.str(), path);
   for (int id : load_generation_config(dir).eos_token_ids)
     if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) c.eos_token_ids.push_back(id);
+  c.pooling = load_pooling_config(dir);
   return c;
 }
 

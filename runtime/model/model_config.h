@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/quant.h"
+#include "runtime/model/pooling.h"
 
 namespace troupe::model {
 
@@ -61,6 +62,9 @@ struct model_config {
   // {"quant_method": "troupe", "weight_type": "q8_0" | "q4_0" | "int8"}; docs/quantization.md).
   // Embeddings, norms and the LM head stay plain. Any other quantization_config is refused.
   std::optional<kernels::quant_type> weight_quant;
+  // An embedding model: how its hidden states become one vector (the folder's modules.json,
+  // pooling.h). Unset: the model computes no embeddings.
+  std::optional<pooling_config> pooling;
 
   // Layer l's MLP is a mixture of experts (else dense, of intermediate_size).
   bool is_moe_layer(int l) const;

@@ -7,7 +7,10 @@
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
 #include <boost/asio.hpp>
 
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "runtime/chat/chat_template.h"
 #include "runtime/engine/engine.h"
@@ -309,6 +312,12 @@ BOOST_AUTO_TEST_CASE(errors_come_in_openais_shape_with_the_field_named) {
   r = test::http_request(serve.port(), "POST", "/v1/completions", std::string(5 << 20, 'x'));
   BOOST_TEST(r.status == 413);
   BOOST_TEST(r.body.find("larger than") != std::string::npos, r.body);
+
+  // A generative model's folder has no pooling: /v1/embeddings names the model.
+  r = test::post_json(serve.port(), "/v1/embeddings", {{"input", "x"}});
+  BOOST_TEST(r.status == 400);
+  BOOST_TEST(r.json()["error"]["param"] == "model");
+  BOOST_TEST(r.json()["error"]["message"].get<std::string>().find("computes no embeddings") != std::string::npos, r.body);
 }
 
 BOOST_AUTO_TEST_CASE(models_and_health) {
@@ -389,6 +398,108 @@ BOOST_AUTO_TEST_CASE(a_non_streaming_client_that_hangs_up_has_its_request_aborte
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// The test model as a sentence-transformers embedding model: its files, plus modules.json and a
+// Pooling config with `mode` (and a Normalize module when `normalize`).
+std::string embedding_model(const std::string& name, const std::string& mode, bool normalize) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(TROUPE_BINARY_DIR) / "test-models" / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir / "1_Pooling");
+  for (const auto& f : fs::directory_iterator(model_dir())) fs::create_symlink(f.path(), dir / f.path().filename());
+  json mods = json::array({{{"idx", 0}, {"name", "0"}, {"path", ""}, {"type", "sentence_transformers.models.Transformer"}},
+                           {{"idx", 1}, {"name", "1"}, {"path", "1_Pooling"}, {"type", "sentence_transformers.models.Pooling"}}});
+  if (normalize) mods.push_back({{"idx", 2}, {"name", "2"}, {"path", "2_Normalize"}, {"type", "sentence_transformers.models.Normalize"}});
+  std::ofstream(dir / "modules.json") << mods.dump();
+  json pooling = {{"word_embedding_dimension", 512}, {"pooling_mode_cls_token", false}, {"pooling_mode_mean_tokens", false},
+                  {"pooling_mode_max_tokens", false}, {"pooling_mode_lasttoken", false}, {"include_prompt", true}};
+  pooling["pooling_mode_" + mode] = true;
+  std::ofstream(dir / "1_Pooling" / "config.json") << pooling.dump();
+  return dir.string();
+}
+
+// What an independent float64 PyTorch forward and sentence-transformers' pooling give.
+json reference_embeddings(const std::string& dir, const json& inputs) {
+  const std::string ids = dir + "/embedding-inputs.json", out = dir + "/embedding-reference.json";
+  std::ofstream(ids) << inputs.dump();
+  const auto r = test::run_command("/usr/bin/python3 " + std::string(TROUPE_SOURCE_DIR) + "/tests/reference/embedding_reference.py " +
+                                   dir + " " + ids + " " + out);
+  BOOST_TEST_REQUIRE(r.status == 0, r.output);
+  std::ifstream in(out);
+  return json::parse(in);
+}
+
+double max_difference(const json& a, const json& b) {
+  double d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i].get<double>() - b[i].get<double>()));
+  return d;
+}
+
+}  // namespace
+
+// /v1/embeddings of a model folder that says last-token pooling and normalization (as the
+// Qwen2- and Mistral-based embedding models do), then one that says mean pooling: equal to an
+// independent PyTorch forward and pooling within 1e-4, also while the same server generates,
+// for token-id and text inputs, as floats and as base64.
+BOOST_AUTO_TEST_CASE(embeddings_equal_an_independent_pytorch_pooling) {
+  const json inputs = {{1, 5, 9, 200, 17}, std::vector<int>(300, 42), {7}};
+  for (const auto& [mode, normalize] : {std::pair<std::string, bool>{"lasttoken", true}, {"mean_tokens", false}}) {
+    const std::string dir = embedding_model("embedding-" + mode, mode, normalize);
+    const json want = reference_embeddings(dir, inputs);
+    test::serve_process serve({local_toml(), "--model", dir});
+    BOOST_TEST_REQUIRE(serve.port() != 0);
+    // A generation running all along: the embeddings are computed in its steps.
+    std::thread gen([&] {
+      auto g = test::post_json(serve.port(), "/v1/completions", {{"prompt", "Long ago"}, {"max_tokens", 64}, {"ignore_eos", true}});
+      BOOST_TEST(g.status == 200, g.body);
+    });
+    auto r = test::post_json(serve.port(), "/v1/embeddings", {{"input", inputs}});
+    BOOST_TEST_REQUIRE(r.status == 200, r.body);
+    const json got = r.json();
+    BOOST_TEST(got["object"] == "list");
+    BOOST_TEST_REQUIRE(got["data"].size() == inputs.size());
+    BOOST_TEST(got["usage"]["prompt_tokens"] == 306);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const json& e = got["data"][i];
+      BOOST_TEST(e["index"] == i);
+      BOOST_TEST_REQUIRE(e["embedding"].size() == want[i].size());
+      BOOST_TEST(max_difference(e["embedding"], want[i]) <= 1e-4, mode << " input " << i);
+    }
+    // Text comes out as the tokens /tokenize gives (with the special tokens the tokenizer adds).
+    const std::string text = "In the beginning was the Word";
+    auto t = test::post_json(serve.port(), "/tokenize", {{"prompt", text}});
+    BOOST_TEST_REQUIRE(t.status == 200, t.body);
+    r = test::post_json(serve.port(), "/v1/embeddings", {{"input", text}, {"encoding_format", "base64"}});
+    BOOST_TEST_REQUIRE(r.status == 200, r.body);
+    const json by_text = reference_embeddings(dir, json::array({t.json()["tokens"]}));
+    const std::string b64 = r.json()["data"][0]["embedding"].get<std::string>();
+    std::string raw;  // base64 of little-endian float32
+    int bits = 0, acc = 0;
+    for (char c : b64) {
+      const auto at = std::string("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/").find(c);
+      if (at == std::string::npos) break;
+      acc = acc << 6 | int(at);
+      if ((bits += 6) >= 8) raw += char((acc >> (bits -= 8)) & 0xff);
+    }
+    BOOST_TEST_REQUIRE(raw.size() == by_text[0].size() * 4);
+    json floats = json::array();
+    for (std::size_t k = 0; k < raw.size(); k += 4) {
+      float f;
+      std::memcpy(&f, raw.data() + k, 4);
+      floats.push_back(f);
+    }
+    BOOST_TEST(max_difference(floats, by_text[0]) <= 1e-4, mode << " text input");
+    // Shortened vectors are not served by name; the context bounds an input.
+    r = test::post_json(serve.port(), "/v1/embeddings", {{"input", "x"}, {"dimensions", 8}});
+    BOOST_TEST(r.status == 400);
+    BOOST_TEST(r.json()["error"]["param"] == "dimensions");
+    r = test::post_json(serve.port(), "/v1/embeddings", {{"input", std::vector<int>(5000, 7)}});
+    BOOST_TEST(r.status == 413);
+    gen.join();
+  }
+}
 
 BOOST_AUTO_TEST_CASE(metrics_count_exactly_the_requests_made_and_pass_promtool) {
   // A server of its own, so every count is this test's.

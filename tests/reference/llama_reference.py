@@ -99,6 +99,10 @@ class Model:
 
     def forward(self, ids, cache):
         """ids: new tokens; cache: list per layer of (k, v) [T_past, kvh, hd]. Returns logits."""
+        return self.hidden(ids, cache) @ self.lm_head.T
+
+    def hidden(self, ids, cache):
+        """The last hidden states [T, hidden] after the final norm (what *Model returns)."""
         past = cache[0][0].shape[0] if cache[0] is not None else 0
         T = len(ids)
         pos = torch.arange(past, past + T)
@@ -136,7 +140,7 @@ class Model:
             x = x + o @ self.w[p + 'self_attn.o_proj.weight'].T
             h = self.norm(x, self.w[p + 'post_attention_layernorm.weight'])
             x = x + self.mlp(l, h)
-        return self.norm(x, self.w['model.norm.weight']) @ self.lm_head.T
+        return self.norm(x, self.w['model.norm.weight'])
 
     @staticmethod
     def swiglu(h, gate_w, up_w, down_w):

@@ -1,6 +1,6 @@
 // Cutting a step's plan into pipeline micro-batches (runtime/engine/micro_batch.h): cuts fall
 // between sequences, token counts are balanced, every token and logit row lands in exactly one
-// micro-batch with its own tables, and each row remembers its place in the whole plan.
+// micro-batch with its own tables, and each row (and pooled span) remembers its place in the whole plan.
 #define BOOST_TEST_MODULE micro_batch
 #include <boost/test/unit_test.hpp>
 
@@ -73,4 +73,21 @@ BOOST_AUTO_TEST_CASE(decode_batches_split_evenly) {
   const auto mb = split_plan(plan_of(std::vector<int>(16, 1)), 4);
   BOOST_REQUIRE_EQUAL(mb.size(), 4u);
   for (const auto& m : mb) BOOST_TEST(m.plan.tokens.size() == 4u);
+}
+
+// An embedding's pooled span goes with its sequence's tokens and remembers its place.
+BOOST_AUTO_TEST_CASE(pooled_spans_go_with_their_sequence) {
+  forward_plan p = plan_of({1, 1, 1, 1, 30, 1, 1, 1});
+  p.pools.push_back({4, 30});  // the long chunk's rows, all of them
+  p.pools.push_back({36, 1});  // the last sequence's row
+  const auto mb = split_plan(p, 2);
+  BOOST_REQUIRE_EQUAL(mb.size(), 2u);
+  BOOST_TEST(mb[0].plan.pools.empty());
+  BOOST_REQUIRE_EQUAL(mb[1].plan.pools.size(), 2u);
+  BOOST_TEST(mb[1].plan.pools[0].first == 0);  // the long chunk starts the second micro-batch
+  BOOST_TEST(mb[1].plan.pools[0].count == 30);
+  BOOST_TEST(mb[1].plan.pools[1].first == 32);
+  BOOST_TEST((mb[1].pools == std::vector<std::int32_t>{0, 1}));
+  const auto whole = split_plan(p, 1);
+  BOOST_TEST((whole[0].pools == std::vector<std::int32_t>{0, 1}));
 }

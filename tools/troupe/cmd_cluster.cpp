@@ -124,6 +124,8 @@ namespace {
 struct served_model {
   std::string name;
   int max_model_len = 0, vocab_size = 0;
+  std::optional<model::pooling_config> pooling;  // an embedding model's (modules.json)
+  int hidden_size = 0;
   std::shared_ptr<const tokenizer::tokenizer> tok;
   std::optional<chat::chat_template> chat;
   sampling::sampling_params sampling_defaults;
@@ -146,6 +148,8 @@ served_model describe_model(const topology::topology_config& topo, const std::st
                       (dir.empty() ? topo.model.preset : dir) + ")");
   s.max_model_len = topo.model.max_model_len > 0 ? topo.model.max_model_len : mc.max_position_embeddings;
   s.vocab_size = mc.vocab_size;
+  s.pooling = mc.pooling;
+  s.hidden_size = mc.hidden_size;
   s.tok = m.tok;
   if (!s.tok && !dir.empty()) s.tok = load_tokenizer(dir);
   if (!dir.empty() && std::filesystem::exists(dir)) {
@@ -160,6 +164,7 @@ served_model describe_model(const topology::topology_config& topo, const std::st
   s.card = {{"path", dir.empty() ? "preset " + topo.model.preset : dir}, {"name", s.name}, {"architecture", mc.architecture},
             {"layers", mc.num_hidden_layers}, {"max_model_len", s.max_model_len}, {"vocab_size", s.vocab_size},
             {"backend", topology::backend_name(topo.model.backend)}};
+  if (s.pooling) s.card["pooling"] = {{"method", model::pooling_method_name(s.pooling->method)}, {"normalize", s.pooling->normalize}};
   return s;
 }
 
@@ -295,6 +300,8 @@ int cmd_serve(const args& a) {
   if (!topo.model.tool_call_parser.empty()) fc.tool_call_parser = chat::tool_format_named(topo.model.tool_call_parser);
   fc.max_model_len = served.max_model_len;
   fc.vocab_size = served.vocab_size;
+  fc.pooling = served.pooling;
+  fc.embedding_size = served.hidden_size;
   fc.sampling_defaults = served.sampling_defaults;
   fc.max_requests = topo.frontend.max_requests;
   fc.retry_after_s = topo.frontend.retry_after_s;
