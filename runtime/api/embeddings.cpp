@@ -1,10 +1,9 @@
 #include "runtime/api/embeddings.h"
 
 #include <bit>
+#include <algorithm>
 #include <cstring>
 
-#include "runtime/common/error.h"
-#include "runtime/common/json.h"
 
 namespace troupe::api {
 
@@ -20,18 +19,9 @@ const json* embedding_field(const json& j, const char* k) {
 }  // namespace
 
 embedding_request parse_embedding_request(const std::string& body) {
-  json j;
-  try {
-    j = parse_json(body, "the body");
-  } catch (const input_error& e) {
-    throw api_error(400, e.what());
-  }
-  if (!j.is_object()) throw api_error(400, "the body must be a JSON object");
   // The fields of OpenAI's embeddings request, vLLM's priority, and those that change nothing.
-  for (auto& [k, v] : j.items())
-    if (k != "model" && k != "input" && k != "encoding_format" && k != "dimensions" && k != "user" && k != "priority" &&
-        k != "metadata" && k != "store" && k != "service_tier")
-      bad_field(k.size() > 64 ? k.substr(0, 64) + "..." : k, "is not a field this server supports");
+  const json j = parse_body_object(body, {"model", "input", "encoding_format", "dimensions", "user", "priority", "metadata",
+                                          "store", "service_tier"});
   embedding_request r;
   if (const json* m = embedding_field(j, "model")) {
     if (!m->is_string()) bad_field("model", "expected a string");

@@ -26,6 +26,19 @@ void only_keys(const json& obj, const std::string& field, std::initializer_list<
       bad_field(field + "." + it.key(), "is not supported");
 }
 
+json parse_body_object(const std::string& body, const std::set<std::string>& known) {
+  json j;
+  try {
+    j = parse_json(body, "the body");
+  } catch (const input_error& e) {
+    throw api_error(400, e.what());
+  }
+  if (!j.is_object()) throw api_error(400, "the body must be a JSON object");
+  for (auto& [k, v] : j.items())
+    if (!known.count(k)) bad_field(k.size() > 64 ? k.substr(0, 64) + "..." : k, "is not a field this endpoint supports");
+  return j;
+}
+
 // Messages and field names may echo the client's bytes, which need not be UTF-8.
 api_error::api_error(int status, std::string message, std::string param, std::string type)
     : std::runtime_error(tokenizer::utf8_sanitize(message)), status_(status), param_(tokenizer::utf8_sanitize(param)),

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -44,6 +45,9 @@ class api_error : public std::runtime_error {
 
 // A 400 that names the field at fault: "FIELD: WHAT", with FIELD as the error's param.
 [[noreturn]] void bad_field(const std::string& field, const std::string& what);
+// A request body that must be a JSON object whose keys are all in `known`: the object, or a 400
+// (not JSON, not an object, or naming the first key not known).
+nlohmann::json parse_body_object(const std::string& body, const std::set<std::string>& known);
 // A 400 naming "field.key" for the first key of `obj` not in `keys`.
 void only_keys(const nlohmann::json& obj, const std::string& field, std::initializer_list<const char*> keys);
 

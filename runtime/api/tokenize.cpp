@@ -14,19 +14,6 @@ namespace {
 
 using json = nlohmann::json;
 
-json parse_object(const std::string& body, const std::set<std::string>& known) {
-  json j;
-  try {
-    j = parse_json(body, "the body");
-  } catch (const input_error& e) {
-    throw api_error(400, e.what());
-  }
-  if (!j.is_object()) throw api_error(400, "the body must be a JSON object");
-  for (auto& [k, v] : j.items())
-    if (!known.count(k)) bad_field(k.size() > 64 ? k.substr(0, 64) + "..." : k, "is not a field this endpoint supports");
-  return j;
-}
-
 std::optional<bool> boolean(const json& j, const char* k) {
   auto it = j.find(k);
   if (it == j.end() || it->is_null()) return std::nullopt;
@@ -44,7 +31,7 @@ std::string model_of(const json& j) {
 }  // namespace
 
 tokenize_request parse_tokenize(const std::string& body) {
-  const json j = parse_object(body, {"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt",
+  const json j = parse_body_object(body, {"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt",
                                      "chat_template_kwargs", "return_token_strs"});
   tokenize_request r;
   r.model = model_of(j);
@@ -68,7 +55,7 @@ tokenize_request parse_tokenize(const std::string& body) {
 }
 
 detokenize_request parse_detokenize(const std::string& body) {
-  const json j = parse_object(body, {"model", "tokens"});
+  const json j = parse_body_object(body, {"model", "tokens"});
   detokenize_request r;
   r.model = model_of(j);
   if (!j.contains("tokens") || !j["tokens"].is_array()) bad_field("tokens", "is required (an array of token ids)");
