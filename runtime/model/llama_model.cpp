@@ -672,6 +672,7 @@ void llama_model::head(const forward_batch& b, forward_workspace& w, float* logi
 }
 
 std::vector<std::vector<float>> llama_model::pool(const forward_workspace& w, const std::vector<row_span>& spans) const {
+  if (spans.empty()) return {};  // most steps: no embedding, no scratch
   const std::size_t H = cfg_.hidden_size;
   std::vector<float> normed(H);
   std::vector<double> sum(H);
