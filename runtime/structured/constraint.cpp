@@ -105,7 +105,7 @@ std::shared_ptr<const grammar> compile_constraint(const sampling::output_constra
 }
 
 grammar_cache::grammar_cache(std::shared_ptr<const vocabulary> vocab, std::size_t max_grammars)
-    : vocab_(std::move(vocab)), max_(max_grammars) {}
+    : vocab_(std::move(vocab)), fragments_(std::make_shared<fragment_cache>()), max_(max_grammars) {}
 
 grammar_cache::compiled grammar_cache::get(const sampling::output_constraint& c) {
   const key k{int(c.type), c.source};
@@ -117,7 +117,7 @@ grammar_cache::compiled grammar_cache::get(const sampling::output_constraint& c)
       return it->second->second;
     }
   }
-  compiled out{compile_constraint(c), std::make_shared<masks>(vocab_)};
+  compiled out{compile_constraint(c), std::make_shared<masks>(vocab_, std::size_t(32) << 20, fragments_)};
   std::lock_guard lock(mu_);
   if (auto it = index_.find(k); it != index_.end()) return it->second->second;
   lru_.emplace_front(k, out);

@@ -8,7 +8,8 @@
 // follows one sequence: mask() is what may come next (EOS only where complete), accept(token)
 // advances (false and unchanged for a token the grammar refuses), and rewind(n) returns to the
 // state after the first n accepted tokens (a speculative proposal the target rejected).
-// grammar_cache binds compiled grammars to one vocabulary's masks.
+// grammar_cache binds compiled grammars to one vocabulary's masks, and those masks to one
+// fragment cache (fragment.h), so a new grammar starts with the strings and numbers others walked.
 #pragma once
 #include <cstdint>
 #include <list>
@@ -46,9 +47,11 @@ class grammar_cache {
   };
   compiled get(const sampling::output_constraint& c);
   const vocabulary& vocab() const { return *vocab_; }
+  fragment_cache::counters fragment_stats() const { return fragments_->stats(); }
 
  private:
   std::shared_ptr<const vocabulary> vocab_;
+  std::shared_ptr<fragment_cache> fragments_;  // shared by every grammar's masks: they spell fragments alike
   std::size_t max_;
   std::mutex mu_;
   using key = std::pair<int, std::string>;

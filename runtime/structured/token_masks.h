@@ -14,7 +14,15 @@
 // ids; states are interned sets of them, and each (state, byte) step is remembered. Inside a
 // string every ordinary byte leads back to the same state, so most of a walk is table lookups
 // and nothing is allocated per trie node.
+//
+// A miss is first assembled from fragments (fragment.h): each stack's top frames have a mask
+// shared by every grammar of this vocabulary that spells them alike, and only their edge tokens
+// (those that may run past the fragment) are stepped through the whole state. A request with a
+// new schema then finds its strings, numbers and literals already walked. Where a fragment has
+// too many edge tokens, or a budget cut its walk, the state is walked whole; either way the mask
+// is the same.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -23,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/structured/fragment.h"
 #include "runtime/structured/grammar.h"
 #include "runtime/structured/token_trie.h"
 
@@ -38,24 +47,44 @@ struct vocabulary {
 
 class masks {
  public:
-  masks(std::shared_ptr<const vocabulary> vocab, std::size_t max_bytes = std::size_t(32) << 20);
+  // `fragments`: shared with the other grammars of this vocabulary (a grammar_cache's); none: one
+  // of its own.
+  masks(std::shared_ptr<const vocabulary> vocab, std::size_t max_bytes = std::size_t(32) << 20,
+        std::shared_ptr<fragment_cache> fragments = nullptr);
   ~masks();
 
   std::shared_ptr<const token_mask> of(const grammar_matcher& m);
-  // Without the cache: the walk itself (what a miss costs, for the benchmark and tests).
+  // Without the cache: the state walked whole (the reference the assembled masks equal, and
+  // what a miss cost before fragments, for the benchmark and tests).
   token_mask compute(const grammar_matcher& m) const;
+  // Without the cache: assembled from fragments where they serve, else walked whole.
+  token_mask assemble(const grammar_matcher& m) const;
   const vocabulary& vocab() const { return *vocab_; }
 
   struct counters {
     std::uint64_t hits = 0, misses = 0;
     std::size_t entries = 0;
+    std::uint64_t assembled = 0, walked = 0;  // misses answered from fragments, and walked whole
   };
   counters stats() const;
 
  private:
   class walker;
+  struct top_fragment {
+    std::size_t frames = 0;
+    std::shared_ptr<const fragment_mask> mask;
+  };
+  walker& walker_for(const grammar& g) const;  // under walk_mu_
+  const top_fragment& fragment_of(walker& w, const grammar_matcher::stack& s) const;  // under walk_mu_
+  std::shared_ptr<const fragment_mask> walk_fragment(walker& w, const fragment& f) const;
+  bool assemble(walker& w, const grammar_matcher& m, token_mask& mask) const;  // under walk_mu_
+
   std::shared_ptr<const vocabulary> vocab_;
+  std::shared_ptr<fragment_cache> fragments_;
   mutable std::unique_ptr<walker> walker_;  // under walk_mu_
+  // The fragment of each stack top seen, by its top frames' positions (under walk_mu_).
+  mutable std::unordered_map<std::string, top_fragment> tops_;
+  mutable std::vector<std::int32_t> min_bytes_;  // of the grammar's rules, for fragments (under walk_mu_)
   mutable std::mutex walk_mu_;
   std::size_t capacity_;  // entries
   mutable std::mutex mu_;
@@ -63,6 +92,7 @@ class masks {
   std::list<entry> lru_;  // most recent first
   std::unordered_map<std::string, std::list<entry>::iterator> index_;
   counters stats_;
+  mutable std::atomic<std::uint64_t> assembled_{0}, walked_{0};
 };
 
 }  // namespace troupe::structured

@@ -31,6 +31,10 @@ class token_mask {
   bool test(std::size_t id) const { return (words_[id / 64] >> (id % 64)) & 1; }
   void set(std::size_t id) { words_[id / 64] |= std::uint64_t(1) << (id % 64); }
   void clear() { std::fill(words_.begin(), words_.end(), 0); }
+  token_mask& operator|=(const token_mask& o) {
+    for (std::size_t i = 0; i < words_.size() && i < o.words_.size(); ++i) words_[i] |= o.words_[i];
+    return *this;
+  }
   std::size_t count() const;
   const std::vector<std::uint64_t>& words() const { return words_; }
 
@@ -53,6 +57,12 @@ class token_trie {
   // state it holds for depth - 1 into one for `depth` and says whether any survives.
   template <class Enter>
   void walk(Enter&& enter, token_mask& mask) const;
+  // The walk of a fragment (fragment.h): enter(depth, byte) says of each node whether it is
+  // followed (the tokens ending there go into `inside`), refused (its subtree skipped), or
+  // leaves the fragment (every token of its subtree appended to `edge`, the subtree skipped).
+  enum class verdict : std::uint8_t { refused, follow, leaves };
+  template <class Enter>
+  void split(Enter&& enter, token_mask& inside, std::vector<std::int32_t>& edge) const;
 
  private:
   // Nodes in depth-first preorder, the root (no byte) first, so that node i's subtree is the
@@ -97,6 +107,26 @@ void token_trie::walk(Enter&& enter, token_mask& mask) const {
     }
     for (std::int32_t t = first_token_[std::size_t(i)]; t < first_token_[std::size_t(i) + 1]; ++t)
       mask.set(std::size_t(token_ids_[std::size_t(t)]));
+    ++i;
+  }
+}
+
+template <class Enter>
+void token_trie::split(Enter&& enter, token_mask& inside, std::vector<std::int32_t>& edge) const {
+  if (inside.size() == vocab_) inside.clear();
+  else inside = token_mask(vocab_);
+  edge.clear();
+  const std::int32_t n = std::int32_t(byte_.size());
+  for (std::int32_t i = 1; i < n;) {
+    const std::size_t at = std::size_t(i);
+    const verdict v = enter(depth_[at], byte_[at]);
+    if (v != verdict::follow) {
+      if (v == verdict::leaves)
+        for (std::int32_t t = first_token_[at]; t < first_token_[std::size_t(end_[at])]; ++t) edge.push_back(token_ids_[std::size_t(t)]);
+      i = end_[at];
+      continue;
+    }
+    for (std::int32_t t = first_token_[at]; t < first_token_[at + 1]; ++t) inside.set(std::size_t(token_ids_[std::size_t(t)]));
     ++i;
   }
 }

@@ -18,7 +18,7 @@ namespace troupe::structured {
 
 namespace {
 
-using seq = std::vector<grammar::element>;
+using element_seq = std::vector<grammar::element>;
 using ojson = nlohmann::ordered_json;
 
 // How much of `marker` the text ends with after `matched` of it and then byte c.
@@ -45,7 +45,7 @@ struct tool_rules {
   std::int32_t call(const std::string& key) {
     const std::int32_t r = b.rule("call");
     for (const auto& c : doc["calls"]) {
-      seq alt;
+      element_seq alt;
       b.literal(alt, "{\"name\": " + nlohmann::json(c.at("name").get<std::string>()).dump() + ", \"" + key + "\": ");
       const std::string def = c.value("def", "");
       alt.push_back(grammar_builder::ref(def.empty() ? schemas.any_object() : schemas.at("#/$defs/" + def)));
@@ -98,7 +98,7 @@ std::int32_t marked_calls(tool_rules& t, bool parallel, bool hermes) {
   const std::int32_t block = b.rule("block");
   const std::int32_t start = t.watching(marker, block);
   const std::int32_t call = t.call("arguments");
-  seq body;
+  element_seq body;
   if (hermes) {  // <tool_call> "\n"? call "\n"? </tool_call>: one call per block
     const std::int32_t newline = b.rule("newline");
     b.add(newline, {});

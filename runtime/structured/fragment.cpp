@@ -1,0 +1,267 @@
+#include "runtime/structured/fragment.h"
+
+#include <algorithm>
+#include <bitset>
+#include <unordered_map>
+
+namespace troupe::structured {
+
+namespace {
+
+using kind = grammar::kind;
+
+std::int32_t alternative_end(const grammar& g, std::int32_t pos) {
+  while (g.elements()[std::size_t(pos)].k != kind::end) ++pos;
+  return pos;
+}
+
+void put_int(std::string& out, std::int32_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
+
+// The rules a fragment reaches within the horizon: each with the fewest bytes matched before
+// it is entered. A rule entered only past the horizon cannot change a mask (no token is that
+// long), so it is named but not spelled: a string of at most 200 characters and one of at most
+// 100 then share their fragments, where the characters left exceed any token.
+class reach_map {
+ public:
+  reach_map(const grammar& g, const std::vector<std::int32_t>& min_bytes, int horizon)
+      : g_(&g), min_bytes_(&min_bytes), horizon_(horizon) {}
+
+  // Follows elements [from, to) entered after `d` bytes; the bytes after them, at least.
+  int follow(std::int32_t from, std::int32_t to, int d) {
+    size_ += to - from;
+    d = follow_run(from, to, d);
+    while (!work_.empty()) {
+      const std::int32_t r = work_.back();
+      work_.pop_back();
+      const int at = distance(r);
+      for (std::int32_t a : g_->alternatives(r)) follow_run(a, alternative_end(*g_, a), at);
+    }
+    return d;
+  }
+  // The fewest bytes before rule r is entered, or above the horizon.
+  int distance(std::int32_t r) const {
+    auto it = near_.find(r);
+    return it == near_.end() ? horizon_ + 1 : it->second;
+  }
+  int size() const { return size_; }  // elements of the frames and the rules within reach
+
+  // A trial: follow, then keep it or go back to where mark() was called.
+  void mark() {
+    undo_.clear();
+    marked_size_ = size_;
+  }
+  void back() {
+    for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) {
+      if (it->second < 0) near_.erase(it->first);
+      else near_[it->first] = it->second;
+    }
+    undo_.clear();
+    size_ = marked_size_;
+  }
+
+ private:
+  int follow_run(std::int32_t from, std::int32_t to, int d) {
+    for (std::int32_t p = from; p < to && d <= horizon_; ++p) {
+      const auto& e = g_->elements()[std::size_t(p)];
+      if (e.k == kind::bytes) {
+        ++d;
+        continue;
+      }
+      enter(e.arg, d);
+      d += (*min_bytes_)[std::size_t(e.arg)];
+    }
+    return std::min(d, horizon_ + 1);
+  }
+  void enter(std::int32_t r, int d) {
+    auto [it, added] = near_.emplace(r, d);
+    if (!added) {
+      if (d < it->second) {
+        undo_.emplace_back(r, it->second);
+        it->second = d;
+        work_.push_back(r);
+      }
+      return;
+    }
+    undo_.emplace_back(r, -1);
+    work_.push_back(r);
+    for (std::int32_t a : g_->alternatives(r)) size_ += alternative_end(*g_, a) - a + 1;
+  }
+
+  const grammar* g_;
+  const std::vector<std::int32_t>* min_bytes_;
+  int horizon_;
+  std::unordered_map<std::int32_t, int> near_;
+  std::vector<std::int32_t> work_;
+  std::vector<std::pair<std::int32_t, int>> undo_;  // (rule, distance before; -1: not reached)
+  int size_ = 0, marked_size_ = 0;
+};
+
+// Spells a fragment with rules and byte classes numbered in order of first appearance, so that
+// the spelling names a language and not a grammar's numbering.
+class speller {
+ public:
+  speller(const grammar& g, const reach_map& reach, int horizon) : g_(g), reach_(reach), horizon_(horizon) {}
+
+  void frame(std::int32_t from, std::int32_t to) {
+    key_ += 'F';
+    spell(from, to);
+  }
+
+  std::string finish() {
+    for (std::size_t i = 0; i < order_.size(); ++i) {  // grows while it is read: rules reach rules
+      const std::int32_t r = order_[i];
+      if (reach_.distance(r) > horizon_) {
+        key_ += 'X';  // past the horizon: named, not spelled
+        continue;
+      }
+      key_ += 'R';
+      for (std::int32_t a : g_.alternatives(r)) {
+        key_ += 'A';
+        spell(a, alternative_end(g_, a));
+      }
+    }
+    static const std::bitset<256> low64(~std::uint64_t(0));
+    for (std::int32_t c : classes_) {
+      key_ += 'C';
+      const auto& set = g_.set(c);
+      for (std::size_t w = 0; w < 4; ++w) {
+        const std::uint64_t bits = ((set >> (w * 64)) & low64).to_ullong();
+        key_.append(reinterpret_cast<const char*>(&bits), sizeof bits);
+      }
+    }
+    return std::move(key_);
+  }
+
+ private:
+  void spell(std::int32_t from, std::int32_t to) {
+    for (std::int32_t p = from; p < to; ++p) {
+      const auto& e = g_.elements()[std::size_t(p)];
+      auto& seen = e.k == kind::bytes ? classes_ : order_;
+      auto& ids = e.k == kind::bytes ? class_ids_ : rule_ids_;
+      auto [it, added] = ids.emplace(e.arg, std::int32_t(seen.size()));
+      if (added) seen.push_back(e.arg);
+      key_ += e.k == kind::bytes ? 'b' : 'r';
+      put_int(key_, it->second);
+    }
+    key_ += '.';
+  }
+
+  const grammar& g_;
+  const reach_map& reach_;
+  int horizon_;
+  std::string key_;
+  std::vector<std::int32_t> order_, classes_;  // rules and classes, numbered by first appearance
+  std::unordered_map<std::int32_t, std::int32_t> rule_ids_, class_ids_;
+};
+
+}  // namespace
+
+std::vector<std::int32_t> min_bytes_of(const grammar& g, int cap) {
+  std::vector<std::int32_t> m(g.rules(), cap);
+  for (bool changed = true; changed;) {  // to a fixed point; rules mostly refer to earlier ones
+    changed = false;
+    for (std::size_t r = 0; r < g.rules(); ++r)
+      for (std::int32_t a : g.alternatives(std::int32_t(r))) {
+        int n = 0;
+        for (std::int32_t p = a; g.elements()[std::size_t(p)].k != kind::end && n < cap; ++p) {
+          const auto& e = g.elements()[std::size_t(p)];
+          n += e.k == kind::bytes ? 1 : m[std::size_t(e.arg)];
+        }
+        if (n < m[r]) {
+          m[r] = n;
+          changed = true;
+        }
+      }
+  }
+  return m;
+}
+
+// Which frames: as few as keep the tokens that leave the fragment few, and no more, since every
+// frame spelled is one more place where two grammars may differ. The top frame's run of byte
+// classes is kept (a literal's rest), and past it a tail reference (a repetition goes on); a
+// frame that is wholly kept lets the one below in. Below the top, a frame that goes on with a
+// byte class (a string's closing quote) ends the fragment after that run; one that goes on with
+// a tail reference is kept whole; one that goes on with any other reference ends the fragment
+// after it.
+fragment choose_fragment(const grammar& g, const std::vector<std::int32_t>& stack, const std::vector<std::int32_t>& min_bytes,
+                         const fragment_limits& limits) {
+  fragment f;
+  reach_map reach(g, min_bytes, limits.horizon);
+  const auto& el = g.elements();
+  auto is_bytes = [&](std::int32_t p) { return el[std::size_t(p)].k == kind::bytes; };
+  auto is_tail_ref = [&](std::int32_t p) { return el[std::size_t(p)].k == kind::rule && el[std::size_t(p) + 1].k == kind::end; };
+  int d = 0;  // bytes matched, at least, before the frame is entered
+  for (std::size_t i = stack.size(); i-- > 0 && int(f.frames.size()) < limits.max_frames;) {
+    const std::int32_t pos = stack[i], end = alternative_end(g, pos);
+    const bool top = i + 1 == stack.size();
+    std::int32_t to = pos;
+    bool more = false;  // the frame is kept whole: the one below may join
+    if (top || is_bytes(pos)) {
+      while (to < end && is_bytes(to)) ++to;
+      if (to < end && top && is_tail_ref(to)) ++to;
+      more = top && to == end;
+    } else {
+      ++to;  // the reference it goes on with
+      more = to == end;
+    }
+    reach.mark();
+    int after = reach.follow(pos, to, d);
+    if (reach.size() > limits.max_elements) {  // too much to spell: as much of the byte run as fits
+      reach.back();
+      to = pos;
+      while (to < end && is_bytes(to) && reach.size() + (to - pos) + 1 <= limits.max_elements) ++to;
+      if (to == pos) break;
+      after = reach.follow(pos, to, d);
+      more = false;
+    }
+    f.frames.push_back({pos, to == end ? -1 : to});
+    d = after;
+    if (!more) break;
+  }
+  speller sp(g, reach, limits.horizon);
+  for (const auto& fr : f.frames) sp.frame(fr.pos, fr.limit < 0 ? alternative_end(g, fr.pos) : fr.limit);
+  std::string key;
+  put_int(key, g.budget().max_stacks);
+  put_int(key, g.budget().max_stack_depth);
+  put_int(key, limits.horizon);
+  f.key = key + sp.finish();
+  return f;
+}
+
+std::size_t fragment_cache::cost(const std::string& key, const fragment_mask& m) {
+  return key.size() + m.inside.words().size() * sizeof(std::uint64_t) + m.edge.size() * sizeof(std::int32_t) + 160;
+}
+
+std::shared_ptr<const fragment_mask> fragment_cache::find(const std::string& key) {
+  std::lock_guard lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) {
+    ++stats_.misses;
+    return nullptr;
+  }
+  ++stats_.hits;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->second;
+}
+
+void fragment_cache::put(const std::string& key, std::shared_ptr<const fragment_mask> m) {
+  std::lock_guard lock(mu_);
+  if (index_.count(key)) return;  // computed twice at once: either is right
+  stats_.bytes += cost(key, *m);
+  lru_.emplace_front(key, std::move(m));
+  index_.emplace(key, lru_.begin());
+  while (stats_.bytes > max_bytes_ && lru_.size() > 1) {
+    stats_.bytes -= cost(lru_.back().first, *lru_.back().second);
+    index_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+}
+
+fragment_cache::counters fragment_cache::stats() const {
+  std::lock_guard lock(mu_);
+  counters c = stats_;
+  c.entries = lru_.size();
+  return c;
+}
+
+}  // namespace troupe::structured

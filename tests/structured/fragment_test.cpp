@@ -1,0 +1,111 @@
+// Masks assembled from fragments equal masks of the whole state walked, over the JSON Schema
+// corpus and random outputs of each schema; fragments are shared between grammars (a new schema
+// finds what earlier ones walked), and strings bounded past the longest token share theirs.
+#define BOOST_TEST_MODULE fragment
+#include <boost/test/unit_test.hpp>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/structured/constraint.h"
+#include "runtime/structured/fragment.h"
+#include "runtime/structured/json_schema.h"
+#include "runtime/structured/token_masks.h"
+
+using namespace troupe;
+using namespace troupe::structured;
+using json = nlohmann::json;
+
+namespace {
+
+// A vocabulary of what JSON outputs are made of, in the pieces a BPE cuts them into: single
+// bytes, punctuation runs ('",', '"}', ': "'), words with and without a leading space, numbers,
+// escapes and multi-byte characters, whole and cut. Id 0 is EOS, id 1 another special token.
+std::vector<std::string> json_vocabulary() {
+  std::vector<std::string> v{"", ""};
+  for (int b = 32; b < 127; ++b) v.push_back(std::string(1, char(b)));
+  for (const char* t : {"\",", "\"}", "\":", "\": ", ": \"", "\"]", "},", "}}", "],", "{\"", "[\"", "[{", "\", \"", ",\n", "\n",
+                        "  ", "    ", "\\n", "\\\"", "\\u00", "\\\\", "true", "false", "null", "12", "2024", "-0", ".5", "e1", "E+",
+                        "0.", "é", "\xc3", "\xa9", "漢", "\xe6\xbc", "😀", "http", "://", "@", ".com", "T12", ":00", "Z\"", "-01"})
+    v.push_back(t);
+  std::mt19937 rng(11);
+  const std::string letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_";
+  for (int i = 0; i < 400; ++i) {
+    std::string w = (i % 2) ? " " : "";
+    const int n = 2 + int(rng() % 7);
+    for (int j = 0; j < n; ++j) w += letters[rng() % letters.size()];
+    if (i % 9 == 0) w += "\"";
+    v.push_back(w);
+  }
+  return v;
+}
+
+std::vector<std::string> corpus_schemas() {
+  std::ifstream in(std::string(TROUPE_SOURCE_DIR) + "/tests/structured/corpus/schemas.json");
+  const json corpus = json::parse(in);
+  std::vector<std::string> out;
+  for (const auto& e : corpus) out.push_back(e.at("schema").dump());
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(assembled_masks_equal_the_whole_walk_over_the_corpus) {
+  const auto vocab = std::make_shared<vocabulary>(json_vocabulary(), std::vector<std::int32_t>{0});
+  grammar_cache grammars(vocab);  // one fragment cache for every schema, as an engine has
+  const auto schemas = corpus_schemas();
+  BOOST_TEST_REQUIRE(schemas.size() >= 200u);
+  std::mt19937 rng(3);
+  std::uint64_t assembled = 0, compared = 0;
+  for (std::size_t i = 0; i < schemas.size(); i += 3) {  // a third of the corpus: every keyword is there
+    BOOST_TEST_CONTEXT("schema " << i << ": " << schemas[i]) {
+      const auto c = grammars.get({sampling::output_constraint::kind::json_schema, schemas[i]});
+      grammar_matcher m(c.rules);
+      std::string text;
+      for (int step = 0; step < 48; ++step) {
+        const token_mask whole = c.token_masks->compute(m);
+        const auto mask = c.token_masks->of(m);
+        ++compared;
+        std::vector<std::int32_t> allowed;
+        for (std::size_t id = 0; id < vocab->size(); ++id) {
+          BOOST_REQUIRE_MESSAGE(mask->test(id) == whole.test(id),
+                                "token " << id << " '" << vocab->bytes[id] << "' after '" << text << "': assembled " << mask->test(id));
+          if (whole.test(id) && id != 0) allowed.push_back(std::int32_t(id));
+        }
+        if (allowed.empty()) break;  // complete and nothing may follow
+        const auto pick = allowed[rng() % allowed.size()];
+        BOOST_REQUIRE(m.accept(vocab->bytes[std::size_t(pick)]));
+        text += vocab->bytes[std::size_t(pick)];
+      }
+      assembled += c.token_masks->stats().assembled;
+    }
+  }
+  BOOST_TEST_MESSAGE(compared << " masks compared, " << assembled << " assembled from fragments");
+  BOOST_TEST(assembled * 2 > compared);  // fragments serve most misses: the path is exercised
+  BOOST_TEST(grammars.fragment_stats().hits > grammars.fragment_stats().misses);  // shared between schemas
+}
+
+BOOST_AUTO_TEST_CASE(strings_bounded_past_the_longest_token_share_fragments) {
+  // Every token is at most 4 bytes here: a string with 100 characters left and one with 150
+  // left are the same to any token, and spell the same fragment; one with 2 left is not.
+  std::vector<std::string> tokens{"", "a", "ab", "abc", "abcd", "\"", "\",", "a\""};
+  const auto vocab = std::make_shared<vocabulary>(tokens, std::vector<std::int32_t>{0});
+  auto key_after = [&](int max_length, const std::string& written) {
+    const auto g = compile_json_schema(R"({"type":"string","maxLength":)" + std::to_string(max_length) + "}");
+    grammar_matcher m(g);
+    BOOST_REQUIRE(m.accept(written));
+    fragment_limits limits;
+    limits.horizon = 4;
+    const auto min_bytes = min_bytes_of(*g, limits.horizon + 1);
+    std::vector<std::string> keys;
+    for (const auto& s : m.stacks())
+      if (!s.empty()) keys.push_back(choose_fragment(*g, s, min_bytes, limits).key);
+    std::sort(keys.begin(), keys.end());
+    return keys;
+  };
+  BOOST_TEST(key_after(120, "\"aaaaaaaaaaaaaaaaaaaa") == key_after(170, "\"aaaaaaaaaaaaaaaaaaaa"));
+  BOOST_TEST(key_after(120, "\"aaaaaaaaaaaaaaaaaaaa") != key_after(22, "\"aaaaaaaaaaaaaaaaaaaa"));
+}
