@@ -1,9 +1,11 @@
 // troupe bench structured: what constrained decoding costs, over the JSON Schema corpus
 // (tests/structured/corpus/schemas.json) on a real model and tokenizer. Compile time per schema
 // (cold, no cache); the mask per token per sequence, replayed over the tokens the engine chose
-// for each schema: cold (a grammar's first request: every new state walks the vocabulary trie)
-// and warm (the same schema again: the masks are cached); and output tokens per second of the
-// engine with and without a schema at concurrency 1 and 16, measured in this process.
+// for each schema: new (the schema's first request in a process that has served the schemas
+// before it: its states are new, the fragments they are made of mostly not), cold (the same in a
+// new process: nothing walked yet) and cached (the same schema again); and output tokens per
+// second of the engine with and without a schema at concurrency 1 and 16, measured in this
+// process, in rounds that alternate the two, with the median of the rounds' ratios.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -28,6 +30,12 @@ using kind = sampling::output_constraint::kind;
 
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / double(v.size());
+}
+
 double quantile(std::vector<double> v, double p) {  // nearest rank
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -44,13 +52,16 @@ engine::request constrained(const opened_model& m, const std::string& id, const 
   return r;
 }
 
-// Output tokens per request id, and tokens per second, of running `reqs` `width` at a time.
-std::pair<std::map<std::string, std::vector<std::int32_t>>, double> run(const opened_model& m, std::vector<engine::request> reqs,
-                                                                      std::size_t width) {
+engine::engine bench_engine(const opened_model& m) {
   engine::engine_config cfg;
   cfg.sched.max_num_batched_tokens = 2048;
   cfg.sched.long_prefill_chunk = 512;
-  auto e = engine::cpu_engine(m.model, m.tok, cfg);
+  return engine::cpu_engine(m.model, m.tok, cfg);
+}
+
+// Output tokens per request id, and tokens per second, of running `reqs` `width` at a time.
+std::pair<std::map<std::string, std::vector<std::int32_t>>, double> run(engine::engine& e, std::vector<engine::request> reqs,
+                                                                      std::size_t width) {
   std::map<std::string, std::vector<std::int32_t>> out;
   std::size_t next = 0, live = 0, tokens = 0;
   const auto t0 = clock_type::now();
@@ -72,6 +83,8 @@ int cmd_bench_structured(const args& a) {
   const std::string dir = a.get("model", "models/kjv");
   const std::string corpus_path = a.get("corpus", "tests/structured/corpus/schemas.json");
   const int max_tokens = int(a.get_int("max-tokens", 128));
+  const int rounds = int(a.get_int("rounds", 3));
+  if (rounds < 1 || rounds > 3) throw input_error("--rounds: expected 1 to 3 (each round of one schema each takes new schemas)");
   const bool json_out = a.has("json");
   std::ifstream in(corpus_path);
   if (!in) throw input_error(corpus_path + ": cannot read the schema corpus");
@@ -93,11 +106,20 @@ int cmd_bench_structured(const args& a) {
   // The tokens the engine chooses for each schema, then each mask along them replayed and timed.
   std::vector<engine::request> reqs;
   for (std::size_t i = 0; i < schemas.size(); ++i) reqs.push_back(constrained(m, "s" + std::to_string(i), schemas[i], max_tokens));
-  const auto [outputs, all_tok_s] = run(m, reqs, 16);
+  auto first = bench_engine(m);
+  const auto [outputs, all_tok_s] = run(first, reqs, 16);
   const auto vocab = structured::vocabulary_of(*m.tok, m.model->config().vocab_size, m.model->config().eos_token_ids);
-  std::vector<double> cold_us, warm_us;
+  std::vector<double> new_us, cold_us, warm_us;
+  structured::grammar_cache served(vocab, 1);  // one grammar at a time; the fragments stay
   for (std::size_t i = 0; i < schemas.size(); ++i) {
-    structured::grammar_cache grammars(vocab);  // a fresh cache: this schema's first request
+    structured::constrained_output first(served.get({kind::json_schema, schemas[i]}));
+    for (std::int32_t t : outputs.at("s" + std::to_string(i))) {
+      const auto t0 = clock_type::now();
+      std::vector<std::uint64_t> row = first.mask()->words();
+      new_us.push_back(seconds_since(t0) * 1e6);
+      if (!first.accept(t)) break;
+    }
+    structured::grammar_cache grammars(vocab);  // a fresh cache: a new process
     const auto c = grammars.get({kind::json_schema, schemas[i]});
     for (auto* times : {&cold_us, &warm_us}) {
       structured::constrained_output seq(c);
@@ -115,30 +137,45 @@ int cmd_bench_structured(const args& a) {
   // number of tokens (the unconstrained one runs to the length the constrained one stopped at),
   // so the difference is what the constraint costs. Two cases: every request with the same
   // schema (an application's usual traffic: after the first requests its masks are cached), and
-  // each request with a schema of its own (every grammar new: the worst case).
+  // each request with a schema of its own (every grammar new: the worst case; no schema comes
+  // back in a later round). One engine per case, as a server has: its vocabulary's trie is built
+  // by a first request before the rounds.
   nlohmann::json levels = nlohmann::json::array();
   for (const bool shared : {true, false})
     for (std::size_t c : {std::size_t(1), std::size_t(16)}) {
-      std::vector<engine::request> with, without;
-      for (std::size_t i = 0; i < std::max<std::size_t>(c * 4, 12); ++i)
-        with.push_back(constrained(m, "w" + std::to_string(i), schemas[shared ? 0 : (i * 7) % schemas.size()], max_tokens));
-      // The API compiles a request's constraint before it is queued (runtime/api/structured_output.h):
-      // the engine's compile is then a cache hit, as it is here.
-      for (const auto& w : with) structured::compile_constraint(w.params.constraint);
-      const auto [lengths, on] = run(m, with, c);
-      for (const auto& w : with) {
-        auto plain = constrained(m, w.id, "", std::max<int>(1, int(lengths.at(w.id).size())));
-        plain.params.ignore_eos = true;
-        without.push_back(plain);
+      auto e = bench_engine(m);
+      run(e, {constrained(m, "warm", schemas.back(), 4)}, 1);
+      const std::size_t count = std::max<std::size_t>(c * 4, 12);
+      std::vector<double> ons, offs, ratios;
+      for (int r = 0; r < rounds; ++r) {  // alternated: a slow spell of the machine hits both
+        std::vector<engine::request> with, without;
+        for (std::size_t i = 0; i < count; ++i) {
+          const std::size_t schema = shared ? 0 : (std::size_t(r) * count + i) * 5 % std::max<std::size_t>(1, schemas.size() - 1);
+          with.push_back(constrained(m, "w" + std::to_string(r) + "-" + std::to_string(i), schemas[schema], max_tokens));
+        }
+        // The API compiles a request's constraint before it is queued (runtime/api/structured_output.h):
+        // the engine's compile is then a cache hit, as it is here.
+        for (const auto& w : with) structured::compile_constraint(w.params.constraint);
+        const auto [lengths, on] = run(e, with, c);
+        for (const auto& w : with) {
+          auto plain = constrained(m, w.id + "-plain", "", std::max<int>(1, int(lengths.at(w.id).size())));
+          plain.params.ignore_eos = true;
+          without.push_back(plain);
+        }
+        const double off = run(e, without, c).second;
+        ons.push_back(on);
+        offs.push_back(off);
+        ratios.push_back(on / off);
       }
-      const double off = run(m, without, c).second;
-      levels.push_back({{"concurrency", c}, {"schemas", shared ? "one for all" : "one each"}, {"unconstrained_tok_s", off},
-                        {"schema_tok_s", on}, {"ratio", on / off}});
+      levels.push_back({{"concurrency", c}, {"schemas", shared ? "one for all" : "one each"}, {"rounds", rounds},
+                        {"unconstrained_tok_s", quantile(offs, 0.5)}, {"schema_tok_s", quantile(ons, 0.5)},
+                        {"ratio", quantile(ratios, 0.5)}, {"ratio_min", quantile(ratios, 0)}, {"ratio_max", quantile(ratios, 1)}});
     }
 
   nlohmann::json j = {{"model", dir}, {"schemas", schemas.size()}, {"vocab", vocab->size()}, {"trie_nodes", vocab->trie.nodes()},
                       {"compile_ms", {{"p50", quantile(compile_ms, 0.5)}, {"p99", quantile(compile_ms, 0.99)}}},
-                      {"mask_us_cold", {{"p50", quantile(cold_us, 0.5)}, {"p99", quantile(cold_us, 0.99)}, {"n", cold_us.size()}}},
+                      {"mask_us_new", {{"p50", quantile(new_us, 0.5)}, {"p99", quantile(new_us, 0.99)}, {"mean", mean(new_us)}}},
+                      {"mask_us_cold", {{"p50", quantile(cold_us, 0.5)}, {"p99", quantile(cold_us, 0.99)}, {"mean", mean(cold_us)}, {"n", cold_us.size()}}},
                       {"mask_us_warm", {{"p50", quantile(warm_us, 0.5)}, {"p99", quantile(warm_us, 0.99)}, {"n", warm_us.size()}}},
                       {"throughput", levels}};
   if (json_out) {
@@ -148,13 +185,16 @@ int cmd_bench_structured(const args& a) {
   std::printf("%zu schemas, vocabulary %zu tokens (trie %zu nodes), model %s\n", schemas.size(), vocab->size(), vocab->trie.nodes(),
               dir.c_str());
   std::printf("compile            p50 %8.2f ms   p99 %8.2f ms\n", quantile(compile_ms, 0.5), quantile(compile_ms, 0.99));
-  std::printf("mask, first use    p50 %8.1f us   p99 %8.1f us   (%zu tokens)\n", quantile(cold_us, 0.5), quantile(cold_us, 0.99),
-              cold_us.size());
+  std::printf("mask, new schema   p50 %8.1f us   p99 %8.1f us   mean %6.1f us   (%zu tokens)\n", quantile(new_us, 0.5),
+              quantile(new_us, 0.99), mean(new_us), new_us.size());
+  std::printf("mask, new process  p50 %8.1f us   p99 %8.1f us   mean %6.1f us\n", quantile(cold_us, 0.5), quantile(cold_us, 0.99),
+              mean(cold_us));
   std::printf("mask, cached       p50 %8.1f us   p99 %8.1f us\n", quantile(warm_us, 0.5), quantile(warm_us, 0.99));
   for (const auto& l : levels)
-    std::printf("concurrency %2d, %-11s %8.1f tok/s with a schema, %8.1f without: %.3fx\n", l["concurrency"].get<int>(),
-                l["schemas"].get<std::string>().c_str(), l["schema_tok_s"].get<double>(), l["unconstrained_tok_s"].get<double>(),
-                l["ratio"].get<double>());
+    std::printf("concurrency %2d, %-11s %8.1f tok/s with a schema, %8.1f without: %.3fx (rounds %.3f-%.3f)\n",
+                l["concurrency"].get<int>(), l["schemas"].get<std::string>().c_str(), l["schema_tok_s"].get<double>(),
+                l["unconstrained_tok_s"].get<double>(), l["ratio"].get<double>(), l["ratio_min"].get<double>(),
+                l["ratio_max"].get<double>());
   return 0;
 }
 

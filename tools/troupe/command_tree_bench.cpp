@@ -85,12 +85,14 @@ void declare_bench_rest(command& bench) {
       .flag("json", "one JSON object on stdout instead of the table");
   bench.sub("structured", "what constrained decoding costs: compile, mask per token, tok/s with a schema", "[options]",
             "Over the JSON Schema corpus on a real model: compile time per schema (cold), the token mask per token per "
-            "sequence replayed over the tokens the engine chose (a schema's first use, and cached), and output tokens per "
-            "second with and without a schema at concurrency 1 and 16, all in this process.",
+            "sequence replayed over the tokens the engine chose (a schema's first use after the others, in a new process, "
+            "and cached), and output tokens per second with and without a schema at concurrency 1 and 16 (rounds "
+            "alternating the two; the median ratio), all in this process.",
             cmd_bench_structured)
       .option("model", "DIR", "the model folder (default models/kjv)")
       .option("corpus", "FILE", "the schemas, [{name, schema}] (default tests/structured/corpus/schemas.json)")
       .option("max-tokens", "N", "tokens per request at most (default 128)")
+      .option("rounds", "N", "throughput rounds, each with and without a schema (default 3)")
       .flag("json", "one JSON object on stdout instead of the table");
   bench.sub("autoscale", "the autoscaler (or a fixed pool) against a trace, on the sim backend", "[options]",
             "Replays a request trace into a sim topology started in this process, with time compressed, and reports the "
