@@ -325,6 +325,8 @@ bool masks::assemble(walker& w, const grammar_matcher& m, token_mask& mask) cons
   int stacks = 0;
   for (const auto& s : m.stacks()) {
     if (s.empty()) continue;  // a complete parse: EOS, the caller's
+    // A reference left on top past the depth budget matches nothing (the whole walk skips it).
+    if (m.rules().elements()[std::size_t(s.back())].k != grammar::kind::bytes) continue;
     const top_fragment& t = fragment_of(w, s);
     // The fragment's walk held its stacks as deep as `depth` frames; under the rest of this
     // stack they are that much deeper, and the budget must not cut them there either.

@@ -12,6 +12,7 @@
 
 #include "runtime/structured/constraint.h"
 #include "runtime/structured/fragment.h"
+#include "runtime/structured/gbnf.h"
 #include "runtime/structured/json_schema.h"
 #include "runtime/structured/token_masks.h"
 
@@ -108,4 +109,26 @@ BOOST_AUTO_TEST_CASE(strings_bounded_past_the_longest_token_share_fragments) {
   };
   BOOST_TEST(key_after(120, "\"aaaaaaaaaaaaaaaaaaaa") == key_after(170, "\"aaaaaaaaaaaaaaaaaaaa"));
   BOOST_TEST(key_after(120, "\"aaaaaaaaaaaaaaaaaaaa") != key_after(22, "\"aaaaaaaaaaaaaaaaaaaa"));
+}
+
+BOOST_AUTO_TEST_CASE(stacks_at_the_depth_budget_give_the_same_mask_as_the_whole_walk) {
+  // Nesting near max_stack_depth cuts walks short, and can leave a reference on top of a stack
+  // (it matches nothing); assembled masks must still equal the whole walk there.
+  std::vector<std::string> tokens{"", "(", "((", "(((", ")", "))", "x", "x)", "(x", "x))"};
+  const auto vocab = std::make_shared<vocabulary>(tokens, std::vector<std::int32_t>{0});
+  grammar_budget budget;
+  budget.max_stack_depth = 6;
+  const auto g = parse_gbnf("root ::= item\nitem ::= \"(\" item \")\" | \"x\"", budget);
+  masks cache(vocab);
+  int compared = 0;
+  for (const std::string text : {"", "(", "((", "(((", "((((", "((((("}) {
+    grammar_matcher at(g);
+    if (!at.accept(text)) break;  // past the budget the matcher refuses: nothing more to compare
+    ++compared;
+    const token_mask whole = cache.compute(at);
+    const token_mask assembled = cache.assemble(at);
+    for (std::size_t id = 0; id < tokens.size(); ++id)
+      BOOST_CHECK_MESSAGE(assembled.test(id) == whole.test(id), "token '" << tokens[id] << "' after '" << text << "'");
+  }
+  BOOST_TEST(compared >= 4);  // the budget was reached, not stopped short of
 }
