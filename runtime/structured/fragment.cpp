@@ -23,8 +23,7 @@ void put_int(std::string& out, std::int32_t v) { out.append(reinterpret_cast<con
 // 100 then share their fragments, where the characters left exceed any token.
 class reach_map {
  public:
-  reach_map(const grammar& g, const std::vector<std::int32_t>& min_bytes, int horizon)
-      : g_(&g), min_bytes_(&min_bytes), horizon_(horizon) {}
+  reach_map(const grammar& g, int horizon) : g_(&g), horizon_(horizon) {}
 
   // Follows elements [from, to) entered after `d` bytes; the bytes after them, at least.
   int follow(std::int32_t from, std::int32_t to, int d) {
@@ -68,7 +67,7 @@ class reach_map {
         continue;
       }
       enter(e.arg, d);
-      d += (*min_bytes_)[std::size_t(e.arg)];
+      d += g_->min_bytes(e.arg);
     }
     return std::min(d, horizon_ + 1);
   }
@@ -88,7 +87,6 @@ class reach_map {
   }
 
   const grammar* g_;
-  const std::vector<std::int32_t>* min_bytes_;
   int horizon_;
   std::unordered_map<std::int32_t, int> near_;
   std::vector<std::int32_t> work_;
@@ -156,26 +154,6 @@ class speller {
 
 }  // namespace
 
-std::vector<std::int32_t> min_bytes_of(const grammar& g, int cap) {
-  std::vector<std::int32_t> m(g.rules(), cap);
-  for (bool changed = true; changed;) {  // to a fixed point; rules mostly refer to earlier ones
-    changed = false;
-    for (std::size_t r = 0; r < g.rules(); ++r)
-      for (std::int32_t a : g.alternatives(std::int32_t(r))) {
-        int n = 0;
-        for (std::int32_t p = a; g.elements()[std::size_t(p)].k != kind::end && n < cap; ++p) {
-          const auto& e = g.elements()[std::size_t(p)];
-          n += e.k == kind::bytes ? 1 : m[std::size_t(e.arg)];
-        }
-        if (n < m[r]) {
-          m[r] = n;
-          changed = true;
-        }
-      }
-  }
-  return m;
-}
-
 // Which frames: as few as keep the tokens that leave the fragment few, and no more, since every
 // frame spelled is one more place where two grammars may differ. The top frame's run of byte
 // classes is kept (a literal's rest), and past it a tail reference (a repetition goes on); a
@@ -183,10 +161,9 @@ std::vector<std::int32_t> min_bytes_of(const grammar& g, int cap) {
 // byte class (a string's closing quote) ends the fragment after that run; one that goes on with
 // a tail reference is kept whole; one that goes on with any other reference ends the fragment
 // after it.
-fragment choose_fragment(const grammar& g, const std::vector<std::int32_t>& stack, const std::vector<std::int32_t>& min_bytes,
-                         const fragment_limits& limits) {
+fragment choose_fragment(const grammar& g, const std::vector<std::int32_t>& stack, const fragment_limits& limits) {
   fragment f;
-  reach_map reach(g, min_bytes, limits.horizon);
+  reach_map reach(g, limits.horizon);
   const auto& el = g.elements();
   auto is_bytes = [&](std::int32_t p) { return el[std::size_t(p)].k == kind::bytes; };
   auto is_tail_ref = [&](std::int32_t p) { return el[std::size_t(p)].k == kind::rule && el[std::size_t(p) + 1].k == kind::end; };

@@ -47,13 +47,8 @@ struct fragment_limits {
   int horizon = 64;        // the longest token, in bytes: what lies further cannot change a mask
 };
 
-// The fewest bytes each rule matches, capped at `cap`.
-std::vector<std::int32_t> min_bytes_of(const grammar& g, int cap);
-
-// `stack` is bottom first, its top a byte class (a matcher's stack); `min_bytes` is
-// min_bytes_of(g, limits.horizon + 1).
-fragment choose_fragment(const grammar& g, const std::vector<std::int32_t>& stack, const std::vector<std::int32_t>& min_bytes,
-                         const fragment_limits& limits);
+// `stack` is bottom first, its top a byte class (a matcher's stack).
+fragment choose_fragment(const grammar& g, const std::vector<std::int32_t>& stack, const fragment_limits& limits);
 
 struct fragment_mask {
   token_mask inside;

@@ -294,30 +294,32 @@ std::shared_ptr<const grammar> grammar_builder::build(std::int32_t root) {
   if (g_.alts_[std::size_t(root)].empty()) throw input_error("grammar rule '" + g_.names_[std::size_t(root)] + "' is empty");
   // Nullable rules, then the rules each can begin with (through nullable prefixes): a cycle there
   // is left recursion, which the matcher would expand forever.
-  std::vector<bool> nullable(nr, false);
+  // The fewest bytes each rule matches (saturating: 255 stands for 255 or more), to a fixed
+  // point; a nullable rule is one that can match none.
+  auto& least = g_.min_bytes_;
+  least.assign(nr, 255);
   for (bool changed = true; changed;) {
     changed = false;
-    for (std::size_t r = 0; r < nr; ++r) {
-      if (nullable[r]) continue;
+    for (std::size_t r = 0; r < nr; ++r)
       for (std::int32_t a : g_.alts_[r]) {
-        bool all = true;
-        for (std::int32_t i = a; g_.elements_[std::size_t(i)].k != kind::end && all; ++i) {
+        int n = 0;
+        for (std::int32_t i = a; g_.elements_[std::size_t(i)].k != kind::end && n < 255; ++i) {
           const element& e = g_.elements_[std::size_t(i)];
-          all = e.k == kind::rule && nullable[std::size_t(e.arg)];
+          n += e.k == kind::bytes ? 1 : least[std::size_t(e.arg)];
         }
-        if (all) {
-          nullable[r] = changed = true;
-          break;
+        if (n < least[r]) {
+          least[r] = std::uint8_t(n);
+          changed = true;
         }
       }
-    }
   }
+  auto nullable = [&](std::size_t r) { return least[r] == 0; };
   std::vector<std::vector<std::int32_t>> begins(nr);
   for (std::size_t r = 0; r < nr; ++r)
     for (std::int32_t a : g_.alts_[r])
       for (std::int32_t i = a; g_.elements_[std::size_t(i)].k == kind::rule; ++i) {
         begins[r].push_back(g_.elements_[std::size_t(i)].arg);
-        if (!nullable[std::size_t(g_.elements_[std::size_t(i)].arg)]) break;
+        if (!nullable(std::size_t(g_.elements_[std::size_t(i)].arg))) break;
       }
   std::vector<std::uint8_t> mark(nr, 0);  // 0 new, 1 on the path, 2 done
   for (std::size_t start = 0; start < nr; ++start) {

@@ -49,6 +49,8 @@ class grammar {
   // The element index of each alternative's first element (an alternative ends at kind::end).
   const std::vector<std::int32_t>& alternatives(std::int32_t rule) const { return alts_[std::size_t(rule)]; }
   const std::string& rule_name(std::int32_t rule) const { return names_[std::size_t(rule)]; }
+  // The fewest bytes a rule matches; 255 stands for 255 or more (0: the rule is nullable).
+  int min_bytes(std::int32_t rule) const { return min_bytes_[std::size_t(rule)]; }
   std::size_t rules() const { return alts_.size(); }
   const grammar_budget& budget() const { return budget_; }
 
@@ -58,6 +60,7 @@ class grammar {
   std::vector<std::bitset<256>> sets_;
   std::vector<std::vector<std::int32_t>> alts_;
   std::vector<std::string> names_;
+  std::vector<std::uint8_t> min_bytes_;  // by rule, from build()
   std::int32_t root_ = 0;
   grammar_budget budget_;
 };

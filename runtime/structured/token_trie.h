@@ -97,18 +97,8 @@ void token_trie::allowed(Step&& step, const State& start, token_mask& mask) cons
 
 template <class Enter>
 void token_trie::walk(Enter&& enter, token_mask& mask) const {
-  if (mask.size() == vocab_) mask.clear();
-  else mask = token_mask(vocab_);
-  const std::int32_t n = std::int32_t(byte_.size());
-  for (std::int32_t i = 1; i < n;) {
-    if (!enter(depth_[std::size_t(i)], byte_[std::size_t(i)])) {
-      i = end_[std::size_t(i)];
-      continue;
-    }
-    for (std::int32_t t = first_token_[std::size_t(i)]; t < first_token_[std::size_t(i) + 1]; ++t)
-      mask.set(std::size_t(token_ids_[std::size_t(t)]));
-    ++i;
-  }
+  std::vector<std::int32_t> none;  // a walk's nodes are followed or refused: nothing leaves
+  split([&](std::int32_t depth, unsigned char b) { return enter(depth, b) ? verdict::follow : verdict::refused; }, mask, none);
 }
 
 template <class Enter>

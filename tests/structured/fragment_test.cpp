@@ -100,10 +100,9 @@ BOOST_AUTO_TEST_CASE(strings_bounded_past_the_longest_token_share_fragments) {
     BOOST_REQUIRE(m.accept(written));
     fragment_limits limits;
     limits.horizon = 4;
-    const auto min_bytes = min_bytes_of(*g, limits.horizon + 1);
     std::vector<std::string> keys;
     for (const auto& s : m.stacks())
-      if (!s.empty()) keys.push_back(choose_fragment(*g, s, min_bytes, limits).key);
+      if (!s.empty()) keys.push_back(choose_fragment(*g, s, limits).key);
     std::sort(keys.begin(), keys.end());
     return keys;
   };
