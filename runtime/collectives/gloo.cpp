@@ -9,8 +9,9 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
-#include <optional>
+#include <mutex>
 #include <vector>
 
 namespace troupe::collectives {
@@ -86,20 +87,26 @@ class gloo_communicator final : public communicator {
   }
 
   ~gloo_communicator() override {
-    if (!ctx_) return;
     try {
       settle_sends("close", 0);
     } catch (const std::exception&) {  // a peer already gone: nothing left to deliver to
     }
   }
 
+  // From any thread (the supervisor's), while this rank's thread may be inside a call.
   void abort(const std::string& why) override {
-    in_flight_.clear();
-    if (!failed_) failed_ = why;
-    // Closes every connection, so the peers' pending calls fail at once (a call in flight here
-    // holds the context too, so dropping it alone would close nothing).
-    if (ctx_) ctx_->closeConnections();
-    ctx_.reset();
+    if (!fail(why)) return;  // failed already: its connections are down
+    // Gloo's closeConnections closes the sockets but does not wake a call already waiting on
+    // them: that call would wait for its deadline, or forever once the fd is no longer polled
+    // (a dead peer's end of file is then never read). A buffer wait that times out, on the other
+    // hand, fails every pending operation on every pair of the context and closes its sockets,
+    // so this rank's waiting call throws now and the peers' calls fail at their end of file.
+    auto probe = ctx_->createUnboundBuffer(nullptr, 0);
+    try {
+      probe->waitRecv(nullptr, std::chrono::milliseconds(0));
+    } catch (const std::exception&) {  // the timeout it was asked for
+    }
+    ctx_->closeConnections();
   }
 
  private:
@@ -120,16 +127,30 @@ class gloo_communicator final : public communicator {
     });
   }
 
-  // Runs a Gloo call; any failure fails this generation for good.
+  // Runs a Gloo call; any failure fails this generation for good. A call woken by an abort
+  // names the abort's reason, not the closed connection it saw.
   template <class F>
   void run(const char* op, F&& f) {
-    if (failed_ || !ctx_) throw collective_error(where(op) + ": the group failed: " + failed_.value_or("aborted"));
+    if (broken_.load()) throw collective_error(where(op) + ": the group failed: " + reason());
     try {
       f();
     } catch (const std::exception& e) {
-      failed_ = e.what();
-      throw collective_error(where(op) + ": " + e.what());
+      fail(e.what());
+      throw collective_error(where(op) + ": " + reason());
     }
+  }
+
+  // Records the generation's first failure; false if it had failed already.
+  bool fail(const std::string& why) {
+    std::lock_guard<std::mutex> lock(failed_mu_);
+    if (broken_.load()) return false;
+    failed_ = why;
+    broken_.store(true);
+    return true;
+  }
+  std::string reason() {
+    std::lock_guard<std::mutex> lock(failed_mu_);
+    return failed_;
   }
 
   void exchange(const char* op, std::span<const float> send, std::span<float> recv) {
@@ -158,7 +179,9 @@ class gloo_communicator final : public communicator {
 
   gloo_options opt_;
   std::shared_ptr<gloo::rendezvous::Context> ctx_;
-  std::optional<std::string> failed_;
+  std::atomic<bool> broken_{false};
+  std::mutex failed_mu_;  // failed_ is written by the first failure, on either thread
+  std::string failed_;
   std::map<std::uint64_t, std::uint32_t> sequence_;
   struct pending_send {
     std::unique_ptr<std::vector<float>> data;

@@ -1,7 +1,7 @@
 // The Gloo collectives (runtime/collectives/gloo.h) over TCP on loopback: every operation gives
 // the same bits as the shared-memory backend on random inputs (ranks on threads, each with its
-// own connections), and a rank in another process that dies makes the waiting rank's call fail
-// with an error instead of hanging.
+// own connections), a rank in another process that dies makes the waiting rank's call fail
+// with an error instead of hanging, and so does an abort while the peer is silent.
 #define BOOST_TEST_MODULE collectives_gloo
 #include <boost/test/unit_test.hpp>
 
@@ -9,8 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -118,4 +120,49 @@ BOOST_AUTO_TEST_CASE(a_rank_whose_process_dies_fails_the_waiting_rank) {
   BOOST_CHECK_THROW(c->all_reduce(v), collective_error);                        // and stays failed
   int status = 0;
   ::waitpid(child, &status, 0);
+}
+
+// A rank's group can be aborted while its peer is alive but silent (that peer's process died
+// and its socket has not said so yet, or it hangs): the abort itself must wake the call waiting
+// here, naming the abort's reason, and not leave it to its deadline. The peer's next call fails
+// too: the abort closed its connections.
+BOOST_AUTO_TEST_CASE(an_abort_wakes_a_call_waiting_on_a_silent_peer) {
+  ::signal(SIGPIPE, SIG_IGN);
+  for (int round = 0; round < 3; ++round) {
+    const std::string dir = fresh_dir("abort" + std::to_string(round));
+    const auto deadline = std::chrono::milliseconds(30000);
+    std::shared_ptr<communicator> peer;
+    std::thread connecting([&] { peer = connect_gloo({1, 2, 5, "test", dir, "127.0.0.1", deadline}); });
+    std::shared_ptr<communicator> c = connect_gloo({0, 2, 5, "test", dir, "127.0.0.1", deadline});
+    connecting.join();
+    BOOST_TEST_REQUIRE(bool(peer));
+
+    std::mutex mu;
+    std::condition_variable cv;
+    bool calling = false;
+    std::string error;
+    std::thread waiting([&] {
+      std::vector<float> v(64, 1.0f);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        calling = true;
+      }
+      cv.notify_one();
+      try {
+        c->all_reduce(v);
+      } catch (const collective_error& e) {
+        error = e.what();
+      }
+    });
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return calling; });
+    }
+    c->abort("rank 1 died (test)");
+    waiting.join();
+    BOOST_TEST(error.find("rank 1 died (test)") != std::string::npos, "round " << round << ": " << error);
+    std::vector<float> v(64, 1.0f);
+    BOOST_CHECK_THROW(c->all_reduce(v), collective_error);     // it stays failed
+    BOOST_CHECK_THROW(peer->all_reduce(v), collective_error);  // and so does its peer
+  }
 }
