@@ -183,6 +183,23 @@ local_rank start_rank(caf::actor_system& sys, const rank_spec& spec, std::shared
   return out;
 }
 
+namespace {
+
+// `node`'s agent, or a promise of the next one to register (never `dead`).
+caf::result<caf::actor> agent_of(caf::stateful_actor<node_directory_state>* self, const std::string& node, const caf::actor_addr& dead) {
+  auto& st = self->state;
+  if (auto it = st.agents.find(node); it != st.agents.end()) {
+    if (!dead || it->second.address() != dead) return it->second;
+    st.agents.erase(it);
+  }
+  auto& w = st.waiting[node];
+  w.erase(std::remove_if(w.begin(), w.end(), [](const caf::response_promise& p) { return p.pending() == false; }), w.end());
+  w.push_back(self->make_response_promise());
+  return caf::delegated<caf::actor>();
+}
+
+}  // namespace
+
 caf::behavior node_directory(caf::stateful_actor<node_directory_state>* self) {
   self->set_down_handler([=](const caf::down_msg& m) {
     auto& agents = self->state.agents;
@@ -202,13 +219,11 @@ caf::behavior node_directory(caf::stateful_actor<node_directory_state>* self) {
           st.waiting.erase(it);
         }
       },
-      [=](agent_atom, const std::string& node) -> caf::result<caf::actor> {
-        auto& st = self->state;
-        if (auto it = st.agents.find(node); it != st.agents.end()) return it->second;
-        auto& w = st.waiting[node];
-        w.erase(std::remove_if(w.begin(), w.end(), [](const caf::response_promise& p) { return p.pending() == false; }), w.end());
-        w.push_back(self->make_response_promise());
-        return caf::delegated<caf::actor>();
+      [=](agent_atom, const std::string& node) -> caf::result<caf::actor> { return agent_of(self, node, caf::actor_addr{}); },
+      // The node's agent other than `dead`, which its asker saw die: the directory may not have
+      // heard yet, so it forgets that one and waits for the node's next agent.
+      [=](agent_atom, const std::string& node, const caf::actor_addr& dead) -> caf::result<caf::actor> {
+        return agent_of(self, node, dead);
       },
   };
 }
@@ -276,35 +291,72 @@ void place(group_actor::stateful_pointer<group_state> self, std::size_t i, rank_
 }
 
 // Asks rank i's node agent to start it; on failure the group restarts (the generation that
-// asked, if still current).
-void start_remote(group_actor::stateful_pointer<group_state> self, std::size_t i, rank_spec spec) {
+// asked, if still current). `tries` counts the agents that died before answering; `dead` is the
+// last of them, which the directory may still name.
+void start_remote(group_actor::stateful_pointer<group_state> self, std::size_t i, rank_spec spec, int tries = 0,
+                  caf::actor_addr dead = {}) {
   auto& st = self->state;
   const std::uint64_t gen = st.generation;
   const std::string node = node_of(st, i);
   const auto wait = st.cfg.step_timeout;
-  ++st.starting;
+  if (tries == 0) ++st.starting;
   auto failed = [=](const std::string& why) {
     if (self->state.generation == gen) restart_or_quit(self, "rank " + std::to_string(i) + " on node \"" + node + "\": " + why);
   };
   if (!st.cfg.hosts) return failed("this process has no node directory to find that node's agent");
-  self->request(st.cfg.hosts, wait, agent_atom::value, node)
+  auto directory = dead ? self->request(st.cfg.hosts, wait, agent_atom::value, node, dead)
+                        : self->request(st.cfg.hosts, wait, agent_atom::value, node);
+  std::move(directory)
       .then(
           [=](caf::actor agent) {
-            if (self->state.generation != gen) return;
+            auto& st = self->state;
+            if (st.generation != gen) return;
+            const std::uint64_t ask = ++st.next_ask;
+            st.asked[ask] = {agent.address(), i, spec, tries};
+            self->monitor(agent);
             self->request(caf::actor_cast<node_agent_actor>(agent), wait, rank_atom::value, spec)
                 .then(
                     [=](rank_started& r) {
                       auto& st = self->state;
+                      self->demonitor(agent);
                       if (st.generation != gen) {  // a later generation: this one is not wanted
                         self->send_exit(r.rank, caf::exit_reason::kill);
                         return;
                       }
+                      if (!st.asked.erase(ask)) return;  // its agent's death asked again already
                       place(self, i, std::move(r));
                       if (--st.starting == 0) whole(self);
                     },
-                    [=](caf::error& e) { failed(self->system().render(e)); });
+                    [=](caf::error& e) {
+                      self->demonitor(agent);
+                      if (self->state.asked.erase(ask)) failed(self->system().render(e));
+                    });
           },
           [=](caf::error& e) { failed("its node has not joined: " + self->system().render(e)); });
+}
+
+// A node agent asked to start ranks died before answering: the node is gone (and perhaps
+// returning). Each of its starts asks the directory for the node's next agent, up to three
+// agents in all; then the group restarts.
+void agent_died(group_actor::stateful_pointer<group_state> self, const caf::actor_addr& agent) {
+  auto& st = self->state;
+  std::vector<group_state::remote_start> lost;
+  for (auto it = st.asked.begin(); it != st.asked.end();)
+    if (it->second.agent == agent) {
+      lost.push_back(std::move(it->second));
+      it = st.asked.erase(it);
+    } else {
+      ++it;
+    }
+  for (auto& r : lost) {
+    const std::string node = node_of(st, r.rank);
+    if (r.tries + 1 >= 3) {
+      restart_or_quit(self, "rank " + std::to_string(r.rank) + " on node \"" + node + "\": its agent died before starting it, three times");
+      return;
+    }
+    log::warn("worker_group_agent_lost", {{"generation", st.generation}, {"rank", r.rank}, {"node", node}});
+    start_remote(self, r.rank, std::move(r.spec), r.tries + 1, r.agent);
+  }
 }
 
 void spawn_ranks(group_actor::stateful_pointer<group_state> self) {
@@ -316,6 +368,7 @@ void spawn_ranks(group_actor::stateful_pointer<group_state> self) {
   st.sources.assign(std::size_t(stages * tp), {});
   st.comms.clear();
   st.starting = 0;
+  st.asked.clear();
   if (st.rendezvous) self->send_exit(st.rendezvous, caf::exit_reason::user_shutdown);
   st.rendezvous = nullptr;
   auto me = caf::actor_cast<caf::actor>(self);
@@ -377,6 +430,7 @@ void stop_ranks(group_actor::stateful_pointer<group_state> self, const std::stri
   }
   st.ranks.clear();
   st.starting = 0;
+  st.asked.clear();
   if (st.queued) {  // it would run on blocks whose KV is gone
     st.queued->second.deliver(caf::make_error(caf::sec::runtime_error, "step failed: " + why));
     st.queued.reset();
@@ -512,8 +566,10 @@ group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_
     auto& st = self->state;
     const auto it = std::find_if(st.ranks.begin(), st.ranks.end(), [&](const worker_actor& r) { return r.address() == m.source; });
     if (it == st.ranks.end()) {
-      if (!st.retired.erase(m.source)) return self->quit(m.reason);  // the scheduler
-      return answer_ready(self);  // perhaps an earlier generation's last rank: the group is whole
+      if (m.source == st.scheduler.address()) return self->quit(m.reason);
+      if (st.retired.erase(m.source)) return answer_ready(self);  // perhaps an earlier generation's last rank
+      agent_died(self, m.source);  // else an agent that answered already, or an earlier generation's
+      return;
     }
     const auto i = int(it - st.ranks.begin());
     *it = worker_actor{};  // gone already: nothing to stop

@@ -126,6 +126,17 @@ struct group_state {
   std::map<std::size_t, std::shared_ptr<kv::kv_cache>> caches;
   std::vector<kv::transfer::kv_source> sources;
   std::size_t starting = 0;  // ranks being started on other nodes, this generation
+  // A start asked of a node's agent, not answered yet. The agent is monitored meanwhile: a node
+  // that dies after the directory named its agent would leave the request unanswered until its
+  // deadline, so its death asks the directory again (which waits for the node's return).
+  struct remote_start {
+    caf::actor_addr agent;
+    std::size_t rank = 0;
+    rank_spec spec;
+    int tries = 0;
+  };
+  std::map<std::uint64_t, remote_start> asked;  // by ask, this generation
+  std::uint64_t next_ask = 0;
   caf::actor rendezvous;     // this generation's, when a stage spans processes
   // A step that came while ranks were starting: it runs once they are all up.
   std::optional<std::pair<stage_input, caf::typed_response_promise<engine::step_result>>> queued;

@@ -1,7 +1,8 @@
 // Worker and group death inside a replica. A dead rank restarts its group as a whole (fresh
 // ranks, empty KV) and the scheduler recomputes what the lost KV held: the requests stay on the
 // replica and finish with exactly the undisturbed tokens. A dead group, or one past its restart
-// limit, ends its replica, and the request owner moves the requests elsewhere.
+// limit, ends its replica, and the request owner moves the requests elsewhere. The node
+// directory never names an agent its asker saw die.
 #define BOOST_TEST_MODULE worker_group
 #include <boost/test/unit_test.hpp>
 
@@ -79,4 +80,32 @@ BOOST_AUTO_TEST_CASE(a_rank_dying_between_steps_does_not_leave_cached_prefixes_p
       BOOST_TEST(cluster.group_of(0).restarts == 1u);
     }
   }
+}
+
+// A group asks the node directory for a node's agent to start a rank there. When that node has
+// just died, its agent can die before answering while the directory has not heard yet: asked
+// again past the dead agent, the directory must not name it a second time but wait for the
+// node's next agent. (It named the dead one again, and a group whose remote rank died inside a
+// collective hung until the step deadline, or gave up.)
+BOOST_AUTO_TEST_CASE(a_directory_asked_past_a_dead_agent_waits_for_the_nodes_next_one) {
+  test::config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto directory = sys.spawn(node_directory);
+  auto idle = [](caf::event_based_actor*) -> caf::behavior { return {[](int) {}}; };
+  auto dead = sys.spawn(idle), next = sys.spawn(idle);
+  self->send(directory, agent_atom::value, std::string("ranks"), dead);
+  caf::actor got;
+  self->request(directory, std::chrono::seconds(30), agent_atom::value, std::string("ranks"))
+      .receive([&](caf::actor a) { got = a; }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  BOOST_TEST((got == dead));
+  // Asked past it, then the node's next agent registers (in that order: both from this actor).
+  auto past = self->request(directory, std::chrono::seconds(30), agent_atom::value, std::string("ranks"), dead.address());
+  self->send(directory, agent_atom::value, std::string("ranks"), next);
+  std::move(past).receive([&](caf::actor a) { got = a; }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  BOOST_TEST((got == next));
+  self->request(directory, std::chrono::seconds(30), agent_atom::value, std::string("ranks"))
+      .receive([&](caf::actor a) { got = a; }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  BOOST_TEST((got == next));
+  for (auto& a : {directory, dead, next}) self->send_exit(a, caf::exit_reason::user_shutdown);
 }
