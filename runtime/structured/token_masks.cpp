@@ -11,7 +11,8 @@ namespace troupe::structured {
 vocabulary::vocabulary(std::vector<std::string> token_bytes, std::vector<std::int32_t> eos_ids)
     : bytes(std::move(token_bytes)), eos(std::move(eos_ids)), trie(bytes) {}
 
-namespace {
+// Named, not anonymous: masks::walker (a class with linkage) holds these tables.
+namespace mask_walk {
 
 // A map from 64-bit keys to ids with open addressing: the walk's tables take millions of
 // entries, and a node-based map spent more time in malloc and free (and pointer chasing) than
@@ -56,6 +57,12 @@ class flat_index {
   std::vector<std::int32_t> values_;
   std::size_t size_ = 0;
 };
+
+}  // namespace mask_walk
+
+namespace {
+
+using mask_walk::flat_index;
 
 std::uint64_t hash_tops(const std::int32_t* tops, std::size_t n) {
   std::uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
