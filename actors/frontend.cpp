@@ -536,7 +536,7 @@ void prepare(const prepare_context& pc, prepared& p) {
       throw api::api_error(400, e.what(), "messages");
     }
     p.prompts.push_back(pc.tok->encode(text, false));  // the template wrote the special tokens itself
-    p.tool_format = api::answer_tool_format(req.tools, pc.tool_format, req.params.constraint, p.ex->req().body);
+    p.tool_format = api::answer_tool_format(req.tools, pc.tool_format, req.params, p.ex->req().body);
   } else {
     for (const auto& in : req.prompts) p.prompts.push_back(completion_prompt(pc, in));
   }

@@ -147,12 +147,11 @@ std::string message_text(const json& content, std::size_t index) {
 }
 
 // Fields that change nothing Troupe computes, accepted because ordinary clients send them (the
-// OpenAI SDKs' `store`, `metadata` and `service_tier`; vLLM's detokenization switches at the
-// values Troupe always behaves by) and recorded in completion_request::no_effect_fields.
+// OpenAI SDKs' `store`, `metadata` and `service_tier`; vLLM's spaces_between_special_tokens,
+// which only its slow tokenizers read) and recorded in completion_request::no_effect_fields.
 // docs/serving.md lists them.
 const std::set<std::string>& no_effect_fields() {
-  static const std::set<std::string> s = {"store", "metadata", "service_tier",
-                                          "skip_special_tokens", "spaces_between_special_tokens",
+  static const std::set<std::string> s = {"store", "metadata", "service_tier", "spaces_between_special_tokens",
                                           "guided_decoding_backend"};
   return s;
 }
@@ -162,7 +161,7 @@ const std::set<std::string>& known_fields(endpoint kind) {
   static const std::set<std::string> common = {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stream", "stream_options", "logprobs",
       "stop", "stop_token_ids", "seed", "presence_penalty", "frequency_penalty", "repetition_penalty", "ignore_eos",
-      "user", "priority", "logit_bias", "min_tokens", "include_stop_str_in_output", "prompt_logprobs",
+      "user", "priority", "logit_bias", "min_tokens", "include_stop_str_in_output", "skip_special_tokens", "prompt_logprobs",
       "speculate", "response_format", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
       "guided_whitespace_pattern", "structured_outputs"};
   static const std::set<std::string> completions = [] {
@@ -247,8 +246,6 @@ void check_no_effect_fields(const fields& f, completion_request& r) {
   f.boolean("store");
   f.string("service_tier");
   f.boolean("spaces_between_special_tokens");
-  if (auto skip = f.boolean("skip_special_tokens"); skip && !*skip)
-    bad_field("skip_special_tokens", "false is not supported: Troupe's text leaves special tokens out");
   for (const auto& name : no_effect_fields())
     if (f.get(name.c_str())) r.no_effect_fields.push_back(name);
 }
@@ -376,6 +373,7 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
     p.min_tokens = int(std::max<long long>(std::min<long long>(*mt, 1 << 30), -1));
   }
   if (auto inc = f.boolean("include_stop_str_in_output")) p.include_stop_str_in_output = *inc;
+  if (auto skip = f.boolean("skip_special_tokens")) p.skip_special_tokens = *skip;
   if (auto pl = f.integer("prompt_logprobs")) {
     if (*pl < 0 || *pl > sampling::sampling_params::max_logprobs)
       bad_field("prompt_logprobs", "must be in [0, " + std::to_string(sampling::sampling_params::max_logprobs) + "]");

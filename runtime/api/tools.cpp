@@ -196,25 +196,21 @@ bool tool_request::strict_auto() const {
   return false;
 }
 
-chat::tool_format answer_tool_format(const tool_request& t, chat::tool_format model_format,
-                                     sampling::output_constraint& constraint, const std::string& raw) {
+chat::tool_format answer_tool_format(const tool_request& t, chat::tool_format model_format, sampling::sampling_params& params,
+                                     const std::string& raw) {
   if (t.forced()) return chat::tool_format::json_array;
   if (t.mode != tool_request::choice::automatic) return chat::tool_format::none;
   if (model_format == chat::tool_format::none)
     throw api_error(400, "tools: this model's chat template shows no tool-call format and the topology sets no "
                          "[model] tool_call_parser, so calls could not be found in a free answer; tool_choice "
                          "\"required\" or a named function still works (the output is then constrained)", "tools");
+  // Mistral's [TOOL_CALLS] is a special token: its text must reach the parser (and the grammar).
+  if (model_format == chat::tool_format::mistral) params.skip_special_tokens = false;
   if (t.strict_auto()) {  // strict tools under "auto": the answer's calls are constrained
-    // Mistral's [TOOL_CALLS] is a special token: the grammar never allows special tokens (their
-    // text is not in the output), so a constrained Mistral model could not open its calls.
-    if (model_format != chat::tool_format::hermes && model_format != chat::tool_format::llama3_json)
-      throw api_error(400, std::string("tools: strict tools with tool_choice \"auto\" are constrained for models that write "
-                                       "hermes or llama3_json tool calls; this one writes ") + chat::tool_format_name(model_format) +
-                               " (tool_choice \"required\" or a named function constrains any model)", "tools");
-    if (!constraint.empty())
+    if (!params.constraint.empty())
       throw api_error(400, "tools: strict tools under tool_choice \"auto\" cannot be combined with another structured output",
                       "tools");
-    constraint = strict_tool_constraint(t, raw, model_format);
+    params.constraint = strict_tool_constraint(t, raw, model_format);
   }
   return model_format;
 }

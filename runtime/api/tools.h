@@ -12,8 +12,9 @@
 // parallel_tool_calls: false allows one call (the grammar's list holds one; with `auto`, calls
 // after the first are dropped). A tool's `strict`: forced choices always constrain the
 // arguments; with `auto`, strict_tool_constraint constrains the calls in the model's own format
-// (hermes or llama3_json; the frontend refuses strict tools under "auto" for mistral models,
-// whose [TOOL_CALLS] marker is a special token no grammar allows).
+// (hermes, llama3_json or mistral). Mistral's [TOOL_CALLS] marker is a special token, so a
+// mistral answer under "auto" keeps special tokens' text (skip_special_tokens false, as vLLM
+// sets it): the parser finds the marker in the text, and the grammar allows the token.
 #pragma once
 #include <string>
 
@@ -49,11 +50,11 @@ sampling::output_constraint strict_tool_constraint(const tool_request& t, const 
 
 // Where a chat answer's tool calls are, given the format the model writes them in: a forced
 // choice's grammar writes the JSON list (json_array), "auto" leaves the model its own format
-// (none known: a 400 naming tools), "none" has none. Strict tools under "auto" set
-// `constraint` to strict_tool_constraint's (a mistral model, or a constraint already set, is a
-// 400 naming tools).
-chat::tool_format answer_tool_format(const tool_request& t, chat::tool_format model_format,
-                                     sampling::output_constraint& constraint, const std::string& raw);
+// (none known: a 400 naming tools), "none" has none. Strict tools under "auto" set the
+// constraint to strict_tool_constraint's (a constraint already set is a 400 naming tools). A
+// mistral answer under "auto" keeps special tokens' text (`params.skip_special_tokens` false).
+chat::tool_format answer_tool_format(const tool_request& t, chat::tool_format model_format, sampling::sampling_params& params,
+                                     const std::string& raw);
 
 // An assistant message's tool_calls checked ({id, type: "function", function: {name,
 // arguments}}) and each `arguments` string parsed into an object, as templates expect it

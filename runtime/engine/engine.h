@@ -244,6 +244,7 @@ class engine {
   speculative::step_costs step_cost_;                // this replica's forward seconds by rows, per batch size
   int explore_wait_ = 0;                             // steps since the policy last proposed anything
   std::unique_ptr<structured::grammar_cache> grammars_;  // made with the first constrained request
+  std::unique_ptr<structured::grammar_cache> special_text_grammars_;  // for skip_special_tokens false
 };
 
 // Method draft's proposer for `target` (null for the other methods): the draft model loaded and

@@ -13,10 +13,12 @@ std::unique_ptr<structured::constrained_output> engine::constraint_for(const req
   const auto& c = r.params.constraint;
   if (c.empty()) return nullptr;
   if (!tok_) throw input_error("request '" + r.id + "': structured output needs the model's tokenizer, which this engine has not");
-  if (!grammars_)
-    grammars_ = std::make_unique<structured::grammar_cache>(
-        structured::vocabulary_of(*tok_, mc_.vocab_size, mc_.eos_token_ids));
-  auto out = std::make_unique<structured::constrained_output>(grammars_->get(c));
+  // A request that keeps special tokens' text has grammars over a vocabulary where they have it.
+  auto& grammars = r.params.skip_special_tokens ? grammars_ : special_text_grammars_;
+  if (!grammars)
+    grammars = std::make_unique<structured::grammar_cache>(
+        structured::vocabulary_of(*tok_, mc_.vocab_size, mc_.eos_token_ids, !r.params.skip_special_tokens));
+  auto out = std::make_unique<structured::constrained_output>(grammars->get(c));
   for (std::size_t i = 0; i < r.generated.size(); ++i)  // a migrated request: where it was
     if (!out->accept(r.generated[i]))
       throw input_error("request '" + r.id + "': generated token " + std::to_string(i) + " does not follow its " +

@@ -18,15 +18,19 @@ finish_reason output_processor::on_token(output_stream& s, std::span<const std::
   if (may_stop && !p.ignore_eos && std::find(eos_.begin(), eos_.end(), tok) != eos_.end()) why = finish_reason::stop;
   if (may_stop && std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), tok) != p.stop_token_ids.end())
     why = finish_reason::stop;
+  // The token that stopped it adds no text (an EOS's text shows once special tokens are kept),
+  // unless the request keeps what stopped it, as for a stop string.
+  const bool stop_token_hidden = why == finish_reason::stop && !p.include_stop_str_in_output;
   if (complete) why = finish_reason::stop;
   if (why == finish_reason::none && (num_output >= p.max_tokens || int(tokens.size()) >= max_model_len_))
     why = finish_reason::length;
   std::size_t hold = 0;  // bytes kept back so a stop string is never streamed in part
   if (tok_) {
     // Only the detokenizer's small window is decoded; the output is not copied per token.
-    const auto output = tokens.subspan(std::size_t(prompt_len));
+    auto output = tokens.subspan(std::size_t(prompt_len));
+    if (stop_token_hidden) output = output.first(output.size() - 1);
     const std::size_t before = s.text.size();
-    s.text += s.detok.next(*tok_, output);
+    s.text += s.detok.next(*tok_, output, p.skip_special_tokens);
     std::size_t longest = 0;
     bool cut = false;
     for (const auto& stop : p.stop) {
@@ -41,7 +45,7 @@ finish_reason output_processor::on_token(output_stream& s, std::span<const std::
         cut = true;
       }
     }
-    if (why != finish_reason::none && !cut) s.text += s.detok.flush(*tok_, output);
+    if (why != finish_reason::none && !cut) s.text += s.detok.flush(*tok_, output, p.skip_special_tokens);
     if (why == finish_reason::none && longest > 1) hold = longest - 1;
   }
   std::size_t end = s.text.size() > hold ? s.text.size() - hold : 0;

@@ -40,6 +40,9 @@ struct sampling_params {
   std::vector<std::pair<std::int32_t, float>> logit_bias;
   int min_tokens = 0;  // until this many tokens are out, EOS, stop_token_ids and stop strings cannot end it
   bool include_stop_str_in_output = false;  // the matched stop string stays in the text
+  // false: special tokens' text is in the output (Mistral's [TOOL_CALLS] marker is one), and a
+  // constraint's grammar sees it too. EOS and a stop_token_ids token add no text either way.
+  bool skip_special_tokens = true;
   // Tokens outside the constraint's grammar are masked out before penalties and logit_bias are
   // applied; EOS is allowed only where the output so far is complete; the request stops when
   // nothing more can follow.

@@ -1,5 +1,6 @@
 #include "runtime/structured/constraint.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -17,21 +18,22 @@ namespace troupe::structured {
 using ckind = sampling::output_constraint::kind;
 
 std::shared_ptr<const vocabulary> vocabulary_of(const tokenizer::tokenizer& tok, std::int32_t vocab_size,
-                                                std::vector<std::int32_t> eos_ids) {
+                                                std::vector<std::int32_t> eos_ids, bool special_text) {
   // Decoded after a plain token, because a SentencePiece decoder drops the leading space of a
-  // text's first token; special tokens decode to nothing (no grammar allows them).
+  // text's first token; skipped special tokens decode to nothing (no grammar allows them).
   std::vector<std::string> out(std::size_t(std::max(vocab_size, 0)));
   const auto anchor = tok.encode("a", false);
   const std::string base = anchor.size() == 1 ? tok.decode_bytes(anchor) : std::string();
   for (std::int32_t id = 0; id < vocab_size && id < tok.vocab_size(); ++id) {
+    const bool skip = !special_text || std::find(eos_ids.begin(), eos_ids.end(), id) != eos_ids.end();
     if (anchor.size() == 1) {
-      const std::string both = tok.decode_bytes({anchor[0], id});
+      const std::string both = tok.decode_bytes({anchor[0], id}, skip);
       if (both.size() >= base.size() && both.compare(0, base.size(), base) == 0) {
         out[std::size_t(id)] = both.substr(base.size());
         continue;
       }
     }
-    out[std::size_t(id)] = tok.decode_bytes({id});
+    out[std::size_t(id)] = tok.decode_bytes({id}, skip);
   }
   return std::make_shared<const vocabulary>(std::move(out), std::move(eos_ids));
 }

@@ -30,9 +30,11 @@ class tokenizer;
 namespace troupe::structured {
 
 // The vocabulary of a tokenizer as grammars see it: each id's bytes as it adds them to a text
-// (ids past the tokenizer's, and special tokens, add none), and the ids that end generation.
+// (ids past the tokenizer's add none), and the ids that end generation. Special tokens add none
+// unless `special_text` (a request that keeps them in its text: skip_special_tokens false), and
+// then EOS still adds none.
 std::shared_ptr<const vocabulary> vocabulary_of(const tokenizer::tokenizer& tok, std::int32_t vocab_size,
-                                                std::vector<std::int32_t> eos_ids);
+                                                std::vector<std::int32_t> eos_ids, bool special_text = false);
 
 const char* constraint_kind_name(sampling::output_constraint::kind k);
 std::shared_ptr<const grammar> compile_constraint(const sampling::output_constraint& c);

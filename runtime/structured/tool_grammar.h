@@ -14,7 +14,8 @@
 // N, "def": D}, ...], "parallel": bool, "$defs": {...}} (F hermes when absent): each call's
 // arguments are the schema at #/$defs/D (refs resolved in the document), or any JSON object when
 // D is empty. A call must name one of the listed tools. With parallel false, one call at most,
-// and only whitespace after it. Text is complete wherever it stands outside a call.
+// and only whitespace after it. Text is complete wherever it stands outside a call. Whitespace
+// between a call's parts and after the calls is at most 4 bytes in a row.
 #pragma once
 #include <memory>
 #include <string_view>

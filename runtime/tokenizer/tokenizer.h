@@ -52,15 +52,16 @@ class incremental_detokenizer {
   explicit incremental_detokenizer(std::size_t already)
       : prefix_(already > 5 ? already - 5 : 0), read_(already) {}
 
-  // `ids` is the whole output so far (it only grows between calls).
-  std::string next(const tokenizer& tok, std::span<const std::int32_t> ids);
+  // `ids` is the whole output so far (it only grows between calls); `skip_special_tokens` as in
+  // decode_bytes, the same in every call.
+  std::string next(const tokenizer& tok, std::span<const std::int32_t> ids, bool skip_special_tokens = true);
   // Ids whose text was returned so far (a replica that continues the output starts after them).
   std::size_t returned() const { return read_; }
   // Everything not yet returned, invalid bytes replaced; call once at the end.
-  std::string flush(const tokenizer& tok, std::span<const std::int32_t> ids);
+  std::string flush(const tokenizer& tok, std::span<const std::int32_t> ids, bool skip_special_tokens = true);
 
  private:
-  std::pair<std::string, std::string> window_texts(const tokenizer& tok, std::span<const std::int32_t> ids) const;
+  std::pair<std::string, std::string> window_texts(const tokenizer& tok, std::span<const std::int32_t> ids, bool skip) const;
   std::size_t prefix_ = 0, read_ = 0;
 };
 

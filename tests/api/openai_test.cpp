@@ -183,13 +183,15 @@ BOOST_AUTO_TEST_CASE(fields_that_change_nothing_are_accepted_and_recorded) {
                                    {"spaces_between_special_tokens", true}}.dump(),
                               endpoint::chat);
   std::sort(r.no_effect_fields.begin(), r.no_effect_fields.end());
-  BOOST_TEST(r.no_effect_fields == (std::vector<std::string>{"metadata", "service_tier",
-                                                             "skip_special_tokens", "spaces_between_special_tokens", "store"}),
+  BOOST_TEST(r.no_effect_fields == (std::vector<std::string>{"metadata", "service_tier", "spaces_between_special_tokens", "store"}),
              boost::test_tools::per_element());
+  BOOST_TEST(r.params.skip_special_tokens);  // honoured, not recorded: false keeps special tokens' text
+  BOOST_TEST(!api::parse_request(json{{"prompt", "x"}, {"skip_special_tokens", false}}.dump(), endpoint::completions)
+                  .params.skip_special_tokens);
   BOOST_TEST(api::parse_request(json{{"prompt", "x"}, {"store", true}}.dump(), endpoint::completions).no_effect_fields ==
                  std::vector<std::string>{"store"},
              boost::test_tools::per_element());
-  BOOST_TEST(param_of({{"prompt", "x"}, {"skip_special_tokens", false}}) == "skip_special_tokens");
+  BOOST_TEST(param_of({{"prompt", "x"}, {"skip_special_tokens", "no"}}) == "skip_special_tokens");
   BOOST_TEST(param_of({{"prompt", "x"}, {"store", "yes"}}) == "store");
   BOOST_TEST(param_of({{"prompt", "x"}, {"metadata", "x"}}) == "metadata");
   json many = json::object();
@@ -532,6 +534,16 @@ BOOST_AUTO_TEST_CASE(strict_tools_under_auto_constrain_mistral_and_llama3_calls)
   BOOST_TEST(!grammar_takes(m, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {}}]"));  // city
   BOOST_TEST(!grammar_takes(m, "[TOOL_CALLS]{\"name\": \"ping\", \"arguments\": {}}"));  // not a list
   BOOST_TEST(!grammar_takes(m, "[TOOL_CALLS][" + weather));  // an open list is not complete
+  BOOST_TEST(grammar_takes(m, "[TOOL_CALLS]  \n [" + weather + "]\n"));
+  BOOST_TEST(!grammar_takes(m, "[TOOL_CALLS][" + weather + "     ]"));  // whitespace runs are bounded
+  // Served: the answer keeps special tokens' text (Mistral's marker is one) and is constrained.
+  sampling::sampling_params p;
+  BOOST_TEST((api::answer_tool_format(r.tools, chat::tool_format::mistral, p, body) == chat::tool_format::mistral));
+  BOOST_TEST(!p.skip_special_tokens);
+  BOOST_TEST((p.constraint == m));
+  sampling::sampling_params hermes;
+  api::answer_tool_format(r.tools, chat::tool_format::hermes, hermes, body);
+  BOOST_TEST(hermes.skip_special_tokens);
 
   const auto l = api::strict_tool_constraint(r.tools, body, chat::tool_format::llama3_json);
   const std::string params = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}";

@@ -1,7 +1,8 @@
 // The OpenAI frontend over real HTTP: `troupe serve` runs as a child process on loopback and
 // the tests talk to it with a plain HTTP client. Greedy outputs equal the engine's own, usage
 // counts are right, each error status comes with its message, a client that disconnects frees
-// its KV blocks, /metrics counts what the test did, and promtool accepts /metrics.
+// its KV blocks, /metrics counts what the test did, and promtool accepts /metrics. A Mistral-format
+// model's strict tool calls open with its special marker.
 #define BOOST_TEST_MODULE http
 #include <boost/test/unit_test.hpp>
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "runtime/chat/chat_template.h"
@@ -398,6 +400,76 @@ BOOST_AUTO_TEST_CASE(a_non_streaming_client_that_hangs_up_has_its_request_aborte
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// The test model as a Mistral-format one: Mistral v0.3's chat template, and a tokenizer whose
+// [TOOL_CALLS] is a special token (as in Mistral's own), so the marker has no text unless
+// special tokens are kept.
+std::string mistral_tools_model() {
+  const std::string dir = std::string(TROUPE_BINARY_DIR) + "/test-models/small-mistral-tools";
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors"}) {
+    std::filesystem::remove(dir + "/" + f);
+    std::filesystem::create_symlink(model_dir() + "/" + f, dir + "/" + f);
+  }
+  json t = json::parse(std::ifstream(model_dir() + "/tokenizer.json"));
+  for (auto& a : t["added_tokens"])
+    if (a["content"] == "<|start_header_id|>") a["content"] = "[TOOL_CALLS]";
+  std::ofstream(dir + "/tokenizer.json") << t.dump();
+  std::ifstream tmpl(std::string(TROUPE_SOURCE_DIR) + "/tests/chat/templates/mistral-v0.3.jinja");
+  std::stringstream ss;
+  ss << tmpl.rdbuf();
+  std::ofstream(dir + "/tokenizer_config.json")
+      << json{{"chat_template", ss.str()}, {"bos_token", "<|begin_of_text|>"}, {"eos_token", "<|end_of_text|>"}}.dump();
+  return dir;
+}
+
+// Strict tools under tool_choice "auto" on a Mistral-format model: the answer keeps special
+// tokens' text, so its [TOOL_CALLS] token reaches the parser, and the grammar allows it and
+// then only valid calls. A logit_bias on the marker makes this random model call at once.
+// Streamed and not, the call is parsed with arguments that follow the schema.
+BOOST_AUTO_TEST_CASE(a_mistral_model_opens_strict_tool_calls_with_its_special_marker) {
+  const std::string dir = mistral_tools_model();
+  const auto marker = tokenizer::tokenizer::load(dir + "/tokenizer.json")->token_id("[TOOL_CALLS]");
+  BOOST_TEST_REQUIRE(marker.has_value());
+  test::serve_process mistral({local_toml(), "--model", dir});
+  BOOST_TEST_REQUIRE(mistral.port() != 0);
+  const json tool = {{"type", "function"},
+                     {"function", {{"name", "get_weather"}, {"description", "the weather in a city"}, {"strict", true},
+                                   {"parameters", {{"type", "object"}, {"properties", {{"city", {{"enum", {"Paris", "Rome"}}}}}},
+                                                   {"required", {"city"}}, {"additionalProperties", false}}}}}};
+  json body = {{"messages", {{{"role", "user"}, {"content", "What is the weather in Paris?"}}}},
+               {"tools", {tool}}, {"tool_choice", "auto"}, {"parallel_tool_calls", false}, {"max_tokens", 200},
+               {"temperature", 0}, {"logit_bias", {{std::to_string(*marker), 100}}}};
+  auto r = test::post_json(mistral.port(), "/v1/chat/completions", body);
+  BOOST_TEST_REQUIRE(r.status == 200, r.body);
+  const json choice = r.json()["choices"][0];
+  BOOST_TEST(choice["finish_reason"] == "tool_calls", r.body);
+  BOOST_TEST_REQUIRE(choice["message"]["tool_calls"].size() == 1u, r.body);
+  const json call = choice["message"]["tool_calls"][0];
+  BOOST_TEST(call["function"]["name"] == "get_weather");
+  const json args = json::parse(call["function"]["arguments"].get<std::string>());
+  BOOST_TEST((args == json{{"city", "Paris"}} || args == json{{"city", "Rome"}}), args.dump());
+  const json content = choice["message"]["content"];
+  BOOST_TEST((content.is_null() || content.get<std::string>().find("TOOL_CALLS") == std::string::npos), content.dump());
+
+  body["stream"] = true;
+  r = test::post_json(mistral.port(), "/v1/chat/completions", body);
+  BOOST_TEST_REQUIRE(r.status == 200, r.body);
+  std::string name, arguments, finish;
+  for (const auto& e : r.events()) {
+    if (e == "[DONE]") continue;
+    const json c = json::parse(e)["choices"][0];
+    if (c.contains("finish_reason") && !c["finish_reason"].is_null()) finish = c["finish_reason"];
+    for (const auto& d : c["delta"].value("tool_calls", json::array())) {
+      BOOST_TEST(d["index"] == 0);
+      if (d["function"].contains("name")) name += d["function"]["name"].get<std::string>();
+      if (d["function"].contains("arguments")) arguments += d["function"]["arguments"].get<std::string>();
+    }
+  }
+  BOOST_TEST(finish == "tool_calls");
+  BOOST_TEST(name == "get_weather");
+  BOOST_TEST(json::parse(arguments) == args);  // greedy: the same call as unstreamed
+}
 
 namespace {
 

@@ -2,7 +2,8 @@
 // grammar forces it): every output that stops is a complete sentence of its grammar, one that
 // runs out of tokens says length; speculation, preemption and migration (generated tokens
 // replayed) give exactly the tokens of a plain run; the mask beats logit_bias; a generated
-// prefix that leaves the grammar is refused.
+// prefix that leaves the grammar is refused; special tokens kept in the text are text the
+// grammar sees, and the token that stops an output adds none.
 #define BOOST_TEST_MODULE structured_engine
 #include <boost/test/unit_test.hpp>
 
@@ -192,4 +193,51 @@ BOOST_AUTO_TEST_CASE(the_mask_comes_before_logit_bias_and_ignore_eos_is_refused)
   auto q = reqs[0];
   q.params.ignore_eos = true;
   BOOST_CHECK_THROW(e.add_request(q), input_error);
+}
+
+// skip_special_tokens false: a special token's text is in the output, and the grammar sees it
+// there (a Mistral model opens its calls with the special [TOOL_CALLS]); left true, a special
+// token has no text, so a grammar that wants "<|user|>" gets it spelled by plain tokens. The
+// token that stops the output adds no text either way, unless include_stop_str_in_output.
+BOOST_AUTO_TEST_CASE(kept_special_tokens_are_text_the_grammar_sees_and_a_stop_token_adds_none) {
+  const std::int32_t user = *tok()->token_id("<|user|>"), eos = 1, assistant = *tok()->token_id("<|assistant|>");
+  BOOST_TEST_REQUIRE(tok()->is_special(user));
+  auto reqs = requests({kind::choice, R"(["<|user|> yea","<|user|> nay"])"}, 2, 16);
+  for (auto& q : reqs) q.params.logit_bias = {{user, 100.0f}};  // the special token, wherever the grammar allows it
+  auto kept = reqs;
+  for (auto& q : kept) q.id += "-kept", q.params.skip_special_tokens = false;
+  reqs.insert(reqs.end(), kept.begin(), kept.end());
+
+  // A stop token forced at once: by EOS, and by stop_token_ids (shown when asked to be).
+  auto stopping = [&](const std::string& id, std::int32_t t, bool show) {
+    engine::request r;
+    r.id = id;
+    r.prompt = tok()->encode("In the beginning");
+    r.params.temperature = 0;
+    r.params.max_tokens = 8;
+    r.params.skip_special_tokens = false;
+    r.params.logit_bias = {{t, 100.0f}};
+    if (t != eos) r.params.stop_token_ids = {t};
+    r.params.include_stop_str_in_output = show;
+    return r;
+  };
+  reqs.push_back(stopping("eos", eos, false));
+  reqs.push_back(stopping("stop-id", assistant, false));
+  reqs.push_back(stopping("stop-id-shown", assistant, true));
+
+  const auto r = run(reqs, test::engine_cfg(512, 2048));
+  for (const std::string id : {"r0", "r1"}) {
+    BOOST_TEST((r.text.at(id) == "<|user|> yea" || r.text.at(id) == "<|user|> nay"), id << ": " << r.text.at(id));
+    BOOST_TEST(r.tokens.at(id)[0] != user, id << ": a skipped special token has no text to match");
+    BOOST_TEST((r.text.at(id + "-kept") == "<|user|> yea" || r.text.at(id + "-kept") == "<|user|> nay"), r.text.at(id + "-kept"));
+    BOOST_TEST(r.tokens.at(id + "-kept")[0] == user, id << "-kept: the biased special token is text the grammar takes");
+    BOOST_TEST(r.reason.at(id + "-kept") == "stop");
+  }
+  for (const std::string id : {"eos", "stop-id", "stop-id-shown"}) {
+    BOOST_TEST(r.tokens.at(id).size() == 1u, id);
+    BOOST_TEST(r.reason.at(id) == "stop", id);
+  }
+  BOOST_TEST(r.text.at("eos") == "");
+  BOOST_TEST(r.text.at("stop-id") == "");
+  BOOST_TEST(r.text.at("stop-id-shown") == "<|assistant|>");
 }
