@@ -319,11 +319,12 @@ void start_remote(group_actor::stateful_pointer<group_state> self, std::size_t i
                     [=](rank_started& r) {
                       auto& st = self->state;
                       self->demonitor(agent);
-                      if (st.generation != gen) {  // a later generation: this one is not wanted
+                      // A later generation, or this start was asked again after its agent seemed
+                      // to die: this rank is not wanted.
+                      if (st.generation != gen || !st.asked.erase(ask)) {
                         self->send_exit(r.rank, caf::exit_reason::kill);
                         return;
                       }
-                      if (!st.asked.erase(ask)) return;  // its agent's death asked again already
                       place(self, i, std::move(r));
                       if (--st.starting == 0) whole(self);
                     },
