@@ -157,7 +157,7 @@ void engine::add_request(request r) {
     s->prompt_lps_sent = true;
   }
   const std::size_t returned = r.text_returned < 0 ? r.generated.size() : std::min(r.generated.size(), std::size_t(r.text_returned));
-  s->out.detok = tokenizer::incremental_detokenizer(returned);
+  s->out.detok = tokenizer::incremental_detokenizer(returned, r.params.skip_special_tokens);
   s->prefill_only = r.prefill_only;
   s->speculate = r.speculate && !r.embed;
   s->embed = r.embed;

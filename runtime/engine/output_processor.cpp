@@ -30,7 +30,7 @@ finish_reason output_processor::on_token(output_stream& s, std::span<const std::
     auto output = tokens.subspan(std::size_t(prompt_len));
     if (stop_token_hidden) output = output.first(output.size() - 1);
     const std::size_t before = s.text.size();
-    s.text += s.detok.next(*tok_, output, p.skip_special_tokens);
+    s.text += s.detok.next(*tok_, output);
     std::size_t longest = 0;
     bool cut = false;
     for (const auto& stop : p.stop) {
@@ -45,7 +45,7 @@ finish_reason output_processor::on_token(output_stream& s, std::span<const std::
         cut = true;
       }
     }
-    if (why != finish_reason::none && !cut) s.text += s.detok.flush(*tok_, output, p.skip_special_tokens);
+    if (why != finish_reason::none && !cut) s.text += s.detok.flush(*tok_, output);
     if (why == finish_reason::none && longest > 1) hold = longest - 1;
   }
   std::size_t end = s.text.size() > hold ? s.text.size() - hold : 0;

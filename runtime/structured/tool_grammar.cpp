@@ -55,25 +55,13 @@ struct tool_rules {
     return r;
   }
 
-  // Whitespace, at most max_spaces bytes (complete everywhere). Bounded, as JSON Schema's
+  // Whitespace, at most 4 bytes in a row (complete everywhere). Bounded, as JSON Schema's
   // whitespace is: a model that likes whitespace (a random one did) would otherwise spend all
   // its tokens before a call's closing bracket and never close it.
-  static constexpr int max_spaces = 4;
+  std::int32_t spaces_rule = -1;
   std::int32_t spaces() {
-    const std::int32_t r = b.rule("spaces");
-    if (b.has_alternatives(r)) return r;
-    std::int32_t tail = r;
-    for (int k = 1; k <= max_spaces; ++k) {
-      b.add(tail, {});
-      if (k == max_spaces) {
-        b.add(tail, {b.bytes(whitespace())});
-        break;
-      }
-      const std::int32_t next = b.rule("spaces-" + std::to_string(k));
-      b.add(tail, {b.bytes(whitespace()), grammar_builder::ref(next)});
-      tail = next;
-    }
-    return r;
+    if (spaces_rule < 0) spaces_rule = b.repeat({b.bytes(whitespace())}, 0, 4, "spaces");
+    return spaces_rule;
   }
 
   // `item` once, or (parallel) one or more separated by `sep` with whitespace around it.

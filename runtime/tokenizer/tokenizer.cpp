@@ -519,15 +519,15 @@ bool tokenizer::is_special(std::int32_t id) const { return p_->special_ids.count
 std::int32_t tokenizer::vocab_size() const { return std::int32_t(p_->id_to_token.size()); }
 
 // Text of ids[prefix_, read_) and of ids[prefix_, end): the delta is what the new ids added.
-std::pair<std::string, std::string> incremental_detokenizer::window_texts(const tokenizer& tok, std::span<const std::int32_t> ids,
-                                                                          bool skip) const {
+std::pair<std::string, std::string> incremental_detokenizer::window_texts(const tokenizer& tok,
+                                                                          std::span<const std::int32_t> ids) const {
   const std::vector<std::int32_t> before(ids.begin() + long(prefix_), ids.begin() + long(read_));
   const std::vector<std::int32_t> window(ids.begin() + long(prefix_), ids.end());
-  return {tok.decode_bytes(before, skip), tok.decode_bytes(window, skip)};
+  return {tok.decode_bytes(before, skip_special_), tok.decode_bytes(window, skip_special_)};
 }
 
-std::string incremental_detokenizer::next(const tokenizer& tok, std::span<const std::int32_t> ids, bool skip_special_tokens) {
-  auto [prefix_text, new_text] = window_texts(tok, ids, skip_special_tokens);
+std::string incremental_detokenizer::next(const tokenizer& tok, std::span<const std::int32_t> ids) {
+  auto [prefix_text, new_text] = window_texts(tok, ids);
   if (new_text.size() <= prefix_text.size() || new_text.compare(0, prefix_text.size(), prefix_text) != 0) return {};
   std::string delta = new_text.substr(prefix_text.size());
   // Wait only while the newest token ends inside a character that a later token can complete;
@@ -539,8 +539,8 @@ std::string incremental_detokenizer::next(const tokenizer& tok, std::span<const 
   return utf8_complete_prefix(delta) == delta.size() ? delta : utf8_sanitize(delta);
 }
 
-std::string incremental_detokenizer::flush(const tokenizer& tok, std::span<const std::int32_t> ids, bool skip_special_tokens) {
-  auto [prefix_text, new_text] = window_texts(tok, ids, skip_special_tokens);
+std::string incremental_detokenizer::flush(const tokenizer& tok, std::span<const std::int32_t> ids) {
+  auto [prefix_text, new_text] = window_texts(tok, ids);
   prefix_ = read_ = ids.size();
   if (new_text.size() <= prefix_text.size()) return {};
   return utf8_sanitize(new_text.substr(prefix_text.size()));

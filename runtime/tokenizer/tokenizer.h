@@ -48,21 +48,22 @@ class incremental_detokenizer {
  public:
   incremental_detokenizer() = default;
   // Starts after `already` ids whose text was returned elsewhere; a few of them are kept as
-  // context, since how a token decodes can depend on the one before it.
-  explicit incremental_detokenizer(std::size_t already)
-      : prefix_(already > 5 ? already - 5 : 0), read_(already) {}
+  // context, since how a token decodes can depend on the one before it. `skip_special_tokens`
+  // as in decode_bytes.
+  explicit incremental_detokenizer(std::size_t already, bool skip_special_tokens = true)
+      : prefix_(already > 5 ? already - 5 : 0), read_(already), skip_special_(skip_special_tokens) {}
 
-  // `ids` is the whole output so far (it only grows between calls); `skip_special_tokens` as in
-  // decode_bytes, the same in every call.
-  std::string next(const tokenizer& tok, std::span<const std::int32_t> ids, bool skip_special_tokens = true);
+  // `ids` is the whole output so far (it only grows between calls).
+  std::string next(const tokenizer& tok, std::span<const std::int32_t> ids);
   // Ids whose text was returned so far (a replica that continues the output starts after them).
   std::size_t returned() const { return read_; }
   // Everything not yet returned, invalid bytes replaced; call once at the end.
-  std::string flush(const tokenizer& tok, std::span<const std::int32_t> ids, bool skip_special_tokens = true);
+  std::string flush(const tokenizer& tok, std::span<const std::int32_t> ids);
 
  private:
-  std::pair<std::string, std::string> window_texts(const tokenizer& tok, std::span<const std::int32_t> ids, bool skip) const;
+  std::pair<std::string, std::string> window_texts(const tokenizer& tok, std::span<const std::int32_t> ids) const;
   std::size_t prefix_ = 0, read_ = 0;
+  bool skip_special_ = true;
 };
 
 }  // namespace troupe::tokenizer
