@@ -1,6 +1,7 @@
 #include "runtime/sampling/sample_rows.h"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 #include <stdexcept>
 
@@ -10,10 +11,39 @@ namespace troupe::sampling {
 
 namespace {
 
-// Tokens outside the mask get -inf, which no penalty or bias (finite) brings back.
+// Tokens outside the mask get -inf, which no penalty or bias (finite) brings back. A word at a
+// time: a mask is mostly whole words of allowed or of refused tokens, and a test per token was a
+// tenth of a constrained step on a small model.
 void apply_allowed(std::span<float> logits, const std::vector<std::uint64_t>& allowed) {
-  for (std::size_t id = 0; id < logits.size(); ++id)
-    if (id / 64 >= allowed.size() || !((allowed[id / 64] >> (id % 64)) & 1)) logits[id] = -std::numeric_limits<float>::infinity();
+  constexpr float refused = -std::numeric_limits<float>::infinity();
+  for (std::size_t base = 0, w = 0; base < logits.size(); base += 64, ++w) {
+    const std::uint64_t bits = w < allowed.size() ? allowed[w] : 0;
+    if (bits == ~std::uint64_t(0)) continue;
+    const std::size_t n = std::min<std::size_t>(64, logits.size() - base);
+    if (bits == 0) {
+      std::fill_n(logits.begin() + std::ptrdiff_t(base), n, refused);
+      continue;
+    }
+    for (std::size_t j = 0; j < n; ++j)
+      if (!((bits >> j) & 1)) logits[base + j] = refused;
+  }
+}
+
+// The greedy choice among the allowed tokens: the first of the highest, as choose_token picks
+// over the masked row, but read in place (no copy of the row) and over the allowed ids only.
+std::int32_t greedy_allowed(std::span<const float> logits, const std::vector<std::uint64_t>& allowed) {
+  std::int32_t best = -1;
+  float top = 0;
+  for (std::size_t w = 0; w < allowed.size() && w * 64 < logits.size(); ++w)
+    for (std::uint64_t bits = allowed[w]; bits != 0; bits &= bits - 1) {
+      const std::size_t id = w * 64 + std::size_t(std::countr_zero(bits));
+      if (id >= logits.size()) break;
+      if (best < 0 || logits[id] > top) {
+        best = std::int32_t(id);
+        top = logits[id];
+      }
+    }
+  return best < 0 ? 0 : best;  // nothing allowed: token 0, as the masked row's argmax
 }
 
 }  // namespace
@@ -40,6 +70,11 @@ std::vector<sampled_token> sample_rows(std::span<const float> logits, std::span<
     const bool penalties = needs_history(p);
     const bool processors = p.processes_logits(r.num_output);
     const bool masked = !r.allowed.empty();
+    if (masked && p.greedy() && !penalties && !processors) {  // a constrained greedy step: most of them
+      out[i].token = greedy_allowed(row, r.allowed);
+      if (p.logprobs >= 0) out[i].logprobs = logprobs_of(row, out[i].token, p.logprobs);
+      return;
+    }
     std::vector<float> scratch;
     std::span<const float> use = row;
     if (penalties || processors || masked) {

@@ -1,10 +1,12 @@
 #define BOOST_TEST_MODULE sampler
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
 #include "runtime/common/error.h"
+#include "runtime/sampling/sample_rows.h"
 #include "runtime/sampling/sampler.h"
 
 using namespace troupe::sampling;
@@ -78,4 +80,46 @@ BOOST_AUTO_TEST_CASE(invalid_parameters_name_the_field) {
   p = {};
   p.max_tokens = 0;
   BOOST_CHECK_THROW(p.validate(), troupe::input_error);
+}
+
+// A structured output's mask, applied by sample_rows, must choose exactly what choose_token
+// chooses over the row with every refused token at -inf: greedy (read in place) and sampled
+// (masked a word at a time), over masks of whole allowed and refused words, mixed words, a last
+// word past the vocabulary, and a mask shorter than the vocabulary (the rest refused).
+BOOST_AUTO_TEST_CASE(a_mask_chooses_what_the_masked_row_chooses) {
+  const int vocab = 200;  // not a multiple of 64: the last word is partial
+  std::uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return state >> 11;
+  };
+  int rounds_with_refused_best = 0;
+  for (int round = 0; round < 200; ++round) {
+    std::vector<float> logits(vocab);
+    for (auto& l : logits) l = float(next() % 20000) / 1000.0f - 10.0f;
+    std::vector<std::uint64_t> allowed(round % 7 == 0 ? 2 : 4);  // every 7th: ids past 127 refused
+    for (std::size_t w = 0; w < allowed.size(); ++w) {
+      const int shape = int(next() % 4);
+      allowed[w] = shape == 0 ? 0 : shape == 1 ? ~std::uint64_t(0) : next() & next();
+    }
+    if (std::none_of(allowed.begin(), allowed.end(), [](std::uint64_t b) { return b != 0; })) allowed[0] = 1;
+    std::vector<float> masked = logits;
+    for (int id = 0; id < vocab; ++id) {
+      const std::size_t w = std::size_t(id) / 64;
+      if (w >= allowed.size() || !((allowed[w] >> (id % 64)) & 1)) masked[std::size_t(id)] = -INFINITY;
+    }
+    const auto argmax = std::max_element(logits.begin(), logits.end()) - logits.begin();
+    rounds_with_refused_best += masked[std::size_t(argmax)] == -INFINITY;
+    for (float t : {0.0f, 0.8f}) {
+      sampling_row row;
+      row.params = with_temperature(t);
+      row.seed = 99;
+      row.num_output = round;
+      row.allowed = allowed;
+      const auto got = sample_rows(logits, std::span(&row, 1), vocab, std::vector<std::int32_t>{});
+      BOOST_TEST_REQUIRE(got.size() == 1u);
+      BOOST_TEST(got[0].token == choose_token(masked, row.params, 99, round), "round " << round << " temperature " << t);
+    }
+  }
+  BOOST_TEST(rounds_with_refused_best > 50);  // the mask changed the choice, not only agreed with it
 }
