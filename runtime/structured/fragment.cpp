@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <bitset>
-#include <unordered_map>
 
 namespace troupe::structured {
 
@@ -17,44 +16,54 @@ std::int32_t alternative_end(const grammar& g, std::int32_t pos) {
 
 void put_int(std::string& out, std::int32_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
 
+// A table entry of this call (fragment_scratch): its value, or `none` where unset.
+std::int32_t get(const fragment_scratch::table& t, std::uint32_t call, std::int32_t i, std::int32_t none) {
+  return std::size_t(i) < t.value.size() && t.stamp[std::size_t(i)] == call ? t.value[std::size_t(i)] : none;
+}
+void put(fragment_scratch::table& t, std::uint32_t call, std::int32_t i, std::int32_t v) {
+  t.fit(std::size_t(i) + 1);
+  t.value[std::size_t(i)] = v;
+  t.stamp[std::size_t(i)] = call;
+}
+
 // The rules a fragment reaches within the horizon: each with the fewest bytes matched before
 // it is entered. A rule entered only past the horizon cannot change a mask (no token is that
 // long), so it is named but not spelled: a string of at most 200 characters and one of at most
 // 100 then share their fragments, where the characters left exceed any token.
 class reach_map {
  public:
-  reach_map(const grammar& g, int horizon) : g_(&g), horizon_(horizon) {}
+  reach_map(const grammar& g, int horizon, fragment_scratch& s) : g_(&g), horizon_(horizon), s_(s) {
+    s_.work.clear();
+    s_.undo.clear();
+  }
 
   // Follows elements [from, to) entered after `d` bytes; the bytes after them, at least.
   int follow(std::int32_t from, std::int32_t to, int d) {
     size_ += to - from;
     d = follow_run(from, to, d);
-    while (!work_.empty()) {
-      const std::int32_t r = work_.back();
-      work_.pop_back();
+    while (!s_.work.empty()) {
+      const std::int32_t r = s_.work.back();
+      s_.work.pop_back();
       const int at = distance(r);
       for (std::int32_t a : g_->alternatives(r)) follow_run(a, alternative_end(*g_, a), at);
     }
     return d;
   }
   // The fewest bytes before rule r is entered, or above the horizon.
-  int distance(std::int32_t r) const {
-    auto it = near_.find(r);
-    return it == near_.end() ? horizon_ + 1 : it->second;
-  }
+  int distance(std::int32_t r) const { return get(s_.distance, s_.call, r, horizon_ + 1); }
   int size() const { return size_; }  // elements of the frames and the rules within reach
 
   // A trial: follow, then keep it or go back to where mark() was called.
   void mark() {
-    undo_.clear();
+    s_.undo.clear();
     marked_size_ = size_;
   }
   void back() {
-    for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) {
-      if (it->second < 0) near_.erase(it->first);
-      else near_[it->first] = it->second;
+    for (auto it = s_.undo.rbegin(); it != s_.undo.rend(); ++it) {
+      if (it->second < 0) s_.distance.stamp[std::size_t(it->first)] = 0;  // not reached
+      else s_.distance.value[std::size_t(it->first)] = it->second;
     }
-    undo_.clear();
+    s_.undo.clear();
     size_ = marked_size_;
   }
 
@@ -72,25 +81,24 @@ class reach_map {
     return std::min(d, horizon_ + 1);
   }
   void enter(std::int32_t r, int d) {
-    auto [it, added] = near_.emplace(r, d);
-    if (!added) {
-      if (d < it->second) {
-        undo_.emplace_back(r, it->second);
-        it->second = d;
-        work_.push_back(r);
+    const std::int32_t known = get(s_.distance, s_.call, r, -1);
+    if (known >= 0) {
+      if (d < known) {
+        s_.undo.emplace_back(r, known);
+        s_.distance.value[std::size_t(r)] = d;
+        s_.work.push_back(r);
       }
       return;
     }
-    undo_.emplace_back(r, -1);
-    work_.push_back(r);
+    put(s_.distance, s_.call, r, d);
+    s_.undo.emplace_back(r, -1);
+    s_.work.push_back(r);
     for (std::int32_t a : g_->alternatives(r)) size_ += alternative_end(*g_, a) - a + 1;
   }
 
   const grammar* g_;
   int horizon_;
-  std::unordered_map<std::int32_t, int> near_;
-  std::vector<std::int32_t> work_;
-  std::vector<std::pair<std::int32_t, int>> undo_;  // (rule, distance before; -1: not reached)
+  fragment_scratch& s_;
   int size_ = 0, marked_size_ = 0;
 };
 
@@ -98,16 +106,20 @@ class reach_map {
 // the spelling names a language and not a grammar's numbering.
 class speller {
  public:
-  speller(const grammar& g, const reach_map& reach, int horizon) : g_(g), reach_(reach), horizon_(horizon) {}
+  speller(const grammar& g, const reach_map& reach, int horizon, fragment_scratch& s, std::string& key)
+      : g_(g), reach_(reach), horizon_(horizon), s_(s), key_(key) {
+    s_.order.clear();
+    s_.classes.clear();
+  }
 
   void frame(std::int32_t from, std::int32_t to) {
     key_ += 'F';
     spell(from, to);
   }
 
-  std::string finish() {
-    for (std::size_t i = 0; i < order_.size(); ++i) {  // grows while it is read: rules reach rules
-      const std::int32_t r = order_[i];
+  void finish() {
+    for (std::size_t i = 0; i < s_.order.size(); ++i) {  // grows while it is read: rules reach rules
+      const std::int32_t r = s_.order[i];
       if (reach_.distance(r) > horizon_) {
         key_ += 'X';  // past the horizon: named, not spelled
         continue;
@@ -119,7 +131,7 @@ class speller {
       }
     }
     static const std::bitset<256> low64(~std::uint64_t(0));
-    for (std::int32_t c : classes_) {
+    for (std::int32_t c : s_.classes) {
       key_ += 'C';
       const auto& set = g_.set(c);
       for (std::size_t w = 0; w < 4; ++w) {
@@ -127,19 +139,23 @@ class speller {
         key_.append(reinterpret_cast<const char*>(&bits), sizeof bits);
       }
     }
-    return std::move(key_);
   }
 
  private:
   void spell(std::int32_t from, std::int32_t to) {
     for (std::int32_t p = from; p < to; ++p) {
       const auto& e = g_.elements()[std::size_t(p)];
-      auto& seen = e.k == kind::bytes ? classes_ : order_;
-      auto& ids = e.k == kind::bytes ? class_ids_ : rule_ids_;
-      auto [it, added] = ids.emplace(e.arg, std::int32_t(seen.size()));
-      if (added) seen.push_back(e.arg);
-      key_ += e.k == kind::bytes ? 'b' : 'r';
-      put_int(key_, it->second);
+      const bool is_class = e.k == kind::bytes;
+      auto& seen = is_class ? s_.classes : s_.order;
+      auto& ids = is_class ? s_.class_number : s_.rule_number;
+      std::int32_t id = get(ids, s_.call, e.arg, -1);
+      if (id < 0) {
+        id = std::int32_t(seen.size());
+        put(ids, s_.call, e.arg, id);
+        seen.push_back(e.arg);
+      }
+      key_ += is_class ? 'b' : 'r';
+      put_int(key_, id);
     }
     key_ += '.';
   }
@@ -147,9 +163,8 @@ class speller {
   const grammar& g_;
   const reach_map& reach_;
   int horizon_;
-  std::string key_;
-  std::vector<std::int32_t> order_, classes_;  // rules and classes, numbered by first appearance
-  std::unordered_map<std::int32_t, std::int32_t> rule_ids_, class_ids_;
+  fragment_scratch& s_;
+  std::string& key_;
 };
 
 }  // namespace
@@ -161,9 +176,18 @@ class speller {
 // byte class (a string's closing quote) ends the fragment after that run; one that goes on with
 // a tail reference is kept whole; one that goes on with any other reference ends the fragment
 // after it.
-fragment choose_fragment(const grammar& g, const std::vector<std::int32_t>& stack, const fragment_limits& limits) {
+fragment choose_fragment(const grammar& g, const std::vector<std::int32_t>& stack, const fragment_limits& limits,
+                         fragment_scratch* scratch) {
+  fragment_scratch own;
+  fragment_scratch& sc = scratch ? *scratch : own;
+  if (++sc.call == 0) {  // the stamps wrapped: every entry is old
+    for (auto* t : {&sc.distance, &sc.rule_number, &sc.class_number}) std::fill(t->stamp.begin(), t->stamp.end(), 0);
+    sc.call = 1;
+  }
+  sc.distance.fit(g.rules());
+  sc.rule_number.fit(g.rules());
   fragment f;
-  reach_map reach(g, limits.horizon);
+  reach_map reach(g, limits.horizon, sc);
   const auto& el = g.elements();
   auto is_bytes = [&](std::int32_t p) { return el[std::size_t(p)].k == kind::bytes; };
   auto is_tail_ref = [&](std::int32_t p) { return el[std::size_t(p)].k == kind::rule && el[std::size_t(p) + 1].k == kind::end; };
@@ -195,13 +219,14 @@ fragment choose_fragment(const grammar& g, const std::vector<std::int32_t>& stac
     d = after;
     if (!more) break;
   }
-  speller sp(g, reach, limits.horizon);
+  f.key.reserve(sc.longest_key);  // grown once, not by doubling through a kilobyte
+  put_int(f.key, g.budget().max_stacks);
+  put_int(f.key, g.budget().max_stack_depth);
+  put_int(f.key, limits.horizon);
+  speller sp(g, reach, limits.horizon, sc, f.key);
   for (const auto& fr : f.frames) sp.frame(fr.pos, fr.limit < 0 ? alternative_end(g, fr.pos) : fr.limit);
-  std::string key;
-  put_int(key, g.budget().max_stacks);
-  put_int(key, g.budget().max_stack_depth);
-  put_int(key, limits.horizon);
-  f.key = key + sp.finish();
+  sp.finish();
+  sc.longest_key = std::max(sc.longest_key, f.key.size());
   return f;
 }
 

@@ -47,8 +47,29 @@ struct fragment_limits {
   int horizon = 64;        // the longest token, in bytes: what lies further cannot change a mask
 };
 
-// `stack` is bottom first, its top a byte class (a matcher's stack).
-fragment choose_fragment(const grammar& g, const std::vector<std::int32_t>& stack, const fragment_limits& limits);
+// choose_fragment's tables, kept by its caller between calls: it runs for every new stack top of
+// every grammar (more than once per token of a new schema), and hash maps allocated per call
+// were most of a mask miss. Indexed by rule and byte-class id; an entry counts only where its
+// stamp is the current call's, so nothing is cleared between calls.
+struct fragment_scratch {
+  struct table {
+    std::vector<std::int32_t> value;
+    std::vector<std::uint32_t> stamp;
+    void fit(std::size_t n) {
+      if (value.size() < n) value.resize(n), stamp.resize(n, 0);
+    }
+  };
+  table distance, rule_number, class_number;
+  std::vector<std::int32_t> work, order, classes;
+  std::vector<std::pair<std::int32_t, std::int32_t>> undo;  // (rule, distance before; -1: not reached)
+  std::uint32_t call = 0;
+  std::size_t longest_key = 0;
+};
+
+// `stack` is bottom first, its top a byte class (a matcher's stack). `scratch`: none, tables of
+// its own.
+fragment choose_fragment(const grammar& g, const std::vector<std::int32_t>& stack, const fragment_limits& limits,
+                         fragment_scratch* scratch = nullptr);
 
 struct fragment_mask {
   token_mask inside;

@@ -315,7 +315,7 @@ const masks::top_fragment& masks::fragment_of(walker& w, const grammar_matcher::
   const std::size_t top = std::min(s.size(), std::size_t(limits.max_frames));
   std::string key(reinterpret_cast<const char*>(s.data() + (s.size() - top)), top * sizeof(std::int32_t));
   if (auto it = tops_.find(key); it != tops_.end()) return it->second;
-  const fragment f = choose_fragment(w.rules(), s, limits);
+  const fragment f = choose_fragment(w.rules(), s, limits, &scratch_);
   auto fm = fragments_->find(f.key);
   if (!fm) {
     fm = walk_fragment(w, f);

@@ -84,6 +84,7 @@ class masks {
   mutable std::unique_ptr<walker> walker_;  // under walk_mu_
   // The fragment of each stack top seen, by its top frames' positions (under walk_mu_).
   mutable std::unordered_map<std::string, top_fragment> tops_;
+  mutable fragment_scratch scratch_;  // choose_fragment's tables (under walk_mu_)
   mutable std::mutex walk_mu_;
   std::size_t capacity_;  // entries
   mutable std::mutex mu_;

@@ -131,3 +131,38 @@ BOOST_AUTO_TEST_CASE(stacks_at_the_depth_budget_give_the_same_mask_as_the_whole_
   }
   BOOST_TEST(compared >= 4);  // the budget was reached, not stopped short of
 }
+
+BOOST_AUTO_TEST_CASE(a_scratch_reused_across_grammars_spells_what_a_fresh_one_spells) {
+  // choose_fragment keeps its tables between calls (stamped, never cleared): a key must not
+  // depend on what the tables held before, from another stack, another grammar of another size,
+  // or across the stamps wrapping.
+  const auto schemas = corpus_schemas();
+  fragment_limits limits;
+  limits.horizon = 8;
+  fragment_scratch kept;
+  std::mt19937 rng(5);
+  int compared = 0;
+  for (std::size_t i = 0; i < schemas.size(); i += 17) {
+    const auto g = compile_json_schema(schemas[i]);
+    grammar_matcher m(g);
+    for (int step = 0; step < 40 && !m.exhausted(); ++step) {
+      for (const auto& s : m.stacks()) {
+        if (s.empty() || g->elements()[std::size_t(s.back())].k != grammar::kind::bytes) continue;
+        if (compared == 100) kept.call = ~std::uint32_t(0);  // the next call wraps the stamps
+        const fragment fresh = choose_fragment(*g, s, limits);
+        const fragment reused = choose_fragment(*g, s, limits, &kept);
+        BOOST_REQUIRE(reused.key == fresh.key);
+        BOOST_REQUIRE(reused.frames.size() == fresh.frames.size());
+        ++compared;
+      }
+      std::vector<int> next;  // a byte the grammar allows here
+      for (int b = 32; b < 127; ++b) {
+        grammar_matcher probe = m;
+        if (probe.accept(static_cast<unsigned char>(b))) next.push_back(b);
+      }
+      if (next.empty()) break;
+      m.accept(static_cast<unsigned char>(next[rng() % next.size()]));
+    }
+  }
+  BOOST_TEST(compared > 300);
+}
