@@ -171,7 +171,8 @@ class speller {
 
 // Which frames: as few as keep the tokens that leave the fragment few, and no more, since every
 // frame spelled is one more place where two grammars may differ. The top frame's run of byte
-// classes is kept (a literal's rest), and past it a tail reference (a repetition goes on); a
+// classes is kept (a literal's rest; after the reference, where the top is a rule entered), and
+// past it a tail reference (a repetition goes on); a
 // frame that is wholly kept lets the one below in. Below the top, a frame that goes on with a
 // byte class (a string's closing quote) ends the fragment after that run; one that goes on with
 // a tail reference is kept whole; one that goes on with any other reference ends the fragment
@@ -198,6 +199,7 @@ fragment choose_fragment(const grammar& g, const std::vector<std::int32_t>& stac
     std::int32_t to = pos;
     bool more = false;  // the frame is kept whole: the one below may join
     if (top || is_bytes(pos)) {
+      if (top && !is_bytes(pos)) ++to;  // a rule entered: the reference, then what follows it
       while (to < end && is_bytes(to)) ++to;
       if (to < end && top && is_tail_ref(to)) ++to;
       more = top && to == end;

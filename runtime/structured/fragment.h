@@ -66,8 +66,8 @@ struct fragment_scratch {
   std::size_t longest_key = 0;
 };
 
-// `stack` is bottom first, its top a byte class (a matcher's stack). `scratch`: none, tables of
-// its own.
+// `stack` is bottom first, its top a byte class (a matcher's stack) or a reference (a rule
+// entered: the fragment starts with all its alternatives). `scratch`: none, tables of its own.
 fragment choose_fragment(const grammar& g, const std::vector<std::int32_t>& stack, const fragment_limits& limits,
                          fragment_scratch* scratch = nullptr);
 

@@ -88,13 +88,16 @@ class masks::walker {
     return state(tops, false);
   }
 
-  // A fragment's first state: its frames as one stack, the bottom one ending at its limit.
+  // A fragment's first state: its frames as one stack, the bottom one ending at its limit, and
+  // a reference on top (a rule entered) expanded into the rule's alternatives.
   std::int32_t start(const fragment& f) {
     std::int32_t n = -1;
     for (auto it = f.frames.rbegin(); it != f.frames.rend(); ++it) n = node(it->pos, n, n < 0 ? it->limit : -1);
-    std::vector<std::int32_t> tops{n};
+    scratch_.clear();
+    cut_ = false;
     deepest_ = 0;
-    return state(tops, false);
+    expand(n, scratch_);
+    return state(scratch_, cut_);
   }
 
   // The state after byte b, or -1 where nothing survives.
@@ -325,18 +328,62 @@ const masks::top_fragment& masks::fragment_of(walker& w, const grammar_matcher::
   return tops_.emplace(std::move(key), top_fragment{f.frames.size(), std::move(fm)}).first->second;
 }
 
+namespace {
+
+// Whether pos begins an alternative of rule, or of a rule that an alternative of it consisting
+// of one reference enters on the same stack (char ::= unescaped | escaped), a few steps deep.
+bool alternative_of(const grammar& g, std::int32_t rule, std::int32_t pos, int depth = 0) {
+  for (std::int32_t a : g.alternatives(rule)) {
+    if (a == pos) return true;
+    const auto& e = g.elements()[std::size_t(a)];
+    if (depth < 3 && e.k == grammar::kind::rule && g.elements()[std::size_t(a) + 1].k == grammar::kind::end &&
+        alternative_of(g, e.arg, pos, depth + 1))
+      return true;
+  }
+  return false;
+}
+
+// The stack from before the matcher entered the rule whose alternative is on s's top: the frame
+// below stands just past a reference to that rule, and is moved back onto it. Entering a rule
+// puts every alternative of it on the same stack below (all or, past a budget, none), so where
+// the state was not cut the one stack stands for all of them: a string's character is a dozen
+// alternatives (a UTF-8 lead byte each), and a dozen fragments walked and spelled per position
+// become one.
+bool entered_from(const grammar& g, const grammar_matcher::stack& s, grammar_matcher::stack& out) {
+  if (s.size() < 2 || s[s.size() - 2] < 1) return false;
+  const std::int32_t ref = s[s.size() - 2] - 1;
+  const auto& e = g.elements()[std::size_t(ref)];
+  if (e.k != grammar::kind::rule || !alternative_of(g, e.arg, s.back())) return false;
+  out.assign(s.begin(), s.end() - 1);
+  out.back() = ref;
+  return true;
+}
+
+}  // namespace
+
 bool masks::assemble(walker& w, const grammar_matcher& m, token_mask& mask) const {
   const grammar_budget& budget = m.rules().budget();
   std::vector<top_fragment> parts;  // copies: a later fragment_of may clear tops_
+  std::vector<grammar_matcher::stack> entered;  // the stacks before a rule was entered, each once
+  // Past max_stacks the matcher kept some stacks and dropped others: a rule's alternatives may
+  // then be there in part, and its entry would allow what the matcher refuses.
+  const bool whole = m.stacks().size() < std::size_t(budget.max_stacks);
+  grammar_matcher::stack before;
   int stacks = 0;
   for (const auto& s : m.stacks()) {
     if (s.empty()) continue;  // a complete parse: EOS, the caller's
     // A reference left on top past the depth budget matches nothing (the whole walk skips it).
     if (m.rules().elements()[std::size_t(s.back())].k != grammar::kind::bytes) continue;
-    const top_fragment& t = fragment_of(w, s);
+    const grammar_matcher::stack* use = &s;
+    if (whole && entered_from(m.rules(), s, before)) {
+      if (std::find(entered.begin(), entered.end(), before) != entered.end()) continue;  // its rule's fragment is in
+      entered.push_back(before);
+      use = &entered.back();
+    }
+    const top_fragment& t = fragment_of(w, *use);
     // The fragment's walk held its stacks as deep as `depth` frames; under the rest of this
     // stack they are that much deeper, and the budget must not cut them there either.
-    if (!t.mask->usable || int(s.size() - t.frames) + t.mask->depth + 2 >= budget.max_stack_depth) {
+    if (!t.mask->usable || int(use->size() - t.frames) + t.mask->depth + 2 >= budget.max_stack_depth) {
       ++walked_;
       return false;
     }

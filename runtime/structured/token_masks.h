@@ -18,9 +18,10 @@
 // A miss is first assembled from fragments (fragment.h): each stack's top frames have a mask
 // shared by every grammar of this vocabulary that spells them alike, and only their edge tokens
 // (those that may run past the fragment) are stepped through the whole state. A request with a
-// new schema then finds its strings, numbers and literals already walked. Where a fragment has
-// too many edge tokens, or a budget cut its walk, the state is walked whole; either way the mask
-// is the same.
+// new schema then finds its strings, numbers and literals already walked. The stacks a rule's
+// entry put on top (a character's dozen UTF-8 alternatives) are taken together, as the one stack
+// from before the entry. Where a fragment has too many edge tokens, or a budget cut its walk,
+// the state is walked whole; either way the mask is the same.
 #pragma once
 #include <atomic>
 #include <cstdint>

@@ -166,3 +166,33 @@ BOOST_AUTO_TEST_CASE(a_scratch_reused_across_grammars_spells_what_a_fresh_one_sp
   }
   BOOST_TEST(compared > 300);
 }
+
+BOOST_AUTO_TEST_CASE(a_characters_alternatives_are_one_fragment_unless_the_state_was_cut) {
+  // Inside a string every UTF-8 lead byte is an alternative of the character rule: a dozen
+  // stacks from one entry of the rule, looked up (and walked) as one fragment. Where max_stacks
+  // cut the state, some alternatives are gone and the entry would allow what the matcher
+  // refuses: the mask must still equal the whole walk.
+  const auto vocab = std::make_shared<vocabulary>(json_vocabulary(), std::vector<std::int32_t>{0});
+  const std::string schema = R"({"type":"object","properties":{"name":{"type":"string"}},"required":["name"]})";
+  const std::string_view text = "{\"name\": \"";
+  grammar_matcher uncut(compile_json_schema(schema));
+  BOOST_REQUIRE(uncut.accept(text));
+  const std::size_t n = uncut.stacks().size();
+  BOOST_TEST_REQUIRE(n >= 10u);
+  for (int max_stacks : {256, int(n) - 2}) {  // n - 2: the closing quote and one character alternative dropped
+    BOOST_TEST_CONTEXT("max_stacks " << max_stacks) {
+      grammar_budget budget;
+      budget.max_stacks = max_stacks;
+      grammar_matcher m(compile_json_schema(schema, budget));
+      BOOST_REQUIRE(m.accept(text));
+      auto fragments = std::make_shared<fragment_cache>();
+      masks cache(vocab, std::size_t(32) << 20, fragments);
+      const token_mask whole = cache.compute(m);
+      const auto mask = cache.of(m);
+      for (std::size_t id = 0; id < vocab->size(); ++id)
+        BOOST_REQUIRE_MESSAGE(mask->test(id) == whole.test(id), "token '" << vocab->bytes[id] << "'");
+      const auto looked_up = fragments->stats().hits + fragments->stats().misses;
+      if (max_stacks == 256) BOOST_TEST(looked_up <= 2u);  // the character's entry and the closing quote
+    }
+  }
+}
