@@ -185,8 +185,6 @@ fragment choose_fragment(const grammar& g, const std::vector<std::int32_t>& stac
     for (auto* t : {&sc.distance, &sc.rule_number, &sc.class_number}) std::fill(t->stamp.begin(), t->stamp.end(), 0);
     sc.call = 1;
   }
-  sc.distance.fit(g.rules());
-  sc.rule_number.fit(g.rules());
   fragment f;
   reach_map reach(g, limits.horizon, sc);
   const auto& el = g.elements();

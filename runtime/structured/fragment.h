@@ -56,7 +56,9 @@ struct fragment_scratch {
     std::vector<std::int32_t> value;
     std::vector<std::uint32_t> stamp;
     void fit(std::size_t n) {
-      if (value.size() < n) value.resize(n), stamp.resize(n, 0);
+      if (value.size() >= n) return;
+      value.resize(n);
+      stamp.resize(n, 0);
     }
   };
   table distance, rule_number, class_number;
