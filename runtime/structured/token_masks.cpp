@@ -1,6 +1,7 @@
 #include "runtime/structured/token_masks.h"
 
 #include <algorithm>
+#include <bitset>
 #include <optional>
 #include <unordered_map>
 
@@ -102,6 +103,9 @@ class masks::walker {
 
   // The state after byte b, or -1 where nothing survives.
   std::int32_t step(std::int32_t from, unsigned char b) {
+    // Most bytes a state meets in a walk are refused (a literal takes one of the root's
+    // hundreds): those are answered by the state's byte set, and the step table holds the rest.
+    if (!states_[std::size_t(from)].bytes.test(b)) return -1;
     const std::uint64_t key = (std::uint64_t(std::uint32_t(from)) << 8) | b;
     if (const std::int32_t known = steps_.find(key); known != -2) return known;
     scratch_.clear();
@@ -124,6 +128,7 @@ class masks::walker {
     std::vector<std::int32_t> tops;  // sorted: -1 (a complete parse) first
     std::int32_t depth = 0;          // the deepest stack built on the way here, in frames
     bool cut = false;                // a budget dropped stacks on the way here
+    std::bitset<256> bytes;          // the bytes some top's class takes
   };
   const state_info& info(std::int32_t s) const { return states_[std::size_t(s)]; }
   bool completes(std::int32_t s) const { return !info(s).tops.empty() && info(s).tops.front() < 0; }
@@ -202,9 +207,14 @@ class masks::walker {
       }
     const std::int32_t id = std::int32_t(states_.size());
     std::int32_t depth = deepest_;
-    for (std::int32_t n : tops)
-      if (n >= 0) depth = std::max(depth, nodes_[std::size_t(n)].depth);
-    states_.push_back({tops, depth, cut});
+    std::bitset<256> bytes;
+    for (std::int32_t n : tops) {
+      if (n < 0) continue;
+      depth = std::max(depth, nodes_[std::size_t(n)].depth);
+      const auto& e = g_.elements()[std::size_t(nodes_[std::size_t(n)].pos)];
+      if (e.k == grammar::kind::bytes) bytes |= g_.set(e.arg);
+    }
+    states_.push_back({tops, depth, cut, bytes});
     same_hash_.push_back(first >= 0 ? first : -1);
     state_ids_.put(h, id);
     return id;
