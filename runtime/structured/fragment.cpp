@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bitset>
+#include <random>
 
 namespace troupe::structured {
 
@@ -14,7 +15,43 @@ std::int32_t alternative_end(const grammar& g, std::int32_t pos) {
   return pos;
 }
 
-void put_int(std::string& out, std::int32_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
+// The spelling's digest, fed a word at a time: each word a mark (what it is) and a value, so
+// the sequence of words is the spelling. Two lanes with their own multipliers, each word mixed
+// down after it is multiplied in, and both finished with a full avalanche.
+class digest {
+ public:
+  digest() : a_(seeds().first), b_(seeds().second) {}
+  void add(char mark, std::uint64_t v) {
+    const std::uint64_t w = v * 0x100 + std::uint8_t(mark);
+    a_ = (a_ ^ w) * 0x9e3779b97f4a7c15ULL;
+    a_ ^= a_ >> 32;
+    b_ = (b_ ^ (w + 0x632be59bd9b4e019ULL)) * 0xc2b2ae3d27d4eb4fULL;
+    b_ ^= b_ >> 29;
+    ++n_;
+  }
+  fragment_key finish() const {
+    const std::uint64_t a = mix(a_ ^ n_), b = mix(b_ ^ (n_ << 1));
+    return {a, b ^ (a >> 1)};
+  }
+
+ private:
+  static std::uint64_t mix(std::uint64_t x) {  // MurmurHash3's finalizer
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    return x ^ (x >> 33);
+  }
+  static std::pair<std::uint64_t, std::uint64_t> seeds() {
+    static const std::pair<std::uint64_t, std::uint64_t> s = [] {
+      std::random_device rd;
+      const auto word = [&] { return (std::uint64_t(rd()) << 32) | rd(); };
+      return std::pair{word(), word()};
+    }();
+    return s;
+  }
+  std::uint64_t a_, b_, n_ = 0;
+};
 
 // A table entry of this call (fragment_scratch): its value, or `none` where unset.
 std::int32_t get(const fragment_scratch::table& t, std::uint32_t call, std::int32_t i, std::int32_t none) {
@@ -106,14 +143,14 @@ class reach_map {
 // the spelling names a language and not a grammar's numbering.
 class speller {
  public:
-  speller(const grammar& g, const reach_map& reach, int horizon, fragment_scratch& s, std::string& key)
+  speller(const grammar& g, const reach_map& reach, int horizon, fragment_scratch& s, digest& key)
       : g_(g), reach_(reach), horizon_(horizon), s_(s), key_(key) {
     s_.order.clear();
     s_.classes.clear();
   }
 
   void frame(std::int32_t from, std::int32_t to) {
-    key_ += 'F';
+    key_.add('F', 0);
     spell(from, to);
   }
 
@@ -121,23 +158,20 @@ class speller {
     for (std::size_t i = 0; i < s_.order.size(); ++i) {  // grows while it is read: rules reach rules
       const std::int32_t r = s_.order[i];
       if (reach_.distance(r) > horizon_) {
-        key_ += 'X';  // past the horizon: named, not spelled
+        key_.add('X', 0);  // past the horizon: named, not spelled
         continue;
       }
-      key_ += 'R';
+      key_.add('R', 0);
       for (std::int32_t a : g_.alternatives(r)) {
-        key_ += 'A';
+        key_.add('A', 0);
         spell(a, alternative_end(g_, a));
       }
     }
-    static const std::bitset<256> low64(~std::uint64_t(0));
+    static const std::bitset<256> low32(~std::uint32_t(0));
     for (std::int32_t c : s_.classes) {
-      key_ += 'C';
+      key_.add('C', 0);
       const auto& set = g_.set(c);
-      for (std::size_t w = 0; w < 4; ++w) {
-        const std::uint64_t bits = ((set >> (w * 64)) & low64).to_ullong();
-        key_.append(reinterpret_cast<const char*>(&bits), sizeof bits);
-      }
+      for (std::size_t w = 0; w < 8; ++w) key_.add('c', ((set >> (w * 32)) & low32).to_ulong());
     }
   }
 
@@ -154,17 +188,16 @@ class speller {
         put(ids, s_.call, e.arg, id);
         seen.push_back(e.arg);
       }
-      key_ += is_class ? 'b' : 'r';
-      put_int(key_, id);
+      key_.add(is_class ? 'b' : 'r', std::uint32_t(id));
     }
-    key_ += '.';
+    key_.add('.', 0);
   }
 
   const grammar& g_;
   const reach_map& reach_;
   int horizon_;
   fragment_scratch& s_;
-  std::string& key_;
+  digest& key_;
 };
 
 }  // namespace
@@ -191,7 +224,7 @@ fragment choose_fragment(const grammar& g, const std::vector<std::int32_t>& stac
   auto is_bytes = [&](std::int32_t p) { return el[std::size_t(p)].k == kind::bytes; };
   auto is_tail_ref = [&](std::int32_t p) { return el[std::size_t(p)].k == kind::rule && el[std::size_t(p) + 1].k == kind::end; };
   int d = 0;  // bytes matched, at least, before the frame is entered
-  for (std::size_t i = stack.size(); i-- > 0 && int(f.frames.size()) < limits.max_frames;) {
+  for (std::size_t i = stack.size(); i-- > 0 && int(f.frames.size()) < std::min(limits.max_frames, most_frames);) {
     const std::int32_t pos = stack[i], end = alternative_end(g, pos);
     const bool top = i + 1 == stack.size();
     std::int32_t to = pos;
@@ -219,22 +252,22 @@ fragment choose_fragment(const grammar& g, const std::vector<std::int32_t>& stac
     d = after;
     if (!more) break;
   }
-  f.key.reserve(sc.longest_key);  // grown once, not by doubling through a kilobyte
-  put_int(f.key, g.budget().max_stacks);
-  put_int(f.key, g.budget().max_stack_depth);
-  put_int(f.key, limits.horizon);
-  speller sp(g, reach, limits.horizon, sc, f.key);
+  digest key;
+  key.add('s', std::uint32_t(g.budget().max_stacks));
+  key.add('d', std::uint32_t(g.budget().max_stack_depth));
+  key.add('h', std::uint32_t(limits.horizon));
+  speller sp(g, reach, limits.horizon, sc, key);
   for (const auto& fr : f.frames) sp.frame(fr.pos, fr.limit < 0 ? alternative_end(g, fr.pos) : fr.limit);
   sp.finish();
-  sc.longest_key = std::max(sc.longest_key, f.key.size());
+  f.key = key.finish();
   return f;
 }
 
-std::size_t fragment_cache::cost(const std::string& key, const fragment_mask& m) {
-  return key.size() + m.inside.words().size() * sizeof(std::uint64_t) + m.edge.size() * sizeof(std::int32_t) + 160;
+std::size_t fragment_cache::cost(const fragment_mask& m) {
+  return sizeof(fragment_key) + m.inside.words().size() * sizeof(std::uint64_t) + m.edge.size() * sizeof(std::int32_t) + 160;
 }
 
-std::shared_ptr<const fragment_mask> fragment_cache::find(const std::string& key) {
+std::shared_ptr<const fragment_mask> fragment_cache::find(const fragment_key& key) {
   std::lock_guard lock(mu_);
   auto it = index_.find(key);
   if (it == index_.end()) {
@@ -246,14 +279,14 @@ std::shared_ptr<const fragment_mask> fragment_cache::find(const std::string& key
   return it->second->second;
 }
 
-void fragment_cache::put(const std::string& key, std::shared_ptr<const fragment_mask> m) {
+void fragment_cache::put(const fragment_key& key, std::shared_ptr<const fragment_mask> m) {
   std::lock_guard lock(mu_);
   if (index_.count(key)) return;  // computed twice at once: either is right
-  stats_.bytes += cost(key, *m);
+  stats_.bytes += cost(*m);
   lru_.emplace_front(key, std::move(m));
   index_.emplace(key, lru_.begin());
   while (stats_.bytes > max_bytes_ && lru_.size() > 1) {
-    stats_.bytes -= cost(lru_.back().first, *lru_.back().second);
+    stats_.bytes -= cost(*lru_.back().second);
     index_.erase(lru_.back().first);
     lru_.pop_back();
   }

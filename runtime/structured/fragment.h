@@ -8,12 +8,13 @@
 // per grammar position split into tokens accepted whatever follows, tokens refused whatever
 // follows, and the few that depend on what follows. Here the unit is a fragment: the top frames
 // of a stack (the string's character, its repetition, its closing quote), named by a key that
-// spells its elements and the rules they reach with rule and class numbers renumbered, so two
-// grammars with the same string rule have the same key and share one entry.
+// digests a spelling of its elements and the rules they reach with rule and class numbers
+// renumbered, so two grammars with the same string rule have the same key and share one entry.
 //
 // Contract: choose_fragment(g, stack) picks the frames (top first) and computes the key; equal
-// keys mean equal languages up to the horizon (no token is longer) and equal budgets. Only the bottom frame may end before its
-// alternative does (limit); the fragment ends when its bottom frame does. A fragment_mask says,
+// keys mean equal spellings, and equal spellings mean equal languages up to the horizon (no
+// token is longer) and equal budgets. Only the bottom frame may end before its alternative does
+// (limit); the fragment ends when its bottom frame does. A fragment_mask says,
 // for a fragment, which tokens it accepts wholly (`inside`, whatever follows), and which may run
 // past its end (`edge`, to be checked against the whole stack); every other token is refused
 // in any context. fragment_cache holds them for one vocabulary, bounded by bytes, least
@@ -32,17 +33,34 @@
 
 namespace troupe::structured {
 
+// A fragment's spelling, digested: 128 bits of a hash seeded once per process. The spelling of
+// a string or pattern fragment runs to kilobytes (every rule and byte class within the horizon),
+// and keeping it as the key cost an allocation, a hash and a compare of it per lookup: most of a
+// mask miss once the fragments were cached. Seeded, so no one can craft two fragments that
+// collide; at 128 bits a collision by chance is not expected in the life of the universe, and
+// would at worst let through a token that the matcher then refuses (the engine ends the output).
+struct fragment_key {
+  std::uint64_t a = 0, b = 0;
+  friend bool operator==(const fragment_key&, const fragment_key&) = default;
+  friend auto operator<=>(const fragment_key&, const fragment_key&) = default;
+};
+struct fragment_key_hash {
+  std::size_t operator()(const fragment_key& k) const { return std::size_t(k.a); }
+};
+
 struct fragment {
   struct frame {
     std::int32_t pos = 0;
     std::int32_t limit = -1;  // the frame's alternative ends before this element; -1: where it ends
   };
   std::vector<frame> frames;  // top first
-  std::string key;
+  fragment_key key;
 };
 
+inline constexpr int most_frames = 6;  // a fragment's frames at most, whatever the limits
+
 struct fragment_limits {
-  int max_frames = 6;
+  int max_frames = most_frames;  // at most most_frames
   int max_elements = 2048;  // elements of the frames and of the rules they reach within the horizon
   int horizon = 64;        // the longest token, in bytes: what lies further cannot change a mask
 };
@@ -65,7 +83,6 @@ struct fragment_scratch {
   std::vector<std::int32_t> work, order, classes;
   std::vector<std::pair<std::int32_t, std::int32_t>> undo;  // (rule, distance before; -1: not reached)
   std::uint32_t call = 0;
-  std::size_t longest_key = 0;
 };
 
 // `stack` is bottom first, its top a byte class (a matcher's stack) or a reference (a rule
@@ -84,8 +101,8 @@ struct fragment_mask {
 class fragment_cache {
  public:
   explicit fragment_cache(std::size_t max_bytes = std::size_t(64) << 20) : max_bytes_(max_bytes) {}
-  std::shared_ptr<const fragment_mask> find(const std::string& key);
-  void put(const std::string& key, std::shared_ptr<const fragment_mask> m);
+  std::shared_ptr<const fragment_mask> find(const fragment_key& key);
+  void put(const fragment_key& key, std::shared_ptr<const fragment_mask> m);
   struct counters {
     std::uint64_t hits = 0, misses = 0;
     std::size_t entries = 0, bytes = 0;
@@ -93,12 +110,12 @@ class fragment_cache {
   counters stats() const;
 
  private:
-  static std::size_t cost(const std::string& key, const fragment_mask& m);
+  static std::size_t cost(const fragment_mask& m);
   std::size_t max_bytes_;
   mutable std::mutex mu_;
-  using entry = std::pair<std::string, std::shared_ptr<const fragment_mask>>;
+  using entry = std::pair<fragment_key, std::shared_ptr<const fragment_mask>>;
   std::list<entry> lru_;  // most recent first
-  std::unordered_map<std::string, std::list<entry>::iterator> index_;
+  std::unordered_map<fragment_key, std::list<entry>::iterator, fragment_key_hash> index_;
   counters stats_;
 };
 

@@ -326,7 +326,9 @@ const masks::top_fragment& masks::fragment_of(walker& w, const grammar_matcher::
   fragment_limits limits;
   limits.horizon = vocab_->trie.max_token_bytes();
   const std::size_t top = std::min(s.size(), std::size_t(limits.max_frames));
-  std::string key(reinterpret_cast<const char*>(s.data() + (s.size() - top)), top * sizeof(std::int32_t));
+  top_key key;
+  key.size = std::uint8_t(top);
+  std::copy(s.end() - std::ptrdiff_t(top), s.end(), key.positions.begin());
   if (auto it = tops_.find(key); it != tops_.end()) return it->second;
   const fragment f = choose_fragment(w.rules(), s, limits, &scratch_);
   auto fm = fragments_->find(f.key);
@@ -335,7 +337,7 @@ const masks::top_fragment& masks::fragment_of(walker& w, const grammar_matcher::
     fragments_->put(f.key, fm);
   }
   if (tops_.size() >= 100'000) tops_.clear();  // bounded: a grammar with endless tops starts again
-  return tops_.emplace(std::move(key), top_fragment{f.frames.size(), std::move(fm)}).first->second;
+  return tops_.emplace(key, top_fragment{f.frames.size(), std::move(fm)}).first->second;
 }
 
 namespace {

@@ -23,6 +23,7 @@
 // from before the entry. Where a fragment has too many edge tokens, or a budget cut its walk,
 // the state is walked whole; either way the mask is the same.
 #pragma once
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <list>
@@ -84,7 +85,19 @@ class masks {
   std::shared_ptr<fragment_cache> fragments_;
   mutable std::unique_ptr<walker> walker_;  // under walk_mu_
   // The fragment of each stack top seen, by its top frames' positions (under walk_mu_).
-  mutable std::unordered_map<std::string, top_fragment> tops_;
+  struct top_key {
+    std::array<std::int32_t, most_frames> positions{};  // top last
+    std::uint8_t size = 0;
+    friend bool operator==(const top_key&, const top_key&) = default;
+  };
+  struct top_key_hash {
+    std::size_t operator()(const top_key& k) const {
+      std::uint64_t h = k.size;
+      for (std::int32_t p : k.positions) h = (h ^ std::uint32_t(p)) * 0x9e3779b97f4a7c15ULL;
+      return std::size_t(h ^ (h >> 32));
+    }
+  };
+  mutable std::unordered_map<top_key, top_fragment, top_key_hash> tops_;
   mutable fragment_scratch scratch_;  // choose_fragment's tables (under walk_mu_)
   mutable std::mutex walk_mu_;
   std::size_t capacity_;  // entries

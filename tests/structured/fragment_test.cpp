@@ -100,14 +100,14 @@ BOOST_AUTO_TEST_CASE(strings_bounded_past_the_longest_token_share_fragments) {
     BOOST_REQUIRE(m.accept(written));
     fragment_limits limits;
     limits.horizon = 4;
-    std::vector<std::string> keys;
+    std::vector<fragment_key> keys;
     for (const auto& s : m.stacks())
       if (!s.empty()) keys.push_back(choose_fragment(*g, s, limits).key);
     std::sort(keys.begin(), keys.end());
     return keys;
   };
-  BOOST_TEST(key_after(120, "\"aaaaaaaaaaaaaaaaaaaa") == key_after(170, "\"aaaaaaaaaaaaaaaaaaaa"));
-  BOOST_TEST(key_after(120, "\"aaaaaaaaaaaaaaaaaaaa") != key_after(22, "\"aaaaaaaaaaaaaaaaaaaa"));
+  BOOST_TEST((key_after(120, "\"aaaaaaaaaaaaaaaaaaaa") == key_after(170, "\"aaaaaaaaaaaaaaaaaaaa")));
+  BOOST_TEST((key_after(120, "\"aaaaaaaaaaaaaaaaaaaa") != key_after(22, "\"aaaaaaaaaaaaaaaaaaaa")));
 }
 
 BOOST_AUTO_TEST_CASE(stacks_at_the_depth_budget_give_the_same_mask_as_the_whole_walk) {
