@@ -143,9 +143,9 @@ bool constrained_output::accept(std::int32_t token) {
   if (is_eos(token)) return complete();
   const auto& bytes = c_.token_masks->vocab().bytes;
   if (token < 0 || std::size_t(token) >= bytes.size() || bytes[std::size_t(token)].empty()) return false;
-  grammar_matcher m = states_.back();
-  if (!m.accept(bytes[std::size_t(token)])) return false;
-  states_.push_back(std::move(m));
+  auto next = states_.back().after(bytes[std::size_t(token)]);
+  if (!next) return false;
+  states_.push_back(std::move(*next));
   if (states_.size() > 64) {  // rewinds reach back a proposal's length at most
     states_.erase(states_.begin(), states_.begin() + 32);
     base_ += 32;

@@ -380,14 +380,29 @@ bool grammar_matcher::accept(unsigned char b) {
   return true;
 }
 
-bool grammar_matcher::accept(std::string_view bytes) {
-  std::vector<stack> cur = stacks_, next;
-  for (char c : bytes) {
-    if (!step(*g_, cur, static_cast<unsigned char>(c), next)) return false;
-    cur.swap(next);
+bool grammar_matcher::run(std::string_view bytes, std::vector<stack>& out) const {
+  if (!step(*g_, stacks_, static_cast<unsigned char>(bytes[0]), out)) return false;
+  std::vector<stack> next;
+  for (std::size_t i = 1; i < bytes.size(); ++i) {
+    if (!step(*g_, out, static_cast<unsigned char>(bytes[i]), next)) return false;
+    out.swap(next);
   }
-  stacks_ = std::move(cur);
   return true;
+}
+
+bool grammar_matcher::accept(std::string_view bytes) {
+  if (bytes.empty()) return true;
+  std::vector<stack> out;
+  if (!run(bytes, out)) return false;
+  stacks_ = std::move(out);
+  return true;
+}
+
+std::optional<grammar_matcher> grammar_matcher::after(std::string_view bytes) const {
+  if (bytes.empty()) return *this;
+  std::vector<stack> out;
+  if (!run(bytes, out)) return std::nullopt;
+  return grammar_matcher(g_, std::move(out));
 }
 
 bool grammar_matcher::complete() const {

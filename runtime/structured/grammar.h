@@ -19,6 +19,7 @@
 #include <bitset>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -111,6 +112,9 @@ class grammar_matcher {
 
   bool accept(unsigned char b);
   bool accept(std::string_view bytes);  // all or nothing
+  // The matcher after `bytes`, or nothing where they are refused; this one as it was. What a
+  // copy then accept(bytes) gives, without copying the stacks that the first byte replaces.
+  std::optional<grammar_matcher> after(std::string_view bytes) const;
   bool complete() const;                // the bytes so far form a sentence of the grammar
   bool dead() const { return stacks_.empty(); }
   // Whether no byte can follow (complete and nothing more to match): generation must end.
@@ -130,6 +134,9 @@ class grammar_matcher {
   static bool step(const grammar& g, const std::vector<stack>& from, unsigned char b, std::vector<stack>& to);
 
  private:
+  grammar_matcher(std::shared_ptr<const grammar> g, std::vector<stack> stacks) : g_(std::move(g)), stacks_(std::move(stacks)) {}
+  // The stacks after `bytes` (at least one) from these, into `out`; false where refused.
+  bool run(std::string_view bytes, std::vector<stack>& out) const;
   std::shared_ptr<const grammar> g_;
   std::vector<stack> stacks_;
 };

@@ -114,6 +114,24 @@ BOOST_AUTO_TEST_CASE(a_failed_accept_leaves_the_matcher_as_it_was) {
   BOOST_CHECK(m.complete());
 }
 
+BOOST_AUTO_TEST_CASE(after_is_a_copy_that_accepted_and_leaves_the_matcher_as_it_was) {
+  const auto g = parse_gbnf("root ::= item+\nitem ::= \"ab\" | \"a\" [b-d] \"!\"");
+  grammar_matcher m(g);
+  BOOST_REQUIRE(m.accept("ab"));
+  const std::string before = m.key();
+  for (const std::string bytes : {"", "a", "ab", "ac!", "ab!ab", "ae", "x", "ab!a!"}) {
+    grammar_matcher copy = m;
+    const bool took = copy.accept(bytes);
+    const auto next = m.after(bytes);
+    BOOST_CHECK_MESSAGE(next.has_value() == took, "'" << bytes << "'");
+    if (next && took) {
+      BOOST_CHECK_EQUAL(next->key(), copy.key());
+      BOOST_CHECK_EQUAL(next->complete(), copy.complete());
+    }
+    BOOST_CHECK_EQUAL(m.key(), before);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(token_masks_equal_a_token_by_token_check_with_eos_only_where_complete) {
   std::mt19937 rng(7);
   std::vector<std::string> tokens{"", "", "a", "b", "ab", "ba", "(", ")", "()", "((", "))", "x", "ax", "xa", "(a", "a)", "abab"};
