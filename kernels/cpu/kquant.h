@@ -1,0 +1,42 @@
+// GGML's K-quant and IQ4_XS block formats, as llama.cpp writes them into GGUF files (Q4_K_M
+// and the other mixes are these, tensor by tensor): the plain reference that every kernel
+// reading them is tested against, and the dequantized rows the embedding table is read from.
+//
+// Why written here: no packaged library decodes them (Debian 12 ships no ggml), and each
+// kernel needs a reference that is simple enough to check against the format by eye. Every
+// format is a super-block of 256 weights; the byte layouts (little-endian, f16 scales):
+//   q2_k   84 B: scales[16] (low nibble scale, high nibble min, 4 bits each), qs[64] (2-bit
+//                quants, four per byte), d, dmin.  w = d * scale * q - dmin * min
+//   q3_k  110 B: hmask[32] (each quant's third bit), qs[64] (its low two bits), scales[12]
+//                (16 six-bit scales, stored + 32), d.  w = d * (scale - 32) * (q - 4 * !hbit)
+//   q4_k  144 B: d, dmin, scales[12] (8 six-bit scales and 8 six-bit mins), qs[128] (nibbles).
+//                w = d * scale * q - dmin * min, per 32 weights
+//   q5_k  176 B: d, dmin, scales[12] (as q4_k), qh[32] (each quant's fifth bit), qs[128].
+//   q6_k  210 B: ql[128] (low four bits), qh[64] (high two bits), scales[16] (int8), d.
+//                w = d * scale * (q - 32), per 16 weights
+//   iq4_xs 136 B: d, scales_h (u16: two high bits of each of 8 scales), scales_l[4] (their low
+//                nibbles), qs[128] (nibbles indexing a fixed 16-value non-linear table).
+//                w = d * (scale - 32) * table[q], per 32 weights
+// Which element a quant belongs to is where the formats differ most; dequantize_kquant_row is
+// written element-run by element-run in that order, and docs/quantization.md draws it.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+namespace troupe::kernels {
+
+enum class kquant_type : std::uint8_t { q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs };
+
+constexpr std::size_t kquant_block = 256;  // weights per super-block
+
+const char* kquant_name(kquant_type t);  // "q4_k", ...
+std::size_t kquant_block_bytes(kquant_type t);
+// The format of a GGUF tensor type number (ggml's: Q2_K = 10 ... Q6_K = 14, IQ4_XS = 23).
+std::optional<kquant_type> kquant_of_ggml(std::uint32_t ggml_type);
+
+// The weights a stored row of k weights stands for (k a multiple of kquant_block; the row is
+// k / kquant_block blocks of kquant_block_bytes(t) bytes).
+void dequantize_kquant_row(kquant_type t, const std::uint8_t* row, std::size_t k, float* out);
+
+}  // namespace troupe::kernels
