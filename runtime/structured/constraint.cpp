@@ -131,7 +131,16 @@ grammar_cache::compiled grammar_cache::get(const sampling::output_constraint& c)
   return out;
 }
 
-constrained_output::constrained_output(grammar_cache::compiled c) : c_(std::move(c)) { states_.emplace_back(c_.rules); }
+constrained_output::constrained_output(grammar_cache::compiled c) : c_(std::move(c)) {
+  states_.emplace_back(c_.rules);
+  masks_.emplace_back();
+}
+
+std::shared_ptr<const token_mask> constrained_output::mask() const {
+  auto& m = masks_.back();
+  if (!m) m = c_.token_masks->of(states_.back());
+  return m;
+}
 
 bool constrained_output::is_eos(std::int32_t token) const {
   for (std::int32_t e : c_.token_masks->vocab().eos)
@@ -146,8 +155,13 @@ bool constrained_output::accept(std::int32_t token) {
   auto next = states_.back().after(bytes[std::size_t(token)]);
   if (!next) return false;
   states_.push_back(std::move(*next));
+  masks_.emplace_back();
+  // Masks held for the last few states only (what a rewind after a proposal returns to): on a
+  // 150k vocabulary each is 19 KB, and the cache holds them anyway.
+  if (masks_.size() > 8) masks_[masks_.size() - 9].reset();
   if (states_.size() > 64) {  // rewinds reach back a proposal's length at most
     states_.erase(states_.begin(), states_.begin() + 32);
+    masks_.erase(masks_.begin(), masks_.begin() + 32);
     base_ += 32;
   }
   return true;
@@ -157,6 +171,7 @@ void constrained_output::rewind(std::size_t n) {
   if (n < base_ || n > accepted())
     throw std::logic_error("constrained_output::rewind to " + std::to_string(n) + " of " + std::to_string(accepted()));
   states_.erase(states_.begin() + std::ptrdiff_t(n - base_ + 1), states_.end());
+  masks_.resize(states_.size());
 }
 
 }  // namespace troupe::structured

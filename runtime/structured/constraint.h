@@ -65,7 +65,10 @@ class constrained_output {
  public:
   explicit constrained_output(grammar_cache::compiled c);
 
-  std::shared_ptr<const token_mask> mask() const { return c_.token_masks->of(states_.back()); }
+  // Kept with its state: the engine asks for a sequence's mask more than once a step (computed
+  // ahead for the batch, then put into its row), and each ask of the cache built the state's
+  // key. Not thread-safe for one constrained_output (each is one sequence's).
+  std::shared_ptr<const token_mask> mask() const;
   bool accept(std::int32_t token);
   bool is_eos(std::int32_t token) const;
   bool complete() const { return states_.back().complete(); }
@@ -78,6 +81,7 @@ class constrained_output {
  private:
   grammar_cache::compiled c_;
   std::vector<grammar_matcher> states_;  // after base_, base_ + 1, ... accepted tokens (EOS adds none)
+  mutable std::vector<std::shared_ptr<const token_mask>> masks_;  // by state, once asked for
   std::size_t base_ = 0;
 };
 

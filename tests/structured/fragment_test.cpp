@@ -196,3 +196,52 @@ BOOST_AUTO_TEST_CASE(a_characters_alternatives_are_one_fragment_unless_the_state
     }
   }
 }
+
+BOOST_AUTO_TEST_CASE(a_sequences_mask_follows_its_state_through_accepts_and_rewinds) {
+  // constrained_output keeps the masks of its last states: after a rewind and a different
+  // token, the mask must be the new state's, never the one kept for the state it replaced.
+  const auto vocab = std::make_shared<vocabulary>(json_vocabulary(), std::vector<std::int32_t>{0});
+  grammar_cache grammars(vocab);
+  const sampling::output_constraint c{sampling::output_constraint::kind::json_schema,
+                                      R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["a","b"]})"};
+  constrained_output out(grammars.get(c));
+  grammar_matcher shadow(compile_constraint(c));  // the same bytes, walked whole at each check
+  masks whole_walk(vocab);
+  auto allowed = [&](const token_mask& m) {
+    std::vector<std::int32_t> ids;
+    for (std::size_t id = 0; id < vocab->size(); ++id)
+      if (m.test(id)) ids.push_back(std::int32_t(id));
+    return ids;
+  };
+  auto check = [&](const char* where) {
+    BOOST_TEST_CONTEXT(where << " after " << out.accepted() << " tokens") {
+      BOOST_TEST(allowed(*out.mask()) == allowed(whole_walk.compute(shadow)));
+      BOOST_TEST(out.mask() == out.mask());  // kept: the same mask object, not looked up again
+    }
+  };
+  std::mt19937 rng(3);
+  std::vector<std::string> taken;  // bytes of the accepted tokens, to replay into the shadow
+  for (int step = 0; step < 40 && !out.exhausted(); ++step) {
+    check("before a proposal");
+    const std::size_t before = out.accepted();
+    // A proposal of up to three tokens, taken and then rewound, as the engine checks one.
+    for (int j = 0; j < 3; ++j) {
+      const auto ids = allowed(*out.mask());
+      std::vector<std::int32_t> text_ids;
+      for (std::int32_t id : ids)
+        if (!vocab->bytes[std::size_t(id)].empty()) text_ids.push_back(id);
+      if (text_ids.empty() || !out.accept(text_ids[rng() % text_ids.size()])) break;
+    }
+    out.rewind(before);
+    check("after a rewind");
+    const auto ids = allowed(*out.mask());
+    std::vector<std::int32_t> text_ids;
+    for (std::int32_t id : ids)
+      if (!vocab->bytes[std::size_t(id)].empty()) text_ids.push_back(id);
+    if (text_ids.empty()) break;
+    const std::int32_t t = text_ids[rng() % text_ids.size()];
+    BOOST_REQUIRE(out.accept(t));
+    BOOST_REQUIRE(shadow.accept(vocab->bytes[std::size_t(t)]));
+  }
+  BOOST_TEST(out.accepted() >= 10u);
+}
