@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -83,18 +84,28 @@ struct answer {
 };
 
 // Sends every body, `concurrency` at a time; `midway` runs once half of them are answered.
+// Sends every body, `concurrency` at a time. With `midway`: once half are answered it runs on
+// a thread of its own (a kill from the admin console), and until it returns the clients go on
+// sending bodies again from the first, into `again` (index, answer). So requests are in flight
+// on every replica when the kill lands, however slow the machine or fast the server: the
+// console's process starting up took longer than the rest of the run once (a busy machine).
 std::vector<answer> send_all(std::uint16_t port, const std::vector<json>& bs, int concurrency = 32,
-                             const std::function<void()>& midway = {}) {
+                             const std::function<void()>& midway = {},
+                             std::vector<std::pair<std::size_t, answer>>* again = nullptr) {
   std::vector<answer> out(bs.size());
   std::atomic<std::size_t> next{0}, done{0};
-  std::atomic<bool> failed{false};
+  std::atomic<bool> failed{false}, midway_done{!midway};
   std::once_flag once;
+  std::thread midway_thread;
   std::mutex m;
   std::vector<std::string> errors;
   std::vector<std::thread> ts;
   for (int c = 0; c < concurrency; ++c)
     ts.emplace_back([&] {
-      for (std::size_t i; (i = next++) < bs.size();) {
+      for (std::size_t n; !failed;) {
+        n = next++;
+        if (n >= bs.size() && midway_done) break;
+        const std::size_t i = n % bs.size();
         const auto r = test::post_json(port, "/v1/completions", bs[i]);
         if (r.status != 200) {
           std::lock_guard<std::mutex> l(m);
@@ -104,11 +115,19 @@ std::vector<answer> send_all(std::uint16_t port, const std::vector<json>& bs, in
         }
         const json j = json::parse(r.body);
         const json& c0 = j["choices"][0];
-        out[i] = {c0["text"], c0["finish_reason"], c0.value("logprobs", json()), j["usage"]["completion_tokens"]};
-        if (++done == bs.size() / 2 && midway) std::call_once(once, midway);
+        answer a{c0["text"], c0["finish_reason"], c0.value("logprobs", json()), j["usage"]["completion_tokens"]};
+        if (n < bs.size()) {
+          out[i] = std::move(a);
+        } else {
+          std::lock_guard<std::mutex> l(m);
+          if (again) again->emplace_back(i, std::move(a));
+        }
+        if (++done == bs.size() / 2 && midway)
+          std::call_once(once, [&] { midway_thread = std::thread([&] { midway(), midway_done = true; }); });
       }
     });
   for (auto& t : ts) t.join();
+  if (midway_thread.joinable()) midway_thread.join();
   for (const auto& e : errors) BOOST_ERROR(e);
   BOOST_TEST_REQUIRE(!failed);
   return out;
@@ -186,14 +205,23 @@ void with_prefix_hits_preemption_and_a_replica_killed(const std::string& method)
                              std::to_string(admin)});
   BOOST_TEST_REQUIRE(serve.port() != 0);
   std::string killed;
-  const auto on = send_all(serve.port(), bodies(), 32, [&] {
-    killed = test::run_command(std::string(TROUPE_BINARY_DIR) + "/troupe admin --timeout 20 --endpoint tcp://127.0.0.1:" +
-                               std::to_string(admin) + " --events tcp://127.0.0.1:" + std::to_string(admin + 1) +
-                               " kill main-1 2>&1")
-                 .output;
-  });
-  BOOST_TEST_MESSAGE("admin kill: " << killed);
+  std::vector<std::pair<std::size_t, answer>> again;
+  const auto on = send_all(
+      serve.port(), bodies(), 32,
+      [&] {
+        killed = test::run_command(std::string(TROUPE_BINARY_DIR) + "/troupe admin --timeout 20 --endpoint tcp://127.0.0.1:" +
+                                   std::to_string(admin) + " --events tcp://127.0.0.1:" + std::to_string(admin + 1) +
+                                   " kill main-1 2>&1")
+                     .output;
+      },
+      &again);
+  BOOST_TEST_MESSAGE("admin kill: " << killed << "; " << again.size() << " requests sent again while it ran");
   expect_same(off, on, method);
+  for (const auto& [i, a] : again) {  // sent again around the kill: the same answers too
+    BOOST_TEST(a.text == off[i].text, method << ": text of request " << i << " sent again");
+    BOOST_TEST(a.tokens == off[i].tokens, method << ": tokens of request " << i << " sent again");
+    BOOST_TEST(a.logprobs == off[i].logprobs, method << ": logprobs of request " << i << " sent again");
+  }
   const auto m = settled_metrics(serve.port());
   expect_speculated(m, method);
   BOOST_TEST(m.at("troupe:num_preemptions_total") > 0);
