@@ -36,22 +36,19 @@ int scale_k3(const std::uint8_t* s, int j) {
   return low | (high << 4);
 }
 
+// q2_k and q3_k: the low two bits of weight e. Each half of 128 weights has 32 bytes of
+// quants; its four runs of 32 weights are the bytes' bit pairs 0-1 to 6-7, and a run's weight
+// l is byte l of the half.
+int two_bits(const std::uint8_t* qs, int e) { return (qs[e / 128 * 32 + e % 32] >> (2 * (e % 128 / 32))) & 3; }
+
 void q2_k(const std::uint8_t* b, float* y) {
   const std::uint8_t* scales = b;
   const std::uint8_t* qs = b + 16;
   const float d = f16_at(b + 80), dmin = f16_at(b + 82);
-  // Two halves of 128 weights; in each, 32 bytes of quants hold four runs of 32 (bit pairs 0-1,
-  // 2-3, 4-5, 6-7), each run two groups of 16 with a scale and min of their own.
-  for (int half = 0; half < 2; ++half)
-    for (int run = 0; run < 4; ++run)
-      for (int group = 0; group < 2; ++group) {
-        const int sub = half * 8 + run * 2 + group;
-        const float dl = d * float(scales[sub] & 0x0f), ml = dmin * float(scales[sub] >> 4);
-        for (int l = 0; l < 16; ++l) {
-          const int q = (qs[half * 32 + group * 16 + l] >> (2 * run)) & 3;
-          y[sub * 16 + l] = dl * float(q) - ml;
-        }
-      }
+  for (int sub = 0; sub < 16; ++sub) {  // 16 weights each, a scale and a min of their own
+    const float dl = d * float(scales[sub] & 0x0f), ml = dmin * float(scales[sub] >> 4);
+    for (int e = sub * 16; e < sub * 16 + 16; ++e) y[e] = dl * float(two_bits(qs, e)) - ml;
+  }
 }
 
 void q3_k(const std::uint8_t* b, float* y) {
@@ -59,56 +56,32 @@ void q3_k(const std::uint8_t* b, float* y) {
   const std::uint8_t* qs = b + 32;
   const std::uint8_t* scales = b + 96;
   const float d = f16_at(b + 108);
-  // As q2_k's order, with the third bit of weight (half, run, group, l) in hmask byte
-  // group * 16 + l, bit half * 4 + run; a clear bit subtracts 4.
-  for (int half = 0; half < 2; ++half)
-    for (int run = 0; run < 4; ++run)
-      for (int group = 0; group < 2; ++group) {
-        const int sub = half * 8 + run * 2 + group;
-        const float dl = d * float(scale_k3(scales, sub) - 32);
-        for (int l = 0; l < 16; ++l) {
-          const int low = (qs[half * 32 + group * 16 + l] >> (2 * run)) & 3;
-          const bool high = (hmask[group * 16 + l] >> (half * 4 + run)) & 1;
-          y[sub * 16 + l] = dl * float(low - (high ? 0 : 4));
-        }
-      }
+  // The third bit of weight e is bit e / 32 of hmask byte e % 32; a clear bit subtracts 4.
+  for (int sub = 0; sub < 16; ++sub) {
+    const float dl = d * float(scale_k3(scales, sub) - 32);
+    for (int e = sub * 16; e < sub * 16 + 16; ++e) {
+      const bool high = (hmask[e % 32] >> (e / 32)) & 1;
+      y[e] = dl * float(two_bits(qs, e) - (high ? 0 : 4));
+    }
+  }
 }
 
-void q4_k(const std::uint8_t* b, float* y) {
+// q4_k, and q5_k where `qh` is given. Four chunks of 64 weights, each 32 bytes of nibbles: the
+// low nibbles are the chunk's first 32 weights (sub-block 2c), the high ones its second 32
+// (2c + 1). q5_k's fifth bit of sub-block s's weight l is bit s of qh[l].
+void q45_k(const std::uint8_t* b, const std::uint8_t* qh, const std::uint8_t* qs, float* y) {
   const float d = f16_at(b), dmin = f16_at(b + 2);
   const std::uint8_t* scales = b + 4;
-  const std::uint8_t* qs = b + 16;
-  // Four chunks of 64 weights, each 32 bytes: the low nibbles are the chunk's first 32
-  // weights (scale 2c), the high nibbles its second 32 (scale 2c + 1).
-  for (int chunk = 0; chunk < 4; ++chunk)
-    for (int nibble = 0; nibble < 2; ++nibble) {
-      int sc, mn;
-      scale_min_k4(scales, chunk * 2 + nibble, sc, mn);
-      const float dl = d * float(sc), ml = dmin * float(mn);
-      for (int l = 0; l < 32; ++l) {
-        const int q = (qs[chunk * 32 + l] >> (4 * nibble)) & 0x0f;
-        y[chunk * 64 + nibble * 32 + l] = dl * float(q) - ml;
-      }
+  for (int sub = 0; sub < 8; ++sub) {
+    int sc, mn;
+    scale_min_k4(scales, sub, sc, mn);
+    const float dl = d * float(sc), ml = dmin * float(mn);
+    for (int l = 0; l < 32; ++l) {
+      int q = (qs[sub / 2 * 32 + l] >> (4 * (sub % 2))) & 0x0f;
+      if (qh) q |= ((qh[l] >> sub) & 1) << 4;
+      y[sub * 32 + l] = dl * float(q) - ml;
     }
-}
-
-void q5_k(const std::uint8_t* b, float* y) {
-  const float d = f16_at(b), dmin = f16_at(b + 2);
-  const std::uint8_t* scales = b + 4;
-  const std::uint8_t* qh = b + 16;
-  const std::uint8_t* qs = b + 48;
-  // As q4_k, with the fifth bit of sub-block s's weight l in bit s of qh[l].
-  for (int chunk = 0; chunk < 4; ++chunk)
-    for (int nibble = 0; nibble < 2; ++nibble) {
-      const int sub = chunk * 2 + nibble;
-      int sc, mn;
-      scale_min_k4(scales, sub, sc, mn);
-      const float dl = d * float(sc), ml = dmin * float(mn);
-      for (int l = 0; l < 32; ++l) {
-        const int q = ((qs[chunk * 32 + l] >> (4 * nibble)) & 0x0f) | (((qh[l] >> sub) & 1) << 4);
-        y[sub * 32 + l] = dl * float(q) - ml;
-      }
-    }
+  }
 }
 
 void q6_k(const std::uint8_t* b, float* y) {
@@ -194,8 +167,8 @@ void dequantize_kquant_row(kquant_type t, const std::uint8_t* row, std::size_t k
   for (std::size_t b = 0; b < k / kquant_block; ++b, row += bytes, out += kquant_block) switch (t) {
       case kquant_type::q2_k: q2_k(row, out); break;
       case kquant_type::q3_k: q3_k(row, out); break;
-      case kquant_type::q4_k: q4_k(row, out); break;
-      case kquant_type::q5_k: q5_k(row, out); break;
+      case kquant_type::q4_k: q45_k(row, nullptr, row + 16, out); break;
+      case kquant_type::q5_k: q45_k(row, row + 16, row + 48, out); break;
       case kquant_type::q6_k: q6_k(row, out); break;
       case kquant_type::iq4_xs: iq4_xs(row, out); break;
     }

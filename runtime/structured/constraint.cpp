@@ -132,14 +132,13 @@ grammar_cache::compiled grammar_cache::get(const sampling::output_constraint& c)
 }
 
 constrained_output::constrained_output(grammar_cache::compiled c) : c_(std::move(c)) {
-  states_.emplace_back(c_.rules);
-  masks_.emplace_back();
+  states_.push_back({grammar_matcher(c_.rules), nullptr});
 }
 
 std::shared_ptr<const token_mask> constrained_output::mask() const {
-  auto& m = masks_.back();
-  if (!m) m = c_.token_masks->of(states_.back());
-  return m;
+  auto& at = states_.back();
+  if (!at.mask) at.mask = c_.token_masks->of(at.state);
+  return at.mask;
 }
 
 bool constrained_output::is_eos(std::int32_t token) const {
@@ -152,16 +151,14 @@ bool constrained_output::accept(std::int32_t token) {
   if (is_eos(token)) return complete();
   const auto& bytes = c_.token_masks->vocab().bytes;
   if (token < 0 || std::size_t(token) >= bytes.size() || bytes[std::size_t(token)].empty()) return false;
-  auto next = states_.back().after(bytes[std::size_t(token)]);
+  auto next = states_.back().state.after(bytes[std::size_t(token)]);
   if (!next) return false;
-  states_.push_back(std::move(*next));
-  masks_.emplace_back();
+  states_.push_back({std::move(*next), nullptr});
   // Masks held for the last few states only (what a rewind after a proposal returns to): on a
   // 150k vocabulary each is 19 KB, and the cache holds them anyway.
-  if (masks_.size() > 8) masks_[masks_.size() - 9].reset();
+  if (states_.size() > 8) states_[states_.size() - 9].mask.reset();
   if (states_.size() > 64) {  // rewinds reach back a proposal's length at most
     states_.erase(states_.begin(), states_.begin() + 32);
-    masks_.erase(masks_.begin(), masks_.begin() + 32);
     base_ += 32;
   }
   return true;
@@ -171,7 +168,6 @@ void constrained_output::rewind(std::size_t n) {
   if (n < base_ || n > accepted())
     throw std::logic_error("constrained_output::rewind to " + std::to_string(n) + " of " + std::to_string(accepted()));
   states_.erase(states_.begin() + std::ptrdiff_t(n - base_ + 1), states_.end());
-  masks_.resize(states_.size());
 }
 
 }  // namespace troupe::structured

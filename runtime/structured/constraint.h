@@ -71,8 +71,8 @@ class constrained_output {
   std::shared_ptr<const token_mask> mask() const;
   bool accept(std::int32_t token);
   bool is_eos(std::int32_t token) const;
-  bool complete() const { return states_.back().complete(); }
-  bool exhausted() const { return states_.back().exhausted(); }
+  bool complete() const { return states_.back().state.complete(); }
+  bool exhausted() const { return states_.back().state.exhausted(); }
   std::size_t accepted() const { return base_ + states_.size() - 1; }
   // Back to the state after the first n accepted tokens; n must be within the last 32 tokens
   // (a proposal's length is far below), else logic_error.
@@ -80,8 +80,11 @@ class constrained_output {
 
  private:
   grammar_cache::compiled c_;
-  std::vector<grammar_matcher> states_;  // after base_, base_ + 1, ... accepted tokens (EOS adds none)
-  mutable std::vector<std::shared_ptr<const token_mask>> masks_;  // by state, once asked for
+  struct position {
+    grammar_matcher state;
+    mutable std::shared_ptr<const token_mask> mask;  // once asked for, while among the last few
+  };
+  std::vector<position> states_;  // after base_, base_ + 1, ... accepted tokens (EOS adds none)
   std::size_t base_ = 0;
 };
 

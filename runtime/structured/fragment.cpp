@@ -21,8 +21,8 @@ std::int32_t alternative_end(const grammar& g, std::int32_t pos) {
 class digest {
  public:
   digest() : a_(seeds().first), b_(seeds().second) {}
-  void add(char mark, std::uint64_t v) {
-    const std::uint64_t w = v * 0x100 + std::uint8_t(mark);
+  void add(char mark, std::uint32_t v) {
+    const std::uint64_t w = (std::uint64_t(v) << 8) | std::uint8_t(mark);
     a_ = (a_ ^ w) * 0x9e3779b97f4a7c15ULL;
     a_ ^= a_ >> 32;
     b_ = (b_ ^ (w + 0x632be59bd9b4e019ULL)) * 0xc2b2ae3d27d4eb4fULL;
@@ -224,7 +224,8 @@ fragment choose_fragment(const grammar& g, const std::vector<std::int32_t>& stac
   auto is_bytes = [&](std::int32_t p) { return el[std::size_t(p)].k == kind::bytes; };
   auto is_tail_ref = [&](std::int32_t p) { return el[std::size_t(p)].k == kind::rule && el[std::size_t(p) + 1].k == kind::end; };
   int d = 0;  // bytes matched, at least, before the frame is entered
-  for (std::size_t i = stack.size(); i-- > 0 && int(f.frames.size()) < std::min(limits.max_frames, most_frames);) {
+  const int max_frames = std::min(limits.max_frames, most_frames);
+  for (std::size_t i = stack.size(); i-- > 0 && int(f.frames.size()) < max_frames;) {
     const std::int32_t pos = stack[i], end = alternative_end(g, pos);
     const bool top = i + 1 == stack.size();
     std::int32_t to = pos;

@@ -380,28 +380,22 @@ bool grammar_matcher::accept(unsigned char b) {
   return true;
 }
 
-bool grammar_matcher::run(std::string_view bytes, std::vector<stack>& out) const {
-  if (!step(*g_, stacks_, static_cast<unsigned char>(bytes[0]), out)) return false;
-  std::vector<stack> next;
-  for (std::size_t i = 1; i < bytes.size(); ++i) {
-    if (!step(*g_, out, static_cast<unsigned char>(bytes[i]), next)) return false;
-    out.swap(next);
-  }
-  return true;
-}
-
 bool grammar_matcher::accept(std::string_view bytes) {
   if (bytes.empty()) return true;
-  std::vector<stack> out;
-  if (!run(bytes, out)) return false;
-  stacks_ = std::move(out);
+  auto next = after(bytes);
+  if (!next) return false;
+  stacks_ = std::move(next->stacks_);
   return true;
 }
 
 std::optional<grammar_matcher> grammar_matcher::after(std::string_view bytes) const {
   if (bytes.empty()) return *this;
-  std::vector<stack> out;
-  if (!run(bytes, out)) return std::nullopt;
+  std::vector<stack> out, next;
+  if (!step(*g_, stacks_, static_cast<unsigned char>(bytes[0]), out)) return std::nullopt;
+  for (std::size_t i = 1; i < bytes.size(); ++i) {
+    if (!step(*g_, out, static_cast<unsigned char>(bytes[i]), next)) return std::nullopt;
+    out.swap(next);
+  }
   return grammar_matcher(g_, std::move(out));
 }
 

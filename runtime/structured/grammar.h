@@ -135,8 +135,6 @@ class grammar_matcher {
 
  private:
   grammar_matcher(std::shared_ptr<const grammar> g, std::vector<stack> stacks) : g_(std::move(g)), stacks_(std::move(stacks)) {}
-  // The stacks after `bytes` (at least one) from these, into `out`; false where refused.
-  bool run(std::string_view bytes, std::vector<stack>& out) const;
   std::shared_ptr<const grammar> g_;
   std::vector<stack> stacks_;
 };

@@ -26,6 +26,14 @@ void put_bits(std::uint8_t* p, std::size_t i, int shift, int bits, int v) {
   p[i] = std::uint8_t((p[i] & ~mask) | ((v << shift) & mask));
 }
 
+// q2_k's and q3_k's low two bits of weight e: their byte within qs, and the bit they start at.
+// A half of 128 weights is 32 bytes; a run of 32 weights is one bit pair of them; a group of 16
+// is 16 of those bytes.
+std::pair<std::size_t, int> two_bit_place(int e) {
+  const int half = e / 128, run = e % 128 / 32, group = e % 32 / 16, l = e % 16;
+  return {std::size_t(half * 32 + group * 16 + l), 2 * run};
+}
+
 struct block_case {
   std::vector<std::uint8_t> bytes;
   std::array<float, 256> expected{};
@@ -47,8 +55,8 @@ block_case pack_q2_k(std::mt19937& rng) {
   }
   for (int e = 0; e < 256; ++e) {
     const int q = int(rng() % 4), sub = e / 16;
-    const int half = e / 128, run = e % 128 / 32, group = e % 32 / 16, l = e % 16;
-    put_bits(c.bytes.data(), std::size_t(16 + half * 32 + group * 16 + l), 2 * run, 2, q);
+    const auto [byte, shift] = two_bit_place(e);
+    put_bits(c.bytes.data(), 16 + byte, shift, 2, q);
     c.expected[std::size_t(e)] = d * float(sc[std::size_t(sub)] * q) - dmin * float(mn[std::size_t(sub)]);
   }
   return c;
@@ -69,7 +77,8 @@ block_case pack_q3_k(std::mt19937& rng) {
     const int q = int(rng() % 8) - 4, sub = e / 16;  // -4..3: the third bit clear subtracts 4
     const int half = e / 128, run = e % 128 / 32, group = e % 32 / 16, l = e % 16;
     const int stored = q + 4;
-    put_bits(c.bytes.data(), std::size_t(32 + half * 32 + group * 16 + l), 2 * run, 2, stored & 3);
+    const auto [byte, shift] = two_bit_place(e);
+    put_bits(c.bytes.data(), 32 + byte, shift, 2, stored & 3);
     put_bits(c.bytes.data(), std::size_t(group * 16 + l), half * 4 + run, 1, stored >> 2);
     c.expected[std::size_t(e)] = d * float((sc[std::size_t(sub)] - 32) * q);
   }

@@ -220,26 +220,24 @@ BOOST_AUTO_TEST_CASE(a_sequences_mask_follows_its_state_through_accepts_and_rewi
     }
   };
   std::mt19937 rng(3);
-  std::vector<std::string> taken;  // bytes of the accepted tokens, to replay into the shadow
+  auto pick = [&]() -> std::int32_t {  // a token the mask allows that adds text, or -1
+    std::vector<std::int32_t> text_ids;
+    for (std::int32_t id : allowed(*out.mask()))
+      if (!vocab->bytes[std::size_t(id)].empty()) text_ids.push_back(id);
+    return text_ids.empty() ? -1 : text_ids[rng() % text_ids.size()];
+  };
   for (int step = 0; step < 40 && !out.exhausted(); ++step) {
     check("before a proposal");
     const std::size_t before = out.accepted();
     // A proposal of up to three tokens, taken and then rewound, as the engine checks one.
     for (int j = 0; j < 3; ++j) {
-      const auto ids = allowed(*out.mask());
-      std::vector<std::int32_t> text_ids;
-      for (std::int32_t id : ids)
-        if (!vocab->bytes[std::size_t(id)].empty()) text_ids.push_back(id);
-      if (text_ids.empty() || !out.accept(text_ids[rng() % text_ids.size()])) break;
+      const std::int32_t t = pick();
+      if (t < 0 || !out.accept(t)) break;
     }
     out.rewind(before);
     check("after a rewind");
-    const auto ids = allowed(*out.mask());
-    std::vector<std::int32_t> text_ids;
-    for (std::int32_t id : ids)
-      if (!vocab->bytes[std::size_t(id)].empty()) text_ids.push_back(id);
-    if (text_ids.empty()) break;
-    const std::int32_t t = text_ids[rng() % text_ids.size()];
+    const std::int32_t t = pick();
+    if (t < 0) break;
     BOOST_REQUIRE(out.accept(t));
     BOOST_REQUIRE(shadow.accept(vocab->bytes[std::size_t(t)]));
   }
