@@ -124,7 +124,81 @@ void iq4_xs(const std::uint8_t* b, float* y) {
   }
 }
 
+void unpack_scale_min(const std::uint8_t* scales, kquant_unpacked& u) {
+  for (int j = 0; j < 8; ++j) {
+    int sc, mn;
+    scale_min_k4(scales, j, sc, mn);
+    u.scale[2 * j] = u.scale[2 * j + 1] = sc;
+    u.min[2 * j] = u.min[2 * j + 1] = mn;
+  }
+}
+
 }  // namespace
+
+void unpack_kquant_scales(kquant_type t, const std::uint8_t* b, kquant_unpacked& u) {
+  switch (t) {
+    case kquant_type::q2_k:
+      for (int s = 0; s < 16; ++s) u.scale[s] = b[s] & 0x0f, u.min[s] = b[s] >> 4;
+      u.d = f16_at(b + 80), u.dmin = f16_at(b + 82);
+      return;
+    case kquant_type::q3_k:
+      for (int s = 0; s < 16; ++s) u.scale[s] = scale_k3(b + 96, s) - 32, u.min[s] = 4 * u.scale[s];
+      u.d = f16_at(b + 108), u.dmin = 0;
+      return;
+    case kquant_type::q4_k:
+    case kquant_type::q5_k:
+      unpack_scale_min(b + 4, u);
+      u.d = f16_at(b), u.dmin = f16_at(b + 2);
+      return;
+    case kquant_type::q6_k:
+      for (int s = 0; s < 16; ++s) u.scale[s] = std::int8_t(b[192 + s]), u.min[s] = 32 * u.scale[s];
+      u.d = f16_at(b + 208), u.dmin = 0;
+      return;
+    case kquant_type::iq4_xs: {
+      std::uint16_t high;
+      std::memcpy(&high, b + 2, 2);
+      for (int sub = 0; sub < 8; ++sub) {
+        const int scale = (((b[4 + sub / 2] >> (4 * (sub % 2))) & 0x0f) | (((high >> (2 * sub)) & 3) << 4)) - 32;
+        u.scale[2 * sub] = u.scale[2 * sub + 1] = scale;
+        u.min[2 * sub] = u.min[2 * sub + 1] = 128 * scale;
+      }
+      u.d = f16_at(b), u.dmin = 0;
+      return;
+    }
+  }
+}
+
+std::uint8_t iq4_unsigned_level(int nibble) { return std::uint8_t(iq4_levels[nibble] + 128); }
+
+void unpack_kquant_block(kquant_type t, const std::uint8_t* b, kquant_unpacked& u) {
+  unpack_kquant_scales(t, b, u);
+  for (int e = 0; e < 256; ++e) {
+    int q = 0;
+    switch (t) {
+      case kquant_type::q2_k: q = two_bits(b + 16, e); break;
+      case kquant_type::q3_k: q = two_bits(b + 32, e) + 4 * ((b[e % 32] >> (e / 32)) & 1); break;
+      case kquant_type::q4_k:
+      case kquant_type::q5_k: {
+        const int sub = e / 32, l = e % 32;
+        q = (b[(t == kquant_type::q5_k ? 48 : 16) + sub / 2 * 32 + l] >> (4 * (sub % 2))) & 0x0f;
+        if (t == kquant_type::q5_k) q |= ((b[16 + l] >> sub) & 1) << 4;
+        break;
+      }
+      case kquant_type::q6_k: {
+        const int half = e / 128, run = e % 128 / 32, l = e % 32;
+        const std::uint8_t lo = b[half * 64 + (run & 1) * 32 + l];
+        q = (run < 2 ? lo & 0x0f : lo >> 4) | (((b[128 + half * 32 + l] >> (2 * run)) & 3) << 4);
+        break;
+      }
+      case kquant_type::iq4_xs: {
+        const int sub = e / 32, j = e % 32;
+        q = iq4_unsigned_level((b[8 + sub * 16 + j % 16] >> (j < 16 ? 0 : 4)) & 0x0f);
+        break;
+      }
+    }
+    u.q[e] = std::uint8_t(q);
+  }
+}
 
 const char* kquant_name(kquant_type t) {
   switch (t) {

@@ -39,4 +39,29 @@ std::optional<kquant_type> kquant_of_ggml(std::uint32_t ggml_type);
 // k / kquant_block blocks of kquant_block_bytes(t) bytes).
 void dequantize_kquant_row(kquant_type t, const std::uint8_t* row, std::size_t k, float* out);
 
+// One super-block in the integer form the matmul works in, the same for every format: unsigned
+// quants in element order, and per run of 16 weights an integer scale and min, so that
+//   folded formats (q3_k, q6_k, iq4_xs):  w = d * (scale * q - min)
+//   the others (q2_k, q4_k, q5_k):        w = d * scale * q - dmin * min
+// Signed quants are stored offset to unsigned (q3_k's q + 4, q6_k's q + 32, iq4_xs's level +
+// 128) with the offset times the scale as the min; a 32-weight run's scale appears twice.
+struct kquant_unpacked {
+  std::uint8_t q[kquant_block];
+  std::int32_t scale[16], min[16];
+  float d, dmin;
+};
+constexpr bool kquant_folded(kquant_type t) {
+  return t == kquant_type::q3_k || t == kquant_type::q6_k || t == kquant_type::iq4_xs;
+}
+void unpack_kquant_block(kquant_type t, const std::uint8_t* block, kquant_unpacked& out);
+// Only the scales, mins, d and dmin (the vector kernels unpack the quants themselves), and
+// iq4_xs's level for a nibble as the unsigned quant above.
+void unpack_kquant_scales(kquant_type t, const std::uint8_t* block, kquant_unpacked& out);
+std::uint8_t iq4_unsigned_level(int nibble);
+
+// Quantizes a row of k floats (k a multiple of kquant_block) into `out` (k / kquant_block
+// blocks), without an importance matrix: each run's scale (and min) from its own range, the
+// super-block's d (and dmin) from the largest of those, then every weight to its nearest level.
+void quantize_kquant_row(kquant_type t, const float* x, std::size_t k, std::uint8_t* out);
+
 }  // namespace troupe::kernels

@@ -1,0 +1,194 @@
+// The K-quant and IQ4_XS matmul (see kquant_weight.h for the arithmetic every ISA reproduces
+// bit for bit), compiled once per ISA like quant_matmul.cpp.
+//
+// A task takes its outputs four at a time. For each super-block it unpacks the four outputs'
+// blocks (kquant_unpacked: vector code for the quants, the scalar reference for the scales),
+// then takes that block's sums against every activation row: the unpacking, which costs about
+// as much as one row's sums, is paid once per block however many rows there are.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/kquant_weight.h"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+namespace troupe::kernels::TROUPE_ISA {
+
+namespace {
+
+#if defined(__AVX512F__)
+// The task and what it inlines: VNNI is asked for here rather than for the whole build, as
+// quant_matmul.cpp does (quant_isa() takes AVX-512 only where the CPU has it).
+#define TROUPE_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#else
+#define TROUPE_VNNI
+#endif
+
+constexpr std::size_t tile_outputs = 4;
+
+#if defined(__AVX2__)
+__m256i load32(const std::uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+void store32(std::uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+// Bit `bit` of every byte as 0/1 (a 16-bit shift moves each byte's bits within it once masked).
+__m256i bit_of(__m256i v, int bit) { return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(bit)), _mm256_set1_epi8(1)); }
+__m256i bits_at(__m256i v, int shift, int mask) {
+  return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(char(mask)));
+}
+__m256i shl(__m256i v, int n) { return _mm256_sll_epi16(v, _mm_cvtsi32_si128(n)); }  // bytes whose top bits are clear
+
+// The quants of one block in element order (kquant_unpacked::q), 32 at a time.
+void unpack_quants(kquant_type t, const std::uint8_t* b, std::uint8_t* q) {
+  switch (t) {
+    case kquant_type::q2_k:
+    case kquant_type::q3_k: {
+      const bool three = t == kquant_type::q3_k;
+      const __m256i hmask = three ? load32(b) : _mm256_setzero_si256();
+      for (int half = 0; half < 2; ++half) {
+        const __m256i v = load32(b + (three ? 32 : 16) + half * 32);
+        for (int run = 0; run < 4; ++run) {
+          __m256i x = bits_at(v, 2 * run, 3);
+          if (three) x = _mm256_or_si256(x, shl(bit_of(hmask, half * 4 + run), 2));
+          store32(q + half * 128 + run * 32, x);
+        }
+      }
+      return;
+    }
+    case kquant_type::q4_k:
+    case kquant_type::q5_k: {
+      const bool five = t == kquant_type::q5_k;
+      const __m256i qh = five ? load32(b + 16) : _mm256_setzero_si256();
+      for (int c = 0; c < 4; ++c) {
+        const __m256i v = load32(b + (five ? 48 : 16) + c * 32);
+        __m256i lo = bits_at(v, 0, 0x0f), hi = bits_at(v, 4, 0x0f);
+        if (five) {
+          lo = _mm256_or_si256(lo, shl(bit_of(qh, 2 * c), 4));
+          hi = _mm256_or_si256(hi, shl(bit_of(qh, 2 * c + 1), 4));
+        }
+        store32(q + c * 64, lo);
+        store32(q + c * 64 + 32, hi);
+      }
+      return;
+    }
+    case kquant_type::q6_k:
+      for (int half = 0; half < 2; ++half) {
+        const __m256i l0 = load32(b + half * 64), l1 = load32(b + half * 64 + 32), qh = load32(b + 128 + half * 32);
+        const __m256i low[4] = {bits_at(l0, 0, 0x0f), bits_at(l1, 0, 0x0f), bits_at(l0, 4, 0x0f), bits_at(l1, 4, 0x0f)};
+        for (int run = 0; run < 4; ++run)
+          store32(q + half * 128 + run * 32, _mm256_or_si256(low[run], shl(bits_at(qh, 2 * run, 3), 4)));
+      }
+      return;
+    case kquant_type::iq4_xs: {
+      alignas(16) std::uint8_t levels[16];
+      for (int i = 0; i < 16; ++i) levels[i] = iq4_unsigned_level(i);
+      const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(levels)));
+      for (int p = 0; p < 4; ++p) {  // sub-blocks 2p and 2p + 1: 16 bytes each, one per 128-bit lane
+        const __m256i v = load32(b + 8 + p * 32);
+        const __m256i lo = _mm256_shuffle_epi8(table, bits_at(v, 0, 0x0f)), hi = _mm256_shuffle_epi8(table, bits_at(v, 4, 0x0f));
+        store32(q + p * 64, _mm256_permute2x128_si256(lo, hi, 0x20));
+        store32(q + p * 64 + 32, _mm256_permute2x128_si256(lo, hi, 0x31));
+      }
+      return;
+    }
+  }
+}
+
+void unpack(kquant_type t, const std::uint8_t* b, kquant_unpacked& u) {
+  unpack_kquant_scales(t, b, u);
+  unpack_quants(t, b, u.q);
+}
+#else
+void unpack(kquant_type t, const std::uint8_t* b, kquant_unpacked& u) { unpack_kquant_block(t, b, u); }
+#endif
+
+// sumq - summ (folded) or sumq and summ of one unpacked block against one activation block.
+struct block_sums {
+  std::int32_t q, m;
+};
+
+#if defined(__AVX512F__)
+TROUPE_VNNI inline block_sums sums(const kquant_unpacked& u, const std::int8_t* x, const std::int32_t* xsum, bool folded) {
+  const __m512i scales = _mm512_loadu_si512(u.scale);
+  __m512i acc = _mm512_setzero_si512();
+  for (int j = 0; j < 4; ++j) {  // 64 weights: lane l holds 4 of them, of run 4j + l / 4
+    const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(u.q + 64 * j), _mm512_loadu_si512(x + 64 * j));
+    const __m512i which = _mm512_add_epi32(_mm512_set1_epi32(4 * j), _mm512_srli_epi32(
+                                                                          _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 2));
+    acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(dot, _mm512_permutexvar_epi32(which, scales)));
+  }
+  const __m512i mins = _mm512_mullo_epi32(_mm512_loadu_si512(u.min), _mm512_loadu_si512(xsum));
+  if (folded) return {_mm512_reduce_add_epi32(_mm512_sub_epi32(acc, mins)), 0};
+  return {_mm512_reduce_add_epi32(acc), _mm512_reduce_add_epi32(mins)};
+}
+#elif defined(__AVX2__)
+inline std::int32_t hsum(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Per run of 16: products in 16 bits (at most 241 * 127), then pairs of them times the run's
+// scale into 32 bits.
+inline block_sums sums(const kquant_unpacked& u, const std::int8_t* x, const std::int32_t* xsum, bool folded) {
+  __m256i acc = _mm256_setzero_si256();
+  for (int s = 0; s < 16; ++s) {
+    const __m256i q = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u.q + 16 * s)));
+    const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 16 * s)));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_mullo_epi16(q, v), _mm256_set1_epi16(std::int16_t(u.scale[s]))));
+  }
+  const __m256i* mins = reinterpret_cast<const __m256i*>(u.min);
+  const __m256i* xs = reinterpret_cast<const __m256i*>(xsum);
+  const __m256i m = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_loadu_si256(mins), _mm256_loadu_si256(xs)),
+                                     _mm256_mullo_epi32(_mm256_loadu_si256(mins + 1), _mm256_loadu_si256(xs + 1)));
+  if (folded) return {hsum(_mm256_sub_epi32(acc, m)), 0};
+  return {hsum(acc), hsum(m)};
+}
+#else
+inline block_sums sums(const kquant_unpacked& u, const std::int8_t* x, const std::int32_t* xsum, bool folded) {
+  std::int32_t q = 0, m = 0;
+  for (int s = 0; s < 16; ++s) {
+    std::int32_t dot = 0;
+    for (int i = 16 * s; i < 16 * s + 16; ++i) dot += u.q[i] * x[i];
+    q += u.scale[s] * dot;
+    m += u.min[s] * xsum[s];
+  }
+  return folded ? block_sums{q - m, 0} : block_sums{q, m};
+}
+#endif
+
+}  // namespace
+
+TROUPE_VNNI void kquant_task(const kquant_acts& a, std::size_t rows, const kquant_view& w, std::size_t c0, std::size_t c1, const float* bias,
+                 float* y) {
+  const bool folded = kquant_folded(w.type);
+  const std::size_t bb = kquant_block_bytes(w.type), row_bytes = w.blocks * bb;
+  thread_local std::vector<float> acc;
+  kquant_unpacked u[tile_outputs];
+  for (std::size_t c = c0; c < c1; c += tile_outputs) {
+    const std::size_t nt = std::min(tile_outputs, c1 - c);
+    acc.assign(rows * tile_outputs, 0.0f);
+    for (std::size_t b = 0; b < w.blocks; ++b) {
+      for (std::size_t j = 0; j < nt; ++j) unpack(w.type, w.data + (c + j) * row_bytes + b * bb, u[j]);
+      for (std::size_t r = 0; r < rows; ++r) {
+        const std::int8_t* x = a.q + r * w.k + b * kquant_block;
+        const std::int32_t* xsum = a.xsum + (r * w.blocks + b) * 16;
+        const float dx = a.dx[r * w.blocks + b];
+        for (std::size_t j = 0; j < nt; ++j) {
+          const block_sums s = sums(u[j], x, xsum, folded);
+          float& out = acc[r * tile_outputs + j];
+          out = kquant_block_step(folded, s.q, s.m, u[j].d, u[j].dmin, dx, out);
+        }
+      }
+    }
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t j = 0; j < nt; ++j) {
+        const float v = acc[r * tile_outputs + j];
+        y[r * w.n + c + j] = bias ? v + bias[c + j] : v;
+      }
+  }
+}
+
+}  // namespace troupe::kernels::TROUPE_ISA

@@ -1,0 +1,73 @@
+// A linear weight stored in a K-quant or IQ4_XS format (kquant.h), kept as the file's rows,
+// and the matmul that reads those rows directly.
+//
+// Activations are quantized as these formats' dot products want (llama.cpp's Q8_K): per run of
+// 256, int8 quants with an f32 scale dx = max|x| / 127, and each run of 16's sum of quants.
+// Each super-block of an output then costs exact integer sums over its unpacked form
+// (kquant_unpacked):
+//   sumq = sum over runs s of scale_s * sum_i q_i * x_i      summ = sum_s min_s * xsum_s
+// and one or two fmas into the output's f32 accumulator, super-block after super-block:
+//   folded formats:  acc = fma(float(sumq - summ), d * dx, acc)
+//   the others:      acc = fma(float(sumq), d * dx, acc); acc = fma(float(summ), -(dmin * dx), acc)
+// then the bias is added. The integer sums cannot overflow (the largest, iq4_xs's and q6_k's,
+// stay under 2^29), so every ISA that computes them in any order and then these float steps
+// in this order gives the bits of kquant_linear_reference.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "kernels/cpu/kquant.h"
+
+namespace troupe::kernels {
+
+constexpr std::size_t kquant_run = 16;  // weights per scale, in the unpacked form
+
+// Activation rows quantized per 256: q [rows][k], dx [rows][k / 256], xsum [rows][k / 16].
+struct kquant_acts {
+  const std::int8_t* q;
+  const float* dx;
+  const std::int32_t* xsum;
+};
+
+// What the per-ISA kernels see: plain pointers only.
+struct kquant_view {
+  kquant_type type;
+  std::size_t n, k, blocks;  // blocks per row
+  const std::uint8_t* data;  // n rows of `blocks` super-blocks, as stored
+};
+
+struct kquant_weight {
+  kquant_type type = kquant_type::q4_k;
+  std::size_t n = 0, k = 0;
+  std::shared_ptr<std::uint8_t[]> data;  // 64-byte aligned copy of the rows
+
+  std::size_t row_bytes() const { return k / kquant_block * kquant_block_bytes(type); }
+  std::size_t bytes() const { return n * row_bytes(); }  // what a matmul reads
+  kquant_view view() const { return {type, n, k, k / kquant_block, data.get()}; }
+};
+
+// Copies n stored rows of k weights (k a multiple of kquant_block: the caller checks it and
+// names the tensor).
+kquant_weight make_kquant_weight(kquant_type t, const std::uint8_t* rows, std::size_t n, std::size_t k);
+
+// One row of k floats into q (k), dx (k / 256) and xsum (k / 16).
+void quantize_kquant_acts(const float* x, std::size_t k, std::int8_t* q, float* dx, std::int32_t* xsum);
+
+// The float steps above for one super-block: every kernel ends each block with this.
+inline float kquant_block_step(bool folded, std::int32_t sumq, std::int32_t summ, float d, float dmin, float dx, float acc) {
+  if (folded) return std::fma(float(sumq - summ), d * dx, acc);
+  acc = std::fma(float(sumq), d * dx, acc);
+  return std::fma(float(summ), -(dmin * dx), acc);
+}
+
+// y[t][c] = sum_k x[t][k] * W[c][k] (+ bias[c]) with the arithmetic above, on all kernel
+// threads and the active ISA (AVX-512 only where the CPU has VNNI, else AVX2).
+void kquant_linear(const float* x, std::size_t rows, const kquant_weight& w, const float* bias, float* y);
+
+// The same figures from the stored rows, one output and one super-block at a time.
+void kquant_linear_reference(const float* x, std::size_t rows, kquant_type t, const std::uint8_t* stored_rows,
+                             std::size_t n, std::size_t k, const float* bias, float* y);
+
+}  // namespace troupe::kernels
