@@ -10,6 +10,7 @@
 #include <cstring>
 #include <set>
 
+#include "kernels/cpu/kquant.h"
 #include "kernels/cpu/quant.h"
 #include "runtime/common/error.h"
 
@@ -35,6 +36,7 @@ std::optional<std::pair<std::size_t, std::size_t>> block_of(std::uint32_t t) {
     case std::uint32_t(ggml_type::q4_0): return std::pair{kernels::quant_block, kernels::quant_row_bytes(kernels::quant_type::q4_0, kernels::quant_block)};
     case std::uint32_t(ggml_type::q8_0): return std::pair{kernels::quant_block, kernels::quant_row_bytes(kernels::quant_type::q8_0, kernels::quant_block)};
   }
+  if (auto k = kernels::kquant_of_ggml(t)) return std::pair{kernels::kquant_block, kernels::kquant_block_bytes(*k)};
   return std::nullopt;
 }
 
@@ -153,7 +155,7 @@ gguf_file::gguf_file(const std::string& path) : path_(path) {
     e.offset = r.get<std::uint64_t>("a tensor offset");
     const auto block = block_of(type);
     if (!block)
-      throw input_error(path + ": tensor '" + e.t.name + "' has type " + ggml_type_name(type) + "; supported: F32, F16, BF16, Q8_0, Q4_0");
+      throw input_error(path + ": tensor '" + e.t.name + "' has type " + ggml_type_name(type) + "; supported: F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS");
     if (std::uint64_t(ne[0]) % block->first != 0)
       throw input_error(path + ": tensor '" + e.t.name + "' has rows of " + std::to_string(ne[0]) + " elements, not whole " +
                         ggml_type_name(type) + " blocks of " + std::to_string(block->first));

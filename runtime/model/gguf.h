@@ -20,7 +20,9 @@
 namespace troupe::model {
 
 // The ggml tensor types this project reads; others are refused naming the tensor and the type.
-enum class ggml_type : std::uint32_t { f32 = 0, f16 = 1, q4_0 = 2, q8_0 = 8, bf16 = 30 };
+enum class ggml_type : std::uint32_t {
+  f32 = 0, f16 = 1, q4_0 = 2, q8_0 = 8, q2_k = 10, q3_k = 11, q4_k = 12, q5_k = 13, q6_k = 14, iq4_xs = 23, bf16 = 30
+};
 
 // The name of a ggml type number as llama.cpp prints it ("Q6_K", ...), or "type N".
 std::string ggml_type_name(std::uint32_t t);

@@ -107,6 +107,11 @@ std::vector<tensor_info> gguf_llama_tensors(const gguf_file& g, const model_conf
         i.quant = t.type == ggml_type::q8_0 ? kernels::quant_type::q8_0 : kernels::quant_type::q4_0;
         i.shape.back() = std::int64_t(kernels::quant_row_bytes(*i.quant, std::size_t(t.shape.back())));
         break;
+      default:  // the K-quants and IQ4_XS (the only other types gguf_file accepts)
+        i.dtype_name = "U8";
+        i.kquant = kernels::kquant_of_ggml(std::uint32_t(t.type));
+        i.shape.back() = std::int64_t(std::size_t(t.shape.back()) / kernels::kquant_block * kernels::kquant_block_bytes(*i.kquant));
+        break;
     }
     // llama.cpp stores each head's rows as (rotary pair, half) where Hugging Face has (half,
     // pair): row h*d + 2j + s there is row h*d + s*d/2 + j here.

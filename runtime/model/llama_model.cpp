@@ -35,6 +35,9 @@ std::string shape_str(const std::vector<std::int64_t>& s) {
   return out + "]";
 }
 
+// Stored in a block format (its rows are bytes, read whole).
+bool in_blocks(const tensor_info& t) { return t.quant || t.kquant; }
+
 class tensor_index {
  public:
   tensor_index(const std::vector<std::unique_ptr<safetensors_file>>& files, std::string dir)
@@ -49,13 +52,14 @@ class tensor_index {
     for (auto& t : tensors) by_name_.emplace(t.name, &t);
   }
   bool any_quantized() const {
-    return std::any_of(by_name_.begin(), by_name_.end(), [](auto& e) { return e.second->quant.has_value(); });
+    return std::any_of(by_name_.begin(), by_name_.end(), [](auto& e) { return in_blocks(*e.second); });
   }
   bool has(const std::string& name) const { return by_name_.count(name) != 0; }
   // A projection's weight of logical shape {n, k}: plain, or in a quantized model its stored
   // rows (U8 blocks of q8_0/q4_0, or I8 with an F32 `<name>_scale` of n row scales).
   tensor_info get_linear(const std::string& name, std::int64_t n, std::int64_t k, std::optional<kernels::quant_type> quant) const {
     const tensor_info& t = find(name);
+    if (t.kquant) return get_kquant(t, n, k);
     const auto q = t.quant ? t.quant : quant;  // a GGUF tensor says its own format
     if (!q) return get(name, {n, k});
     const bool int8 = *q == kernels::quant_type::int8;
@@ -74,6 +78,18 @@ class tensor_index {
     tensor_info out = t;
     out.quant = q;
     return out;
+  }
+  // A GGUF tensor in a K-quant or IQ4_XS format: whole super-blocks per row.
+  tensor_info get_kquant(const tensor_info& t, std::int64_t n, std::int64_t k) const {
+    const char* format = kernels::kquant_name(*t.kquant);
+    if (k % std::int64_t(kernels::kquant_block) != 0)
+      throw input_error(t.file + ": tensor '" + t.name + "' has " + std::to_string(k) + " input features; " + format +
+                        " needs a multiple of 256");
+    const std::vector<std::int64_t> stored{n, k / std::int64_t(kernels::kquant_block) * std::int64_t(kernels::kquant_block_bytes(*t.kquant))};
+    if (t.shape != stored)
+      throw input_error(t.file + ": tensor '" + t.name + "' has shape " + shape_str(t.shape) + ", expected " + shape_str(stored) + " (" +
+                        format + " rows of " + std::to_string(k) + " weights)");
+    return t;
   }
   const tensor_info& get(const std::string& name, std::vector<std::int64_t> shape) const {
     const tensor_info& t = find(name);
@@ -106,15 +122,19 @@ std::vector<float> to_f32(const tensor_info& t) {
 
 // A quantized [n][k] tensor as F16 in `store` (for the embeddings, read a row at a time).
 tensor_info dequantized_f16(const tensor_info& t, std::size_t k, std::vector<std::uint8_t>& store) {
-  const std::size_t n = std::size_t(t.shape[0]), rb = kernels::quant_row_bytes(*t.quant, k);
+  const std::size_t n = std::size_t(t.shape[0]), rb = t.bytes / n;
   store.resize(n * k * 2);
   std::vector<float> row(k);
   for (std::size_t r = 0; r < n; ++r) {
-    kernels::dequantize_row(*t.quant, t.data + r * rb, k, 0.0f, row.data());
+    if (t.kquant)
+      kernels::dequantize_kquant_row(*t.kquant, t.data + r * rb, k, row.data());
+    else
+      kernels::dequantize_row(*t.quant, t.data + r * rb, k, 0.0f, row.data());
     for (std::size_t i = 0; i < k; ++i) kernels::store_from_f32(store.data(), dtype::f16, r * k + i, row[i]);
   }
   tensor_info out = t;
   out.quant.reset();
+  out.kquant.reset();
   out.dtype_name = "F16";
   out.shape = {std::int64_t(n), std::int64_t(k)};
   out.data = store.data();
@@ -143,13 +163,25 @@ kernels::packed_weight pack_rows(const std::vector<const tensor_info*>& parts) {
 
 // The row-wise concatenation of several projections (see tensor_index::get_linear) as the
 // kernels want it: plain panels, or quantized ones with the int8 row scales alongside.
+// Parts stored in different formats (a GGUF mix such as Q4_K_M) become a stack of weights,
+// each read by its own kernel.
 kernels::linear_weight linear_of(const tensor_index& idx, const std::vector<const tensor_info*>& parts, std::int64_t k) {
   const auto quant = parts[0]->quant;
-  for (auto* p : parts)
-    if (p->quant != quant)
-      throw input_error(p->file + ": tensor '" + p->name + "' is " + (p->quant ? kernels::quant_name(*p->quant) : p->dtype_name.c_str()) +
-                        " but '" + parts[0]->name + "' is " + (quant ? kernels::quant_name(*quant) : parts[0]->dtype_name.c_str()) +
-                        "; fused projections need one format");
+  const auto kquant = parts[0]->kquant;
+  const bool one_format = std::all_of(parts.begin(), parts.end(), [&](const tensor_info* p) {
+    return p->quant == quant && p->kquant == kquant && p->dtype_name == parts[0]->dtype_name;
+  });
+  if (!one_format) {
+    std::vector<kernels::linear_weight> stack;
+    for (auto* p : parts) stack.push_back(linear_of(idx, {p}, k));
+    return kernels::linear_weight(std::move(stack));
+  }
+  if (kquant) {
+    std::vector<std::uint8_t> joined;
+    std::size_t rows = 0;
+    for (auto* p : parts) rows += std::size_t(p->shape[0]), joined.insert(joined.end(), p->data, p->data + p->bytes);
+    return kernels::make_kquant_weight(*kquant, joined.data(), rows, std::size_t(k));
+  }
   if (!quant) return pack_rows(parts);
   std::size_t rows = 0;
   std::vector<std::uint8_t> joined;
@@ -246,7 +278,7 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
   if (quantized && cfg_.moe)
     throw input_error(dir + ": quantized mixture-of-experts models are not supported");
   embed_ = idx.get_linear("model.embed_tokens.weight", V, H, std::nullopt);
-  if (embed_.quant) embed_ = dequantized_f16(embed_, std::size_t(H), embed_store_);  // rows are read one token at a time
+  if (in_blocks(embed_)) embed_ = dequantized_f16(embed_, std::size_t(H), embed_store_);  // rows are read one token at a time
   weight_type_ = embed_.type();
   std::vector<std::uint8_t> scratch;
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
@@ -267,7 +299,7 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
       }
     }
     const auto& o_all = idx.get_linear(p + "self_attn.o_proj.weight", H, Q, quant);
-    const auto o = o_all.quant ? o_all : cols_of(o_all, h0 * hd, h1 * hd, scratch);  // quantized: whole (checked above)
+    const auto o = in_blocks(o_all) ? o_all : cols_of(o_all, h0 * hd, h1 * hd, scratch);  // quantized: whole (checked above)
     w.o = linear_of(idx, {&o}, Q);
     if (cfg_.qk_norm) {
       w.q_norm = to_f32(idx.get(p + "self_attn.q_norm.weight", {hd}));
@@ -280,7 +312,7 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
       const auto gate = rows_of(idx.get_linear(gate_name, n, H, quant), f0, f1);
       const auto up = rows_of(idx.get_linear(up_name, n, H, quant), f0, f1);
       const auto& down_all = idx.get_linear(down_name, H, n, quant);
-      const auto down = down_all.quant ? down_all : cols_of(down_all, f0, f1, scratch);
+      const auto down = in_blocks(down_all) ? down_all : cols_of(down_all, f0, f1, scratch);
       return mlp_weights{linear_of(idx, {&gate, &up}, H), linear_of(idx, {&down}, n)};
     };
     if (!cfg_.is_moe_layer(l)) {

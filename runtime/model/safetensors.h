@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/dtype.h"
+#include "kernels/cpu/kquant.h"
 #include "kernels/cpu/quant.h"
 
 namespace troupe::model {
@@ -25,6 +26,7 @@ struct tensor_info {
   // Set for a GGUF tensor stored in a quantized block format (its rows as U8 bytes); a
   // safetensors tensor's format comes from config.json instead.
   std::optional<kernels::quant_type> quant;
+  std::optional<kernels::kquant_type> kquant;  // likewise for the K-quant and IQ4_XS formats (GGUF only)
 
   std::int64_t numel() const;
   // The kernel dtype; throws input_error naming file and tensor for unsupported types.

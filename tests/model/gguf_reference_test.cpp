@@ -78,3 +78,14 @@ BOOST_AUTO_TEST_CASE(quantized_files_read_the_same_in_both) {
     same_as_reference(file);
   }
 }
+
+BOOST_AUTO_TEST_CASE(k_quant_mixes_read_the_same_in_both) {
+  // Every K-quant and IQ4_XS type, each tensor its own as the mixes assign them.
+  fs::create_directories(scratch);
+  const auto dir = test::synth_model("moe-sized-llama-f32", test::preset("moe", "llama"));
+  for (const std::string mix : {"q2_k", "q3_k_m", "q4_k_m", "iq4_xs"}) {
+    const std::string file = (scratch / (mix + ".gguf")).string();
+    test::write_mixed_llama_gguf(dir, file, mix, (scratch / (mix + "-f32.gguf")).string());
+    same_as_reference(file);
+  }
+}

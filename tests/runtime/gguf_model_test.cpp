@@ -6,6 +6,7 @@
 #define BOOST_TEST_MODULE gguf_model
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include "runtime/common/error.h"
 #include "runtime/model/fingerprint.h"
 #include "runtime/model/gguf_llama.h"
+#include "runtime/model/gguf_mix.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/quantize.h"
 #include "runtime/model/safetensors.h"
@@ -96,6 +98,55 @@ BOOST_AUTO_TEST_CASE(q8_0_and_q4_0_ggufs_are_the_quantized_folders) {
     const auto file = write_gguf(out, std::string(kernels::quant_name(q)) + ".gguf", q);
     same_logits(out, file);
   }
+}
+
+BOOST_AUTO_TEST_CASE(llama_cpp_mixes_give_the_logits_of_their_dequantized_f32_files) {
+  // A llama whose rows are all whole super-blocks (hidden 256, intermediate 512, 4 layers), in
+  // each of llama.cpp's mixes: the embedding table, the head and every projection in the mix's
+  // type, with q4_k_m's and q5_k_m's Q6_K attn_v beside Q4_K/Q5_K attn_q in layers 2 and 3.
+  const auto dir = test::synth_model("moe-sized-llama-f32", test::preset("moe", "llama"));
+  fs::create_directories(scratch);
+  // Relative RMS of the logits' difference: what quantizing the activations costs (1.8% for
+  // q8_0's blocks of 32 here, 2.4-2.8% for the K-quants' 256), with margin; a wrong block layout
+  // or scale costs the whole signal. q4_0 is here for its Q6_K head, which llama.cpp's own
+  // Q4_0 files have.
+  for (const std::string mix : {"q8_0", "q4_0", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k", "iq4_xs"}) {
+    const std::string file = (scratch / (mix + ".gguf")).string(), f32 = (scratch / (mix + "-f32.gguf")).string();
+    test::write_mixed_llama_gguf(dir, file, mix, f32);
+    {
+      const model::gguf_file g(file);
+      BOOST_TEST(std::uint32_t(g.tensors().at("output.weight").type) == (mix == "q8_0" ? 8u : 14u), mix);  // Q8_0 or Q6_K
+      BOOST_TEST(std::uint32_t(g.tensors().at("blk.2.attn_v.weight").type) ==
+                     model::gguf_mix_type(mix, "blk.2.attn_v.weight", 4, 256), mix);
+    }
+    const auto quantized = model::llama_model::load(file), reference = model::llama_model::load(f32);
+    const auto lq = logits_of(*quantized), lf = logits_of(*reference);
+    double diff = 0, norm = 0;
+    for (std::size_t i = 0; i < lq.size(); ++i) diff += (lq[i] - lf[i]) * (lq[i] - lf[i]), norm += double(lf[i]) * lf[i];
+    const double rel = std::sqrt(diff / norm);
+    BOOST_TEST_MESSAGE(mix << ": logits' relative RMS difference from the dequantized file " << rel);
+    BOOST_TEST(rel < 0.05, mix << ": " << rel);
+    // The same file loaded again gives the same bits, so the same greedy tokens.
+    const auto again = logits_of(*model::llama_model::load(file));
+    BOOST_TEST(std::memcmp(again.data(), lq.data(), lq.size() * 4) == 0, mix);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(rows_that_are_not_whole_super_blocks_fall_back_to_32_weight_blocks) {
+  // The small preset's MLP has 1408 features: ffn_down's rows (1408 long) cannot be Q4_K, and
+  // the mix writes them as Q4_0 (Q8_0 under q6_k) as llama.cpp falls back to a 32-block type.
+  const auto dir = test::synth_model("small-llama-f32", test::preset("small"));
+  fs::create_directories(scratch);
+  BOOST_TEST(model::gguf_mix_type("q4_k_m", "blk.1.ffn_down.weight", 8, 1408) == 2u);
+  BOOST_TEST(model::gguf_mix_type("q6_k", "blk.1.ffn_down.weight", 8, 1408) == 8u);
+  BOOST_TEST(model::gguf_mix_type("q4_k_m", "blk.1.ffn_gate.weight", 8, 512) == 12u);
+  const std::string file = (scratch / "small-q4_k_m.gguf").string(), f32 = (scratch / "small-f32.gguf").string();
+  test::write_mixed_llama_gguf(dir, file, "q4_k_m", f32);
+  const auto lq = logits_of(*model::llama_model::load(file)), lf = logits_of(*model::llama_model::load(f32));
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < lq.size(); ++i) diff += (lq[i] - lf[i]) * (lq[i] - lf[i]), norm += double(lf[i]) * lf[i];
+  BOOST_TEST(std::sqrt(diff / norm) < 0.05);
+  BOOST_CHECK_THROW(model::gguf_mix_type("q4_k_s", "output.weight", 8, 512), input_error);
 }
 
 BOOST_AUTO_TEST_CASE(files_that_do_not_fit_are_errors_naming_the_tensor_or_key) {

@@ -158,9 +158,12 @@ BOOST_AUTO_TEST_CASE(malformed_files_are_errors_naming_what_is_wrong) {
   gguf_writer v1 = sample();
   v1.version = 1;
   expect_error(v1.bytes(), "GGUF version 1");
-  gguf_writer q6 = sample();
-  q6.tensor("blk.0.ffn_down.weight", 14, {256, 2}, std::string(2 * 210, '\0'));
-  expect_error(q6.bytes(), "tensor 'blk.0.ffn_down.weight' has type Q6_K");
+  gguf_writer q5 = sample();  // Q5_0: a type Troupe does not read
+  q5.tensor("blk.0.ffn_down.weight", 6, {256, 2}, std::string(2 * 8 * 22, '\0'));
+  expect_error(q5.bytes(), "tensor 'blk.0.ffn_down.weight' has type Q5_0; supported:");
+  gguf_writer k_rows = sample();
+  k_rows.tensor("blk.0.ffn_down.weight", 14, {128, 2}, std::string(210, '\0'));
+  expect_error(k_rows.bytes(), "has rows of 128 elements, not whole Q6_K blocks of 256");
   gguf_writer rows = sample();
   rows.tensor("odd", 8, {48, 2}, std::string(100, '\0'));
   expect_error(rows.bytes(), "tensor 'odd' has rows of 48 elements, not whole Q8_0 blocks of 32");

@@ -13,7 +13,9 @@
 #include <boost/test/unit_test.hpp>
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/kquant.h"
 #include "kernels/cpu/quant.h"
+#include "runtime/model/gguf_mix.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/safetensors.h"
 #include "tests/support/gguf_writer.h"
@@ -84,10 +86,8 @@ inline std::string interleave_heads(const std::uint8_t* data, std::size_t bytes,
 // rows of a troupe-quantized folder as `quant`'s ggml type) and, when the folder has them, its
 // tokenizer.json as a gpt2 tokenizer and tokenizer_config.json's chat template. `edit` changes
 // metadata before the tensors are added.
-inline void write_llama_gguf(const std::string& dir, const std::string& path, std::optional<kernels::quant_type> quant,
-                             const std::function<void(gguf_writer&)>& edit = {}) {
+inline void llama_metadata(const std::string& dir, gguf_writer& w) {
   const auto c = model::load_model_config(dir);
-  gguf_writer w;
   w.str("general.architecture", "llama");
   w.u32("llama.embedding_length", std::uint32_t(c.hidden_size));
   w.u32("llama.feed_forward_length", std::uint32_t(c.intermediate_size));
@@ -99,6 +99,13 @@ inline void write_llama_gguf(const std::string& dir, const std::string& path, st
   w.f32("llama.attention.layer_norm_rms_epsilon", float(c.rms_norm_eps));
   w.f32("llama.rope.freq_base", float(c.rope_theta));
   add_gpt2_tokenizer(dir, w);
+}
+
+inline void write_llama_gguf(const std::string& dir, const std::string& path, std::optional<kernels::quant_type> quant,
+                             const std::function<void(gguf_writer&)>& edit = {}) {
+  const auto c = model::load_model_config(dir);
+  gguf_writer w;
+  llama_metadata(dir, w);
   if (edit) edit(w);
   model::safetensors_file f(dir + "/model.safetensors");
   for (const auto& [name, t] : f.tensors()) {
@@ -116,6 +123,60 @@ inline void write_llama_gguf(const std::string& dir, const std::string& path, st
     w.tensor(gguf_name(name), type, ne, data);
   }
   w.write(path);
+}
+
+// Writes the F32/F16 folder `dir` as a GGUF file quantized tensor by tensor under llama.cpp's
+// `mix` (runtime/model/gguf_mix.h) to `path`, and the same tensors dequantized back to F32 to
+// `f32_path`: the quantized file's exact float equivalent.
+inline void write_mixed_llama_gguf(const std::string& dir, const std::string& path, const std::string& mix,
+                                   const std::string& f32_path) {
+  const auto c = model::load_model_config(dir);
+  gguf_writer w, wf;
+  llama_metadata(dir, w);
+  llama_metadata(dir, wf);
+  model::safetensors_file f(dir + "/model.safetensors");
+  for (const auto& [name, t] : f.tensors()) {
+    const std::string gname = gguf_name(name);
+    const std::size_t rows = t.shape.size() == 2 ? std::size_t(t.shape[0]) : 1, len = std::size_t(t.shape.back());
+    std::vector<float> x(rows * len), back(rows * len);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = kernels::load_as_f32(t.data, t.type(), i);
+    const std::uint32_t type = t.shape.size() == 2 ? model::gguf_mix_type(mix, gname, c.num_hidden_layers, std::int64_t(len)) : 0;
+    std::string data;
+    if (auto kq = kernels::kquant_of_ggml(type)) {
+      const std::size_t rb = len / kernels::kquant_block * kernels::kquant_block_bytes(*kq);
+      data.resize(rows * rb);
+      auto* out = reinterpret_cast<std::uint8_t*>(data.data());
+      for (std::size_t r = 0; r < rows; ++r) {
+        kernels::quantize_kquant_row(*kq, x.data() + r * len, len, out + r * rb);
+        kernels::dequantize_kquant_row(*kq, out + r * rb, len, back.data() + r * len);
+      }
+    } else if (type == 2 || type == 8) {
+      const auto q = type == 8 ? kernels::quant_type::q8_0 : kernels::quant_type::q4_0;
+      const std::size_t rb = kernels::quant_row_bytes(q, len);
+      data.resize(rows * rb);
+      auto* out = reinterpret_cast<std::uint8_t*>(data.data());
+      for (std::size_t r = 0; r < rows; ++r) {
+        kernels::quantize_row(q, x.data() + r * len, len, out + r * rb, nullptr);
+        kernels::dequantize_row(q, out + r * rb, len, 0.0f, back.data() + r * len);
+      }
+    } else {
+      BOOST_TEST_REQUIRE(type == 0u, gname << ": the writer has no ggml type " << type);
+      back = x;
+      data.assign(reinterpret_cast<const char*>(x.data()), x.size() * 4);
+    }
+    std::string fdata(reinterpret_cast<const char*>(back.data()), back.size() * 4);
+    const bool q = name.find("q_proj") != std::string::npos, k = name.find("k_proj") != std::string::npos;
+    if (q || k) {
+      const int heads = q ? c.num_attention_heads : c.num_key_value_heads;
+      data = interleave_heads(reinterpret_cast<const std::uint8_t*>(data.data()), data.size(), heads, c.head_dim);
+      fdata = interleave_heads(reinterpret_cast<const std::uint8_t*>(fdata.data()), fdata.size(), heads, c.head_dim);
+    }
+    std::vector<std::uint64_t> ne(t.shape.rbegin(), t.shape.rend());
+    w.tensor(gname, type, ne, std::move(data));
+    wf.tensor(gname, 0, ne, std::move(fdata));
+  }
+  w.write(path);
+  wf.write(f32_path);
 }
 
 }  // namespace troupe::test
