@@ -95,8 +95,78 @@ void unpack_quants(kquant_type t, const std::uint8_t* b, std::uint8_t* q) {
   }
 }
 
+float f16_at(const std::uint8_t* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+std::uint32_t u32_at(const std::uint8_t* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Sixteen scales (bytes, signed or not) and sixteen mins as the int32 arrays of the unpacked form.
+void put_runs(__m128i scales, __m128i mins, bool signed_scales, kquant_unpacked& u) {
+  auto widen = [&](__m128i v) { return signed_scales ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v); };
+  auto* sc = reinterpret_cast<__m256i*>(u.scale);
+  auto* mn = reinterpret_cast<__m256i*>(u.min);
+  _mm256_storeu_si256(sc, widen(scales));
+  _mm256_storeu_si256(sc + 1, widen(_mm_srli_si128(scales, 8)));
+  _mm256_storeu_si256(mn, _mm256_cvtepu8_epi32(mins));
+  _mm256_storeu_si256(mn + 1, _mm256_cvtepu8_epi32(_mm_srli_si128(mins, 8)));
+}
+
+// The scalar reference's unpack_kquant_scales, in a few vector steps per format (the same
+// values: the kernel tests compare every output bit).
+void unpack_scales(kquant_type t, const std::uint8_t* b, kquant_unpacked& u) {
+  const __m128i pairs = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);  // a 32-weight run's value twice
+  switch (t) {
+    case kquant_type::q2_k: {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), low = _mm_set1_epi8(0x0f);
+      put_runs(_mm_and_si128(v, low), _mm_and_si128(_mm_srli_epi16(v, 4), low), false, u);
+      u.d = f16_at(b + 80), u.dmin = f16_at(b + 82);
+      return;
+    }
+    case kquant_type::q3_k: {
+      // Low nibbles of bytes 0-7 are scales 0-7, their high nibbles 8-15; scale j's top two bits
+      // are at bit 2 * (j / 4) of byte 8 + j % 4: one 32-bit lane per four scales, shifted apart.
+      const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 96)), low = _mm_set1_epi8(0x0f);
+      const __m128i nibbles = _mm_unpacklo_epi64(_mm_and_si128(v, low), _mm_and_si128(_mm_srli_epi16(v, 4), low));
+      const __m128i top = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(int(u32_at(b + 104))), _mm_setr_epi32(0, 2, 4, 6)),
+                                        _mm_set1_epi8(3));
+      const __m128i scales = _mm_sub_epi8(_mm_or_si128(nibbles, _mm_slli_epi16(top, 4)), _mm_set1_epi8(32));
+      put_runs(scales, _mm_setzero_si128(), true, u);
+      for (int s = 0; s < 16; ++s) u.min[s] = 4 * u.scale[s];
+      u.d = f16_at(b + 108), u.dmin = 0;
+      return;
+    }
+    case kquant_type::q4_k:
+    case kquant_type::q5_k: {
+      // Words a, b, c of the twelve bytes: scales 0-3 and mins 0-3 are a's and b's low six bits;
+      // scales and mins 4-7 are c's nibbles with a's and b's top two bits above them.
+      const std::uint32_t a = u32_at(b + 4), m = u32_at(b + 8), c = u32_at(b + 12);
+      const __m128i v = _mm_setr_epi32(int(a & 0x3f3f3f3f), int((c & 0x0f0f0f0f) | ((a >> 2) & 0x30303030)),
+                                       int(m & 0x3f3f3f3f), int(((c >> 4) & 0x0f0f0f0f) | ((m >> 2) & 0x30303030)));
+      put_runs(_mm_shuffle_epi8(v, pairs), _mm_shuffle_epi8(v, _mm_add_epi8(pairs, _mm_set1_epi8(8))), false, u);
+      u.d = f16_at(b), u.dmin = f16_at(b + 2);
+      return;
+    }
+    case kquant_type::q6_k: {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
+      put_runs(v, _mm_setzero_si128(), true, u);
+      for (int s = 0; s < 16; ++s) u.min[s] = 32 * u.scale[s];
+      u.d = f16_at(b + 208), u.dmin = 0;
+      return;
+    }
+    case kquant_type::iq4_xs:
+      unpack_kquant_scales(t, b, u);
+      return;
+  }
+}
+
 void unpack(kquant_type t, const std::uint8_t* b, kquant_unpacked& u) {
-  unpack_kquant_scales(t, b, u);
+  unpack_scales(t, b, u);
   unpack_quants(t, b, u.q);
 }
 #else
