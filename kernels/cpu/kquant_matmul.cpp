@@ -81,9 +81,9 @@ void unpack_quants(kquant_type t, const std::uint8_t* b, std::uint8_t* q) {
       }
       return;
     case kquant_type::iq4_xs: {
-      alignas(16) std::uint8_t levels[16];
-      for (int i = 0; i < 16; ++i) levels[i] = iq4_unsigned_level(i);
-      const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(levels)));
+      // iq4_unsigned_level(0..15), spelled out so that no guard or call sits in the loop.
+      const __m256i table = _mm256_broadcastsi128_si256(
+          _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, char(129), char(141), char(153), char(166), char(181), char(197), char(217), char(241)));
       for (int p = 0; p < 4; ++p) {  // sub-blocks 2p and 2p + 1: 16 bytes each, one per 128-bit lane
         const __m256i v = load32(b + 8 + p * 32);
         const __m256i lo = _mm256_shuffle_epi8(table, bits_at(v, 0, 0x0f)), hi = _mm256_shuffle_epi8(table, bits_at(v, 4, 0x0f));
@@ -159,9 +159,20 @@ void unpack_scales(kquant_type t, const std::uint8_t* b, kquant_unpacked& u) {
       u.d = f16_at(b + 208), u.dmin = 0;
       return;
     }
-    case kquant_type::iq4_xs:
-      unpack_kquant_scales(t, b, u);
+    case kquant_type::iq4_xs: {
+      // Eight 6-bit scales: nibbles of bytes 4-7 (low one first), two bits each of the u16 at 2.
+      const __m128i v = _mm_cvtsi32_si128(int(u32_at(b + 4))), low = _mm_set1_epi8(0x0f);
+      const __m128i nibbles = _mm_unpacklo_epi8(_mm_and_si128(v, low), _mm_and_si128(_mm_srli_epi16(v, 4), low));
+      std::uint16_t h;
+      std::memcpy(&h, b + 2, 2);
+      std::uint64_t top = 0;
+      for (int s = 0; s < 8; ++s) top |= std::uint64_t((h >> (2 * s)) & 3) << (8 * s + 4);
+      const __m128i scales = _mm_sub_epi8(_mm_or_si128(nibbles, _mm_cvtsi64_si128(std::int64_t(top))), _mm_set1_epi8(32));
+      put_runs(_mm_shuffle_epi8(scales, pairs), _mm_setzero_si128(), true, u);
+      for (int s = 0; s < 16; ++s) u.min[s] = 128 * u.scale[s];
+      u.d = f16_at(b), u.dmin = 0;
       return;
+    }
   }
 }
 
@@ -173,66 +184,99 @@ void unpack(kquant_type t, const std::uint8_t* b, kquant_unpacked& u) {
 void unpack(kquant_type t, const std::uint8_t* b, kquant_unpacked& u) { unpack_kquant_block(t, b, u); }
 #endif
 
-// sumq - summ (folded) or sumq and summ of one unpacked block against one activation block.
-struct block_sums {
-  std::int32_t q, m;
-};
-
+#if defined(__AVX2__)
+// The integer sums of one block for four outputs at once, before their lanes are added up:
+// sumq's lanes in q[j], summ's in m[j]. Then four outputs' lanes are added in one transpose
+// (a horizontal sum per output per block cost more than the dot products), and the float steps
+// run on the four outputs as the four lanes of one vector: each lane is kquant_block_step's
+// arithmetic, so the bits are the reference's.
 #if defined(__AVX512F__)
-TROUPE_VNNI inline block_sums sums(const kquant_unpacked& u, const std::int8_t* x, const std::int32_t* xsum, bool folded) {
+using lanes = __m512i;
+TROUPE_VNNI inline void lane_sums(const kquant_unpacked& u, const std::int8_t* x, lanes xsum, lanes& q, lanes& m) {
   const __m512i scales = _mm512_loadu_si512(u.scale);
-  __m512i acc = _mm512_setzero_si512();
+  const __m512i run_of_lane = _mm512_srli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 2);
+  q = _mm512_setzero_si512();
   for (int j = 0; j < 4; ++j) {  // 64 weights: lane l holds 4 of them, of run 4j + l / 4
     const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(u.q + 64 * j), _mm512_loadu_si512(x + 64 * j));
-    const __m512i which = _mm512_add_epi32(_mm512_set1_epi32(4 * j), _mm512_srli_epi32(
-                                                                          _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 2));
-    acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(dot, _mm512_permutexvar_epi32(which, scales)));
+    const __m512i sc = _mm512_permutexvar_epi32(_mm512_add_epi32(_mm512_set1_epi32(4 * j), run_of_lane), scales);
+    q = _mm512_add_epi32(q, _mm512_mullo_epi32(dot, sc));
   }
-  const __m512i mins = _mm512_mullo_epi32(_mm512_loadu_si512(u.min), _mm512_loadu_si512(xsum));
-  if (folded) return {_mm512_reduce_add_epi32(_mm512_sub_epi32(acc, mins)), 0};
-  return {_mm512_reduce_add_epi32(acc), _mm512_reduce_add_epi32(mins)};
+  m = _mm512_mullo_epi32(_mm512_loadu_si512(u.min), xsum);
 }
-#elif defined(__AVX2__)
-inline std::int32_t hsum(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
-}
-
-// Per run of 16: products in 16 bits (at most 241 * 127), then pairs of them times the run's
-// scale into 32 bits.
-inline block_sums sums(const kquant_unpacked& u, const std::int8_t* x, const std::int32_t* xsum, bool folded) {
-  __m256i acc = _mm256_setzero_si256();
-  for (int s = 0; s < 16; ++s) {
-    const __m256i q = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u.q + 16 * s)));
-    const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 16 * s)));
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_mullo_epi16(q, v), _mm256_set1_epi16(std::int16_t(u.scale[s]))));
-  }
-  const __m256i* mins = reinterpret_cast<const __m256i*>(u.min);
-  const __m256i* xs = reinterpret_cast<const __m256i*>(xsum);
-  const __m256i m = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_loadu_si256(mins), _mm256_loadu_si256(xs)),
-                                     _mm256_mullo_epi32(_mm256_loadu_si256(mins + 1), _mm256_loadu_si256(xs + 1)));
-  if (folded) return {hsum(_mm256_sub_epi32(acc, m)), 0};
-  return {hsum(acc), hsum(m)};
+TROUPE_VNNI inline lanes load_xsum(const std::int32_t* p) { return _mm512_loadu_si512(p); }
+TROUPE_VNNI inline lanes sub(lanes a, lanes b) { return _mm512_sub_epi32(a, b); }
+// Lane sums of v0..v3 as the four lanes of one vector.
+TROUPE_VNNI inline __m128i reduce4(lanes v0, lanes v1, lanes v2, lanes v3) {
+  const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
+  const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(v2, v3), _mm512_unpackhi_epi32(v2, v3));
+  const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+  const __m256i d = _mm256_add_epi32(_mm512_castsi512_si256(c), _mm512_extracti64x4_epi64(c, 1));
+  return _mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
 }
 #else
-inline block_sums sums(const kquant_unpacked& u, const std::int8_t* x, const std::int32_t* xsum, bool folded) {
-  std::int32_t q = 0, m = 0;
+using lanes = __m256i;
+// Per run of 16: products in 16 bits (at most 241 * 127), then pairs of them times the run's
+// scale into 32 bits.
+inline void lane_sums(const kquant_unpacked& u, const std::int8_t* x, const __m256i* xsum, __m256i& q, __m256i& m) {
+  q = _mm256_setzero_si256();
   for (int s = 0; s < 16; ++s) {
-    std::int32_t dot = 0;
-    for (int i = 16 * s; i < 16 * s + 16; ++i) dot += u.q[i] * x[i];
-    q += u.scale[s] * dot;
-    m += u.min[s] * xsum[s];
+    const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u.q + 16 * s)));
+    const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 16 * s)));
+    q = _mm256_add_epi32(q, _mm256_madd_epi16(_mm256_mullo_epi16(w, v), _mm256_set1_epi16(std::int16_t(u.scale[s]))));
   }
-  return folded ? block_sums{q - m, 0} : block_sums{q, m};
+  const __m256i* mins = reinterpret_cast<const __m256i*>(u.min);
+  m = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_loadu_si256(mins), _mm256_loadu_si256(xsum)),
+                       _mm256_mullo_epi32(_mm256_loadu_si256(mins + 1), _mm256_loadu_si256(xsum + 1)));
+}
+inline lanes sub(lanes a, lanes b) { return _mm256_sub_epi32(a, b); }
+inline __m128i reduce4(lanes v0, lanes v1, lanes v2, lanes v3) {
+  const __m256i c = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+  return _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+}
+#endif
+
+// One activation row's block against the tile's four unpacked blocks, into acc[0..3].
+TROUPE_VNNI inline void tile_row(const kquant_unpacked* u, const std::int8_t* x, const std::int32_t* xsum, float dx, bool folded,
+                                 __m128 d, __m128 dmin, float* acc) {
+#if defined(__AVX512F__)
+  const lanes xs = load_xsum(xsum);
+#else
+  const __m256i* xs = reinterpret_cast<const __m256i*>(xsum);
+#endif
+  lanes q[4], m[4];
+  for (int j = 0; j < 4; ++j) lane_sums(u[j], x, xs, q[j], m[j]);
+  const __m128 vdx = _mm_set1_ps(dx);
+  __m128 out = _mm_loadu_ps(acc);
+  if (folded) {
+    const __m128i s = reduce4(sub(q[0], m[0]), sub(q[1], m[1]), sub(q[2], m[2]), sub(q[3], m[3]));
+    out = _mm_fmadd_ps(_mm_cvtepi32_ps(s), _mm_mul_ps(d, vdx), out);
+  } else {
+    out = _mm_fmadd_ps(_mm_cvtepi32_ps(reduce4(q[0], q[1], q[2], q[3])), _mm_mul_ps(d, vdx), out);
+    const __m128 neg = _mm_xor_ps(_mm_mul_ps(dmin, vdx), _mm_set1_ps(-0.0f));
+    out = _mm_fmadd_ps(_mm_cvtepi32_ps(reduce4(m[0], m[1], m[2], m[3])), neg, out);
+  }
+  _mm_storeu_ps(acc, out);
+}
+#else
+void tile_row(const kquant_unpacked* u, const std::int8_t* x, const std::int32_t* xsum, float dx, bool folded, const float* d,
+              const float* dmin, float* acc) {
+  for (int j = 0; j < 4; ++j) {
+    std::int32_t q = 0, m = 0;
+    for (int s = 0; s < 16; ++s) {
+      std::int32_t dot = 0;
+      for (int i = 16 * s; i < 16 * s + 16; ++i) dot += u[j].q[i] * x[i];
+      q += u[j].scale[s] * dot;
+      m += u[j].min[s] * xsum[s];
+    }
+    acc[j] = kquant_block_step(folded, q, m, d[j], dmin[j], dx, acc[j]);
+  }
 }
 #endif
 
 }  // namespace
 
 TROUPE_VNNI void kquant_task(const kquant_acts& a, std::size_t rows, const kquant_view& w, std::size_t c0, std::size_t c1, const float* bias,
-                 float* y) {
+                             float* y) {
   const bool folded = kquant_folded(w.type);
   const std::size_t bb = kquant_block_bytes(w.type), row_bytes = w.blocks * bb;
   thread_local std::vector<float> acc;
@@ -240,18 +284,22 @@ TROUPE_VNNI void kquant_task(const kquant_acts& a, std::size_t rows, const kquan
   for (std::size_t c = c0; c < c1; c += tile_outputs) {
     const std::size_t nt = std::min(tile_outputs, c1 - c);
     acc.assign(rows * tile_outputs, 0.0f);
+    if (nt < tile_outputs) std::memset(static_cast<void*>(u + nt), 0, (tile_outputs - nt) * sizeof(kquant_unpacked));
     for (std::size_t b = 0; b < w.blocks; ++b) {
-      for (std::size_t j = 0; j < nt; ++j) unpack(w.type, w.data + (c + j) * row_bytes + b * bb, u[j]);
-      for (std::size_t r = 0; r < rows; ++r) {
-        const std::int8_t* x = a.q + r * w.k + b * kquant_block;
-        const std::int32_t* xsum = a.xsum + (r * w.blocks + b) * 16;
-        const float dx = a.dx[r * w.blocks + b];
-        for (std::size_t j = 0; j < nt; ++j) {
-          const block_sums s = sums(u[j], x, xsum, folded);
-          float& out = acc[r * tile_outputs + j];
-          out = kquant_block_step(folded, s.q, s.m, u[j].d, u[j].dmin, dx, out);
-        }
+      alignas(16) float d[tile_outputs] = {}, dmin[tile_outputs] = {};
+      for (std::size_t j = 0; j < nt; ++j) {
+        unpack(w.type, w.data + (c + j) * row_bytes + b * bb, u[j]);
+        d[j] = u[j].d, dmin[j] = u[j].dmin;
       }
+#if defined(__AVX2__)
+      const __m128 vd = _mm_load_ps(d), vdmin = _mm_load_ps(dmin);
+#else
+      const float* vd = d;
+      const float* vdmin = dmin;
+#endif
+      for (std::size_t r = 0; r < rows; ++r)
+        tile_row(u, a.q + r * w.k + b * kquant_block, a.xsum + (r * w.blocks + b) * 16, a.dx[r * w.blocks + b], folded, vd, vdmin,
+                 acc.data() + r * tile_outputs);
     }
     for (std::size_t r = 0; r < rows; ++r)
       for (std::size_t j = 0; j < nt; ++j) {
