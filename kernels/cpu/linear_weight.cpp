@@ -1,5 +1,6 @@
 #include "kernels/cpu/linear_weight.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -33,6 +34,20 @@ std::size_t linear_weight::bytes() const {
     return b;
   }
   return plain()->bytes();
+}
+
+void linear_weight::add_bytes_by_format(std::map<std::string, std::size_t>& into) const {
+  if (bytes() == 0) return;  // an empty weight (a model without the part)
+  if (auto* q = quantized()) into[quant_name(q->type)] += q->bytes();
+  else if (auto* q = kquantized()) into[kquant_name(q->type)] += q->bytes();
+  else if (auto* s = parts())
+    for (auto& p : *s) p.add_bytes_by_format(into);
+  else if (auto* p = plain()) into[dtype_name(p->type)] += p->bytes();
+}
+
+bool linear_weight::int8_dot() const {
+  if (auto* s = parts()) return std::all_of(s->begin(), s->end(), [](const linear_weight& p) { return p.int8_dot(); });
+  return quantized() || kquantized();
 }
 
 void linear(const float* x, std::size_t rows, const linear_weight& w, const float* bias, float* y) {

@@ -5,6 +5,8 @@
 // kernels look inside.
 #pragma once
 #include <cstddef>
+#include <map>
+#include <string>
 #include <memory>
 #include <variant>
 #include <vector>
@@ -30,6 +32,11 @@ class linear_weight {
 
   std::size_t n = 0, k = 0;  // out features, in features
   std::size_t bytes() const;  // what one matmul reads
+  // Those bytes by the format that holds them ("f16", "q4_0", "q6_k", ...), a stack's parts
+  // each under its own; added into `into`.
+  void add_bytes_by_format(std::map<std::string, std::size_t>& into) const;
+  // Whether every part runs the int8 dot-product kernels (a quantized or K-quant format).
+  bool int8_dot() const;
   const packed_weight* plain() const { return std::get_if<packed_weight>(&w_); }
   const quant_weight* quantized() const { return std::get_if<quant_weight>(&w_); }
   const kquant_weight* kquantized() const { return std::get_if<kquant_weight>(&w_); }

@@ -380,6 +380,31 @@ std::size_t llama_model::weight_bytes_per_step() const {
   return b;
 }
 
+std::map<std::string, std::size_t> llama_model::projection_bytes_by_format() const {
+  std::map<std::string, std::size_t> by;
+  for (auto& l : layers_) {
+    for (auto* w : {&l.qkv, &l.o, &l.gate_up, &l.down}) w->add_bytes_by_format(by);
+    if (!l.moe) continue;
+    for (auto* w : {&l.moe->shared.gate_up, &l.moe->shared.down}) w->add_bytes_by_format(by);
+    for (auto& e : l.moe->experts) e.gate_up.add_bytes_by_format(by), e.down.add_bytes_by_format(by);
+  }
+  return by;
+}
+
+bool llama_model::projections_int8_dot() const {
+  return std::all_of(layers_.begin(), layers_.end(), [](const layer_weights& l) {
+    return !l.moe && l.qkv.int8_dot() && l.o.int8_dot() && l.gate_up.int8_dot() && l.down.int8_dot();
+  });
+}
+
+std::string llama_model::lm_head_format() const {
+  std::map<std::string, std::size_t> by;
+  lm_head_.add_bytes_by_format(by);
+  std::string out;
+  for (auto& [f, b] : by) out += (out.empty() ? "" : "+") + f;
+  return out;
+}
+
 std::size_t llama_model::layer_flops_per_token() const {
   std::size_t macs = 0;
   for (auto& l : layers_) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -119,6 +120,13 @@ class llama_model {
   std::size_t layer_flops_per_token() const;
   // FLOPs of the LM head for one token (computed only for tokens whose logits are wanted).
   std::size_t lm_head_flops() const { return 2 * lm_head_.n * lm_head_.k; }
+  // The layers' projection bytes by format ("q4_k", "q6_k", "f16", ...), and whether all of them
+  // (and, separately, the LM head) run the int8 dot-product kernels: what a benchmark judges
+  // their compute against.
+  std::map<std::string, std::size_t> projection_bytes_by_format() const;
+  bool projections_int8_dot() const;
+  bool lm_head_int8_dot() const { return lm_head_.int8_dot(); }
+  std::string lm_head_format() const;
 
  private:
   llama_model() = default;

@@ -93,3 +93,18 @@ BOOST_AUTO_TEST_CASE(a_q4_k_m_file_generates_and_keeps_the_folders_perplexity_cl
   BOOST_TEST(a["outputs"][0]["output_ids"].size() > 0u);
   BOOST_TEST(a["outputs"][0]["output_ids"] == b["outputs"][0]["output_ids"]);
 }
+
+BOOST_AUTO_TEST_CASE(the_bench_names_a_mixes_formats_and_judges_them_by_the_int8_dot_peak) {
+  // A GGUF file's quantized tensors run the int8 dot kernels, so `bench engine` must measure and
+  // use that peak (it used to judge a GGUF Q4_0 file by the FP32 one), and name the formats.
+  scratch s;
+  const std::string q4 = (s.dir / "kjv-q4_k_m.gguf").string();
+  test::write_mixed_llama_gguf(folder, q4, "q4_k_m", (s.dir / "kjv-q4_k_m-f32.gguf").string());
+  const auto j = troupe_json("bench engine --model " + q4 + " --batches 1 --prompt 32 --context 16 --steps 2 --json");
+  BOOST_TEST(j["machine"]["int8_dot_peak_gop_s"].is_number(), j.dump());
+  const std::string format = j["weights"]["format"].get<std::string>();
+  BOOST_TEST(format.find("q4_k") != std::string::npos, format);
+  BOOST_TEST(format.find("q6_k") != std::string::npos, format);  // q4_k_m's attn_v and ffn_down in some layers
+  const auto f16 = troupe_json("bench engine --model " + s.file + " --batches 1 --prompt 32 --context 16 --steps 2 --json");
+  BOOST_TEST(f16["machine"]["int8_dot_peak_gop_s"].is_null(), f16.dump());
+}

@@ -120,20 +120,27 @@ int cmd_bench_engine(const args& a) {
                                  : kv_name == "bf16" ? kernels::dtype::bf16
                                  : throw input_error("unknown --kv-dtype '" + kv_name + "' (f32, f16, bf16)");
   const double weight_bytes = double(m->weight_bytes_per_step());
-  // A quantized model names its projections' format; embeddings and the LM head keep the stored dtype.
-  const std::string weight_format = m->config().weight_quant
-                                        ? std::string(kernels::quant_name(*m->config().weight_quant)) + " projections, " +
-                                              kernels::dtype_name(m->weight_type()) + " embeddings and head"
-                                        : std::string(kernels::dtype_name(m->weight_type()));
+  // The projections' formats by share of their bytes (a GGUF mix holds several), the
+  // embeddings' dtype and the head's format.
+  std::string weight_format;
+  {
+    const auto by = m->projection_bytes_by_format();
+    std::size_t total = 0;
+    for (auto& [f, b] : by) total += b;
+    for (auto& [f, b] : by)
+      weight_format += (weight_format.empty() ? "" : ", ") + f + (by.size() > 1 ? " " + std::to_string(int(100.0 * double(b) / double(total) + 0.5)) + "%" : "");
+    weight_format += " projections, " + std::string(kernels::dtype_name(m->weight_type())) + " embeddings, " + m->lm_head_format() + " head";
+  }
   const double flops_tok = double(m->layer_flops_per_token());
   const double head_flops = double(m->lm_head_flops());
-  // Quantized projections run int8 dot products, whose peak is about four times the FP32 FMA
-  // peak: judge them against it (the head and attention stay FP32). The compute roofline of a
-  // pass is the time its work needs at both peaks.
-  const bool int8_projections = m->config().weight_quant.has_value();
-  const double int8_peak = int8_projections ? kernels::measure_int8_dot_peak() : 0;
-  auto compute_bound_s = [&](double projection_flops, double other_flops) {
-    return projection_flops / (int8_projections ? int8_peak : peak) + other_flops / peak;
+  // Projections in a quantized format (a `troupe model quantize` folder's, or a GGUF file's
+  // Q8_0/Q4_0/K-quant tensors) run int8 dot products, whose peak is about four times the FP32
+  // FMA peak: judge them, and a quantized head, against it (attention stays FP32). The compute
+  // roofline of a pass is the time its work needs at both peaks.
+  const bool int8_projections = m->projections_int8_dot(), int8_head = m->lm_head_int8_dot();
+  const double int8_peak = int8_projections || int8_head ? kernels::measure_int8_dot_peak() : 0;
+  auto compute_bound_s = [&](double projection_flops, double head, double attention) {
+    return projection_flops / (int8_projections ? int8_peak : peak) + head / (int8_head ? int8_peak : peak) + attention / peak;
   };
   model::forward_workspace ws;
   std::vector<float> logits(std::size_t(c.vocab_size) * std::size_t(std::max(32, *std::max_element(batches.begin(), batches.end()))));
@@ -154,7 +161,7 @@ int cmd_bench_engine(const args& a) {
   const double prefill_flops = flops_tok * prompt_len + head_flops + attention_flops(c, prompt_len, (prompt_len + 1) / 2.0);
   const double prefill_tps = prompt_len / prefill_s;
   const double prefill_frac =
-      compute_bound_s(flops_tok * prompt_len, head_flops + attention_flops(c, prompt_len, (prompt_len + 1) / 2.0)) / prefill_s;
+      compute_bound_s(flops_tok * prompt_len, head_flops, attention_flops(c, prompt_len, (prompt_len + 1) / 2.0)) / prefill_s;
   say("prefill %d tokens: %.1f tok/s, %.1f GFLOP/s = %.0f%% of compute peak\n", prompt_len, prefill_tps,
       prefill_flops / prefill_s / 1e9, 100 * prefill_frac);
 
@@ -174,7 +181,7 @@ int cmd_bench_engine(const args& a) {
     const double roofline_s = (weight_bytes + kv_bytes) / bw_here;
     const double tps = B / step_s;
     if (B == 1) tps_batch1 = tps;
-    const double compute_frac = compute_bound_s(flops_tok * B, head_flops * B + attention_flops(c, B, ctx)) / step_s;
+    const double compute_frac = compute_bound_s(flops_tok * B, head_flops * B, attention_flops(c, B, ctx)) / step_s;
     say("decode batch %2d (context %d): %8.1f tok/s, step %.2f ms, %.0f%% of bandwidth roofline (%.1f GB/s), %.0f%% of compute peak\n",
         B, context, tps, step_s * 1e3, 100 * roofline_s / step_s, bw_here / 1e9, 100 * compute_frac);
     nlohmann::json row = {{"batch", B}, {"context", context}, {"tokens_per_second", tps}, {"step_ms", step_s * 1e3},
@@ -195,7 +202,7 @@ int cmd_bench_engine(const args& a) {
       {"kv_dtype", kv_name},
       {"machine", {{"threads", kernels::num_threads()}, {"isa", kernels::isa_name(kernels::active_isa())},
                    {"read_bandwidth_gb_s", bw / 1e9}, {"fma_peak_gflop_s", peak / 1e9},
-                   {"int8_dot_peak_gop_s", int8_projections ? nlohmann::json(int8_peak / 1e9) : nlohmann::json(nullptr)}}},
+                   {"int8_dot_peak_gop_s", int8_peak > 0 ? nlohmann::json(int8_peak / 1e9) : nlohmann::json(nullptr)}}},
       {"prefill", {{"tokens", prompt_len}, {"tokens_per_second", prefill_tps}, {"gflop_s", prefill_flops / prefill_s / 1e9},
                    {"compute_peak_fraction", prefill_frac}}},
       {"decode", decode},
@@ -207,7 +214,7 @@ int cmd_bench_engine(const args& a) {
                 weight_bytes / 1e9, kv_name.c_str());
     std::printf("machine: %d threads, %s, read bandwidth %.1f GB/s, FP32 FMA peak %.1f GFLOP/s", kernels::num_threads(),
                 kernels::isa_name(kernels::active_isa()), bw / 1e9, peak / 1e9);
-    if (int8_projections) std::printf(", int8 dot peak %.1f GOP/s", int8_peak / 1e9);
+    if (int8_peak > 0) std::printf(", int8 dot peak %.1f GOP/s", int8_peak / 1e9);
     std::printf("\n");
     std::printf("prefill %d tokens: %.1f tok/s (%.0f%% of compute peak)\n", prompt_len, prefill_tps, 100 * prefill_frac);
     for (auto& d : decode)
