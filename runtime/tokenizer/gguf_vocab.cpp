@@ -133,4 +133,54 @@ std::string tokenizer_json_from_gguf(const json& m, const std::string& source) {
   return out.dump();
 }
 
+gguf_tokenizer gguf_tokenizer_from_json(const json& j, const std::string& source) {
+  const json& model = j.contains("model") ? j["model"] : json();
+  if (!model.is_object() || model.value("type", "") != "BPE" || !model.contains("vocab") || !model["vocab"].is_object())
+    throw input_error(source + ": the model is not BPE with a vocab; GGUF export writes byte-level BPE tokenizers only");
+  gguf_tokenizer t;
+  t.model = "gpt2";
+  const json& pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json();
+  auto byte_level = [](const json& p) { return p.is_object() && p.value("type", "") == "ByteLevel"; };
+  if (byte_level(pre)) {
+    t.pre = "gpt2";
+  } else if (pre.is_object() && pre.value("type", "") == "Sequence" && pre.contains("pretokenizers") &&
+             pre["pretokenizers"].size() == 2 && byte_level(pre["pretokenizers"][1]) &&
+             pre["pretokenizers"][0].value("type", "") == "Split") {
+    const std::string re = pre["pretokenizers"][0]["pattern"].value("Regex", "");
+    for (const char* name : {"llama-bpe", "qwen2"})
+      if (pre_regex(name) == re) t.pre = name;
+    if (t.pre.empty()) throw input_error(source + ": the pre-tokenizer's Split regex is not llama-bpe's or qwen2's; GGUF export cannot name it");
+  } else {
+    throw input_error(source + ": the pre-tokenizer is " + pre.dump().substr(0, 80) + "; GGUF export writes ByteLevel BPE tokenizers only");
+  }
+  std::size_t n = 0;  // added tokens may lie past the BPE vocabulary
+  for (auto& [piece, id] : model["vocab"].items()) n = std::max(n, id.get<std::size_t>() + 1);
+  const json added = j.value("added_tokens", json::array());
+  for (auto& a : added) n = std::max(n, a.at("id").get<std::size_t>() + 1);
+  t.tokens.assign(n, std::string());
+  t.token_type.assign(n, 1);
+  for (auto& [piece, id] : model["vocab"].items()) t.tokens[id.get<std::size_t>()] = piece;
+  for (auto& a : added) {
+    const auto id = a.at("id").get<std::size_t>();
+    t.tokens[id] = a.at("content").get<std::string>();
+    t.token_type[id] = a.value("special", false) ? 3 : 4;
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (t.tokens[i].empty()) throw input_error(source + ": token id " + std::to_string(i) + " has no piece; GGUF needs every id below the largest");
+  for (auto& m : model.value("merges", json::array()))
+    t.merges.push_back(m.is_array() ? m[0].get<std::string>() + " " + m[1].get<std::string>() : m.get<std::string>());
+  // A post-processor that prepends a token to a single sequence (TemplateProcessing, alone or in a
+  // Sequence), as GGUF's add_bos_token says; which token is tokenizer.ggml.bos_token_id's job.
+  const json none;
+  const json& post = j.contains("post_processor") ? j["post_processor"] : none;
+  auto prepends = [](const json& p) {
+    return p.is_object() && p.value("type", "") == "TemplateProcessing" && p.contains("single") && !p["single"].empty() &&
+           p["single"][0].contains("SpecialToken");
+  };
+  t.add_bos_token = prepends(post);
+  if (post.is_object() && post.value("type", "") == "Sequence" && post.contains("processors"))
+    for (auto& p : post["processors"]) t.add_bos_token = t.add_bos_token || prepends(p);
+  return t;
+}
+
 }  // namespace troupe::tokenizer

@@ -6,6 +6,8 @@
 #define BOOST_TEST_MODULE gguf_reference
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <unistd.h>
 
@@ -86,6 +88,35 @@ BOOST_AUTO_TEST_CASE(k_quant_mixes_read_the_same_in_both) {
   for (const std::string mix : {"q2_k", "q3_k_m", "q4_k_m", "iq4_xs"}) {
     const std::string file = (scratch / (mix + ".gguf")).string();
     test::write_mixed_llama_gguf(dir, file, mix, (scratch / (mix + "-f32.gguf")).string());
+    same_as_reference(file);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(troupe_model_quantize_writes_the_file_its_mix_describes) {
+  // The user's command against the tests' own writer: the same tensors (names, dimensions,
+  // types and every byte of their data), the same metadata where both write a key, the file
+  // type llama.cpp records for the mix, and the same reading in @huggingface/gguf.
+  fs::create_directories(scratch);
+  const std::string kjv = std::string(TROUPE_SOURCE_DIR) + "/models/kjv";
+  const std::pair<std::string, std::uint32_t> mixes[] = {{"q4_k_m", 15u}, {"iq4_xs", 30u}, {"q3_k_m", 12u}};
+  for (const auto& [mix, file_type] : mixes) {
+    const std::string file = (scratch / ("cli-" + mix + ".gguf")).string(), ref = (scratch / ("ref-" + mix + ".gguf")).string();
+    const auto r = test::run_command(std::string(TROUPE_BINARY_DIR) + "/troupe model quantize --type " + mix + " --model " + kjv +
+                                     " --out " + file + " 2>&1");
+    BOOST_TEST_REQUIRE(r.status == 0, r.output);
+    test::write_mixed_llama_gguf(kjv, ref, mix, (scratch / ("ref-" + mix + "-f32.gguf")).string());
+    const model::gguf_file a(file), b(ref);
+    BOOST_TEST_REQUIRE(a.tensors().size() == b.tensors().size(), mix);
+    for (const auto& [name, t] : b.tensors()) {
+      BOOST_TEST_REQUIRE(a.tensors().count(name), mix << " " << name);
+      const auto& u = a.tensors().at(name);
+      BOOST_TEST((u.shape == t.shape && u.type == t.type && u.bytes == t.bytes), mix << " " << name);
+      BOOST_TEST(std::memcmp(u.data, t.data, std::min(u.bytes, t.bytes)) == 0, mix << " " << name << "'s data");
+    }
+    for (const auto& [key, value] : b.metadata().items())
+      BOOST_TEST(a.metadata().value(key, nlohmann::json()) == value, mix << " " << key);
+    BOOST_TEST(a.metadata().at("general.file_type").get<std::uint32_t>() == file_type, mix);
+    BOOST_TEST(a.metadata().at("general.quantization_version").get<std::uint32_t>() == 2u);
     same_as_reference(file);
   }
 }

@@ -1,6 +1,9 @@
+#include <algorithm>
 #include <cstdio>
 
 #include "runtime/common/error.h"
+#include "runtime/model/gguf_export.h"
+#include "runtime/model/gguf_mix.h"
 #include "runtime/model/quantize.h"
 #include "runtime/model/synth.h"
 #include "tools/troupe/model_folder.h"
@@ -9,13 +12,39 @@
 
 namespace troupe::cli {
 
+namespace {
+
+bool ends_with_gguf(const std::string& p) { return p.size() > 5 && p.compare(p.size() - 5, 5, ".gguf") == 0; }
+
+int quantize_to_gguf(const args& a, const std::string& mix, const std::string& out) {
+  model::gguf_export_options o;
+  o.in = a.get("model", default_model_dir());
+  o.out = out;
+  o.mix = mix;
+  const auto r = model::export_gguf(o, [](std::size_t d, std::size_t t) { progress_bar("quantize", d, t, "tensors"); });
+  std::printf("wrote %s (%s): %zu tensors quantized, %zu kept in F32, %.1f MB from %.1f MB\n", o.out.c_str(), mix.c_str(),
+              r.tensors_quantized, r.tensors_copied, double(r.bytes_out) / 1e6, double(r.bytes_in) / 1e6);
+  return 0;
+}
+
+}  // namespace
+
 int cmd_model_quantize(const args& a) {
   const auto type = a.get("type");
-  if (!type) throw input_error("--type q8_0|q4_0|int8 is required");
-  const auto parsed = kernels::parse_quant_type(*type);
-  if (!parsed) throw input_error("unknown --type '" + *type + "' (q8_0, q4_0, int8)");
+  if (!type) throw input_error("--type is required (q8_0, q4_0, int8 for a folder; a mix such as q4_k_m for a .gguf file)");
   const auto out = a.get("out");
-  if (!out) throw input_error("--out DIR is required");
+  if (!out) throw input_error("--out DIR or FILE.gguf is required");
+  if (ends_with_gguf(*out)) {
+    if (*type == "int8") throw input_error("--type int8 has no GGUF type; a .gguf file takes q8_0, q4_0 or a K-quant mix");
+    return quantize_to_gguf(a, *type, *out);
+  }
+  const auto parsed = kernels::parse_quant_type(*type);
+  if (!parsed) {
+    const auto& mixes = model::gguf_mixes();
+    if (std::find(mixes.begin(), mixes.end(), *type) != mixes.end())
+      throw input_error("--type " + *type + " is written to a GGUF file: give --out FILE.gguf (a folder takes q8_0, q4_0 or int8)");
+    throw input_error("unknown --type '" + *type + "' (q8_0, q4_0, int8; for a .gguf file also q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, iq4_xs)");
+  }
   model::quantize_options o;
   o.in = a.get("model", default_model_dir());
   o.out = *out;

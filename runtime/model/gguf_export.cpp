@@ -1,0 +1,271 @@
+#include "runtime/model/gguf_export.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/cpu/dtype.h"
+#include "kernels/cpu/kquant.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/thread_pool.h"
+#include "runtime/common/error.h"
+#include "runtime/model/gguf_llama.h"
+#include "runtime/model/gguf_mix.h"
+#include "runtime/model/model_config.h"
+#include "runtime/model/safetensors.h"
+#include "runtime/tokenizer/gguf_vocab.h"
+
+namespace troupe::model {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::size_t alignment = 32;  // GGUF's default, so general.alignment is not written
+
+// GGUF metadata, encoded as it is added.
+class metadata {
+ public:
+  std::uint64_t count = 0;
+  std::string bytes;
+
+  void u32(const std::string& key, std::uint32_t v) { kv(key, 4), pod(v); }
+  void f32(const std::string& key, float v) { kv(key, 6), pod(v); }
+  void boolean(const std::string& key, bool v) { kv(key, 7), pod(std::uint8_t(v)); }
+  void str(const std::string& key, const std::string& v) { kv(key, 8), text(v); }
+  void strings(const std::string& key, const std::vector<std::string>& v) {
+    kv(key, 9), pod(std::uint32_t(8)), pod(std::uint64_t(v.size()));
+    for (auto& s : v) text(s);
+  }
+  void i32s(const std::string& key, const std::vector<std::int32_t>& v) {
+    kv(key, 9), pod(std::uint32_t(5)), pod(std::uint64_t(v.size()));
+    for (auto x : v) pod(x);
+  }
+
+  template <class T>
+  void pod(T v) {
+    bytes.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  }
+  void text(const std::string& s) {
+    pod(std::uint64_t(s.size()));
+    bytes += s;
+  }
+
+ private:
+  void kv(const std::string& key, std::uint32_t type) {
+    ++count;
+    text(key);
+    pod(type);
+  }
+};
+
+// HF tensor name -> GGUF name and the head count its rows are interleaved by (0: none).
+struct gguf_place {
+  std::string name;
+  int interleave_heads = 0;
+};
+
+std::optional<gguf_place> place_of(const std::string& hf, const model_config& c) {
+  if (hf == "model.embed_tokens.weight") return gguf_place{"token_embd.weight"};
+  if (hf == "model.norm.weight") return gguf_place{"output_norm.weight"};
+  if (hf == "lm_head.weight") return gguf_place{"output.weight"};
+  static const std::regex layer(R"(model\.layers\.(\d+)\.(.+)\.weight)");
+  static const std::pair<const char*, const char*> parts[] = {
+      {"input_layernorm", "attn_norm"}, {"post_attention_layernorm", "ffn_norm"}, {"self_attn.q_proj", "attn_q"},
+      {"self_attn.k_proj", "attn_k"},   {"self_attn.v_proj", "attn_v"},           {"self_attn.o_proj", "attn_output"},
+      {"mlp.gate_proj", "ffn_gate"},    {"mlp.up_proj", "ffn_up"},                {"mlp.down_proj", "ffn_down"}};
+  std::smatch m;
+  if (!std::regex_match(hf, m, layer)) return std::nullopt;
+  for (auto& [h, g] : parts)
+    if (m[2].str() == h) {
+      const int heads = std::string(g) == "attn_q" ? c.num_attention_heads : std::string(g) == "attn_k" ? c.num_key_value_heads : 0;
+      return gguf_place{"blk." + m[1].str() + "." + g + ".weight", heads};
+    }
+  return std::nullopt;
+}
+
+// The order llama.cpp writes: the embedding table, each block's tensors, the final norm, the head.
+int order_of(const std::string& gguf_name) {
+  if (gguf_name == "token_embd.weight") return -1;
+  if (gguf_name.rfind("blk.", 0) == 0) return std::stoi(gguf_name.substr(4));
+  return gguf_name == "output_norm.weight" ? 1 << 20 : (1 << 20) + 1;
+}
+
+struct planned {
+  const tensor_info* t;
+  gguf_place place;
+  std::uint32_t type;
+  std::size_t rows, len, bytes;
+};
+
+std::size_t row_bytes(std::uint32_t type, std::size_t len) {
+  if (auto k = kernels::kquant_of_ggml(type)) return len / kernels::kquant_block * kernels::kquant_block_bytes(*k);
+  if (type == 2) return kernels::quant_row_bytes(kernels::quant_type::q4_0, len);
+  if (type == 8) return kernels::quant_row_bytes(kernels::quant_type::q8_0, len);
+  return len * 4;  // F32
+}
+
+// One tensor's data in its GGUF type: rows interleaved per head where asked, then quantized.
+std::string tensor_data(const planned& p, const model_config& c) {
+  const kernels::dtype dt = p.t->type();
+  std::vector<float> x(p.rows * p.len);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = kernels::load_as_f32(p.t->data, dt, i);
+  if (p.place.interleave_heads > 0) {  // row h*d + 2j + s of the file is row h*d + s*d/2 + j here
+    std::vector<float> y(x.size());
+    const int heads = p.place.interleave_heads, d = c.head_dim;
+    for (int h = 0; h < heads; ++h)
+      for (int s = 0; s < 2; ++s)
+        for (int j = 0; j < d / 2; ++j)
+          std::memcpy(&y[std::size_t(h * d + 2 * j + s) * p.len], &x[std::size_t(h * d + s * d / 2 + j) * p.len], p.len * 4);
+    x.swap(y);
+  }
+  std::string out(p.bytes, '\0');
+  auto* o = reinterpret_cast<std::uint8_t*>(out.data());
+  const std::size_t rb = row_bytes(p.type, p.len);
+  auto row = [&](std::size_t r) {
+    const float* in = x.data() + r * p.len;
+    if (auto k = kernels::kquant_of_ggml(p.type)) kernels::quantize_kquant_row(*k, in, p.len, o + r * rb);
+    else if (p.type == 2) kernels::quantize_row(kernels::quant_type::q4_0, in, p.len, o + r * rb, nullptr);
+    else if (p.type == 8) kernels::quantize_row(kernels::quant_type::q8_0, in, p.len, o + r * rb, nullptr);
+    else std::memcpy(o + r * rb, in, rb);
+  };
+  kernels::parallel_for(p.rows, row);
+  return out;
+}
+
+void check_exportable(const model_config& c, const std::string& in) {
+  auto refuse = [&](const std::string& why) { throw input_error(in + ": " + why + "; GGUF export writes the llama layout only"); };
+  if (c.architecture != "LlamaForCausalLM" && c.architecture != "MistralForCausalLM") refuse("architecture " + c.architecture);
+  if (c.weight_quant) refuse(std::string("already quantized (") + kernels::quant_name(*c.weight_quant) + "); export the original weights");
+  if (c.moe) refuse("a mixture-of-experts model");
+  if (c.attention_bias) refuse("attention biases");
+  if (c.qk_norm) refuse("query/key norms");
+  if (c.rope_scaling) refuse("RoPE scaling (Troupe's GGUF reader does not read it back)");
+  if (c.head_dim * c.num_attention_heads != c.hidden_size) refuse("a head size other than hidden_size / num_attention_heads");
+}
+
+void add_tokenizer(const std::string& in, const model_config& c, metadata& m) {
+  const std::string path = in + "/tokenizer.json";
+  std::ifstream f(path);
+  if (!f) throw input_error(path + ": cannot read; a GGUF file carries its tokenizer");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw input_error(path + ": not JSON: " + e.what());
+  }
+  const auto t = tokenizer::gguf_tokenizer_from_json(j, path);
+  if (t.tokens.size() != std::size_t(c.vocab_size))
+    throw input_error(path + ": " + std::to_string(t.tokens.size()) + " tokens but the model has " + std::to_string(c.vocab_size) +
+                      " embedding rows; GGUF needs one token per row");
+  m.str("tokenizer.ggml.model", t.model);
+  m.str("tokenizer.ggml.pre", t.pre);
+  m.strings("tokenizer.ggml.tokens", t.tokens);
+  m.i32s("tokenizer.ggml.token_type", t.token_type);
+  m.strings("tokenizer.ggml.merges", t.merges);
+  if (c.bos_token_id) m.u32("tokenizer.ggml.bos_token_id", std::uint32_t(*c.bos_token_id));
+  if (!c.eos_token_ids.empty()) m.u32("tokenizer.ggml.eos_token_id", std::uint32_t(c.eos_token_ids[0]));
+  m.boolean("tokenizer.ggml.add_bos_token", t.add_bos_token);
+  std::ifstream tc(in + "/tokenizer_config.json");
+  if (!tc) return;
+  const auto cfg = nlohmann::json::parse(tc, nullptr, false);
+  if (cfg.is_object() && cfg.contains("chat_template") && cfg["chat_template"].is_string())
+    m.str("tokenizer.chat_template", cfg["chat_template"].get<std::string>());
+}
+
+}  // namespace
+
+std::uint32_t gguf_file_type(const std::string& mix) {
+  static const std::pair<const char*, std::uint32_t> types[] = {{"q4_0", 2},    {"q8_0", 7},    {"q2_k", 10},   {"q3_k_m", 12},
+                                                                {"q4_k_m", 15}, {"q5_k_m", 17}, {"q6_k", 18},   {"iq4_xs", 30}};
+  for (auto& [name, t] : types)
+    if (mix == name) return t;
+  gguf_mix_type(mix, "output.weight", 1, 256);  // throws naming the known mixes
+  return 0;
+}
+
+quantize_report export_gguf(const gguf_export_options& o, const std::function<void(std::size_t, std::size_t)>& progress) {
+  const std::uint32_t file_type = gguf_file_type(o.mix);
+  if (is_gguf_path(o.in)) throw input_error(o.in + ": is a GGUF file; GGUF export reads a Hugging Face model folder");
+  const model_config c = load_model_config(o.in);
+  check_exportable(c, o.in);
+  std::vector<std::unique_ptr<safetensors_file>> files;
+  for (auto& p : model_safetensors_files(o.in)) files.push_back(std::make_unique<safetensors_file>(p));
+  if (files.empty()) throw input_error(o.in + ": no *.safetensors files");
+
+  std::vector<planned> plan;
+  quantize_report rep;
+  for (auto& f : files)
+    for (auto& [name, t] : f->tensors()) {
+      auto place = place_of(name, c);
+      if (!place) throw input_error(t.file + ": tensor '" + name + "' has no place in a GGUF llama file");
+      if (c.tie_word_embeddings && place->name == "output.weight") continue;  // llama.cpp writes no head for a tied model
+      t.type();  // a float dtype, else an error naming the tensor
+      const bool matrix = t.shape.size() == 2;
+      const std::size_t rows = matrix ? std::size_t(t.shape[0]) : 1, len = std::size_t(t.shape.back());
+      const std::uint32_t type = matrix ? gguf_mix_type(o.mix, place->name, c.num_hidden_layers, std::int64_t(len)) : 0;
+      if (type != 0 && len % 32 != 0)
+        throw input_error(t.file + ": tensor '" + name + "' has rows of " + std::to_string(len) + " weights; GGUF blocks need a multiple of 32");
+      plan.push_back({&t, *place, type, rows, len, rows * row_bytes(type, len)});
+      rep.bytes_in += t.bytes;
+      rep.bytes_out += plan.back().bytes;
+      (type == 0 ? rep.tensors_copied : rep.tensors_quantized) += 1;
+    }
+  std::stable_sort(plan.begin(), plan.end(), [](const planned& a, const planned& b) { return order_of(a.place.name) < order_of(b.place.name); });
+
+  metadata m;
+  m.str("general.architecture", "llama");
+  m.str("general.name", fs::path(o.in).filename().string());
+  m.u32("general.file_type", file_type);
+  m.u32("general.quantization_version", 2);
+  m.u32("llama.context_length", std::uint32_t(c.max_position_embeddings));
+  m.u32("llama.embedding_length", std::uint32_t(c.hidden_size));
+  m.u32("llama.block_count", std::uint32_t(c.num_hidden_layers));
+  m.u32("llama.feed_forward_length", std::uint32_t(c.intermediate_size));
+  m.u32("llama.attention.head_count", std::uint32_t(c.num_attention_heads));
+  m.u32("llama.attention.head_count_kv", std::uint32_t(c.num_key_value_heads));
+  m.u32("llama.rope.dimension_count", std::uint32_t(c.head_dim));
+  m.f32("llama.attention.layer_norm_rms_epsilon", float(c.rms_norm_eps));
+  m.f32("llama.rope.freq_base", float(c.rope_theta));
+  m.u32("llama.vocab_size", std::uint32_t(c.vocab_size));
+  add_tokenizer(o.in, c, m);
+
+  metadata head;  // magic, counts, metadata, tensor table
+  head.bytes = "GGUF";
+  head.pod(std::uint32_t(3));
+  head.pod(std::uint64_t(plan.size()));
+  head.pod(m.count);
+  head.bytes += m.bytes;
+  std::uint64_t offset = 0;
+  for (auto& p : plan) {
+    head.text(p.place.name);
+    head.pod(std::uint32_t(p.t->shape.size()));
+    for (auto d = p.t->shape.rbegin(); d != p.t->shape.rend(); ++d) head.pod(std::uint64_t(*d));  // innermost first
+    head.pod(p.type);
+    head.pod(offset);
+    offset = (offset + p.bytes + alignment - 1) / alignment * alignment;
+  }
+  head.bytes.resize((head.bytes.size() + alignment - 1) / alignment * alignment, '\0');
+
+  const std::string tmp = o.out + ".partial";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out) throw input_error(o.out + ": cannot write");
+  out.write(head.bytes.data(), std::streamsize(head.bytes.size()));
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    std::string data = tensor_data(plan[i], c);
+    data.resize((data.size() + alignment - 1) / alignment * alignment, '\0');
+    out.write(data.data(), std::streamsize(data.size()));
+    if (progress) progress(i + 1, plan.size());
+  }
+  out.close();
+  if (!out) throw input_error(o.out + ": writing failed (disk full?)");
+  fs::rename(tmp, o.out);
+  return rep;
+}
+
+}  // namespace troupe::model
