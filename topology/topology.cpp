@@ -397,7 +397,8 @@ void read_scheduler(const reader& r, const toml::table& root, topology_config& t
     t.scheduler.kv_memory_line = int(kv->source().begin.line);
   }
   t.scheduler.kv_dtype = r.choice(*s, "kv_dtype", "scheduler.", kernels::dtype::f32,
-                                  {{"f32", kernels::dtype::f32}, {"f16", kernels::dtype::f16}, {"bf16", kernels::dtype::bf16}});
+                                  {{"f32", kernels::dtype::f32}, {"f16", kernels::dtype::f16}, {"bf16", kernels::dtype::bf16},
+                                   {"int8", kernels::dtype::int8}});
 }
 
 void read_router(const reader& r, const toml::table& root, topology_config& t) {

@@ -1,5 +1,6 @@
 #include "kernels/cpu/attention.h"
 
+#include <cstring>
 #include <utility>
 
 #include "kernels/cpu/simd.h"
@@ -20,12 +21,26 @@ inline const void* kv_row(const void* base, const paged_kv_layer& kv, const std:
                           std::int32_t p, int h) {
   std::size_t block = std::size_t(table[p / kv.block_size]);
   std::size_t slot = std::size_t(p % kv.block_size);
-  std::size_t elem = ((block * kv.block_size + slot) * kv.n_kv_heads + h) * kv.head_dim;
-  return static_cast<const std::uint8_t*>(base) + elem * dtype_size(kv.type);
+  std::size_t row = (block * kv.block_size + slot) * kv.n_kv_heads + h;
+  return static_cast<const std::uint8_t*>(base) + row * kv_row_bytes(kv.type, std::size_t(kv.head_dim));
 }
 
 inline const void* offset(const void* p, int elems, dtype t) {
   return static_cast<const std::uint8_t*>(p) + std::size_t(elems) * dtype_size(t);
+}
+
+// Elements [c * 16, c * 16 + 16) of a K or V row as f32; an int8 row's are its quants times the
+// row's f16 scale (`scale`, read once per row), the values kv_cache::read gives.
+inline vec16 load_kv16(const void* row, int c, dtype t, float scale) {
+  if (t == dtype::int8) return mul16(load16_i8(static_cast<const std::int8_t*>(row) + c * panel), splat16(scale));
+  return load16_any(offset(row, c * panel, t), t);
+}
+
+inline float row_scale(const void* row, const paged_kv_layer& kv) {
+  if (kv.type != dtype::int8) return 1.0f;
+  std::uint16_t h;
+  std::memcpy(&h, static_cast<const std::uint8_t*>(row) + kv.head_dim, 2);
+  return f16_to_f32(h);
 }
 
 }  // namespace
@@ -53,7 +68,7 @@ void attention_head(const float* q, int n_heads, const std::int32_t* pos,
     l[g] = 0.0f;
     for (int c = 0; c < chunks; ++c) acc[g][c] = zero16();
   }
-  const std::size_t row_bytes = std::size_t(hd) * dtype_size(kv.type);
+  const std::size_t row_bytes = kv_row_bytes(kv.type, std::size_t(hd));
   const void* krows[2][key_block];
   const void* vrows[2][key_block];
   // Row addresses of a block of keys; the next block's rows are prefetched while this one is
@@ -80,7 +95,8 @@ void attention_head(const float* q, int n_heads, const std::int32_t* pos,
     for (int j = 0; j < key_block; ++j) {  // the block's keys in f32, zero past the context
       if (j < cn) {
         const void* krow = krows[cur][j];
-        for (int c = 0; c < chunks; ++c) kb[j][c] = load16_any(offset(krow, c * panel, kv.type), kv.type);
+        const float ks = row_scale(krow, kv);
+        for (int c = 0; c < chunks; ++c) kb[j][c] = load_kv16(krow, c, kv.type, ks);
       } else {
         for (int c = 0; c < chunks; ++c) kb[j][c] = zero16();
       }
@@ -111,8 +127,9 @@ void attention_head(const float* q, int n_heads, const std::int32_t* pos,
     }
     for (int j = 0; j < cn; ++j) {
       const void* vrow = vrows[cur][j];
+      const float vs = row_scale(vrow, kv);
       for (int c = 0; c < chunks; ++c) {
-        vec16 vv = load16_any(offset(vrow, c * panel, kv.type), kv.type);
+        vec16 vv = load_kv16(vrow, c, kv.type, vs);
         for (int g = 0; g < group; ++g) acc[g][c] = fma16(splat16(p[g][j]), vv, acc[g][c]);
       }
     }

@@ -7,8 +7,9 @@
 
 namespace troupe::kernels {
 
-// One layer of the paged cache. Block b, slot s, KV head h starts at element
-// ((b * block_size + s) * n_kv_heads + h) * head_dim of `k` and of `v`.
+// One layer of the paged cache. Block b, slot s, KV head h is row (b * block_size + s) *
+// n_kv_heads + h of `k` and of `v`, kv_row_bytes(type, head_dim) bytes each (an int8 row holds
+// its f16 scale after its quants).
 struct paged_kv_layer {
   const void* k = nullptr;  // [num_blocks][block_size][n_kv_heads][head_dim]
   const void* v = nullptr;  // same shape

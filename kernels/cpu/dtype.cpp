@@ -7,8 +7,15 @@ const char* dtype_name(dtype t) {
     case dtype::f32: return "f32";
     case dtype::f16: return "f16";
     case dtype::bf16: return "bf16";
+    case dtype::int8: return "int8";
   }
   return "?";
+}
+
+std::optional<dtype> parse_dtype(const std::string& name) {
+  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16, dtype::int8})
+    if (name == dtype_name(t)) return t;
+  return std::nullopt;
 }
 
 std::uint16_t f32_to_f16(float f) {

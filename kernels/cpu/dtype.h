@@ -3,14 +3,23 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
+#include <string>
 
 namespace troupe::kernels {
 
-enum class dtype : std::uint8_t { f32, f16, bf16 };
+// int8 is a KV cache type only (weights have their own quantized formats, quant.h/kquant.h):
+// each KV row of head_dim elements is int8 quants followed by the row's f16 scale.
+enum class dtype : std::uint8_t { f32, f16, bf16, int8 };
 
 // Bytes per element of `t`.
-constexpr std::size_t dtype_size(dtype t) { return t == dtype::f32 ? 4 : 2; }
+constexpr std::size_t dtype_size(dtype t) { return t == dtype::f32 ? 4 : t == dtype::int8 ? 1 : 2; }
+// Bytes of one KV row (one token, one KV head) of `head_dim` elements: the elements, and for
+// int8 the row's f16 scale after them (element i is q[i] * scale).
+constexpr std::size_t kv_row_bytes(dtype t, std::size_t head_dim) { return head_dim * dtype_size(t) + (t == dtype::int8 ? 2 : 0); }
 const char* dtype_name(dtype t);
+// The dtype named `name` ("f32", "f16", "bf16", "int8"), or nothing.
+std::optional<dtype> parse_dtype(const std::string& name);
 
 // IEEE half -> float, exact for every input (subnormals, inf, NaN included).
 inline float f16_to_f32(std::uint16_t h) {
@@ -61,6 +70,7 @@ inline float load_as_f32(const void* p, dtype t, std::size_t i) {
     case dtype::f32: return static_cast<const float*>(p)[i];
     case dtype::f16: return f16_to_f32(static_cast<const std::uint16_t*>(p)[i]);
     case dtype::bf16: return bf16_to_f32(static_cast<const std::uint16_t*>(p)[i]);
+    case dtype::int8: return float(static_cast<const std::int8_t*>(p)[i]);  // the quant; its row's scale is the caller's
   }
   return 0.0f;
 }
@@ -70,6 +80,7 @@ inline void store_from_f32(void* p, dtype t, std::size_t i, float v) {
     case dtype::f32: static_cast<float*>(p)[i] = v; break;
     case dtype::f16: static_cast<std::uint16_t*>(p)[i] = f32_to_f16(v); break;
     case dtype::bf16: static_cast<std::uint16_t*>(p)[i] = f32_to_bf16(v); break;
+    case dtype::int8: static_cast<std::int8_t*>(p)[i] = std::int8_t(v); break;  // a quant already rounded
   }
 }
 

@@ -79,6 +79,7 @@ inline void matmul_tile_any(const float* x, std::size_t ldx, const weight_view& 
     case dtype::f32: return matmul_tile<R, P, dtype::f32>(x, ldx, w, p0, k0, k1, carry, bias, y, ldy);
     case dtype::f16: return matmul_tile<R, P, dtype::f16>(x, ldx, w, p0, k0, k1, carry, bias, y, ldy);
     case dtype::bf16: return matmul_tile<R, P, dtype::bf16>(x, ldx, w, p0, k0, k1, carry, bias, y, ldy);
+    case dtype::int8: return;  // a KV cache type: no weight is stored as int8 elements (packed_weight refuses it)
   }
 }
 

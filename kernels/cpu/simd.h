@@ -36,6 +36,9 @@ inline vec16 load16(const std::uint16_t* p, dtype t) {
   if (t == dtype::f16) return {_mm512_cvtph_ps(h)};
   return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))};
 }
+inline vec16 load16_i8(const std::int8_t* p) {
+  return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))};
+}
 inline void store16(float* p, vec16 a) { _mm512_storeu_ps(p, a.v); }
 inline vec16 fma16(vec16 a, vec16 b, vec16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
 inline vec16 mul16(vec16 a, vec16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
@@ -84,6 +87,10 @@ inline __m256 widen8(const std::uint16_t* p, dtype t) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 inline vec16 load16(const std::uint16_t* p, dtype t) { return {widen8(p, t), widen8(p + 8, t)}; }
+inline vec16 load16_i8(const std::int8_t* p) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)))};
+}
 inline void store16(float* p, vec16 a) {
   _mm256_storeu_ps(p, a.lo);
   _mm256_storeu_ps(p + 8, a.hi);
@@ -124,6 +131,11 @@ inline vec16 load16(const float* p) {
 inline vec16 load16(const std::uint16_t* p, dtype t) {
   vec16 r;
   for (int i = 0; i < 16; ++i) r.v[i] = t == dtype::f16 ? f16_to_f32(p[i]) : bf16_to_f32(p[i]);
+  return r;
+}
+inline vec16 load16_i8(const std::int8_t* p) {
+  vec16 r;
+  for (int i = 0; i < 16; ++i) r.v[i] = float(p[i]);
   return r;
 }
 inline void store16(float* p, vec16 a) {

@@ -34,7 +34,7 @@ perplexity_result perplexity(const model::llama_model& m, std::span<const std::i
   const int chunk = std::max(1, std::min(cfg.chunk, window));
   const int block = 16;
   const int blocks = (window + block - 1) / block;
-  kv::kv_cache cache({blocks, block, kernels::dtype::f32, false}, mc.num_hidden_layers, m.kv_heads(), mc.head_dim);
+  kv::kv_cache cache({blocks, block, cfg.kv_type, false}, mc.num_hidden_layers, m.kv_heads(), mc.head_dim);
   std::vector<std::int32_t> table(static_cast<std::size_t>(blocks));
   for (int i = 0; i < blocks; ++i) table[std::size_t(i)] = i;
   model::forward_workspace ws;

@@ -18,6 +18,7 @@ namespace troupe::eval {
 struct perplexity_config {
   int window = 0;   // tokens per window; 0: the model's max_position_embeddings
   int chunk = 256;  // tokens per forward
+  kernels::dtype kv_type = kernels::dtype::f32;  // the KV cache's element type (int8 prices its quantization)
 };
 
 struct perplexity_result {

@@ -1,5 +1,7 @@
 #include "runtime/kv/kv_cache.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -9,8 +11,7 @@ using kernels::dtype;
 
 kv_cache::kv_cache(const kv_cache_config& cfg, int num_layers, int n_kv_heads, int head_dim)
     : cfg_(cfg), layers_(num_layers), n_kv_(n_kv_heads), hd_(head_dim) {
-  layer_elems_ = std::size_t(cfg.num_blocks) * cfg.block_size * n_kv_heads * head_dim;
-  layer_bytes_ = layer_elems_ * kernels::dtype_size(cfg.type);
+  layer_bytes_ = std::size_t(cfg.num_blocks) * block_bytes();
   // Zero-filled so a bug that reads an unwritten slot is deterministic, not garbage.
   const std::size_t bytes = 2 * layer_bytes_ * std::size_t(num_layers);
   if (cfg.shared) {
@@ -27,11 +28,42 @@ kernels::paged_kv_layer kv_cache::layer(int l) const {
   return {k(l), v(l), cfg_.type, cfg_.block_size, n_kv_, hd_};
 }
 
+namespace {
+
+// One head's row as int8 quants and an f16 scale (the largest magnitude maps to 127; the scale
+// is rounded to f16 first, so the quants are chosen against the scale that is read back).
+void quantize_head(const float* x, int hd, std::uint8_t* out) {
+  float amax = 0;
+  for (int i = 0; i < hd; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const std::uint16_t h = kernels::f32_to_f16(amax / 127.0f);
+  const float scale = kernels::f16_to_f32(h), inv = scale > 0 ? 1.0f / scale : 0.0f;
+  for (int i = 0; i < hd; ++i) out[i] = std::uint8_t(std::int8_t(std::clamp(std::nearbyint(x[i] * inv), -127.0f, 127.0f)));
+  std::memcpy(out + hd, &h, 2);
+}
+
+void dequantize_head(const std::uint8_t* in, int hd, float* x) {
+  std::uint16_t h;
+  std::memcpy(&h, in + hd, 2);
+  const float scale = kernels::f16_to_f32(h);
+  for (int i = 0; i < hd; ++i) x[i] = float(std::int8_t(in[i])) * scale;
+}
+
+}  // namespace
+
 void kv_cache::write(int layer, std::int32_t block, int slot, const float* k_row, const float* v_row) {
   const std::size_t row = std::size_t(n_kv_) * hd_;
   const std::size_t first = (std::size_t(block) * cfg_.block_size + slot) * row;
   std::uint8_t* k = this->k(layer);
   std::uint8_t* v = this->v(layer);
+  if (cfg_.type == dtype::int8) {
+    const std::size_t rb = kernels::kv_row_bytes(dtype::int8, std::size_t(hd_));
+    const std::size_t at = (std::size_t(block) * cfg_.block_size + slot) * n_kv_ * rb;
+    for (int h = 0; h < n_kv_; ++h) {
+      quantize_head(k_row + h * hd_, hd_, k + at + h * rb);
+      quantize_head(v_row + h * hd_, hd_, v + at + h * rb);
+    }
+    return;
+  }
   if (cfg_.type == dtype::f32) {
     std::memcpy(k + first * 4, k_row, row * 4);
     std::memcpy(v + first * 4, v_row, row * 4);
@@ -48,6 +80,15 @@ void kv_cache::read(int layer, std::int32_t block, int slot, float* k_row, float
   const std::size_t first = (std::size_t(block) * cfg_.block_size + slot) * row;
   const std::uint8_t* k = this->k(layer);
   const std::uint8_t* v = this->v(layer);
+  if (cfg_.type == dtype::int8) {
+    const std::size_t rb = kernels::kv_row_bytes(dtype::int8, std::size_t(hd_));
+    const std::size_t at = (std::size_t(block) * cfg_.block_size + slot) * n_kv_ * rb;
+    for (int h = 0; h < n_kv_; ++h) {
+      dequantize_head(k + at + h * rb, hd_, k_row + h * hd_);
+      dequantize_head(v + at + h * rb, hd_, v_row + h * hd_);
+    }
+    return;
+  }
   for (std::size_t i = 0; i < row; ++i) {
     k_row[i] = kernels::load_as_f32(k, cfg_.type, first + i);
     v_row[i] = kernels::load_as_f32(v, cfg_.type, first + i);
@@ -57,7 +98,7 @@ void kv_cache::read(int layer, std::int32_t block, int slot, float* k_row, float
 std::size_t kv_cache::bytes_per_token() const { return bytes_per_token(cfg_.type, layers_, n_kv_, hd_); }
 
 std::size_t kv_cache::bytes_per_token(dtype type, int num_layers, int n_kv_heads, int head_dim) {
-  return 2 * std::size_t(num_layers) * std::size_t(n_kv_heads) * std::size_t(head_dim) * kernels::dtype_size(type);
+  return 2 * std::size_t(num_layers) * std::size_t(n_kv_heads) * kernels::kv_row_bytes(type, std::size_t(head_dim));
 }
 
 int kv_cache::blocks_in(std::size_t bytes, int block_size, dtype type, int num_layers, int n_kv_heads,

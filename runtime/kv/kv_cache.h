@@ -1,5 +1,6 @@
-// The KV tensors of every layer, in blocks: layer l, block b, slot s, KV head h starts at
-// element ((b * block_size + s) * n_kv_heads + h) * head_dim of k(l) / v(l). All of it is one
+// The KV tensors of every layer, in blocks: layer l, block b, slot s, KV head h is row
+// (b * block_size + s) * n_kv_heads + h of k(l) / v(l), kv_row_bytes(type, head_dim) bytes (an
+// int8 row: head_dim quants, then its f16 scale). All of it is one
 // region (kv_region.h): K of layer l, then V of layer l, for l in order, each num_blocks blocks,
 // so one block of one layer's K or V is block_bytes() contiguous bytes at a fixed offset
 // (block_offset) that another process mapping the region computes the same way.
@@ -31,17 +32,19 @@ class kv_cache {
   int block_size() const { return cfg_.block_size; }
   kernels::paged_kv_layer layer(int l) const;
 
-  // Writes the K and V rows ([n_kv_heads * head_dim] f32 each) of one token into a slot.
+  // Writes the K and V rows ([n_kv_heads * head_dim] f32 each) of one token into a slot (int8:
+  // each head's row quantized with its own scale, max|x| / 127).
   void write(int layer, std::int32_t block, int slot, const float* k_row, const float* v_row);
 
-  // Reads the K and V rows of one slot as f32 (exact for f16 and bf16).
+  // Reads the K and V rows of one slot as f32 (what was stored: exact for f16 and bf16, each
+  // quant times its row's scale for int8, the values attention reads).
   void read(int layer, std::int32_t block, int slot, float* k_row, float* v_row) const;
 
   int num_layers() const { return layers_; }
   int n_kv_heads() const { return n_kv_; }
   int head_dim() const { return hd_; }
   // One block of one layer's K (kv = 0) or V (kv = 1): its bytes and where they start.
-  std::size_t block_bytes() const { return std::size_t(cfg_.block_size) * n_kv_ * hd_ * kernels::dtype_size(cfg_.type); }
+  std::size_t block_bytes() const { return std::size_t(cfg_.block_size) * n_kv_ * kernels::kv_row_bytes(cfg_.type, std::size_t(hd_)); }
   static std::size_t block_offset(int layer, int kv, std::int32_t block, int num_blocks, std::size_t block_bytes) {
     return ((std::size_t(layer) * 2 + std::size_t(kv)) * std::size_t(num_blocks) + std::size_t(block)) * block_bytes;
   }
@@ -63,7 +66,6 @@ class kv_cache {
  private:
   kv_cache_config cfg_;
   int layers_, n_kv_, hd_;
-  std::size_t layer_elems_;
   std::unique_ptr<kv_region> region_;
   std::uint8_t* k(int l) const { return region_->data() + (std::size_t(l) * 2) * layer_bytes_; }
   std::uint8_t* v(int l) const { return region_->data() + (std::size_t(l) * 2 + 1) * layer_bytes_; }

@@ -51,6 +51,7 @@ const char* stored_name(dtype t) {
     case dtype::f32: return "F32";
     case dtype::f16: return "F16";
     case dtype::bf16: return "BF16";
+    case dtype::int8: return "I8";
   }
   return "?";
 }

@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE kernels_attention
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -15,7 +16,8 @@ using troupe::test::random_floats;
 
 namespace {
 
-// A paged cache holding one sequence of `len` positions in shuffled blocks.
+// A paged cache holding one sequence of `len` positions in shuffled blocks: random rows, or the
+// rows given (`k_vals`, `v_vals`: [len][n_kv][hd]). An int8 row is its quants and f16 scale.
 struct cache_fixture {
   int block_size = 16, n_kv = 2, hd = 32, blocks = 0;
   dtype type;
@@ -23,26 +25,41 @@ struct cache_fixture {
   std::vector<std::int32_t> table;
   std::vector<float> k_held, v_held;  // [len][n_kv][hd], the values as stored
 
-  cache_fixture(int len, dtype t, std::uint64_t seed) : type(t) {
+  cache_fixture(int len, dtype t, std::uint64_t seed, const std::vector<float>* k_vals = nullptr,
+                const std::vector<float>* v_vals = nullptr)
+      : type(t) {
     blocks = (len + block_size - 1) / block_size + 3;
-    std::size_t elems = std::size_t(blocks) * block_size * n_kv * hd;
-    k.assign(elems * dtype_size(t), 0);
-    v.assign(elems * dtype_size(t), 0);
+    const std::size_t rb = kv_row_bytes(t, std::size_t(hd)), rows = std::size_t(blocks) * block_size * n_kv;
+    k.assign(rows * rb, 0);
+    v.assign(rows * rb, 0);
     for (int b = 0; b * block_size < len; ++b) table.push_back((b * 5 + 2) % blocks);
-    auto kr = random_floats(std::size_t(len) * n_kv * hd, seed, 1.5f);
-    auto vr = random_floats(std::size_t(len) * n_kv * hd, seed + 1);
+    const auto kr = k_vals ? *k_vals : random_floats(std::size_t(len) * n_kv * hd, seed, 1.5f);
+    const auto vr = v_vals ? *v_vals : random_floats(std::size_t(len) * n_kv * hd, seed + 1);
     k_held.resize(kr.size());
     v_held.resize(vr.size());
     for (int p = 0; p < len; ++p)
-      for (int h = 0; h < n_kv; ++h)
-        for (int d = 0; d < hd; ++d) {
-          std::size_t src = (std::size_t(p) * n_kv + h) * hd + d;
-          std::size_t dst = ((std::size_t(table[p / block_size]) * block_size + p % block_size) * n_kv + h) * hd + d;
-          store_from_f32(k.data(), t, dst, kr[src]);
-          store_from_f32(v.data(), t, dst, vr[src]);
-          k_held[src] = load_as_f32(k.data(), t, dst);
-          v_held[src] = load_as_f32(v.data(), t, dst);
-        }
+      for (int h = 0; h < n_kv; ++h) {
+        const std::size_t src = (std::size_t(p) * n_kv + h) * hd;
+        const std::size_t row = (std::size_t(table[p / block_size]) * block_size + p % block_size) * n_kv + h;
+        put_row(k.data() + row * rb, &kr[src], &k_held[src]);
+        put_row(v.data() + row * rb, &vr[src], &v_held[src]);
+      }
+  }
+  // One row stored, and the values it holds read back.
+  void put_row(std::uint8_t* at, const float* x, float* held) const {
+    if (type != dtype::int8) {
+      for (int d = 0; d < hd; ++d) store_from_f32(at, type, std::size_t(d), x[d]), held[d] = load_as_f32(at, type, std::size_t(d));
+      return;
+    }
+    float amax = 0;
+    for (int d = 0; d < hd; ++d) amax = std::max(amax, std::fabs(x[d]));
+    const std::uint16_t s = f32_to_f16(amax / 127);
+    for (int d = 0; d < hd; ++d) {
+      const auto q = std::int8_t(std::lround(x[d] / f16_to_f32(s)));
+      at[d] = std::uint8_t(q);
+      held[d] = float(q) * f16_to_f32(s);
+    }
+    std::memcpy(at + hd, &s, 2);
   }
   paged_kv_layer layer() const { return {k.data(), v.data(), type, block_size, n_kv, hd}; }
 };
@@ -116,4 +133,34 @@ BOOST_AUTO_TEST_CASE(a_token_gets_the_same_bits_alone_or_batched_and_on_every_is
     }
   }
   set_active_isa(saved);
+}
+
+BOOST_AUTO_TEST_CASE(int8_kv_is_attention_over_the_values_it_holds_on_every_isa) {
+  // An int8 row's values are its quants times its scale: attention over them equals attention
+  // over an f32 cache holding those values, bit for bit, on every ISA.
+  const int len = 75, n_heads = 4;
+  cache_fixture q8(len, dtype::int8, 31);
+  cache_fixture f32(len, dtype::f32, 0, &q8.k_held, &q8.v_held);
+  BOOST_TEST_REQUIRE((f32.k_held == q8.k_held));
+  std::vector<std::int32_t> pos = {0, 15, 16, 40, 74};
+  std::vector<const std::int32_t*> tables(pos.size(), q8.table.data());
+  std::vector<const std::int32_t*> ftables(pos.size(), f32.table.data());
+  const auto q = random_floats(pos.size() * n_heads * q8.hd, 32);
+  const isa saved = active_isa();
+  for (isa i : {isa::scalar, isa::avx2, isa::avx512}) {
+    if (!set_active_isa(i)) continue;
+    std::vector<float> a(q.size()), b(q.size());
+    paged_attention(q.data(), pos.size(), n_heads, pos.data(), tables.data(), q8.layer(), 0.3f, a.data());
+    paged_attention(q.data(), pos.size(), n_heads, pos.data(), ftables.data(), f32.layer(), 0.3f, b.data());
+    BOOST_TEST_REQUIRE(std::memcmp(a.data(), b.data(), a.size() * 4) == 0, isa_name(i));
+  }
+  set_active_isa(saved);
+  // And the quantization error is what 8 bits give: each held value within half a step.
+  const auto exact = random_floats(std::size_t(len) * q8.n_kv * q8.hd, 31, 1.5f);
+  for (std::size_t r = 0; r < exact.size() / q8.hd; ++r) {
+    float amax = 0;
+    for (int d = 0; d < q8.hd; ++d) amax = std::max(amax, std::fabs(exact[r * q8.hd + d]));
+    for (int d = 0; d < q8.hd; ++d)
+      BOOST_TEST_REQUIRE(std::fabs(q8.k_held[r * q8.hd + d] - exact[r * q8.hd + d]) <= amax / 127 * 0.502f);
+  }
 }

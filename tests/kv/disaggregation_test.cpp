@@ -164,6 +164,29 @@ BOOST_AUTO_TEST_CASE(with_the_retry_policy_a_failed_pull_hands_the_request_back)
   all_blocks_free(d);
 }
 
+BOOST_AUTO_TEST_CASE(int8_kv_hands_off_and_decodes_the_tokens_of_a_local_int8_run) {
+  // Prefill on P, decode on D, both with int8 KV: the pulled blocks (quants and scales) are the
+  // ones D would have written, so the tokens are a local int8 run's, greedy and seeded alike.
+  auto cfg = test::engine_cfg(64, 512);
+  cfg.kv_type = kernels::dtype::int8;
+  auto reqs = test::mixed_requests(3, test::small_model()->config().vocab_size, true, 40);
+  const auto seeded = test::mixed_requests(2, test::small_model()->config().vocab_size, false, 40);
+  reqs.insert(reqs.end(), seeded.begin(), seeded.end());
+  for (std::size_t i = 0; i < reqs.size(); ++i) reqs[i].id = "int8-" + std::to_string(i);
+  auto local = engine::cpu_engine(test::small_model(), nullptr, cfg);
+  const outputs ref = engine::generate_all(local, reqs);
+  auto p = engine::cpu_engine(test::small_model(), nullptr, cfg);
+  auto d = engine::cpu_engine(test::small_model(), nullptr, cfg);
+  const outputs got = prefill_then_decode(p, d, reqs);
+  for (std::size_t i = 0; i < reqs.size(); ++i) BOOST_TEST(got[i] == ref[i], "request " << i);
+  BOOST_TEST(d.stats().kv_pulls == reqs.size());
+  BOOST_TEST(d.stats().prompt_tokens_computed == 0u);  // every prompt's KV came from P
+  // And int8 KV is not f32 KV: the f32 run differs somewhere, or the cache was not int8.
+  BOOST_TEST(ref != reference(reqs));
+  all_blocks_free(p);
+  all_blocks_free(d);
+}
+
 BOOST_AUTO_TEST_CASE(a_handle_of_another_layout_is_refused_naming_the_difference) {
   auto p = engine::cpu_engine(test::small_model(), nullptr, test::engine_cfg(64, 512, 64));
   auto cfg = test::engine_cfg(64, 512, 64);

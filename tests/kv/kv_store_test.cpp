@@ -96,11 +96,16 @@ std::vector<engine::request> pair_with_prefix(bool greedy) {
 }
 
 // The first request runs on replica 0 and lets go of its prefix; the store keeps it; the second
-// request, on replica 1, pulls the prefix from the store.
-void prefix_through_the_store(bool greedy) {
+// request, on replica 1, pulls the prefix from the store. With `kv` int8 the store holds int8
+// blocks (its layout is the replicas'), and the tokens are a local int8 run's.
+void prefix_through_the_store(bool greedy, kernels::dtype kv = kernels::dtype::f32) {
   const auto reqs = pair_with_prefix(greedy);
-  const auto expected = test::engine_outputs(reqs);
+  auto local_cfg = test::engine_cfg(512, 2048);
+  local_cfg.kv_type = kv;
+  auto local = engine::cpu_engine(test::small_model(), nullptr, local_cfg);
+  const auto expected = engine::generate_all(local, reqs);
   auto topo = test::local_topology(2);  // round robin: the first request on replica 0, the second on 1
+  topo.scheduler.kv_dtype = kv;
   topo.kv_store.capacity_bytes = std::size_t(64) << 20;
   test::config cfg;
   caf::actor_system sys{cfg};
@@ -139,6 +144,10 @@ void prefix_through_the_store(bool greedy) {
 
 BOOST_AUTO_TEST_CASE(a_prefix_let_go_of_on_one_replica_is_pulled_from_the_store_by_another) {
   for (bool greedy : {true, false}) prefix_through_the_store(greedy);
+}
+
+BOOST_AUTO_TEST_CASE(an_int8_prefix_comes_back_from_the_store_as_a_local_int8_run_computes_it) {
+  prefix_through_the_store(true, kernels::dtype::int8);
 }
 
 BOOST_AUTO_TEST_CASE(blocks_memory_has_no_room_for_go_to_the_file_and_come_back_for_a_lookup) {

@@ -13,6 +13,7 @@
 #include "runtime/model/op_profile.h"
 #include "tools/troupe/args.h"
 #include "tools/troupe/commands.h"
+#include "tools/troupe/model_folder.h"
 
 namespace troupe::cli {
 
@@ -116,9 +117,7 @@ int cmd_bench_engine(const args& a) {
   const auto& c = m->config();
   // KV in the weights' dtype unless told otherwise, as vLLM's "auto" does.
   const std::string kv_name = a.get("kv-dtype", kernels::dtype_name(m->weight_type()));
-  const kernels::dtype kv_type = kv_name == "f32" ? kernels::dtype::f32 : kv_name == "f16" ? kernels::dtype::f16
-                                 : kv_name == "bf16" ? kernels::dtype::bf16
-                                 : throw input_error("unknown --kv-dtype '" + kv_name + "' (f32, f16, bf16)");
+  const kernels::dtype kv_type = parse_kv_dtype(kv_name);
   const double weight_bytes = double(m->weight_bytes_per_step());
   // The projections' formats by share of their bytes (a GGUF mix holds several), the
   // embeddings' dtype and the head's format.

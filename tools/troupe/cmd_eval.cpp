@@ -30,10 +30,11 @@ int cmd_eval_perplexity(const args& a) {
   cfg.chunk = int(a.get_int("chunk", 256));
   if (cfg.window < 0) throw input_error("--window must be positive (0: the model's context)");
   if (cfg.chunk < 1) throw input_error("--chunk must be at least 1");
+  cfg.kv_type = parse_kv_dtype(a.get("kv-dtype", "f32"));
   const auto r = eval::perplexity(*m.model, ids, cfg);
   if (a.has("json")) {
     nlohmann::json j{{"model", dir},         {"text", *text_path},      {"tokens", r.tokens},
-                     {"windows", r.windows}, {"window", r.window},      {"mean_nll", r.mean_nll()},
+                     {"windows", r.windows}, {"window", r.window},      {"mean_nll", r.mean_nll()}, {"kv_dtype", kernels::dtype_name(cfg.kv_type)},
                      {"perplexity", r.perplexity()}, {"seconds", r.seconds}, {"tokens_per_second", r.seconds > 0 ? double(r.tokens) / r.seconds : 0.0}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;

@@ -44,13 +44,6 @@ struct runtime_config : caf::actor_system_config {
   }
 };
 
-kernels::dtype parse_kv_dtype(const std::string& s) {
-  if (s == "f32") return kernels::dtype::f32;
-  if (s == "f16") return kernels::dtype::f16;
-  if (s == "bf16") return kernels::dtype::bf16;
-  throw input_error("unknown --kv-dtype '" + s + "' (f32, f16, bf16)");
-}
-
 }  // namespace
 
 int cmd_generate(const args& a) {
@@ -77,7 +70,7 @@ int cmd_generate(const args& a) {
 
   engine::engine_config cfg;
   if (topo) cfg = actors::engine_config_of(*topo);
-  if (auto kv = a.get("kv-dtype")) cfg.kv_type = parse_kv_dtype(*kv);
+  if (auto kv = a.get("kv-dtype")) cfg.kv_type = parse_kv_dtype(*kv);  // model_folder.h
   cfg.sched.max_num_batched_tokens = int(a.get_int("max-batched-tokens", cfg.sched.max_num_batched_tokens));
   cfg.sched.long_prefill_chunk = int(a.get_int("chunk", cfg.sched.long_prefill_chunk));
   cfg.num_blocks = int(a.get_int("kv-blocks", 0));

@@ -130,7 +130,7 @@ void declare_generate(command& root) {
       .option("seed", "S", "the sampler's seed")
       .option("stop", "STRING", "stop at this text")
       .flag("ignore-eos", "keep going past end-of-sequence tokens")
-      .option("kv-dtype", "f32|f16|bf16", "the KV cache's element type")
+      .option("kv-dtype", "f32|f16|bf16|int8", "the KV cache's element type (int8: a scale per token and head)")
       .option("max-batched-tokens", "N", "tokens per engine step")
       .option("chunk", "N", "prefill chunk in tokens")
       .option("kv-blocks", "N", "KV blocks in the pool")
@@ -176,6 +176,7 @@ void declare_eval(command& root) {
       .option("model", "DIR|FILE", "the model folder, or a llama .gguf file (default: models/kjv, the committed default model)")
       .option("window", "N", "tokens per window (default: the model's max_position_embeddings)")
       .option("chunk", "N", "tokens per forward within a window (default 256; bounds memory only)")
+      .option("kv-dtype", "f32|f16|bf16|int8", "the KV cache's element type (default f32; int8 prices KV quantization)")
       .flag("json", "print the result as JSON")
       .log_flags("info");
 }

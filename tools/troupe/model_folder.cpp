@@ -103,4 +103,9 @@ std::optional<chat::chat_template> load_chat_template(const std::string& model, 
   return chat::chat_template(t->get<std::string>(), token("tokenizer.ggml.bos_token_id"), token("tokenizer.ggml.eos_token_id"));
 }
 
+kernels::dtype parse_kv_dtype(const std::string& name) {
+  if (auto t = kernels::parse_dtype(name)) return *t;
+  throw input_error("unknown --kv-dtype '" + name + "' (f32, f16, bf16, int8)");
+}
+
 }  // namespace troupe::cli

@@ -45,4 +45,7 @@ void ensure_model(const std::string& dir);
 // benchmark configs name) and missing, synthesizes it first (with a progress bar). Throws input_error for anything wrong with the folder.
 opened_model open_model(const std::string& dir);
 
+// The KV cache type a --kv-dtype flag names; throws input_error listing the known ones.
+kernels::dtype parse_kv_dtype(const std::string& name);
+
 }  // namespace troupe::cli

@@ -27,7 +27,7 @@ struct kv_layout {
 
   // One block of one layer's K (or V), in bytes.
   std::size_t block_bytes() const {
-    return std::size_t(block_size) * std::size_t(n_kv_heads) * std::size_t(head_dim) * kernels::dtype_size(type);
+    return std::size_t(block_size) * std::size_t(n_kv_heads) * kernels::kv_row_bytes(type, std::size_t(head_dim));
   }
   // The rank holding model layer `l`, or -1.
   int rank_of(int layer) const;
