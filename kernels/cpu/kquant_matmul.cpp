@@ -275,8 +275,102 @@ void tile_row(const kquant_unpacked* u, const std::int8_t* x, const std::int32_t
 
 }  // namespace
 
+#if defined(__AVX512F__)
+namespace {
+
+// acc + the dot products of w's 4 bytes per lane with the 4 quants at x, broadcast: one
+// instruction with an embedded broadcast, which GCC does not fold from the intrinsics (as in
+// quant_matmul.cpp's dot4_bcast).
+TROUPE_VNNI inline __m512i dot4(__m512i acc, __m512i w, const std::int8_t* x) {
+#if defined(__GNUC__) && !defined(__clang__)
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const std::int32_t*>(x)));
+  return acc;
+#else
+  std::int32_t v;
+  std::memcpy(&v, x, 4);
+  return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(v));
+#endif
+}
+
+// Q4_K records (kquant_weight.h) for NR activation rows starting at r0: each lane is one of the
+// panel's 16 outputs, so a sub-block's sums need no adding across lanes, and each output's
+// integer sums and float steps are the reference's.
+template <std::size_t NR>
+TROUPE_VNNI void q4k_panel_rows(const kquant_acts& a, std::size_t r0, const kquant_view& w, std::size_t p, const float* bias,
+                                float* y) {
+  const std::size_t kb = w.blocks;
+  const std::uint8_t* rec = w.data + p * kb * q4k_record_bytes;
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  __m512 facc[NR];
+  for (auto& f : facc) f = _mm512_setzero_ps();
+  for (std::size_t b = 0; b < kb; ++b, rec += q4k_record_bytes) {
+    for (std::size_t off = 0; off < q4k_record_bytes; off += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(rec + 2 * q4k_record_bytes + off), _MM_HINT_T0);
+    __m512i sumq[NR], summ[NR];
+    for (std::size_t r = 0; r < NR; ++r) sumq[r] = summ[r] = _mm512_setzero_si512();
+    for (std::size_t c = 0; c < 4; ++c) {
+      __m512i lo[NR], hi[NR];
+      for (std::size_t r = 0; r < NR; ++r) lo[r] = hi[r] = _mm512_setzero_si512();
+      for (std::size_t g = 0; g < 8; ++g) {
+        const __m512i v = _mm512_loadu_si512(rec + 320 + (8 * c + g) * 64);
+        const __m512i l = _mm512_and_si512(v, low), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        for (std::size_t r = 0; r < NR; ++r) {
+          const std::int8_t* x = a.q + (r0 + r) * w.k + b * kquant_block + 64 * c + 4 * g;
+          lo[r] = dot4(lo[r], l, x);
+          hi[r] = dot4(hi[r], h, x + 32);
+        }
+      }
+      auto widen = [&](std::size_t at) {
+        return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + at)));
+      };
+      const __m512i sc_lo = widen(64 + 16 * (2 * c)), sc_hi = widen(64 + 16 * (2 * c + 1));
+      const __m512i mn_lo = widen(192 + 16 * (2 * c)), mn_hi = widen(192 + 16 * (2 * c + 1));
+      for (std::size_t r = 0; r < NR; ++r) {
+        const std::int32_t* xs = a.xsum + ((r0 + r) * kb + b) * 16 + 4 * c;  // runs of 16: sub-block 2c is runs 4c, 4c + 1
+        sumq[r] = _mm512_add_epi32(sumq[r], _mm512_add_epi32(_mm512_mullo_epi32(lo[r], sc_lo), _mm512_mullo_epi32(hi[r], sc_hi)));
+        summ[r] = _mm512_add_epi32(summ[r], _mm512_add_epi32(_mm512_mullo_epi32(mn_lo, _mm512_set1_epi32(xs[0] + xs[1])),
+                                                             _mm512_mullo_epi32(mn_hi, _mm512_set1_epi32(xs[2] + xs[3]))));
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 32)));
+    for (std::size_t r = 0; r < NR; ++r) {
+      const __m512 dx = _mm512_set1_ps(a.dx[(r0 + r) * kb + b]);
+      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumq[r]), _mm512_mul_ps(d, dx), facc[r]);
+      const __m512 neg = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(dmin, dx)), _mm512_set1_epi32(int(0x80000000u))));
+      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(summ[r]), neg, facc[r]);
+    }
+  }
+  alignas(64) float out[kquant_panel];
+  for (std::size_t r = 0; r < NR; ++r) {
+    _mm512_store_ps(out, facc[r]);
+    for (std::size_t j = 0; j < kquant_panel && p * kquant_panel + j < w.n; ++j) {
+      const std::size_t o = p * kquant_panel + j;
+      y[(r0 + r) * w.n + o] = bias ? out[j] + bias[o] : out[j];
+    }
+  }
+}
+
+TROUPE_VNNI void q4k_panels(const kquant_acts& a, std::size_t rows, const kquant_view& w, std::size_t c0, std::size_t c1,
+                            const float* bias, float* y) {
+  constexpr std::size_t tile = 4;
+  for (std::size_t p = c0 / kquant_panel; p * kquant_panel < c1; ++p)
+    for (std::size_t r0 = 0; r0 < rows; r0 += tile) switch (std::min(tile, rows - r0)) {
+        case 1: q4k_panel_rows<1>(a, r0, w, p, bias, y); break;
+        case 2: q4k_panel_rows<2>(a, r0, w, p, bias, y); break;
+        case 3: q4k_panel_rows<3>(a, r0, w, p, bias, y); break;
+        default: q4k_panel_rows<4>(a, r0, w, p, bias, y); break;
+      }
+}
+
+}  // namespace
+#endif
+
 TROUPE_VNNI void kquant_task(const kquant_acts& a, std::size_t rows, const kquant_view& w, std::size_t c0, std::size_t c1, const float* bias,
                              float* y) {
+#if defined(__AVX512F__)
+  if (w.panelled) return q4k_panels(a, rows, w, c0, c1, bias, y);  // c0, c1: whole panels (stream_split by 16)
+#endif
   const bool folded = kquant_folded(w.type);
   const std::size_t bb = kquant_block_bytes(w.type), row_bytes = w.blocks * bb;
   thread_local std::vector<float> acc;
@@ -288,7 +382,11 @@ TROUPE_VNNI void kquant_task(const kquant_acts& a, std::size_t rows, const kquan
     for (std::size_t b = 0; b < w.blocks; ++b) {
       alignas(16) float d[tile_outputs] = {}, dmin[tile_outputs] = {};
       for (std::size_t j = 0; j < nt; ++j) {
-        unpack(w.type, w.data + (c + j) * row_bytes + b * bb, u[j]);
+        const std::size_t out = c + j;
+        if (w.panelled)
+          unpack_q4k_record(w.data + ((out / kquant_panel) * w.blocks + b) * q4k_record_bytes, out % kquant_panel, u[j]);
+        else
+          unpack(w.type, w.data + out * row_bytes + b * bb, u[j]);
         d[j] = u[j].d, dmin[j] = u[j].dmin;
       }
 #if defined(__AVX2__)

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/dtype.h"
 #include "kernels/cpu/isa_dispatch.h"
 #include "kernels/cpu/packed_weight.h"
 #include "kernels/cpu/quant_weight.h"
@@ -15,13 +16,65 @@ TROUPE_DECLARE_ISA_VARIANTS(void, kquant_task,
 
 namespace troupe::kernels {
 
+namespace {
+
+void pack_q4k_panels(const std::uint8_t* rows, kquant_weight& w) {
+  const std::size_t blocks = w.k / kquant_block, panels = (w.n + kquant_panel - 1) / kquant_panel;
+  std::memset(w.data.get(), 0, w.bytes());
+  kquant_unpacked u;
+  for (std::size_t out = 0; out < w.n; ++out)
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::uint8_t* block = rows + out * w.row_bytes() + b * kquant_block_bytes(kquant_type::q4_k);
+      std::uint8_t* rec = w.data.get() + ((out / kquant_panel) * blocks + b) * q4k_record_bytes;
+      const std::size_t j = out % kquant_panel;
+      unpack_kquant_block(kquant_type::q4_k, block, u);
+      std::memcpy(rec + 2 * j, block, 2);        // d
+      std::memcpy(rec + 32 + 2 * j, block + 2, 2);  // dmin
+      for (std::size_t s = 0; s < 8; ++s) {
+        rec[64 + 16 * s + j] = std::uint8_t(u.scale[2 * s]);
+        rec[192 + 16 * s + j] = std::uint8_t(u.min[2 * s]);
+      }
+      for (std::size_t c = 0; c < 4; ++c)
+        for (std::size_t g = 0; g < 8; ++g)
+          for (std::size_t i = 0; i < 4; ++i)
+            rec[320 + (8 * c + g) * 64 + j * 4 + i] =
+                std::uint8_t(u.q[64 * c + 4 * g + i] | (u.q[64 * c + 32 + 4 * g + i] << 4));
+    }
+  (void)panels;
+}
+
+}  // namespace
+
+void unpack_q4k_record(const std::uint8_t* rec, std::size_t j, kquant_unpacked& u) {
+  std::uint16_t h;
+  std::memcpy(&h, rec + 2 * j, 2);
+  u.d = f16_to_f32(h);
+  std::memcpy(&h, rec + 32 + 2 * j, 2);
+  u.dmin = f16_to_f32(h);
+  for (std::size_t s = 0; s < 8; ++s) {
+    u.scale[2 * s] = u.scale[2 * s + 1] = rec[64 + 16 * s + j];
+    u.min[2 * s] = u.min[2 * s + 1] = rec[192 + 16 * s + j];
+  }
+  for (std::size_t c = 0; c < 4; ++c)
+    for (std::size_t g = 0; g < 8; ++g)
+      for (std::size_t i = 0; i < 4; ++i) {
+        const std::uint8_t q = rec[320 + (8 * c + g) * 64 + j * 4 + i];
+        u.q[64 * c + 4 * g + i] = q & 0x0f;
+        u.q[64 * c + 32 + 4 * g + i] = q >> 4;
+      }
+}
+
 kquant_weight make_kquant_weight(kquant_type t, const std::uint8_t* rows, std::size_t n, std::size_t k) {
   kquant_weight w;
   w.type = t;
   w.n = n;
   w.k = k;
+  w.panelled = t == kquant_type::q4_k;
   w.data = alloc_weight_bytes(w.bytes());
-  std::memcpy(w.data.get(), rows, w.bytes());
+  if (w.panelled)
+    pack_q4k_panels(rows, w);
+  else
+    std::memcpy(w.data.get(), rows, w.bytes());
   return w;
 }
 
@@ -72,7 +125,7 @@ void kquant_linear(const float* x, std::size_t rows, const kquant_weight& w, con
   const kquant_acts a = quantize_rows(x, rows, w.k, buf);
   const kquant_view v = w.view();
   const auto task = TROUPE_PICK_ISA_FOR(quant_isa(), kquant_task);
-  const std::vector<std::size_t> cut = stream_split(w.n, 4);
+  const std::vector<std::size_t> cut = stream_split(w.n, w.panelled ? kquant_panel : 4);
   parallel_for(cut.size() - 1, [&](std::size_t i) { task(a, rows, v, cut[i], cut[i + 1], bias, y); });
 }
 

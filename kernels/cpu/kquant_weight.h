@@ -31,25 +31,46 @@ struct kquant_acts {
   const std::int32_t* xsum;
 };
 
+// Q4_K is re-laid out at load in panels of 16 outputs, as the q4_0 kernel's weights are
+// (quant_weight.h), so that one 64-byte load feeds 16 outputs and no sum is added across lanes.
+// The record of panel p and super-block b, 2368 bytes (the file's 16 x 144, and 64 more):
+//   [0, 32)      d of the 16 outputs, f16          [32, 64)    their dmin, f16
+//   [64, 192)    scale of sub-block s (0-7) of output j at 64 + 16 s + j, u8
+//   [192, 320)   min likewise at 192 + 16 s + j
+//   [320, 2368)  for chunk c (0-3) and group g (0-7), 64 bytes at 320 + (8 c + g) * 64: output
+//                j's 4 bytes at j * 4, byte i holding the quant of weight 64 c + 4 g + i in its
+//                low nibble and of weight 64 c + 32 + 4 g + i in its high one
+// Outputs past n are zeros. The other formats keep the file's rows.
+constexpr std::size_t kquant_panel = 16;
+constexpr std::size_t q4k_record_bytes = 2368;
+
 // What the per-ISA kernels see: plain pointers only.
 struct kquant_view {
   kquant_type type;
   std::size_t n, k, blocks;  // blocks per row
-  const std::uint8_t* data;  // n rows of `blocks` super-blocks, as stored
+  const std::uint8_t* data;  // n rows of `blocks` super-blocks as stored, or (panelled) Q4_K records
+  bool panelled;
 };
 
 struct kquant_weight {
   kquant_type type = kquant_type::q4_k;
   std::size_t n = 0, k = 0;
-  std::shared_ptr<std::uint8_t[]> data;  // 64-byte aligned copy of the rows
+  bool panelled = false;  // Q4_K: records as above; else a 64-byte aligned copy of the rows
+  std::shared_ptr<std::uint8_t[]> data;
 
   std::size_t row_bytes() const { return k / kquant_block * kquant_block_bytes(type); }
-  std::size_t bytes() const { return n * row_bytes(); }  // what a matmul reads
-  kquant_view view() const { return {type, n, k, k / kquant_block, data.get()}; }
+  std::size_t bytes() const {  // what a matmul reads
+    return panelled ? (n + kquant_panel - 1) / kquant_panel * (k / kquant_block) * q4k_record_bytes : n * row_bytes();
+  }
+  kquant_view view() const { return {type, n, k, k / kquant_block, data.get(), panelled}; }
 };
 
+// Output j (0-15) of a Q4_K record in the unpacked form (what unpack_kquant_block gives for the
+// block it came from).
+void unpack_q4k_record(const std::uint8_t* record, std::size_t j, kquant_unpacked& u);
+
 // Copies n stored rows of k weights (k a multiple of kquant_block: the caller checks it and
-// names the tensor).
+// names the tensor); Q4_K into panels.
 kquant_weight make_kquant_weight(kquant_type t, const std::uint8_t* rows, std::size_t n, std::size_t k);
 
 // One row of k floats into q (k), dx (k / 256) and xsum (k / 16).

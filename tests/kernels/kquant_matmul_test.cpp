@@ -168,9 +168,25 @@ BOOST_AUTO_TEST_CASE(the_reference_is_the_dequantized_product_up_to_the_activati
 }
 
 BOOST_AUTO_TEST_CASE(the_weight_reports_the_bytes_it_reads) {
-  const std::size_t n = 8, k = 512;
+  // The file's rows, or for Q4_K its panels of 16 outputs (2368 bytes per panel and block).
+  const std::size_t n = 40, k = 512;
   for (kquant_type t : all) {
     const auto stored = quantize(t, uneven_weights(n * k, 9), n, k);
-    BOOST_TEST(make_kquant_weight(t, stored.data(), n, k).bytes() == n * 2 * kquant_block_bytes(t));
+    const auto w = make_kquant_weight(t, stored.data(), n, k);
+    BOOST_TEST(w.bytes() == (t == kquant_type::q4_k ? 3 * 2 * q4k_record_bytes : n * 2 * kquant_block_bytes(t)), kquant_name(t));
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_q4_k_panel_holds_each_outputs_blocks) {
+  const std::size_t n = 21, k = 512;  // a second, partial panel
+  const auto stored = quantize(kquant_type::q4_k, uneven_weights(n * k, 12), n, k);
+  const auto w = make_kquant_weight(kquant_type::q4_k, stored.data(), n, k);
+  BOOST_TEST_REQUIRE(w.panelled);
+  for (std::size_t out = 0; out < n; ++out)
+    for (std::size_t b = 0; b < 2; ++b) {
+      kquant_unpacked want, got;
+      unpack_kquant_block(kquant_type::q4_k, stored.data() + (out * 2 + b) * 144, want);
+      unpack_q4k_record(w.data.get() + ((out / 16) * 2 + b) * q4k_record_bytes, out % 16, got);
+      BOOST_TEST_REQUIRE(std::memcmp(&want, &got, sizeof want) == 0, "output " << out << " block " << b);
+    }
 }
