@@ -351,15 +351,84 @@ TROUPE_VNNI void q4k_panel_rows(const kquant_acts& a, std::size_t r0, const kqua
   }
 }
 
-TROUPE_VNNI void q4k_panels(const kquant_acts& a, std::size_t rows, const kquant_view& w, std::size_t c0, std::size_t c1,
-                            const float* bias, float* y) {
+// Q6_K records for NR rows: per chunk of 64 weights, four runs of 16 each with its own signed
+// scale; the quants are the nibbles with two top bits each from their own area. Folded: each
+// run's sum minus 32 times the run's activation sum, times the scale, is sumq - summ.
+template <std::size_t NR>
+TROUPE_VNNI void q6k_panel_rows(const kquant_acts& a, std::size_t r0, const kquant_view& w, std::size_t p, const float* bias,
+                                float* y) {
+  const std::size_t kb = w.blocks;
+  const std::uint8_t* rec = w.data + p * kb * q6k_record_bytes;
+  const __m512i low = _mm512_set1_epi8(0x0f), two = _mm512_set1_epi8(0x03);
+  __m512 facc[NR];
+  for (auto& f : facc) f = _mm512_setzero_ps();
+  for (std::size_t b = 0; b < kb; ++b, rec += q6k_record_bytes) {
+    for (std::size_t off = 0; off < q6k_record_bytes; off += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(rec + 2 * q6k_record_bytes + off), _MM_HINT_T0);
+    __m512i sum[NR];
+    for (auto& v : sum) v = _mm512_setzero_si512();
+    for (std::size_t c = 0; c < 4; ++c) {
+      __m512i run[NR][4];
+      for (auto& rr : run)
+        for (auto& v : rr) v = _mm512_setzero_si512();
+      for (std::size_t gp = 0; gp < 4; ++gp) {
+        const __m512i tops = _mm512_loadu_si512(rec + 2336 + (4 * c + gp) * 64);
+        for (std::size_t k = 0; k < 2; ++k) {
+          const std::size_t g = 2 * gp + k;
+          const __m512i v = _mm512_loadu_si512(rec + 288 + (8 * c + g) * 64);
+          // Top bits: pairs 0 and 1 of each byte for the even group, 2 and 3 for the odd one.
+          const __m512i t = k == 0 ? tops : _mm512_srli_epi16(tops, 4);
+          const __m512i l = _mm512_or_si512(_mm512_and_si512(v, low), _mm512_slli_epi16(_mm512_and_si512(t, two), 4));
+          const __m512i h = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), low),
+                                            _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(t, 2), two), 4));
+          for (std::size_t r = 0; r < NR; ++r) {
+            const std::int8_t* x = a.q + (r0 + r) * w.k + b * kquant_block + 64 * c + 4 * g;
+            run[r][g / 4] = dot4(run[r][g / 4], l, x);
+            run[r][2 + g / 4] = dot4(run[r][2 + g / 4], h, x + 32);
+          }
+        }
+      }
+      for (std::size_t q = 0; q < 4; ++q) {
+        const std::size_t s = 4 * c + q;
+        const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 32 + 16 * s)));
+        for (std::size_t r = 0; r < NR; ++r) {
+          const std::int32_t xs = a.xsum[((r0 + r) * kb + b) * 16 + s];
+          sum[r] = _mm512_add_epi32(sum[r], _mm512_mullo_epi32(_mm512_sub_epi32(run[r][q], _mm512_set1_epi32(32 * xs)), sc));
+        }
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+    for (std::size_t r = 0; r < NR; ++r)
+      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r]), _mm512_mul_ps(d, _mm512_set1_ps(a.dx[(r0 + r) * kb + b])), facc[r]);
+  }
+  alignas(64) float out[kquant_panel];
+  for (std::size_t r = 0; r < NR; ++r) {
+    _mm512_store_ps(out, facc[r]);
+    for (std::size_t j = 0; j < kquant_panel && p * kquant_panel + j < w.n; ++j) {
+      const std::size_t o = p * kquant_panel + j;
+      y[(r0 + r) * w.n + o] = bias ? out[j] + bias[o] : out[j];
+    }
+  }
+}
+
+template <kquant_type T, std::size_t NR>
+TROUPE_VNNI void panel_rows(const kquant_acts& a, std::size_t r0, const kquant_view& w, std::size_t p, const float* bias, float* y) {
+  if constexpr (T == kquant_type::q4_k)
+    q4k_panel_rows<NR>(a, r0, w, p, bias, y);
+  else
+    q6k_panel_rows<NR>(a, r0, w, p, bias, y);
+}
+
+template <kquant_type T>
+TROUPE_VNNI void panels_of(const kquant_acts& a, std::size_t rows, const kquant_view& w, std::size_t c0, std::size_t c1,
+                           const float* bias, float* y) {
   constexpr std::size_t tile = 4;
   for (std::size_t p = c0 / kquant_panel; p * kquant_panel < c1; ++p)
     for (std::size_t r0 = 0; r0 < rows; r0 += tile) switch (std::min(tile, rows - r0)) {
-        case 1: q4k_panel_rows<1>(a, r0, w, p, bias, y); break;
-        case 2: q4k_panel_rows<2>(a, r0, w, p, bias, y); break;
-        case 3: q4k_panel_rows<3>(a, r0, w, p, bias, y); break;
-        default: q4k_panel_rows<4>(a, r0, w, p, bias, y); break;
+        case 1: panel_rows<T, 1>(a, r0, w, p, bias, y); break;
+        case 2: panel_rows<T, 2>(a, r0, w, p, bias, y); break;
+        case 3: panel_rows<T, 3>(a, r0, w, p, bias, y); break;
+        default: panel_rows<T, 4>(a, r0, w, p, bias, y); break;
       }
 }
 
@@ -369,7 +438,9 @@ TROUPE_VNNI void q4k_panels(const kquant_acts& a, std::size_t rows, const kquant
 TROUPE_VNNI void kquant_task(const kquant_acts& a, std::size_t rows, const kquant_view& w, std::size_t c0, std::size_t c1, const float* bias,
                              float* y) {
 #if defined(__AVX512F__)
-  if (w.panelled) return q4k_panels(a, rows, w, c0, c1, bias, y);  // c0, c1: whole panels (stream_split by 16)
+  // c0, c1: whole panels (stream_split by 16)
+  if (w.panelled && w.type == kquant_type::q4_k) return panels_of<kquant_type::q4_k>(a, rows, w, c0, c1, bias, y);
+  if (w.panelled && w.type == kquant_type::q6_k) return panels_of<kquant_type::q6_k>(a, rows, w, c0, c1, bias, y);
 #endif
   const bool folded = kquant_folded(w.type);
   const std::size_t bb = kquant_block_bytes(w.type), row_bytes = w.blocks * bb;
@@ -384,7 +455,8 @@ TROUPE_VNNI void kquant_task(const kquant_acts& a, std::size_t rows, const kquan
       for (std::size_t j = 0; j < nt; ++j) {
         const std::size_t out = c + j;
         if (w.panelled)
-          unpack_q4k_record(w.data + ((out / kquant_panel) * w.blocks + b) * q4k_record_bytes, out % kquant_panel, u[j]);
+          unpack_kquant_record(w.type, w.data + ((out / kquant_panel) * w.blocks + b) * kquant_record_bytes(w.type),
+                               out % kquant_panel, u[j]);
         else
           unpack(w.type, w.data + out * row_bytes + b * bb, u[j]);
         d[j] = u[j].d, dmin[j] = u[j].dmin;

@@ -18,50 +18,76 @@ namespace troupe::kernels {
 
 namespace {
 
-void pack_q4k_panels(const std::uint8_t* rows, kquant_weight& w) {
-  const std::size_t blocks = w.k / kquant_block, panels = (w.n + kquant_panel - 1) / kquant_panel;
+// Where weight e's bits go in a record: its nibble's byte (low or high nibble) and, for Q6_K,
+// its top bits' byte and shift. Chunk c = e / 64; within it, l = e % 64: the first 32 weights
+// are low nibbles, the second 32 high ones, of group g = l % 32 / 4, byte i = l % 4.
+struct place {
+  std::size_t nibble_byte;  // from the nibbles' start, before adding j * 4
+  int nibble_shift;
+  std::size_t top_byte;  // from the top bits' start (Q6_K)
+  int top_shift;
+};
+place place_of(std::size_t e) {
+  const std::size_t c = e / 64, l = e % 64, half = l / 32, g = l % 32 / 4, i = l % 4;
+  return {(8 * c + g) * 64 + i, int(4 * half), (4 * c + g / 2) * 64 + i, int(2 * (half + 2 * (g % 2)))};
+}
+
+void pack_panels(const std::uint8_t* rows, kquant_weight& w) {
+  const std::size_t blocks = w.k / kquant_block, rb = kquant_record_bytes(w.type);
+  const bool six = w.type == kquant_type::q6_k;
+  const std::size_t nibbles = six ? 288 : 320, tops = 2336;
   std::memset(w.data.get(), 0, w.bytes());
   kquant_unpacked u;
   for (std::size_t out = 0; out < w.n; ++out)
     for (std::size_t b = 0; b < blocks; ++b) {
-      const std::uint8_t* block = rows + out * w.row_bytes() + b * kquant_block_bytes(kquant_type::q4_k);
-      std::uint8_t* rec = w.data.get() + ((out / kquant_panel) * blocks + b) * q4k_record_bytes;
+      const std::uint8_t* block = rows + out * w.row_bytes() + b * kquant_block_bytes(w.type);
+      std::uint8_t* rec = w.data.get() + ((out / kquant_panel) * blocks + b) * rb;
       const std::size_t j = out % kquant_panel;
-      unpack_kquant_block(kquant_type::q4_k, block, u);
-      std::memcpy(rec + 2 * j, block, 2);        // d
-      std::memcpy(rec + 32 + 2 * j, block + 2, 2);  // dmin
-      for (std::size_t s = 0; s < 8; ++s) {
-        rec[64 + 16 * s + j] = std::uint8_t(u.scale[2 * s]);
-        rec[192 + 16 * s + j] = std::uint8_t(u.min[2 * s]);
+      unpack_kquant_block(w.type, block, u);
+      if (six) {
+        std::memcpy(rec + 2 * j, block + 208, 2);  // d
+        for (std::size_t s = 0; s < 16; ++s) rec[32 + 16 * s + j] = std::uint8_t(std::int8_t(u.scale[s]));
+      } else {
+        std::memcpy(rec + 2 * j, block, 2);           // d
+        std::memcpy(rec + 32 + 2 * j, block + 2, 2);  // dmin
+        for (std::size_t s = 0; s < 8; ++s) {
+          rec[64 + 16 * s + j] = std::uint8_t(u.scale[2 * s]);
+          rec[192 + 16 * s + j] = std::uint8_t(u.min[2 * s]);
+        }
       }
-      for (std::size_t c = 0; c < 4; ++c)
-        for (std::size_t g = 0; g < 8; ++g)
-          for (std::size_t i = 0; i < 4; ++i)
-            rec[320 + (8 * c + g) * 64 + j * 4 + i] =
-                std::uint8_t(u.q[64 * c + 4 * g + i] | (u.q[64 * c + 32 + 4 * g + i] << 4));
+      for (std::size_t e = 0; e < kquant_block; ++e) {
+        const place at = place_of(e);
+        rec[nibbles + at.nibble_byte + j * 4] |= std::uint8_t((u.q[e] & 0x0f) << at.nibble_shift);
+        if (six) rec[tops + at.top_byte + j * 4] |= std::uint8_t((u.q[e] >> 4) << at.top_shift);
+      }
     }
-  (void)panels;
 }
 
 }  // namespace
 
-void unpack_q4k_record(const std::uint8_t* rec, std::size_t j, kquant_unpacked& u) {
+void unpack_kquant_record(kquant_type t, const std::uint8_t* rec, std::size_t j, kquant_unpacked& u) {
+  const bool six = t == kquant_type::q6_k;
   std::uint16_t h;
   std::memcpy(&h, rec + 2 * j, 2);
   u.d = f16_to_f32(h);
-  std::memcpy(&h, rec + 32 + 2 * j, 2);
-  u.dmin = f16_to_f32(h);
-  for (std::size_t s = 0; s < 8; ++s) {
-    u.scale[2 * s] = u.scale[2 * s + 1] = rec[64 + 16 * s + j];
-    u.min[2 * s] = u.min[2 * s + 1] = rec[192 + 16 * s + j];
+  if (six) {
+    u.dmin = 0;
+    for (std::size_t s = 0; s < 16; ++s) u.scale[s] = std::int8_t(rec[32 + 16 * s + j]), u.min[s] = 32 * u.scale[s];
+  } else {
+    std::memcpy(&h, rec + 32 + 2 * j, 2);
+    u.dmin = f16_to_f32(h);
+    for (std::size_t s = 0; s < 8; ++s) {
+      u.scale[2 * s] = u.scale[2 * s + 1] = rec[64 + 16 * s + j];
+      u.min[2 * s] = u.min[2 * s + 1] = rec[192 + 16 * s + j];
+    }
   }
-  for (std::size_t c = 0; c < 4; ++c)
-    for (std::size_t g = 0; g < 8; ++g)
-      for (std::size_t i = 0; i < 4; ++i) {
-        const std::uint8_t q = rec[320 + (8 * c + g) * 64 + j * 4 + i];
-        u.q[64 * c + 4 * g + i] = q & 0x0f;
-        u.q[64 * c + 32 + 4 * g + i] = q >> 4;
-      }
+  const std::size_t nibbles = six ? 288 : 320, tops = 2336;
+  for (std::size_t e = 0; e < kquant_block; ++e) {
+    const place at = place_of(e);
+    int q = (rec[nibbles + at.nibble_byte + j * 4] >> at.nibble_shift) & 0x0f;
+    if (six) q |= ((rec[tops + at.top_byte + j * 4] >> at.top_shift) & 3) << 4;
+    u.q[e] = std::uint8_t(q);
+  }
 }
 
 kquant_weight make_kquant_weight(kquant_type t, const std::uint8_t* rows, std::size_t n, std::size_t k) {
@@ -69,10 +95,10 @@ kquant_weight make_kquant_weight(kquant_type t, const std::uint8_t* rows, std::s
   w.type = t;
   w.n = n;
   w.k = k;
-  w.panelled = t == kquant_type::q4_k;
+  w.panelled = kquant_panelled(t);
   w.data = alloc_weight_bytes(w.bytes());
   if (w.panelled)
-    pack_q4k_panels(rows, w);
+    pack_panels(rows, w);
   else
     std::memcpy(w.data.get(), rows, w.bytes());
   return w;

@@ -40,9 +40,18 @@ struct kquant_acts {
 //   [320, 2368)  for chunk c (0-3) and group g (0-7), 64 bytes at 320 + (8 c + g) * 64: output
 //                j's 4 bytes at j * 4, byte i holding the quant of weight 64 c + 4 g + i in its
 //                low nibble and of weight 64 c + 32 + 4 g + i in its high one
+// Q6_K likewise, 3360 bytes (exactly the file's 16 x 210):
+//   [0, 32)      d of the 16 outputs, f16
+//   [32, 288)    scale of run s (0-15, 16 weights each) of output j at 32 + 16 s + j, int8
+//   [288, 2336)  the quants' low four bits, laid out as Q4_K's nibbles at 288 + (8 c + g) * 64
+//   [2336, 3360) their top two bits: for chunk c and h (0-3), 64 bytes at 2336 + (4 c + h) * 64,
+//                output j's byte i at j * 4 + i holding, from bit 0 up in pairs, those of weights
+//                64 c + 8 h + i, 64 c + 32 + 8 h + i, 64 c + 8 h + 4 + i, 64 c + 32 + 8 h + 4 + i
 // Outputs past n are zeros. The other formats keep the file's rows.
 constexpr std::size_t kquant_panel = 16;
-constexpr std::size_t q4k_record_bytes = 2368;
+constexpr std::size_t q4k_record_bytes = 2368, q6k_record_bytes = 3360;
+constexpr bool kquant_panelled(kquant_type t) { return t == kquant_type::q4_k || t == kquant_type::q6_k; }
+constexpr std::size_t kquant_record_bytes(kquant_type t) { return t == kquant_type::q4_k ? q4k_record_bytes : q6k_record_bytes; }
 
 // What the per-ISA kernels see: plain pointers only.
 struct kquant_view {
@@ -55,22 +64,22 @@ struct kquant_view {
 struct kquant_weight {
   kquant_type type = kquant_type::q4_k;
   std::size_t n = 0, k = 0;
-  bool panelled = false;  // Q4_K: records as above; else a 64-byte aligned copy of the rows
+  bool panelled = false;  // Q4_K, Q6_K: records as above; else a 64-byte aligned copy of the rows
   std::shared_ptr<std::uint8_t[]> data;
 
   std::size_t row_bytes() const { return k / kquant_block * kquant_block_bytes(type); }
   std::size_t bytes() const {  // what a matmul reads
-    return panelled ? (n + kquant_panel - 1) / kquant_panel * (k / kquant_block) * q4k_record_bytes : n * row_bytes();
+    return panelled ? (n + kquant_panel - 1) / kquant_panel * (k / kquant_block) * kquant_record_bytes(type) : n * row_bytes();
   }
   kquant_view view() const { return {type, n, k, k / kquant_block, data.get(), panelled}; }
 };
 
-// Output j (0-15) of a Q4_K record in the unpacked form (what unpack_kquant_block gives for the
-// block it came from).
-void unpack_q4k_record(const std::uint8_t* record, std::size_t j, kquant_unpacked& u);
+// Output j (0-15) of a Q4_K or Q6_K record in the unpacked form (what unpack_kquant_block gives
+// for the block it came from).
+void unpack_kquant_record(kquant_type t, const std::uint8_t* record, std::size_t j, kquant_unpacked& u);
 
 // Copies n stored rows of k weights (k a multiple of kquant_block: the caller checks it and
-// names the tensor); Q4_K into panels.
+// names the tensor); Q4_K and Q6_K into panels.
 kquant_weight make_kquant_weight(kquant_type t, const std::uint8_t* rows, std::size_t n, std::size_t k);
 
 // One row of k floats into q (k), dx (k / 256) and xsum (k / 16).

@@ -173,20 +173,22 @@ BOOST_AUTO_TEST_CASE(the_weight_reports_the_bytes_it_reads) {
   for (kquant_type t : all) {
     const auto stored = quantize(t, uneven_weights(n * k, 9), n, k);
     const auto w = make_kquant_weight(t, stored.data(), n, k);
-    BOOST_TEST(w.bytes() == (t == kquant_type::q4_k ? 3 * 2 * q4k_record_bytes : n * 2 * kquant_block_bytes(t)), kquant_name(t));
+    BOOST_TEST(w.bytes() == (kquant_panelled(t) ? 3 * 2 * kquant_record_bytes(t) : n * 2 * kquant_block_bytes(t)), kquant_name(t));
   }
 }
 
-BOOST_AUTO_TEST_CASE(a_q4_k_panel_holds_each_outputs_blocks) {
+BOOST_AUTO_TEST_CASE(a_q4_k_or_q6_k_panel_holds_each_outputs_blocks) {
   const std::size_t n = 21, k = 512;  // a second, partial panel
-  const auto stored = quantize(kquant_type::q4_k, uneven_weights(n * k, 12), n, k);
-  const auto w = make_kquant_weight(kquant_type::q4_k, stored.data(), n, k);
-  BOOST_TEST_REQUIRE(w.panelled);
-  for (std::size_t out = 0; out < n; ++out)
-    for (std::size_t b = 0; b < 2; ++b) {
-      kquant_unpacked want, got;
-      unpack_kquant_block(kquant_type::q4_k, stored.data() + (out * 2 + b) * 144, want);
-      unpack_q4k_record(w.data.get() + ((out / 16) * 2 + b) * q4k_record_bytes, out % 16, got);
-      BOOST_TEST_REQUIRE(std::memcmp(&want, &got, sizeof want) == 0, "output " << out << " block " << b);
-    }
+  for (kquant_type t : {kquant_type::q4_k, kquant_type::q6_k}) {
+    const auto stored = quantize(t, uneven_weights(n * k, 12), n, k);
+    const auto w = make_kquant_weight(t, stored.data(), n, k);
+    BOOST_TEST_REQUIRE(w.panelled);
+    for (std::size_t out = 0; out < n; ++out)
+      for (std::size_t b = 0; b < 2; ++b) {
+        kquant_unpacked want, got;
+        unpack_kquant_block(t, stored.data() + (out * 2 + b) * kquant_block_bytes(t), want);
+        unpack_kquant_record(t, w.data.get() + ((out / 16) * 2 + b) * kquant_record_bytes(t), out % 16, got);
+        BOOST_TEST_REQUIRE(std::memcmp(&want, &got, sizeof want) == 0, kquant_name(t) << " output " << out << " block " << b);
+      }
+  }
 }
