@@ -295,17 +295,19 @@ TROUPE_VNNI inline __m512i dot4(__m512i acc, __m512i w, const std::int8_t* x) {
 // Q4_K records (kquant_weight.h) for NR activation rows starting at r0: each lane is one of the
 // panel's 16 outputs, so a sub-block's sums need no adding across lanes, and each output's
 // integer sums and float steps are the reference's.
-template <std::size_t NR>
+// Q5_K (FIVE) adds each quant's fifth bit from its own area.
+template <std::size_t NR, bool FIVE = false>
 TROUPE_VNNI void q4k_panel_rows(const kquant_acts& a, std::size_t r0, const kquant_view& w, std::size_t p, const float* bias,
                                 float* y) {
+  constexpr std::size_t rb = FIVE ? q5k_record_bytes : q4k_record_bytes;
   const std::size_t kb = w.blocks;
-  const std::uint8_t* rec = w.data + p * kb * q4k_record_bytes;
-  const __m512i low = _mm512_set1_epi8(0x0f);
+  const std::uint8_t* rec = w.data + p * kb * rb;
+  const __m512i low = _mm512_set1_epi8(0x0f), one = _mm512_set1_epi8(0x01);
   __m512 facc[NR];
   for (auto& f : facc) f = _mm512_setzero_ps();
-  for (std::size_t b = 0; b < kb; ++b, rec += q4k_record_bytes) {
-    for (std::size_t off = 0; off < q4k_record_bytes; off += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(rec + 2 * q4k_record_bytes + off), _MM_HINT_T0);
+  for (std::size_t b = 0; b < kb; ++b, rec += rb) {
+    for (std::size_t off = 0; off < rb; off += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(rec + 2 * rb + off), _MM_HINT_T0);
     __m512i sumq[NR], summ[NR];
     for (std::size_t r = 0; r < NR; ++r) sumq[r] = summ[r] = _mm512_setzero_si512();
     for (std::size_t c = 0; c < 4; ++c) {
@@ -313,7 +315,13 @@ TROUPE_VNNI void q4k_panel_rows(const kquant_acts& a, std::size_t r0, const kqua
       for (std::size_t r = 0; r < NR; ++r) lo[r] = hi[r] = _mm512_setzero_si512();
       for (std::size_t g = 0; g < 8; ++g) {
         const __m512i v = _mm512_loadu_si512(rec + 320 + (8 * c + g) * 64);
-        const __m512i l = _mm512_and_si512(v, low), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        __m512i l = _mm512_and_si512(v, low), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        if constexpr (FIVE) {  // bits 2 (g % 4) and 2 (g % 4) + 1 of the fifth-bit bytes, moved to bit 4
+          const __m512i f = _mm512_loadu_si512(rec + 2368 + (2 * c + g / 4) * 64);
+          const __m512i at = _mm512_srl_epi16(f, _mm_cvtsi32_si128(int(2 * (g % 4))));
+          l = _mm512_or_si512(l, _mm512_slli_epi16(_mm512_and_si512(at, one), 4));
+          h = _mm512_or_si512(h, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(at, 1), one), 4));
+        }
         for (std::size_t r = 0; r < NR; ++r) {
           const std::int8_t* x = a.q + (r0 + r) * w.k + b * kquant_block + 64 * c + 4 * g;
           lo[r] = dot4(lo[r], l, x);
@@ -415,6 +423,8 @@ template <kquant_type T, std::size_t NR>
 TROUPE_VNNI void panel_rows(const kquant_acts& a, std::size_t r0, const kquant_view& w, std::size_t p, const float* bias, float* y) {
   if constexpr (T == kquant_type::q4_k)
     q4k_panel_rows<NR>(a, r0, w, p, bias, y);
+  else if constexpr (T == kquant_type::q5_k)
+    q4k_panel_rows<NR, true>(a, r0, w, p, bias, y);
   else
     q6k_panel_rows<NR>(a, r0, w, p, bias, y);
 }
@@ -440,6 +450,7 @@ TROUPE_VNNI void kquant_task(const kquant_acts& a, std::size_t rows, const kquan
 #if defined(__AVX512F__)
   // c0, c1: whole panels (stream_split by 16)
   if (w.panelled && w.type == kquant_type::q4_k) return panels_of<kquant_type::q4_k>(a, rows, w, c0, c1, bias, y);
+  if (w.panelled && w.type == kquant_type::q5_k) return panels_of<kquant_type::q5_k>(a, rows, w, c0, c1, bias, y);
   if (w.panelled && w.type == kquant_type::q6_k) return panels_of<kquant_type::q6_k>(a, rows, w, c0, c1, bias, y);
 #endif
   const bool folded = kquant_folded(w.type);

@@ -27,15 +27,23 @@ struct place {
   std::size_t top_byte;  // from the top bits' start (Q6_K)
   int top_shift;
 };
-place place_of(std::size_t e) {
+place place_of(kquant_type t, std::size_t e) {
   const std::size_t c = e / 64, l = e % 64, half = l / 32, g = l % 32 / 4, i = l % 4;
+  if (t == kquant_type::q5_k)  // one fifth bit per weight: bit 2 (g % 4) + half of the byte
+    return {(8 * c + g) * 64 + i, int(4 * half), (2 * c + g / 4) * 64 + i, int(2 * (g % 4) + half)};
   return {(8 * c + g) * 64 + i, int(4 * half), (4 * c + g / 2) * 64 + i, int(2 * (half + 2 * (g % 2)))};
 }
+
+// Where a record's nibbles and top bits start, and how many top bits a quant has.
+std::size_t nibbles_at(kquant_type t) { return t == kquant_type::q6_k ? 288 : 320; }
+std::size_t tops_at(kquant_type t) { return t == kquant_type::q6_k ? 2336 : 2368; }
+int top_bits(kquant_type t) { return t == kquant_type::q6_k ? 2 : t == kquant_type::q5_k ? 1 : 0; }
 
 void pack_panels(const std::uint8_t* rows, kquant_weight& w) {
   const std::size_t blocks = w.k / kquant_block, rb = kquant_record_bytes(w.type);
   const bool six = w.type == kquant_type::q6_k;
-  const std::size_t nibbles = six ? 288 : 320, tops = 2336;
+  const std::size_t nibbles = nibbles_at(w.type), tops = tops_at(w.type);
+  const int top = top_bits(w.type);
   std::memset(w.data.get(), 0, w.bytes());
   kquant_unpacked u;
   for (std::size_t out = 0; out < w.n; ++out)
@@ -48,7 +56,7 @@ void pack_panels(const std::uint8_t* rows, kquant_weight& w) {
         std::memcpy(rec + 2 * j, block + 208, 2);  // d
         for (std::size_t s = 0; s < 16; ++s) rec[32 + 16 * s + j] = std::uint8_t(std::int8_t(u.scale[s]));
       } else {
-        std::memcpy(rec + 2 * j, block, 2);           // d
+        std::memcpy(rec + 2 * j, block, 2);           // d (q4_k and q5_k alike)
         std::memcpy(rec + 32 + 2 * j, block + 2, 2);  // dmin
         for (std::size_t s = 0; s < 8; ++s) {
           rec[64 + 16 * s + j] = std::uint8_t(u.scale[2 * s]);
@@ -56,9 +64,9 @@ void pack_panels(const std::uint8_t* rows, kquant_weight& w) {
         }
       }
       for (std::size_t e = 0; e < kquant_block; ++e) {
-        const place at = place_of(e);
+        const place at = place_of(w.type, e);
         rec[nibbles + at.nibble_byte + j * 4] |= std::uint8_t((u.q[e] & 0x0f) << at.nibble_shift);
-        if (six) rec[tops + at.top_byte + j * 4] |= std::uint8_t((u.q[e] >> 4) << at.top_shift);
+        if (top) rec[tops + at.top_byte + j * 4] |= std::uint8_t((u.q[e] >> 4) << at.top_shift);
       }
     }
 }
@@ -81,11 +89,12 @@ void unpack_kquant_record(kquant_type t, const std::uint8_t* rec, std::size_t j,
       u.min[2 * s] = u.min[2 * s + 1] = rec[192 + 16 * s + j];
     }
   }
-  const std::size_t nibbles = six ? 288 : 320, tops = 2336;
+  const std::size_t nibbles = nibbles_at(t), tops = tops_at(t);
+  const int top = top_bits(t);
   for (std::size_t e = 0; e < kquant_block; ++e) {
-    const place at = place_of(e);
+    const place at = place_of(t, e);
     int q = (rec[nibbles + at.nibble_byte + j * 4] >> at.nibble_shift) & 0x0f;
-    if (six) q |= ((rec[tops + at.top_byte + j * 4] >> at.top_shift) & 3) << 4;
+    if (top) q |= ((rec[tops + at.top_byte + j * 4] >> at.top_shift) & ((1 << top) - 1)) << 4;
     u.q[e] = std::uint8_t(q);
   }
 }
