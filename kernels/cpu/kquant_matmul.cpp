@@ -419,12 +419,69 @@ TROUPE_VNNI void q6k_panel_rows(const kquant_acts& a, std::size_t r0, const kqua
   }
 }
 
+// IQ4_XS records: Q4_K's nibbles, each looked up in the table of levels + 128 (unsigned, as
+// VNNI wants); folded, a sub-block's sum less 128 times its activations' sum, times its scale.
+template <std::size_t NR>
+TROUPE_VNNI void iq4xs_panel_rows(const kquant_acts& a, std::size_t r0, const kquant_view& w, std::size_t p, const float* bias,
+                                  float* y) {
+  const std::size_t kb = w.blocks;
+  const std::uint8_t* rec = w.data + p * kb * iq4xs_record_bytes;
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  const __m512i table = _mm512_broadcast_i32x4(
+      _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, char(129), char(141), char(153), char(166), char(181), char(197), char(217), char(241)));
+  __m512 facc[NR];
+  for (auto& f : facc) f = _mm512_setzero_ps();
+  for (std::size_t b = 0; b < kb; ++b, rec += iq4xs_record_bytes) {
+    for (std::size_t off = 0; off < iq4xs_record_bytes; off += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(rec + 2 * iq4xs_record_bytes + off), _MM_HINT_T0);
+    __m512i sum[NR];
+    for (auto& v : sum) v = _mm512_setzero_si512();
+    for (std::size_t c = 0; c < 4; ++c) {
+      __m512i lo[NR], hi[NR];
+      for (std::size_t r = 0; r < NR; ++r) lo[r] = hi[r] = _mm512_setzero_si512();
+      for (std::size_t g = 0; g < 8; ++g) {
+        const __m512i v = _mm512_loadu_si512(rec + 160 + (8 * c + g) * 64);
+        const __m512i l = _mm512_shuffle_epi8(table, _mm512_and_si512(v, low));
+        const __m512i h = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+        for (std::size_t r = 0; r < NR; ++r) {
+          const std::int8_t* x = a.q + (r0 + r) * w.k + b * kquant_block + 64 * c + 4 * g;
+          lo[r] = dot4(lo[r], l, x);
+          hi[r] = dot4(hi[r], h, x + 32);
+        }
+      }
+      auto scale = [&](std::size_t s) {
+        return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 32 + 16 * s)));
+      };
+      const __m512i sc_lo = scale(2 * c), sc_hi = scale(2 * c + 1);
+      for (std::size_t r = 0; r < NR; ++r) {
+        const std::int32_t* xs = a.xsum + ((r0 + r) * kb + b) * 16 + 4 * c;
+        const __m512i tl = _mm512_sub_epi32(lo[r], _mm512_set1_epi32(128 * (xs[0] + xs[1])));
+        const __m512i th = _mm512_sub_epi32(hi[r], _mm512_set1_epi32(128 * (xs[2] + xs[3])));
+        sum[r] = _mm512_add_epi32(sum[r], _mm512_add_epi32(_mm512_mullo_epi32(tl, sc_lo), _mm512_mullo_epi32(th, sc_hi)));
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+    for (std::size_t r = 0; r < NR; ++r)
+      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r]), _mm512_mul_ps(d, _mm512_set1_ps(a.dx[(r0 + r) * kb + b])), facc[r]);
+  }
+  alignas(64) float out[kquant_panel];
+  for (std::size_t r = 0; r < NR; ++r) {
+    _mm512_store_ps(out, facc[r]);
+    for (std::size_t j = 0; j < kquant_panel && p * kquant_panel + j < w.n; ++j) {
+      const std::size_t o = p * kquant_panel + j;
+      y[(r0 + r) * w.n + o] = bias ? out[j] + bias[o] : out[j];
+    }
+  }
+}
+
 template <kquant_type T, std::size_t NR>
 TROUPE_VNNI void panel_rows(const kquant_acts& a, std::size_t r0, const kquant_view& w, std::size_t p, const float* bias, float* y) {
   if constexpr (T == kquant_type::q4_k)
     q4k_panel_rows<NR>(a, r0, w, p, bias, y);
   else if constexpr (T == kquant_type::q5_k)
     q4k_panel_rows<NR, true>(a, r0, w, p, bias, y);
+  else if constexpr (T == kquant_type::iq4_xs)
+    iq4xs_panel_rows<NR>(a, r0, w, p, bias, y);
   else
     q6k_panel_rows<NR>(a, r0, w, p, bias, y);
 }
@@ -452,6 +509,7 @@ TROUPE_VNNI void kquant_task(const kquant_acts& a, std::size_t rows, const kquan
   if (w.panelled && w.type == kquant_type::q4_k) return panels_of<kquant_type::q4_k>(a, rows, w, c0, c1, bias, y);
   if (w.panelled && w.type == kquant_type::q5_k) return panels_of<kquant_type::q5_k>(a, rows, w, c0, c1, bias, y);
   if (w.panelled && w.type == kquant_type::q6_k) return panels_of<kquant_type::q6_k>(a, rows, w, c0, c1, bias, y);
+  if (w.panelled && w.type == kquant_type::iq4_xs) return panels_of<kquant_type::iq4_xs>(a, rows, w, c0, c1, bias, y);
 #endif
   const bool folded = kquant_folded(w.type);
   const std::size_t bb = kquant_block_bytes(w.type), row_bytes = w.blocks * bb;

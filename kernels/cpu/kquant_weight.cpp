@@ -35,7 +35,7 @@ place place_of(kquant_type t, std::size_t e) {
 }
 
 // Where a record's nibbles and top bits start, and how many top bits a quant has.
-std::size_t nibbles_at(kquant_type t) { return t == kquant_type::q6_k ? 288 : 320; }
+std::size_t nibbles_at(kquant_type t) { return t == kquant_type::q6_k ? 288 : t == kquant_type::iq4_xs ? 160 : 320; }
 std::size_t tops_at(kquant_type t) { return t == kquant_type::q6_k ? 2336 : 2368; }
 int top_bits(kquant_type t) { return t == kquant_type::q6_k ? 2 : t == kquant_type::q5_k ? 1 : 0; }
 
@@ -52,9 +52,13 @@ void pack_panels(const std::uint8_t* rows, kquant_weight& w) {
       std::uint8_t* rec = w.data.get() + ((out / kquant_panel) * blocks + b) * rb;
       const std::size_t j = out % kquant_panel;
       unpack_kquant_block(w.type, block, u);
+      const bool iq4 = w.type == kquant_type::iq4_xs;
       if (six) {
         std::memcpy(rec + 2 * j, block + 208, 2);  // d
         for (std::size_t s = 0; s < 16; ++s) rec[32 + 16 * s + j] = std::uint8_t(std::int8_t(u.scale[s]));
+      } else if (iq4) {
+        std::memcpy(rec + 2 * j, block, 2);  // d
+        for (std::size_t s = 0; s < 8; ++s) rec[32 + 16 * s + j] = std::uint8_t(std::int8_t(u.scale[2 * s]));
       } else {
         std::memcpy(rec + 2 * j, block, 2);           // d (q4_k and q5_k alike)
         std::memcpy(rec + 32 + 2 * j, block + 2, 2);  // dmin
@@ -65,7 +69,9 @@ void pack_panels(const std::uint8_t* rows, kquant_weight& w) {
       }
       for (std::size_t e = 0; e < kquant_block; ++e) {
         const place at = place_of(w.type, e);
-        rec[nibbles + at.nibble_byte + j * 4] |= std::uint8_t((u.q[e] & 0x0f) << at.nibble_shift);
+        // IQ4_XS keeps the file's level indices (its sub-block s's weight l is nibble l / 16 of byte l % 16).
+        const int nibble = iq4 ? (block[8 + e / 32 * 16 + e % 16] >> (e % 32 < 16 ? 0 : 4)) & 0x0f : u.q[e] & 0x0f;
+        rec[nibbles + at.nibble_byte + j * 4] |= std::uint8_t(nibble << at.nibble_shift);
         if (top) rec[tops + at.top_byte + j * 4] |= std::uint8_t((u.q[e] >> 4) << at.top_shift);
       }
     }
@@ -78,9 +84,16 @@ void unpack_kquant_record(kquant_type t, const std::uint8_t* rec, std::size_t j,
   std::uint16_t h;
   std::memcpy(&h, rec + 2 * j, 2);
   u.d = f16_to_f32(h);
+  const bool iq4 = t == kquant_type::iq4_xs;
   if (six) {
     u.dmin = 0;
     for (std::size_t s = 0; s < 16; ++s) u.scale[s] = std::int8_t(rec[32 + 16 * s + j]), u.min[s] = 32 * u.scale[s];
+  } else if (iq4) {
+    u.dmin = 0;
+    for (std::size_t s = 0; s < 8; ++s) {
+      u.scale[2 * s] = u.scale[2 * s + 1] = std::int8_t(rec[32 + 16 * s + j]);
+      u.min[2 * s] = u.min[2 * s + 1] = 128 * u.scale[2 * s];
+    }
   } else {
     std::memcpy(&h, rec + 32 + 2 * j, 2);
     u.dmin = f16_to_f32(h);
@@ -95,7 +108,7 @@ void unpack_kquant_record(kquant_type t, const std::uint8_t* rec, std::size_t j,
     const place at = place_of(t, e);
     int q = (rec[nibbles + at.nibble_byte + j * 4] >> at.nibble_shift) & 0x0f;
     if (top) q |= ((rec[tops + at.top_byte + j * 4] >> at.top_shift) & ((1 << top) - 1)) << 4;
-    u.q[e] = std::uint8_t(q);
+    u.q[e] = iq4 ? iq4_unsigned_level(q) : std::uint8_t(q);
   }
 }
 

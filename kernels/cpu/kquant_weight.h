@@ -50,14 +50,20 @@ struct kquant_acts {
 // Q5_K as Q4_K, 2880 bytes, with each quant's fifth bit in [2368, 2880): for chunk c and h (0-1),
 // 64 bytes at 2368 + (2 c + h) * 64, output j's byte i at j * 4 + i holding, bit 2 q + half,
 // that of weight 64 c + 32 half + 4 (4 h + q) + i (q 0-3, half 0-1).
-// Outputs past n are zeros. The other formats keep the file's rows.
+// IQ4_XS, 2208 bytes: d of the 16 outputs (f16) in [0, 32), sub-block s's signed scale (the
+// stored one less 32) of output j at 32 + 16 s + j (int8), then the level indices laid out as
+// Q4_K's nibbles from 160.
+// Outputs past n are zeros. Q3_K and Q2_K keep the file's rows.
 constexpr std::size_t kquant_panel = 16;
-constexpr std::size_t q4k_record_bytes = 2368, q5k_record_bytes = 2880, q6k_record_bytes = 3360;
+constexpr std::size_t q4k_record_bytes = 2368, q5k_record_bytes = 2880, q6k_record_bytes = 3360, iq4xs_record_bytes = 2208;
 constexpr bool kquant_panelled(kquant_type t) {
-  return t == kquant_type::q4_k || t == kquant_type::q5_k || t == kquant_type::q6_k;
+  return t == kquant_type::q4_k || t == kquant_type::q5_k || t == kquant_type::q6_k || t == kquant_type::iq4_xs;
 }
 constexpr std::size_t kquant_record_bytes(kquant_type t) {
-  return t == kquant_type::q4_k ? q4k_record_bytes : t == kquant_type::q5_k ? q5k_record_bytes : q6k_record_bytes;
+  return t == kquant_type::q4_k   ? q4k_record_bytes
+         : t == kquant_type::q5_k ? q5k_record_bytes
+         : t == kquant_type::q6_k ? q6k_record_bytes
+                                  : iq4xs_record_bytes;
 }
 
 // What the per-ISA kernels see: plain pointers only.
@@ -81,12 +87,12 @@ struct kquant_weight {
   kquant_view view() const { return {type, n, k, k / kquant_block, data.get(), panelled}; }
 };
 
-// Output j (0-15) of a Q4_K, Q5_K or Q6_K record in the unpacked form (what unpack_kquant_block gives
+// Output j (0-15) of a Q4_K, Q5_K, Q6_K or IQ4_XS record in the unpacked form (what unpack_kquant_block gives
 // for the block it came from).
 void unpack_kquant_record(kquant_type t, const std::uint8_t* record, std::size_t j, kquant_unpacked& u);
 
 // Copies n stored rows of k weights (k a multiple of kquant_block: the caller checks it and
-// names the tensor); Q4_K, Q5_K and Q6_K into panels.
+// names the tensor); Q4_K, Q5_K, Q6_K and IQ4_XS into panels.
 kquant_weight make_kquant_weight(kquant_type t, const std::uint8_t* rows, std::size_t n, std::size_t k);
 
 // One row of k floats into q (k), dx (k / 256) and xsum (k / 16).

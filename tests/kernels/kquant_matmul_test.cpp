@@ -177,9 +177,9 @@ BOOST_AUTO_TEST_CASE(the_weight_reports_the_bytes_it_reads) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(a_q4_k_q5_k_or_q6_k_panel_holds_each_outputs_blocks) {
+BOOST_AUTO_TEST_CASE(a_panel_holds_each_outputs_blocks) {
   const std::size_t n = 21, k = 512;  // a second, partial panel
-  for (kquant_type t : {kquant_type::q4_k, kquant_type::q5_k, kquant_type::q6_k}) {
+  for (kquant_type t : {kquant_type::q4_k, kquant_type::q5_k, kquant_type::q6_k, kquant_type::iq4_xs}) {
     const auto stored = quantize(t, uneven_weights(n * k, 12), n, k);
     const auto w = make_kquant_weight(t, stored.data(), n, k);
     BOOST_TEST_REQUIRE(w.panelled);
