@@ -1,10 +1,11 @@
 // The K-quant and IQ4_XS matmul (see kquant_weight.h for the arithmetic every ISA reproduces
 // bit for bit), compiled once per ISA like quant_matmul.cpp.
 //
-// A task takes its outputs four at a time. For each super-block it unpacks the four outputs'
-// blocks (kquant_unpacked: vector code for the quants, the scalar reference for the scales),
-// then takes that block's sums against every activation row: the unpacking, which costs about
-// as much as one row's sums, is paid once per block however many rows there are.
+// On AVX-512 VNNI the panelled formats (Q4_K, Q5_K, Q6_K, IQ4_XS) run panel kernels: one lane
+// per output, a tile of up to four activation rows per pass. Otherwise (Q3_K, Q2_K, or another
+// ISA) a task takes its outputs four at a time: for each super-block it unpacks the four
+// outputs' blocks (kquant_unpacked), then takes that block's sums against every activation
+// row, so the unpacking is paid once per block however many rows there are.
 #include <algorithm>
 #include <cstring>
 #include <vector>
