@@ -103,10 +103,6 @@ void q6_k(const std::uint8_t* b, float* y) {
       }
 }
 
-// IQ4_NL's table (shared with IQ4_XS): sixteen levels spaced as the weights of a normal
-// distribution fall, not evenly.
-constexpr std::int8_t iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
 void iq4_xs(const std::uint8_t* b, float* y) {
   const float d = f16_at(b);
   std::uint16_t scales_h;
@@ -168,8 +164,6 @@ void unpack_kquant_scales(kquant_type t, const std::uint8_t* b, kquant_unpacked&
   }
 }
 
-std::uint8_t iq4_unsigned_level(int nibble) { return std::uint8_t(iq4_levels[nibble] + 128); }
-
 void unpack_kquant_block(kquant_type t, const std::uint8_t* b, kquant_unpacked& u) {
   unpack_kquant_scales(t, b, u);
   for (int e = 0; e < 256; ++e) {
@@ -192,7 +186,7 @@ void unpack_kquant_block(kquant_type t, const std::uint8_t* b, kquant_unpacked& 
       }
       case kquant_type::iq4_xs: {
         const int sub = e / 32, j = e % 32;
-        q = iq4_unsigned_level((b[8 + sub * 16 + j % 16] >> (j < 16 ? 0 : 4)) & 0x0f);
+        q = iq4_unsigned_levels[(b[8 + sub * 16 + j % 16] >> (j < 16 ? 0 : 4)) & 0x0f];
         break;
       }
     }

@@ -20,6 +20,7 @@
 // Which element a quant belongs to is where the formats differ most; dequantize_kquant_row is
 // written element-run by element-run in that order, and docs/quantization.md draws it.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -54,10 +55,17 @@ constexpr bool kquant_folded(kquant_type t) {
   return t == kquant_type::q3_k || t == kquant_type::q6_k || t == kquant_type::iq4_xs;
 }
 void unpack_kquant_block(kquant_type t, const std::uint8_t* block, kquant_unpacked& out);
-// Only the scales, mins, d and dmin (the vector kernels unpack the quants themselves), and
-// iq4_xs's level for a nibble as the unsigned quant above.
+// Only the scales, mins, d and dmin (the vector kernels unpack the quants themselves).
 void unpack_kquant_scales(kquant_type t, const std::uint8_t* block, kquant_unpacked& out);
-std::uint8_t iq4_unsigned_level(int nibble);
+
+// IQ4_NL's table (shared with IQ4_XS): sixteen levels spaced as the weights of a normal
+// distribution fall, not evenly; and each plus 128, the unsigned quant of the form above.
+inline constexpr std::int8_t iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+inline constexpr auto iq4_unsigned_levels = [] {
+  std::array<std::uint8_t, 16> u{};
+  for (std::size_t i = 0; i < 16; ++i) u[i] = std::uint8_t(iq4_levels[i] + 128);
+  return u;
+}();
 
 // Quantizes a row of k floats (k a multiple of kquant_block) into `out` (k / kquant_block
 // blocks), without an importance matrix: each run's scale (and min) from its own range, the

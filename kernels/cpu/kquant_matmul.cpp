@@ -31,6 +31,8 @@ namespace {
 constexpr std::size_t tile_outputs = 4;
 
 #if defined(__AVX2__)
+// IQ4_XS's unsigned levels as the lookup table of a byte shuffle.
+inline __m128i levels16() { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(iq4_unsigned_levels.data())); }
 __m256i load32(const std::uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 void store32(std::uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
 // Bit `bit` of every byte as 0/1 (a 16-bit shift moves each byte's bits within it once masked).
@@ -82,9 +84,7 @@ void unpack_quants(kquant_type t, const std::uint8_t* b, std::uint8_t* q) {
       }
       return;
     case kquant_type::iq4_xs: {
-      // iq4_unsigned_level(0..15), spelled out so that no guard or call sits in the loop.
-      const __m256i table = _mm256_broadcastsi128_si256(
-          _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, char(129), char(141), char(153), char(166), char(181), char(197), char(217), char(241)));
+      const __m256i table = _mm256_broadcastsi128_si256(levels16());
       for (int p = 0; p < 4; ++p) {  // sub-blocks 2p and 2p + 1: 16 bytes each, one per 128-bit lane
         const __m256i v = load32(b + 8 + p * 32);
         const __m256i lo = _mm256_shuffle_epi8(table, bits_at(v, 0, 0x0f)), hi = _mm256_shuffle_epi8(table, bits_at(v, 4, 0x0f));
@@ -296,6 +296,26 @@ TROUPE_VNNI inline __m512i dot4(__m512i acc, __m512i w, const std::int8_t* x) {
 // Q4_K records (kquant_weight.h) for NR activation rows starting at r0: each lane is one of the
 // panel's 16 outputs, so a sub-block's sums need no adding across lanes, and each output's
 // integer sums and float steps are the reference's.
+// The record two ahead of `rec`: a panel's records are read in order, one per block.
+TROUPE_VNNI inline void prefetch_ahead(const std::uint8_t* rec, std::size_t record_bytes) {
+  for (std::size_t off = 0; off < record_bytes; off += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(rec + 2 * record_bytes + off), _MM_HINT_T0);
+}
+
+// Rows r0.. of panel p's outputs (those below n), the bias added.
+template <std::size_t NR>
+TROUPE_VNNI inline void store_panel(const __m512* facc, std::size_t r0, const kquant_view& w, std::size_t p, const float* bias,
+                                    float* y) {
+  alignas(64) float out[kquant_panel];
+  for (std::size_t r = 0; r < NR; ++r) {
+    _mm512_store_ps(out, facc[r]);
+    for (std::size_t j = 0; j < kquant_panel && p * kquant_panel + j < w.n; ++j) {
+      const std::size_t o = p * kquant_panel + j;
+      y[(r0 + r) * w.n + o] = bias ? out[j] + bias[o] : out[j];
+    }
+  }
+}
+
 // Q5_K (FIVE) adds each quant's fifth bit from its own area.
 template <std::size_t NR, bool FIVE = false>
 TROUPE_VNNI void q4k_panel_rows(const kquant_acts& a, std::size_t r0, const kquant_view& w, std::size_t p, const float* bias,
@@ -307,8 +327,7 @@ TROUPE_VNNI void q4k_panel_rows(const kquant_acts& a, std::size_t r0, const kqua
   __m512 facc[NR];
   for (auto& f : facc) f = _mm512_setzero_ps();
   for (std::size_t b = 0; b < kb; ++b, rec += rb) {
-    for (std::size_t off = 0; off < rb; off += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(rec + 2 * rb + off), _MM_HINT_T0);
+    prefetch_ahead(rec, rb);
     __m512i sumq[NR], summ[NR];
     for (std::size_t r = 0; r < NR; ++r) sumq[r] = summ[r] = _mm512_setzero_si512();
     for (std::size_t c = 0; c < 4; ++c) {
@@ -350,14 +369,7 @@ TROUPE_VNNI void q4k_panel_rows(const kquant_acts& a, std::size_t r0, const kqua
       facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(summ[r]), neg, facc[r]);
     }
   }
-  alignas(64) float out[kquant_panel];
-  for (std::size_t r = 0; r < NR; ++r) {
-    _mm512_store_ps(out, facc[r]);
-    for (std::size_t j = 0; j < kquant_panel && p * kquant_panel + j < w.n; ++j) {
-      const std::size_t o = p * kquant_panel + j;
-      y[(r0 + r) * w.n + o] = bias ? out[j] + bias[o] : out[j];
-    }
-  }
+  store_panel<NR>(facc, r0, w, p, bias, y);
 }
 
 // Q6_K records for NR rows: per chunk of 64 weights, four runs of 16 each with its own signed
@@ -372,8 +384,7 @@ TROUPE_VNNI void q6k_panel_rows(const kquant_acts& a, std::size_t r0, const kqua
   __m512 facc[NR];
   for (auto& f : facc) f = _mm512_setzero_ps();
   for (std::size_t b = 0; b < kb; ++b, rec += q6k_record_bytes) {
-    for (std::size_t off = 0; off < q6k_record_bytes; off += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(rec + 2 * q6k_record_bytes + off), _MM_HINT_T0);
+    prefetch_ahead(rec, q6k_record_bytes);
     __m512i sum[NR];
     for (auto& v : sum) v = _mm512_setzero_si512();
     for (std::size_t c = 0; c < 4; ++c) {
@@ -410,14 +421,7 @@ TROUPE_VNNI void q6k_panel_rows(const kquant_acts& a, std::size_t r0, const kqua
     for (std::size_t r = 0; r < NR; ++r)
       facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r]), _mm512_mul_ps(d, _mm512_set1_ps(a.dx[(r0 + r) * kb + b])), facc[r]);
   }
-  alignas(64) float out[kquant_panel];
-  for (std::size_t r = 0; r < NR; ++r) {
-    _mm512_store_ps(out, facc[r]);
-    for (std::size_t j = 0; j < kquant_panel && p * kquant_panel + j < w.n; ++j) {
-      const std::size_t o = p * kquant_panel + j;
-      y[(r0 + r) * w.n + o] = bias ? out[j] + bias[o] : out[j];
-    }
-  }
+  store_panel<NR>(facc, r0, w, p, bias, y);
 }
 
 // IQ4_XS records: Q4_K's nibbles, each looked up in the table of levels + 128 (unsigned, as
@@ -428,13 +432,11 @@ TROUPE_VNNI void iq4xs_panel_rows(const kquant_acts& a, std::size_t r0, const kq
   const std::size_t kb = w.blocks;
   const std::uint8_t* rec = w.data + p * kb * iq4xs_record_bytes;
   const __m512i low = _mm512_set1_epi8(0x0f);
-  const __m512i table = _mm512_broadcast_i32x4(
-      _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, char(129), char(141), char(153), char(166), char(181), char(197), char(217), char(241)));
+  const __m512i table = _mm512_broadcast_i32x4(levels16());
   __m512 facc[NR];
   for (auto& f : facc) f = _mm512_setzero_ps();
   for (std::size_t b = 0; b < kb; ++b, rec += iq4xs_record_bytes) {
-    for (std::size_t off = 0; off < iq4xs_record_bytes; off += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(rec + 2 * iq4xs_record_bytes + off), _MM_HINT_T0);
+    prefetch_ahead(rec, iq4xs_record_bytes);
     __m512i sum[NR];
     for (auto& v : sum) v = _mm512_setzero_si512();
     for (std::size_t c = 0; c < 4; ++c) {
@@ -465,14 +467,7 @@ TROUPE_VNNI void iq4xs_panel_rows(const kquant_acts& a, std::size_t r0, const kq
     for (std::size_t r = 0; r < NR; ++r)
       facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r]), _mm512_mul_ps(d, _mm512_set1_ps(a.dx[(r0 + r) * kb + b])), facc[r]);
   }
-  alignas(64) float out[kquant_panel];
-  for (std::size_t r = 0; r < NR; ++r) {
-    _mm512_store_ps(out, facc[r]);
-    for (std::size_t j = 0; j < kquant_panel && p * kquant_panel + j < w.n; ++j) {
-      const std::size_t o = p * kquant_panel + j;
-      y[(r0 + r) * w.n + o] = bias ? out[j] + bias[o] : out[j];
-    }
-  }
+  store_panel<NR>(facc, r0, w, p, bias, y);
 }
 
 template <kquant_type T, std::size_t NR>
@@ -507,10 +502,13 @@ TROUPE_VNNI void kquant_task(const kquant_acts& a, std::size_t rows, const kquan
                              float* y) {
 #if defined(__AVX512F__)
   // c0, c1: whole panels (stream_split by 16)
-  if (w.panelled && w.type == kquant_type::q4_k) return panels_of<kquant_type::q4_k>(a, rows, w, c0, c1, bias, y);
-  if (w.panelled && w.type == kquant_type::q5_k) return panels_of<kquant_type::q5_k>(a, rows, w, c0, c1, bias, y);
-  if (w.panelled && w.type == kquant_type::q6_k) return panels_of<kquant_type::q6_k>(a, rows, w, c0, c1, bias, y);
-  if (w.panelled && w.type == kquant_type::iq4_xs) return panels_of<kquant_type::iq4_xs>(a, rows, w, c0, c1, bias, y);
+  switch (w.type) {
+    case kquant_type::q4_k: return panels_of<kquant_type::q4_k>(a, rows, w, c0, c1, bias, y);
+    case kquant_type::q5_k: return panels_of<kquant_type::q5_k>(a, rows, w, c0, c1, bias, y);
+    case kquant_type::q6_k: return panels_of<kquant_type::q6_k>(a, rows, w, c0, c1, bias, y);
+    case kquant_type::iq4_xs: return panels_of<kquant_type::iq4_xs>(a, rows, w, c0, c1, bias, y);
+    default: break;  // Q3_K, Q2_K: the rows below
+  }
 #endif
   const bool folded = kquant_folded(w.type);
   const std::size_t bb = kquant_block_bytes(w.type), row_bytes = w.blocks * bb;
@@ -524,7 +522,7 @@ TROUPE_VNNI void kquant_task(const kquant_acts& a, std::size_t rows, const kquan
       alignas(16) float d[tile_outputs] = {}, dmin[tile_outputs] = {};
       for (std::size_t j = 0; j < nt; ++j) {
         const std::size_t out = c + j;
-        if (w.panelled)
+        if (kquant_panelled(w.type))
           unpack_kquant_record(w.type, w.data + ((out / kquant_panel) * w.blocks + b) * kquant_record_bytes(w.type),
                                out % kquant_panel, u[j]);
         else

@@ -131,8 +131,6 @@ void q6_k(const float* x, std::uint8_t* b) {
   }
 }
 
-constexpr int iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
 int nearest_level(float v) {
   int best = 0;
   for (int i = 1; i < 16; ++i)

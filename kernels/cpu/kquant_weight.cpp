@@ -108,7 +108,7 @@ void unpack_kquant_record(kquant_type t, const std::uint8_t* rec, std::size_t j,
     const place at = place_of(t, e);
     int q = (rec[nibbles + at.nibble_byte + j * 4] >> at.nibble_shift) & 0x0f;
     if (top) q |= ((rec[tops + at.top_byte + j * 4] >> at.top_shift) & ((1 << top) - 1)) << 4;
-    u.q[e] = iq4 ? iq4_unsigned_level(q) : std::uint8_t(q);
+    u.q[e] = iq4 ? iq4_unsigned_levels[std::size_t(q)] : std::uint8_t(q);
   }
 }
 
@@ -117,9 +117,8 @@ kquant_weight make_kquant_weight(kquant_type t, const std::uint8_t* rows, std::s
   w.type = t;
   w.n = n;
   w.k = k;
-  w.panelled = kquant_panelled(t);
   w.data = alloc_weight_bytes(w.bytes());
-  if (w.panelled)
+  if (w.panelled())
     pack_panels(rows, w);
   else
     std::memcpy(w.data.get(), rows, w.bytes());
@@ -173,7 +172,7 @@ void kquant_linear(const float* x, std::size_t rows, const kquant_weight& w, con
   const kquant_acts a = quantize_rows(x, rows, w.k, buf);
   const kquant_view v = w.view();
   const auto task = TROUPE_PICK_ISA_FOR(quant_isa(), kquant_task);
-  const std::vector<std::size_t> cut = stream_split(w.n, w.panelled ? kquant_panel : 4);
+  const std::vector<std::size_t> cut = stream_split(w.n, w.panelled() ? kquant_panel : 4);
   parallel_for(cut.size() - 1, [&](std::size_t i) { task(a, rows, v, cut[i], cut[i + 1], bias, y); });
 }
 

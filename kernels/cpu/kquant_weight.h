@@ -70,21 +70,21 @@ constexpr std::size_t kquant_record_bytes(kquant_type t) {
 struct kquant_view {
   kquant_type type;
   std::size_t n, k, blocks;  // blocks per row
-  const std::uint8_t* data;  // n rows of `blocks` super-blocks as stored, or (panelled) Q4_K records
-  bool panelled;
+  const std::uint8_t* data;  // n rows of `blocks` super-blocks as stored, or (kquant_panelled) records
 };
 
 struct kquant_weight {
   kquant_type type = kquant_type::q4_k;
   std::size_t n = 0, k = 0;
-  bool panelled = false;  // Q4_K, Q6_K: records as above; else a 64-byte aligned copy of the rows
-  std::shared_ptr<std::uint8_t[]> data;
+  std::shared_ptr<std::uint8_t[]> data;  // records as above for kquant_panelled types, else a copy of the rows
+
+  bool panelled() const { return kquant_panelled(type); }
 
   std::size_t row_bytes() const { return k / kquant_block * kquant_block_bytes(type); }
   std::size_t bytes() const {  // what a matmul reads
-    return panelled ? (n + kquant_panel - 1) / kquant_panel * (k / kquant_block) * kquant_record_bytes(type) : n * row_bytes();
+    return panelled() ? (n + kquant_panel - 1) / kquant_panel * (k / kquant_block) * kquant_record_bytes(type) : n * row_bytes();
   }
-  kquant_view view() const { return {type, n, k, k / kquant_block, data.get(), panelled}; }
+  kquant_view view() const { return {type, n, k, k / kquant_block, data.get()}; }
 };
 
 // Output j (0-15) of a Q4_K, Q5_K, Q6_K or IQ4_XS record in the unpacked form (what unpack_kquant_block gives

@@ -182,7 +182,7 @@ BOOST_AUTO_TEST_CASE(a_panel_holds_each_outputs_blocks) {
   for (kquant_type t : {kquant_type::q4_k, kquant_type::q5_k, kquant_type::q6_k, kquant_type::iq4_xs}) {
     const auto stored = quantize(t, uneven_weights(n * k, 12), n, k);
     const auto w = make_kquant_weight(t, stored.data(), n, k);
-    BOOST_TEST_REQUIRE(w.panelled);
+    BOOST_TEST_REQUIRE(w.panelled());
     for (std::size_t out = 0; out < n; ++out)
       for (std::size_t b = 0; b < 2; ++b) {
         kquant_unpacked want, got;
