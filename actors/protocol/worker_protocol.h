@@ -61,7 +61,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_cache_config& x) {
   auto type = static_cast<std::uint8_t>(x.type);
   auto load_type = caf::meta::load_callback([&]() -> caf::error {
-    if (type > static_cast<std::uint8_t>(kernels::dtype::bf16)) return caf::sec::invalid_argument;
+    if (type > static_cast<std::uint8_t>(kernels::last_dtype)) return caf::sec::invalid_argument;
     x.type = static_cast<kernels::dtype>(type);
     return caf::none;
   });
@@ -76,7 +76,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_layout& x) {
   auto type = static_cast<std::uint8_t>(x.type);
   auto load_type = caf::meta::load_callback([&]() -> caf::error {
-    if (type > static_cast<std::uint8_t>(kernels::dtype::bf16)) return caf::sec::invalid_argument;
+    if (type > static_cast<std::uint8_t>(kernels::last_dtype)) return caf::sec::invalid_argument;
     x.type = static_cast<kernels::dtype>(type);
     return caf::none;
   });

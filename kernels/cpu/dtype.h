@@ -11,6 +11,8 @@ namespace troupe::kernels {
 // int8 is a KV cache type only (weights have their own quantized formats, quant.h/kquant.h):
 // each KV row of head_dim elements is int8 quants followed by the row's f16 scale.
 enum class dtype : std::uint8_t { f32, f16, bf16, int8 };
+// The last dtype: a byte read off the wire names a dtype only if it is at most this.
+constexpr dtype last_dtype = dtype::int8;
 
 // Bytes per element of `t`.
 constexpr std::size_t dtype_size(dtype t) { return t == dtype::f32 ? 4 : t == dtype::int8 ? 1 : 2; }

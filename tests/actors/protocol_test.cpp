@@ -1,0 +1,65 @@
+// The value types that cross between processes keep what they carry, through CAF's binary
+// serializer as the middleman sends them: every KV dtype in a cache's geometry (a rank in
+// another process builds its cache from it) and a layout (a disaggregated handoff or a store
+// pull checks it).
+#define BOOST_TEST_MODULE protocol
+#include <boost/test/unit_test.hpp>
+
+#include <caf/all.hpp>
+
+#include "actors/protocol/worker_protocol.h"
+
+using namespace troupe;
+using kernels::dtype;
+
+namespace {
+
+template <class T>
+T round_trip(T x) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{nullptr, buf};
+  BOOST_TEST_REQUIRE(!sink(x));
+  T y;
+  caf::binary_deserializer source{nullptr, buf};
+  const caf::error e = source(y);
+  BOOST_TEST_REQUIRE(!e, caf::to_string(e));
+  return y;
+}
+
+const dtype every_dtype[] = {dtype::f32, dtype::f16, dtype::bf16, dtype::int8};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_cache_geometry_keeps_its_dtype) {
+  for (dtype t : every_dtype) {
+    const auto got = round_trip(kv::kv_cache_config{100, 16, t, false});
+    BOOST_TEST(kernels::dtype_name(got.type) == kernels::dtype_name(t));
+    BOOST_TEST(got.num_blocks == 100);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_kv_layout_keeps_its_dtype) {
+  for (dtype t : every_dtype) {
+    kv::transfer::kv_layout l;
+    l.type = t;
+    l.num_layers = 4;
+    l.n_kv_heads = 2;
+    l.head_dim = 64;
+    l.model_key = "m@1";
+    l.ranks = {{0, 2}, {2, 4}};
+    const auto got = round_trip(l);
+    BOOST_TEST(kernels::dtype_name(got.type) == kernels::dtype_name(t));
+    BOOST_TEST(!kv::transfer::layout_mismatch(l, got).has_value());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_dtype_byte_past_the_last_is_refused) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{nullptr, buf};
+  kv::transfer::kv_layout l;
+  BOOST_TEST_REQUIRE(!sink(l));
+  buf[0] = char(static_cast<std::uint8_t>(kernels::last_dtype) + 1);  // the dtype is the first field
+  kv::transfer::kv_layout y;
+  caf::binary_deserializer source{nullptr, buf};
+  BOOST_TEST(static_cast<bool>(source(y)));
+}
