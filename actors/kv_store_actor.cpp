@@ -35,7 +35,7 @@ void publish(store_ptr self, std::vector<kv::kv_event> events) {
   auto& st = self->state;
   if (events.empty() || st.sinks.empty()) return;
   const double now = unix_seconds();
-  kv::kv_event_batch b{st.cfg.id, st.generation, ++st.seq, now, std::move(events)};
+  kv::kv_event_batch b{st.cfg.id, st.generation, ++st.seq, now, std::move(events), st.cfg.layout.type};
   for (const auto& s : st.sinks) self->send(s, b);
 }
 

@@ -157,13 +157,14 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
         // And expect its blocks there: the next request with this prefix should follow it
         // before the replica's events say so.
         if (st.kv_aware) st.index.predict(r.replica, hashes);
-        // A store that holds more of the prefix than the replica: the replica pulls it from there.
+        // A store that holds more of the prefix than the replica, in its dtype: the replica pulls
+        // it from there.
         if (!q.decode && !st.stores.empty()) {
           const int own = filtering && st.kv_aware ? view[i].cached_blocks : 0;
           int best = own;
           for (const auto& [id, store] : st.stores) {
             const int m = st.index.matched_blocks(id, hashes);
-            if (m > best) {
+            if (m > best && st.index.same_kv_type(id, r.replica)) {
               best = m;
               r.store = store;
             }

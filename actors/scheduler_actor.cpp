@@ -114,7 +114,7 @@ void publish_kv_events(scheduler_actor::stateful_pointer<scheduler_state> self) 
   const double now = unix_seconds();
   auto send = [&](std::vector<kv::kv_event> evs) {
     if (evs.empty()) return;
-    kv::kv_event_batch b{st.replica, st.kv_generation, ++st.kv_seq, now, std::move(evs)};
+    kv::kv_event_batch b{st.replica, st.kv_generation, ++st.kv_seq, now, std::move(evs), st.engine->config().kv_type};
     for (const auto& s : st.kv_sinks) self->send(s, b);
   };
   std::vector<kv::kv_event> part;

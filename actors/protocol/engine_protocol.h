@@ -38,7 +38,13 @@ typename Inspector::result_type inspect(Inspector& f, kv_event& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_event_batch& x) {
-  return f(caf::meta::type_name("kv_event_batch"), x.replica, x.generation, x.seq, x.timestamp, x.events);
+  auto type = static_cast<std::uint8_t>(x.kv_type);
+  auto load_type = caf::meta::load_callback([&]() -> caf::error {
+    if (type > static_cast<std::uint8_t>(kernels::last_dtype)) return caf::sec::invalid_argument;
+    x.kv_type = static_cast<kernels::dtype>(type);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("kv_event_batch"), x.replica, x.generation, x.seq, x.timestamp, x.events, type, load_type);
 }
 
 }  // namespace troupe::kv

@@ -33,7 +33,7 @@ void pack_medium(packer& pk, const std::string& medium) { pk.pack(medium == "gpu
 std::string encode_kv_event_batch(const kv_event_batch& b) {
   msgpack::sbuffer buf;
   packer pk(buf);
-  pk.pack_array(3);
+  pk.pack_array(4);
   pack_float64(buf, b.timestamp);
   pk.pack_array(std::uint32_t(b.events.size()));
   for (const auto& e : b.events) {
@@ -65,6 +65,7 @@ std::string encode_kv_event_batch(const kv_event_batch& b) {
     }
   }
   pk.pack_uint32(b.replica.value);
+  pk.pack(std::string(kernels::dtype_name(b.kv_type)));
   return std::string(buf.data(), buf.size());
 }
 

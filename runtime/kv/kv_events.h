@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/dtype.h"
 #include "runtime/common/ids.h"
 #include "runtime/kv/block_hash.h"
 
@@ -31,6 +32,9 @@ struct kv_event_batch {
   std::uint64_t seq = 0;         // 1, 2, ... within the generation
   double timestamp = 0;          // seconds since the Unix epoch, when the step ended
   std::vector<kv_event> events;
+  // The element type of the blocks' KV (f16, int8, ...): a block held in one dtype is no prefix
+  // hit for a cache of another, whose pull of it the layout check refuses.
+  kernels::dtype kv_type = kernels::dtype::f32;
 };
 
 }  // namespace troupe::kv

@@ -7,11 +7,13 @@ prefix_index::outcome prefix_index::apply(const kv::kv_event_batch& b) {
   if (it == replicas_.end()) {  // no snapshot yet: remember the generation, wait for one
     replica_view v;
     v.generation = b.generation;
+    v.kv_type = b.kv_type;
     replicas_.emplace(b.replica, std::move(v));
     return outcome::gap;
   }
   replica_view& v = it->second;
   if (b.generation < v.generation) return outcome::stale;
+  v.kv_type = b.kv_type;
   if (b.generation > v.generation) {  // restarted or reset: nothing of before counts
     v.generation = b.generation;
     v.blocks.clear();
@@ -84,6 +86,16 @@ int prefix_index::matched_blocks(replica_id r, std::span<const kv::block_hash> h
 std::size_t prefix_index::size(replica_id r) const {
   auto it = replicas_.find(r);
   return it == replicas_.end() ? 0 : it->second.blocks.size();
+}
+
+std::optional<kernels::dtype> prefix_index::kv_type(replica_id r) const {
+  auto it = replicas_.find(r);
+  return it == replicas_.end() ? std::nullopt : it->second.kv_type;
+}
+
+bool prefix_index::same_kv_type(replica_id from, replica_id to) const {
+  const auto a = kv_type(from), b = kv_type(to);
+  return !a || !b || *a == *b;
 }
 
 bool prefix_index::complete(replica_id r) const {

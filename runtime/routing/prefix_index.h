@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <unordered_set>
 #include <vector>
@@ -39,6 +40,11 @@ class prefix_index {
   // How many of `hashes`, from the first, replica `r` holds (or is predicted to).
   int matched_blocks(replica_id r, std::span<const kv::block_hash> hashes) const;
   bool complete(replica_id r) const;
+  // The dtype of `r`'s KV as its last batch said, or nothing before its first.
+  std::optional<kernels::dtype> kv_type(replica_id r) const;
+  // Whether blocks `from` holds can be pulled into `to`'s cache as far as their dtypes go: the
+  // same dtype, or one of the two not known yet (the pull's layout check then decides).
+  bool same_kv_type(replica_id from, replica_id to) const;
   // Blocks the index holds for `r` (its events' view, predictions not counted).
   std::size_t size(replica_id r) const;
 
@@ -47,6 +53,7 @@ class prefix_index {
     std::uint64_t generation = 0;
     std::uint64_t seq = 0;  // the last batch applied
     bool complete = false;
+    std::optional<kernels::dtype> kv_type;
     std::unordered_set<kv::block_hash> blocks;
     std::unordered_set<kv::block_hash> predicted;
   };

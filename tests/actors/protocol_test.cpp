@@ -1,12 +1,13 @@
 // The value types that cross between processes keep what they carry, through CAF's binary
 // serializer as the middleman sends them: every KV dtype in a cache's geometry (a rank in
-// another process builds its cache from it) and a layout (a disaggregated handoff or a store
-// pull checks it).
+// another process builds its cache from it), a layout (a disaggregated handoff or a store pull
+// checks it) and a KV-event batch (a router in another process reads it).
 #define BOOST_TEST_MODULE protocol
 #include <boost/test/unit_test.hpp>
 
 #include <caf/all.hpp>
 
+#include "actors/protocol/engine_protocol.h"
 #include "actors/protocol/worker_protocol.h"
 
 using namespace troupe;
@@ -50,6 +51,21 @@ BOOST_AUTO_TEST_CASE(a_kv_layout_keeps_its_dtype) {
     const auto got = round_trip(l);
     BOOST_TEST(kernels::dtype_name(got.type) == kernels::dtype_name(t));
     BOOST_TEST(!kv::transfer::layout_mismatch(l, got).has_value());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_kv_event_batch_keeps_its_dtype) {
+  for (dtype t : every_dtype) {
+    kv::kv_event_batch b;
+    b.replica = replica_id(3);
+    b.seq = 9;
+    b.kv_type = t;
+    b.events.push_back({kv::kv_event_kind::stored, {11, 12}, 0, false, {1, 2}, 1});
+    const auto got = round_trip(b);
+    BOOST_TEST(kernels::dtype_name(got.kv_type) == kernels::dtype_name(t));
+    BOOST_TEST(got.seq == 9u);
+    BOOST_TEST_REQUIRE(got.events.size() == 1u);
+    BOOST_TEST(got.events[0].hashes == (std::vector<kv::block_hash>{11, 12}));
   }
 }
 

@@ -77,13 +77,14 @@ BOOST_AUTO_TEST_CASE(kv_events_reach_an_independent_decoder_and_replay_fills_wha
   std::string text = read_file(std::string(TROUPE_SOURCE_DIR) + "/configs/kv-aware.toml");
   text = std::regex_replace(text, std::regex("127\\.0\\.0\\.1:5557"), "127.0.0.1:" + std::to_string(pub));
   text = std::regex_replace(text, std::regex("127\\.0\\.0\\.1:5558"), "127.0.0.1:" + std::to_string(rep));
+  text = std::regex_replace(text, std::regex("\\[scheduler\\]"), "[scheduler]\nkv_dtype = \"int8\"");  // the batches name it
   const std::string config = write_config("kv-events-test.toml", text);
   test::serve_process server({config, "--model", tiny()});
   BOOST_TEST_REQUIRE(server.port() != 0);
   BOOST_TEST_REQUIRE(await_replicas(server.port(), 2));
   const auto r = test::run_command("/usr/bin/python3 " + std::string(TROUPE_SOURCE_DIR) + "/tests/kv/kv_events_check.py tcp://127.0.0.1:" +
                                    std::to_string(pub) + " tcp://127.0.0.1:" + std::to_string(rep) + " " +
-                                   std::to_string(server.port()) + " kv-events 2>&1");
+                                   std::to_string(server.port()) + " kv-events int8 2>&1");
   BOOST_TEST(r.status == 0, r.output);
   BOOST_TEST(r.output.find("kv events ok") != std::string::npos, r.output);
   BOOST_TEST(metric(server.port(), "troupe:kv_events_published_total") > 0);

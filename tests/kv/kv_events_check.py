@@ -3,7 +3,7 @@
 python3-zmq and python3-msgpack (nothing of Troupe's encoder), and checks vLLM's wire layout,
 the sequence numbers, and that the replay socket resends what a late subscriber missed.
 
-usage: kv_events_check.py PUB_ENDPOINT REPLAY_ENDPOINT HTTP_PORT TOPIC
+usage: kv_events_check.py PUB_ENDPOINT REPLAY_ENDPOINT HTTP_PORT TOPIC KV_DTYPE
 Prints "kv events ok" and exits 0, or fails with an assertion naming what was wrong."""
 import json
 import sys
@@ -13,6 +13,7 @@ import msgpack
 import zmq
 
 pub_ep, replay_ep, http_port, topic = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].encode()
+KV_DTYPE = sys.argv[5]  # what every batch must say of its blocks
 ctx = zmq.Context()
 BLOCK = 16
 
@@ -46,8 +47,9 @@ def replay(start):
 
 def events_of(payload):
     batch = msgpack.unpackb(payload, raw=False)
-    assert isinstance(batch, list) and len(batch) == 3, f"batch is not [ts, events, rank]: {batch!r}"
-    ts, events, rank = batch
+    assert isinstance(batch, list) and len(batch) == 4, f"batch is not [ts, events, rank, kv_dtype]: {batch!r}"
+    ts, events, rank, kv_dtype = batch
+    assert kv_dtype == KV_DTYPE, f"kv_dtype {kv_dtype!r}, the cache's is {KV_DTYPE!r}"
     assert isinstance(ts, float) and ts > 1.6e9, f"timestamp {ts!r}"
     assert isinstance(rank, int) and rank in (0, 1), f"data_parallel_rank {rank!r}"
     assert isinstance(events, list)

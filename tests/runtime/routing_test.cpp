@@ -121,6 +121,33 @@ BOOST_AUTO_TEST_CASE(prefix_index_follows_events_and_fences_old_generations) {
   BOOST_TEST(!ix.complete(replica_id(0)));
 }
 
+// A store's blocks are a prefix hit for a replica only in the replica's own KV dtype: the router
+// asks for no pull the layout check would refuse.
+BOOST_AUTO_TEST_CASE(prefix_index_knows_each_sources_kv_dtype) {
+  using troupe::kernels::dtype;
+  prefix_index ix;
+  BOOST_TEST(!ix.kv_type(replica_id(0)).has_value());
+  BOOST_TEST(ix.same_kv_type(replica_id(7), replica_id(0)));  // neither known yet: the pull decides
+  auto b = stored(0, 1, 1, {11});
+  b.kv_type = dtype::int8;
+  ix.apply(b);
+  BOOST_TEST((ix.kv_type(replica_id(0)) == dtype::int8));
+  BOOST_TEST(ix.same_kv_type(replica_id(7), replica_id(0)));  // the store's not known yet
+  b = stored(7, 1, 1, {11});
+  b.kv_type = dtype::f16;
+  ix.apply(b);
+  BOOST_TEST(!ix.same_kv_type(replica_id(7), replica_id(0)));
+  b = stored(2, 1, 1, {11});
+  b.kv_type = dtype::int8;
+  ix.apply(b);
+  BOOST_TEST(ix.same_kv_type(replica_id(2), replica_id(0)));
+  // A replica restarted with another dtype says so in its next batch.
+  b = stored(0, 2, 1, {12});
+  b.kv_type = dtype::f16;
+  ix.apply(b);
+  BOOST_TEST(ix.same_kv_type(replica_id(7), replica_id(0)));
+}
+
 BOOST_AUTO_TEST_CASE(conditional_disaggregation_weighs_the_prefill_queue_against_the_local_prefill) {
   using troupe::routing::prefill_remotely;
   const troupe::routing::disaggregation_params p{64, 4};
