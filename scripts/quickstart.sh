@@ -34,7 +34,14 @@ asan_log=build/sanitizer-build.log
 ) >"$asan_log" 2>&1 &
 asan_build=$!
 trap 'kill "$asan_build" 2>/dev/null || true' EXIT
-ctest --test-dir build --output-on-failure -j2 --timeout 1500
+# A failing test's output comes where it failed, amid the others'; its failed checks are repeated
+# last, where a log's tail shows them.
+if ! ctest --test-dir build --output-on-failure -j2 --timeout 1500; then
+  echo "quickstart: the failed checks, from build/Testing/Temporary/LastTest.log:" >&2
+  grep -aE 'error: in "|Test Failed|Timeout|Exception' build/Testing/Temporary/LastTest.log |
+    sed 's/\x1b\[[0-9;]*m//g' | tail -n 40 >&2 || true
+  exit 8
+fi
 if ! wait "$asan_build"; then
   cat "$asan_log"
   echo "quickstart: the sanitizer tree did not build (its output is above, and in $asan_log)" >&2
