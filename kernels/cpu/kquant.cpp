@@ -206,6 +206,12 @@ const char* kquant_name(kquant_type t) {
   return "?";
 }
 
+std::optional<kquant_type> parse_kquant_type(const std::string& name) {
+  for (auto t : {kquant_type::q2_k, kquant_type::q3_k, kquant_type::q4_k, kquant_type::q5_k, kquant_type::q6_k, kquant_type::iq4_xs})
+    if (name == kquant_name(t)) return t;
+  return std::nullopt;
+}
+
 std::size_t kquant_block_bytes(kquant_type t) {
   switch (t) {
     case kquant_type::q2_k: return 84;

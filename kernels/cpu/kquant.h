@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace troupe::kernels {
 
@@ -32,6 +33,7 @@ enum class kquant_type : std::uint8_t { q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs };
 constexpr std::size_t kquant_block = 256;  // weights per super-block
 
 const char* kquant_name(kquant_type t);  // "q4_k", ...
+std::optional<kquant_type> parse_kquant_type(const std::string& name);  // kquant_name's inverse
 std::size_t kquant_block_bytes(kquant_type t);
 // The format of a GGUF tensor type number (ggml's: Q2_K = 10 ... Q6_K = 14, IQ4_XS = 23).
 std::optional<kquant_type> kquant_of_ggml(std::uint32_t ggml_type);

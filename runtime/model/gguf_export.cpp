@@ -4,13 +4,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "kernels/cpu/dtype.h"
-#include "kernels/cpu/kquant.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/thread_pool.h"
 #include "runtime/common/error.h"
@@ -71,22 +69,10 @@ struct gguf_place {
 };
 
 std::optional<gguf_place> place_of(const std::string& hf, const model_config& c) {
-  if (hf == "model.embed_tokens.weight") return gguf_place{"token_embd.weight"};
-  if (hf == "model.norm.weight") return gguf_place{"output_norm.weight"};
-  if (hf == "lm_head.weight") return gguf_place{"output.weight"};
-  static const std::regex layer(R"(model\.layers\.(\d+)\.(.+)\.weight)");
-  static const std::pair<const char*, const char*> parts[] = {
-      {"input_layernorm", "attn_norm"}, {"post_attention_layernorm", "ffn_norm"}, {"self_attn.q_proj", "attn_q"},
-      {"self_attn.k_proj", "attn_k"},   {"self_attn.v_proj", "attn_v"},           {"self_attn.o_proj", "attn_output"},
-      {"mlp.gate_proj", "ffn_gate"},    {"mlp.up_proj", "ffn_up"},                {"mlp.down_proj", "ffn_down"}};
-  std::smatch m;
-  if (!std::regex_match(hf, m, layer)) return std::nullopt;
-  for (auto& [h, g] : parts)
-    if (m[2].str() == h) {
-      const int heads = std::string(g) == "attn_q" ? c.num_attention_heads : std::string(g) == "attn_k" ? c.num_key_value_heads : 0;
-      return gguf_place{"blk." + m[1].str() + "." + g + ".weight", heads};
-    }
-  return std::nullopt;
+  auto name = gguf_tensor_name(hf);
+  if (!name) return std::nullopt;
+  const bool q = name->find(".attn_q.") != std::string::npos, k = name->find(".attn_k.") != std::string::npos;
+  return gguf_place{*name, q ? c.num_attention_heads : k ? c.num_key_value_heads : 0};
 }
 
 // The order llama.cpp writes: the embedding table, each block's tensors, the final norm, the head.
@@ -102,13 +88,6 @@ struct planned {
   std::uint32_t type;
   std::size_t rows, len, bytes;
 };
-
-std::size_t row_bytes(std::uint32_t type, std::size_t len) {
-  if (auto k = kernels::kquant_of_ggml(type)) return len / kernels::kquant_block * kernels::kquant_block_bytes(*k);
-  if (type == 2) return kernels::quant_row_bytes(kernels::quant_type::q4_0, len);
-  if (type == 8) return kernels::quant_row_bytes(kernels::quant_type::q8_0, len);
-  return len * 4;  // F32
-}
 
 // One tensor's data in its GGUF type: rows interleaved per head where asked, then quantized.
 std::string tensor_data(const planned& p, const model_config& c) {
@@ -126,15 +105,8 @@ std::string tensor_data(const planned& p, const model_config& c) {
   }
   std::string out(p.bytes, '\0');
   auto* o = reinterpret_cast<std::uint8_t*>(out.data());
-  const std::size_t rb = row_bytes(p.type, p.len);
-  auto row = [&](std::size_t r) {
-    const float* in = x.data() + r * p.len;
-    if (auto k = kernels::kquant_of_ggml(p.type)) kernels::quantize_kquant_row(*k, in, p.len, o + r * rb);
-    else if (p.type == 2) kernels::quantize_row(kernels::quant_type::q4_0, in, p.len, o + r * rb, nullptr);
-    else if (p.type == 8) kernels::quantize_row(kernels::quant_type::q8_0, in, p.len, o + r * rb, nullptr);
-    else std::memcpy(o + r * rb, in, rb);
-  };
-  kernels::parallel_for(p.rows, row);
+  const std::size_t rb = ggml_row_bytes(p.type, p.len);
+  kernels::parallel_for(p.rows, [&](std::size_t r) { quantize_ggml_row(p.type, x.data() + r * p.len, p.len, o + r * rb); });
   return out;
 }
 
@@ -142,6 +114,7 @@ void check_exportable(const model_config& c, const std::string& in) {
   auto refuse = [&](const std::string& why) { throw input_error(in + ": " + why + "; GGUF export writes the llama layout only"); };
   if (c.architecture != "LlamaForCausalLM" && c.architecture != "MistralForCausalLM") refuse("architecture " + c.architecture);
   if (c.weight_quant) refuse(std::string("already quantized (") + kernels::quant_name(*c.weight_quant) + "); export the original weights");
+  if (!c.weight_mix.empty()) refuse("already quantized (" + c.weight_mix + "); export the original weights");
   if (c.moe) refuse("a mixture-of-experts model");
   if (c.attention_bias) refuse("attention biases");
   if (c.qk_norm) refuse("query/key norms");
@@ -211,7 +184,7 @@ quantize_report export_gguf(const gguf_export_options& o, const std::function<vo
       const std::uint32_t type = matrix ? gguf_mix_type(o.mix, place->name, c.num_hidden_layers, std::int64_t(len)) : 0;
       if (type != 0 && len % 32 != 0)
         throw input_error(t.file + ": tensor '" + name + "' has rows of " + std::to_string(len) + " weights; GGUF blocks need a multiple of 32");
-      plan.push_back({&t, *place, type, rows, len, rows * row_bytes(type, len)});
+      plan.push_back({&t, *place, type, rows, len, rows * ggml_row_bytes(type, len)});
       rep.bytes_in += t.bytes;
       rep.bytes_out += plan.back().bytes;
       (type == 0 ? rep.tensors_copied : rep.tensors_quantized) += 1;

@@ -1,8 +1,11 @@
 #include "runtime/model/gguf_mix.h"
 
 #include <algorithm>
+#include <cstring>
 #include <regex>
 
+#include "kernels/cpu/kquant.h"
+#include "kernels/cpu/quant.h"
 #include "runtime/common/error.h"
 
 namespace troupe::model {
@@ -65,6 +68,43 @@ std::uint32_t gguf_mix_type(const std::string& mix, const std::string& name, int
     if (part == "attn_output" || part == "ffn_down") type = q3_k;
   }
   return fitted(type, row_length);
+}
+
+std::optional<std::string> gguf_tensor_name(const std::string& hf) {
+  if (hf == "model.embed_tokens.weight") return "token_embd.weight";
+  if (hf == "model.norm.weight") return "output_norm.weight";
+  if (hf == "lm_head.weight") return "output.weight";
+  static const std::regex layer(R"(model\.layers\.(\d+)\.(.+)\.weight)");
+  static const std::pair<const char*, const char*> parts[] = {
+      {"input_layernorm", "attn_norm"}, {"post_attention_layernorm", "ffn_norm"}, {"self_attn.q_proj", "attn_q"},
+      {"self_attn.k_proj", "attn_k"},   {"self_attn.v_proj", "attn_v"},           {"self_attn.o_proj", "attn_output"},
+      {"mlp.gate_proj", "ffn_gate"},    {"mlp.up_proj", "ffn_up"},                {"mlp.down_proj", "ffn_down"}};
+  std::smatch m;
+  if (!std::regex_match(hf, m, layer)) return std::nullopt;
+  for (auto& [h, g] : parts)
+    if (m[2].str() == h) return "blk." + m[1].str() + "." + g + ".weight";
+  return std::nullopt;
+}
+
+std::size_t ggml_row_bytes(std::uint32_t type, std::size_t len) {
+  if (auto k = kernels::kquant_of_ggml(type)) return len / kernels::kquant_block * kernels::kquant_block_bytes(*k);
+  if (type == q4_0) return kernels::quant_row_bytes(kernels::quant_type::q4_0, len);
+  if (type == q8_0) return kernels::quant_row_bytes(kernels::quant_type::q8_0, len);
+  return len * 4;  // F32
+}
+
+void quantize_ggml_row(std::uint32_t type, const float* in, std::size_t len, std::uint8_t* out) {
+  if (auto k = kernels::kquant_of_ggml(type)) kernels::quantize_kquant_row(*k, in, len, out);
+  else if (type == q4_0) kernels::quantize_row(kernels::quant_type::q4_0, in, len, out, nullptr);
+  else if (type == q8_0) kernels::quantize_row(kernels::quant_type::q8_0, in, len, out, nullptr);
+  else std::memcpy(out, in, len * 4);
+}
+
+std::string ggml_format_name(std::uint32_t type) {
+  if (auto k = kernels::kquant_of_ggml(type)) return kernels::kquant_name(*k);
+  if (type == q4_0) return "q4_0";
+  if (type == q8_0) return "q8_0";
+  return "f32";
 }
 
 }  // namespace troupe::model

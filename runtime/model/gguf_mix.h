@@ -15,6 +15,7 @@
 // (q5_k, q6_k) or Q4_0 (the others); llama.cpp picks Q5_0/Q5_1/IQ4_NL there, which Troupe
 // does not read.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,5 +30,18 @@ const std::vector<std::string>& gguf_mixes();
 // model with `layers` blocks, whose rows are `row_length` long, under `mix`; F32 (0) for
 // norms. Throws input_error for an unknown mix.
 std::uint32_t gguf_mix_type(const std::string& mix, const std::string& name, int layers, std::int64_t row_length);
+
+// The GGUF name of a dense llama's Hugging Face tensor (model.layers.3.mlp.down_proj.weight is
+// blk.3.ffn_down.weight), or nothing for a tensor a GGUF llama file has no place for.
+std::optional<std::string> gguf_tensor_name(const std::string& hf_name);
+
+// What the mixes' types are, for a writer: F32 (0), Q4_0 (2), Q8_0 (8), the K-quants and IQ4_XS.
+// Bytes of one row of `len` weights (`len` a multiple of the type's block).
+std::size_t ggml_row_bytes(std::uint32_t type, std::size_t len);
+// One row quantized, as llama.cpp lays it out (without an importance matrix); copied for F32.
+void quantize_ggml_row(std::uint32_t type, const float* in, std::size_t len, std::uint8_t* out);
+// Troupe's name of the format, lower case as the CLI spells it: "q4_k", "iq4_xs", "q4_0", "f32"
+// (gguf.h's ggml_type_name gives ggml's: "Q4_K").
+std::string ggml_format_name(std::uint32_t type);
 
 }  // namespace troupe::model

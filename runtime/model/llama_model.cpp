@@ -60,7 +60,10 @@ class tensor_index {
   tensor_info get_linear(const std::string& name, std::int64_t n, std::int64_t k, std::optional<kernels::quant_type> quant) const {
     const tensor_info& t = find(name);
     if (t.kquant) return get_kquant(t, n, k);
-    const auto q = t.quant ? t.quant : quant;  // a GGUF tensor says its own format
+    const auto q = t.quant ? t.quant : quant;  // a GGUF tensor, or one in a mix, says its own format
+    if (!q && t.dtype_name == "U8")
+      throw input_error(t.file + ": tensor '" + name + "' is U8 rows of no known format: a quantized folder names it in "
+                        "config.json's quantization_config, or, in a mix, in the file's metadata (" + format_metadata_key(name) + ")");
     if (!q) return get(name, {n, k});
     const bool int8 = *q == kernels::quant_type::int8;
     const std::string want = int8 ? "I8" : "U8";

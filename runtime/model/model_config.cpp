@@ -11,6 +11,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/model/gguf_llama.h"
+#include "runtime/model/gguf_mix.h"
 #include "runtime/common/json.h"
 #include "runtime/model/generation_config.h"
 
@@ -127,11 +128,17 @@ model_config parse_model_config(const std::string& text, const std::string& sour
       throw input_error(where + ".quant_method " + (method == q->end() ? std::string("is missing") : "is " + method->dump()) +
                         "; only \"troupe\" (written by `troupe model quantize`) is supported");
     const auto type = q->find("weight_type");
-    const auto parsed = type != q->end() && type->is_string() ? kernels::parse_quant_type(type->get<std::string>()) : std::nullopt;
-    if (!parsed) throw input_error(where + ".weight_type must be \"q8_0\", \"q4_0\" or \"int8\"");
+    const std::string name = type != q->end() && type->is_string() ? type->get<std::string>() : "";
+    const auto parsed = kernels::parse_quant_type(name);
+    const auto& mixes = gguf_mixes();
+    const bool mix = !parsed && std::find(mixes.begin(), mixes.end(), name) != mixes.end();
+    if (!parsed && !mix)
+      throw input_error(where + ".weight_type must be \"q8_0\", \"q4_0\", \"int8\" or a mix: \"q2_k\", \"q3_k_m\", \"q4_k_m\", "
+                                "\"q5_k_m\", \"q6_k\", \"iq4_xs\"");
     for (auto& [key, value] : q->items())
       if (key != "quant_method" && key != "weight_type") throw input_error(where + ": unknown key '" + key + "'");
     c.weight_quant = parsed;
+    if (mix) c.weight_mix = name;
   }
   if (c.architecture == "MixtralForCausalLM") {
     moe_config m;
@@ -273,6 +280,7 @@ std::string to_config_json(const model_config& c) {
     }
   }
   if (c.weight_quant) j["quantization_config"] = {{"quant_method", "troupe"}, {"weight_type", kernels::quant_name(*c.weight_quant)}};
+  if (!c.weight_mix.empty()) j["quantization_config"] = {{"quant_method", "troupe"}, {"weight_type", c.weight_mix}};
   if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
   if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
   else if (!c.eos_token_ids.empty()) j["eos_token_id"] = c.eos_token_ids;

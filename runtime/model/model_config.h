@@ -62,6 +62,9 @@ struct model_config {
   // {"quant_method": "troupe", "weight_type": "q8_0" | "q4_0" | "int8"}; docs/quantization.md).
   // Embeddings, norms and the LM head stay plain. Any other quantization_config is refused.
   std::optional<kernels::quant_type> weight_quant;
+  // Or they are stored in one of llama.cpp's mixes ("weight_type": "q4_k_m", "q6_k", ...; see
+  // model/gguf_mix.h), each projection's format named in its safetensors file's metadata.
+  std::string weight_mix;
   // An embedding model: how its hidden states become one vector (the folder's modules.json,
   // pooling.h). Unset: the model computes no embeddings.
   std::optional<pooling_config> pooling;

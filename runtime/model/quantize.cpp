@@ -1,14 +1,17 @@
 #include "runtime/model/quantize.h"
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <memory>
 #include <regex>
 #include <vector>
 
 #include "kernels/cpu/dtype.h"
+#include "kernels/cpu/thread_pool.h"
 #include "runtime/common/error.h"
 #include "runtime/model/gguf_llama.h"
+#include "runtime/model/gguf_mix.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/safetensors.h"
 
@@ -21,14 +24,61 @@ bool is_quantized_projection(const std::string& name) {
   return std::regex_match(name, re);
 }
 
+namespace {
+
+// How one projection is written: its stored dtype and shape, and in a mix its ggml type.
+struct projection_plan {
+  std::string dtype_name;  // U8 (blocks) or I8 (int8 rows)
+  std::vector<std::int64_t> shape;
+  std::uint32_t ggml_type = 0;  // in a mix: the row format gguf_mix_type chose
+};
+
+projection_plan plan_projection(const quantize_options& o, const model_config& cfg, const tensor_info& t) {
+  const std::string format = o.mix.empty() ? kernels::quant_name(o.type) : o.mix;
+  if (t.shape.size() != 2 || t.shape[1] % std::int64_t(kernels::quant_block) != 0)
+    throw input_error(t.file + ": tensor '" + t.name + "' is not [n][k] with k a multiple of 32; " + format + " cannot hold it");
+  t.type();  // a float type, else an error naming the tensor
+  const auto n = t.shape[0], k = t.shape[1];
+  if (!o.mix.empty()) {
+    const std::uint32_t type = gguf_mix_type(o.mix, *gguf_tensor_name(t.name), cfg.num_hidden_layers, k);
+    return {"U8", {n, std::int64_t(ggml_row_bytes(type, std::size_t(k)))}, type};
+  }
+  const bool int8 = o.type == kernels::quant_type::int8;
+  return {int8 ? "I8" : "U8", {n, std::int64_t(kernels::quant_row_bytes(o.type, std::size_t(k)))}};
+}
+
+// Writes one projection's rows (and an int8 model's row scales); returns the bytes written.
+std::size_t write_projection(const quantize_options& o, const tensor_info& t, const projection_plan& plan, safetensors_writer& w) {
+  const auto n = std::size_t(t.shape[0]), k = std::size_t(t.shape[1]), rb = std::size_t(plan.shape[1]);
+  const auto type = t.type();
+  std::vector<float> x(n * k);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = kernels::load_as_f32(t.data, type, i);
+  std::vector<std::uint8_t> packed(n * rb);
+  std::vector<float> scales(n);
+  kernels::parallel_for(n, [&](std::size_t r) {
+    if (!o.mix.empty()) quantize_ggml_row(plan.ggml_type, &x[r * k], k, &packed[r * rb]);
+    else kernels::quantize_row(o.type, &x[r * k], k, &packed[r * rb], &scales[r]);
+  });
+  w.write(packed.data(), packed.size());
+  if (o.mix.empty() && o.type == kernels::quant_type::int8) {
+    w.write(scales.data(), n * sizeof(float));
+    return packed.size() + n * sizeof(float);
+  }
+  return packed.size();
+}
+
+}  // namespace
+
 quantize_report quantize_model(const quantize_options& o, const std::function<void(std::size_t, std::size_t)>& progress) {
   if (is_gguf_path(o.in))
     throw input_error(o.in + ": is a GGUF file; model quantize reads a Hugging Face model folder (a GGUF file's tensors "
                              "are already in the formats it chose)");
   model_config cfg = load_model_config(o.in);
-  if (cfg.weight_quant)
-    throw input_error(o.in + ": already quantized (" + kernels::quant_name(*cfg.weight_quant) + "); quantize the original weights");
+  if (cfg.weight_quant || !cfg.weight_mix.empty())
+    throw input_error(o.in + ": already quantized (" + (cfg.weight_quant ? kernels::quant_name(*cfg.weight_quant) : cfg.weight_mix) +
+                      "); quantize the original weights");
   if (cfg.moe) throw input_error(o.in + ": quantized mixture-of-experts models are not supported");
+  if (!o.mix.empty()) gguf_mix_type(o.mix, "output.weight", 1, 256);  // an unknown mix is an error naming the known ones
   if (fs::exists(o.out / fs::path("config.json")))
     throw input_error(o.out + ": already holds a model (config.json); choose an empty folder");
   std::vector<std::unique_ptr<safetensors_file>> files;
@@ -38,27 +88,21 @@ quantize_report quantize_model(const quantize_options& o, const std::function<vo
   for (auto& f : files)
     for (auto& [name, t] : f->tensors()) tensors.push_back(&t);
 
-  const auto q = o.type;
-  const bool int8 = q == kernels::quant_type::int8;
   safetensors_writer w;
-  quantize_report rep;
+  std::map<std::string, projection_plan> plans;
   for (auto* t : tensors) {
     if (!is_quantized_projection(t->name)) {
       w.declare_stored(t->name, t->dtype_name, t->shape);
       continue;
     }
-    if (t->shape.size() != 2 || t->shape[1] % std::int64_t(kernels::quant_block) != 0)
-      throw input_error(t->file + ": tensor '" + t->name + "' is not [n][k] with k a multiple of 32; " + kernels::quant_name(q) +
-                        " cannot hold it");
-    t->type();  // a float type, else an error naming the tensor
-    const auto n = t->shape[0], k = t->shape[1];
-    w.declare_stored(t->name, int8 ? "I8" : "U8", {n, std::int64_t(kernels::quant_row_bytes(q, std::size_t(k)))});
-    if (int8) w.declare(t->name + "_scale", kernels::dtype::f32, {n});
+    const auto& plan = plans[t->name] = plan_projection(o, cfg, *t);
+    w.declare_stored(t->name, plan.dtype_name, plan.shape);
+    if (o.mix.empty() && o.type == kernels::quant_type::int8) w.declare(t->name + "_scale", kernels::dtype::f32, {plan.shape[0]});
+    if (!o.mix.empty()) w.metadata(format_metadata_key(t->name), ggml_format_name(plan.ggml_type));
   }
   fs::create_directories(o.out);
   w.open((fs::path(o.out) / "model.safetensors").string());
-  std::vector<float> row;
-  std::vector<std::uint8_t> packed;
+  quantize_report rep;
   std::size_t done = 0;
   for (auto* t : tensors) {
     rep.bytes_in += t->bytes;
@@ -67,22 +111,7 @@ quantize_report quantize_model(const quantize_options& o, const std::function<vo
       rep.bytes_out += t->bytes;
       ++rep.tensors_copied;
     } else {
-      const auto n = std::size_t(t->shape[0]), k = std::size_t(t->shape[1]);
-      const std::size_t rb = kernels::quant_row_bytes(q, k);
-      std::vector<float> scales(n);
-      row.resize(k);
-      packed.resize(rb);
-      const auto type = t->type();
-      for (std::size_t r = 0; r < n; ++r) {
-        for (std::size_t i = 0; i < k; ++i) row[i] = kernels::load_as_f32(t->data, type, r * k + i);
-        kernels::quantize_row(q, row.data(), k, packed.data(), &scales[r]);
-        w.write(packed.data(), rb);
-      }
-      rep.bytes_out += n * rb;
-      if (int8) {
-        w.write(scales.data(), n * sizeof(float));
-        rep.bytes_out += n * sizeof(float);
-      }
+      rep.bytes_out += write_projection(o, *t, plans.at(t->name), w);
       ++rep.tensors_quantized;
     }
     if (progress) progress(++done, tensors.size());
@@ -90,11 +119,10 @@ quantize_report quantize_model(const quantize_options& o, const std::function<vo
   w.close();
 
   // config.json says how the projections are stored; the other files come along unchanged.
-  cfg.weight_quant = q;
   {
     std::ifstream in(fs::path(o.in) / "config.json");
     nlohmann::json j = nlohmann::json::parse(in);
-    j["quantization_config"] = {{"quant_method", "troupe"}, {"weight_type", kernels::quant_name(q)}};
+    j["quantization_config"] = {{"quant_method", "troupe"}, {"weight_type", o.mix.empty() ? kernels::quant_name(o.type) : o.mix}};
     std::ofstream out(fs::path(o.out) / "config.json");
     out << j.dump(2) << "\n";
     if (!out) throw input_error(o.out + ": cannot write config.json");

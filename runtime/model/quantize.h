@@ -1,6 +1,8 @@
 // Writes a quantized copy of a model folder (troupe model quantize; layout in
-// docs/quantization.md): the attention and MLP projections become q8_0/q4_0 blocks or
-// per-channel int8, everything else (embeddings, norms, LM head, tokenizer) is copied as is.
+// docs/quantization.md): the attention and MLP projections become q8_0/q4_0 blocks,
+// per-channel int8, or the formats of one of llama.cpp's mixes (q4_k_m: Q4_K with some layers'
+// v_proj and down_proj in Q6_K, ...); everything else (embeddings, norms, LM head, tokenizer)
+// is copied as is.
 #pragma once
 #include <cstddef>
 #include <functional>
@@ -13,6 +15,9 @@ namespace troupe::model {
 struct quantize_options {
   std::string in, out;  // model folders; `out` is created (it must not hold a model already)
   kernels::quant_type type = kernels::quant_type::q8_0;
+  // A mix (model/gguf_mix.h: q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, iq4_xs) instead of `type`: each
+  // projection in the format llama.cpp's rule gives it, named in the file's metadata.
+  std::string mix;
 };
 
 struct quantize_report {

@@ -163,6 +163,26 @@ void safetensors_file::read_header() {
       throw input_error(path + ": tensor '" + name + "' has a malformed header entry: " + e.what());
     }
   }
+  if (auto m = header.find("__metadata__"); m != header.end() && m->is_object()) read_formats(*m);
+}
+
+void safetensors_file::read_formats(const nlohmann::json& metadata) {
+  const std::string prefix = format_metadata_key("");
+  for (auto& [key, v] : metadata.items()) {
+    if (key.rfind(prefix, 0) != 0) continue;
+    const std::string name = key.substr(prefix.size()), format = v.is_string() ? v.get<std::string>() : v.dump();
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) throw input_error(path_ + ": metadata '" + key + "' names no tensor of the file");
+    tensor_info& t = it->second;
+    t.quant = kernels::parse_quant_type(format);
+    t.kquant = kernels::parse_kquant_type(format);
+    if ((!t.quant && !t.kquant) || t.quant == kernels::quant_type::int8)
+      throw input_error(path_ + ": tensor '" + name + "' has format '" + format +
+                        "' in the metadata; known: q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs");
+    if (t.dtype_name != "U8" || t.shape.size() != 2)
+      throw input_error(path_ + ": tensor '" + name + "' is " + t.dtype_name + " of " + std::to_string(t.shape.size()) +
+                        " dimensions; a " + format + " tensor is U8 rows of its blocks");
+  }
 }
 
 safetensors_file::~safetensors_file() {
@@ -191,6 +211,7 @@ void safetensors_writer::open(const std::string& path) {
     offset += e.bytes;
   }
   header["__metadata__"] = {{"format", "pt"}};
+  for (const auto& [k, v] : metadata_) header["__metadata__"][k] = v;
   std::string text = header.dump();
   while ((text.size() + 8) % 8 != 0) text.push_back(' ');  // keep tensor data 8-byte aligned
   out_ = std::fopen(path.c_str(), "wb");

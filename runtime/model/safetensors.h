@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "kernels/cpu/dtype.h"
 #include "kernels/cpu/kquant.h"
 #include "kernels/cpu/quant.h"
@@ -23,10 +25,11 @@ struct tensor_info {
   const std::uint8_t* data = nullptr;  // into the mapping; valid while the file is open
   std::size_t bytes = 0;
   std::string file;  // for error messages
-  // Set for a GGUF tensor stored in a quantized block format (its rows as U8 bytes); a
-  // safetensors tensor's format comes from config.json instead.
+  // Set for a tensor stored in a quantized block format (its rows as U8 bytes) that says its own
+  // format: a GGUF tensor, or a safetensors tensor named in its file's metadata (a folder in a
+  // mix, below). A folder of one format says it in config.json instead.
   std::optional<kernels::quant_type> quant;
-  std::optional<kernels::kquant_type> kquant;  // likewise for the K-quant and IQ4_XS formats (GGUF only)
+  std::optional<kernels::kquant_type> kquant;  // likewise for the K-quant and IQ4_XS formats
 
   std::int64_t numel() const;
   // The kernel dtype; throws input_error naming file and tensor for unsupported types.
@@ -38,8 +41,14 @@ struct tensor_info {
 // else every *.safetensors, sorted. Throws input_error naming the index for a bad one.
 std::vector<std::string> model_safetensors_files(const std::string& dir);
 
+// The metadata key that names a tensor's block format in a folder written in a mix of formats
+// (`troupe model quantize --type q4_k_m`): "troupe.format:<tensor name>" -> "q4_k", "q6_k",
+// "q8_0", ... The tensor is U8 rows of that format's blocks.
+inline std::string format_metadata_key(const std::string& tensor) { return "troupe.format:" + tensor; }
+
 // One mapped .safetensors file. Throws input_error (naming the file) on a malformed header,
-// an out-of-range offset or a size that does not match dtype x shape.
+// an out-of-range offset, a size that does not match dtype x shape, or a format in the
+// metadata that names no tensor, no known format, or a tensor that is not U8 rows of it.
 class safetensors_file {
  public:
   explicit safetensors_file(const std::string& path);
@@ -52,6 +61,7 @@ class safetensors_file {
 
  private:
   void read_header();  // the header and tensor table of the mapped file
+  void read_formats(const nlohmann::json& metadata);  // the tensors' block formats it names
   std::string path_;
   void* map_ = nullptr;
   std::size_t size_ = 0;
@@ -65,6 +75,8 @@ class safetensors_writer {
   void declare(const std::string& name, kernels::dtype type, std::vector<std::int64_t> shape);
   // A tensor of any safetensors dtype ("U8", "I8", ...), written as raw bytes.
   void declare_stored(const std::string& name, const std::string& dtype_name, std::vector<std::int64_t> shape);
+  // A string in the header's __metadata__ (before open()).
+  void metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
   // Opens `path` and writes the header. Throws input_error if the file cannot be written.
   void open(const std::string& path);
   // Appends raw bytes of the current tensor; a tensor may be written in several pieces.
@@ -75,6 +87,7 @@ class safetensors_writer {
  private:
   struct entry { std::string name; std::string dtype_name; std::vector<std::int64_t> shape; std::size_t bytes; };
   std::vector<entry> entries_;
+  std::map<std::string, std::string> metadata_;
   std::FILE* out_ = nullptr;
   std::string path_;
 };

@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_CASE(bad_input_is_an_error_naming_what_was_wrong) {
   expect("generate --config " + std::string(TROUPE_SOURCE_DIR) + "/configs/sim-32.toml", "needs the distributed runtime");
   expect("bench engine", "--model DIR is required");
   expect("model quantize --type int8 --out /tmp/troupe-cli-x.gguf", "--type int8 has no GGUF type");
-  expect("model quantize --type q4_k_m --out /tmp/troupe-cli-x", "give --out FILE.gguf");
+  expect("model quantize --type q4_k_s --out /tmp/troupe-cli-x", "unknown --type 'q4_k_s' (q8_0, q4_0, int8, or a mix");
   expect("model quantize --type q4_k_s --out /tmp/troupe-cli-x.gguf", "unknown quantization mix 'q4_k_s'");
   expect("model quantize --type q4_k_m --out /tmp/troupe-cli-x.gguf --model " + test::synth_model("tiny-qwen2-f32", test::preset("tiny", "qwen2")),
          "architecture Qwen2ForCausalLM; GGUF export writes the llama layout only");

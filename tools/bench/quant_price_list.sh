@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The price list of docs/quantization.md: the held-out perplexity of a model under each weight
 # format and each KV dtype. Each GGUF mix is written with `troupe model quantize --type MIX
-# --out FILE.gguf`, each folder format with `--type q8_0|q4_0|int8 --out DIR`, and every one is
-# scored with `troupe eval perplexity` on the model's heldout.txt (f32 KV); then the original
+# --out FILE.gguf`, each folder format or mix with `--type q8_0|q4_0|int8|q4_k_m... --out DIR`,
+# and every one is scored with `troupe eval perplexity` on the model's heldout.txt (f32 KV); then the original
 # model is scored under each KV dtype. Prints two markdown tables: format, size on disk,
 # perplexity and change from the original; KV dtype, perplexity and change from f16.
 #
 # usage: tools/bench/quant_price_list.sh     (after building: cmake --build build)
 #   MODEL=models/kjv     a Hugging Face llama folder with heldout.txt (or TEXT=FILE)
-#   MIXES="q8_0 q6_k q5_k_m q4_k_m iq4_xs q4_0 q3_k_m q2_k"   FOLDERS="q8_0 q4_0 int8"
+#   MIXES="q8_0 q6_k q5_k_m q4_k_m iq4_xs q4_0 q3_k_m q2_k"   FOLDERS="q8_0 q4_0 int8 q6_k q4_k_m iq4_xs"
 #   KV="f32 f16 bf16 int8"   OUT=/tmp/troupe-price-list (the quantized copies; removed after)
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then  # usage_from_header: the comment above, nothing run
   sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'
@@ -42,7 +42,7 @@ for mix in ${MIXES:-q8_0 q6_k q5_k_m q4_k_m iq4_xs q4_0 q3_k_m q2_k}; do
   p=$(ppl "$f" f32)
   echo "| GGUF $mix | $(size "$f") | $p | $(change "$p" "$base") |"
 done
-for fmt in ${FOLDERS:-q8_0 q4_0 int8}; do
+for fmt in ${FOLDERS:-q8_0 q4_0 int8 q6_k q4_k_m iq4_xs}; do
   d="$out/folder-$fmt"
   "$troupe" model quantize --type "$fmt" --model "$model" --out "$d" >/dev/null 2>&1
   p=$(ppl "$d" f32)

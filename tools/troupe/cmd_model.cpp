@@ -31,7 +31,7 @@ int quantize_to_gguf(const args& a, const std::string& mix, const std::string& o
 
 int cmd_model_quantize(const args& a) {
   const auto type = a.get("type");
-  if (!type) throw input_error("--type is required (q8_0, q4_0, int8 for a folder; a mix such as q4_k_m for a .gguf file)");
+  if (!type) throw input_error("--type is required (q8_0, q4_0, int8, or a mix such as q4_k_m)");
   const auto out = a.get("out");
   if (!out) throw input_error("--out DIR or FILE.gguf is required");
   if (ends_with_gguf(*out)) {
@@ -39,16 +39,14 @@ int cmd_model_quantize(const args& a) {
     return quantize_to_gguf(a, *type, *out);
   }
   const auto parsed = kernels::parse_quant_type(*type);
-  if (!parsed) {
-    const auto& mixes = model::gguf_mixes();
-    if (std::find(mixes.begin(), mixes.end(), *type) != mixes.end())
-      throw input_error("--type " + *type + " is written to a GGUF file: give --out FILE.gguf (a folder takes q8_0, q4_0 or int8)");
-    throw input_error("unknown --type '" + *type + "' (q8_0, q4_0, int8; for a .gguf file also q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, iq4_xs)");
-  }
+  const auto& mixes = model::gguf_mixes();
+  if (!parsed && std::find(mixes.begin(), mixes.end(), *type) == mixes.end())
+    throw input_error("unknown --type '" + *type + "' (q8_0, q4_0, int8, or a mix: q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, iq4_xs)");
   model::quantize_options o;
   o.in = a.get("model", default_model_dir());
   o.out = *out;
-  o.type = *parsed;
+  if (parsed) o.type = *parsed;
+  else o.mix = *type;
   const auto r = model::quantize_model(o, [](std::size_t d, std::size_t t) { progress_bar("quantize", d, t, "tensors"); });
   std::printf("wrote %s (%s): %zu projections quantized, %zu tensors copied, %.1f MB of tensors from %.1f MB\n", o.out.c_str(),
               type->c_str(), r.tensors_quantized, r.tensors_copied, double(r.bytes_out) / 1e6, double(r.bytes_in) / 1e6);

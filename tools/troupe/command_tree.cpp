@@ -152,15 +152,15 @@ void declare_model(command& root) {
       .option("rope-scaling", "llama3", "Llama 3.1's rotary scaling");
   model.sub("quantize", "write a copy of a model with quantized weights: a folder, or a GGUF file in llama.cpp's mixes",
             "--type TYPE --model DIR --out DIR|FILE.gguf",
-            "To a folder (--type q8_0|q4_0|int8): a copy whose attention and MLP projections are quantized: q8_0 and q4_0 are "
-            "GGML's blocks of 32 weights with an f16 scale, int8 has one f32 scale per output channel; embeddings, norms, the "
-            "LM head and the tokenizer are copied unchanged. To a .gguf file (--type q2_k|q3_k_m|q4_k_m|q5_k_m|q6_k|iq4_xs|"
-            "q4_0|q8_0): a llama GGUF file with its tokenizer and chat template, every tensor in the type llama.cpp's mix of "
-            "that name gives it, quantized without an importance matrix; llama.cpp reads it, and so does every command that "
-            "takes --model (docs/quantization.md).",
+            "To a folder: a copy whose attention and MLP projections are quantized: q8_0 and q4_0 are GGML's blocks of 32 "
+            "weights with an f16 scale, int8 has one f32 scale per output channel, and a mix (q2_k|q3_k_m|q4_k_m|q5_k_m|q6_k|"
+            "iq4_xs) puts each projection in the K-quant or IQ4_XS format llama.cpp's mix of that name gives it; embeddings, "
+            "norms, the LM head and the tokenizer are copied unchanged. To a .gguf file (any mix, q4_0 or q8_0): a llama GGUF "
+            "file with its tokenizer and chat template, every tensor in the type the mix gives it, the head and embedding table "
+            "included; llama.cpp reads it, and so does every command that takes --model. Both quantize without an importance "
+            "matrix (docs/quantization.md).",
             cmd_model_quantize)
-      .option("type", "TYPE", "q8_0, q4_0 or int8 for a folder; q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, iq4_xs, q4_0 or q8_0 for "
-                              "a .gguf file (required)")
+      .option("type", "TYPE", "q8_0, q4_0, int8 (a folder only), or a mix: q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, iq4_xs (required)")
       .option("model", "DIR", "the model to quantize (default models/kjv)")
       .option("out", "DIR|FILE.gguf", "where to write it (required; a folder must not hold a model, a file is replaced)");
 }
