@@ -424,6 +424,89 @@ TROUPE_VNNI void q6k_panel_rows(const kquant_acts& a, std::size_t r0, const kqua
   store_panel<NR>(facc, r0, w, p, bias, y);
 }
 
+// Q6_K for many rows (prefill, large batches): a panel's records are first unpacked into whole
+// bytes, once, so the tile of rows does no bit work: per run of 16 weights it loads 4 vectors of
+// quants and the run's 16 scales and takes each row's 4 dot products against them. Unpacking in
+// the kernel above costs about as much as the dot products (10 operations per 2 vectors of
+// quants, for 8 dot products at 4 rows) and its 16 run sums per row leave no registers for more
+// rows. The integer sums and the float steps are the kernel above's, in its order: the results
+// are bit for bit the same.
+struct q6k_unpacked_block {
+  __m512i q[16][4];  // run s, weights 16 s + 4 v + i of output j at byte 4 j + i of q[s][v]
+  __m512i scale[16];  // run s's scale of each output, int32
+  __m512 d;
+};
+
+TROUPE_VNNI void unpack_q6k_panel(const kquant_view& w, std::size_t p, q6k_unpacked_block* out) {
+  const __m512i low = _mm512_set1_epi8(0x0f), two = _mm512_set1_epi8(0x03);
+  const std::uint8_t* rec = w.data + p * w.blocks * q6k_record_bytes;
+  for (std::size_t b = 0; b < w.blocks; ++b, rec += q6k_record_bytes) {
+    q6k_unpacked_block& u = out[b];
+    for (std::size_t c = 0; c < 4; ++c)
+      for (std::size_t gp = 0; gp < 4; ++gp) {
+        const __m512i tops = _mm512_loadu_si512(rec + 2336 + (4 * c + gp) * 64);
+        for (std::size_t k = 0; k < 2; ++k) {  // as q6k_panel_rows unpacks them
+          const std::size_t g = 2 * gp + k;
+          const __m512i v = _mm512_loadu_si512(rec + 288 + (8 * c + g) * 64);
+          const __m512i t = k == 0 ? tops : _mm512_srli_epi16(tops, 4);
+          u.q[4 * c + g / 4][g % 4] = _mm512_or_si512(_mm512_and_si512(v, low), _mm512_slli_epi16(_mm512_and_si512(t, two), 4));
+          u.q[4 * c + 2 + g / 4][g % 4] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), low),
+                                                          _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(t, 2), two), 4));
+        }
+      }
+    for (std::size_t run = 0; run < 16; ++run)
+      u.scale[run] = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 32 + 16 * run)));
+    u.d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+  }
+}
+
+template <std::size_t NR>
+TROUPE_VNNI void q6k_unpacked_rows(const kquant_acts& a, std::size_t r0, const kquant_view& w, std::size_t p,
+                                   const q6k_unpacked_block* blocks, const float* bias, float* y) {
+  const std::size_t kb = w.blocks;
+  __m512 facc[NR];
+  for (auto& f : facc) f = _mm512_setzero_ps();
+  for (std::size_t b = 0; b < kb; ++b) {
+    const q6k_unpacked_block& u = blocks[b];
+    __m512i sum[NR];
+    for (auto& v : sum) v = _mm512_setzero_si512();
+    for (std::size_t run = 0; run < 16; ++run) {
+      const __m512i w0 = u.q[run][0], w1 = u.q[run][1], w2 = u.q[run][2], w3 = u.q[run][3], sc = u.scale[run];
+      for (std::size_t r = 0; r < NR; ++r) {
+        const std::int8_t* x = a.q + (r0 + r) * w.k + b * kquant_block + 16 * run;
+        __m512i acc = dot4(_mm512_setzero_si512(), w0, x);
+        acc = dot4(acc, w1, x + 4);
+        acc = dot4(acc, w2, x + 8);
+        acc = dot4(acc, w3, x + 12);
+        const std::int32_t xs = a.xsum[((r0 + r) * kb + b) * 16 + run];
+        sum[r] = _mm512_add_epi32(sum[r], _mm512_mullo_epi32(_mm512_sub_epi32(acc, _mm512_set1_epi32(32 * xs)), sc));
+      }
+    }
+    for (std::size_t r = 0; r < NR; ++r)
+      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r]), _mm512_mul_ps(u.d, _mm512_set1_ps(a.dx[(r0 + r) * kb + b])), facc[r]);
+  }
+  store_panel<NR>(facc, r0, w, p, bias, y);
+}
+
+// A panel's Q6_K weights against `rows` rows, through the unpacked bytes, 8 rows at a time.
+TROUPE_VNNI void q6k_panel_unpacked(const kquant_acts& a, std::size_t rows, const kquant_view& w, std::size_t p, const float* bias,
+                                    float* y) {
+  thread_local std::vector<q6k_unpacked_block> blocks;
+  if (blocks.size() < w.blocks) blocks.resize(w.blocks);
+  unpack_q6k_panel(w, p, blocks.data());
+  constexpr std::size_t tile = 8;
+  for (std::size_t r0 = 0; r0 < rows; r0 += tile) switch (std::min(tile, rows - r0)) {
+      case 1: q6k_unpacked_rows<1>(a, r0, w, p, blocks.data(), bias, y); break;
+      case 2: q6k_unpacked_rows<2>(a, r0, w, p, blocks.data(), bias, y); break;
+      case 3: q6k_unpacked_rows<3>(a, r0, w, p, blocks.data(), bias, y); break;
+      case 4: q6k_unpacked_rows<4>(a, r0, w, p, blocks.data(), bias, y); break;
+      case 5: q6k_unpacked_rows<5>(a, r0, w, p, blocks.data(), bias, y); break;
+      case 6: q6k_unpacked_rows<6>(a, r0, w, p, blocks.data(), bias, y); break;
+      case 7: q6k_unpacked_rows<7>(a, r0, w, p, blocks.data(), bias, y); break;
+      default: q6k_unpacked_rows<8>(a, r0, w, p, blocks.data(), bias, y); break;
+    }
+}
+
 // IQ4_XS records: Q4_K's nibbles, each looked up in the table of levels + 128 (unsigned, as
 // VNNI wants); folded, a sub-block's sum less 128 times its activations' sum, times its scale.
 template <std::size_t NR>
@@ -482,17 +565,26 @@ TROUPE_VNNI void panel_rows(const kquant_acts& a, std::size_t r0, const kquant_v
     q6k_panel_rows<NR>(a, r0, w, p, bias, y);
 }
 
+// From how many rows a Q6_K panel is unpacked first (the cost of unpacking it once, against the
+// bit work per tile of 4 rows it saves).
+constexpr std::size_t q6k_unpack_rows = 8;
+
 template <kquant_type T>
 TROUPE_VNNI void panels_of(const kquant_acts& a, std::size_t rows, const kquant_view& w, std::size_t c0, std::size_t c1,
                            const float* bias, float* y) {
   constexpr std::size_t tile = 4;
-  for (std::size_t p = c0 / kquant_panel; p * kquant_panel < c1; ++p)
+  for (std::size_t p = c0 / kquant_panel; p * kquant_panel < c1; ++p) {
+    if (T == kquant_type::q6_k && rows >= q6k_unpack_rows) {
+      q6k_panel_unpacked(a, rows, w, p, bias, y);
+      continue;
+    }
     for (std::size_t r0 = 0; r0 < rows; r0 += tile) switch (std::min(tile, rows - r0)) {
         case 1: panel_rows<T, 1>(a, r0, w, p, bias, y); break;
         case 2: panel_rows<T, 2>(a, r0, w, p, bias, y); break;
         case 3: panel_rows<T, 3>(a, r0, w, p, bias, y); break;
         default: panel_rows<T, 4>(a, r0, w, p, bias, y); break;
       }
+  }
 }
 
 }  // namespace
