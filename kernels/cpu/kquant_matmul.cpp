@@ -372,6 +372,21 @@ TROUPE_VNNI void q4k_panel_rows(const kquant_acts& a, std::size_t r0, const kqua
   store_panel<NR>(facc, r0, w, p, bias, y);
 }
 
+// The 6-bit quants of groups 2 gp and 2 gp + 1 of a Q6_K chunk (kquant_weight.h): from their two
+// vectors of nibbles and the vector of their top bits, each quant's nibble with its two top bits
+// above it. One bit-select (vpternlogd: bits 0-3 from the nibble, 4-5 from the top bits shifted
+// into place) joins each pair: 13 operations for the four vectors, where masking and or-ing took 21.
+struct q6k_quants {
+  __m512i lo0, hi0, lo1, hi1;  // group 2 gp: weights 4 g + i (lo) and 32 + 4 g + i (hi); then 2 gp + 1
+};
+
+TROUPE_VNNI inline q6k_quants q6k_unpack_pair(__m512i v0, __m512i v1, __m512i tops) {
+  const __m512i nibble = _mm512_set1_epi8(0x0f), top = _mm512_set1_epi8(0x30);
+  auto join = [&](__m512i low4, __m512i top2) { return _mm512_ternarylogic_epi32(low4, top2, nibble, 0xe4); };  // nibble ? a : b
+  return {join(v0, _mm512_and_si512(_mm512_slli_epi16(tops, 4), top)), join(_mm512_srli_epi16(v0, 4), _mm512_and_si512(_mm512_slli_epi16(tops, 2), top)),
+          join(v1, _mm512_and_si512(tops, top)), join(_mm512_srli_epi16(v1, 4), _mm512_and_si512(_mm512_srli_epi16(tops, 2), top))};
+}
+
 // Q6_K records for NR rows: per chunk of 64 weights, four runs of 16 each with its own signed
 // scale; the quants are the nibbles with two top bits each from their own area. Folded: each
 // run's sum minus 32 times the run's activation sum, times the scale, is sumq - summ.
@@ -380,7 +395,6 @@ TROUPE_VNNI void q6k_panel_rows(const kquant_acts& a, std::size_t r0, const kqua
                                 float* y) {
   const std::size_t kb = w.blocks;
   const std::uint8_t* rec = w.data + p * kb * q6k_record_bytes;
-  const __m512i low = _mm512_set1_epi8(0x0f), two = _mm512_set1_epi8(0x03);
   __m512 facc[NR];
   for (auto& f : facc) f = _mm512_setzero_ps();
   for (std::size_t b = 0; b < kb; ++b, rec += q6k_record_bytes) {
@@ -392,15 +406,12 @@ TROUPE_VNNI void q6k_panel_rows(const kquant_acts& a, std::size_t r0, const kqua
       for (auto& rr : run)
         for (auto& v : rr) v = _mm512_setzero_si512();
       for (std::size_t gp = 0; gp < 4; ++gp) {
-        const __m512i tops = _mm512_loadu_si512(rec + 2336 + (4 * c + gp) * 64);
+        const q6k_quants u = q6k_unpack_pair(_mm512_loadu_si512(rec + 288 + (8 * c + 2 * gp) * 64),
+                                             _mm512_loadu_si512(rec + 288 + (8 * c + 2 * gp + 1) * 64),
+                                             _mm512_loadu_si512(rec + 2336 + (4 * c + gp) * 64));
         for (std::size_t k = 0; k < 2; ++k) {
           const std::size_t g = 2 * gp + k;
-          const __m512i v = _mm512_loadu_si512(rec + 288 + (8 * c + g) * 64);
-          // Top bits: pairs 0 and 1 of each byte for the even group, 2 and 3 for the odd one.
-          const __m512i t = k == 0 ? tops : _mm512_srli_epi16(tops, 4);
-          const __m512i l = _mm512_or_si512(_mm512_and_si512(v, low), _mm512_slli_epi16(_mm512_and_si512(t, two), 4));
-          const __m512i h = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), low),
-                                            _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(t, 2), two), 4));
+          const __m512i l = k == 0 ? u.lo0 : u.lo1, h = k == 0 ? u.hi0 : u.hi1;
           for (std::size_t r = 0; r < NR; ++r) {
             const std::int8_t* x = a.q + (r0 + r) * w.k + b * kquant_block + 64 * c + 4 * g;
             run[r][g / 4] = dot4(run[r][g / 4], l, x);
@@ -438,20 +449,18 @@ struct q6k_unpacked_block {
 };
 
 TROUPE_VNNI void unpack_q6k_panel(const kquant_view& w, std::size_t p, q6k_unpacked_block* out) {
-  const __m512i low = _mm512_set1_epi8(0x0f), two = _mm512_set1_epi8(0x03);
   const std::uint8_t* rec = w.data + p * w.blocks * q6k_record_bytes;
   for (std::size_t b = 0; b < w.blocks; ++b, rec += q6k_record_bytes) {
     q6k_unpacked_block& u = out[b];
     for (std::size_t c = 0; c < 4; ++c)
       for (std::size_t gp = 0; gp < 4; ++gp) {
-        const __m512i tops = _mm512_loadu_si512(rec + 2336 + (4 * c + gp) * 64);
-        for (std::size_t k = 0; k < 2; ++k) {  // as q6k_panel_rows unpacks them
+        const q6k_quants q = q6k_unpack_pair(_mm512_loadu_si512(rec + 288 + (8 * c + 2 * gp) * 64),
+                                             _mm512_loadu_si512(rec + 288 + (8 * c + 2 * gp + 1) * 64),
+                                             _mm512_loadu_si512(rec + 2336 + (4 * c + gp) * 64));
+        for (std::size_t k = 0; k < 2; ++k) {  // group g's quants belong to runs 4 c + g / 4 (lo) and 4 c + 2 + g / 4 (hi)
           const std::size_t g = 2 * gp + k;
-          const __m512i v = _mm512_loadu_si512(rec + 288 + (8 * c + g) * 64);
-          const __m512i t = k == 0 ? tops : _mm512_srli_epi16(tops, 4);
-          u.q[4 * c + g / 4][g % 4] = _mm512_or_si512(_mm512_and_si512(v, low), _mm512_slli_epi16(_mm512_and_si512(t, two), 4));
-          u.q[4 * c + 2 + g / 4][g % 4] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), low),
-                                                          _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(t, 2), two), 4));
+          u.q[4 * c + g / 4][g % 4] = k == 0 ? q.lo0 : q.lo1;
+          u.q[4 * c + 2 + g / 4][g % 4] = k == 0 ? q.hi0 : q.hi1;
         }
       }
     for (std::size_t run = 0; run < 16; ++run)
