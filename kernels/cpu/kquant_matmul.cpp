@@ -562,6 +562,129 @@ TROUPE_VNNI void iq4xs_panel_rows(const kquant_acts& a, std::size_t r0, const kq
   store_panel<NR>(facc, r0, w, p, bias, y);
 }
 
+// Q5_K and IQ4_XS (and Q4_K, which gains nothing: unpack_from_rows) for many rows, as Q6_K
+// above: a panel's records unpacked once into
+// whole bytes (the quants of vector j are weights 4 j .. 4 j + 3 of each output; IQ4_XS's
+// already looked up, plus 128), its scales and mins into int32 lanes, then 8 rows at a time
+// with no bit work and one register of weights live (each vector meets the 8 rows in turn). The
+// integer sums and float steps are the panel kernels' above, in their order.
+struct k32_unpacked_block {
+  __m512i q[64];
+  __m512i scale[8];  // of sub-block s (32 weights), int32
+  __m512i min_pairs[4];  // the mins of sub-blocks 2 t and 2 t + 1 as int16 pairs (unused for IQ4_XS)
+  __m512 d, dmin;
+};
+
+template <kquant_type T>
+TROUPE_VNNI void unpack_k32_panel(const kquant_view& w, std::size_t p, k32_unpacked_block* out) {
+  constexpr bool iq4 = T == kquant_type::iq4_xs, five = T == kquant_type::q5_k;
+  constexpr std::size_t rb = iq4 ? iq4xs_record_bytes : five ? q5k_record_bytes : q4k_record_bytes, quants = iq4 ? 160 : 320;
+  const __m512i low = _mm512_set1_epi8(0x0f), one = _mm512_set1_epi8(0x01);
+  const __m512i table = _mm512_broadcast_i32x4(levels16());
+  const std::uint8_t* rec = w.data + p * w.blocks * rb;
+  for (std::size_t b = 0; b < w.blocks; ++b, rec += rb) {
+    k32_unpacked_block& u = out[b];
+    for (std::size_t c = 0; c < 4; ++c)
+      for (std::size_t g = 0; g < 8; ++g) {
+        const __m512i v = _mm512_loadu_si512(rec + quants + (8 * c + g) * 64);
+        __m512i l = _mm512_and_si512(v, low), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        if constexpr (five) {  // as q4k_panel_rows<NR, true>
+          const __m512i f = _mm512_loadu_si512(rec + 2368 + (2 * c + g / 4) * 64);
+          const __m512i at = _mm512_srl_epi16(f, _mm_cvtsi32_si128(int(2 * (g % 4))));
+          l = _mm512_or_si512(l, _mm512_slli_epi16(_mm512_and_si512(at, one), 4));
+          h = _mm512_or_si512(h, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(at, 1), one), 4));
+        }
+        if constexpr (iq4) l = _mm512_shuffle_epi8(table, l), h = _mm512_shuffle_epi8(table, h);
+        u.q[16 * c + g] = l;
+        u.q[16 * c + 8 + g] = h;
+      }
+    for (std::size_t sb = 0; sb < 8; ++sb) {
+      const __m128i* at = reinterpret_cast<const __m128i*>(rec + (iq4 ? 32 : 64) + 16 * sb);
+      u.scale[sb] = iq4 ? _mm512_cvtepi8_epi32(_mm_loadu_si128(at)) : _mm512_cvtepu8_epi32(_mm_loadu_si128(at));
+    }
+    if constexpr (!iq4)
+      for (std::size_t t = 0; t < 4; ++t) {
+        auto min_of = [&](std::size_t sb) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 192 + 16 * sb))); };
+        u.min_pairs[t] = _mm512_or_si512(min_of(2 * t), _mm512_slli_epi32(min_of(2 * t + 1), 16));
+      }
+    u.d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+    if constexpr (!iq4) u.dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 32)));
+  }
+}
+
+// The activation sums of each row's sub-blocks of 32 as int16 pairs (sub-blocks 2 t, 2 t + 1; at
+// most 32 x 127 each), for one vpdpwssd per pair of mins: `pairs[(r * blocks + b) * 4 + t]`.
+inline void sub_block_sum_pairs(const kquant_acts& a, std::size_t r_begin, std::size_t r_end, std::size_t blocks,
+                                std::vector<std::int32_t>& pairs) {
+  pairs.resize(r_end * blocks * 4);
+  for (std::size_t i = r_begin * blocks; i < r_end * blocks; ++i)
+    for (std::size_t t = 0; t < 4; ++t) {
+      const std::int32_t* xs = a.xsum + i * 16 + 4 * t;
+      pairs[i * 4 + t] = std::int32_t(std::uint32_t(std::uint16_t(xs[0] + xs[1])) | std::uint32_t(std::uint16_t(xs[2] + xs[3])) << 16);
+    }
+}
+
+template <kquant_type T, std::size_t NR>
+TROUPE_VNNI void k32_unpacked_rows(const kquant_acts& a, std::size_t r0, const kquant_view& w, std::size_t p,
+                                   const k32_unpacked_block* blocks, const std::int32_t* xs_pairs, const float* bias, float* y) {
+  constexpr bool folded = T == kquant_type::iq4_xs;
+  const std::size_t kb = w.blocks;
+  __m512 facc[NR];
+  for (auto& f : facc) f = _mm512_setzero_ps();
+  for (std::size_t b = 0; b < kb; ++b) {
+    const k32_unpacked_block& u = blocks[b];
+    __m512i sumq[NR];
+    for (auto& v : sumq) v = _mm512_setzero_si512();
+    for (std::size_t sb = 0; sb < 8; ++sb) {
+      __m512i acc[NR];
+      for (auto& v : acc) v = _mm512_setzero_si512();
+      for (std::size_t j = 0; j < 8; ++j) {
+        const __m512i q = u.q[8 * sb + j];
+        for (std::size_t r = 0; r < NR; ++r) acc[r] = dot4(acc[r], q, a.q + (r0 + r) * w.k + b * kquant_block + 32 * sb + 4 * j);
+      }
+      for (std::size_t r = 0; r < NR; ++r) {
+        if constexpr (folded) {
+          const std::int32_t* xs = a.xsum + ((r0 + r) * kb + b) * 16 + 2 * sb;
+          acc[r] = _mm512_sub_epi32(acc[r], _mm512_set1_epi32(128 * (xs[0] + xs[1])));
+        }
+        sumq[r] = _mm512_add_epi32(sumq[r], _mm512_mullo_epi32(acc[r], u.scale[sb]));
+      }
+    }
+    for (std::size_t r = 0; r < NR; ++r) {
+      const __m512 dx = _mm512_set1_ps(a.dx[(r0 + r) * kb + b]);
+      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumq[r]), _mm512_mul_ps(u.d, dx), facc[r]);
+      if constexpr (!folded) {
+        const std::int32_t* xp = xs_pairs + ((r0 + r) * kb + b) * 4;
+        __m512i summ = _mm512_setzero_si512();
+        for (std::size_t t = 0; t < 4; ++t) summ = _mm512_dpwssd_epi32(summ, u.min_pairs[t], _mm512_set1_epi32(xp[t]));
+        const __m512 neg = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(u.dmin, dx)), _mm512_set1_epi32(int(0x80000000u))));
+        facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(summ), neg, facc[r]);
+      }
+    }
+  }
+  store_panel<NR>(facc, r0, w, p, bias, y);
+}
+
+// `pairs`: sub_block_sum_pairs of these rows (Q4_K, Q5_K).
+template <kquant_type T>
+TROUPE_VNNI void k32_panel_unpacked(const kquant_acts& a, std::size_t r_begin, std::size_t r_end, const kquant_view& w, std::size_t p,
+                                    const std::vector<std::int32_t>& pairs, const float* bias, float* y) {
+  thread_local std::vector<k32_unpacked_block> blocks;
+  if (blocks.size() < w.blocks) blocks.resize(w.blocks);
+  unpack_k32_panel<T>(w, p, blocks.data());
+  constexpr std::size_t tile = 8;
+  for (std::size_t r0 = r_begin; r0 < r_end; r0 += tile) switch (std::min(tile, r_end - r0)) {
+      case 1: k32_unpacked_rows<T, 1>(a, r0, w, p, blocks.data(), pairs.data(), bias, y); break;
+      case 2: k32_unpacked_rows<T, 2>(a, r0, w, p, blocks.data(), pairs.data(), bias, y); break;
+      case 3: k32_unpacked_rows<T, 3>(a, r0, w, p, blocks.data(), pairs.data(), bias, y); break;
+      case 4: k32_unpacked_rows<T, 4>(a, r0, w, p, blocks.data(), pairs.data(), bias, y); break;
+      case 5: k32_unpacked_rows<T, 5>(a, r0, w, p, blocks.data(), pairs.data(), bias, y); break;
+      case 6: k32_unpacked_rows<T, 6>(a, r0, w, p, blocks.data(), pairs.data(), bias, y); break;
+      case 7: k32_unpacked_rows<T, 7>(a, r0, w, p, blocks.data(), pairs.data(), bias, y); break;
+      default: k32_unpacked_rows<T, 8>(a, r0, w, p, blocks.data(), pairs.data(), bias, y); break;
+    }
+}
+
 template <kquant_type T, std::size_t NR>
 TROUPE_VNNI void panel_rows(const kquant_acts& a, std::size_t r0, const kquant_view& w, std::size_t p, const float* bias, float* y) {
   if constexpr (T == kquant_type::q4_k)
@@ -574,9 +697,17 @@ TROUPE_VNNI void panel_rows(const kquant_acts& a, std::size_t r0, const kquant_v
     q6k_panel_rows<NR>(a, r0, w, p, bias, y);
 }
 
-// From how many rows a Q6_K panel is unpacked first (the cost of unpacking it once, against the
-// bit work per tile of 4 rows it saves).
-constexpr std::size_t q6k_unpack_rows = 8;
+// From how many rows a panel is unpacked first: where unpacking it once costs less than the bit
+// work the tiles of 4 rows would do. 5632 x 2048 on the EPYC, GMAC/s at 16 / 64 / 512 rows, in
+// panels -> unpacked: Q6_K (from 8 rows: 246 -> 254) 314-357 / 360-386 / 362-411 -> 338-367 /
+// 395-443 / 419-442; Q5_K 347-353 / 330-341 / 316-322 -> 391-411 / 424-427 / 431-456; IQ4_XS (8
+// rows: 372-403 -> 328-356) 418-437 / 392-436 / 409-426 -> 418-447 / 440-489 / 476-497. Q4_K,
+// whose bit work is one mask and one shift per vector, gains nothing (431-454 / 424-448 /
+// 433-443 -> 396-425 / 413-438 / 422-469) and stays in panels.
+template <kquant_type T>
+constexpr std::size_t unpack_from_rows() {
+  return T == kquant_type::q6_k ? 8 : T == kquant_type::q4_k ? std::size_t(-1) : 16;
+}
 
 // Rows are taken in blocks whose activations stay in L2 (256 KiB of quants, at least a tile of 8
 // rows) while every panel of the task passes over them: at 512 rows of 2,048 the whole 1 MiB of
@@ -589,11 +720,15 @@ TROUPE_VNNI void panels_of(const kquant_acts& a, std::size_t rows, const kquant_
                            const float* bias, float* y) {
   constexpr std::size_t tile = 4;
   const std::size_t block = rows_per_block(w.k);
+  thread_local std::vector<std::int32_t> pairs;
   for (std::size_t b0 = 0; b0 < rows; b0 += block) {
     const std::size_t b1 = std::min(rows, b0 + block);
+    const bool unpack = b1 - b0 >= unpack_from_rows<T>();
+    if (unpack && T == kquant_type::q5_k) sub_block_sum_pairs(a, b0, b1, w.blocks, pairs);
     for (std::size_t p = c0 / kquant_panel; p * kquant_panel < c1; ++p) {
-      if (T == kquant_type::q6_k && b1 - b0 >= q6k_unpack_rows) {
-        q6k_panel_unpacked(a, b0, b1, w, p, bias, y);
+      if (unpack) {
+        if constexpr (T == kquant_type::q6_k) q6k_panel_unpacked(a, b0, b1, w, p, bias, y);
+        else if constexpr (T != kquant_type::q4_k) k32_panel_unpacked<T>(a, b0, b1, w, p, pairs, bias, y);
         continue;
       }
       for (std::size_t r0 = b0; r0 < b1; r0 += tile) switch (std::min(tile, b1 - r0)) {

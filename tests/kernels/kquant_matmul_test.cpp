@@ -87,11 +87,12 @@ BOOST_AUTO_TEST_CASE(the_quantizer_stays_within_each_formats_error) {
 
 BOOST_AUTO_TEST_CASE(every_isa_is_the_reference_bit_for_bit) {
   isa_guard guard;
-  // Outputs in tiles of 4 with a partial last tile, rows one to past a tile of 8 (Q6_K's unpacked
-  // panels from 8 rows: tails of 1, 3, 6 and 7), one to four super-blocks per row; a row's
-  // outputs split across tasks where n is large.
-  const std::vector<std::array<std::size_t, 3>> shapes = {{1, 1, 256}, {1, 7, 512}, {3, 33, 256}, {5, 70, 768}, {17, 12, 1024},
-                                                          {1, 301, 256}, {9, 4, 256}, {14, 20, 512}, {11, 17, 256}, {15, 5, 256}};
+  // Outputs in tiles of 4 with a partial last tile, rows one to past a tile of 8 (unpacked panels
+  // from 8 rows for Q6_K, 16 for Q5_K and IQ4_XS: tails of 1, 3, 6 and 7), one to four
+  // super-blocks per row; a row's outputs split across tasks where n is large.
+  const std::vector<std::array<std::size_t, 3>> shapes = {{1, 1, 256},   {1, 7, 512},   {3, 33, 256},  {5, 70, 768},
+                                                          {17, 12, 1024}, {1, 301, 256}, {9, 4, 256},   {14, 20, 512},
+                                                          {11, 17, 256},  {15, 5, 256},  {22, 9, 512},  {31, 18, 256}};
   for (kquant_type t : all)
     for (auto& sh : shapes) {
       const std::size_t rows = sh[0], n = sh[1], k = sh[2];
