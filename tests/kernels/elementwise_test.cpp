@@ -51,14 +51,16 @@ BOOST_AUTO_TEST_CASE(rope_rotates_half_pairs_by_position_angle) {
   for (std::size_t i = 0; i < heads * hd; ++i) BOOST_TEST_REQUIRE(x[i] == orig[i]);
 }
 
+// Rows shorter than the kernel's pieces of 1,024, and rows of several pieces with a short last one.
 BOOST_AUTO_TEST_CASE(swiglu_is_silu_gate_times_up) {
-  const std::size_t rows = 4, dim = 40;
-  auto gu = random_floats(rows * 2 * dim, 4, 6.0f);
-  std::vector<float> out(rows * dim);
-  swiglu(gu.data(), rows, dim, out.data());
-  for (std::size_t r = 0; r < rows; ++r)
-    for (std::size_t i = 0; i < dim; ++i) {
-      double g = gu[r * 2 * dim + i], u = gu[r * 2 * dim + dim + i];
-      BOOST_TEST_REQUIRE(std::abs(out[r * dim + i] - g / (1 + std::exp(-g)) * u) < 1e-5);
-    }
+  for (auto [rows, dim] : {std::pair<std::size_t, std::size_t>{4, 40}, {1, 2500}, {3, 2048}}) {
+    auto gu = random_floats(rows * 2 * dim, 4, 6.0f);
+    std::vector<float> out(rows * dim);
+    swiglu(gu.data(), rows, dim, out.data());
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t i = 0; i < dim; ++i) {
+        double g = gu[r * 2 * dim + i], u = gu[r * 2 * dim + dim + i];
+        BOOST_TEST_REQUIRE(std::abs(out[r * dim + i] - g / (1 + std::exp(-g)) * u) < 1e-5, "rows " << rows << " dim " << dim << " at " << r << ", " << i);
+      }
+  }
 }
