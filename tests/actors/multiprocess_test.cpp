@@ -32,7 +32,12 @@ void fail_a_node_mid_generation(bool greedy, fault how, const std::string& confi
                                 int fault_after = 40) {
   const std::string model_dir = test::synth_model("small-llama-f32", test::preset("small"));
   auto model = std::shared_ptr<const model::llama_model>(model::llama_model::load(model_dir));
-  const auto reqs = test::mixed_requests(32, model->config().vocab_size, greedy, 120);
+  auto reqs = test::mixed_requests(32, model->config().vocab_size, greedy, 120);
+  // 8-16 tokens each ended node-a's requests in about 16 steps: on a loaded machine the head had
+  // not yet taken `fault_after` tokens when they were done, the fault found nothing to move, and
+  // the test failed with no migration. 56-64 tokens keep them generating well past the fault.
+  if (how != fault::none)
+    for (auto& r : reqs) r.params.max_tokens += 48;
   std::vector<std::vector<std::int32_t>> expected;
   {
     auto e = engine::cpu_engine(model, nullptr, test::engine_cfg(512, 2048));
