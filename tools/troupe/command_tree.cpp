@@ -122,7 +122,8 @@ void declare_generate(command& root) {
       .option("config", "TOPOLOGY", "the model and scheduler limits from a topology (cpu backend)")
       .option("model", "DIR|FILE", "the model folder, or a llama .gguf file (default models/kjv, the committed default model)")
       .option("max-tokens", "N", "tokens to generate per prompt")
-      .option("temperature", "T", "sampling temperature (0: greedy; default: the model's generation_config.json)")
+      .option("temperature", "T", "sampling temperature (default 0: greedy; unlike serve, generate does not take the model's "
+                                  "generation_config.json defaults: give the sampling flags to sample)")
       .option("top-k", "K", "sample among the K likeliest tokens")
       .option("top-p", "P", "sample among the likeliest tokens holding probability P")
       .option("min-p", "P", "drop tokens below P times the likeliest's probability")
