@@ -3,6 +3,8 @@
 #pragma once
 #include <caf/all.hpp>
 
+#include "actors/protocol/wire_enum.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,11 +29,7 @@ namespace troupe::kv {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_event& x) {
   auto kind = static_cast<std::uint8_t>(x.kind);
-  auto load_kind = caf::meta::load_callback([&]() -> caf::error {
-    if (kind > static_cast<std::uint8_t>(kv_event_kind::cleared)) return caf::sec::invalid_argument;
-    x.kind = static_cast<kv_event_kind>(kind);
-    return caf::none;
-  });
+  auto load_kind = actors::load_enum(kind, x.kind, kv_event_kind::cleared);
   return f(caf::meta::type_name("kv_event"), kind, load_kind, x.hashes, x.parent, x.has_parent, x.token_ids, x.block_size,
            x.medium);
 }
@@ -39,11 +37,7 @@ typename Inspector::result_type inspect(Inspector& f, kv_event& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_event_batch& x) {
   auto type = static_cast<std::uint8_t>(x.kv_type);
-  auto load_type = caf::meta::load_callback([&]() -> caf::error {
-    if (type > static_cast<std::uint8_t>(kernels::last_dtype)) return caf::sec::invalid_argument;
-    x.kv_type = static_cast<kernels::dtype>(type);
-    return caf::none;
-  });
+  auto load_type = actors::load_enum(type, x.kv_type, kernels::last_dtype);
   return f(caf::meta::type_name("kv_event_batch"), x.replica, x.generation, x.seq, x.timestamp, x.events, type, load_type);
 }
 
@@ -147,11 +141,7 @@ typename Inspector::result_type inspect(Inspector& f, load_report& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_update& x) {
   auto reason = static_cast<std::uint8_t>(x.reason);
-  auto load_reason = caf::meta::load_callback([&]() -> caf::error {
-    if (reason > static_cast<std::uint8_t>(engine::finish_reason::transfer_failed)) return caf::sec::invalid_argument;
-    x.reason = static_cast<engine::finish_reason>(reason);
-    return caf::none;
-  });
+  auto load_reason = actors::load_enum(reason, x.reason, engine::finish_reason::transfer_failed);
   return f(caf::meta::type_name("token_update"), x.id, x.tokens, x.text, x.finished, reason, load_reason, x.error,
            x.prompt_tokens, x.output_tokens, x.text_tokens, x.logprobs, x.top_ids, x.top_logprobs, x.prompt_logprobs, x.embedding, x.queue_seconds,
            x.prefill_seconds, x.decode_seconds, x.migrations, x.transfer_seconds, x.draft_tokens, x.accepted_tokens, x.kv);

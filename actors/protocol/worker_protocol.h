@@ -11,6 +11,8 @@
 #pragma once
 #include <caf/all.hpp>
 
+#include "actors/protocol/wire_enum.h"
+
 #include <cstdint>
 #include <vector>
 
@@ -60,11 +62,7 @@ namespace troupe::kv {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_cache_config& x) {
   auto type = static_cast<std::uint8_t>(x.type);
-  auto load_type = caf::meta::load_callback([&]() -> caf::error {
-    if (type > static_cast<std::uint8_t>(kernels::last_dtype)) return caf::sec::invalid_argument;
-    x.type = static_cast<kernels::dtype>(type);
-    return caf::none;
-  });
+  auto load_type = actors::load_enum(type, x.type, kernels::last_dtype);
   return f(caf::meta::type_name("kv_cache_config"), x.num_blocks, x.block_size, type, load_type, x.shared);
 }
 
@@ -75,11 +73,7 @@ namespace troupe::kv::transfer {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_layout& x) {
   auto type = static_cast<std::uint8_t>(x.type);
-  auto load_type = caf::meta::load_callback([&]() -> caf::error {
-    if (type > static_cast<std::uint8_t>(kernels::last_dtype)) return caf::sec::invalid_argument;
-    x.type = static_cast<kernels::dtype>(type);
-    return caf::none;
-  });
+  auto load_type = actors::load_enum(type, x.type, kernels::last_dtype);
   return f(caf::meta::type_name("kv_layout"), type, load_type, x.block_size, x.num_layers, x.n_kv_heads, x.head_dim,
            x.model_key, x.ranks, x.tensor_parallel);
 }
@@ -162,11 +156,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_input& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_pull& x) {
   auto how = static_cast<std::uint8_t>(x.how);
-  auto load_how = caf::meta::load_callback([&]() -> caf::error {
-    if (how > static_cast<std::uint8_t>(kv::transfer::backend::nccl)) return caf::sec::invalid_argument;
-    x.how = static_cast<kv::transfer::backend>(how);
-    return caf::none;
-  });
+  auto load_how = actors::load_enum(how, x.how, kv::transfer::backend::nccl);
   return f(caf::meta::type_name("kv_pull"), x.from, x.mine, x.table, how, load_how, x.timeout_ms);
 }
 template <class Inspector>
