@@ -42,6 +42,7 @@ inline vec16 load16_i8(const std::int8_t* p) {
 inline void store16(float* p, vec16 a) { _mm512_storeu_ps(p, a.v); }
 inline vec16 fma16(vec16 a, vec16 b, vec16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
 inline vec16 mul16(vec16 a, vec16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
+inline vec16 div16(vec16 a, vec16 b) { return {_mm512_div_ps(a.v, b.v)}; }
 inline vec16 add16(vec16 a, vec16 b) { return {_mm512_add_ps(a.v, b.v)}; }
 inline float hsum16(vec16 a) {
   __m256 h8 = _mm256_add_ps(_mm512_castps512_ps256(a.v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a.v), 1)));
@@ -99,6 +100,7 @@ inline vec16 fma16(vec16 a, vec16 b, vec16 c) {
   return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
 }
 inline vec16 mul16(vec16 a, vec16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+inline vec16 div16(vec16 a, vec16 b) { return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)}; }
 inline vec16 add16(vec16 a, vec16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
 inline float hsum16(vec16 a) {
   __m256 h8 = _mm256_add_ps(a.lo, a.hi);
@@ -149,6 +151,11 @@ inline vec16 fma16(vec16 a, vec16 b, vec16 c) {
 inline vec16 mul16(vec16 a, vec16 b) {
   vec16 r;
   for (int i = 0; i < 16; ++i) r.v[i] = a.v[i] * b.v[i];
+  return r;
+}
+inline vec16 div16(vec16 a, vec16 b) {
+  vec16 r;
+  for (int i = 0; i < 16; ++i) r.v[i] = a.v[i] / b.v[i];
   return r;
 }
 inline vec16 add16(vec16 a, vec16 b) {

@@ -1,24 +1,56 @@
+// SwiGLU, compiled once per ISA (isa_sources): silu is one exp per element, and the scalar
+// std::exp it replaced made SwiGLU 6% of a 512-token prefill, as much as attention's softmax.
 #include "kernels/cpu/swiglu.h"
 
-#include <algorithm>
-#include <cmath>
+#include "kernels/cpu/simd.h"
 
+namespace troupe::kernels::TROUPE_ISA {
+
+// silu(g) * u for 16 elements. exp16 wants x <= 0, so with e = e^-|g|:
+//   silu(g) = g * e^min(g, 0) / (1 + e)
+// (for g >= 0 the numerator's exp is e^0 = 1 exactly). The same IEEE steps on every ISA.
+static inline vec16 silu_times(vec16 g, vec16 u) {
+  const vec16 minus = splat16(-1.0f), zero = zero16();
+  const vec16 neg_abs = mul16(max16(g, mul16(g, minus)), minus);
+  const vec16 num = exp16(mul16(max16(mul16(g, minus), zero), minus));
+  return mul16(div16(mul16(g, num), add16(splat16(1.0f), exp16(neg_abs))), u);
+}
+
+void swiglu_run(const float* g, const float* u, std::size_t n, float* o) {
+  std::size_t i = 0;
+  for (; i + panel <= n; i += panel) store16(o + i, silu_times(load16(g + i), load16(u + i)));
+  if (i == n) return;
+  // The tail through the same vector steps, so an element's bits do not depend on where it sits.
+  float gt[panel] = {}, ut[panel] = {}, ot[panel];
+  for (std::size_t j = i; j < n; ++j) gt[j - i] = g[j], ut[j - i] = u[j];
+  store16(ot, silu_times(load16(gt), load16(ut)));
+  for (std::size_t j = i; j < n; ++j) o[j] = ot[j - i];
+}
+
+}  // namespace troupe::kernels::TROUPE_ISA
+
+#if defined(TROUPE_ISA_SCALAR)
+#include <algorithm>
+
+#include "kernels/cpu/isa_dispatch.h"
 #include "kernels/cpu/thread_pool.h"
+
+TROUPE_DECLARE_ISA_VARIANTS(void, swiglu_run, (const float*, const float*, std::size_t, float*))
 
 namespace troupe::kernels {
 
 void swiglu(const float* gate_up, std::size_t rows, std::size_t dim, float* out) {
-  // exp dominates: spread the work over the threads in pieces of a row (each element is
-  // independent), so one decode row is not one thread's 5,632 exps while the other waits.
+  // Spread over the threads in pieces of a row (each element is independent), so one decode
+  // row is not one thread's 5,632 exps while the other waits.
   constexpr std::size_t piece = 1024;
   const std::size_t pieces = (dim + piece - 1) / piece;
+  auto run = TROUPE_PICK_ISA(swiglu_run);
   parallel_for(rows * pieces, [&](std::size_t t) {
     const std::size_t r = t / pieces, i0 = t % pieces * piece, i1 = std::min(dim, i0 + piece);
     const float* g = gate_up + r * 2 * dim;
-    const float* u = g + dim;
-    float* o = out + r * dim;
-    for (std::size_t i = i0; i < i1; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    run(g + i0, g + dim + i0, i1 - i0, out + r * dim + i0);
   });
 }
 
 }  // namespace troupe::kernels
+#endif

@@ -2,8 +2,10 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
@@ -52,6 +54,36 @@ BOOST_AUTO_TEST_CASE(rope_rotates_half_pairs_by_position_angle) {
 }
 
 // Rows shorter than the kernel's pieces of 1,024, and rows of several pieces with a short last one.
+// The vector exp runs the same IEEE steps everywhere: a gate's output has the same bits on every
+// ISA, and in a row's vector body or its tail; large gates of either sign stay finite.
+BOOST_AUTO_TEST_CASE(swiglu_gives_the_same_bits_on_every_isa_and_in_the_tail) {
+  const std::size_t dim = 37;  // two vectors and a tail of 5
+  auto gu = random_floats(2 * dim, 7, 12.0f);
+  gu[0] = 200.0f, gu[1] = -200.0f, gu[2] = 0.0f;
+  std::vector<float> want(dim);
+  const isa saved = active_isa();
+  set_active_isa(isa::scalar);
+  swiglu(gu.data(), 1, dim, want.data());
+  for (float v : want) BOOST_TEST_REQUIRE(std::isfinite(v));
+  BOOST_TEST(want[0] == 200.0f * gu[dim]);
+  BOOST_TEST(std::abs(want[1]) < 1e-30f);
+  BOOST_TEST(want[2] == 0.0f);
+  for (isa i : {isa::scalar, isa::avx2, isa::avx512}) {
+    if (!set_active_isa(i)) continue;
+    std::vector<float> got(dim);
+    swiglu(gu.data(), 1, dim, got.data());
+    BOOST_TEST_REQUIRE(std::memcmp(got.data(), want.data(), dim * 4) == 0, isa_name(i));
+    // Element 33 again, first in a row of 5 (all tail), then inside a row of 16 (all body).
+    for (std::size_t len : {std::size_t(5), std::size_t(16)}) {
+      std::vector<float> row(2 * len, 0.0f), out(len);
+      row[0] = gu[33], row[len] = gu[dim + 33];
+      swiglu(row.data(), 1, len, out.data());
+      BOOST_TEST_REQUIRE(std::memcmp(&out[0], &want[33], 4) == 0, isa_name(i) << " row of " << len);
+    }
+  }
+  set_active_isa(saved);
+}
+
 BOOST_AUTO_TEST_CASE(swiglu_is_silu_gate_times_up) {
   for (auto [rows, dim] : {std::pair<std::size_t, std::size_t>{4, 40}, {1, 2500}, {3, 2048}}) {
     auto gu = random_floats(rows * 2 * dim, 4, 6.0f);
