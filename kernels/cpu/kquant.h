@@ -35,6 +35,10 @@ constexpr std::size_t kquant_block = 256;  // weights per super-block
 const char* kquant_name(kquant_type t);  // "q4_k", ...
 std::optional<kquant_type> parse_kquant_type(const std::string& name);  // kquant_name's inverse
 std::size_t kquant_block_bytes(kquant_type t);
+// Weights per scale as the format stores them (16 for q2_k, q3_k and q6_k; 32 for the others).
+constexpr std::size_t kquant_scale_run(kquant_type t) {
+  return t == kquant_type::q4_k || t == kquant_type::q5_k || t == kquant_type::iq4_xs ? 32 : 16;
+}
 // The format of a GGUF tensor type number (ggml's: Q2_K = 10 ... Q6_K = 14, IQ4_XS = 23).
 std::optional<kquant_type> kquant_of_ggml(std::uint32_t ggml_type);
 

@@ -19,4 +19,9 @@ double measure_fma_peak();
 // of quantized projections, which an FP32 FMA peak understates by about four times.
 double measure_int8_dot_peak();
 
+// The same with a scale applied every `run` weights (a multiply and an add per chain, as the
+// K-quant kernels apply theirs every 16 weights): the most a format with scales that fine can
+// reach in registers, with no memory traffic and nothing else of a forward pass around it.
+double measure_scaled_dot_ceiling(std::size_t run);
+
 }  // namespace troupe::kernels

@@ -105,6 +105,16 @@ BOOST_AUTO_TEST_CASE(the_bench_names_a_mixes_formats_and_judges_them_by_the_int8
   const std::string format = j["weights"]["format"].get<std::string>();
   BOOST_TEST(format.find("q4_k") != std::string::npos, format);
   BOOST_TEST(format.find("q6_k") != std::string::npos, format);  // q4_k_m's attn_v and ffn_down in some layers
+  // K-quant scales every 16 or 32 weights cap the int8 rate: the bench measures that cap, which
+  // cannot pass the peak, and gives the prefill's ceiling as a fraction.
+  const double ceiling = j["machine"]["kquant_scaled_dot_gop_s"].get<double>();
+  BOOST_TEST(ceiling > 0);
+  BOOST_TEST(ceiling <= j["machine"]["int8_dot_peak_gop_s"].get<double>());
+  const double prefill_ceiling = j["prefill"]["format_ceiling_fraction"].get<double>();
+  BOOST_TEST(prefill_ceiling > 0.0);
+  BOOST_TEST(prefill_ceiling <= 1.0);
   const auto f16 = troupe_json("bench engine --model " + s.file + " --batches 1 --prompt 32 --context 16 --steps 2 --json");
   BOOST_TEST(f16["machine"]["int8_dot_peak_gop_s"].is_null(), f16.dump());
+  BOOST_TEST(f16["machine"]["kquant_scaled_dot_gop_s"].is_null(), f16.dump());
+  BOOST_TEST(f16["prefill"]["format_ceiling_fraction"].is_null(), f16.dump());
 }

@@ -1,11 +1,14 @@
 // troupe bench engine: prefill and decode throughput against the machine's own roofline.
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/kquant.h"
+#include "kernels/cpu/kquant_weight.h"
 #include "kernels/cpu/roofline.h"
 #include "kernels/cpu/thread_pool.h"
 #include "runtime/common/error.h"
@@ -39,6 +42,25 @@ struct bench_cache {
 };
 
 // Attention multiply-adds for `tokens` queries at positions p0.. over their causal context.
+// The int8 rate the projections could reach if each format ran at the ceiling of its own scale
+// run (kernels::measure_scaled_dot_ceiling), or 0 when a projection is not a K-quant.
+double kquant_projection_ceiling(const std::map<std::string, std::size_t>& bytes_by_format) {
+  std::map<std::size_t, double> ceiling_by_run;
+  double weights = 0, seconds = 0;  // per weight at the ceiling rates
+  for (auto& [name, bytes] : bytes_by_format) {
+    const auto t = kernels::parse_kquant_type(name);
+    if (!t) return 0;
+    const std::size_t run = kernels::kquant_scale_run(*t);
+    if (!ceiling_by_run.count(run)) ceiling_by_run[run] = kernels::measure_scaled_dot_ceiling(run);
+    const double record = kernels::kquant_panelled(*t) ? double(kernels::kquant_record_bytes(*t)) / kernels::kquant_panel
+                                                       : double(kernels::kquant_block_bytes(*t));
+    const double n = double(bytes) / record * kernels::kquant_block;
+    weights += n;
+    seconds += n / ceiling_by_run[run];
+  }
+  return seconds > 0 ? weights / seconds : 0;
+}
+
 double attention_flops(const model::model_config& c, double queries, double mean_context) {
   return 4.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * queries * mean_context;
 }
@@ -137,9 +159,27 @@ int cmd_bench_engine(const args& a) {
   // FMA peak: judge them, and a quantized head, against it (attention stays FP32). The compute
   // roofline of a pass is the time its work needs at both peaks.
   const bool int8_projections = m->projections_int8_dot(), int8_head = m->lm_head_int8_dot();
-  const double int8_peak = int8_projections || int8_head ? kernels::measure_int8_dot_peak() : 0;
-  auto compute_bound_s = [&](double projection_flops, double head, double attention) {
-    return projection_flops / (int8_projections ? int8_peak : peak) + head / (int8_head ? int8_peak : peak) + attention / peak;
+  double int8_peak = int8_projections || int8_head ? kernels::measure_int8_dot_peak() : 0;
+  // K-quant formats scale every 16 or 32 weights, which caps them below the int8 peak even in
+  // registers. When every projection is a K-quant, measure that cap for each format's own run
+  // (not the kernels' unpacked form, which splits 32-runs in two) and weigh the formats by their
+  // weights: a prefill's fraction then has the formats' own ceiling beside it.
+  // Each is a best of trials that a neighbour's burst can only lower; take both twice, in turn,
+  // so one burst does not make their ratio.
+  double scaled_ceiling = 0;
+  if (int8_projections) {
+    const auto by = m->projection_bytes_by_format();
+    scaled_ceiling = kquant_projection_ceiling(by);
+    if (scaled_ceiling > 0) {
+      int8_peak = std::max(int8_peak, kernels::measure_int8_dot_peak());
+      scaled_ceiling = std::max(scaled_ceiling, kquant_projection_ceiling(by));
+      // The scaled loop does the peak's dots and more: if it still ran faster, the peak's
+      // trials were all disturbed, and the peak is at least its rate.
+      int8_peak = std::max(int8_peak, scaled_ceiling);
+    }
+  }
+  auto compute_bound_s = [&](double projection_flops, double head, double attention, double int8_rate) {
+    return projection_flops / (int8_projections ? int8_rate : peak) + head / (int8_head ? int8_rate : peak) + attention / peak;
   };
   model::forward_workspace ws;
   std::vector<float> logits(std::size_t(c.vocab_size) * std::size_t(std::max(32, *std::max_element(batches.begin(), batches.end()))));
@@ -159,8 +199,15 @@ int cmd_bench_engine(const args& a) {
   if (a.has("profile")) say("  prefill profile (3 runs): %s\n", model::op_profile::report().c_str());
   const double prefill_flops = flops_tok * prompt_len + head_flops + attention_flops(c, prompt_len, (prompt_len + 1) / 2.0);
   const double prefill_tps = prompt_len / prefill_s;
-  const double prefill_frac =
-      compute_bound_s(flops_tok * prompt_len, head_flops, attention_flops(c, prompt_len, (prompt_len + 1) / 2.0)) / prefill_s;
+  const double prefill_attention = attention_flops(c, prompt_len, (prompt_len + 1) / 2.0);
+  const double prefill_frac = compute_bound_s(flops_tok * prompt_len, head_flops, prefill_attention, int8_peak) / prefill_s;
+  // The same pass's ceiling when the projections run at the scaled-dot rate: the most the
+  // formats' arithmetic allows, as a fraction of the peak-judged time.
+  const double prefill_ceiling =
+      scaled_ceiling > 0
+          ? compute_bound_s(flops_tok * prompt_len, head_flops, prefill_attention, int8_peak) /
+                compute_bound_s(flops_tok * prompt_len, head_flops, prefill_attention, scaled_ceiling)
+          : 0;
   say("prefill %d tokens: %.1f tok/s, %.1f GFLOP/s = %.0f%% of compute peak\n", prompt_len, prefill_tps,
       prefill_flops / prefill_s / 1e9, 100 * prefill_frac);
 
@@ -180,7 +227,7 @@ int cmd_bench_engine(const args& a) {
     const double roofline_s = (weight_bytes + kv_bytes) / bw_here;
     const double tps = B / step_s;
     if (B == 1) tps_batch1 = tps;
-    const double compute_frac = compute_bound_s(flops_tok * B, head_flops * B, attention_flops(c, B, ctx)) / step_s;
+    const double compute_frac = compute_bound_s(flops_tok * B, head_flops * B, attention_flops(c, B, ctx), int8_peak) / step_s;
     say("decode batch %2d (context %d): %8.1f tok/s, step %.2f ms, %.0f%% of bandwidth roofline (%.1f GB/s), %.0f%% of compute peak\n",
         B, context, tps, step_s * 1e3, 100 * roofline_s / step_s, bw_here / 1e9, 100 * compute_frac);
     nlohmann::json row = {{"batch", B}, {"context", context}, {"tokens_per_second", tps}, {"step_ms", step_s * 1e3},
@@ -201,9 +248,11 @@ int cmd_bench_engine(const args& a) {
       {"kv_dtype", kv_name},
       {"machine", {{"threads", kernels::num_threads()}, {"isa", kernels::isa_name(kernels::active_isa())},
                    {"read_bandwidth_gb_s", bw / 1e9}, {"fma_peak_gflop_s", peak / 1e9},
-                   {"int8_dot_peak_gop_s", int8_peak > 0 ? nlohmann::json(int8_peak / 1e9) : nlohmann::json(nullptr)}}},
+                   {"int8_dot_peak_gop_s", int8_peak > 0 ? nlohmann::json(int8_peak / 1e9) : nlohmann::json(nullptr)},
+                   {"kquant_scaled_dot_gop_s", scaled_ceiling > 0 ? nlohmann::json(scaled_ceiling / 1e9) : nlohmann::json(nullptr)}}},
       {"prefill", {{"tokens", prompt_len}, {"tokens_per_second", prefill_tps}, {"gflop_s", prefill_flops / prefill_s / 1e9},
-                   {"compute_peak_fraction", prefill_frac}}},
+                   {"compute_peak_fraction", prefill_frac},
+                   {"format_ceiling_fraction", prefill_ceiling > 0 ? nlohmann::json(prefill_ceiling) : nlohmann::json(nullptr)}}},
       {"decode", decode},
   };
   if (json_out) {
@@ -214,8 +263,11 @@ int cmd_bench_engine(const args& a) {
     std::printf("machine: %d threads, %s, read bandwidth %.1f GB/s, FP32 FMA peak %.1f GFLOP/s", kernels::num_threads(),
                 kernels::isa_name(kernels::active_isa()), bw / 1e9, peak / 1e9);
     if (int8_peak > 0) std::printf(", int8 dot peak %.1f GOP/s", int8_peak / 1e9);
+    if (scaled_ceiling > 0) std::printf(" (%.1f with the projections' K-quant scales)", scaled_ceiling / 1e9);
     std::printf("\n");
-    std::printf("prefill %d tokens: %.1f tok/s (%.0f%% of compute peak)\n", prompt_len, prefill_tps, 100 * prefill_frac);
+    std::printf("prefill %d tokens: %.1f tok/s (%.0f%% of compute peak", prompt_len, prefill_tps, 100 * prefill_frac);
+    if (prefill_ceiling > 0) std::printf("; the formats' scales allow at most %.0f%%", 100 * prefill_ceiling);
+    std::printf(")\n");
     for (auto& d : decode)
       std::printf("decode batch %2d: %8.1f tok/s (%.0f%% of bandwidth roofline at %.1f GB/s, %.0f%% of compute peak, %.2fx batch 1)\n",
                   d["batch"].get<int>(), d["tokens_per_second"].get<double>(),
