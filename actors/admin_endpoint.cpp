@@ -55,29 +55,6 @@ struct admin_endpoint::sockets {
   std::uint64_t next_token = 0;
 };
 
-curve_pair curve_keypair() {
-  char pub[41] = {0}, sec[41] = {0};
-  if (zmq_curve_keypair(pub, sec) != 0) throw std::runtime_error("this ZeroMQ has no CURVE support");
-  return {pub, sec};
-}
-
-std::string curve_public_of(const std::string& secret_z85) {
-  char pub[41] = {0};
-  if (secret_z85.size() != 40 || zmq_curve_public(pub, secret_z85.c_str()) != 0)
-    throw std::invalid_argument("not a Z85 CURVE secret key of 40 characters");
-  return pub;
-}
-
-std::string read_key_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path);
-  if (!in) throw input_error(what + ": cannot open " + path);
-  std::string line;
-  std::getline(in, line);
-  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
-  if (line.size() != 40) throw input_error(what + ": " + path + " holds no Z85 key of 40 characters (troupe admin keygen writes them)");
-  return line;
-}
-
 admin_endpoint::admin_endpoint(caf::actor_system& sys, const topology::topology_config& topo, router_actor router, owner_actor owner,
                                node_registry_actor registry, nlohmann::json model)
     : q_(std::make_shared<shared>()), z_(std::make_unique<sockets>()) {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "actors/admin_actor.h"
+#include "actors/zap.h"  // the CURVE key helpers its callers use
 #include "topology/topology.h"
 
 namespace troupe::actors {
@@ -40,15 +41,5 @@ class admin_endpoint {
   autoscaler_actor autoscaler_;  // with [autoscaler]
   std::thread thread_;
 };
-
-// CURVE keys as Z85 text. Throws std::runtime_error if ZeroMQ has no CURVE support.
-struct curve_pair {
-  std::string public_key, secret_key;
-};
-curve_pair curve_keypair();
-// The public key of a Z85 secret key; throws std::invalid_argument if it is not one.
-std::string curve_public_of(const std::string& secret_z85);
-// A key file's Z85 key (its first line, trimmed); throws input_error naming `what` and the file.
-std::string read_key_file(const std::string& path, const std::string& what);
 
 }  // namespace troupe::actors

@@ -276,4 +276,23 @@ kv_store_actor::behavior_type kv_store(store_ptr self, kv_store_config cfg) {
   };
 }
 
+replica_id store_id_of(const topology::topology_config& topo, const std::string& node) {
+  std::uint32_t index = 0;
+  while (index < topo.nodes.size() && topo.nodes[index].name != node) ++index;
+  return replica_id(store_id_base + index);
+}
+
+kv_store_actor spawn_kv_store(caf::actor_system& sys, const topology::topology_config& topo, const engine::engine_config& ec,
+                              const model::model_config& m, const std::string& node) {
+  if (!topo.kv_store.enabled()) return {};
+  kv_store_config c;
+  c.layout = engine::kv_layout_of(ec, m, {{0, m.num_hidden_layers}});
+  c.capacity_bytes = topo.kv_store.capacity_bytes;
+  c.id = store_id_of(topo, node);
+  c.hold = topo.kv_transfer.hold;
+  c.disk_dir = topo.kv_store.disk_dir;
+  c.disk_bytes = topo.kv_store.disk_bytes;
+  return sys.spawn<caf::detached>(kv_store, c);
+}
+
 }  // namespace troupe::actors

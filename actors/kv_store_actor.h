@@ -13,6 +13,8 @@
 #include "runtime/kv/kv_cache.h"
 #include "runtime/kv/kv_store.h"
 #include "runtime/kv/transfer/holds.h"
+#include "runtime/engine/engine.h"
+#include "topology/topology.h"
 
 namespace troupe::actors {
 
@@ -51,5 +53,13 @@ struct kv_store_state {
 };
 
 kv_store_actor::behavior_type kv_store(kv_store_actor::stateful_pointer<kv_store_state> self, kv_store_config cfg);
+
+// The id node `node`'s KV store has in KV events and the router.
+replica_id store_id_of(const topology::topology_config& topo, const std::string& node);
+
+// This process's KV store when the topology has [kv_store] (null otherwise): spawned on a thread
+// of its own, in the replicas' layout, with its id for node `node` of the topology.
+kv_store_actor spawn_kv_store(caf::actor_system& sys, const topology::topology_config& topo, const engine::engine_config& ec,
+                              const model::model_config& m, const std::string& node);
 
 }  // namespace troupe::actors

@@ -54,90 +54,6 @@ void configure_network(caf::actor_system_config& cfg, const topology::timeouts_s
   cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::duration_cast<caf::timespan>(t.connection)});
 }
 
-engine::engine_config engine_config_of(const topology::topology_config& topo) {
-  engine::engine_config ec;
-  ec.sched = topo.scheduler.limits;
-  ec.kv_type = topo.scheduler.kv_dtype;
-  ec.kv_memory_bytes = topo.scheduler.kv_memory_bytes;
-  ec.max_model_len = topo.model.max_model_len;
-  ec.prefix_caching = topo.scheduler.prefix_caching;
-  ec.kv_shared_memory = topo.kv_transfer.shared_memory;
-  ec.transfer_backend = topo.kv_transfer.backend;
-  ec.transfer_timeout = topo.kv_transfer.timeout;
-  ec.handoff_hold = topo.kv_transfer.hold;
-  ec.on_transfer_failure = topo.kv_transfer.retry_on_failure ? engine::engine_config::transfer_failure::retry
-                                                             : engine::engine_config::transfer_failure::recompute;
-  // Every process of the cluster computes the same key from the same topology (the join
-  // checks they serve the same model), so their block hashes agree.
-  if (topo.model.backend == topology::backend_kind::sim) {
-    ec.model_key = model::shape_fingerprint(sim_shape(topo));
-  } else {
-    try {
-      ec.model_key = model::model_fingerprint(topo.model.path);
-    } catch (const input_error&) {
-      ec.model_key = "path:" + topo.model.path;  // not readable from here: the loader says why
-    }
-  }
-  return ec;
-}
-
-std::vector<group_config> group_configs_of(const topology::topology_config& topo) {
-  std::vector<group_config> out;
-  for (const auto& p : topology::place_replicas(topo)) {
-    group_config g;
-    g.pipeline_ranks = p.pipeline_parallel;
-    g.tensor_ranks = std::max(p.tensor_parallel, p.expert_parallel);
-    g.expert_parallel = p.expert_parallel > 1;
-    g.micro_batches = p.micro_batches;
-    g.max_restarts = topo.timeouts.group_restarts;
-    g.restart_window = topo.timeouts.group_restart_window;
-    g.step_timeout = topo.timeouts.step;
-    g.rank_nodes = p.rank_nodes;
-    g.node = p.node;
-    g.name = p.name;
-    out.push_back(g);
-  }
-  return out;
-}
-
-void check_groups(const topology::topology_config& topo, const model::model_config& m) {
-  const int num_layers = m.num_hidden_layers;
-  for (const auto& p : topo.pools) {
-    const std::string at = topo.source + ":" + std::to_string(p.line) + ": ";
-    if (p.expert_parallel > 1) {
-      if (auto why = model::expert_parallel_mismatch(m, p.expert_parallel))
-        throw input_error(at + "pools.expert_parallel: pool \"" + p.name + "\": " + *why);
-    } else if (auto why = model::tensor_parallel_mismatch(m, p.tensor_parallel)) {
-      throw input_error(at + "pools.tensor_parallel: pool \"" + p.name + "\": " + *why);
-    }
-    if (std::max(p.tensor_parallel, p.expert_parallel) > 1 && topo.kv_store.enabled())
-      throw input_error(at + "pools.tensor_parallel: pool \"" + p.name +
-                        "\" splits its KV heads over ranks, which the [kv_store] cannot hold yet; remove one of them");
-    if (p.pipeline_parallel > num_layers)
-      throw input_error(topo.source + ":" + std::to_string(p.line) + ": pools.pipeline_parallel: pool \"" + p.name +
-                        "\" splits the model's " + std::to_string(num_layers) + " layers over " +
-                        std::to_string(p.pipeline_parallel) + " ranks; at most one rank per layer");
-  }
-  // KV moves between any two replicas (handoffs, drains, migrations) rank by rank, so every pool
-  // splits its KV heads over the same number of ranks.
-  auto heads_split = [](const topology::pool_spec& p) { return std::max(p.tensor_parallel, p.expert_parallel); };
-  for (const auto& p : topo.pools)
-    if (heads_split(p) != heads_split(topo.pools.front()))
-      throw input_error(topo.source + ":" + std::to_string(p.line) + ": pools.tensor_parallel: pool \"" + p.name + "\" splits KV heads over " +
-                        std::to_string(heads_split(p)) + " ranks and pool \"" + topo.pools.front().name + "\" over " +
-                        std::to_string(heads_split(topo.pools.front())) +
-                        "; KV moves between replicas only between equal splits, so every pool needs the same");
-}
-
-model::model_config sim_shape(const topology::topology_config& topo) {
-  if (!topo.model.preset.empty()) {
-    model::synth_options o;
-    o.preset = topo.model.preset;
-    return model::synth_config(o);
-  }
-  return model::load_model_config(topo.model.path);
-}
-
 void await_started(caf::actor_system& sys, const std::vector<scheduler_actor>& replicas, std::chrono::milliseconds timeout) {
   caf::scoped_actor self{sys};
   for (std::size_t i = 0; i < replicas.size(); ++i) {
@@ -156,8 +72,8 @@ local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_co
   if (!topo.is_head(head_)) throw input_error(topo.source + ": \"" + head_ + "\" is not a head of this topology");
   if (topo.model.backend == topology::backend_kind::cuda)
     throw input_error(topo.source + ": backend \"cuda\" cannot run here yet (cpu and sim can)");
-  const engine::engine_config ec = engine_config_of(topo);
-  if (model) check_groups(topo, model->config());
+  const engine::engine_config ec = topology::engine_config_of(topo);
+  if (model) topology::check_groups(topo, model->config());
   topology::check_kv_memory(topo, mode == placement_mode::head_node_only ? head_ : std::string(), machine_memory_bytes(),
                             available_memory_bytes());
   try {
@@ -234,25 +150,6 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
   registry_ = sys.spawn(node_registry, topo, router_, local, directory_);
   // A replica of this process that dies and is restarted by the agent is registered here again.
   caf::anon_send(agent_, heads_atom::value, std::vector<caf::actor>{caf::actor_cast<caf::actor>(registry_)});
-}
-
-replica_id store_id_of(const topology::topology_config& topo, const std::string& node) {
-  std::uint32_t index = 0;
-  while (index < topo.nodes.size() && topo.nodes[index].name != node) ++index;
-  return replica_id(store_id_base + index);
-}
-
-kv_store_actor spawn_kv_store(caf::actor_system& sys, const topology::topology_config& topo, const engine::engine_config& ec,
-                              const model::model_config& m, const std::string& node) {
-  if (!topo.kv_store.enabled()) return {};
-  kv_store_config c;
-  c.layout = engine::kv_layout_of(ec, m, {{0, m.num_hidden_layers}});
-  c.capacity_bytes = topo.kv_store.capacity_bytes;
-  c.id = store_id_of(topo, node);
-  c.hold = topo.kv_transfer.hold;
-  c.disk_dir = topo.kv_store.disk_dir;
-  c.disk_bytes = topo.kv_store.disk_bytes;
-  return sys.spawn<caf::detached>(kv_store, c);
 }
 
 void local_cluster::drain_replica(std::size_t i) {

@@ -16,6 +16,7 @@
 #include "runtime/model/llama_model.h"
 #include "runtime/sim/cost_model.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "topology/engine_settings.h"
 #include "topology/topology.h"
 
 namespace troupe::actors {
@@ -41,30 +42,9 @@ void configure_network(caf::actor_system_config& cfg, const topology::timeouts_s
 // The node registry at host:port, over TLS when `tls`; throws input_error naming the address.
 node_registry_actor connect_registry(caf::actor_system& sys, const std::string& host, std::uint16_t port, bool tls);
 
-// The engine settings of every replica of a topology.
-engine::engine_config engine_config_of(const topology::topology_config& topo);
-
-// The worker group of each replica of a topology, indexed by replica id.
-std::vector<group_config> group_configs_of(const topology::topology_config& topo);
-
-// Throws input_error naming the pool's line when a pool has more pipeline ranks than the
-// model has layers, or tensor ranks its heads do not divide over.
-void check_groups(const topology::topology_config& topo, const model::model_config& m);
-
 // Waits until each replica answers (its engine and KV are allocated); throws input_error naming
 // the replica and the reason when one died starting, so the process ends instead of serving 503.
 void await_started(caf::actor_system& sys, const std::vector<scheduler_actor>& replicas, std::chrono::milliseconds timeout);
-
-// The id node `node`'s KV store has in KV events and the router.
-replica_id store_id_of(const topology::topology_config& topo, const std::string& node);
-
-// This process's KV store when the topology has [kv_store] (null otherwise): spawned on a thread
-// of its own, in the replicas' layout, with its id for node `node` of the topology.
-kv_store_actor spawn_kv_store(caf::actor_system& sys, const topology::topology_config& topo, const engine::engine_config& ec,
-                              const model::model_config& m, const std::string& node);
-
-// The model sizes a sim topology simulates: its preset, or its folder's config.json.
-model::model_config sim_shape(const topology::topology_config& topo);
 
 enum class placement_mode { all_here, head_node_only };
 

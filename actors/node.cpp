@@ -78,9 +78,9 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
               const std::atomic<bool>* stop) {
   if (!topo.node(node)) throw input_error(topo.source + ": no node named \"" + node + "\"");
   if (heads.empty()) throw input_error(topo.source + ": no head to join");
-  if (model) check_groups(topo, model->config());
+  if (model) topology::check_groups(topo, model->config());
   topology::check_kv_memory(topo, node, machine_memory_bytes(), available_memory_bytes());
-  const auto ec = engine_config_of(topo);
+  const auto ec = topology::engine_config_of(topo);
   // The node's KV store (with [kv_store]): its replicas offload to it, every head's router
   // learns of it when the node joins.
   const kv_store_actor store = model ? spawn_kv_store(sys, topo, ec, model->config(), node) : kv_store_actor{};

@@ -9,10 +9,11 @@
 #include <unistd.h>
 #include <thread>
 
-#include "actors/local_cluster.h"
+#include "actors/kv_store_actor.h"
 #include "actors/scheduler_actor.h"
 #include "runtime/common/error.h"
 #include "runtime/common/log.h"
+#include "topology/engine_settings.h"
 
 namespace troupe::actors {
 
@@ -28,7 +29,7 @@ void register_node_protocol(caf::actor_system_config& cfg) {
 replica_factory replica_factory_of(const topology::topology_config& topo, std::shared_ptr<const model::llama_model> model,
                                    std::shared_ptr<const tokenizer::tokenizer> tok, kv_store_actor store,
                                    std::optional<rank_placement> ranks) {
-  const engine::engine_config ec = engine_config_of(topo);
+  const engine::engine_config ec = topology::engine_config_of(topo);
   // A slot past its pool's `replicas` starts in the warm pool (every head's router follows).
   std::set<std::uint32_t> warm;
   for (const auto& p : topology::place_replicas(topo))
@@ -38,7 +39,7 @@ replica_factory replica_factory_of(const topology::topology_config& topo, std::s
     return s;
   };
   if (topo.model.backend == topology::backend_kind::sim) {
-    const model::model_config shape = sim_shape(topo);
+    const model::model_config shape = topology::sim_shape(topo);
     sim::gpu_spec gpu;
     gpu.flops = topo.sim->flops;
     gpu.bandwidth = topo.sim->bandwidth;

@@ -651,4 +651,23 @@ group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_
   };
 }
 
+std::vector<group_config> group_configs_of(const topology::topology_config& topo) {
+  std::vector<group_config> out;
+  for (const auto& p : topology::place_replicas(topo)) {
+    group_config g;
+    g.pipeline_ranks = p.pipeline_parallel;
+    g.tensor_ranks = std::max(p.tensor_parallel, p.expert_parallel);
+    g.expert_parallel = p.expert_parallel > 1;
+    g.micro_batches = p.micro_batches;
+    g.max_restarts = topo.timeouts.group_restarts;
+    g.restart_window = topo.timeouts.group_restart_window;
+    g.step_timeout = topo.timeouts.step;
+    g.rank_nodes = p.rank_nodes;
+    g.node = p.node;
+    g.name = p.name;
+    out.push_back(g);
+  }
+  return out;
+}
+
 }  // namespace troupe::actors

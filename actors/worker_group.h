@@ -29,6 +29,7 @@
 #include "runtime/engine/engine.h"
 #include "runtime/engine/micro_batch.h"
 #include "runtime/model/llama_model.h"
+#include "topology/topology.h"
 
 namespace troupe::actors {
 
@@ -49,6 +50,9 @@ struct group_config {
 };
 
 using agent_atom = caf::atom_constant<caf::atom("agent")>;
+
+// The worker group of each replica of a topology, indexed by replica id.
+std::vector<group_config> group_configs_of(const topology::topology_config& topo);
 
 // Layers [first, last) of stage r of n, for a model of `layers` layers.
 std::pair<int, int> rank_layers(int layers, int r, int n);

@@ -1,9 +1,34 @@
 #include "actors/zap.h"
 
-#include "actors/admin_endpoint.h"
+#include <fstream>
+#include <stdexcept>
+
 #include "runtime/common/error.h"
 
 namespace troupe::actors {
+
+curve_pair curve_keypair() {
+  char pub[41] = {0}, sec[41] = {0};
+  if (zmq_curve_keypair(pub, sec) != 0) throw std::runtime_error("this ZeroMQ has no CURVE support");
+  return {pub, sec};
+}
+
+std::string curve_public_of(const std::string& secret_z85) {
+  char pub[41] = {0};
+  if (secret_z85.size() != 40 || zmq_curve_public(pub, secret_z85.c_str()) != 0)
+    throw std::invalid_argument("not a Z85 CURVE secret key of 40 characters");
+  return pub;
+}
+
+std::string read_key_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) throw input_error(what + ": cannot open " + path);
+  std::string line;
+  std::getline(in, line);
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+  if (line.size() != 40) throw input_error(what + ": " + path + " holds no Z85 key of 40 characters (troupe admin keygen writes them)");
+  return line;
+}
 
 curve_server_keys load_curve_server_keys(const std::string& secret_key_file, const std::vector<std::string>& authorized_keys,
                                          const std::string& what) {

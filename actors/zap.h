@@ -11,6 +11,16 @@
 
 namespace troupe::actors {
 
+// CURVE keys as Z85 text. Throws std::runtime_error if ZeroMQ has no CURVE support.
+struct curve_pair {
+  std::string public_key, secret_key;
+};
+curve_pair curve_keypair();
+// The public key of a Z85 secret key; throws std::invalid_argument if it is not one.
+std::string curve_public_of(const std::string& secret_z85);
+// A key file's Z85 key (its first line, trimmed); throws input_error naming `what` and the file.
+std::string read_key_file(const std::string& path, const std::string& what);
+
 struct curve_server_keys {
   std::string secret;                // Z85, 40 characters
   std::set<std::string> authorized;  // binary public keys (32 bytes each)

@@ -117,7 +117,7 @@ void forget_cluster_token(std::uint16_t registry_port) {
 }
 
 std::string served_fingerprint(const topology::topology_config& t, const std::string& model_dir) {
-  if (t.model.backend == topology::backend_kind::sim) return model::shape_fingerprint(actors::sim_shape(t));
+  if (t.model.backend == topology::backend_kind::sim) return model::shape_fingerprint(topology::sim_shape(t));
   return model::model_fingerprint(model_dir);
 }
 

@@ -269,7 +269,7 @@ int cmd_bench_autoscale(const args& a) {
   init.out = result;
   init.trace = trace;
   init.speedup = speedup;
-  init.vocab = actors::sim_shape(topo).vocab_size;
+  init.vocab = topology::sim_shape(topo).vocab_size;
   init.pool = pool_name;
   init.owner = cluster.owner();
   init.admin = control.actor();

@@ -124,7 +124,7 @@ int cmd_bench_runtime(const args& a) {
   opened_model m;
   int vocab = 0;
   if (topo.model.backend == topology::backend_kind::sim) {
-    vocab = actors::sim_shape(topo).vocab_size;
+    vocab = topology::sim_shape(topo).vocab_size;
   } else {
     m = open_model(topo.model.path);
     vocab = m.model->config().vocab_size;

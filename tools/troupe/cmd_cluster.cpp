@@ -137,7 +137,7 @@ served_model describe_model(const topology::topology_config& topo, const std::st
   served_model s;
   model::model_config mc;
   if (topo.model.backend == topology::backend_kind::sim) {
-    mc = actors::sim_shape(topo);
+    mc = topology::sim_shape(topo);
   } else {
     ensure_model(dir);  // a head that hosts no replica still reads the model's small files
     mc = model::load_model_config(dir);

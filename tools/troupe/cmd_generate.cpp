@@ -69,7 +69,7 @@ int cmd_generate(const args& a) {
   if (texts.empty() && id_prompts.empty()) texts.push_back("The scheduler decides which requests run at every step, and");
 
   engine::engine_config cfg;
-  if (topo) cfg = actors::engine_config_of(*topo);
+  if (topo) cfg = topology::engine_config_of(*topo);
   if (auto kv = a.get("kv-dtype")) cfg.kv_type = parse_kv_dtype(*kv);  // model_folder.h
   cfg.sched.max_num_batched_tokens = int(a.get_int("max-batched-tokens", cfg.sched.max_num_batched_tokens));
   cfg.sched.long_prefill_chunk = int(a.get_int("chunk", cfg.sched.long_prefill_chunk));

@@ -1,0 +1,77 @@
+#include "topology/engine_settings.h"
+
+#include <algorithm>
+
+#include "runtime/common/error.h"
+#include "runtime/model/fingerprint.h"
+#include "runtime/model/synth.h"
+#include "runtime/model/tensor_shard.h"
+
+namespace troupe::topology {
+
+engine::engine_config engine_config_of(const topology_config& topo) {
+  engine::engine_config ec;
+  ec.sched = topo.scheduler.limits;
+  ec.kv_type = topo.scheduler.kv_dtype;
+  ec.kv_memory_bytes = topo.scheduler.kv_memory_bytes;
+  ec.max_model_len = topo.model.max_model_len;
+  ec.prefix_caching = topo.scheduler.prefix_caching;
+  ec.kv_shared_memory = topo.kv_transfer.shared_memory;
+  ec.transfer_backend = topo.kv_transfer.backend;
+  ec.transfer_timeout = topo.kv_transfer.timeout;
+  ec.handoff_hold = topo.kv_transfer.hold;
+  ec.on_transfer_failure = topo.kv_transfer.retry_on_failure ? engine::engine_config::transfer_failure::retry
+                                                             : engine::engine_config::transfer_failure::recompute;
+  // Every process of the cluster computes the same key from the same topology (the join
+  // checks they serve the same model), so their block hashes agree.
+  if (topo.model.backend == backend_kind::sim) {
+    ec.model_key = model::shape_fingerprint(sim_shape(topo));
+  } else {
+    try {
+      ec.model_key = model::model_fingerprint(topo.model.path);
+    } catch (const input_error&) {
+      ec.model_key = "path:" + topo.model.path;  // not readable from here: the loader says why
+    }
+  }
+  return ec;
+}
+
+void check_groups(const topology_config& topo, const model::model_config& m) {
+  const int num_layers = m.num_hidden_layers;
+  for (const auto& p : topo.pools) {
+    const std::string at = topo.source + ":" + std::to_string(p.line) + ": ";
+    if (p.expert_parallel > 1) {
+      if (auto why = model::expert_parallel_mismatch(m, p.expert_parallel))
+        throw input_error(at + "pools.expert_parallel: pool \"" + p.name + "\": " + *why);
+    } else if (auto why = model::tensor_parallel_mismatch(m, p.tensor_parallel)) {
+      throw input_error(at + "pools.tensor_parallel: pool \"" + p.name + "\": " + *why);
+    }
+    if (std::max(p.tensor_parallel, p.expert_parallel) > 1 && topo.kv_store.enabled())
+      throw input_error(at + "pools.tensor_parallel: pool \"" + p.name +
+                        "\" splits its KV heads over ranks, which the [kv_store] cannot hold yet; remove one of them");
+    if (p.pipeline_parallel > num_layers)
+      throw input_error(topo.source + ":" + std::to_string(p.line) + ": pools.pipeline_parallel: pool \"" + p.name +
+                        "\" splits the model's " + std::to_string(num_layers) + " layers over " +
+                        std::to_string(p.pipeline_parallel) + " ranks; at most one rank per layer");
+  }
+  // KV moves between any two replicas (handoffs, drains, migrations) rank by rank, so every pool
+  // splits its KV heads over the same number of ranks.
+  auto heads_split = [](const pool_spec& p) { return std::max(p.tensor_parallel, p.expert_parallel); };
+  for (const auto& p : topo.pools)
+    if (heads_split(p) != heads_split(topo.pools.front()))
+      throw input_error(topo.source + ":" + std::to_string(p.line) + ": pools.tensor_parallel: pool \"" + p.name + "\" splits KV heads over " +
+                        std::to_string(heads_split(p)) + " ranks and pool \"" + topo.pools.front().name + "\" over " +
+                        std::to_string(heads_split(topo.pools.front())) +
+                        "; KV moves between replicas only between equal splits, so every pool needs the same");
+}
+
+model::model_config sim_shape(const topology_config& topo) {
+  if (!topo.model.preset.empty()) {
+    model::synth_options o;
+    o.preset = topo.model.preset;
+    return model::synth_config(o);
+  }
+  return model::load_model_config(topo.model.path);
+}
+
+}  // namespace troupe::topology
