@@ -6,6 +6,7 @@
 #include "runtime/model/fingerprint.h"
 #include "runtime/model/synth.h"
 #include "runtime/model/tensor_shard.h"
+#include "runtime/model/model_source.h"
 
 namespace troupe::topology {
 

@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "runtime/api/openai.h"
+#include "runtime/api/api_error.h"
 #include "runtime/common/error.h"
 #include "runtime/structured/constraint.h"
 

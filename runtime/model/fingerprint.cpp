@@ -8,6 +8,7 @@
 #include "runtime/common/splitmix.h"
 #include "runtime/model/gguf_llama.h"
 #include "runtime/model/safetensors.h"
+#include "runtime/model/model_source.h"
 
 namespace troupe::model {
 

@@ -17,6 +17,7 @@
 #include "runtime/model/model_config.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/tokenizer/gguf_vocab.h"
+#include "runtime/model/model_source.h"
 
 namespace troupe::model {
 

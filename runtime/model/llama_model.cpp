@@ -22,6 +22,7 @@
 #include "runtime/model/gguf.h"
 #include "runtime/model/gguf_llama.h"
 #include "runtime/model/op_profile.h"
+#include "runtime/model/model_source.h"
 
 namespace troupe::model {
 

@@ -10,10 +10,8 @@
 #include <sstream>
 
 #include "runtime/common/error.h"
-#include "runtime/model/gguf_llama.h"
 #include "runtime/model/gguf_mix.h"
 #include "runtime/common/json.h"
-#include "runtime/model/generation_config.h"
 
 namespace troupe::model {
 
@@ -218,20 +216,6 @@ bool model_config::is_moe_layer(int l) const {
   if (!moe) return false;
   if (std::find(moe->mlp_only_layers.begin(), moe->mlp_only_layers.end(), l) != moe->mlp_only_layers.end()) return false;
   return (l + 1) % moe->sparse_step == 0;
-}
-
-model_config load_model_config(const std::string& dir) {
-  if (is_gguf_path(dir)) return gguf_llama_config(gguf_file(dir));
-  const std::string path = dir + "/config.json";
-  std::ifstream in(path);
-  if (!in) throw input_error(path + ": cannot open (is '" + dir + "' a Hugging Face model folder?)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  model_config c = parse_model_config(ss.str(), path);
-  for (int id : load_generation_config(dir).eos_token_ids)
-    if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) c.eos_token_ids.push_back(id);
-  c.pooling = load_pooling_config(dir);
-  return c;
 }
 
 namespace {

@@ -77,11 +77,6 @@ struct model_config {
   std::vector<double> rope_inv_freq() const;
 };
 
-// Reads and validates `dir`/config.json, with the end-of-sequence ids of
-// generation_config.json added when the folder has one. Throws input_error naming the file and
-// the key for a missing or ill-typed key, an unsupported architecture or inconsistent sizes.
-model_config load_model_config(const std::string& dir);
-
 // eos_token_id as Hugging Face writes it: an id, a list of ids, or null.
 std::vector<int> eos_ids_of(const nlohmann::json& v, const std::string& source);
 

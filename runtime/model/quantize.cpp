@@ -14,6 +14,7 @@
 #include "runtime/model/gguf_mix.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/safetensors.h"
+#include "runtime/model/model_source.h"
 
 namespace troupe::model {
 

@@ -20,6 +20,7 @@
 #include "runtime/model/safetensors.h"
 #include "tests/support/gguf_llama_writer.h"
 #include "tests/support/models.h"
+#include "runtime/model/model_source.h"
 
 using namespace troupe;
 namespace fs = std::filesystem;

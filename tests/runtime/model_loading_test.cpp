@@ -12,6 +12,7 @@
 #include "runtime/model/llama_model.h"
 #include "runtime/model/safetensors.h"
 #include "tests/support/models.h"
+#include "runtime/model/model_source.h"
 
 using namespace troupe;
 namespace fs = std::filesystem;

@@ -19,6 +19,7 @@
 #include "runtime/model/model_config.h"
 #include "runtime/model/safetensors.h"
 #include "tests/support/gguf_writer.h"
+#include "runtime/model/model_source.h"
 
 namespace troupe::test {
 

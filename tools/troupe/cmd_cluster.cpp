@@ -23,6 +23,7 @@
 #include "runtime/model/gguf_llama.h"
 #include "tools/troupe/model_folder.h"
 #include "tools/troupe/signals.h"
+#include "runtime/model/model_source.h"
 
 namespace troupe::cli {
 

@@ -40,7 +40,8 @@ kv_source registry::with_tcp(kv_source s) {
   std::lock_guard lock(mu_);
   if (!server_ && server_error_.empty()) {
     try {
-      server_ = std::make_unique<tcp_server>(*this, tcp_host_);
+      server_ = std::make_unique<tcp_server>(
+          [this](const std::string& key, const std::string& secret) { return find(key, secret); }, tcp_host_);
     } catch (const std::exception& e) {
       server_error_ = e.what();  // shared memory and in-process pulls still work
     }

@@ -22,7 +22,6 @@
 
 #include "runtime/common/log.h"
 #include "runtime/kv/kv_cache.h"
-#include "runtime/kv/transfer/registry.h"
 
 namespace troupe::kv::transfer {
 
@@ -141,7 +140,7 @@ void send_status(int fd, const std::string& error, std::uint32_t code = status_r
 
 }  // namespace
 
-tcp_server::tcp_server(const registry& reg, const std::string& host) : reg_(reg) {
+tcp_server::tcp_server(cache_lookup find, const std::string& host) : find_(std::move(find)) {
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -248,7 +247,7 @@ void tcp_server::serve(int fd, const std::string& peer) {
   std::string key, secret;
   const bool header = recv_by(fd, m, 4, handshake_deadline) && std::memcmp(m, magic, 4) == 0 &&
                       recv_credential(fd, key, handshake_deadline) && recv_credential(fd, secret, handshake_deadline);
-  auto cache = header ? reg_.find(key, secret) : nullptr;
+  auto cache = header ? find_(key, secret) : nullptr;
   end_handshake(peer);
   if (!header) return refuse(fd, peer, "not a KV transfer request (or not within " + std::to_string(handshake_limit.count()) + " s)");
   if (!cache) return refuse(fd, peer, "no KV cache '" + key.substr(0, 64) + "' is exposed here with that secret");

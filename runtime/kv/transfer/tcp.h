@@ -21,25 +21,26 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
-namespace troupe::kv::transfer {
-
-class registry;
-}  // namespace troupe::kv::transfer
 namespace troupe::kv {
 class kv_cache;
 }
 namespace troupe::kv::transfer {
 
+// The cache exposed under a key, if the secret is its own (registry::find); null otherwise.
+using cache_lookup = std::function<std::shared_ptr<const kv_cache>(const std::string& key, const std::string& secret)>;
+
 class tcp_server {
  public:
-  // Listens on host:0 and serves caches of `reg`. Throws std::runtime_error if it cannot bind.
-  tcp_server(const registry& reg, const std::string& host);
+  // Listens on host:0 and serves the caches `find` gives (the process's registry). Throws
+  // std::runtime_error if it cannot bind.
+  tcp_server(cache_lookup find, const std::string& host);
   ~tcp_server();
   std::uint16_t port() const { return port_; }
   // Connections refused so far: unauthenticated, malformed, or beyond a limit.
@@ -51,7 +52,7 @@ class tcp_server {
   void serve_blocks(int fd, const kv_cache& cache);
   void end_handshake(const std::string& peer);
   void refuse(int fd, const std::string& peer, const std::string& why, bool busy = false);
-  const registry& reg_;
+  const cache_lookup find_;
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};  // a pipe that ends accept_loop
   std::uint16_t port_ = 0;

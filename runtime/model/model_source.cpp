@@ -1,0 +1,28 @@
+#include "runtime/model/model_source.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "runtime/common/error.h"
+#include "runtime/model/generation_config.h"
+#include "runtime/model/gguf_llama.h"
+#include "runtime/model/pooling.h"
+
+namespace troupe::model {
+
+model_config load_model_config(const std::string& dir) {
+  if (is_gguf_path(dir)) return gguf_llama_config(gguf_file(dir));
+  const std::string path = dir + "/config.json";
+  std::ifstream in(path);
+  if (!in) throw input_error(path + ": cannot open (is '" + dir + "' a Hugging Face model folder?)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  model_config c = parse_model_config(ss.str(), path);
+  for (int id : load_generation_config(dir).eos_token_ids)
+    if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) c.eos_token_ids.push_back(id);
+  c.pooling = load_pooling_config(dir);
+  return c;
+}
+
+}  // namespace troupe::model
