@@ -103,6 +103,10 @@ kv::kv_cache_config kv_geometry(const engine_config& cfg, const model::model_con
 kv::transfer::kv_layout kv_layout_of(const engine_config& cfg, const model::model_config& m,
                                      std::vector<std::pair<int, int>> ranks, int tensor_parallel = 1);
 
+// The engine's private records (engine_sequence.h): a live sequence, the step with the executor.
+struct live_sequence;
+struct pending_step;
+
 class engine {
  public:
   // `tok` may be null: prompts are then token ids only and outputs carry no text.
@@ -178,8 +182,8 @@ class engine {
   const tokenizer::tokenizer* tokenizer() const { return tok_.get(); }
 
  private:
-  struct sequence;
-  struct pending;
+  using sequence = live_sequence;  // engine_sequence.h, private to the engine's files
+  using pending = pending_step;
   struct candidate;  // a decode that may propose this step (engine_speculation.cpp)
   forward_plan begin_step();
   std::vector<request_output> finish_step(std::optional<step_result> result);

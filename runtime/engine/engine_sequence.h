@@ -7,11 +7,17 @@
 #include <string>
 #include <vector>
 
-#include "runtime/engine/engine.h"
+#include "runtime/engine/output_processor.h"
+#include "runtime/engine/request.h"
+#include "runtime/kv/block_hash.h"
+#include "runtime/kv/transfer/kv_handle.h"
+#include "runtime/sampling/sampling_params.h"
+#include "runtime/speculative/policy.h"
+#include "runtime/structured/constraint.h"
 
 namespace troupe::engine {
 
-struct engine::sequence {
+struct live_sequence {  // engine::sequence
   std::uint64_t id = 0;
   std::string name;
   std::uint64_t arrival = 0;
@@ -56,7 +62,7 @@ struct engine::sequence {
   int num_output() const { return int(tokens.size()) - prompt_len; }
 };
 
-struct engine::pending {  // the step the executor has
+struct pending_step {  // engine::pending: the step the executor has
   std::vector<std::uint64_t> ids;   // scheduled sequences, in plan order
   std::vector<int> new_tokens;      // tokens each computes this step
   std::vector<int> logit_row;       // its (first) row in the result, or -1 (a prefill chunk)
