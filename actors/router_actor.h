@@ -41,6 +41,7 @@ struct router_state {
   std::vector<routing::replica_load> loads;  // index = position in `replicas`
   std::vector<scheduler_actor> replicas;
   std::uint64_t decisions = 0;
+  kv::block_hash root = 0;                  // of the model's key: where its prompts' block hashes start
   bool kv_aware = false;                    // the policy reads the prefix index
   routing::prefix_index index;              // fed by the replicas' KV events
   std::map<std::string, std::uint64_t> reasons;  // decisions by reason

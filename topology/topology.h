@@ -14,6 +14,7 @@
 #include "runtime/admission/admission.h"
 #include "runtime/autoscale/autoscale.h"
 #include "runtime/kv/transfer/kv_handle.h"
+#include "runtime/routing/placement.h"
 #include "runtime/routing/policy.h"
 #include "runtime/common/ids.h"
 #include "runtime/sched/scheduler.h"
@@ -22,7 +23,7 @@
 namespace troupe::topology {
 
 enum class backend_kind { cpu, cuda, sim };
-enum class pool_role { prefill, decode, both };
+using pool_role = routing::replica_role;  // prefill, decode, both
 
 const char* backend_name(backend_kind b);
 const char* role_name(pool_role r);
