@@ -219,161 +219,194 @@ void migrate(owner_ptr self, const std::string& id) {
 
 }  // namespace
 
+namespace {
+
+// The replica holding requests went down: each moves to another (recomputed, or pulled from
+// a KV holder still alive).
+void on_replica_down(owner_ptr self, const caf::down_msg& dm) {
+  std::vector<std::string> lost;
+  std::string replica;
+  for (auto& [id, r] : self->state.requests)
+    if (r.scheduler && r.scheduler.address() == dm.source) {
+      lost.push_back(id);
+      replica = replica_name(self, r.replica.value);
+    }
+  if (!lost.empty())
+    log::warn("replica_lost", {{"replica", replica}, {"requests_moving", lost.size()}, {"reason", caf::to_string(dm.reason)}});
+  for (auto& id : lost) migrate(self, id);
+}
+
+// A client's request, placed on a replica; answered once a replica accepted it (or with why none could).
+caf::result<bool> submit(owner_ptr self, const engine::request& req, token_sink client) {
+    auto& st = self->state;
+    if (st.requests.count(req.id)) return caf::make_error(caf::sec::invalid_argument, "request id '" + req.id + "' is in use");
+    owned_request r;
+    r.request = req;
+    r.client = std::move(client);
+    st.requests.emplace(req.id, std::move(r));
+    auto rp = std::make_shared<promise>(self->make_response_promise<bool>());
+    place(self, req.id, no_replica, rp);
+    return *rp;
+}
+
+void abort_request(owner_ptr self, const std::string& id) {
+    auto it = self->state.requests.find(id);
+    if (it == self->state.requests.end()) return;
+    if (it->second.scheduler) {
+      self->send(it->second.scheduler, abort_atom::value, id);  // its final update follows
+    } else {
+      fail(self, id, "aborted while being placed", nullptr);
+    }
+}
+
+// A moved request's first token from its new replica: the migration is recorded (for the
+// console's `migrations` and `watch`) with the time it took.
+void note_migration(owner_ptr self, const std::string& id, owned_request& r) {
+  auto& st = self->state;
+  r.awaiting_first_token = false;
+  const auto now = std::chrono::steady_clock::now();
+  const double secs = std::chrono::duration<double>(now - r.lost_at).count();
+  if (st.migrations.size() >= max_migrations_kept) st.migrations.erase(st.migrations.begin(), st.migrations.begin() + max_migrations_kept / 2);
+  st.migrations.push_back({id, r.lost_replica, r.replica, secs,
+                           std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()});
+  tell_admin(self, "migration", [&]() -> nlohmann::json {
+    return {{"request", id}, {"from", r.lost_replica.value}, {"to", r.replica.value}, {"seconds_to_first_token", secs}};
+  });
+  log::info("request_migrated", {{"id", id}, {"trace", r.request.trace_id}, {"from", replica_name(self, r.lost_replica.value)},
+                                 {"to", replica_name(self, r.replica.value)}, {"seconds_to_first_token", secs}});
+}
+
+// Prefilled (or drained) elsewhere: the client's stream goes on from a decode-capable replica,
+// which pulls the KV from the one that computed it instead of recomputing it. A request handed
+// off before anything was computed just goes elsewhere.
+void hand_off(owner_ptr self, const std::string& id, owned_request& r, token_update& u, std::map<token_sink, token_batch>& out,
+              std::uint64_t step) {
+  const replica_id from = r.replica;
+  if (!u.kv.empty()) {
+    r.kv = std::move(u.kv);
+    r.kv_holder = r.scheduler;
+    r.kv_replica = from;
+    r.prefilled = true;
+  }
+  u.kv = {};
+  u.finished = false;
+  u.reason = engine::finish_reason::none;
+  r.scheduler = nullptr;  // that replica is done with it
+  if (!u.tokens.empty()) {  // a prefill's first token; a drained request has none new
+    auto& batch = out[r.client];
+    batch.step = step;
+    batch.updates.push_back(std::move(u));
+  }
+  place(self, id, from, nullptr);
+}
+
+// One update from the replica `from`: to the client's batch in `out`, or (a handoff, a failed
+// transfer) the request placed again.
+void on_update(owner_ptr self, const caf::actor_addr& from, token_update& u, std::map<token_sink, token_batch>& out,
+               std::uint64_t step) {
+  auto& st = self->state;
+  auto it = st.requests.find(u.id);
+  // Only the replica now serving a request may extend it: a replica that was given up
+  // for dead (a cut link) must not add tokens twice.
+  if (it == st.requests.end() || !it->second.scheduler || it->second.scheduler.address() != from) return;
+  owned_request& r = it->second;
+  if (r.awaiting_first_token && !u.tokens.empty()) note_migration(self, u.id, r);
+  // The router's view of this replica's load, current before its next load report.
+  const bool first = !r.prompt_done && !u.tokens.empty();
+  if (first || u.finished)
+    self->send(st.router, progress_atom::value, r.replica,
+               std::int32_t(first ? r.request.prompt.size() + r.tokens.size() : 0), bool(u.finished));
+  r.prompt_done |= first;
+  if (first) unqueue(self, r, true);
+  if (first && r.migrations == 0 && r.replicas.size() == 1) {  // a new request's own first token
+    r.first_token_at = std::chrono::steady_clock::now();
+    const auto pool = st.cfg.pools.find(r.replica.value);
+    if (pool != st.cfg.pools.end())
+      observe(st.latencies[pool->second].ttft_s, st.latencies[pool->second].ttft_at,
+              std::chrono::duration<double>(r.first_token_at - r.submitted).count());
+  }
+  r.tokens.insert(r.tokens.end(), u.tokens.begin(), u.tokens.end());
+  if (!u.tokens.empty()) r.text_tokens = u.text_tokens;
+  u.migrations = r.migrations;
+  if (u.finished && u.reason == engine::finish_reason::transfer_failed) {
+    // Its KV could not be pulled and the policy is to prefill it again elsewhere.
+    r.prefilled = false;
+    r.scheduler = nullptr;
+    place(self, it->first, r.kv_replica, nullptr);
+    return;
+  }
+  if (u.finished && u.reason == engine::finish_reason::handoff) return hand_off(self, it->first, r, u, out, step);
+  auto& batch = out[r.client];
+  batch.step = step;
+  const bool finished = u.finished;
+  batch.updates.push_back(std::move(u));
+  if (finished) {
+    const std::size_t n = r.tokens.size();
+    if (r.migrations == 0 && n >= 2 && r.first_token_at != std::chrono::steady_clock::time_point{}) {
+      const auto pool = st.cfg.pools.find(r.replica.value);
+      if (pool != st.cfg.pools.end())
+        observe(st.latencies[pool->second].itl_s, st.latencies[pool->second].itl_at,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - r.first_token_at).count() / double(n - 1));
+    }
+    unqueue(self, r, false);
+    log_end(self, r, engine::finish_reason_name(batch.updates.back().reason), &batch.updates.back(), batch.updates.back().error);
+    st.requests.erase(it);
+  }
+}
+
+// A replica's step of updates, regrouped by client.
+void on_tokens(owner_ptr self, token_batch& b) {
+  const caf::actor_addr from = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  std::map<token_sink, token_batch> out;
+  for (auto& u : b.updates) on_update(self, from, u, out, b.step);
+  for (auto& [client, batch] : out) self->send(client, std::move(batch));
+}
+
+// The oldest `limit` requests in flight, for the console's `requests`.
+std::vector<request_view> requests_view(owner_ptr self, std::uint32_t limit) {
+    std::vector<request_view> out;
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& [id, r] : self->state.requests) {
+      request_view v;
+      v.id = id;
+      v.replica = r.scheduler ? r.replica : no_replica;
+      v.prompt_tokens = std::int32_t(r.request.prompt.size());
+      v.output_tokens = std::int32_t(r.tokens.size());
+      v.migrations = r.migrations;
+      v.priority = r.request.priority;
+      v.age_seconds = std::chrono::duration<double>(now - r.submitted).count();
+      out.push_back(std::move(v));
+    }
+    std::sort(out.begin(), out.end(), [](const request_view& a, const request_view& b) { return a.age_seconds > b.age_seconds; });
+    if (out.size() > limit) out.resize(limit);
+    return out;
+}
+
+std::vector<pool_latency> latencies(owner_ptr self) {
+    const auto now = std::chrono::steady_clock::now();
+    auto age = [&](const std::optional<std::chrono::steady_clock::time_point>& at) {
+      return at ? std::chrono::duration<double>(now - *at).count() : -1.0;
+    };
+    std::vector<pool_latency> out;
+    for (const auto& [pool, l] : self->state.latencies) out.push_back({pool, l.ttft_s, l.itl_s, age(l.ttft_at), age(l.itl_at)});
+    return out;
+}
+
+}  // namespace
+
 owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_state> self, router_actor router,
                                          owner_config cfg) {
   self->state.cfg = cfg;
   self->state.router = std::move(router);
-  self->set_down_handler([=](const caf::down_msg& dm) {
-    std::vector<std::string> lost;
-    std::string replica;
-    for (auto& [id, r] : self->state.requests)
-      if (r.scheduler && r.scheduler.address() == dm.source) {
-        lost.push_back(id);
-        replica = replica_name(self, r.replica.value);
-      }
-    if (!lost.empty())
-      log::warn("replica_lost", {{"replica", replica}, {"requests_moving", lost.size()}, {"reason", caf::to_string(dm.reason)}});
-    for (auto& id : lost) migrate(self, id);
-  });
+  self->set_down_handler([=](const caf::down_msg& dm) { on_replica_down(self, dm); });
   return {
-      [=](submit_atom, const engine::request& req, token_sink client) -> caf::result<bool> {
-        auto& st = self->state;
-        if (st.requests.count(req.id)) return caf::make_error(caf::sec::invalid_argument, "request id '" + req.id + "' is in use");
-        owned_request r;
-        r.request = req;
-        r.client = std::move(client);
-        st.requests.emplace(req.id, std::move(r));
-        auto rp = std::make_shared<promise>(self->make_response_promise<bool>());
-        place(self, req.id, no_replica, rp);
-        return *rp;
-      },
-      [=](abort_atom, const std::string& id) {
-        auto it = self->state.requests.find(id);
-        if (it == self->state.requests.end()) return;
-        if (it->second.scheduler) {
-          self->send(it->second.scheduler, abort_atom::value, id);  // its final update follows
-        } else {
-          fail(self, id, "aborted while being placed", nullptr);
-        }
-      },
-      [=](token_batch& b) {
-        auto& st = self->state;
-        const caf::actor_addr from = caf::actor_cast<caf::actor_addr>(self->current_sender());
-        std::map<token_sink, token_batch> out;
-        for (auto& u : b.updates) {
-          auto it = st.requests.find(u.id);
-          // Only the replica now serving a request may extend it: a replica that was given up
-          // for dead (a cut link) must not add tokens twice.
-          if (it == st.requests.end() || !it->second.scheduler || it->second.scheduler.address() != from) continue;
-          owned_request& r = it->second;
-          if (r.awaiting_first_token && !u.tokens.empty()) {
-            r.awaiting_first_token = false;
-            const auto now = std::chrono::steady_clock::now();
-            const double secs = std::chrono::duration<double>(now - r.lost_at).count();
-            if (st.migrations.size() >= max_migrations_kept) st.migrations.erase(st.migrations.begin(), st.migrations.begin() + max_migrations_kept / 2);
-            st.migrations.push_back({u.id, r.lost_replica, r.replica, secs,
-                                     std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()});
-            tell_admin(self, "migration", [&]() -> nlohmann::json {
-              return {{"request", u.id}, {"from", r.lost_replica.value}, {"to", r.replica.value}, {"seconds_to_first_token", secs}};
-            });
-            log::info("request_migrated", {{"id", u.id}, {"trace", r.request.trace_id}, {"from", replica_name(self, r.lost_replica.value)},
-                                           {"to", replica_name(self, r.replica.value)}, {"seconds_to_first_token", secs}});
-          }
-          // The router's view of this replica's load, current before its next load report.
-          const bool first = !r.prompt_done && !u.tokens.empty();
-          if (first || u.finished)
-            self->send(st.router, progress_atom::value, r.replica,
-                       std::int32_t(first ? r.request.prompt.size() + r.tokens.size() : 0), bool(u.finished));
-          r.prompt_done |= first;
-          if (first) unqueue(self, r, true);
-          if (first && r.migrations == 0 && r.replicas.size() == 1) {  // a new request's own first token
-            r.first_token_at = std::chrono::steady_clock::now();
-            const auto pool = st.cfg.pools.find(r.replica.value);
-            if (pool != st.cfg.pools.end())
-              observe(st.latencies[pool->second].ttft_s, st.latencies[pool->second].ttft_at,
-                      std::chrono::duration<double>(r.first_token_at - r.submitted).count());
-          }
-          r.tokens.insert(r.tokens.end(), u.tokens.begin(), u.tokens.end());
-          if (!u.tokens.empty()) r.text_tokens = u.text_tokens;
-          u.migrations = r.migrations;
-          if (u.finished && u.reason == engine::finish_reason::transfer_failed) {
-            // Its KV could not be pulled and the policy is to prefill it again elsewhere.
-            r.prefilled = false;
-            r.scheduler = nullptr;
-            place(self, it->first, r.kv_replica, nullptr);
-            continue;
-          }
-          if (u.finished && u.reason == engine::finish_reason::handoff) {
-            // Prefilled (or drained) elsewhere: the client's stream goes on from a decode-capable
-            // replica, which pulls the KV from the one that computed it instead of recomputing
-            // it. A request handed off before anything was computed just goes elsewhere.
-            const replica_id from = r.replica;
-            if (!u.kv.empty()) {
-              r.kv = std::move(u.kv);
-              r.kv_holder = r.scheduler;
-              r.kv_replica = from;
-              r.prefilled = true;
-            }
-            u.kv = {};
-            u.finished = false;
-            u.reason = engine::finish_reason::none;
-            r.scheduler = nullptr;  // that replica is done with it
-            if (!u.tokens.empty()) {  // a prefill's first token; a drained request has none new
-              auto& batch = out[r.client];
-              batch.step = b.step;
-              batch.updates.push_back(std::move(u));
-            }
-            place(self, it->first, from, nullptr);
-            continue;
-          }
-          auto& batch = out[r.client];
-          batch.step = b.step;
-          const bool finished = u.finished;
-          batch.updates.push_back(std::move(u));
-          if (finished) {
-            const std::size_t n = r.tokens.size();
-            if (r.migrations == 0 && n >= 2 && r.first_token_at != std::chrono::steady_clock::time_point{}) {
-              const auto pool = st.cfg.pools.find(r.replica.value);
-              if (pool != st.cfg.pools.end())
-                observe(st.latencies[pool->second].itl_s, st.latencies[pool->second].itl_at,
-                        std::chrono::duration<double>(std::chrono::steady_clock::now() - r.first_token_at).count() / double(n - 1));
-            }
-            unqueue(self, r, false);
-            log_end(self, r, engine::finish_reason_name(batch.updates.back().reason), &batch.updates.back(), batch.updates.back().error);
-            st.requests.erase(it);
-          }
-        }
-        for (auto& [client, batch] : out) self->send(client, std::move(batch));
-      },
+      [=](submit_atom, const engine::request& req, token_sink client) { return submit(self, req, std::move(client)); },
+      [=](abort_atom, const std::string& id) { abort_request(self, id); },
+      [=](token_batch& b) { on_tokens(self, b); },
       [=](migrations_atom) { return self->state.migrations; },
-      [=](requests_atom, std::uint32_t limit) {
-        std::vector<request_view> out;
-        const auto now = std::chrono::steady_clock::now();
-        for (const auto& [id, r] : self->state.requests) {
-          request_view v;
-          v.id = id;
-          v.replica = r.scheduler ? r.replica : no_replica;
-          v.prompt_tokens = std::int32_t(r.request.prompt.size());
-          v.output_tokens = std::int32_t(r.tokens.size());
-          v.migrations = r.migrations;
-          v.priority = r.request.priority;
-          v.age_seconds = std::chrono::duration<double>(now - r.submitted).count();
-          out.push_back(std::move(v));
-        }
-        std::sort(out.begin(), out.end(), [](const request_view& a, const request_view& b) { return a.age_seconds > b.age_seconds; });
-        if (out.size() > limit) out.resize(limit);
-        return out;
-      },
+      [=](requests_atom, std::uint32_t limit) { return requests_view(self, limit); },
       [=](watch_atom, admin_event_sink sink) { self->state.events = std::move(sink); },
-      [=](latency_atom) {
-        const auto now = std::chrono::steady_clock::now();
-        auto age = [&](const std::optional<std::chrono::steady_clock::time_point>& at) {
-          return at ? std::chrono::duration<double>(now - *at).count() : -1.0;
-        };
-        std::vector<pool_latency> out;
-        for (const auto& [pool, l] : self->state.latencies) out.push_back({pool, l.ttft_s, l.itl_s, age(l.ttft_at), age(l.itl_at)});
-        return out;
-      },
+      [=](latency_atom) { return latencies(self); },
   };
 }
 
