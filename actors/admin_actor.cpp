@@ -387,165 +387,203 @@ void status(admin_ptr self, std::function<void(nlohmann::json)> then) {
   });
 }
 
+// `help`: the server's commands and what each does
+void cmd_help(admin_ptr self, std::uint64_t token, const std::string& /*cmd*/, const std::vector<std::string>& /*args*/) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& [name, what] : admin::server_commands()) list.push_back({{"command", name}, {"does", what}});
+  return answer(self, token, {{"commands", list}});
+}
+
+// `topology`: what this head runs, and its model
+void cmd_topology(admin_ptr self, std::uint64_t token, const std::string& /*cmd*/, const std::vector<std::string>& /*args*/) {
+  auto& st = self->state;
+  nlohmann::json t = topology_json(st.cfg.topo);
+  if (st.cfg.model.is_object() && !st.cfg.model.empty()) t["model"] = st.cfg.model;
+  return answer(self, token, std::move(t));
+}
+
+// `status`: every replica's state and load
+void cmd_status(admin_ptr self, std::uint64_t token, const std::string& /*cmd*/, const std::vector<std::string>& args) {
+  if (!args.empty()) return refuse(self, token, "status: takes no arguments");
+  return status(self, [=](nlohmann::json s) { answer(self, token, std::move(s)); });
+}
+
+// `autoscaler ...` and `set-policy autoscaler default KEY=VALUE...`: passed to the autoscaler
+void cmd_autoscaler(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
+  auto& st = self->state;
+  if (!st.autoscaler) return refuse(self, token, cmd + ": this cluster runs no autoscaler ([autoscaler] in the topology)");
+  std::vector<std::string> a = args;
+  if (cmd == "set-policy") {  // set-policy autoscaler NAME KEY=VALUE...: NAME is "default", the one policy
+    if (a.size() < 2 || a[1] != "default") return refuse(self, token, "set-policy autoscaler: the policy is \"default\"; expected default KEY=VALUE ...");
+    a.erase(a.begin(), a.begin() + 2);
+    a.insert(a.begin(), "set");
+  }
+  emit(self, "admin", {{"command", cmd}, {"args", args}});
+  self->request(st.autoscaler, st.cfg.timeout, autoscaler_atom::value, a)
+      .then([=](const std::string& r) { answer(self, token, nlohmann::json::parse(r, nullptr, false)); },
+            [=](caf::error& e) { refuse(self, token, cmd + ": " + error_message(self->system(), e)); });
+  return;
+}
+
+// `kv [REPLICA]`: the replicas' KV use
+void cmd_kv(admin_ptr self, std::uint64_t token, const std::string& /*cmd*/, const std::vector<std::string>& args) {
+  if (args.size() > 1) return refuse(self, token, "kv: expected at most one replica name");
+  return refresh(self, [=] {
+    auto& st = self->state;
+    if (args.empty()) return answer(self, token, admin::kv_json(st.replicas));
+    auto i = admin::find_replica(st.replicas, args[0]);
+    if (!i) return refuse(self, token, "kv: no replica named '" + args[0] + "'");
+    answer(self, token, admin::kv_json({st.replicas[*i]}));
+  });
+}
+
+// `requests [REPLICA]`: the oldest requests in flight
+void cmd_requests(admin_ptr self, std::uint64_t token, const std::string& /*cmd*/, const std::vector<std::string>& args) {
+  if (args.size() > 1) return refuse(self, token, "requests: expected at most one replica name");
+  return refresh(self, [=] {
+    auto& st = self->state;
+    std::optional<std::size_t> only;
+    if (!args.empty()) {
+      only = admin::find_replica(st.replicas, args[0]);
+      if (!only) return refuse(self, token, "requests: no replica named '" + args[0] + "'");
+    }
+    self->request(st.cfg.owner, st.cfg.timeout, requests_atom::value, std::uint32_t(max_listed))
+        .then(
+            [=](const std::vector<request_view>& views) {
+              auto& st = self->state;
+              nlohmann::json list = nlohmann::json::array();
+              for (const auto& v : views) {
+                if (only && v.replica.value != st.replicas[*only].id) continue;
+                const bool placed = v.replica.value < st.replicas.size();
+                list.push_back({{"id", v.id},
+                                {"replica", placed ? nlohmann::json(st.replicas[v.replica.value].name) : nlohmann::json(nullptr)},
+                                {"prompt_tokens", v.prompt_tokens},
+                                {"output_tokens", v.output_tokens},
+                                {"migrations", v.migrations},
+                                {"priority", v.priority},
+                                {"age_seconds", v.age_seconds}});
+              }
+              answer(self, token, {{"requests", list}, {"listed_at_most", max_listed}});
+            },
+            [=](caf::error& e) { refuse(self, token, "requests: the request owner did not answer: " + error_message(self->system(), e)); });
+  });
+}
+
+// `scale POOL N`: the pool's replica count
+void cmd_scale(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
+  int n = -1;
+  try {
+    std::size_t used = 0;
+    if (args.size() == 2) n = std::stoi(args[1], &used);
+    if (used != args[1].size()) n = -1;
+  } catch (const std::exception&) {
+    n = -1;
+  }
+  if (args.size() != 2 || n < 0) return refuse(self, token, "scale: expected POOL N (a replica count)");
+  emit(self, "admin", {{"command", cmd}, {"pool", args[0]}, {"replicas", n}});
+  return scale_pool(self, args[0], n, "admin", [=](bool ok, nlohmann::json r) {
+    if (ok) return answer(self, token, std::move(r));
+    refuse(self, token, r.get<std::string>());
+  });
+}
+
+// `log-level [LEVEL]`: the head's and every node's
+void cmd_log_level(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
+  auto& st = self->state;
+  if (args.size() > 1) return refuse(self, token, "log-level: expected one of debug, info, warn, error, off");
+  if (args.empty()) return answer(self, token, {{"level", log::level_name(log::current_level())}});
+  const auto l = log::parse_level(args[0]);
+  if (!l) return refuse(self, token, "log-level: '" + args[0] + "' is not one of debug, info, warn, error, off");
+  emit(self, "admin", {{"command", cmd}, {"level", args[0]}});
+  log::set_level(*l);
+  const std::string name = log::level_name(*l);
+  if (!st.cfg.registry) return answer(self, token, {{"level", name}, {"applies_to", "the head"}});
+  self->request(st.cfg.registry, st.cfg.timeout, log_level_atom::value, name)
+      .then([=](std::uint32_t nodes) { answer(self, token, {{"level", name}, {"applies_to", "the head"}, {"nodes", nodes}}); },
+            [=](caf::error& e) {
+              answer(self, token, {{"level", name}, {"applies_to", "the head"}, {"nodes_error", error_message(self->system(), e)}});
+            });
+  return;
+}
+
+// `set-policy router NAME [KEY=VALUE ...]`
+void cmd_set_router_policy(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
+  auto& st = self->state;
+  if (args.size() < 2) return refuse(self, token, "set-policy: expected router|autoscaler NAME [KEY=VALUE ...]");
+  if (args[0] != "router") return refuse(self, token, "set-policy: expected router or autoscaler, got '" + args[0] + "'");
+  std::vector<std::pair<std::string, double>> params;
+  if (auto bad = admin::parse_key_numbers(args, 2, params)) return refuse(self, token, "set-policy: " + *bad);
+  const std::string name = args[1];
+  self->request(st.cfg.router, st.cfg.timeout, policy_atom::value, name, params)
+      .then([=](bool) {
+              nlohmann::json p = nlohmann::json::object();
+              for (const auto& [k, v] : params) p[k] = v;
+              emit(self, "admin", {{"command", cmd}, {"policy", name}, {"params", p}});
+              answer(self, token, {{"router", {{"policy", name}, {"params", p}}}});
+            },
+            [=](caf::error& e) { refuse(self, token, "set-policy router: " + error_message(self->system(), e)); });
+  return;
+}
+
+// `kill NODE`: a whole node's process, as if it crashed
+void cmd_kill_node(admin_ptr self, std::uint64_t token, const std::string& /*cmd*/, const std::vector<std::string>& args) {
+  auto& st = self->state;
+  const std::string node = args[0];  // a whole node's process, as if it crashed
+  if (st.cfg.topo.is_head(node)) return refuse(self, token, "kill: " + node + " is a head (this console runs there); kill its replicas instead");
+  if (!st.cfg.registry) return refuse(self, token, "kill: this head has no node registry");
+  self->request(st.cfg.registry, st.cfg.timeout, crash_atom::value, node)
+      .then(
+          [=](bool) {
+            emit(self, "admin", {{"command", "kill"}, {"node", node}});
+            answer(self, token, {{"node", node}, {"killed", true}});
+          },
+          [=](caf::error& e) { refuse(self, token, "kill " + node + ": " + error_message(self->system(), e)); });
+  return;
+}
+
+// `drain|resume|kill REPLICA`
+void cmd_replica(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
+  return refresh(self, [=] {
+    auto& st = self->state;
+    std::size_t i = 0;
+    if (!named_replica(self, token, cmd, args, i)) return;
+    const auto& r = st.replicas[i];
+    const replica_id id{r.id};
+    const std::string name = r.name;
+    emit(self, "admin", {{"command", cmd}, {"replica", name}});
+    if (cmd == "kill") {  // as if its process died: no goodbye, its requests migrate
+      // An error exit, not exit_reason::kill: kill would pass on through the links to the
+      // node agent and every other replica of that process; a crash of one replica is this.
+      self->send_exit(st.schedulers[i], caf::make_error(caf::sec::runtime_error, "killed by the admin console (fault injection)"));
+      return answer(self, token, {{"replica", name}, {"killed", true}});
+    }
+    if (cmd == "resume") {
+      self->send(st.cfg.router, resume_atom::value, id);
+      self->send(st.schedulers[i], resume_atom::value);
+      announce(self, i, "running");
+      return answer(self, token, {{"replica", name}, {"state", "running"}});
+    }
+    drain(self, i, [=](std::optional<std::string> error) {
+      if (error) return refuse(self, token, "drain " + name + ": " + *error);
+      announce(self, i, "drained");
+      answer(self, token, {{"replica", name}, {"state", "drained"}, {"safe_to_remove", true}});
+    });
+  });
+}
+
 void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
   auto& st = self->state;
-  if (cmd == "help") {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& [name, what] : admin::server_commands()) list.push_back({{"command", name}, {"does", what}});
-    return answer(self, token, {{"commands", list}});
-  }
-  if (cmd == "topology") {
-    nlohmann::json t = topology_json(st.cfg.topo);
-    if (st.cfg.model.is_object() && !st.cfg.model.empty()) t["model"] = st.cfg.model;
-    return answer(self, token, std::move(t));
-  }
-  if (cmd == "status") {
-    if (!args.empty()) return refuse(self, token, "status: takes no arguments");
-    return status(self, [=](nlohmann::json s) { answer(self, token, std::move(s)); });
-  }
-  if (cmd == "autoscaler" || (cmd == "set-policy" && !args.empty() && args[0] == "autoscaler")) {
-    if (!st.autoscaler) return refuse(self, token, cmd + ": this cluster runs no autoscaler ([autoscaler] in the topology)");
-    std::vector<std::string> a = args;
-    if (cmd == "set-policy") {  // set-policy autoscaler NAME KEY=VALUE...: NAME is "default", the one policy
-      if (a.size() < 2 || a[1] != "default") return refuse(self, token, "set-policy autoscaler: the policy is \"default\"; expected default KEY=VALUE ...");
-      a.erase(a.begin(), a.begin() + 2);
-      a.insert(a.begin(), "set");
-    }
-    emit(self, "admin", {{"command", cmd}, {"args", args}});
-    self->request(st.autoscaler, st.cfg.timeout, autoscaler_atom::value, a)
-        .then([=](const std::string& r) { answer(self, token, nlohmann::json::parse(r, nullptr, false)); },
-              [=](caf::error& e) { refuse(self, token, cmd + ": " + error_message(self->system(), e)); });
-    return;
-  }
-  if (cmd == "kv") {
-    if (args.size() > 1) return refuse(self, token, "kv: expected at most one replica name");
-    return refresh(self, [=] {
-      auto& st = self->state;
-      if (args.empty()) return answer(self, token, admin::kv_json(st.replicas));
-      auto i = admin::find_replica(st.replicas, args[0]);
-      if (!i) return refuse(self, token, "kv: no replica named '" + args[0] + "'");
-      answer(self, token, admin::kv_json({st.replicas[*i]}));
-    });
-  }
-  if (cmd == "requests") {
-    if (args.size() > 1) return refuse(self, token, "requests: expected at most one replica name");
-    return refresh(self, [=] {
-      auto& st = self->state;
-      std::optional<std::size_t> only;
-      if (!args.empty()) {
-        only = admin::find_replica(st.replicas, args[0]);
-        if (!only) return refuse(self, token, "requests: no replica named '" + args[0] + "'");
-      }
-      self->request(st.cfg.owner, st.cfg.timeout, requests_atom::value, std::uint32_t(max_listed))
-          .then(
-              [=](const std::vector<request_view>& views) {
-                auto& st = self->state;
-                nlohmann::json list = nlohmann::json::array();
-                for (const auto& v : views) {
-                  if (only && v.replica.value != st.replicas[*only].id) continue;
-                  const bool placed = v.replica.value < st.replicas.size();
-                  list.push_back({{"id", v.id},
-                                  {"replica", placed ? nlohmann::json(st.replicas[v.replica.value].name) : nlohmann::json(nullptr)},
-                                  {"prompt_tokens", v.prompt_tokens},
-                                  {"output_tokens", v.output_tokens},
-                                  {"migrations", v.migrations},
-                                  {"priority", v.priority},
-                                  {"age_seconds", v.age_seconds}});
-                }
-                answer(self, token, {{"requests", list}, {"listed_at_most", max_listed}});
-              },
-              [=](caf::error& e) { refuse(self, token, "requests: the request owner did not answer: " + error_message(self->system(), e)); });
-    });
-  }
-  if (cmd == "scale") {
-    int n = -1;
-    try {
-      std::size_t used = 0;
-      if (args.size() == 2) n = std::stoi(args[1], &used);
-      if (used != args[1].size()) n = -1;
-    } catch (const std::exception&) {
-      n = -1;
-    }
-    if (args.size() != 2 || n < 0) return refuse(self, token, "scale: expected POOL N (a replica count)");
-    emit(self, "admin", {{"command", cmd}, {"pool", args[0]}, {"replicas", n}});
-    return scale_pool(self, args[0], n, "admin", [=](bool ok, nlohmann::json r) {
-      if (ok) return answer(self, token, std::move(r));
-      refuse(self, token, r.get<std::string>());
-    });
-  }
-  if (cmd == "log-level") {
-    if (args.size() > 1) return refuse(self, token, "log-level: expected one of debug, info, warn, error, off");
-    if (args.empty()) return answer(self, token, {{"level", log::level_name(log::current_level())}});
-    const auto l = log::parse_level(args[0]);
-    if (!l) return refuse(self, token, "log-level: '" + args[0] + "' is not one of debug, info, warn, error, off");
-    emit(self, "admin", {{"command", cmd}, {"level", args[0]}});
-    log::set_level(*l);
-    const std::string name = log::level_name(*l);
-    if (!st.cfg.registry) return answer(self, token, {{"level", name}, {"applies_to", "the head"}});
-    self->request(st.cfg.registry, st.cfg.timeout, log_level_atom::value, name)
-        .then([=](std::uint32_t nodes) { answer(self, token, {{"level", name}, {"applies_to", "the head"}, {"nodes", nodes}}); },
-              [=](caf::error& e) {
-                answer(self, token, {{"level", name}, {"applies_to", "the head"}, {"nodes_error", error_message(self->system(), e)}});
-              });
-    return;
-  }
-  if (cmd == "set-policy") {
-    if (args.size() < 2) return refuse(self, token, "set-policy: expected router|autoscaler NAME [KEY=VALUE ...]");
-    if (args[0] != "router") return refuse(self, token, "set-policy: expected router or autoscaler, got '" + args[0] + "'");
-    std::vector<std::pair<std::string, double>> params;
-    if (auto bad = admin::parse_key_numbers(args, 2, params)) return refuse(self, token, "set-policy: " + *bad);
-    const std::string name = args[1];
-    self->request(st.cfg.router, st.cfg.timeout, policy_atom::value, name, params)
-        .then([=](bool) {
-                nlohmann::json p = nlohmann::json::object();
-                for (const auto& [k, v] : params) p[k] = v;
-                emit(self, "admin", {{"command", cmd}, {"policy", name}, {"params", p}});
-                answer(self, token, {{"router", {{"policy", name}, {"params", p}}}});
-              },
-              [=](caf::error& e) { refuse(self, token, "set-policy router: " + error_message(self->system(), e)); });
-    return;
-  }
-  if (cmd == "kill" && args.size() == 1 && !admin::find_replica(st.replicas, args[0]) && st.cfg.topo.node(args[0])) {
-    const std::string node = args[0];  // a whole node's process, as if it crashed
-    if (st.cfg.topo.is_head(node)) return refuse(self, token, "kill: " + node + " is a head (this console runs there); kill its replicas instead");
-    if (!st.cfg.registry) return refuse(self, token, "kill: this head has no node registry");
-    self->request(st.cfg.registry, st.cfg.timeout, crash_atom::value, node)
-        .then(
-            [=](bool) {
-              emit(self, "admin", {{"command", "kill"}, {"node", node}});
-              answer(self, token, {{"node", node}, {"killed", true}});
-            },
-            [=](caf::error& e) { refuse(self, token, "kill " + node + ": " + error_message(self->system(), e)); });
-    return;
-  }
-  if (cmd == "drain" || cmd == "resume" || cmd == "kill") {
-    return refresh(self, [=] {
-      auto& st = self->state;
-      std::size_t i = 0;
-      if (!named_replica(self, token, cmd, args, i)) return;
-      const auto& r = st.replicas[i];
-      const replica_id id{r.id};
-      const std::string name = r.name;
-      emit(self, "admin", {{"command", cmd}, {"replica", name}});
-      if (cmd == "kill") {  // as if its process died: no goodbye, its requests migrate
-        // An error exit, not exit_reason::kill: kill would pass on through the links to the
-        // node agent and every other replica of that process; a crash of one replica is this.
-        self->send_exit(st.schedulers[i], caf::make_error(caf::sec::runtime_error, "killed by the admin console (fault injection)"));
-        return answer(self, token, {{"replica", name}, {"killed", true}});
-      }
-      if (cmd == "resume") {
-        self->send(st.cfg.router, resume_atom::value, id);
-        self->send(st.schedulers[i], resume_atom::value);
-        announce(self, i, "running");
-        return answer(self, token, {{"replica", name}, {"state", "running"}});
-      }
-      drain(self, i, [=](std::optional<std::string> error) {
-        if (error) return refuse(self, token, "drain " + name + ": " + *error);
-        announce(self, i, "drained");
-        answer(self, token, {{"replica", name}, {"state", "drained"}, {"safe_to_remove", true}});
-      });
-    });
-  }
+  if (cmd == "help") return cmd_help(self, token, cmd, args);
+  if (cmd == "topology") return cmd_topology(self, token, cmd, args);
+  if (cmd == "status") return cmd_status(self, token, cmd, args);
+  if (cmd == "autoscaler" || (cmd == "set-policy" && !args.empty() && args[0] == "autoscaler")) return cmd_autoscaler(self, token, cmd, args);
+  if (cmd == "kv") return cmd_kv(self, token, cmd, args);
+  if (cmd == "requests") return cmd_requests(self, token, cmd, args);
+  if (cmd == "scale") return cmd_scale(self, token, cmd, args);
+  if (cmd == "log-level") return cmd_log_level(self, token, cmd, args);
+  if (cmd == "set-policy") return cmd_set_router_policy(self, token, cmd, args);
+  if (cmd == "kill" && args.size() == 1 && !admin::find_replica(st.replicas, args[0]) && st.cfg.topo.node(args[0])) return cmd_kill_node(self, token, cmd, args);
+  if (cmd == "drain" || cmd == "resume" || cmd == "kill") return cmd_replica(self, token, cmd, args);
   refuse(self, token, "unknown command '" + cmd + "' (help lists them)");
 }
 
