@@ -253,6 +253,108 @@ load_report report_of(const scheduler_state& st) {
   return r;
 }
 
+namespace {
+
+// A request handed off by another replica: accepted, and the replica holding its KV remembered
+caf::result<bool> accept_handoff(scheduler_actor::stateful_pointer<scheduler_state> self, const engine::request& r, caf::actor holder, token_sink sink) {
+  auto res = accept(self, r, std::move(sink));
+  if (holder && self->state.sinks.count(r.id)) self->state.holders[r.id] = holder;
+  return res;
+}
+
+// The new replica claims a handed-off request's blocks: a fresh hold here, or the holder asked when relayed
+caf::result<bool> claim_hold(scheduler_actor::stateful_pointer<scheduler_state> self, const std::string& id) {
+  auto& st = self->state;
+  auto n = st.held.claim(id);  // a fresh hold from now; the earlier timer no longer matches
+  if (n) self->delayed_send(self, st.engine->config().handoff_hold, hold_atom::value, id, *n);
+  auto r = st.relayed.find(id);
+  if (r == st.relayed.end()) return n.has_value();
+  auto rp = self->make_response_promise<bool>();  // the holder answers for its blocks
+  self->request(caf::actor_cast<scheduler_actor>(r->second), st.engine->config().transfer_timeout, claim_atom::value, id)
+      .then([rp](bool held) mutable { rp.deliver(held); }, [rp](caf::error&) mutable { rp.deliver(false); });
+  return rp;
+}
+
+// The new replica has the blocks (or gave up): they are freed here, or at the holder when relayed
+void release_hold(scheduler_actor::stateful_pointer<scheduler_state> self, const std::string& id) {
+  auto& st = self->state;
+  if (auto r = st.relayed.find(id); r != st.relayed.end()) {
+    self->send(caf::actor_cast<scheduler_actor>(r->second), release_atom::value, id);
+    st.relayed.erase(r);
+    st.held.release(id);
+  } else if (st.held.release(id) && st.engine->release_handoff(id)) {
+    schedule_step(self);
+  }
+  check_drained(self);
+}
+
+// A hold ran out: its blocks are freed (a relay's expiry only forgets it; the holder's own hold frees them)
+void expire_hold(scheduler_actor::stateful_pointer<scheduler_state> self, const std::string& id, std::uint64_t n) {
+  auto& st = self->state;
+  // A relay's expiry only forgets it: the holder's own hold frees the blocks.
+  if (st.held.expire(id, n) && !st.relayed.erase(id) && st.engine->release_handoff(id)) schedule_step(self);
+  check_drained(self);
+}
+
+// Hands every request off and answers once none is left (false if resumed first)
+caf::result<bool> start_drain(scheduler_actor::stateful_pointer<scheduler_state> self) {
+  auto& st = self->state;
+  st.draining = true;
+  auto rp = self->make_response_promise<bool>();
+  st.drained.push_back(rp);
+  // Between steps: hand off now (a step in flight hands off when it ends).
+  if (!st.engine->step_in_flight()) run_step(self);
+  check_drained(self);
+  return rp;
+}
+
+// A drain called off: its waiters get false
+void resume(scheduler_actor::stateful_pointer<scheduler_state> self) {
+  auto& st = self->state;
+  st.draining = false;
+  for (auto& p : st.drained) p.deliver(false);  // that drain will not end
+  st.drained.clear();
+  schedule_step(self);
+}
+
+void set_sources(scheduler_actor::stateful_pointer<scheduler_state> self, std::vector<kv::transfer::kv_source>& sources) {
+  if (self->state.set_kv_sources) self->state.set_kv_sources(std::move(sources));
+}
+
+void abort_request(scheduler_actor::stateful_pointer<scheduler_state> self, const std::string& id) {
+  if (self->state.engine->abort(id)) schedule_step(self);
+}
+
+// A router follows this replica's KV events from now on, starting from everything it holds
+kv_snapshot subscribe_kv(scheduler_actor::stateful_pointer<scheduler_state> self, replica_id replica, kv_event_sink sink) {
+  auto& st = self->state;
+  publish_kv_events(self);  // what earlier subscribers have not seen yet, before the snapshot
+  st.replica = replica;
+  if (std::none_of(st.kv_sinks.begin(), st.kv_sinks.end(), [&](const kv_event_sink& s) { return s == sink; })) {
+    if (st.watched_sinks.insert(sink.address()).second) self->monitor(sink);
+    st.kv_sinks.push_back(sink);
+  }
+  return kv_snapshot{st.kv_generation, st.kv_seq, st.engine->kv().cached_hashes()};
+}
+
+caf::result<group_actor> group_of(scheduler_actor::stateful_pointer<scheduler_state> self) {
+  if (!self->state.group) return caf::make_error(caf::sec::invalid_argument, "a sim replica has no worker group");
+  return self->state.group;
+}
+
+void step_now(scheduler_actor::stateful_pointer<scheduler_state> self) {
+  self->state.step_pending = false;
+  run_step(self);
+}
+
+void wake_up(scheduler_actor::stateful_pointer<scheduler_state> self) {
+  auto then = std::move(self->state.wake);
+  self->state.wake = nullptr;
+  if (then) then();
+}
+
+}  // namespace
+
 scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_pointer<scheduler_state> self) {
   self->state.kv_generation = std::uint64_t(
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
@@ -263,87 +365,20 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
   });
   return {
       [=](submit_atom, const engine::request& r, token_sink sink) { return accept(self, r, std::move(sink)); },
-      [=](handoff_atom, const engine::request& r, caf::actor holder, token_sink sink) -> caf::result<bool> {
-        auto res = accept(self, r, std::move(sink));
-        if (holder && self->state.sinks.count(r.id)) self->state.holders[r.id] = holder;
-        return res;
-      },
-      [=](claim_atom, const std::string& id) -> caf::result<bool> {
-        auto& st = self->state;
-        auto n = st.held.claim(id);  // a fresh hold from now; the earlier timer no longer matches
-        if (n) self->delayed_send(self, st.engine->config().handoff_hold, hold_atom::value, id, *n);
-        auto r = st.relayed.find(id);
-        if (r == st.relayed.end()) return n.has_value();
-        auto rp = self->make_response_promise<bool>();  // the holder answers for its blocks
-        self->request(caf::actor_cast<scheduler_actor>(r->second), st.engine->config().transfer_timeout, claim_atom::value, id)
-            .then([rp](bool held) mutable { rp.deliver(held); }, [rp](caf::error&) mutable { rp.deliver(false); });
-        return rp;
-      },
-      [=](release_atom, const std::string& id) {
-        auto& st = self->state;
-        if (auto r = st.relayed.find(id); r != st.relayed.end()) {
-          self->send(caf::actor_cast<scheduler_actor>(r->second), release_atom::value, id);
-          st.relayed.erase(r);
-          st.held.release(id);
-        } else if (st.held.release(id) && st.engine->release_handoff(id)) {
-          schedule_step(self);
-        }
-        check_drained(self);
-      },
-      [=](hold_atom, const std::string& id, std::uint64_t n) {
-        auto& st = self->state;
-        // A relay's expiry only forgets it: the holder's own hold frees the blocks.
-        if (st.held.expire(id, n) && !st.relayed.erase(id) && st.engine->release_handoff(id)) schedule_step(self);
-        check_drained(self);
-      },
-      [=](drain_atom) -> caf::result<bool> {
-        auto& st = self->state;
-        st.draining = true;
-        auto rp = self->make_response_promise<bool>();
-        st.drained.push_back(rp);
-        // Between steps: hand off now (a step in flight hands off when it ends).
-        if (!st.engine->step_in_flight()) run_step(self);
-        check_drained(self);
-        return rp;
-      },
+      [=](handoff_atom, const engine::request& r, caf::actor holder, token_sink sink) { return accept_handoff(self, r, holder, sink); },
+      [=](claim_atom, const std::string& id) { return claim_hold(self, id); },
+      [=](release_atom, const std::string& id) { release_hold(self, id); },
+      [=](hold_atom, const std::string& id, std::uint64_t n) { expire_hold(self, id, n); },
+      [=](drain_atom) { return start_drain(self); },
       [=](park_atom, bool parked) { self->state.parked = parked; },
-      [=](resume_atom) {
-        auto& st = self->state;
-        st.draining = false;
-        for (auto& p : st.drained) p.deliver(false);  // that drain will not end
-        st.drained.clear();
-        schedule_step(self);
-      },
-      [=](kv_sources_atom, std::vector<kv::transfer::kv_source>& sources) {
-        if (self->state.set_kv_sources) self->state.set_kv_sources(std::move(sources));
-      },
-      [=](abort_atom, const std::string& id) {
-        if (self->state.engine->abort(id)) schedule_step(self);
-      },
+      [=](resume_atom) { resume(self); },
+      [=](kv_sources_atom, std::vector<kv::transfer::kv_source>& sources) { set_sources(self, sources); },
+      [=](abort_atom, const std::string& id) { abort_request(self, id); },
       [=](load_atom) { return report_of(self->state); },
-      [=](kv_subscribe_atom, replica_id replica, kv_event_sink sink) {
-        auto& st = self->state;
-        publish_kv_events(self);  // what earlier subscribers have not seen yet, before the snapshot
-        st.replica = replica;
-        if (std::none_of(st.kv_sinks.begin(), st.kv_sinks.end(), [&](const kv_event_sink& s) { return s == sink; })) {
-          if (st.watched_sinks.insert(sink.address()).second) self->monitor(sink);
-          st.kv_sinks.push_back(sink);
-        }
-        return kv_snapshot{st.kv_generation, st.kv_seq, st.engine->kv().cached_hashes()};
-      },
-      [=](group_atom) -> caf::result<group_actor> {
-        if (!self->state.group) return caf::make_error(caf::sec::invalid_argument, "a sim replica has no worker group");
-        return self->state.group;
-      },
-      [=](step_atom) {
-        self->state.step_pending = false;
-        run_step(self);
-      },
-      [=](wake_atom) {
-        auto then = std::move(self->state.wake);
-        self->state.wake = nullptr;
-        if (then) then();
-      },
+      [=](kv_subscribe_atom, replica_id replica, kv_event_sink sink) { return subscribe_kv(self, replica, sink); },
+      [=](group_atom) { return group_of(self); },
+      [=](step_atom) { step_now(self); },
+      [=](wake_atom) { wake_up(self); },
   };
 }
 
