@@ -104,6 +104,93 @@ void on_replica_death(agent_ptr self, replica_id replica, const std::string& why
 
 }  // namespace
 
+namespace {
+
+// Starts a replica in this process
+caf::result<scheduler_actor> spawn_here(node_agent_actor::stateful_pointer<node_agent_state> self, replica_id replica) {
+  auto& st = self->state;
+  if (st.live->count(replica)) return (*st.live)[replica];
+  // The head that asked registers it; the other heads hear of it here.
+  auto s = start_replica(self, replica, caf::actor_cast<caf::actor_addr>(self->current_sender()));
+  if (!s) return s.error();
+  return *s;
+}
+
+void respawn_here(node_agent_actor::stateful_pointer<node_agent_state> self, replica_id replica) {
+  if (self->state.live->count(replica)) return;  // started again meanwhile (a head's scale-up)
+  if (auto s = start_replica(self, replica, caf::actor_addr{}); !s)
+    on_replica_death(self, replica, "its restart failed: " + self->system().render(s.error()));
+}
+
+// Stops a replica of this process
+bool stop_here(node_agent_actor::stateful_pointer<node_agent_state> self, replica_id replica) {
+  auto& st = self->state;
+  auto it = st.live->find(replica);
+  if (it == st.live->end()) return false;
+  for (const auto& h : st.heads)  // the head that asked retired it already
+    if (h.address() != caf::actor_cast<caf::actor_addr>(self->current_sender()))
+      self->send(caf::actor_cast<node_registry_actor>(h), retire_atom::value, replica);
+  self->demonitor(it->second.address());
+  self->send_exit(it->second, caf::exit_reason::user_shutdown);
+  st.live->erase(it);
+  log::info("replica_stopped", {{"node", st.node}, {"replica", replica.value}});
+  return true;
+}
+
+// Starts a rank of a group whose replica runs on another node
+caf::result<rank_started> start_rank(node_agent_actor::stateful_pointer<node_agent_state> self, const rank_spec& spec) {
+  // A rank of a group whose supervisor is elsewhere: its shard from this node's copy of the
+  // model folder, its KV pullable over TCP (the other ranks are in other processes).
+  auto& st = self->state;
+  if (spec.tensor_rank < 0 || spec.tensor_rank >= spec.tensor_ranks || spec.first < 0 || spec.last <= spec.first ||
+      spec.cache.num_blocks <= 0 || spec.cache.block_size <= 0)
+    return caf::make_error(caf::sec::invalid_argument, "node \"" + st.node + "\": malformed rank of group " + spec.group);
+  try {
+    auto shard = model::shared_shard(st.model_dir, {spec.tensor_rank, spec.tensor_ranks, spec.expert_parallel});
+    if (spec.last > shard->num_layers())
+      return caf::make_error(caf::sec::invalid_argument, "node \"" + st.node + "\": layers up to " + std::to_string(spec.last) +
+                                                              " asked, the model has " + std::to_string(shard->num_layers()));
+    std::shared_ptr<collectives::fault_injector> tp;
+    if (spec.tensor_ranks > 1) tp = std::make_shared<collectives::fault_injector>();
+    auto r = start_rank(self->system(), spec, shard, tp, nullptr, true);
+    log::info("rank_started", {{"node", st.node}, {"group", spec.group}, {"stage", spec.stage}, {"rank", spec.tensor_rank},
+                               {"generation", spec.generation}});
+    return r.started;
+  } catch (const std::exception& e) {
+    return caf::make_error(caf::sec::runtime_error, "node \"" + st.node + "\": " + e.what());
+  }
+}
+
+void set_log_level(node_agent_actor::stateful_pointer<node_agent_state> self, const std::string& level) {
+  if (auto l = log::parse_level(level)) {
+    log::info("log_level", {{"node", self->state.node}, {"level", level}});  // at the level it leaves
+    log::set_level(*l);
+  }
+}
+
+void crash_now(node_agent_actor::stateful_pointer<node_agent_state> self) {
+  log::warn("node_killed", {{"node", self->state.node}, {"by", "admin"}});
+  ::kill(::getpid(), SIGKILL);  // as if it crashed: no goodbye to anyone
+}
+
+// What this node's machine has, for the head's placement
+node_resources resources_of(node_agent_actor::stateful_pointer<node_agent_state> self) {
+  auto& st = self->state;
+  node_resources r;
+  r.node = st.node;
+  r.cores = std::int32_t(std::thread::hardware_concurrency());
+  struct sysinfo si {};
+  if (::sysinfo(&si) == 0) {
+    r.memory_total = std::uint64_t(si.totalram) * si.mem_unit;
+    r.memory_available = std::uint64_t(si.freeram + si.bufferram) * si.mem_unit;
+  }
+  r.model = st.model_dir;
+  for (auto& [id, s] : *st.live) r.replicas.push_back(id);
+  return r;
+}
+
+}  // namespace
+
 node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<node_agent_state> self, std::string node,
                                            replica_factory make, std::string model_dir) {
   auto& st = self->state;
@@ -127,79 +214,14 @@ node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<no
     for (auto& [id, s] : *live) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
   });
   return {
-      [=](spawn_replica_atom, replica_id replica) -> caf::result<scheduler_actor> {
-        auto& st = self->state;
-        if (st.live->count(replica)) return (*st.live)[replica];
-        // The head that asked registers it; the other heads hear of it here.
-        auto s = start_replica(self, replica, caf::actor_cast<caf::actor_addr>(self->current_sender()));
-        if (!s) return s.error();
-        return *s;
-      },
-      [=](respawn_atom, replica_id replica) {
-        if (self->state.live->count(replica)) return;  // started again meanwhile (a head's scale-up)
-        if (auto s = start_replica(self, replica, caf::actor_addr{}); !s)
-          on_replica_death(self, replica, "its restart failed: " + self->system().render(s.error()));
-      },
-      [=](stop_replica_atom, replica_id replica) {
-        auto& st = self->state;
-        auto it = st.live->find(replica);
-        if (it == st.live->end()) return false;
-        for (const auto& h : st.heads)  // the head that asked retired it already
-          if (h.address() != caf::actor_cast<caf::actor_addr>(self->current_sender()))
-            self->send(caf::actor_cast<node_registry_actor>(h), retire_atom::value, replica);
-        self->demonitor(it->second.address());
-        self->send_exit(it->second, caf::exit_reason::user_shutdown);
-        st.live->erase(it);
-        log::info("replica_stopped", {{"node", st.node}, {"replica", replica.value}});
-        return true;
-      },
+      [=](spawn_replica_atom, replica_id replica) { return spawn_here(self, replica); },
+      [=](respawn_atom, replica_id replica) { respawn_here(self, replica); },
+      [=](stop_replica_atom, replica_id replica) { return stop_here(self, replica); },
       [=](heads_atom, std::vector<caf::actor>& heads) { self->state.heads = std::move(heads); },
-      [=](rank_atom, const rank_spec& spec) -> caf::result<rank_started> {
-        // A rank of a group whose supervisor is elsewhere: its shard from this node's copy of the
-        // model folder, its KV pullable over TCP (the other ranks are in other processes).
-        auto& st = self->state;
-        if (spec.tensor_rank < 0 || spec.tensor_rank >= spec.tensor_ranks || spec.first < 0 || spec.last <= spec.first ||
-            spec.cache.num_blocks <= 0 || spec.cache.block_size <= 0)
-          return caf::make_error(caf::sec::invalid_argument, "node \"" + st.node + "\": malformed rank of group " + spec.group);
-        try {
-          auto shard = model::shared_shard(st.model_dir, {spec.tensor_rank, spec.tensor_ranks, spec.expert_parallel});
-          if (spec.last > shard->num_layers())
-            return caf::make_error(caf::sec::invalid_argument, "node \"" + st.node + "\": layers up to " + std::to_string(spec.last) +
-                                                                    " asked, the model has " + std::to_string(shard->num_layers()));
-          std::shared_ptr<collectives::fault_injector> tp;
-          if (spec.tensor_ranks > 1) tp = std::make_shared<collectives::fault_injector>();
-          auto r = start_rank(self->system(), spec, shard, tp, nullptr, true);
-          log::info("rank_started", {{"node", st.node}, {"group", spec.group}, {"stage", spec.stage}, {"rank", spec.tensor_rank},
-                                     {"generation", spec.generation}});
-          return r.started;
-        } catch (const std::exception& e) {
-          return caf::make_error(caf::sec::runtime_error, "node \"" + st.node + "\": " + e.what());
-        }
-      },
-      [=](log_level_atom, const std::string& level) {
-        if (auto l = log::parse_level(level)) {
-          log::info("log_level", {{"node", self->state.node}, {"level", level}});  // at the level it leaves
-          log::set_level(*l);
-        }
-      },
-      [=](crash_atom) {
-        log::warn("node_killed", {{"node", self->state.node}, {"by", "admin"}});
-        ::kill(::getpid(), SIGKILL);  // as if it crashed: no goodbye to anyone
-      },
-      [=](resources_atom) {
-        auto& st = self->state;
-        node_resources r;
-        r.node = st.node;
-        r.cores = std::int32_t(std::thread::hardware_concurrency());
-        struct sysinfo si {};
-        if (::sysinfo(&si) == 0) {
-          r.memory_total = std::uint64_t(si.totalram) * si.mem_unit;
-          r.memory_available = std::uint64_t(si.freeram + si.bufferram) * si.mem_unit;
-        }
-        r.model = st.model_dir;
-        for (auto& [id, s] : *st.live) r.replicas.push_back(id);
-        return r;
-      },
+      [=](rank_atom, const rank_spec& spec) { return start_rank(self, spec); },
+      [=](log_level_atom, const std::string& level) { set_log_level(self, level); },
+      [=](crash_atom) { crash_now(self); },
+      [=](resources_atom) { return resources_of(self); },
   };
 }
 
@@ -234,6 +256,125 @@ void register_warm(node_registry_actor::stateful_pointer<node_registry_state> se
 
 }  // namespace
 
+namespace {
+
+// The console's kill NODE: the node's agent ends its process, as if it crashed
+caf::result<bool> crash_node(node_registry_actor::stateful_pointer<node_registry_state> self, const std::string& node) {
+  auto it = self->state.joined.find(node);
+  if (it == self->state.joined.end())
+    return caf::make_error(caf::sec::invalid_argument, "node \"" + node + "\" has not joined (or is already dead)");
+  auto agent = caf::actor_cast<node_agent_actor>(it->second);
+  if (!agent) return caf::make_error(caf::sec::invalid_argument, "node \"" + node + "\" is gone");
+  self->send(agent, crash_atom::value);
+  return true;
+}
+
+// Starts a replica where the topology places it (this process's agent, or a joined node's)
+caf::result<bool> spawn_on_node(node_registry_actor::stateful_pointer<node_registry_state> self, replica_id replica) {
+  auto& st = self->state;
+  auto found = agent_of(st, replica);
+  if (!found) return found.error();
+  if (!found->agent)
+    return caf::make_error(caf::sec::invalid_argument, "node \"" + found->where.node + "\" of " + found->where.name + " has not joined");
+  auto rp = self->make_response_promise<bool>();
+  self->request(found->agent, st.topo.timeouts.request, spawn_replica_atom::value, replica)
+      .then(
+          [=](scheduler_actor s) mutable {
+            register_warm(self, replica, std::move(s), [=](std::optional<caf::error> e) mutable {
+              if (e) rp.deliver(*e);
+              else rp.deliver(true);
+            });
+          },
+          [=](caf::error& e) mutable { rp.deliver(e); });
+  return rp;
+}
+
+// Stops a replica where it runs
+caf::result<bool> stop_on_node(node_registry_actor::stateful_pointer<node_registry_state> self, replica_id replica) {
+  auto& st = self->state;
+  auto found = agent_of(st, replica);
+  if (!found) return found.error();
+  const node_agent_actor agent = found->agent;
+  auto rp = self->make_response_promise<bool>();
+  self->request(st.router, st.topo.timeouts.request, retire_atom::value, replica)
+      .then(
+          [=](bool) mutable {
+            if (!agent) {  // its node is gone, and the replica with it
+              rp.deliver(true);
+              return;
+            }
+            self->request(agent, self->state.topo.timeouts.request, stop_replica_atom::value, replica)
+                .then([=](bool) mutable { rp.deliver(true); }, [=](caf::error& e) mutable { rp.deliver(e); });
+          },
+          [=](caf::error& e) mutable { rp.deliver(e); });
+  return rp;
+}
+
+// Every joined node's log level; answers how many took it
+std::uint32_t set_nodes_log_level(node_registry_actor::stateful_pointer<node_registry_state> self, const std::string& level) {
+  std::uint32_t told = 0;
+  for (const auto& [node, addr] : self->state.joined)
+    if (auto agent = caf::actor_cast<node_agent_actor>(addr)) {
+      self->send(agent, log_level_atom::value, level);
+      ++told;
+    }
+  return told;
+}
+
+void retire_replica(node_registry_actor::stateful_pointer<node_registry_state> self, replica_id replica) {
+  self->request(self->state.router, self->state.topo.timeouts.request, retire_atom::value, replica)
+      .then([](bool) {}, [](caf::error&) {});
+}
+
+// A node process asks to join: its token, model fingerprint and name are checked before it is admitted
+caf::result<join_reply> admit_node(node_registry_actor::stateful_pointer<node_registry_state> self, const join_request& j) {
+  auto& st = self->state;
+  const std::string& node = j.node;
+  auto refuse = [&](const std::string& why) { return caf::make_error(caf::sec::invalid_argument, why); };
+  if (!st.credentials) return refuse("the head is not admitting nodes yet; retry");
+  if (!constant_time_equal(j.token, st.credentials->token)) return refuse("node \"" + node + "\": wrong cluster token");
+  if (j.fingerprint != st.credentials->fingerprint)
+    return refuse("node \"" + node + "\" serves another model (fingerprint " + j.fingerprint + ", the head's is " +
+                  st.credentials->fingerprint + ")");
+  if (!st.topo.node(node))
+    return refuse(st.topo.source + ": no node named \"" + node + "\"");
+  if (st.topo.is_head(node)) return refuse("\"" + node + "\" is a head, not a node that joins one");
+  if (st.joined.count(node)) return refuse("node \"" + node + "\" has already joined and is alive");
+  if (!j.agent) return refuse("node \"" + node + "\" sent no agent");
+  st.joined.emplace(node, j.agent.address());
+  self->monitor(j.agent);
+  if (st.directory) caf::anon_send(st.directory, agent_atom::value, node, caf::actor_cast<caf::actor>(j.agent));
+  if (j.store) self->send(st.router, store_atom::value, store_id_of(st.topo, node), j.store);
+  const node_agent_actor agent = j.agent;
+  std::vector<replica_id> mine;
+  for (auto& p : topology::place_replicas(st.topo))
+    if (p.node == node && p.started) mine.push_back(p.replica);
+  auto rp = self->make_response_promise<join_reply>();
+  const std::uint64_t generation = st.generation;
+  if (mine.empty()) {
+    rp.deliver(join_reply{0, generation});
+    return rp;
+  }
+  auto left = std::make_shared<std::size_t>(mine.size());
+  for (auto replica : mine) {
+    // Spawned on the node, then registered with the router; the join is answered once
+    // every replica of the node can be placed on.
+    self->request(agent, st.topo.timeouts.request, spawn_replica_atom::value, replica)
+        .then(
+            [=](scheduler_actor s) mutable {
+              self->request(self->state.router, self->state.topo.timeouts.request, replica_atom::value, replica, s)
+                  .then([=](bool) mutable {
+                          if (--*left == 0) rp.deliver(join_reply{std::uint32_t(mine.size()), generation});
+                        },
+                        [=](caf::error& e) mutable { rp.deliver(e); });
+            },
+            [=](caf::error& e) mutable { rp.deliver(e); });
+  }
+  return rp;
+}
+
+}  // namespace
+
 node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_pointer<node_registry_state> self,
                                                  topology::topology_config topo, router_actor router,
                                                  std::map<std::string, node_agent_actor> local, caf::actor directory) {
@@ -255,113 +396,15 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
   });
   return {
       [=](admit_atom, const join_credentials& c) { self->state.credentials = c; },
-      [=](crash_atom, const std::string& node) -> caf::result<bool> {
-        auto it = self->state.joined.find(node);
-        if (it == self->state.joined.end())
-          return caf::make_error(caf::sec::invalid_argument, "node \"" + node + "\" has not joined (or is already dead)");
-        auto agent = caf::actor_cast<node_agent_actor>(it->second);
-        if (!agent) return caf::make_error(caf::sec::invalid_argument, "node \"" + node + "\" is gone");
-        self->send(agent, crash_atom::value);
-        return true;
-      },
-      [=](spawn_replica_atom, replica_id replica) -> caf::result<bool> {
-        auto& st = self->state;
-        auto found = agent_of(st, replica);
-        if (!found) return found.error();
-        if (!found->agent)
-          return caf::make_error(caf::sec::invalid_argument, "node \"" + found->where.node + "\" of " + found->where.name + " has not joined");
-        auto rp = self->make_response_promise<bool>();
-        self->request(found->agent, st.topo.timeouts.request, spawn_replica_atom::value, replica)
-            .then(
-                [=](scheduler_actor s) mutable {
-                  register_warm(self, replica, std::move(s), [=](std::optional<caf::error> e) mutable {
-                    if (e) rp.deliver(*e);
-                    else rp.deliver(true);
-                  });
-                },
-                [=](caf::error& e) mutable { rp.deliver(e); });
-        return rp;
-      },
-      [=](stop_replica_atom, replica_id replica) -> caf::result<bool> {
-        auto& st = self->state;
-        auto found = agent_of(st, replica);
-        if (!found) return found.error();
-        const node_agent_actor agent = found->agent;
-        auto rp = self->make_response_promise<bool>();
-        self->request(st.router, st.topo.timeouts.request, retire_atom::value, replica)
-            .then(
-                [=](bool) mutable {
-                  if (!agent) {  // its node is gone, and the replica with it
-                    rp.deliver(true);
-                    return;
-                  }
-                  self->request(agent, self->state.topo.timeouts.request, stop_replica_atom::value, replica)
-                      .then([=](bool) mutable { rp.deliver(true); }, [=](caf::error& e) mutable { rp.deliver(e); });
-                },
-                [=](caf::error& e) mutable { rp.deliver(e); });
-        return rp;
-      },
+      [=](crash_atom, const std::string& node) { return crash_node(self, node); },
+      [=](spawn_replica_atom, replica_id replica) { return spawn_on_node(self, replica); },
+      [=](stop_replica_atom, replica_id replica) { return stop_on_node(self, replica); },
       [=](replica_atom, replica_id replica, scheduler_actor s) {  // started at another head's request
         register_warm(self, replica, std::move(s), [](std::optional<caf::error>) {});
       },
-      [=](log_level_atom, const std::string& level) {
-        std::uint32_t told = 0;
-        for (const auto& [node, addr] : self->state.joined)
-          if (auto agent = caf::actor_cast<node_agent_actor>(addr)) {
-            self->send(agent, log_level_atom::value, level);
-            ++told;
-          }
-        return told;
-      },
-      [=](retire_atom, replica_id replica) {
-        self->request(self->state.router, self->state.topo.timeouts.request, retire_atom::value, replica)
-            .then([](bool) {}, [](caf::error&) {});
-      },
-      [=](join_atom, const join_request& j) -> caf::result<join_reply> {
-        auto& st = self->state;
-        const std::string& node = j.node;
-        auto refuse = [&](const std::string& why) { return caf::make_error(caf::sec::invalid_argument, why); };
-        if (!st.credentials) return refuse("the head is not admitting nodes yet; retry");
-        if (!constant_time_equal(j.token, st.credentials->token)) return refuse("node \"" + node + "\": wrong cluster token");
-        if (j.fingerprint != st.credentials->fingerprint)
-          return refuse("node \"" + node + "\" serves another model (fingerprint " + j.fingerprint + ", the head's is " +
-                        st.credentials->fingerprint + ")");
-        if (!st.topo.node(node))
-          return refuse(st.topo.source + ": no node named \"" + node + "\"");
-        if (st.topo.is_head(node)) return refuse("\"" + node + "\" is a head, not a node that joins one");
-        if (st.joined.count(node)) return refuse("node \"" + node + "\" has already joined and is alive");
-        if (!j.agent) return refuse("node \"" + node + "\" sent no agent");
-        st.joined.emplace(node, j.agent.address());
-        self->monitor(j.agent);
-        if (st.directory) caf::anon_send(st.directory, agent_atom::value, node, caf::actor_cast<caf::actor>(j.agent));
-        if (j.store) self->send(st.router, store_atom::value, store_id_of(st.topo, node), j.store);
-        const node_agent_actor agent = j.agent;
-        std::vector<replica_id> mine;
-        for (auto& p : topology::place_replicas(st.topo))
-          if (p.node == node && p.started) mine.push_back(p.replica);
-        auto rp = self->make_response_promise<join_reply>();
-        const std::uint64_t generation = st.generation;
-        if (mine.empty()) {
-          rp.deliver(join_reply{0, generation});
-          return rp;
-        }
-        auto left = std::make_shared<std::size_t>(mine.size());
-        for (auto replica : mine) {
-          // Spawned on the node, then registered with the router; the join is answered once
-          // every replica of the node can be placed on.
-          self->request(agent, st.topo.timeouts.request, spawn_replica_atom::value, replica)
-              .then(
-                  [=](scheduler_actor s) mutable {
-                    self->request(self->state.router, self->state.topo.timeouts.request, replica_atom::value, replica, s)
-                        .then([=](bool) mutable {
-                                if (--*left == 0) rp.deliver(join_reply{std::uint32_t(mine.size()), generation});
-                              },
-                              [=](caf::error& e) mutable { rp.deliver(e); });
-                  },
-                  [=](caf::error& e) mutable { rp.deliver(e); });
-        }
-        return rp;
-      },
+      [=](log_level_atom, const std::string& level) { return set_nodes_log_level(self, level); },
+      [=](retire_atom, replica_id replica) { retire_replica(self, replica); },
+      [=](join_atom, const join_request& j) { return admit_node(self, j); },
   };
 }
 
