@@ -1011,45 +1011,35 @@ void on_prepared(frontend_ptr self, prepared& p) {
   }
 }
 
-caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend_config cfg, owner_actor owner,
-                             router_actor router, std::shared_ptr<const tokenizer::tokenizer> tok,
-                             std::optional<chat::chat_template> chat, std::function<io_stats()> io) {
-  auto& st = self->state;
-  st.io = std::move(io);
-  st.m = std::make_shared<frontend_metrics>(cfg.metric_prefix);
-  // Counters a dashboard rates over exist from the start, at 0, not from their first event.
-  st.m->preemptions.inc({{"model_name", cfg.model_name}}, 0);
-  st.m->spec_drafts.inc({{"model_name", cfg.model_name}}, 0);
-  st.m->spec_draft_tokens.inc({{"model_name", cfg.model_name}}, 0);
-  st.m->spec_accepted_tokens.inc({{"model_name", cfg.model_name}}, 0);
-  st.m->migrations.inc({{"model_name", cfg.model_name}}, 0);
-  st.m->prefix_queries.inc({{"model_name", cfg.model_name}}, 0);
-  st.m->prefix_hits.inc({{"model_name", cfg.model_name}}, 0);
-  st.m->kv_pulls.inc({{"model_name", cfg.model_name}}, 0);
-  st.m->kv_pull_failures.inc({{"model_name", cfg.model_name}}, 0);
-  st.m->events_published.inc({{"model_name", cfg.model_name}}, 0);
-  st.m->events_dropped.inc({{"model_name", cfg.model_name}}, 0);
-  st.cfg = std::move(cfg);
-  st.owner = std::move(owner);
-  st.router = std::move(router);
+// Counters a dashboard rates over exist from the start, at 0, not from their first event.
+void zero_counters(frontend_metrics& m, const std::string& model_name) {
+  for (auto* c : {&m.preemptions, &m.spec_drafts, &m.spec_draft_tokens, &m.spec_accepted_tokens, &m.migrations, &m.prefix_queries,
+                  &m.prefix_hits, &m.kv_pulls, &m.kv_pull_failures, &m.events_published, &m.events_dropped})
+    c->inc({{"model_name", model_name}}, 0);
+}
+
+// What the preparers read: the served names, the tokenizer and chat template, the tool-call
+// format, and the public prompts' token prefixes (plain and in the chat form).
+std::shared_ptr<const prepare_context> prepare_context_of(const frontend_config& cfg, std::shared_ptr<const tokenizer::tokenizer> tok,
+                                                          std::optional<chat::chat_template> chat) {
   auto pc = std::make_shared<prepare_context>();
-  pc->model_name = st.cfg.model_name;
-  pc->model_aliases = st.cfg.model_aliases;
-  pc->vocab_size = st.cfg.vocab_size;
-  pc->max_model_len = st.cfg.max_model_len;
-  pc->sampling_defaults = st.cfg.sampling_defaults;
+  pc->model_name = cfg.model_name;
+  pc->model_aliases = cfg.model_aliases;
+  pc->vocab_size = cfg.vocab_size;
+  pc->max_model_len = cfg.max_model_len;
+  pc->sampling_defaults = cfg.sampling_defaults;
   pc->tok = std::move(tok);
   if (chat) pc->chat = std::make_shared<const chat::chat_template>(std::move(*chat));
-  pc->pooling = st.cfg.pooling;
-  pc->embedding_size = st.cfg.embedding_size;
+  pc->pooling = cfg.pooling;
+  pc->embedding_size = cfg.embedding_size;
   if (pc->pooling)
     log::info("embeddings", {{"pooling", model::pooling_method_name(pc->pooling->method)}, {"normalize", pc->pooling->normalize},
                              {"dimensions", pc->embedding_size}});
-  pc->tool_format = st.cfg.tool_call_parser.value_or(pc->chat ? pc->chat->tool_calls() : chat::tool_format::none);
+  pc->tool_format = cfg.tool_call_parser.value_or(pc->chat ? pc->chat->tool_calls() : chat::tool_format::none);
   log::info("tool_call_parser", {{"format", chat::tool_format_name(pc->tool_format)},
-                                 {"from", st.cfg.tool_call_parser ? "the topology" : "the chat template"}});
+                                 {"from", cfg.tool_call_parser ? "the topology" : "the chat template"}});
   if (pc->tok)
-    for (const auto& [name, text] : st.cfg.public_prompts) {
+    for (const auto& [name, text] : cfg.public_prompts) {
       pc->public_prefixes.push_back(pc->tok->encode(text, true));
       if (!pc->chat) continue;
       try {  // the chat form: the template's rendering of that system message alone
@@ -1059,7 +1049,20 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
         // a template that refuses a lone system message: the completion form still applies
       }
     }
-  st.prepare_ctx = std::move(pc);
+  return pc;
+}
+
+caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend_config cfg, owner_actor owner,
+                             router_actor router, std::shared_ptr<const tokenizer::tokenizer> tok,
+                             std::optional<chat::chat_template> chat, std::function<io_stats()> io) {
+  auto& st = self->state;
+  st.io = std::move(io);
+  st.m = std::make_shared<frontend_metrics>(cfg.metric_prefix);
+  zero_counters(*st.m, cfg.model_name);
+  st.cfg = std::move(cfg);
+  st.owner = std::move(owner);
+  st.router = std::move(router);
+  st.prepare_ctx = prepare_context_of(st.cfg, std::move(tok), std::move(chat));
   for (int i = 0; i < preparer_threads; ++i) st.preparers.push_back(self->spawn<caf::detached + caf::linked>(preparer));
   st.started = std::int64_t(unix_seconds());
   std::random_device rd;

@@ -548,6 +548,104 @@ void begin_step(group_actor::stateful_pointer<group_state> self, stage_input in,
 
 }  // namespace
 
+namespace {
+
+// One step through the stages (micro-batched when configured); answered with its result, or restarts the group on a failure
+caf::result<engine::step_result> execute_step(group_actor::stateful_pointer<group_state> self, stage_input& in) {
+  auto& st = self->state;
+  if (st.step || st.queued) return caf::make_error(caf::sec::runtime_error, "a step is already running on this group");
+  if (st.kv_lost) {
+    st.kv_lost = false;
+    return caf::make_error(caf::sec::runtime_error, "the group restarted since the last step: its KV is lost");
+  }
+  auto promise = self->make_response_promise<engine::step_result>();
+  if (st.starting > 0)  // ranks on other nodes are still starting: it runs once they are up
+    st.queued.emplace(std::move(in), promise);
+  else
+    begin_step(self, std::move(in), promise);
+  return promise;
+}
+
+// KV pulled into every rank's cache for a request's blocks; answered with the bytes moved
+caf::result<std::uint64_t> pull_kv(group_actor::stateful_pointer<group_state> self, kv_pull& x) {
+  // This process's ranks on one helper thread; each rank elsewhere pulls its own part.
+  auto& st = self->state;
+  if (st.starting > 0) return caf::make_error(caf::sec::runtime_error, "the group's ranks are still starting");
+  const int tp = st.cfg.tensor_ranks, stages = stages_of(st);
+  std::vector<rank_cache> local;
+  std::vector<worker_actor> pullers;  // the ranks elsewhere, then this process's helper
+  for (std::size_t i = 0; i < st.ranks.size(); ++i) {
+    if (auto c = st.caches.find(i); c != st.caches.end())
+      local.push_back({int(i) % tp, rank_layers(st.model->num_layers(), int(i) / tp, stages).first, c->second});
+    else if (st.ranks[i])
+      pullers.push_back(st.ranks[i]);
+  }
+  if (pullers.empty()) return pull_off_thread(self, std::move(local), tp, std::move(x));
+  // Several pullers: the bytes once all have answered, or the first error.
+  auto rp = self->make_response_promise<std::uint64_t>();
+  auto left = std::make_shared<std::size_t>(pullers.size() + (local.empty() ? 0 : 1));
+  auto bytes = std::make_shared<std::uint64_t>(0);
+  const auto limit = std::chrono::milliseconds(x.timeout_ms) + std::chrono::seconds(5);
+  auto ask = [&](auto who) {
+    self->request(who, limit, pull_atom::value, x)
+        .then(
+            [=](std::uint64_t b) mutable {
+              *bytes += b;
+              if (--*left == 0 && rp.pending()) rp.deliver(*bytes);
+            },
+            [=](caf::error& e) mutable {
+              if (rp.pending()) rp.deliver(std::move(e));
+            });
+  };
+  for (auto& r : pullers) ask(r);
+  if (!local.empty()) ask(self->spawn<caf::detached>(pull_helper, std::move(local), tp));
+  return rp;
+}
+
+// Answered once every rank of the current generation runs
+caf::result<group_status> ready(group_actor::stateful_pointer<group_state> self) {
+  auto& st = self->state;
+  if (st.retired.empty() && st.starting == 0) return status_of(st);
+  // Earlier ranks still running (one waking from an aborted collective), or ranks on other
+  // nodes still starting: not whole yet.
+  st.waiting_ready.push_back(self->make_response_promise<group_status>());
+  return st.waiting_ready.back();
+}
+
+// Restarts the group now (the console, tests)
+caf::result<group_status> restart(group_actor::stateful_pointer<group_state> self) {
+  auto& st = self->state;
+  if (st.step) fail_step(self, st.step->id, "the step passed its deadline");
+  else if (!restart(self, "the step passed its deadline")) {
+    self->quit(caf::make_error(caf::sec::runtime_error, "worker group gave up after a hung step"));
+    return caf::make_error(caf::sec::runtime_error, "worker group gave up");
+  }
+  return status_of(self->state);
+}
+
+// A rank's death restarts the group (monitors, not links: a rank killed with exit_reason::kill
+// must not take the supervisor with it). The scheduler's death ends it.
+void on_down(group_actor::stateful_pointer<group_state> self, const caf::down_msg& m) {
+  auto& st = self->state;
+  const auto it = std::find_if(st.ranks.begin(), st.ranks.end(), [&](const worker_actor& r) { return r.address() == m.source; });
+  if (it == st.ranks.end()) {
+    if (m.source == st.scheduler.address()) return self->quit(m.reason);
+    if (st.retired.erase(m.source)) return answer_ready(self);  // perhaps an earlier generation's last rank
+    agent_died(self, m.source);  // else an agent that answered already, or an earlier generation's
+    return;
+  }
+  const auto i = int(it - st.ranks.begin());
+  *it = worker_actor{};  // gone already: nothing to stop
+  const std::string why = "stage " + std::to_string(i / st.cfg.tensor_ranks) + " rank " + std::to_string(i % st.cfg.tensor_ranks) +
+                          " died: " + self->system().render(m.reason);
+  if (st.step && st.step->generation == st.generation)
+    fail_step(self, st.step->id, why);  // restarts the group
+  else
+    restart_or_quit(self, why);
+}
+
+}  // namespace
+
 group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_state> self,
                                             std::shared_ptr<const model::llama_model> model,
                                             kv::kv_cache_config cache, group_config cfg, caf::actor scheduler) {
@@ -561,92 +659,12 @@ group_actor::behavior_type group_supervisor(group_actor::stateful_pointer<group_
   st.cfg.pipeline_ranks = group_ranks(st.cfg, st.model->num_layers());
   spawn_ranks(self);
   self->monitor(scheduler);
-  // A rank's death restarts the group (monitors, not links: a rank killed with
-  // exit_reason::kill must not take the supervisor with it). The scheduler's death ends it.
-  self->set_down_handler([=](const caf::down_msg& m) {
-    auto& st = self->state;
-    const auto it = std::find_if(st.ranks.begin(), st.ranks.end(), [&](const worker_actor& r) { return r.address() == m.source; });
-    if (it == st.ranks.end()) {
-      if (m.source == st.scheduler.address()) return self->quit(m.reason);
-      if (st.retired.erase(m.source)) return answer_ready(self);  // perhaps an earlier generation's last rank
-      agent_died(self, m.source);  // else an agent that answered already, or an earlier generation's
-      return;
-    }
-    const auto i = int(it - st.ranks.begin());
-    *it = worker_actor{};  // gone already: nothing to stop
-    const std::string why = "stage " + std::to_string(i / st.cfg.tensor_ranks) + " rank " + std::to_string(i % st.cfg.tensor_ranks) +
-                            " died: " + self->system().render(m.reason);
-    if (st.step && st.step->generation == st.generation)
-      fail_step(self, st.step->id, why);  // restarts the group
-    else
-      restart_or_quit(self, why);
-  });
+  self->set_down_handler([=](const caf::down_msg& m) { on_down(self, m); });
   return {
-      [=](execute_atom, stage_input& in) -> caf::result<engine::step_result> {
-        auto& st = self->state;
-        if (st.step || st.queued) return caf::make_error(caf::sec::runtime_error, "a step is already running on this group");
-        if (st.kv_lost) {
-          st.kv_lost = false;
-          return caf::make_error(caf::sec::runtime_error, "the group restarted since the last step: its KV is lost");
-        }
-        auto promise = self->make_response_promise<engine::step_result>();
-        if (st.starting > 0)  // ranks on other nodes are still starting: it runs once they are up
-          st.queued.emplace(std::move(in), promise);
-        else
-          begin_step(self, std::move(in), promise);
-        return promise;
-      },
-      [=](pull_atom, kv_pull& x) -> caf::result<std::uint64_t> {
-        // This process's ranks on one helper thread; each rank elsewhere pulls its own part.
-        auto& st = self->state;
-        if (st.starting > 0) return caf::make_error(caf::sec::runtime_error, "the group's ranks are still starting");
-        const int tp = st.cfg.tensor_ranks, stages = stages_of(st);
-        std::vector<rank_cache> local;
-        std::vector<worker_actor> pullers;  // the ranks elsewhere, then this process's helper
-        for (std::size_t i = 0; i < st.ranks.size(); ++i) {
-          if (auto c = st.caches.find(i); c != st.caches.end())
-            local.push_back({int(i) % tp, rank_layers(st.model->num_layers(), int(i) / tp, stages).first, c->second});
-          else if (st.ranks[i])
-            pullers.push_back(st.ranks[i]);
-        }
-        if (pullers.empty()) return pull_off_thread(self, std::move(local), tp, std::move(x));
-        // Several pullers: the bytes once all have answered, or the first error.
-        auto rp = self->make_response_promise<std::uint64_t>();
-        auto left = std::make_shared<std::size_t>(pullers.size() + (local.empty() ? 0 : 1));
-        auto bytes = std::make_shared<std::uint64_t>(0);
-        const auto limit = std::chrono::milliseconds(x.timeout_ms) + std::chrono::seconds(5);
-        auto ask = [&](auto who) {
-          self->request(who, limit, pull_atom::value, x)
-              .then(
-                  [=](std::uint64_t b) mutable {
-                    *bytes += b;
-                    if (--*left == 0 && rp.pending()) rp.deliver(*bytes);
-                  },
-                  [=](caf::error& e) mutable {
-                    if (rp.pending()) rp.deliver(std::move(e));
-                  });
-        };
-        for (auto& r : pullers) ask(r);
-        if (!local.empty()) ask(self->spawn<caf::detached>(pull_helper, std::move(local), tp));
-        return rp;
-      },
-      [=](ready_atom) -> caf::result<group_status> {
-        auto& st = self->state;
-        if (st.retired.empty() && st.starting == 0) return status_of(st);
-        // Earlier ranks still running (one waking from an aborted collective), or ranks on other
-        // nodes still starting: not whole yet.
-        st.waiting_ready.push_back(self->make_response_promise<group_status>());
-        return st.waiting_ready.back();
-      },
-      [=](restart_atom) -> caf::result<group_status> {
-        auto& st = self->state;
-        if (st.step) fail_step(self, st.step->id, "the step passed its deadline");
-        else if (!restart(self, "the step passed its deadline")) {
-          self->quit(caf::make_error(caf::sec::runtime_error, "worker group gave up after a hung step"));
-          return caf::make_error(caf::sec::runtime_error, "worker group gave up");
-        }
-        return status_of(self->state);
-      },
+      [=](execute_atom, stage_input& in) { return execute_step(self, in); },
+      [=](pull_atom, kv_pull& x) { return pull_kv(self, x); },
+      [=](ready_atom) { return ready(self); },
+      [=](restart_atom) { return restart(self); },
       [=](ranks_atom) { return self->state.ranks; },
   };
 }
