@@ -11,6 +11,7 @@
 #include <toml++/toml.h>
 
 #include "runtime/common/error.h"
+#include "topology/toml_reader.h"
 
 namespace troupe::topology {
 
@@ -52,147 +53,18 @@ bool topology_config::is_head(const std::string& name) const {
   return false;
 }
 
+namespace detail {  // the control plane's sections: [admission], [autoscaler], [admin], [kv_events] (read_control.cpp)
+void read_admission(const reader& r, const toml::table& root, topology_config& t);
+void read_autoscaler(const reader& r, const toml::table& root, topology_config& t);
+void read_admin(const reader& r, const toml::table& root, topology_config& t);
+void read_kv_events(const reader& r, const toml::table& root, topology_config& t);
+}  // namespace detail
+
 namespace {
 
-const char* type_name(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a number";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::table: return "a table";
-    default: return "a date or time";
-  }
-}
-
-// Reads one file's tables with errors that name the file, the line and the key.
-class reader {
- public:
-  explicit reader(std::string source) : source_(std::move(source)) {}
-
-  [[noreturn]] void fail(const toml::node* n, const std::string& key, const std::string& what) const {
-    std::string where = source_;
-    if (n && n->source().begin.line > 0) where += ":" + std::to_string(n->source().begin.line);
-    throw input_error(where + ": " + key + ": " + what);
-  }
-
-  void only_keys(const toml::table& t, const std::string& prefix, std::initializer_list<const char*> allowed) const {
-    for (auto&& [k, v] : t) {
-      bool ok = false;
-      for (auto* a : allowed) ok = ok || k.str() == a;
-      if (!ok) {
-        std::string list;
-        for (auto* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-        fail(&v, prefix + std::string(k.str()), "unknown key (allowed here: " + list + ")");
-      }
-    }
-  }
-
-  const toml::table* table(const toml::table& t, const char* key, const std::string& prefix) const {
-    const toml::node* n = t.get(key);
-    if (!n) return nullptr;
-    if (!n->is_table()) fail(n, prefix + key, std::string("expected a table, got ") + type_name(*n));
-    return n->as_table();
-  }
-
-  std::string string(const toml::table& t, const char* key, const std::string& prefix, std::optional<std::string> fallback) const {
-    const toml::node* n = t.get(key);
-    if (!n) {
-      if (!fallback) fail(&t, prefix + key, "required key is missing");
-      return *fallback;
-    }
-    if (!n->is_string()) fail(n, prefix + key, std::string("expected a string, got ") + type_name(*n));
-    return n->value<std::string>().value();
-  }
-
-  std::int64_t integer(const toml::table& t, const char* key, const std::string& prefix, std::int64_t fallback,
-                       std::int64_t min, std::int64_t max) const {
-    const toml::node* n = t.get(key);
-    if (!n) return fallback;
-    if (!n->is_integer()) fail(n, prefix + key, std::string("expected an integer, got ") + type_name(*n));
-    std::int64_t v = n->value<std::int64_t>().value();
-    if (v < min || v > max)
-      fail(n, prefix + key, std::to_string(v) + " is out of range [" + std::to_string(min) + ", " + std::to_string(max) + "]");
-    return v;
-  }
-
-  double number(const toml::node& n, const std::string& key) const {
-    if (n.is_integer()) return double(n.value<std::int64_t>().value());
-    if (n.is_floating_point()) return n.value<double>().value();
-    fail(&n, key, std::string("expected a number, got ") + type_name(n));
-  }
-
-  // "512MiB", "2GB", "3.35TB" or a plain integer of bytes. `per_second` accepts a "/s" suffix.
-  double size(const toml::node& n, const std::string& key, bool per_second = false) const {
-    if (!n.is_string()) return number(n, key);
-    std::string s = n.value<std::string>().value();
-    if (per_second) {
-      if (s.size() < 2 || s.compare(s.size() - 2, 2, "/s") != 0) fail(&n, key, "expected a rate such as \"3.35TB/s\", got \"" + s + "\"");
-      s.resize(s.size() - 2);
-    }
-    static const std::pair<const char*, double> units[] = {{"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-        {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1.0}};
-    for (auto& [suffix, mult] : units) {
-      std::size_t len = std::strlen(suffix);
-      if (s.size() > len && s.compare(s.size() - len, len, suffix) == 0) {
-        try {
-          std::size_t used = 0;
-          double v = std::stod(s.substr(0, s.size() - len), &used);
-          if (used == s.size() - len && v >= 0) return v * mult;
-        } catch (const std::exception&) {
-        }
-        break;
-      }
-    }
-    fail(&n, key, "expected a size such as \"512MiB\" or \"2GB\", got \"" + s + "\"");
-  }
-
-  // "1s", "250ms", "100us", "2m" or an integer of milliseconds.
-  std::chrono::microseconds duration(const toml::node& n, const std::string& key) const {
-    if (n.is_integer()) return std::chrono::milliseconds(n.value<std::int64_t>().value());
-    if (!n.is_string()) fail(&n, key, std::string("expected a duration such as \"500ms\", got ") + type_name(n));
-    std::string s = n.value<std::string>().value();
-    static const std::pair<const char*, double> units[] = {{"ms", 1e3}, {"us", 1.0}, {"s", 1e6}, {"m", 60e6}};
-    for (auto& [suffix, us] : units) {
-      std::size_t len = std::strlen(suffix);
-      if (s.size() > len && s.compare(s.size() - len, len, suffix) == 0) {
-        try {
-          std::size_t used = 0;
-          double v = std::stod(s.substr(0, s.size() - len), &used);
-          if (used == s.size() - len && v >= 0) return std::chrono::microseconds(std::int64_t(std::llround(v * us)));
-        } catch (const std::exception&) {
-        }
-        break;
-      }
-    }
-    fail(&n, key, "expected a duration such as \"500ms\" or \"2s\", got \"" + s + "\"");
-  }
-
-  bool boolean(const toml::table& t, const char* key, const std::string& prefix, bool fallback) const {
-    const toml::node* n = t.get(key);
-    if (!n) return fallback;
-    if (!n->is_boolean()) fail(n, prefix + key, std::string("expected true or false, got ") + type_name(*n));
-    return n->value<bool>().value();
-  }
-
-  template <typename E>
-  E choice(const toml::table& t, const char* key, const std::string& prefix, E fallback,
-           std::initializer_list<std::pair<const char*, E>> options) const {
-    const toml::node* n = t.get(key);
-    if (!n) return fallback;
-    const std::string v = string(t, key, prefix, std::nullopt);
-    std::string list;
-    for (auto& [name, e] : options) {
-      if (v == name) return e;
-      list += (list.empty() ? "" : ", ") + std::string(name);
-    }
-    fail(n, prefix + key, "\"" + v + "\" is not one of " + list);
-  }
-
- private:
-  std::string source_;
-};
+using detail::loopback;
+using detail::reader;
+using detail::type_name;
 
 void read_model(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* m = r.table(root, "model", "");
@@ -256,8 +128,6 @@ void read_nodes(const reader& r, const toml::table& root, topology_config& t) {
       if (h->port == 0)
         r.fail(n, "nodes.address", "head \"" + h->name + "\" needs a fixed port: nodes join every head at its address");
 }
-
-bool loopback(const std::string& host);
 
 void read_rank_nodes(const reader& r, const toml::node& rn, const topology_config& t, pool_spec& p) {
   const int ranks = p.pipeline_parallel * std::max(p.tensor_parallel, p.expert_parallel);
@@ -428,10 +298,6 @@ void read_router(const reader& r, const toml::table& root, topology_config& t) {
   }
 }
 
-bool loopback(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-}
-
 void read_cluster(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* c = r.table(root, "cluster", "");
   auto& cl = t.cluster;
@@ -581,193 +447,6 @@ void read_frontend(const reader& r, const toml::table& root, topology_config& t)
 // "tcp://127.0.0.1:PORT" (or localhost / [::1]): nothing listens off loopback without
 // authentication, and the events sockets have none yet.
 // "tcp://HOST:PORT": returns HOST; anything else fails naming the key.
-std::string endpoint_host(const reader& r, const toml::node* n, const std::string& key, const std::string& ep) {
-  const std::string scheme = "tcp://";
-  const auto colon = ep.rfind(':');
-  if (ep.compare(0, scheme.size(), scheme) != 0 || colon == std::string::npos || colon <= scheme.size())
-    r.fail(n, key, "expected \"tcp://127.0.0.1:PORT\", got \"" + ep + "\"");
-  const std::string host = ep.substr(scheme.size(), colon - scheme.size());
-  int port = -1;
-  try {
-    std::size_t used = 0;
-    port = std::stoi(ep.substr(colon + 1), &used);
-    if (used != ep.size() - colon - 1) port = -1;
-  } catch (const std::exception&) {
-  }
-  if (port < 1 || port > 65535) r.fail(n, key, "expected a port in [1, 65535] in \"" + ep + "\"");
-  return host;
-}
-
-bool loopback_endpoint_host(const std::string& host) { return loopback(host) || host == "[::1]"; }
-
-void check_loopback_endpoint(const reader& r, const toml::node* n, const std::string& key, const std::string& ep) {
-  const std::string host = endpoint_host(r, n, key, ep);
-  if (!loopback_endpoint_host(host))
-    r.fail(n, key, "\"" + host + "\" is not a loopback address: off loopback KV events need CURVE keys (kv_events.secret_key, kv_events.authorized_keys)");
-}
-
-void read_admission(const reader& r, const toml::table& root, topology_config& t) {
-  const toml::table* a = r.table(root, "admission", "");
-  if (!a) return;
-  r.only_keys(*a, "admission.", {"max_queued", "priority_step", "min_share", "max_tracked_tenants", "tenants"});
-  auto& ad = t.admission;
-  ad.line = int(a->source().begin.line);
-  auto& c = ad.cfg;
-  auto number = [&](const toml::table& tb, const char* k, const std::string& prefix, double fallback) {
-    const toml::node* n = tb.get(k);
-    return n ? r.number(*n, prefix + k) : fallback;
-  };
-  c.max_queued = int(r.integer(*a, "max_queued", "admission.", 0, 0, 1 << 20));
-  c.priority_step = number(*a, "priority_step", "admission.", c.priority_step);
-  if (c.priority_step < 0 || c.priority_step > 1) r.fail(a->get("priority_step"), "admission.priority_step", "must be in [0, 1]");
-  c.min_share = number(*a, "min_share", "admission.", c.min_share);
-  if (c.min_share <= 0 || c.min_share > 1) r.fail(a->get("min_share"), "admission.min_share", "must be in (0, 1]");
-  c.max_tracked_tenants = std::size_t(r.integer(*a, "max_tracked_tenants", "admission.", 4096, 1, 1 << 20));
-  if (const toml::node* n = a->get("tenants")) {
-    const toml::table* ts = n->as_table();
-    if (!ts) r.fail(n, "admission.tenants", "expected tables [admission.tenants.NAME]");
-    if (ts->size() > 1024) r.fail(n, "admission.tenants", "at most 1024 tenants");
-    for (auto&& [name, v] : *ts) {
-      const std::string key = "admission.tenants." + std::string(name.str());
-      const toml::table* tt = v.as_table();
-      if (!tt) r.fail(&v, key, "expected a table with requests_per_second, burst, tokens_per_minute");
-      r.only_keys(*tt, key + ".", {"requests_per_second", "burst", "tokens_per_minute"});
-      admission::tenant_limits l;
-      l.requests_per_second = number(*tt, "requests_per_second", key + ".", 0);
-      l.burst_requests = number(*tt, "burst", key + ".", 0);
-      l.tokens_per_minute = number(*tt, "tokens_per_minute", key + ".", 0);
-      if (l.requests_per_second < 0 || l.burst_requests < 0 || l.tokens_per_minute < 0) r.fail(&v, key, "limits must not be negative");
-      c.tenants[std::string(name.str())] = l;
-    }
-  }
-}
-
-void read_autoscaler(const reader& r, const toml::table& root, topology_config& t) {
-  const toml::table* a = r.table(root, "autoscaler", "");
-  if (!a) return;
-  r.only_keys(*a, "autoscaler.", {"enabled", "interval", "queue_up", "queue_down", "kv_up", "kv_down", "busy_down", "ttft_slo", "itl_slo",
-                                  "up_for", "down_for", "cooldown"});
-  auto& c = t.autoscaler.cfg;
-  t.autoscaler.line = int(a->source().begin.line);
-  c.enabled = true;
-  if (const toml::node* n = a->get("enabled")) {
-    if (!n->is_boolean()) r.fail(n, "autoscaler.enabled", std::string("expected true or false, got ") + type_name(*n));
-    c.enabled = n->value<bool>().value();
-  }
-  auto number = [&](const char* k, double& out) {
-    if (const toml::node* n = a->get(k)) out = r.number(*n, std::string("autoscaler.") + k);
-    if (out < 0) r.fail(a->get(k), std::string("autoscaler.") + k, "must not be negative");
-  };
-  number("queue_up", c.queue_up);
-  number("queue_down", c.queue_down);
-  number("kv_up", c.kv_up);
-  number("kv_down", c.kv_down);
-  number("busy_down", c.busy_down);
-  if (c.queue_down >= c.queue_up) r.fail(a->get("queue_down"), "autoscaler.queue_down", "must be below queue_up (hysteresis)");
-  if (c.kv_down >= c.kv_up) r.fail(a->get("kv_down"), "autoscaler.kv_down", "must be below kv_up (hysteresis)");
-  auto ms = [&](const char* k, std::chrono::milliseconds& out) {
-    if (const toml::node* n = a->get(k)) {
-      const auto d = r.duration(*n, std::string("autoscaler.") + k);
-      if (d.count() <= 0) r.fail(n, std::string("autoscaler.") + k, "must be positive");
-      out = std::chrono::duration_cast<std::chrono::milliseconds>(d);
-    }
-  };
-  ms("interval", c.interval);
-  ms("up_for", c.up_for);
-  ms("down_for", c.down_for);
-  ms("cooldown", c.cooldown);
-  for (auto [k, out] : {std::pair{"ttft_slo", &c.ttft_slo_s}, std::pair{"itl_slo", &c.itl_slo_s}})
-    if (const toml::node* n = a->get(k)) *out = std::chrono::duration<double>(r.duration(*n, std::string("autoscaler.") + k)).count();
-}
-
-// A head's own admin addresses (nodes.admin, nodes.admin_events): each head of several serves
-// the admin protocol for the whole cluster, so each after the first names where.
-void read_head_admin(const reader& r, const toml::table& root, const toml::table* a, topology_config& t) {
-  const toml::array* nodes = root.get("nodes")->as_array();
-  const auto heads = t.heads();
-  for (std::size_t i = 0; i < nodes->size(); ++i) {
-    const toml::table& nt = *(*nodes)[i].as_table();
-    const node_spec& n = t.nodes[i];
-    for (const char* key : {"admin", "admin_events"}) {
-      const toml::node* v = nt.get(key);
-      if (!v) continue;
-      const std::string k = std::string("nodes.") + key;
-      if (!a) r.fail(v, k, "needs an [admin] table (its keys, and the first head's addresses)");
-      if (!t.is_head(n.name)) r.fail(v, k, "node \"" + n.name + "\" is not a head; only heads serve the admin protocol");
-      const std::string& ep = std::string(key) == "admin" ? n.admin_endpoint : n.admin_events;
-      const std::string host = endpoint_host(r, v, k, ep);
-      if (!t.admin.curve() && !loopback_endpoint_host(host))
-        r.fail(v, k, "\"" + host + "\" is not a loopback address: off loopback the admin endpoint needs CURVE keys (admin.secret_key, admin.authorized_keys)");
-    }
-    if (!n.admin_events.empty() && n.admin_endpoint.empty())
-      r.fail(nt.get("admin_events"), "nodes.admin_events", "needs nodes.admin too");
-    if (a && !t.admin.endpoint.empty() && heads.size() > 1 && t.is_head(n.name) && &n != heads.front() && n.admin_endpoint.empty())
-      r.fail(&nt, "nodes.admin",
-             "head \"" + n.name + "\" needs its own admin endpoint: with several heads each serves the admin protocol for the whole cluster");
-  }
-}
-
-// authorized_keys of [admin] or [kv_events]: Z85 public keys of 40 characters, at most 1024.
-std::vector<std::string> read_authorized_keys(const reader& r, const toml::table& tbl, const std::string& prefix) {
-  std::vector<std::string> out;
-  const toml::node* n = tbl.get("authorized_keys");
-  if (!n) return out;
-  const toml::array* keys = n->as_array();
-  if (!keys) r.fail(n, prefix + "authorized_keys", std::string("expected an array of strings, got ") + type_name(*n));
-  if (keys->size() > 1024) r.fail(n, prefix + "authorized_keys", "at most 1024 keys");
-  for (auto&& k : *keys) {
-    if (!k.is_string() || k.value<std::string>()->size() != 40)
-      r.fail(&k, prefix + "authorized_keys", "expected Z85 public keys of 40 characters (troupe admin keygen writes them)");
-    out.push_back(*k.value<std::string>());
-  }
-  return out;
-}
-
-void read_admin(const reader& r, const toml::table& root, topology_config& t) {
-  const toml::table* a = r.table(root, "admin", "");
-  if (!a) return read_head_admin(r, root, a, t);
-  r.only_keys(*a, "admin.", {"endpoint", "events", "secret_key", "authorized_keys"});
-  auto& ad = t.admin;
-  ad.line = int(a->source().begin.line);
-  ad.endpoint = r.string(*a, "endpoint", "admin.", std::nullopt);
-  ad.events = r.string(*a, "events", "admin.", std::string());
-  ad.secret_key = r.string(*a, "secret_key", "admin.", std::string());
-  ad.authorized_keys = read_authorized_keys(r, *a, "admin.");
-  if (ad.curve() != !ad.authorized_keys.empty())
-    r.fail(a, "admin.secret_key", "CURVE needs both secret_key (the server's) and authorized_keys (the clients')");
-  for (const char* key : {"endpoint", "events"}) {
-    const std::string& ep = std::string(key) == "endpoint" ? ad.endpoint : ad.events;
-    if (ep.empty()) continue;
-    const std::string host = endpoint_host(r, a->get(key), std::string("admin.") + key, ep);
-    if (!ad.curve() && !loopback_endpoint_host(host))
-      r.fail(a->get(key), std::string("admin.") + key,
-             "\"" + host + "\" is not a loopback address: off loopback the admin endpoint needs CURVE keys (secret_key, authorized_keys)");
-  }
-  if (!ad.events.empty() && ad.events == ad.endpoint) r.fail(a->get("events"), "admin.events", "must differ from admin.endpoint");
-  read_head_admin(r, root, a, t);
-}
-
-void read_kv_events(const reader& r, const toml::table& root, topology_config& t) {
-  const toml::table* k = r.table(root, "kv_events", "");
-  if (!k) return;
-  r.only_keys(*k, "kv_events.", {"endpoint", "replay_endpoint", "topic", "buffer", "secret_key", "authorized_keys", "token_ids"});
-  auto& ev = t.kv_events;
-  ev.secret_key = r.string(*k, "secret_key", "kv_events.", std::string());
-  ev.authorized_keys = read_authorized_keys(r, *k, "kv_events.");
-  if (ev.curve() != !ev.authorized_keys.empty())
-    r.fail(k, "kv_events.secret_key", "CURVE needs both secret_key (the server's) and authorized_keys (the subscribers')");
-  ev.token_ids = r.boolean(*k, "token_ids", "kv_events.", true);
-  ev.endpoint = r.string(*k, "endpoint", "kv_events.", std::nullopt);
-  if (!ev.curve()) check_loopback_endpoint(r, k->get("endpoint"), "kv_events.endpoint", ev.endpoint);
-  ev.replay_endpoint = r.string(*k, "replay_endpoint", "kv_events.", std::string());
-  if (!ev.replay_endpoint.empty()) {
-    if (!ev.curve()) check_loopback_endpoint(r, k->get("replay_endpoint"), "kv_events.replay_endpoint", ev.replay_endpoint);
-    if (ev.replay_endpoint == ev.endpoint) r.fail(k->get("replay_endpoint"), "kv_events.replay_endpoint", "must differ from kv_events.endpoint");
-  }
-  ev.topic = r.string(*k, "topic", "kv_events.", std::string());
-  ev.buffer = int(r.integer(*k, "buffer", "kv_events.", ev.buffer, 1, 1 << 20));
-}
-
 void read_kv_transfer(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* k = r.table(root, "kv_transfer", "");
   if (!k) return;
@@ -873,10 +552,10 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
   read_timeouts(r, root, t);
   read_sim(r, root, t);
   read_frontend(r, root, t);
-  read_kv_events(r, root, t);
-  read_admin(r, root, t);
-  read_admission(r, root, t);
-  read_autoscaler(r, root, t);
+  detail::read_kv_events(r, root, t);
+  detail::read_admin(r, root, t);
+  detail::read_admission(r, root, t);
+  detail::read_autoscaler(r, root, t);
   read_kv_transfer(r, root, t);
   read_kv_store(r, root, t);
   read_cluster(r, root, t);
