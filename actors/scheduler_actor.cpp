@@ -365,7 +365,7 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
   });
   return {
       [=](submit_atom, const engine::request& r, token_sink sink) { return accept(self, r, std::move(sink)); },
-      [=](handoff_atom, const engine::request& r, caf::actor holder, token_sink sink) { return accept_handoff(self, r, holder, sink); },
+      [=](handoff_atom, const engine::request& r, caf::actor holder, token_sink sink) { return accept_handoff(self, r, std::move(holder), std::move(sink)); },
       [=](claim_atom, const std::string& id) { return claim_hold(self, id); },
       [=](release_atom, const std::string& id) { release_hold(self, id); },
       [=](hold_atom, const std::string& id, std::uint64_t n) { expire_hold(self, id, n); },
@@ -375,7 +375,7 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
       [=](kv_sources_atom, std::vector<kv::transfer::kv_source>& sources) { set_sources(self, sources); },
       [=](abort_atom, const std::string& id) { abort_request(self, id); },
       [=](load_atom) { return report_of(self->state); },
-      [=](kv_subscribe_atom, replica_id replica, kv_event_sink sink) { return subscribe_kv(self, replica, sink); },
+      [=](kv_subscribe_atom, replica_id replica, kv_event_sink sink) { return subscribe_kv(self, replica, std::move(sink)); },
       [=](group_atom) { return group_of(self); },
       [=](step_atom) { step_now(self); },
       [=](wake_atom) { wake_up(self); },

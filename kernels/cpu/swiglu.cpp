@@ -6,14 +6,14 @@
 
 namespace troupe::kernels::TROUPE_ISA {
 
-// silu(g) * u for 16 elements. exp16 wants x <= 0, so with e = e^-|g|:
-//   silu(g) = g * e^min(g, 0) / (1 + e)
-// (for g >= 0 the numerator's exp is e^0 = 1 exactly). The same IEEE steps on every ISA.
+// silu(g) * u for 16 elements. exp16 wants x <= 0, so with e = e^-|g| (one exp):
+//   silu(g) = (max(g, 0) + min(g, 0) * e) / (1 + e)
+// which is g / (1 + e) for g >= 0 and g * e / (1 + e) below. The same IEEE steps on every ISA.
 static inline vec16 silu_times(vec16 g, vec16 u) {
   const vec16 minus = splat16(-1.0f), zero = zero16();
-  const vec16 neg_abs = mul16(max16(g, mul16(g, minus)), minus);
-  const vec16 num = exp16(mul16(max16(mul16(g, minus), zero), minus));
-  return mul16(div16(mul16(g, num), add16(splat16(1.0f), exp16(neg_abs))), u);
+  const vec16 e = exp16(mul16(max16(g, mul16(g, minus)), minus));
+  const vec16 below = mul16(max16(mul16(g, minus), zero), minus);  // min(g, 0)
+  return mul16(div16(add16(max16(g, zero), mul16(below, e)), add16(splat16(1.0f), e)), u);
 }
 
 void swiglu_run(const float* g, const float* u, std::size_t n, float* o) {
