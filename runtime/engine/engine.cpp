@@ -172,7 +172,7 @@ void engine::add_request(request r) {
                         std::to_string(s->tokens.size()) + " tokens take 1 to " + std::to_string(s->tokens.size() - 1));
     if (auto why = kv::transfer::layout_mismatch(r.kv_from.layout, layout_)) throw input_error("request '" + r.id + "': " + *why);
     s->num_computed = positions;  // once pulled; until then its reserved blocks sit out the steps
-    s->pull_from = std::move(r.kv_from);
+    s->kv_in = kv::connector::incoming(std::move(r.kv_from));
   }
   s->params = std::move(r.params);
   // A request without a seed gets one now, so recompute and migration repeat its draws.
@@ -227,7 +227,7 @@ void engine::offload_done(const std::vector<std::int32_t>& blocks) {
 bool engine::has_work() const {
   if (!aborted_.empty()) return true;
   for (auto id : running_)
-    if (!seqs_.at(id)->pulling) return true;
+    if (!seqs_.at(id)->kv_in.in_flight()) return true;
   return !waiting_.empty() && !stalled_;
 }
 
@@ -240,10 +240,7 @@ bool engine::abort(const std::string& id) {
     return true;
   }
   sequence& s = *seqs_.at(it->second);
-  if (s.pulling) {  // a copy is writing its blocks: they go (and it ends) when the pull ends
-    s.abort_after_pull = true;
-    return true;
-  }
+  if (s.kv_in.abort_when_pulled()) return true;  // a copy is writing its blocks: it ends when the pull does
   request_output o;
   o.id = s.name;
   finish(s, finish_reason::abort, o);
@@ -260,7 +257,7 @@ std::vector<request_output> engine::hand_off_all() {
   ids.insert(ids.end(), waiting_.begin(), waiting_.end());
   for (auto id : ids) {
     sequence& s = *seqs_.at(id);
-    if (s.pulling) continue;  // its KV is still arriving: handed off once it is here
+    if (s.kv_in.in_flight()) continue;  // its KV is still arriving: handed off once it is here
     request_output o;
     o.id = s.name;
     finish(s, finish_reason::handoff, o);
@@ -273,7 +270,7 @@ void engine::finish(sequence& s, finish_reason why, request_output& o) {
   // A request handed off with KV computed keeps its blocks until the receiver pulled them; one
   // that computed nothing here (still waiting) goes without a handle, or with the one it came
   // with if it was still waiting to pull it.
-  if (why == finish_reason::handoff && s.num_computed > 0 && s.pull_from.empty()) {
+  if (why == finish_reason::handoff && s.num_computed > 0 && !s.kv_in.expected()) {
     o.kv.request = s.name;
     o.kv.layout = layout_;
     o.kv.sources = exec_->kv_sources();
@@ -283,7 +280,7 @@ void engine::finish(sequence& s, finish_reason why, request_output& o) {
   } else {
     kv_.free(s.id);
     // Handed on before its pull began: the next replica pulls from the same holder.
-    if (why == finish_reason::handoff && !s.pull_from.empty() && !s.pulling) o.kv = std::move(s.pull_from);
+    if (why == finish_reason::handoff) o.kv = s.kv_in.pass_on();
   }
   o.finished = true;
   o.reason = why;
@@ -324,7 +321,7 @@ forward_plan engine::begin_step() {
   std::vector<sched::seq_snapshot> run, wait;
   for (auto id : running_) {
     const sequence& s = *seqs_.at(id);
-    if (s.pulling) continue;  // its blocks are reserved for the pull: not scheduled, not preempted
+    if (s.kv_in.in_flight()) continue;  // its blocks are reserved for the pull: not scheduled, not preempted
     sched::seq_snapshot snap{id, int(s.tokens.size()), s.num_computed, kv_.num_blocks_of(id), s.priority, s.arrival};
     if (cfg_.prefix_caching) snap.exclusive_blocks = kv_.num_exclusive(id);  // else: all of them
     run.push_back(snap);
@@ -337,7 +334,7 @@ forward_plan engine::begin_step() {
   if (cfg_.prefix_caching)
     for (auto id : running_) {
       sequence& s = *seqs_.at(id);
-      if (s.pulling || s.num_computed >= s.prompt_len) continue;
+      if (s.kv_in.in_flight() || s.num_computed >= s.prompt_len) continue;
       kv::extend_block_hashes(s.hashes, std::span(s.tokens.data(), std::size_t(s.prompt_len)), bs, s.keys);
       for (std::size_t i = std::size_t(s.num_computed / bs); i < s.hashes.size(); ++i) computing.insert(s.hashes[i]);
     }
@@ -349,7 +346,7 @@ forward_plan engine::begin_step() {
   for (auto id : waiting_) {
     sequence& s = *seqs_.at(id);
     sched::seq_snapshot snap{id, int(s.tokens.size()), s.num_computed, kv_.num_blocks_of(id), s.priority, s.arrival};
-    if (cfg_.prefix_caching && s.pull_from.empty() && s.num_computed == 0 && snap.num_blocks == 0 && !s.wants_scores() &&
+    if (cfg_.prefix_caching && !s.kv_in.expected() && s.num_computed == 0 && snap.num_blocks == 0 && !s.wants_scores() &&
         !s.pools_from_start && lookups++ < std::size_t(std::max(cfg_.sched.max_num_seqs, 1))) {
       kv::extend_block_hashes(s.hashes, s.tokens, bs, s.keys);
       kv::prefix_hit hit = kv_.find_prefix(s.hashes, (int(s.tokens.size()) - 1) / bs);
@@ -366,11 +363,11 @@ forward_plan engine::begin_step() {
       // If admitted, it computes its prompt's blocks from here: later arrivals with the same
       // prefix wait for them.
       for (std::size_t i = next; i < s.hashes.size() && int(i + 1) * bs <= s.prompt_len; ++i) computing.insert(s.hashes[i]);
-    } else if (cfg_.prefix_caching && !s.pull_from.empty() && snap.num_blocks == 0 &&
+    } else if (cfg_.prefix_caching && s.kv_in.expected() && snap.num_blocks == 0 &&
                lookups++ < std::size_t(std::max(cfg_.sched.max_num_seqs, 1))) {
       // KV to pull: what this replica's own cache holds of it is not pulled again.
       kv::extend_block_hashes(s.hashes, s.tokens, bs, s.keys);
-      kv::prefix_hit hit = kv_.find_prefix(s.hashes, s.pull_from.positions / bs);
+      kv::prefix_hit hit = kv_.find_prefix(s.hashes, s.kv_in.positions() / bs);
       snap.num_blocks = int(hit.blocks.size());
       snap.cached_free_blocks = hit.evictable;
       if (!hit.blocks.empty()) hits.emplace(id, std::move(hit));
@@ -396,17 +393,10 @@ forward_plan engine::begin_step() {
       kv_.attach_prefix(id, h->second);
       const int cached = h->second.tokens(bs);
       kv_.count_lookup(int(s.tokens.size()), cached);
-      if (s.pull_from.empty()) {
+      if (!s.kv_in.expected()) {
         s.num_computed = cached;
-      } else {  // the pull brings only the blocks after the cached ones
-        const auto k = std::ptrdiff_t(h->second.blocks.size());
-        s.pull_from.blocks.erase(s.pull_from.blocks.begin(), s.pull_from.blocks.begin() + k);
-        s.pull_from.positions -= cached;
-        s.pull_skip = int(k);
-        if (s.pull_from.positions == 0) {  // all of it was here: nothing to pull
-          s.pull_from = {};
-          if (on_transfer_) on_transfer_({s.name, {}, 0});
-        }
+      } else if (s.kv_in.trim(int(h->second.blocks.size()), cached) && on_transfer_) {
+        on_transfer_({s.name, {}, 0});  // all of it was here: nothing to pull, the holder may free it
       }
     }
   }
@@ -419,7 +409,7 @@ forward_plan engine::begin_step() {
   for (const auto& sc : plan.scheduled) {
     sequence& s = *seqs_.at(sc.id);
     if (!s.first_scheduled) s.first_scheduled = sequence::clock::now();
-    if (!s.pull_from.empty()) {  // just admitted: its blocks are reserved, its KV comes first
+    if (s.kv_in.expected()) {  // just admitted: its blocks are reserved, its KV comes first
       to_pull.push_back(sc.id);
       continue;
     }
@@ -598,8 +588,7 @@ void engine::lose_kv() {
   std::vector<std::uint64_t> back, still_pulling;
   for (auto id : running_) {
     sequence& s = *seqs_.at(id);
-    if (s.pulling) {  // its copy may still write its blocks: they go when it ends
-      s.pull_lost = true;
+    if (s.kv_in.lose()) {  // its copy may still write its blocks: they go when it ends
       still_pulling.push_back(id);
       continue;
     }
@@ -618,14 +607,13 @@ void engine::lose_kv() {
 }
 
 void engine::start_pull(sequence& s) {
-  s.pulling = true;
-  s.pull_epoch = ++pull_epoch_;
+  const std::uint64_t id = s.id, epoch = ++pull_epoch_;
+  s.kv_in.start(epoch);
   const auto t0 = sequence::clock::now();
-  const std::uint64_t id = s.id, epoch = s.pull_epoch;
   // The table as of now: the pull fills the leading blocks, the step after it writes the rest.
   std::vector<std::int32_t> table = kv_.raw_table(id);
-  table.erase(table.begin(), table.begin() + s.pull_skip);  // blocks found in this replica's cache
-  exec_->pull_kv(s.pull_from, layout_, std::move(table), cfg_.transfer_backend, t0 + cfg_.transfer_timeout,
+  table.erase(table.begin(), table.begin() + s.kv_in.skip());  // blocks found in this replica's cache
+  exec_->pull_kv(s.kv_in.handle(), layout_, std::move(table), cfg_.transfer_backend, t0 + cfg_.transfer_timeout,
                  [this, id, epoch, t0](pull_outcome out) {
                    auto it = seqs_.find(id);
                    if (it != seqs_.end()) it->second->transfer_seconds += std::chrono::duration<double>(sequence::clock::now() - t0).count();
@@ -634,33 +622,31 @@ void engine::start_pull(sequence& s) {
 }
 
 void engine::pulled(std::uint64_t id, std::uint64_t epoch, pull_outcome out) {
+  using kv::connector::after_pull;
   auto it = seqs_.find(id);
-  if (it == seqs_.end() || !it->second->pulling || it->second->pull_epoch != epoch) return;
+  if (it == seqs_.end()) return;
   sequence& s = *it->second;
-  s.pulling = false;
-  s.pull_skip = 0;
-  stalled_ = false;
   transfer_record rec{s.name, std::move(out), s.transfer_seconds};
-  if (s.pull_lost && rec.outcome.error.empty()) rec.outcome.error = "the replica's KV was lost while it arrived";
-  const bool ok = rec.outcome.error.empty();
-  s.pull_from = {};
-  if (ok) {
+  const after_pull next = s.kv_in.end(epoch, rec.outcome.error, cfg_.on_transfer_failure);
+  if (next == after_pull::stale) return;
+  stalled_ = false;
+  if (rec.outcome.error.empty()) {
     ++stats_.kv_pulls;
     stats_.kv_pull_bytes += rec.outcome.bytes;
     stats_.kv_pull_seconds += rec.seconds;
   } else {
     ++stats_.kv_pull_failures;
   }
-  if (s.abort_after_pull) {
+  if (next == after_pull::abort) {
     request_output o;
     o.id = s.name;
     finish(s, finish_reason::abort, o);
     aborted_.push_back(std::move(o));
-  } else if (!ok) {  // the reserved blocks go back; the policy decides what comes next
+  } else if (next != after_pull::compute_on) {  // the reserved blocks go back; the policy said what comes next
     kv_.free(id);
     s.num_computed = 0;
     forget_proposals(id, 0);
-    if (cfg_.on_transfer_failure == engine_config::transfer_failure::retry && !s.pull_lost) {
+    if (next == after_pull::retry_elsewhere) {
       request_output o;
       o.id = s.name;
       finish(s, finish_reason::transfer_failed, o);

@@ -15,6 +15,7 @@
 #include "runtime/engine/executor.h"
 #include "runtime/engine/output_processor.h"
 #include "runtime/engine/request.h"
+#include "runtime/kv/connector.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/kv/kv_cache_manager.h"
 #include "runtime/model/llama_model.h"
@@ -46,7 +47,8 @@ struct engine_config {
   std::chrono::milliseconds transfer_timeout{10000};  // a pull not done by then failed
   // A failed pull releases the reserved blocks, then: recompute the prompt here, or end the
   // request with reason transfer_failed so its owner prefills it again on another replica.
-  enum class transfer_failure { recompute, retry } on_transfer_failure = transfer_failure::recompute;
+  using transfer_failure = kv::connector::failure_policy;
+  transfer_failure on_transfer_failure = transfer_failure::recompute;
   // How long a handed-off request's blocks wait for the receiver's pull (its scheduler actor
   // frees them after this even if no release came: the receiver died or gave up).
   std::chrono::milliseconds handoff_hold{60000};

@@ -35,7 +35,7 @@ void engine::prefetch_masks(const sched::step_plan& plan) const {
   std::vector<const structured::constrained_output*> want;
   for (const auto& sc : plan.scheduled) {
     const sequence& s = *seqs_.at(sc.id);
-    if (s.constraint && s.pull_from.empty() && s.num_computed + sc.num_new_tokens == int(s.tokens.size()))
+    if (s.constraint && !s.kv_in.expected() && s.num_computed + sc.num_new_tokens == int(s.tokens.size()))
       want.push_back(s.constraint.get());
   }
   if (want.size() < 2) return;  // one is computed where it is needed

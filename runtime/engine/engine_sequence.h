@@ -10,7 +10,7 @@
 #include "runtime/engine/output_processor.h"
 #include "runtime/engine/request.h"
 #include "runtime/kv/block_hash.h"
-#include "runtime/kv/transfer/kv_handle.h"
+#include "runtime/kv/connector.h"
 #include "runtime/sampling/sampling_params.h"
 #include "runtime/speculative/policy.h"
 #include "runtime/structured/constraint.h"
@@ -29,13 +29,8 @@ struct live_sequence {  // engine::sequence
   std::uint64_t seed = 0;
   output_stream out;
   bool prefill_only = false;
-  kv::transfer::kv_handle pull_from;  // KV to pull once admitted (blocks reserved), then empty
-  bool pulling = false;               // the pull into its reserved blocks is in flight
-  std::uint64_t pull_epoch = 0;       // which pull a completion belongs to
-  bool pull_lost = false;             // the executor's KV was lost while it pulled
-  bool abort_after_pull = false;      // aborted while pulling: its blocks go when the pull ends
+  kv::connector::incoming kv_in;      // KV to pull once admitted (blocks reserved), and its pull
   double transfer_seconds = 0;
-  int pull_skip = 0;                  // leading blocks of its table found cached, not pulled
   kv::hash_keys keys;                     // how its blocks are keyed in the prefix cache
   std::vector<kv::block_hash> hashes;     // of its full blocks so far
   using clock = std::chrono::steady_clock;

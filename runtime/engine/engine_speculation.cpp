@@ -42,7 +42,7 @@ std::map<std::uint64_t, std::vector<std::int32_t>> engine::propose(const sched::
   int base_tokens = 0;  // tokens the step yields without speculation
   for (const auto& x : plan.scheduled) {
     sequence& s = *seqs_.at(x.id);
-    if (!s.pull_from.empty()) continue;
+    if (s.kv_in.expected()) continue;
     const bool ends = s.num_computed + x.num_new_tokens == int(s.tokens.size());
     base_tokens += ends ? 1 : 0;
     if (!ends || x.num_new_tokens != 1 || s.prefill_only || !s.speculate) continue;
