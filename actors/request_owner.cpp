@@ -76,7 +76,8 @@ void unqueue(owner_ptr self, owned_request& r, bool started) {
 void fail(owner_ptr self, const std::string& id, const std::string& why, promise* initial) {
   auto it = self->state.requests.find(id);
   if (it == self->state.requests.end()) return;
-  if (it->second.kv_holder) self->send(it->second.kv_holder, release_atom::value, id);  // nobody will pull it
+  if (auto holder = it->second.kv.drop())  // nobody will pull it
+    self->send(caf::actor_cast<scheduler_actor>(*holder), release_atom::value, id);
   unqueue(self, it->second, false);
   log_end(self, it->second, initial ? "refused" : "error", nullptr, why);
   if (initial) {
@@ -178,10 +179,9 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
             req.text_returned = r.text_tokens;
             req.prefill_only = rep.prefill_only;
             // The KV once: the receiver releases the holder after its pull; a later move recomputes.
-            req.kv_from = std::move(r.kv);
-            r.kv = {};
-            const caf::actor holder = caf::actor_cast<caf::actor>(r.kv_holder);
-            r.kv_holder = nullptr;
+            auto [kv, held_by] = r.kv.take();
+            req.kv_from = std::move(kv);
+            const caf::actor holder = held_by ? *held_by : caf::actor{};
             r.scheduler = rep.scheduler;
             r.replica = rep.replica;
             if (r.replicas.size() < 64) r.replicas.push_back(rep.replica.value);  // bounded: a request moves a few times at most
@@ -283,9 +283,7 @@ void hand_off(owner_ptr self, const std::string& id, owned_request& r, token_upd
               std::uint64_t step) {
   const replica_id from = r.replica;
   if (!u.kv.empty()) {
-    r.kv = std::move(u.kv);
-    r.kv_holder = r.scheduler;
-    r.kv_replica = from;
+    r.kv.grant(std::move(u.kv), caf::actor_cast<caf::actor>(r.scheduler), from);
     r.prefilled = true;
   }
   u.kv = {};
@@ -332,7 +330,7 @@ void on_update(owner_ptr self, const caf::actor_addr& from, token_update& u, std
     // Its KV could not be pulled and the policy is to prefill it again elsewhere.
     r.prefilled = false;
     r.scheduler = nullptr;
-    place(self, it->first, r.kv_replica, nullptr);
+    place(self, it->first, r.kv.from(), nullptr);
     return;
   }
   if (u.finished && u.reason == engine::finish_reason::handoff) return hand_off(self, it->first, r, u, out, step);

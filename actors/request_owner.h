@@ -9,6 +9,7 @@
 #include <set>
 
 #include "runtime/admission/admission.h"
+#include "runtime/kv/connector.h"
 #include "topology/topology.h"
 #include "actors/protocol/owner_protocol.h"
 #include "actors/protocol/router_protocol.h"
@@ -42,9 +43,7 @@ struct owned_request {
   bool prefilled = false;       // handed off by a prefill replica: decode replicas only from now
   // Where that replica holds its KV (the handle, not the bytes), until a decode replica takes
   // it; the holder frees it when the receiver says, or when told the request went elsewhere.
-  kv::transfer::kv_handle kv;
-  scheduler_actor kv_holder;
-  replica_id kv_replica;        // the replica that prefilled it (a retry avoids it)
+  kv::connector::lease<caf::actor, replica_id> kv;
 };
 
 

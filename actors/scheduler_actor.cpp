@@ -51,10 +51,7 @@ namespace {
 
 // Tells the replica holding a pulled request's KV that it may free it.
 void release_holder(scheduler_actor::stateful_pointer<scheduler_state> self, const std::string& id) {
-  auto it = self->state.holders.find(id);
-  if (it == self->state.holders.end()) return;
-  self->send(caf::actor_cast<scheduler_actor>(it->second), release_atom::value, id);
-  self->state.holders.erase(it);
+  if (auto holder = self->state.kv.pulled(id)) self->send(caf::actor_cast<scheduler_actor>(*holder), release_atom::value, id);
 }
 
 // One batch per destination for a step's outputs.
@@ -90,18 +87,9 @@ void hold_handoffs(scheduler_actor::stateful_pointer<scheduler_state> self, std:
   auto& st = self->state;
   for (auto& o : outputs) {
     if (!o.finished || o.reason != engine::finish_reason::handoff || o.kv.empty()) continue;
-    if (auto h = st.holders.find(o.id); h != st.holders.end()) {  // a handle passed on unpulled
-      if (!st.sinks.count(o.id)) continue;  // nobody receives it: deliver() releases its holder
-      st.relayed[o.id] = h->second;
-      st.holders.erase(h);
-      self->delayed_send(self, st.engine->config().handoff_hold, hold_atom::value, o.id, st.held.start(o.id));
-      continue;
-    }
-    if (!st.sinks.count(o.id)) {
-      st.engine->release_handoff(o.id);
-      continue;
-    }
-    self->delayed_send(self, st.engine->config().handoff_hold, hold_atom::value, o.id, st.held.start(o.id));
+    const auto d = st.kv.handed_off(o.id, st.sinks.count(o.id) > 0);
+    if (d.what == d.hold) self->delayed_send(self, st.engine->config().handoff_hold, hold_atom::value, o.id, d.timer);
+    if (d.what == d.free_now) st.engine->release_handoff(o.id);
   }
 }
 
@@ -133,7 +121,7 @@ void publish_kv_events(scheduler_actor::stateful_pointer<scheduler_state> self) 
 // A drained replica answers everyone waiting for it to be empty.
 void check_drained(scheduler_actor::stateful_pointer<scheduler_state> self) {
   auto& st = self->state;
-  if (!st.draining || st.engine->has_unfinished() || st.engine->num_handoffs_held() > 0 || !st.relayed.empty()) return;
+  if (!st.draining || st.engine->has_unfinished() || st.engine->num_handoffs_held() > 0 || st.kv.num_relayed() > 0) return;
   for (auto& p : st.drained) p.deliver(true);
   st.drained.clear();
 }
@@ -246,7 +234,7 @@ load_report report_of(const scheduler_state& st) {
   r.kv_pull_failures = e.stats().kv_pull_failures;
   r.kv_pull_bytes = e.stats().kv_pull_bytes;
   r.kv_pull_seconds = e.stats().kv_pull_seconds;
-  r.handoffs_held = std::int32_t(e.num_handoffs_held() + st.relayed.size());  // held here or relayed
+  r.handoffs_held = std::int32_t(e.num_handoffs_held() + st.kv.num_relayed());  // held here or relayed
   r.draining = st.draining;
   r.parked = st.parked;
   r.expert_tokens = e.stats().expert_tokens;
@@ -258,19 +246,18 @@ namespace {
 // A request handed off by another replica: accepted, and the replica holding its KV remembered
 caf::result<bool> accept_handoff(scheduler_actor::stateful_pointer<scheduler_state> self, const engine::request& r, caf::actor holder, token_sink sink) {
   auto res = accept(self, r, std::move(sink));
-  if (holder && self->state.sinks.count(r.id)) self->state.holders[r.id] = holder;
+  if (holder && self->state.sinks.count(r.id)) self->state.kv.expect(r.id, std::move(holder));
   return res;
 }
 
 // The new replica claims a handed-off request's blocks: a fresh hold here, or the holder asked when relayed
 caf::result<bool> claim_hold(scheduler_actor::stateful_pointer<scheduler_state> self, const std::string& id) {
   auto& st = self->state;
-  auto n = st.held.claim(id);  // a fresh hold from now; the earlier timer no longer matches
-  if (n) self->delayed_send(self, st.engine->config().handoff_hold, hold_atom::value, id, *n);
-  auto r = st.relayed.find(id);
-  if (r == st.relayed.end()) return n.has_value();
+  auto c = st.kv.claimed(id);  // a fresh hold from now; the earlier timer no longer matches
+  if (c.timer) self->delayed_send(self, st.engine->config().handoff_hold, hold_atom::value, id, *c.timer);
+  if (!c.ask) return c.held;
   auto rp = self->make_response_promise<bool>();  // the holder answers for its blocks
-  self->request(caf::actor_cast<scheduler_actor>(r->second), st.engine->config().transfer_timeout, claim_atom::value, id)
+  self->request(caf::actor_cast<scheduler_actor>(*c.ask), st.engine->config().transfer_timeout, claim_atom::value, id)
       .then([rp](bool held) mutable { rp.deliver(held); }, [rp](caf::error&) mutable { rp.deliver(false); });
   return rp;
 }
@@ -278,21 +265,18 @@ caf::result<bool> claim_hold(scheduler_actor::stateful_pointer<scheduler_state> 
 // The new replica has the blocks (or gave up): they are freed here, or at the holder when relayed
 void release_hold(scheduler_actor::stateful_pointer<scheduler_state> self, const std::string& id) {
   auto& st = self->state;
-  if (auto r = st.relayed.find(id); r != st.relayed.end()) {
-    self->send(caf::actor_cast<scheduler_actor>(r->second), release_atom::value, id);
-    st.relayed.erase(r);
-    st.held.release(id);
-  } else if (st.held.release(id) && st.engine->release_handoff(id)) {
+  const auto r = st.kv.released(id);
+  if (r.tell)
+    self->send(caf::actor_cast<scheduler_actor>(*r.tell), release_atom::value, id);
+  else if (r.free_blocks && st.engine->release_handoff(id))
     schedule_step(self);
-  }
   check_drained(self);
 }
 
 // A hold ran out: its blocks are freed (a relay's expiry only forgets it; the holder's own hold frees them)
 void expire_hold(scheduler_actor::stateful_pointer<scheduler_state> self, const std::string& id, std::uint64_t n) {
   auto& st = self->state;
-  // A relay's expiry only forgets it: the holder's own hold frees the blocks.
-  if (st.held.expire(id, n) && !st.relayed.erase(id) && st.engine->release_handoff(id)) schedule_step(self);
+  if (st.kv.expired(id, n) && st.engine->release_handoff(id)) schedule_step(self);
   check_drained(self);
 }
 
@@ -405,9 +389,9 @@ scheduler_actor::behavior_type scheduler(scheduler_actor::stateful_pointer<sched
   auto* raw = exec.get();
   st.set_kv_sources = [raw](std::vector<kv::transfer::kv_source> s) { raw->set_sources(std::move(s)); };
   raw->set_claim([self](const std::string& id, std::function<void(bool)> then) {
-    auto it = self->state.holders.find(id);
-    if (it == self->state.holders.end()) return then(true);  // nobody holds it for us: KV in-process
-    self->request(caf::actor_cast<scheduler_actor>(it->second), self->state.engine->config().transfer_timeout, claim_atom::value, id)
+    const auto holder = self->state.kv.holder_of(id);
+    if (!holder) return then(true);  // nobody holds it for us: KV in-process
+    self->request(caf::actor_cast<scheduler_actor>(*holder), self->state.engine->config().transfer_timeout, claim_atom::value, id)
         .then([then](bool held) { then(held); }, [then](caf::error&) { then(false); });
   });
   auto draft = engine::draft_for(cfg, *model, tok.get());

@@ -14,7 +14,7 @@
 #include "actors/protocol/store_protocol.h"
 #include "actors/worker_group.h"
 #include "runtime/engine/engine.h"
-#include "runtime/kv/transfer/holds.h"
+#include "runtime/kv/connector.h"
 
 namespace troupe::actors {
 
@@ -37,15 +37,9 @@ struct scheduler_state {
   group_actor group;        // null for sim
   group_config group_cfg;
   std::function<void(std::vector<kv::transfer::kv_source>)> set_kv_sources;  // the group executor's
-  // Disaggregation. As a sender: handed-off requests whose blocks are held here for a receiver,
-  // by handoff number (a hold that expires frees them). As a receiver: the scheduler holding
-  // each pulled request's KV, told to release it once the pull ended (or the request did).
-  // Drained before its pull began: the request goes on with the handle it came with, and this
-  // scheduler stands in for its holder (relayed) until the next receiver releases it or the
-  // hold (numbered in `held` too) expires.
-  kv::transfer::hold_book held;
-  std::map<std::string, caf::actor> holders;
-  std::map<std::string, caf::actor> relayed;
+  // KV from elsewhere (runtime/kv/connector.h): as a receiver, who holds each request's KV; as
+  // a sender, the handed-off blocks held here, their holds, and the relays stood in for.
+  kv::connector::scheduler_side<caf::actor> kv;
   bool draining = false;
   bool parked = false;  // in the warm pool (load_report::parked)
   kv_store_actor store;  // this node's KV store, if any: cached blocks let go of are offered to it

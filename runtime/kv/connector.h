@@ -172,16 +172,17 @@ class scheduler_side {
 
 // The request owner's side: a handle and its holder between two replicas. The KV goes to one
 // receiver only: a later move of the request recomputes it.
-template <class Peer>
+// `Origin` names the replica that computed it.
+template <class Peer, class Origin>
 class lease {
  public:
-  void grant(transfer::kv_handle kv, Peer holder, std::uint64_t from) {
+  void grant(transfer::kv_handle kv, Peer holder, Origin from) {
     kv_ = std::move(kv);
     holder_ = std::move(holder);
     from_ = from;
   }
   bool held() const { return !kv_.empty(); }
-  std::uint64_t from() const { return from_; }  // the replica that computed it (a retry avoids it)
+  const Origin& from() const { return from_; }  // the replica that computed it (a retry avoids it)
   // For the next receiver, once.
   std::pair<transfer::kv_handle, std::optional<Peer>> take() {
     std::pair<transfer::kv_handle, std::optional<Peer>> out{std::move(kv_), std::move(holder_)};
@@ -195,7 +196,7 @@ class lease {
  private:
   transfer::kv_handle kv_;
   std::optional<Peer> holder_;
-  std::uint64_t from_ = 0;
+  Origin from_{};
 };
 
 }  // namespace troupe::kv::connector
