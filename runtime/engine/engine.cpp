@@ -312,69 +312,49 @@ sampling::sampling_row engine::sampling_row_of(const sequence& s) const {
   return r;
 }
 
-forward_plan engine::begin_step() {
-  pending_ = std::make_unique<pending>();
-  pending& p = *pending_;
-  p.out = std::move(aborted_);
-  aborted_.clear();
+sched::step_plan engine::plan_admissions(kv::prefix_lookup& look) {
   const int bs = cfg_.sched.block_size;
   std::vector<sched::seq_snapshot> run, wait;
   for (auto id : running_) {
-    const sequence& s = *seqs_.at(id);
+    sequence& s = *seqs_.at(id);
     if (s.kv_in.in_flight()) continue;  // its blocks are reserved for the pull: not scheduled, not preempted
     sched::seq_snapshot snap{id, int(s.tokens.size()), s.num_computed, kv_.num_blocks_of(id), s.priority, s.arrival};
     if (cfg_.prefix_caching) snap.exclusive_blocks = kv_.num_exclusive(id);  // else: all of them
     run.push_back(snap);
-  }
-  // Blocks that running prefills (or waiting ones ahead in the queue) are computing: a waiting
-  // sequence whose next block is one of them waits for it to be cached rather than compute the
-  // same prefix a second time. This is the one exception to "no overtaking": it waits on
-  // another sequence's progress, not for room.
-  std::unordered_set<kv::block_hash> computing;
-  if (cfg_.prefix_caching)
-    for (auto id : running_) {
-      sequence& s = *seqs_.at(id);
-      if (s.kv_in.in_flight() || s.num_computed >= s.prompt_len) continue;
+    if (cfg_.prefix_caching && s.num_computed < s.prompt_len) {  // a prefill: what it computes, others wait for
       kv::extend_block_hashes(s.hashes, std::span(s.tokens.data(), std::size_t(s.prompt_len)), bs, s.keys);
-      for (std::size_t i = std::size_t(s.num_computed / bs); i < s.hashes.size(); ++i) computing.insert(s.hashes[i]);
+      look.computing(s.hashes, s.num_computed / bs);
     }
-  // A waiting sequence that holds nothing looks its prefix up: what is cached counts as
-  // computed, and the cached blocks nobody holds cost free blocks to take. At least its last
-  // token is always computed here (its logits are needed, and a shared block is never written).
-  std::map<std::uint64_t, kv::prefix_hit> hits;
-  std::size_t lookups = 0;  // bounded: a step admits at most max_num_seqs anyway
+  }
   for (auto id : waiting_) {
     sequence& s = *seqs_.at(id);
     sched::seq_snapshot snap{id, int(s.tokens.size()), s.num_computed, kv_.num_blocks_of(id), s.priority, s.arrival};
-    if (cfg_.prefix_caching && !s.kv_in.expected() && s.num_computed == 0 && snap.num_blocks == 0 && !s.wants_scores() &&
-        !s.pools_from_start && lookups++ < std::size_t(std::max(cfg_.sched.max_num_seqs, 1))) {
-      kv::extend_block_hashes(s.hashes, s.tokens, bs, s.keys);
-      kv::prefix_hit hit = kv_.find_prefix(s.hashes, (int(s.tokens.size()) - 1) / bs);
-      snap.num_computed = hit.tokens(bs);
-      snap.num_blocks = int(hit.blocks.size());
-      snap.cached_free_blocks = hit.evictable;
-      const std::size_t next = hit.blocks.size();
-      const bool shares_more = next < s.hashes.size() && int(next + 1) * bs < int(s.tokens.size());
-      if (shares_more && computing.count(s.hashes[next])) {
-        ++stats_.prefix_waits;
-        continue;  // not a candidate this step; it is admitted once that block is cached
+    if (cfg_.prefix_caching && snap.num_blocks == 0 && !s.kv_in.expected()) {
+      if (s.num_computed == 0 && !s.wants_scores() && !s.pools_from_start) {
+        kv::extend_block_hashes(s.hashes, s.tokens, bs, s.keys);
+        const auto a = look.fresh(id, s.hashes, int(s.tokens.size()), s.prompt_len);
+        if (a.wait) {
+          ++stats_.prefix_waits;
+          continue;  // not a candidate this step; it is admitted once that block is cached
+        }
+        if (a.looked) {
+          snap.num_computed = a.tokens;
+          snap.num_blocks = a.blocks;
+          snap.cached_free_blocks = a.evictable;
+        }
       }
-      hits.emplace(id, std::move(hit));
-      // If admitted, it computes its prompt's blocks from here: later arrivals with the same
-      // prefix wait for them.
-      for (std::size_t i = next; i < s.hashes.size() && int(i + 1) * bs <= s.prompt_len; ++i) computing.insert(s.hashes[i]);
-    } else if (cfg_.prefix_caching && s.kv_in.expected() && snap.num_blocks == 0 &&
-               lookups++ < std::size_t(std::max(cfg_.sched.max_num_seqs, 1))) {
-      // KV to pull: what this replica's own cache holds of it is not pulled again.
+    } else if (cfg_.prefix_caching && snap.num_blocks == 0) {  // KV to pull: what is cached here is not pulled again
       kv::extend_block_hashes(s.hashes, s.tokens, bs, s.keys);
-      kv::prefix_hit hit = kv_.find_prefix(s.hashes, s.kv_in.positions() / bs);
-      snap.num_blocks = int(hit.blocks.size());
-      snap.cached_free_blocks = hit.evictable;
-      if (!hit.blocks.empty()) hits.emplace(id, std::move(hit));
+      const auto a = look.to_pull(id, s.hashes, s.kv_in.positions());
+      snap.num_blocks = a.blocks;
+      snap.cached_free_blocks = a.evictable;
     }
     wait.push_back(snap);
   }
-  const sched::step_plan plan = sched::plan_step(cfg_.sched, run, wait, kv_.num_free());
+  return sched::plan_step(cfg_.sched, run, wait, kv_.num_free());
+}
+
+void engine::apply_plan(const sched::step_plan& plan, const kv::prefix_lookup& look) {
   for (auto id : plan.preempted) {
     sequence& s = *seqs_.at(id);
     kv_.free(id);
@@ -389,19 +369,25 @@ forward_plan engine::begin_step() {
     running_.push_back(id);
     forget_proposals(id, 0);  // a new table: a draft's KV in it is computed afresh
     sequence& s = *seqs_.at(id);
-    if (auto h = hits.find(id); h != hits.end()) {  // hits first: allocations may evict
-      kv_.attach_prefix(id, h->second);
-      const int cached = h->second.tokens(bs);
-      kv_.count_lookup(int(s.tokens.size()), cached);
-      if (!s.kv_in.expected()) {
-        s.num_computed = cached;
-      } else if (s.kv_in.trim(int(h->second.blocks.size()), cached) && on_transfer_) {
-        on_transfer_({s.name, {}, 0});  // all of it was here: nothing to pull, the holder may free it
-      }
-    }
+    const auto a = look.attach(kv_, id, int(s.tokens.size()));  // hits first: allocations may evict
+    if (!a.found) continue;
+    if (!s.kv_in.expected())
+      s.num_computed = a.tokens;
+    else if (s.kv_in.trim(a.blocks, a.tokens) && on_transfer_)  // the pull brings only the blocks after the cached ones
+      on_transfer_({s.name, {}, 0});                             // all of it was here: the holder may free it
   }
   for (const auto& sc : plan.scheduled)
     if (!kv_.allocate(sc.id, sc.new_blocks)) throw std::logic_error("scheduler planned more blocks than are free");
+}
+
+forward_plan engine::begin_step() {
+  pending_ = std::make_unique<pending>();
+  pending& p = *pending_;
+  p.out = std::move(aborted_);
+  aborted_.clear();
+  kv::prefix_lookup look(kv_, cfg_.sched.max_num_seqs);
+  const sched::step_plan plan = plan_admissions(look);
+  apply_plan(plan, look);
   auto proposals = propose(plan);  // their blocks allocated
   prefetch_masks(plan);
   forward_plan fp;

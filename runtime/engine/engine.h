@@ -18,6 +18,7 @@
 #include "runtime/kv/connector.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/kv/kv_cache_manager.h"
+#include "runtime/kv/prefix_lookup.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/sched/scheduler.h"
 #include "runtime/sim/cost_model.h"
@@ -187,6 +188,10 @@ class engine {
   using sequence = live_sequence;  // engine_sequence.h, private to the engine's files
   using pending = pending_step;
   struct candidate;  // a decode that may propose this step (engine_speculation.cpp)
+  // A step: the admissions planned (prefix lookups and all), the plan applied to the tables,
+  // then the forward built.
+  sched::step_plan plan_admissions(kv::prefix_lookup& look);
+  void apply_plan(const sched::step_plan& plan, const kv::prefix_lookup& look);
   forward_plan begin_step();
   std::vector<request_output> finish_step(std::optional<step_result> result);
   // Releases the sequence's blocks, fills the final fields of `o` and forgets the sequence.
