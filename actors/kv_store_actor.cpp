@@ -41,7 +41,7 @@ void publish(store_ptr self, std::vector<kv::kv_event> events) {
 
 void unpin(store_ptr self, const std::string& request) {
   auto& st = self->state;
-  st.holds.release(request);
+  st.holds.released(request);
   auto it = st.pins.find(request);
   if (it == st.pins.end()) return;
   st.index->unpin(it->second);
@@ -238,8 +238,17 @@ kv::transfer::kv_handle lookup(store_ptr self, const std::string& request, const
     h.blocks = slots;
     h.positions = std::int32_t(slots.size()) * st.cfg.layout.block_size;
     st.pins[request] = std::move(slots);
-    self->delayed_send(self, st.cfg.hold, hold_atom::value, request, st.holds.start(request));
+    self->delayed_send(self, st.cfg.hold, hold_atom::value, request, st.holds.handed_off(request, true).timer);
     return h;
+}
+
+// A replica is about to pull what a lookup pinned for `request`: true if it still is, held
+// again for a hold period from now.
+bool claim(store_ptr self, const std::string& request) {
+  auto& st = self->state;
+  const auto c = st.holds.claimed(request);
+  if (c.timer) self->delayed_send(self, st.cfg.hold, hold_atom::value, request, *c.timer);
+  return c.held;
 }
 
 // A router follows this store's KV events from now on, starting from everything it holds.
@@ -282,15 +291,10 @@ kv_store_actor::behavior_type kv_store(store_ptr self, kv_store_config cfg) {
       [=](lookup_atom, const std::string& request, const std::vector<kv::block_hash>& hashes) {
         return lookup(self, request, hashes);
       },
-      [=](claim_atom, const std::string& request) {
-        auto& st = self->state;
-        auto n = st.holds.claim(request);
-        if (n) self->delayed_send(self, st.cfg.hold, hold_atom::value, request, *n);
-        return n.has_value();
-      },
+      [=](claim_atom, const std::string& request) { return claim(self, request); },
       [=](release_atom, const std::string& request) { unpin(self, request); },
       [=](hold_atom, const std::string& request, std::uint64_t n) {
-        if (self->state.holds.expire(request, n)) unpin(self, request);
+        if (self->state.holds.expired(request, n)) unpin(self, request);
       },
       [=](kv_subscribe_atom, replica_id, kv_event_sink sink) { return subscribe(self, std::move(sink)); },
       [=](load_atom) {

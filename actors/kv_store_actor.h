@@ -12,7 +12,7 @@
 #include "actors/protocol/store_protocol.h"
 #include "runtime/kv/kv_cache.h"
 #include "runtime/kv/kv_store.h"
-#include "runtime/kv/transfer/holds.h"
+#include "runtime/kv/connector.h"
 #include "runtime/engine/engine.h"
 #include "topology/topology.h"
 
@@ -44,7 +44,8 @@ struct kv_store_state {
   kv::transfer::kv_source source;
   // The slots a lookup pinned for request R, until R's replica releases them or the hold expires.
   std::map<std::string, std::vector<std::int32_t>> pins;
-  kv::transfer::hold_book holds;
+  // Their holds, as a sender's side of the KV connector (a store hit is one of its uses).
+  kv::connector::scheduler_side<caf::actor> holds;
   std::vector<kv_event_sink> sinks;
   std::uint64_t generation = 0, seq = 0;
   store_report stats;
