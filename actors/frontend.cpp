@@ -8,6 +8,7 @@
 #include <random>
 
 #include "actors/error_text.h"
+#include "actors/protocol/serve_error.h"
 #include "runtime/api/choices.h"
 #include "runtime/api/openai.h"
 #include "runtime/api/embeddings.h"
@@ -693,9 +694,10 @@ void on_submit_failed(frontend_ptr self, const std::string& id, const caf::error
   live_request& r = it->second;
   const std::string why = error_message(self->system(), err);
   abort_others(self, r);
-  if (auto wait = admission::retry_after_of(why))  // the pool's queue is full for its priority
-    end_with_error(self, r, api::api_error(429, why).with_retry_after(*wait));
-  else if (why.find("no replica") != std::string::npos || err == caf::sec::request_timeout)
+  const auto code = serve_code(err);
+  if (code == serve_errc::overloaded)  // the pool's queue is full for its priority
+    end_with_error(self, r, api::api_error(429, why).with_retry_after(serve_retry_after(err)));
+  else if (code == serve_errc::unavailable || err == caf::sec::request_timeout)
     end_with_error(self, r, api::api_error(503, "no replica can serve the request now (" + why + "); retry later"));
   else
     end_with_error(self, r, api::api_error(400, why));

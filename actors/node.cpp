@@ -9,8 +9,10 @@
 #include <optional>
 
 #include "actors/error_text.h"
+#include "actors/kv_store_actor.h"
 #include "actors/local_cluster.h"
 #include "actors/node_agent.h"
+#include "actors/protocol/serve_error.h"
 #include "runtime/common/error.h"
 #include "runtime/common/machine.h"
 
@@ -31,6 +33,7 @@ struct join_outcome {
   bool refused = false;    // the head answered no
   bool final = false;      // a refusal that waiting does not change (token, model, name)
   bool restarted = false;  // a newer process of a head joined before
+  bool fenced = false;     // an older process of a head answered: not rejoined
 };
 
 join_outcome join(caf::actor_system& sys, caf::scoped_actor& self, const topology::topology_config& topo, head_link& h,
@@ -44,13 +47,19 @@ join_outcome join(caf::actor_system& sys, caf::scoped_actor& self, const topolog
     return out;
   }
   std::string refused;
+  std::optional<serve_errc> code;
   join_reply reply;
   self->request(registry, topo.timeouts.request, join_atom::value, req)
-      .receive([&](const join_reply& r) { reply = r; }, [&](caf::error& err) { refused = error_message(sys, err); });
+      .receive([&](const join_reply& r) { reply = r; },
+               [&](caf::error& err) {
+                 refused = error_message(sys, err);
+                 code = serve_code(err);
+               });
   if (refused.empty() && reply.generation < h.generation) {
     // An older process of this head (cut off, then back) while a newer one was joined: fenced.
     out.why_not = "head " + h.at.name + " answered from generation " + std::to_string(reply.generation) +
                   ", older than " + std::to_string(h.generation) + " joined before; not rejoining it";
+    out.fenced = true;
     return out;
   }
   if (!refused.empty()) {
@@ -58,7 +67,7 @@ join_outcome join(caf::actor_system& sys, caf::scoped_actor& self, const topolog
     out.refused = true;
     // A restarted head may still see this node's old link alive for a heartbeat or two, and a
     // head that is starting admits nobody yet: both pass.
-    out.final = refused.find("already joined") == std::string::npos && refused.find("not admitting") == std::string::npos;
+    out.final = code != serve_errc::join_later;
     return out;
   }
   out.placed = reply.placed;
@@ -92,6 +101,7 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
   for (const auto& h : heads) links.push_back({h, std::nullopt});
   std::size_t placed = 0;
   std::string why_not;
+  bool why_not_refused = false;  // why_not is a head's refusal, not an unreachable head
   // A refusal that waiting changes (join_outcome::final) is retried for twice the connection
   // timeout: a node restarted at once after a crash finds a head that has not yet noticed its
   // predecessor's death (it learns it from the closed connection, or at the latest after the
@@ -99,12 +109,16 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
   const auto give_up = std::chrono::steady_clock::now() + 2 * topo.timeouts.connection;
   for (;;) {
     why_not.clear();
+    why_not_refused = false;
     bool wait = false, final = false;
     for (auto& l : links) {
       if (l.registry) continue;  // joined on an earlier attempt
       const join_outcome o = join(sys, self, topo, l, req);
       if (o.placed) placed = std::max<std::size_t>(placed, *o.placed);
-      if (o.final || (!o.placed && why_not.empty())) why_not = o.why_not;
+      if (o.final || (!o.placed && why_not.empty())) {
+        why_not = o.why_not;
+        why_not_refused = o.refused;
+      }
       final |= o.final;
       if (o.final) break;
       wait |= o.refused;
@@ -114,7 +128,7 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
   }
   // At start every head must take the node, or at least one when the others are unreachable.
   if (!why_not.empty() && (std::none_of(links.begin(), links.end(), [](const head_link& l) { return l.registry.has_value(); }) ||
-                           why_not.find("refused") != std::string::npos)) {
+                           why_not_refused)) {
     self->send_exit(agent, caf::exit_reason::user_shutdown);
     if (store) self->send_exit(store, caf::exit_reason::user_shutdown);
     throw input_error(why_not);
@@ -149,7 +163,7 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
               if (o.placed) tell_heads();
               if (o.placed && on_event)
                 on_event("rejoined head " + l.at.name + (o.restarted ? " (restarted: generation " + std::to_string(l.generation) + ")" : ""));
-              if (!o.placed && !o.final && o.why_not.find("older than") != std::string::npos && on_event) on_event(o.why_not);
+              if (!o.placed && !o.final && o.fenced && on_event) on_event(o.why_not);
               if (o.final && on_event) on_event(o.why_not);
             }
         });

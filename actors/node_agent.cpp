@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "actors/kv_store_actor.h"
+#include "actors/protocol/serve_error.h"
 #include "actors/scheduler_actor.h"
 #include "runtime/common/error.h"
 #include "runtime/common/log.h"
@@ -330,8 +331,8 @@ void retire_replica(node_registry_actor::stateful_pointer<node_registry_state> s
 caf::result<join_reply> admit_node(node_registry_actor::stateful_pointer<node_registry_state> self, const join_request& j) {
   auto& st = self->state;
   const std::string& node = j.node;
-  auto refuse = [&](const std::string& why) { return caf::make_error(caf::sec::invalid_argument, why); };
-  if (!st.credentials) return refuse("the head is not admitting nodes yet; retry");
+  auto refuse = [&](const std::string& why, serve_errc code = serve_errc::join_refused) { return make_serve_error(code, why); };
+  if (!st.credentials) return refuse("the head is not admitting nodes yet; retry", serve_errc::join_later);
   if (!constant_time_equal(j.token, st.credentials->token)) return refuse("node \"" + node + "\": wrong cluster token");
   if (j.fingerprint != st.credentials->fingerprint)
     return refuse("node \"" + node + "\" serves another model (fingerprint " + j.fingerprint + ", the head's is " +
@@ -339,7 +340,7 @@ caf::result<join_reply> admit_node(node_registry_actor::stateful_pointer<node_re
   if (!st.topo.node(node))
     return refuse(st.topo.source + ": no node named \"" + node + "\"");
   if (st.topo.is_head(node)) return refuse("\"" + node + "\" is a head, not a node that joins one");
-  if (st.joined.count(node)) return refuse("node \"" + node + "\" has already joined and is alive");
+  if (st.joined.count(node)) return refuse("node \"" + node + "\" has already joined and is alive", serve_errc::join_later);
   if (!j.agent) return refuse("node \"" + node + "\" sent no agent");
   st.joined.emplace(node, j.agent.address());
   self->monitor(j.agent);

@@ -72,8 +72,9 @@ void unqueue(owner_ptr self, owned_request& r, bool started) {
 }
 
 // Ends a request that can no longer be served. Before its first acceptance the client's submit
-// gets the error; afterwards the client gets a final update whose reason says why.
-void fail(owner_ptr self, const std::string& id, const std::string& why, promise* initial) {
+// gets the error (`code`, `why`); afterwards the client gets a final update whose reason says why.
+void fail(owner_ptr self, const std::string& id, const std::string& why, promise* initial,
+          serve_errc code = serve_errc::invalid, double retry_after_s = 0) {
   auto it = self->state.requests.find(id);
   if (it == self->state.requests.end()) return;
   if (auto holder = it->second.kv.drop())  // nobody will pull it
@@ -81,7 +82,7 @@ void fail(owner_ptr self, const std::string& id, const std::string& why, promise
   unqueue(self, it->second, false);
   log_end(self, it->second, initial ? "refused" : "error", nullptr, why);
   if (initial) {
-    initial->deliver(caf::make_error(caf::sec::invalid_argument, why));
+    initial->deliver(make_serve_error(code, why, retry_after_s));
   } else {
     token_update u;
     u.id = id;
@@ -152,7 +153,7 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
           [=](const route_reply& rep) {
             auto it = self->state.requests.find(id);
             if (it == self->state.requests.end()) return;  // aborted meanwhile
-            if (!rep.placed) return fail(self, id, "no replica can take it (" + rep.why + ")", initial.get());
+            if (!rep.placed) return fail(self, id, "no replica can take it (" + rep.why + ")", initial.get(), serve_errc::unavailable);
             owned_request& r = it->second;
             auto& st = self->state;
             if (initial && st.cfg.admission.max_queued > 0) {  // a new request: admitted, or refused now
@@ -168,7 +169,7 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
                   return {{"request", id}, {"pool", name}, {"admitted", false}, {"priority", r.request.priority},
                           {"reason", v.reason}, {"retry_after", v.retry_after_s}};
                 });
-                return fail(self, id, admission::overload_message(v), initial.get());
+                return fail(self, id, admission::overload_message(v), initial.get(), serve_errc::overloaded, v.retry_after_s);
               }
               ++st.admitted;
               q.accepted();
@@ -199,7 +200,9 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
                     },
                     [=](caf::error&) { submit(self, id, rep, req, nullptr, initial); });
           },
-          [=](caf::error& err) { fail(self, id, "router: " + self->system().render(err), initial.get()); });
+          [=](caf::error& err) {  // the router did not answer in time, or is gone
+            fail(self, id, "router: " + self->system().render(err), initial.get(), serve_errc::unavailable);
+          });
 }
 
 void migrate(owner_ptr self, const std::string& id) {

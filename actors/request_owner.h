@@ -13,6 +13,7 @@
 #include "topology/topology.h"
 #include "actors/protocol/owner_protocol.h"
 #include "actors/protocol/router_protocol.h"
+#include "actors/protocol/serve_error.h"
 
 namespace troupe::actors {
 

@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 
 #include "actors/protocol/engine_protocol.h"
+#include "actors/protocol/serve_error.h"
 #include "actors/protocol/worker_protocol.h"
 
 using namespace troupe;
@@ -78,4 +79,25 @@ BOOST_AUTO_TEST_CASE(a_dtype_byte_past_the_last_is_refused) {
   kv::transfer::kv_layout y;
   caf::binary_deserializer source{nullptr, buf};
   BOOST_TEST(static_cast<bool>(source(y)));
+}
+
+// An error that crosses to another process keeps the code its receiver acts on and, for an
+// overload, the seconds to wait: the frontend answers 429, 503 or 400 from the code alone.
+BOOST_AUTO_TEST_CASE(a_serve_error_keeps_its_code_and_wait) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  std::vector<char> buf;
+  caf::binary_serializer sink{sys, buf};
+  caf::error sent = actors::make_serve_error(actors::serve_errc::overloaded, "overloaded (retry after 7 s): queue full", 7.5);
+  BOOST_TEST_REQUIRE(!sink(sent));
+  caf::error got;
+  caf::binary_deserializer source{sys, buf};
+  BOOST_TEST_REQUIRE(!source(got));
+  BOOST_TEST((actors::serve_code(got) == actors::serve_errc::overloaded));
+  BOOST_TEST(actors::serve_retry_after(got) == 7.5);
+  BOOST_TEST(got.context().get_as<std::string>(0) == "overloaded (retry after 7 s): queue full");
+  const caf::error other = caf::make_error(caf::sec::invalid_argument, "overloaded (retry after 7 s)");
+  BOOST_TEST(!actors::serve_code(other));  // the text alone classifies nothing
+  BOOST_TEST(actors::serve_retry_after(other) == 0.0);
+  BOOST_TEST(actors::serve_retry_after(actors::make_serve_error(actors::serve_errc::unavailable, "no replica", 3)) == 0.0);
 }
