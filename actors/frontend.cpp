@@ -1,18 +1,16 @@
 #include "actors/frontend.h"
 
-#include <sys/resource.h>
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <random>
 
 #include "actors/error_text.h"
+#include "actors/frontend_metrics.h"
+#include "actors/frontend_prepare.h"
 #include "actors/protocol/serve_error.h"
 #include "runtime/api/choices.h"
 #include "runtime/api/openai.h"
 #include "runtime/api/embeddings.h"
-#include "runtime/api/tokenize.h"
 #include "runtime/common/constant_time.h"
 #include "runtime/common/error.h"
 #include "runtime/common/log.h"
@@ -26,70 +24,9 @@ struct exchange_msg {
   std::shared_ptr<http::exchange> ex;
 };
 
-// What a request becomes before it is submitted: parsed, its chat template rendered and its
-// prompt tokenized, or the error to answer with. Made off the frontend actor (see prepare).
-struct prepared {
-  std::shared_ptr<http::exchange> ex;
-  api::endpoint kind = api::endpoint::completions;
-  std::chrono::steady_clock::time_point arrived;
-  std::optional<api::completion_request> req;
-  std::optional<api::embedding_request> embed;  // kind embeddings: this instead of req
-  std::vector<std::vector<std::int32_t>> prompts;  // one per prompt of the request
-  std::vector<int> public_prefix;  // per prompt: leading tokens that are a public prompt's
-  std::optional<api::api_error> error;
-  std::string id;     // the completion's
-  std::string trace;  // the client's X-Request-Id, or the id
-  chat::tool_format tool_format = chat::tool_format::none;  // where the answer's tool calls are found
-};
-
-// The parts of the frontend's state that preparing reads; immutable once the frontend runs.
-struct prepare_context {
-  std::string model_name;
-  std::vector<std::string> model_aliases;
-  int vocab_size = 0;
-  int max_model_len = 0;
-  std::shared_ptr<const tokenizer::tokenizer> tok;
-  std::shared_ptr<const chat::chat_template> chat;
-  chat::tool_format tool_format = chat::tool_format::none;  // the model's
-  std::optional<model::pooling_config> pooling;  // an embedding model's
-  int embedding_size = 0;
-  sampling::sampling_params sampling_defaults;
-  // The public prompts as token prefixes: as a completion prompt starts, and as a chat whose
-  // first message is that system prompt is rendered up to the end of it.
-  std::vector<std::vector<std::int32_t>> public_prefixes;
-};
-
-// How many leading tokens of `prompt` are the longest public prefix it starts with.
-int public_prefix_of(const prepare_context& pc, const std::vector<std::int32_t>& prompt) {
-  std::size_t best = 0;
-  for (const auto& p : pc.public_prefixes)
-    if (p.size() > best && p.size() <= prompt.size() && std::equal(p.begin(), p.end(), prompt.begin())) best = p.size();
-  return int(best);
-}
-
-// A request parsed, rendered and tokenized (or refused) off the frontend actor.
-struct prepared_msg {
-  std::shared_ptr<prepared> p;
-};
-
-// Work for a preparer: a request to prepare (answered to the frontend that sent it), or a /tokenize or
-// /detokenize to answer.
-struct prepare_job {
-  std::shared_ptr<const prepare_context> pc;
-  std::shared_ptr<prepared> p;
-};
-struct tokenize_job {
-  std::shared_ptr<const prepare_context> pc;
-  std::shared_ptr<http::exchange> ex;
-  bool detokenize = false;
-};
-
 }  // namespace troupe::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::exchange_msg)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::prepared_msg)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::prepare_job)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::tokenize_job)
 
 namespace troupe::actors {
 
@@ -100,100 +37,6 @@ using clock = std::chrono::steady_clock;
 using gone_atom = caf::atom_constant<caf::atom("gone")>;
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
 using grace_over_atom = caf::atom_constant<caf::atom("graceover")>;
-
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-// Histogram bounds after vLLM's, with finer steps below 10 ms for CPU-sized models.
-const std::vector<double> latency_buckets = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
-                                             0.75,  1.0,    2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0};
-const std::vector<double> token_buckets = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
-
-struct frontend_metrics {
-  explicit frontend_metrics(const std::string& p)
-      : ttft(reg.add_histogram(p + "time_to_first_token_seconds", "Time to first token.", latency_buckets)),
-        itl(reg.add_histogram(p + "inter_token_latency_seconds", "Time between consecutive output tokens.", latency_buckets)),
-        tpot(reg.add_histogram(p + "request_time_per_output_token_seconds", "Mean time per output token after the first, per request.", latency_buckets)),
-        e2e(reg.add_histogram(p + "e2e_request_latency_seconds", "End-to-end request latency.", latency_buckets)),
-        queue(reg.add_histogram(p + "request_queue_time_seconds", "Time a request waited before its first scheduled step.", latency_buckets)),
-        prefill(reg.add_histogram(p + "request_prefill_time_seconds", "Time from the first scheduled step to the first token.", latency_buckets)),
-        decode(reg.add_histogram(p + "request_decode_time_seconds", "Time from the first token to the last.", latency_buckets)),
-        transfer(reg.add_histogram(p + "request_kv_transfer_time_seconds",
-                                   "Time from a decode replica's reservation of blocks for a prefilled request to its KV in place.",
-                                   latency_buckets)),
-        prompt_len(reg.add_histogram(p + "request_prompt_tokens", "Prompt length of finished requests.", token_buckets)),
-        gen_len(reg.add_histogram(p + "request_generation_tokens", "Output length of finished requests.", token_buckets)),
-        running(reg.add_gauge(p + "num_requests_running", "Requests running on the replicas.")),
-        waiting(reg.add_gauge(p + "num_requests_waiting", "Requests waiting on the replicas.")),
-        kv_usage(reg.add_gauge(p + "kv_cache_usage_perc", "Fraction of KV cache blocks in use, over all replicas (0 to 1).")),
-        replicas(reg.add_gauge(p + "num_replicas_live", "Replicas the router can place on.")),
-        connections(reg.add_gauge(p + "http_connections_open", "Open HTTP connections, the scraping one included.")),
-        replica_running(reg.add_gauge(p + "replica_num_requests_running", "Requests running, per replica.")),
-        replica_waiting(reg.add_gauge(p + "replica_num_requests_waiting", "Requests waiting, per replica.")),
-        replica_kv_usage(reg.add_gauge(p + "replica_kv_cache_usage_perc", "Fraction of a replica's KV cache blocks in use (0 to 1).")),
-        replica_up(reg.add_gauge(p + "replica_up", "1 while the replica is live, 0 once it died.")),
-        prompt_tokens(reg.add_counter(p + "prompt_tokens", "Prompt tokens of requests that produced output.")),
-        generation_tokens(reg.add_counter(p + "generation_tokens", "Output tokens streamed.")),
-        preemptions(reg.add_counter(p + "num_preemptions", "Sequences preempted (and later recomputed) on the replicas.")),
-        migrations(reg.add_counter(p + "num_migrations", "Times a request moved to another replica after its replica died.")),
-        prefix_queries(reg.add_counter(p + "prefix_cache_queries", "Prompt tokens looked up in the replicas' prefix caches.")),
-        prefix_hits(reg.add_counter(p + "prefix_cache_hits", "Prompt tokens found in the replicas' prefix caches (not computed).")),
-        kv_pulls(reg.add_counter(p + "kv_pulls", "KV pulls from another replica or the KV store that arrived whole.")),
-        kv_pull_failures(reg.add_counter(p + "kv_pull_failures",
-                                         "KV pulls that failed (refused, lost or timed out); their requests were prefilled again.")),
-        spec_drafts(reg.add_counter(p + "spec_decode_num_drafts", "Speculative decoding: verify steps of a request that proposed tokens.")),
-        spec_draft_tokens(reg.add_counter(p + "spec_decode_num_draft_tokens", "Speculative decoding: tokens proposed.")),
-        spec_accepted_tokens(reg.add_counter(p + "spec_decode_num_accepted_tokens",
-                                             "Speculative decoding: proposed tokens the output took (the target chose the same).")),
-        spec_accepted_per_pos(reg.add_counter(p + "spec_decode_num_accepted_tokens_per_pos",
-                                              "Speculative decoding: accepted tokens by their position in a step's proposal (0: the first).")),
-        replica_steps(reg.add_counter(p + "replica_engine_steps", "Engine steps (forward passes) run, per replica.")),
-        replica_forward_seconds(reg.add_counter(p + "replica_forward_seconds",
-                                                "Seconds in the model's forward pass, per replica (divided by replica_engine_steps: "
-                                                "the mean step cost).")),
-        spec_propose_seconds(reg.add_counter(p + "spec_decode_propose_seconds",
-                                             "Speculative decoding: seconds proposing (a draft model's forward, n-gram lookups), "
-                                             "per replica, outside replica_forward_seconds.")),
-        expert_tokens(reg.add_counter(p + "moe_expert_tokens", "Mixture-of-experts models: tokens routed to each expert, over all layers, per replica.")),
-        events_published(reg.add_counter(p + "kv_events_published", "KV events sent on the [kv_events] endpoint.")),
-        events_dropped(reg.add_counter(p + "kv_events_dropped", "KV events dropped because the publisher fell behind.")),
-        router_decisions(reg.add_counter(p + "router_decisions", "Routing decisions by the policy's reason.")),
-        success(reg.add_counter(p + "request_success", "Finished requests by finish reason.")),
-        rejected(reg.add_counter(p + "request_rejected", "Requests refused before running, by HTTP status.")),
-        frontend_cpu(reg.add_counter(p + "frontend_cpu_seconds", "CPU time of the HTTP frontend: its I/O thread and its actor.")),
-        process_cpu(reg.add_counter("process_cpu_seconds", "Total user and system CPU time spent in seconds.")) {
-    // Clients choose these values: without a bound, each new one is a series in every scrape.
-    reg.bound_label("tenant", {});
-    reg.bound_label("priority", {16, 12, "other"});
-  }
-
-  metrics::registry reg;
-  metrics::histogram &ttft, &itl, &tpot, &e2e, &queue, &prefill, &decode, &transfer, &prompt_len, &gen_len;
-  metrics::gauge &running, &waiting, &kv_usage, &replicas, &connections, &replica_running, &replica_waiting, &replica_kv_usage,
-      &replica_up;
-  metrics::counter &prompt_tokens, &generation_tokens, &preemptions, &migrations, &prefix_queries, &prefix_hits, &kv_pulls,
-      &kv_pull_failures, &spec_drafts, &spec_draft_tokens, &spec_accepted_tokens, &spec_accepted_per_pos,
-      &replica_steps, &replica_forward_seconds, &spec_propose_seconds, &expert_tokens, &events_published, &events_dropped, &router_decisions, &success, &rejected, &frontend_cpu, &process_cpu;
-};
-
-double thread_cpu_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
-
-double process_cpu_now() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
-
-// Adds the CPU time of the enclosing handler to the frontend's account.
-struct cpu_account {
-  explicit cpu_account(double& total) : total_(total), t0_(thread_cpu_now()) {}
-  ~cpu_account() { total_ += thread_cpu_now() - t0_; }
-  double& total_;
-  double t0_;
-};
 
 struct io_stats {
   double cpu_seconds = 0;
@@ -240,13 +83,6 @@ struct frontend_state {
   std::int64_t started = 0;  // `created` of the served model
   std::shared_ptr<frontend_metrics> m;
   std::map<std::string, live_request> live;
-  struct replica_counters {
-    std::uint64_t preemptions = 0, prefix_queries = 0, prefix_hits = 0, kv_pulls = 0, kv_pull_failures = 0;
-    std::uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
-    std::vector<std::uint64_t> spec_accepted_per_pos;
-    std::uint64_t steps = 0;
-    double forward_seconds = 0, propose_seconds = 0;
-  };
   std::map<caf::actor_addr, replica_counters> seen;  // per replica, for counter deltas
   std::uint64_t next_id = 0;
   std::string id_salt;
@@ -262,46 +98,6 @@ struct frontend_state {
 };
 
 using frontend_ptr = caf::stateful_actor<frontend_state>*;
-
-// A replica's load report into /metrics: its gauges, and its counters as what they grew by since
-// the last report of the same actor (a restarted replica starts its own from zero).
-void observe_replica(frontend_state& st, const caf::actor_addr& addr, const std::string& name, const load_report& r) {
-  const metrics::labels rl = {{"model_name", st.cfg.model_name}, {"replica", name}};
-  st.m->replica_running.set(rl, r.running_seqs);
-  st.m->replica_waiting.set(rl, r.waiting_seqs);
-  st.m->replica_kv_usage.set(rl, r.total_blocks ? double(r.used_blocks) / r.total_blocks : 0.0);
-  st.m->replica_up.set(rl, 1);
-  // One series per expert the model has (the replica's report, not the client, sets them).
-  for (std::size_t e = 0; e < r.expert_tokens.size(); ++e) {
-    metrics::labels el = rl;
-    el.emplace_back("expert", std::to_string(e));
-    st.m->expert_tokens.advance_to(el, double(r.expert_tokens[e]));
-  }
-  auto& seen = st.seen[addr];
-  const metrics::labels ml = {{"model_name", st.cfg.model_name}};
-  auto delta = [](metrics::counter& c, const metrics::labels& l, auto now, auto& before) {
-    if (now > before) c.inc(l, double(now - before));
-    before = now;
-  };
-  delta(st.m->preemptions, ml, r.preemptions, seen.preemptions);
-  delta(st.m->prefix_queries, ml, r.prefix_queries, seen.prefix_queries);
-  delta(st.m->prefix_hits, ml, r.prefix_hits, seen.prefix_hits);
-  delta(st.m->kv_pulls, ml, r.kv_pulls, seen.kv_pulls);
-  delta(st.m->kv_pull_failures, ml, r.kv_pull_failures, seen.kv_pull_failures);
-  delta(st.m->spec_drafts, ml, r.spec_drafts, seen.spec_drafts);
-  delta(st.m->spec_draft_tokens, ml, r.spec_draft_tokens, seen.spec_draft_tokens);
-  delta(st.m->spec_accepted_tokens, ml, r.spec_accepted_tokens, seen.spec_accepted_tokens);
-  delta(st.m->replica_steps, rl, r.steps, seen.steps);
-  delta(st.m->replica_forward_seconds, rl, r.forward_seconds, seen.forward_seconds);
-  delta(st.m->spec_propose_seconds, rl, r.spec_propose_seconds, seen.propose_seconds);
-  // One series per position (at most k, bounded by the config, not the client).
-  seen.spec_accepted_per_pos.resize(std::max(seen.spec_accepted_per_pos.size(), r.spec_accepted_per_pos.size()));
-  for (std::size_t j = 0; j < r.spec_accepted_per_pos.size(); ++j) {
-    metrics::labels pl = ml;
-    pl.emplace_back("position", std::to_string(j));
-    delta(st.m->spec_accepted_per_pos, pl, r.spec_accepted_per_pos[j], seen.spec_accepted_per_pos[j]);
-  }
-}
 
 std::string input_bucket(int n) {
   if (n <= 128) return "1-128";
@@ -473,134 +269,6 @@ void on_update(frontend_ptr self, token_update& u) {
     r.text += u.text;
     if (r.logprobs) for (auto& lp : logprobs_of(u)) r.lps.push_back(std::move(lp));
   }
-}
-
-// Whether `id` is a token of the model (any id is, without a vocabulary size).
-bool in_vocabulary(const prepare_context& pc, std::int32_t id) { return pc.vocab_size <= 0 || (id >= 0 && id < pc.vocab_size); }
-std::string vocabulary(const prepare_context& pc) { return "the vocabulary [0, " + std::to_string(pc.vocab_size) + ")"; }
-
-api::api_error no_such_model(const std::string& asked, const std::string& served) {
-  return api::api_error(404, "the model \"" + asked + "\" does not exist; this server serves \"" + served + "\"", "model",
-                        "not_found_error");
-}
-
-bool serves(const std::string& name, const std::vector<std::string>& aliases, const std::string& asked) {
-  return asked == name || std::find(aliases.begin(), aliases.end(), asked) != aliases.end();
-}
-
-// A request may name the served model, one of its aliases, or none.
-void check_model(const prepare_context& pc, const std::string& asked) {
-  if (!asked.empty() && !serves(pc.model_name, pc.model_aliases, asked)) throw no_such_model(asked, pc.model_name);
-}
-
-// A completions prompt as tokens: text encoded (with BOS as the tokenizer adds it), ids checked.
-std::vector<std::int32_t> completion_prompt(const prepare_context& pc, const api::prompt_input& in,
-                                            const std::string& field = "prompt") {
-  if (in.text) {
-    if (!pc.tok) throw api::api_error(400, "this model has no tokenizer; send the " + field + " as token ids", field);
-    return pc.tok->encode(*in.text, true);
-  }
-  for (std::size_t i = 0; i < in.ids.size(); ++i)
-    if (!in_vocabulary(pc, in.ids[i]))
-      throw api::api_error(400, field + ": token " + std::to_string(i) + " is " + std::to_string(in.ids[i]) + ", outside " + vocabulary(pc),
-                           field);
-  return in.ids;
-}
-
-// An embeddings request: parsed, its model checked to be an embedding model, its inputs tokenized
-// (with the special tokens the tokenizer adds, as sentence-transformers encodes).
-void prepare_embeddings(const prepare_context& pc, prepared& p) {
-  api::embedding_request req = api::parse_embedding_request(p.ex->req().body);
-  check_model(pc, req.model);
-  if (!pc.pooling)
-    throw api::api_error(400, "the model \"" + pc.model_name + "\" computes no embeddings: its folder has no sentence-transformers "
-                         "Pooling module (modules.json)", "model");
-  api::check_dimensions(req, pc.embedding_size);
-  for (const auto& in : req.inputs) p.prompts.push_back(completion_prompt(pc, in, "input"));
-  for (const auto& prompt : p.prompts) p.public_prefix.push_back(public_prefix_of(pc, prompt));
-  if (!req.no_effect_fields.empty())
-    log::debug("request_fields_without_effect", {{"id", p.id}, {"trace", p.trace}, {"fields", req.no_effect_fields}});
-  p.embed = std::move(req);
-}
-
-void prepare(const prepare_context& pc, prepared& p) {
-  if (p.kind == api::endpoint::embeddings) return prepare_embeddings(pc, p);
-  api::completion_request req = api::parse_request(p.ex->req().body, p.kind, pc.sampling_defaults);
-  check_model(pc, req.model);
-  if (p.kind == api::endpoint::chat) {
-    if (!pc.chat) throw api::api_error(400, "this model has no chat template; use /v1/completions", "messages");
-    if (!pc.tok) throw api::api_error(400, "this model has no tokenizer; use /v1/completions with token ids", "messages");
-    std::string text;
-    try {
-      text = pc.chat->render(req.messages, req.add_generation_prompt, req.template_kwargs);
-    } catch (const input_error& e) {
-      throw api::api_error(400, e.what(), "messages");
-    }
-    p.prompts.push_back(pc.tok->encode(text, false));  // the template wrote the special tokens itself
-    p.tool_format = api::answer_tool_format(req.tools, pc.tool_format, req.params, p.ex->req().body);
-  } else {
-    for (const auto& in : req.prompts) p.prompts.push_back(completion_prompt(pc, in));
-  }
-  // Token ids the model does not have would index past its logits.
-  for (auto id : req.params.stop_token_ids)
-    if (!in_vocabulary(pc, id))
-      throw api::api_error(400, "stop_token_ids: " + std::to_string(id) + " is outside " + vocabulary(pc), "stop_token_ids");
-  for (auto& [id, b] : req.params.logit_bias)
-    if (!in_vocabulary(pc, id))
-      throw api::api_error(400, "logit_bias: token " + std::to_string(id) + " is outside " + vocabulary(pc), "logit_bias");
-  for (const auto& prompt : p.prompts) p.public_prefix.push_back(public_prefix_of(pc, prompt));
-  if (!req.no_effect_fields.empty())
-    log::debug("request_fields_without_effect", {{"id", p.id}, {"trace", p.trace}, {"fields", req.no_effect_fields}});
-  p.req = std::move(req);
-}
-
-// Parsing, template rendering and tokenizing: a slow or hostile request (a template running to
-// its budget, a 4 MB body) delays only itself.
-void run_prepare(const prepare_context& pc, prepared& p) {
-  try {
-    prepare(pc, p);
-  } catch (const api::api_error& e) {
-    p.error = e;
-  } catch (const std::exception& e) {
-    p.error = api::api_error(500, std::string("internal error: ") + e.what());
-  }
-}
-
-// /tokenize and /detokenize (vLLM's), answered where they are computed.
-void run_tokenize(const prepare_context& pc, const std::shared_ptr<http::exchange>& ex, bool detokenize) {
-  try {
-    json out;
-    if (detokenize) {
-      const auto r = api::parse_detokenize(ex->req().body);
-      check_model(pc, r.model);
-      out = api::detokenize(r, pc.tok.get(), pc.vocab_size);
-    } else {
-      const auto r = api::parse_tokenize(ex->req().body);
-      check_model(pc, r.model);
-      out = api::tokenize(r, pc.tok.get(), pc.chat.get(), pc.max_model_len);
-    }
-    ex->respond(200, "application/json", dump(out));
-  } catch (const api::api_error& e) {
-    ex->respond(e.status(), "application/json", dump(e.body()));
-  } catch (const std::exception& e) {
-    ex->respond(500, "application/json", dump(api::api_error(500, std::string("internal error: ") + e.what()).body()));
-  }
-}
-
-// The preparers: a few actors on threads of their own (detached), not CAF's workers, which the
-// frontend actor, the router and the request owner run on. Eight requests rendering templates
-// to their budget on CAF's two workers left /health unanswered for 30 s; here they queue for
-// the preparers while every other route is served.
-constexpr int preparer_threads = 2;
-
-caf::behavior preparer(caf::event_based_actor* self) {
-  return {
-      [=](prepare_job& j) {
-        run_prepare(*j.pc, *j.p);
-        self->send(caf::actor_cast<caf::actor>(self->current_sender()), prepared_msg{std::move(j.p)});
-      },
-      [=](tokenize_job& j) { run_tokenize(*j.pc, j.ex, j.detokenize); },
-  };
 }
 
 // A client's X-Request-Id is kept when it is 1 to 128 characters of [A-Za-z0-9._:/+=-]
@@ -904,7 +572,7 @@ void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex
               self->request(reps[i], self->state.cfg.request_timeout, load_atom::value)
                   .then(
                       [=, s = reps[i], name = names[i]](const load_report& r) {
-                        observe_replica(self->state, s.address(), name, r);
+                        observe_replica(*self->state.m, self->state.cfg.model_name, self->state.seen[s.address()], name, r);
                         g->total.running_seqs += r.running_seqs;
                         g->total.waiting_seqs += r.waiting_seqs;
                         g->total.used_blocks += r.used_blocks;
@@ -1011,47 +679,6 @@ void on_prepared(frontend_ptr self, prepared& p) {
   } catch (const std::exception& e) {
     send_error(self, p.ex, api::api_error(500, std::string("internal error: ") + e.what()));
   }
-}
-
-// Counters a dashboard rates over exist from the start, at 0, not from their first event.
-void zero_counters(frontend_metrics& m, const std::string& model_name) {
-  for (auto* c : {&m.preemptions, &m.spec_drafts, &m.spec_draft_tokens, &m.spec_accepted_tokens, &m.migrations, &m.prefix_queries,
-                  &m.prefix_hits, &m.kv_pulls, &m.kv_pull_failures, &m.events_published, &m.events_dropped})
-    c->inc({{"model_name", model_name}}, 0);
-}
-
-// What the preparers read: the served names, the tokenizer and chat template, the tool-call
-// format, and the public prompts' token prefixes (plain and in the chat form).
-std::shared_ptr<const prepare_context> prepare_context_of(const frontend_config& cfg, std::shared_ptr<const tokenizer::tokenizer> tok,
-                                                          std::optional<chat::chat_template> chat) {
-  auto pc = std::make_shared<prepare_context>();
-  pc->model_name = cfg.model_name;
-  pc->model_aliases = cfg.model_aliases;
-  pc->vocab_size = cfg.vocab_size;
-  pc->max_model_len = cfg.max_model_len;
-  pc->sampling_defaults = cfg.sampling_defaults;
-  pc->tok = std::move(tok);
-  if (chat) pc->chat = std::make_shared<const chat::chat_template>(std::move(*chat));
-  pc->pooling = cfg.pooling;
-  pc->embedding_size = cfg.embedding_size;
-  if (pc->pooling)
-    log::info("embeddings", {{"pooling", model::pooling_method_name(pc->pooling->method)}, {"normalize", pc->pooling->normalize},
-                             {"dimensions", pc->embedding_size}});
-  pc->tool_format = cfg.tool_call_parser.value_or(pc->chat ? pc->chat->tool_calls() : chat::tool_format::none);
-  log::info("tool_call_parser", {{"format", chat::tool_format_name(pc->tool_format)},
-                                 {"from", cfg.tool_call_parser ? "the topology" : "the chat template"}});
-  if (pc->tok)
-    for (const auto& [name, text] : cfg.public_prompts) {
-      pc->public_prefixes.push_back(pc->tok->encode(text, true));
-      if (!pc->chat) continue;
-      try {  // the chat form: the template's rendering of that system message alone
-        const auto msgs = nlohmann::json::array({{{"role", "system"}, {"content", text}}});
-        pc->public_prefixes.push_back(pc->tok->encode(pc->chat->render(msgs, false), false));
-      } catch (const input_error&) {
-        // a template that refuses a lone system message: the completion form still applies
-      }
-    }
-  return pc;
 }
 
 caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend_config cfg, owner_actor owner,
