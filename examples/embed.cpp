@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "actors/local_cluster.h"
+#include "actors/cluster/local_cluster.h"
 #include "runtime/model/synth.h"
 
 using namespace troupe;

@@ -1,6 +1,6 @@
 // The control plane plugged in from outside: a separate program that follows a running
 // cluster through the admin protocol (docs/admin.md) and scales one pool by its own rule,
-// here the queue per serving replica. It uses only the admin client (actors/admin_client.h):
+// here the queue per serving replica. It uses only the admin client (actors/control/admin_client.h):
 // the same could be written in any language with ZeroMQ and MessagePack.
 //
 //   example_external_controller --endpoint tcp://127.0.0.1:7600 --events tcp://127.0.0.1:7601
@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "actors/admin_client.h"
+#include "actors/control/admin_client.h"
 
 using namespace troupe;
 

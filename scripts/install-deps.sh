@@ -26,7 +26,7 @@ packages=(
   gnuplot-nox                 # troupe bench serve draws its plots with it
   clang libclang-rt-14-dev    # the sanitizer build and the libFuzzer targets (tests/fuzz)
   openssl                     # launch --netns makes its TLS certificate with it; so do the TLS tests
-  universal-ctags             # tools/scripts/code_shape.py finds where functions end with it
+  universal-ctags             # scripts/code_shape.py finds where functions end with it
 )
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   packages+=(nodejs npm)      # the independent tokenizer implementation the tests compare with

@@ -50,5 +50,5 @@ fi
 trap - EXIT
 tail -n 2 "$asan_log"
 # Functions over 80 lines, files over 800 and include cycles: printed, not enforced.
-/usr/bin/python3 tools/scripts/code_shape.py || true
+/usr/bin/python3 scripts/code_shape.py || true
 exec ctest --test-dir build-asan --output-on-failure -j2 --timeout 600 -L 'unit|fuzz' -E '^example_'

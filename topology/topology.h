@@ -101,7 +101,7 @@ struct router_spec {
 
 // Moving KV between replicas (runtime/kv/transfer): how, how long a pull may take, how long a
 // prefill replica holds a handed-off request's KV for its receiver, and what a failed pull does.
-// A KV store per process hosting replicas (actors/kv_store_actor.h): host memory for the prefix
+// A KV store per process hosting replicas (actors/serving/kv_store_actor.h): host memory for the prefix
 // blocks its replicas let go of, which any replica can pull back instead of recomputing.
 struct kv_store_spec {
   std::size_t capacity_bytes = 0;  // 0: no store

@@ -1,4 +1,4 @@
-// What the head's actors tell the admin console (actors/admin_actor.h) as it happens: events
+// What the head's actors tell the admin console (actors/control/admin_actor.h) as it happens: events
 // for `watch`, each a kind and its fields as JSON text (docs/admin.md lists them). Replica
 // fields carry replica ids; the admin actor names them.
 #pragma once
@@ -20,7 +20,7 @@ using status_atom = caf::atom_constant<caf::atom("status")>;
 using scale_atom = caf::atom_constant<caf::atom("scale")>;
 using autoscaler_atom = caf::atom_constant<caf::atom("autoscale")>;
 
-// The autoscaler (actors/autoscaler.h): looks every interval; the console's `autoscaler ARGS`
+// The autoscaler (actors/control/autoscaler.h): looks every interval; the console's `autoscaler ARGS`
 // (status, pause, resume, pin POOL, unpin POOL, set KEY=VALUE...) answer as JSON text, or an
 // error naming what was wrong.
 using autoscaler_actor =

@@ -1,4 +1,4 @@
-// Talking to a node's KV store (actors/kv_store_actor.h): replicas offload the prefix blocks they
+// Talking to a node's KV store (actors/serving/kv_store_actor.h): replicas offload the prefix blocks they
 // let go of, request owners look a request's prefix up and hand the resulting handle to the
 // replica that pulls it, and routers follow its contents through KV events (medium "cpu").
 #pragma once

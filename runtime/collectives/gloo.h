@@ -1,7 +1,7 @@
 // The Gloo backend of runtime/collectives/communicator.h: ranks in different processes or on
 // different hosts, over TCP (Debian's libgloo-dev). Ranks meet through a rendezvous store (a
 // directory every rank can see, or any key-value service the caller hands in: the worker group
-// serves one as an actor, actors/rendezvous.h) under a key prefix that names the group and its generation, so a restarted group never meets a dead
+// serves one as an actor, actors/cluster/rendezvous.h) under a key prefix that names the group and its generation, so a restarted group never meets a dead
 // generation's ranks. Reductions are a Gloo all-gather followed by a sum in rank order on every
 // rank (all-reduce) or an all-to-all followed by the same (reduce-scatter): the same bits as the
 // shared-memory backend and as a single rank, at N times the bytes, which for the few ranks of a

@@ -2,7 +2,7 @@
 // owns the KV tensors, runs the model over a plan and chooses the tokens of its logit rows
 // (sampling happens where the logits are). Three live behind this interface: the CPU executor
 // (in-process model and cache), the sim executor (the cost model's time, no arithmetic) and the
-// worker group (ranks in actors, actors/group_executor.h). The engine has no other mode.
+// worker group (ranks in actors, actors/serving/group_executor.h). The engine has no other mode.
 //
 // KV moves between replicas by pull (runtime/kv/transfer): the executor that computed a
 // sequence's KV exposes its caches (kv_sources), and the receiving executor copies the blocks

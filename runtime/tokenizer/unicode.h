@@ -1,5 +1,5 @@
 // The Unicode facts the tokenizer needs: UTF-8 coding, the classes its pre-tokenizer regexes
-// use (\p{L}, \p{N}, \s) and NFC normalisation. Tables come from tools/scripts/gen_unicode_data.py.
+// use (\p{L}, \p{N}, \s) and NFC normalisation. Tables come from scripts/gen_unicode_data.py.
 #pragma once
 #include <cstdint>
 #include <string>

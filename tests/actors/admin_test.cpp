@@ -17,7 +17,7 @@
 #include <pty.h>
 #include <sys/wait.h>
 
-#include "actors/admin_client.h"
+#include "actors/control/admin_client.h"
 #include "runtime/admin/admin_message.h"
 #include "tests/support/http_client.h"
 #include "tests/support/models.h"

@@ -6,8 +6,8 @@
 
 #include <caf/all.hpp>
 
-#include "actors/router_actor.h"
-#include "actors/scheduler_actor.h"
+#include "actors/serving/router_actor.h"
+#include "actors/serving/scheduler_actor.h"
 #include "tests/support/models.h"
 
 using namespace troupe;

@@ -7,7 +7,7 @@
 #include <caf/all.hpp>
 #include <chrono>
 
-#include "actors/local_cluster.h"
+#include "actors/cluster/local_cluster.h"
 #include "tests/support/cluster_run.h"
 
 using namespace troupe;

@@ -13,7 +13,7 @@
 #include <future>
 #include <sstream>
 
-#include "actors/admin_client.h"
+#include "actors/control/admin_client.h"
 #include "runtime/engine/engine.h"
 #include "topology/topology.h"
 #include "tests/support/http_client.h"

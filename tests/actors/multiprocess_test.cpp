@@ -8,7 +8,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include "actors/local_cluster.h"
+#include "actors/cluster/local_cluster.h"
 #include "runtime/model/fingerprint.h"
 #include "tests/support/cluster_run.h"
 #include "tests/support/engine_factory.h"

@@ -8,9 +8,9 @@
 
 #include <chrono>
 
-#include "actors/local_cluster.h"
-#include "actors/node_agent.h"
-#include "actors/scheduler_actor.h"
+#include "actors/cluster/local_cluster.h"
+#include "actors/cluster/node_agent.h"
+#include "actors/serving/scheduler_actor.h"
 #include "runtime/model/fingerprint.h"
 #include "tests/support/models.h"
 

@@ -1,4 +1,4 @@
-// Parallel groups inside a replica (actors/worker_group.h): tensor-parallel ranks on threads of
+// Parallel groups inside a replica (actors/serving/worker_group.h): tensor-parallel ranks on threads of
 // the replica's process joined by shared-memory collectives, pipeline stages with the step cut
 // into micro-batches, and both at once, each give the single-rank replica's tokens on greedy
 // requests. A tensor rank that dies inside a collective, while its peer waits in it, does not

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <future>
 
-#include "actors/admin_client.h"
+#include "actors/control/admin_client.h"
 #include "tests/support/http_client.h"
 #include "tests/support/models.h"
 

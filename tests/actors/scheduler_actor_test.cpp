@@ -6,7 +6,7 @@
 #include <caf/all.hpp>
 #include <set>
 
-#include "actors/scheduler_actor.h"
+#include "actors/serving/scheduler_actor.h"
 #include "tests/support/engine_factory.h"
 #include "tests/support/models.h"
 

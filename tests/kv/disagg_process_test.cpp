@@ -19,7 +19,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
-#include "actors/local_cluster.h"
+#include "actors/cluster/local_cluster.h"
 #include "runtime/kv/kv_region.h"
 #include "runtime/model/fingerprint.h"
 #include "tests/support/cluster_run.h"

@@ -9,8 +9,8 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "actors/admin_endpoint.h"
-#include "actors/kv_event_publisher.h"
+#include "actors/control/admin_endpoint.h"
+#include "actors/serving/kv_event_publisher.h"
 #include "tests/support/http_client.h"
 
 using namespace troupe;

@@ -6,8 +6,8 @@
 #define BOOST_TEST_MODULE kv_store
 #include <boost/test/unit_test.hpp>
 
-#include "actors/kv_store_actor.h"
-#include "actors/local_cluster.h"
+#include "actors/serving/kv_store_actor.h"
+#include "actors/cluster/local_cluster.h"
 #include "runtime/kv/kv_cache_manager.h"
 #include "runtime/kv/kv_store.h"
 #include "tests/support/cluster_run.h"

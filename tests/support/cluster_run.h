@@ -8,7 +8,7 @@
 #include <functional>
 #include <map>
 
-#include "actors/local_cluster.h"
+#include "actors/cluster/local_cluster.h"
 #include "tests/support/engine_factory.h"
 #include "tests/support/models.h"
 

@@ -12,7 +12,7 @@
 #include <random>
 #include <sstream>
 
-#include "actors/local_cluster.h"
+#include "actors/cluster/local_cluster.h"
 #include "runtime/common/error.h"
 #include "runtime/model/fingerprint.h"
 

@@ -21,8 +21,8 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
-#include "actors/admin_client.h"
-#include "actors/admin_endpoint.h"
+#include "actors/control/admin_client.h"
+#include "actors/control/admin_endpoint.h"
 #include "runtime/admin/console_text.h"
 #include "runtime/common/error.h"
 #include "tools/troupe/args.h"

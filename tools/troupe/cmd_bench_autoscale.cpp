@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "actors/admin_endpoint.h"
-#include "actors/local_cluster.h"
+#include "actors/control/admin_endpoint.h"
+#include "actors/cluster/local_cluster.h"
 #include "runtime/common/error.h"
 #include "runtime/common/log.h"
 #include "runtime/workload/trace.h"

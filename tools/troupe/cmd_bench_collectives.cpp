@@ -19,8 +19,8 @@
 #include <numeric>
 #include <thread>
 
-#include "actors/local_cluster.h"
-#include "actors/worker_group.h"
+#include "actors/cluster/local_cluster.h"
+#include "actors/serving/worker_group.h"
 #include "kernels/cpu/stream_copy.h"
 #include "runtime/collectives/gloo.h"
 #include "runtime/collectives/shm.h"

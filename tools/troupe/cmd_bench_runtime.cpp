@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "actors/local_cluster.h"
+#include "actors/cluster/local_cluster.h"
 #include "runtime/common/error.h"
 #include "runtime/common/log.h"
 #include "tools/troupe/args.h"

@@ -10,10 +10,10 @@
 #include <sstream>
 #include <thread>
 
-#include "actors/admin_endpoint.h"
-#include "actors/frontend.h"
-#include "actors/local_cluster.h"
-#include "actors/node.h"
+#include "actors/control/admin_endpoint.h"
+#include "actors/api/frontend.h"
+#include "actors/cluster/local_cluster.h"
+#include "actors/cluster/node.h"
 #include "runtime/common/error.h"
 #include "runtime/kv/transfer/registry.h"
 #include "runtime/model/generation_config.h"

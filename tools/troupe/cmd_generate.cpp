@@ -5,7 +5,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/local_cluster.h"
+#include "actors/cluster/local_cluster.h"
 #include "runtime/common/error.h"
 #include "runtime/engine/engine.h"
 #include "tools/troupe/args.h"

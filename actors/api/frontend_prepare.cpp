@@ -1,0 +1,181 @@
+#include "actors/api/frontend_prepare.h"
+
+#include <algorithm>
+
+#include "runtime/api/tokenize.h"
+#include "runtime/common/error.h"
+#include "runtime/common/log.h"
+
+namespace troupe::actors {
+
+using json = nlohmann::json;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+api::api_error no_such_model(const std::string& asked, const std::string& served) {
+  return api::api_error(404, "the model \"" + asked + "\" does not exist; this server serves \"" + served + "\"", "model",
+                        "not_found_error");
+}
+
+bool serves(const std::string& name, const std::vector<std::string>& aliases, const std::string& asked) {
+  return asked == name || std::find(aliases.begin(), aliases.end(), asked) != aliases.end();
+}
+
+namespace {
+
+// How many leading tokens of `prompt` are the longest public prefix it starts with.
+int public_prefix_of(const prepare_context& pc, const std::vector<std::int32_t>& prompt) {
+  std::size_t best = 0;
+  for (const auto& p : pc.public_prefixes)
+    if (p.size() > best && p.size() <= prompt.size() && std::equal(p.begin(), p.end(), prompt.begin())) best = p.size();
+  return int(best);
+}
+
+// Whether `id` is a token of the model (any id is, without a vocabulary size).
+bool in_vocabulary(const prepare_context& pc, std::int32_t id) { return pc.vocab_size <= 0 || (id >= 0 && id < pc.vocab_size); }
+std::string vocabulary(const prepare_context& pc) { return "the vocabulary [0, " + std::to_string(pc.vocab_size) + ")"; }
+
+// A request may name the served model, one of its aliases, or none.
+void check_model(const prepare_context& pc, const std::string& asked) {
+  if (!asked.empty() && !serves(pc.model_name, pc.model_aliases, asked)) throw no_such_model(asked, pc.model_name);
+}
+
+// A completions prompt as tokens: text encoded (with BOS as the tokenizer adds it), ids checked.
+std::vector<std::int32_t> completion_prompt(const prepare_context& pc, const api::prompt_input& in,
+                                            const std::string& field = "prompt") {
+  if (in.text) {
+    if (!pc.tok) throw api::api_error(400, "this model has no tokenizer; send the " + field + " as token ids", field);
+    return pc.tok->encode(*in.text, true);
+  }
+  for (std::size_t i = 0; i < in.ids.size(); ++i)
+    if (!in_vocabulary(pc, in.ids[i]))
+      throw api::api_error(400, field + ": token " + std::to_string(i) + " is " + std::to_string(in.ids[i]) + ", outside " + vocabulary(pc),
+                           field);
+  return in.ids;
+}
+
+// An embeddings request: parsed, its model checked to be an embedding model, its inputs tokenized
+// (with the special tokens the tokenizer adds, as sentence-transformers encodes).
+void prepare_embeddings(const prepare_context& pc, prepared& p) {
+  api::embedding_request req = api::parse_embedding_request(p.ex->req().body);
+  check_model(pc, req.model);
+  if (!pc.pooling)
+    throw api::api_error(400, "the model \"" + pc.model_name + "\" computes no embeddings: its folder has no sentence-transformers "
+                         "Pooling module (modules.json)", "model");
+  api::check_dimensions(req, pc.embedding_size);
+  for (const auto& in : req.inputs) p.prompts.push_back(completion_prompt(pc, in, "input"));
+  for (const auto& prompt : p.prompts) p.public_prefix.push_back(public_prefix_of(pc, prompt));
+  if (!req.no_effect_fields.empty())
+    log::debug("request_fields_without_effect", {{"id", p.id}, {"trace", p.trace}, {"fields", req.no_effect_fields}});
+  p.embed = std::move(req);
+}
+
+void prepare(const prepare_context& pc, prepared& p) {
+  if (p.kind == api::endpoint::embeddings) return prepare_embeddings(pc, p);
+  api::completion_request req = api::parse_request(p.ex->req().body, p.kind, pc.sampling_defaults);
+  check_model(pc, req.model);
+  if (p.kind == api::endpoint::chat) {
+    if (!pc.chat) throw api::api_error(400, "this model has no chat template; use /v1/completions", "messages");
+    if (!pc.tok) throw api::api_error(400, "this model has no tokenizer; use /v1/completions with token ids", "messages");
+    std::string text;
+    try {
+      text = pc.chat->render(req.messages, req.add_generation_prompt, req.template_kwargs);
+    } catch (const input_error& e) {
+      throw api::api_error(400, e.what(), "messages");
+    }
+    p.prompts.push_back(pc.tok->encode(text, false));  // the template wrote the special tokens itself
+    p.tool_format = api::answer_tool_format(req.tools, pc.tool_format, req.params, p.ex->req().body);
+  } else {
+    for (const auto& in : req.prompts) p.prompts.push_back(completion_prompt(pc, in));
+  }
+  // Token ids the model does not have would index past its logits.
+  for (auto id : req.params.stop_token_ids)
+    if (!in_vocabulary(pc, id))
+      throw api::api_error(400, "stop_token_ids: " + std::to_string(id) + " is outside " + vocabulary(pc), "stop_token_ids");
+  for (auto& [id, b] : req.params.logit_bias)
+    if (!in_vocabulary(pc, id))
+      throw api::api_error(400, "logit_bias: token " + std::to_string(id) + " is outside " + vocabulary(pc), "logit_bias");
+  for (const auto& prompt : p.prompts) p.public_prefix.push_back(public_prefix_of(pc, prompt));
+  if (!req.no_effect_fields.empty())
+    log::debug("request_fields_without_effect", {{"id", p.id}, {"trace", p.trace}, {"fields", req.no_effect_fields}});
+  p.req = std::move(req);
+}
+
+// Parsing, template rendering and tokenizing: a slow or hostile request (a template running to
+// its budget, a 4 MB body) delays only itself.
+void run_prepare(const prepare_context& pc, prepared& p) {
+  try {
+    prepare(pc, p);
+  } catch (const api::api_error& e) {
+    p.error = e;
+  } catch (const std::exception& e) {
+    p.error = api::api_error(500, std::string("internal error: ") + e.what());
+  }
+}
+
+// /tokenize and /detokenize (vLLM's), answered where they are computed.
+void run_tokenize(const prepare_context& pc, const std::shared_ptr<http::exchange>& ex, bool detokenize) {
+  try {
+    json out;
+    if (detokenize) {
+      const auto r = api::parse_detokenize(ex->req().body);
+      check_model(pc, r.model);
+      out = api::detokenize(r, pc.tok.get(), pc.vocab_size);
+    } else {
+      const auto r = api::parse_tokenize(ex->req().body);
+      check_model(pc, r.model);
+      out = api::tokenize(r, pc.tok.get(), pc.chat.get(), pc.max_model_len);
+    }
+    ex->respond(200, "application/json", dump(out));
+  } catch (const api::api_error& e) {
+    ex->respond(e.status(), "application/json", dump(e.body()));
+  } catch (const std::exception& e) {
+    ex->respond(500, "application/json", dump(api::api_error(500, std::string("internal error: ") + e.what()).body()));
+  }
+}
+
+}  // namespace
+
+caf::behavior preparer(caf::event_based_actor* self) {
+  return {
+      [=](prepare_job& j) {
+        run_prepare(*j.pc, *j.p);
+        self->send(caf::actor_cast<caf::actor>(self->current_sender()), prepared_msg{std::move(j.p)});
+      },
+      [=](tokenize_job& j) { run_tokenize(*j.pc, j.ex, j.detokenize); },
+  };
+}
+
+std::shared_ptr<const prepare_context> prepare_context_of(const frontend_config& cfg, std::shared_ptr<const tokenizer::tokenizer> tok,
+                                                          std::optional<chat::chat_template> chat) {
+  auto pc = std::make_shared<prepare_context>();
+  pc->model_name = cfg.model_name;
+  pc->model_aliases = cfg.model_aliases;
+  pc->vocab_size = cfg.vocab_size;
+  pc->max_model_len = cfg.max_model_len;
+  pc->sampling_defaults = cfg.sampling_defaults;
+  pc->tok = std::move(tok);
+  if (chat) pc->chat = std::make_shared<const chat::chat_template>(std::move(*chat));
+  pc->pooling = cfg.pooling;
+  pc->embedding_size = cfg.embedding_size;
+  if (pc->pooling)
+    log::info("embeddings", {{"pooling", model::pooling_method_name(pc->pooling->method)}, {"normalize", pc->pooling->normalize},
+                             {"dimensions", pc->embedding_size}});
+  pc->tool_format = cfg.tool_call_parser.value_or(pc->chat ? pc->chat->tool_calls() : chat::tool_format::none);
+  log::info("tool_call_parser", {{"format", chat::tool_format_name(pc->tool_format)},
+                                 {"from", cfg.tool_call_parser ? "the topology" : "the chat template"}});
+  if (pc->tok)
+    for (const auto& [name, text] : cfg.public_prompts) {
+      pc->public_prefixes.push_back(pc->tok->encode(text, true));
+      if (!pc->chat) continue;
+      try {  // the chat form: the template's rendering of that system message alone
+        const auto msgs = nlohmann::json::array({{{"role", "system"}, {"content", text}}});
+        pc->public_prefixes.push_back(pc->tok->encode(pc->chat->render(msgs, false), false));
+      } catch (const input_error&) {
+        // a template that refuses a lone system message: the completion form still applies
+      }
+    }
+  return pc;
+}
+
+}  // namespace troupe::actors

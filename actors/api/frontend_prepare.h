@@ -1,0 +1,94 @@
+// Preparing a request off the frontend actor: parsed, its model checked, its chat template
+// rendered and its prompts tokenized (or the error to answer with), on a few detached
+// preparers; /tokenize and /detokenize are answered there too.
+#pragma once
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/api/frontend.h"
+#include "actors/api/http_server.h"
+#include "runtime/api/embeddings.h"
+#include "runtime/api/openai.h"
+
+namespace troupe::actors {
+
+// What a request becomes before it is submitted: parsed, its chat template rendered and its
+// prompt tokenized, or the error to answer with. Made off the frontend actor (see prepare).
+struct prepared {
+  std::shared_ptr<http::exchange> ex;
+  api::endpoint kind = api::endpoint::completions;
+  std::chrono::steady_clock::time_point arrived;
+  std::optional<api::completion_request> req;
+  std::optional<api::embedding_request> embed;  // kind embeddings: this instead of req
+  std::vector<std::vector<std::int32_t>> prompts;  // one per prompt of the request
+  std::vector<int> public_prefix;  // per prompt: leading tokens that are a public prompt's
+  std::optional<api::api_error> error;
+  std::string id;     // the completion's
+  std::string trace;  // the client's X-Request-Id, or the id
+  chat::tool_format tool_format = chat::tool_format::none;  // where the answer's tool calls are found
+};
+
+// The parts of the frontend's state that preparing reads; immutable once the frontend runs.
+struct prepare_context {
+  std::string model_name;
+  std::vector<std::string> model_aliases;
+  int vocab_size = 0;
+  int max_model_len = 0;
+  std::shared_ptr<const tokenizer::tokenizer> tok;
+  std::shared_ptr<const chat::chat_template> chat;
+  chat::tool_format tool_format = chat::tool_format::none;  // the model's
+  std::optional<model::pooling_config> pooling;  // an embedding model's
+  int embedding_size = 0;
+  sampling::sampling_params sampling_defaults;
+  // The public prompts as token prefixes: as a completion prompt starts, and as a chat whose
+  // first message is that system prompt is rendered up to the end of it.
+  std::vector<std::vector<std::int32_t>> public_prefixes;
+};
+
+// A request parsed, rendered and tokenized (or refused) off the frontend actor.
+struct prepared_msg {
+  std::shared_ptr<prepared> p;
+};
+
+// Work for a preparer: a request to prepare (answered to the frontend that sent it), or a /tokenize or
+// /detokenize to answer.
+struct prepare_job {
+  std::shared_ptr<const prepare_context> pc;
+  std::shared_ptr<prepared> p;
+};
+struct tokenize_job {
+  std::shared_ptr<const prepare_context> pc;
+  std::shared_ptr<http::exchange> ex;
+  bool detokenize = false;
+};
+
+// The preparers: a few actors on threads of their own (detached), not CAF's workers, which the
+// frontend actor, the router and the request owner run on. Eight requests rendering templates
+// to their budget on CAF's two workers left /health unanswered for 30 s; here they queue for
+// the preparers while every other route is served.
+constexpr int preparer_threads = 2;
+
+caf::behavior preparer(caf::event_based_actor* self);
+
+// What the preparers read: the served names, the tokenizer and chat template, the tool-call
+// format, and the public prompts' token prefixes (plain and in the chat form).
+std::shared_ptr<const prepare_context> prepare_context_of(const frontend_config& cfg, std::shared_ptr<const tokenizer::tokenizer> tok,
+                                                          std::optional<chat::chat_template> chat);
+
+// A 404 naming the model asked for and the one served.
+api::api_error no_such_model(const std::string& asked, const std::string& served);
+// Whether `asked` is the served model's name or one of its aliases.
+bool serves(const std::string& name, const std::vector<std::string>& aliases, const std::string& asked);
+// A JSON body as sent (invalid UTF-8 replaced, never thrown on).
+std::string dump(const nlohmann::json& j);
+
+}  // namespace troupe::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::prepared_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::prepare_job)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::tokenize_job)

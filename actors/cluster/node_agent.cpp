@@ -1,0 +1,412 @@
+#include "actors/cluster/node_agent.h"
+
+#include <chrono>
+#include <map>
+#include <set>
+
+#include <csignal>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+#include <thread>
+
+#include "actors/serving/kv_store_actor.h"
+#include "actors/protocol/serve_error.h"
+#include "actors/serving/scheduler_actor.h"
+#include "runtime/common/error.h"
+#include "runtime/common/log.h"
+#include "topology/engine_settings.h"
+
+namespace troupe::actors {
+
+void register_node_protocol(caf::actor_system_config& cfg) {
+  cfg.add_message_type<node_resources>("troupe.node_resources");
+  cfg.add_message_type<node_agent_actor>("troupe.node_agent_actor");
+  cfg.add_message_type<std::vector<std::uint32_t>>("troupe.uint32s");
+  cfg.add_message_type<join_request>("troupe.join_request");
+  cfg.add_message_type<join_credentials>("troupe.join_credentials");
+  cfg.add_message_type<join_reply>("troupe.join_reply");
+}
+
+replica_factory replica_factory_of(const topology::topology_config& topo, std::shared_ptr<const model::llama_model> model,
+                                   std::shared_ptr<const tokenizer::tokenizer> tok, kv_store_actor store,
+                                   std::optional<rank_placement> ranks) {
+  const engine::engine_config ec = topology::engine_config_of(topo);
+  // A slot past its pool's `replicas` starts in the warm pool (every head's router follows).
+  std::set<std::uint32_t> warm;
+  for (const auto& p : topology::place_replicas(topo))
+    if (!p.active) warm.insert(p.replica.value);
+  auto parked_if_warm = [warm](scheduler_actor s, replica_id r) {
+    if (warm.count(r.value)) caf::anon_send(s, park_atom::value, true);
+    return s;
+  };
+  if (topo.model.backend == topology::backend_kind::sim) {
+    const model::model_config shape = topology::sim_shape(topo);
+    sim::gpu_spec gpu;
+    gpu.flops = topo.sim->flops;
+    gpu.bandwidth = topo.sim->bandwidth;
+    gpu.step_overhead_s = std::chrono::duration<double>(topo.sim->step_overhead).count();
+    gpu.speedup = topo.sim->speedup;
+    return [=](caf::actor_system& sys, replica_id r) { return parked_if_warm(sys.spawn(sim_scheduler, shape, gpu, ec), r); };
+  }
+  auto groups = group_configs_of(topo);
+  for (auto& g : groups)
+    if (ranks) g.node = ranks->node, g.hosts = ranks->hosts;
+    else g.rank_nodes.clear();  // every rank in this process
+  // Each replica speculates as its pool says.
+  std::map<std::uint32_t, speculative::speculative_config> speculation;
+  for (const auto& p : topology::place_replicas(topo))
+    for (const auto& pool : topo.pools)
+      if (pool.name == p.pool) speculation[p.replica.value] = pool.speculative;
+  const std::string source = topo.source;
+  return [=](caf::actor_system& sys, replica_id r) {
+    if (!model) throw input_error(source + ": replica " + to_string(r) + " placed here, but this process loaded no model");
+    const group_config g = r.value < groups.size() ? groups[r.value] : group_config{};
+    engine::engine_config mine = ec;
+    if (auto it = speculation.find(r.value); it != speculation.end()) mine.speculative = it->second;
+    return parked_if_warm(sys.spawn(scheduler, model, tok, mine, g, store), r);
+  };
+}
+
+namespace {
+
+using agent_ptr = node_agent_actor::stateful_pointer<node_agent_state>;
+
+// Starts replica R here and tells every head joined now except `asker` (which registers it).
+caf::expected<scheduler_actor> start_replica(agent_ptr self, replica_id replica, const caf::actor_addr& asker) {
+  auto& st = self->state;
+  try {
+    auto s = st.make(self->system(), replica);
+    self->monitor(s);
+    (*st.live)[replica] = s;
+    log::info("replica_started", {{"node", st.node}, {"replica", replica.value}});
+    for (const auto& h : st.heads)
+      if (h.address() != asker)
+        self->request(caf::actor_cast<node_registry_actor>(h), std::chrono::seconds(30), replica_atom::value, replica, s)
+            .then([] {}, [](caf::error&) {});
+    return s;
+  } catch (const std::exception& e) {
+    return caf::make_error(caf::sec::runtime_error, std::string(e.what()));
+  }
+}
+
+void on_replica_death(agent_ptr self, replica_id replica, const std::string& why) {
+  auto& st = self->state;
+  const auto d = st.history[replica].on_death(st.restarts, supervision::restart_history::clock::now());
+  if (d.give_up) {
+    log::error("replica_given_up", {{"node", st.node}, {"replica", replica.value}, {"reason", why},
+                                    {"restarts_within_period", d.recent},
+                                    {"period_s", std::chrono::duration<double>(st.restarts.period).count()}});
+    return;
+  }
+  log::warn("replica_died", {{"node", st.node}, {"replica", replica.value}, {"reason", why},
+                             {"restart_in_s", std::chrono::duration<double>(d.delay).count()}, {"restarts_within_period", d.recent}});
+  self->delayed_send(self, d.delay, respawn_atom::value, replica);
+}
+
+}  // namespace
+
+namespace {
+
+// Starts a replica in this process
+caf::result<scheduler_actor> spawn_here(node_agent_actor::stateful_pointer<node_agent_state> self, replica_id replica) {
+  auto& st = self->state;
+  if (st.live->count(replica)) return (*st.live)[replica];
+  // The head that asked registers it; the other heads hear of it here.
+  auto s = start_replica(self, replica, caf::actor_cast<caf::actor_addr>(self->current_sender()));
+  if (!s) return s.error();
+  return *s;
+}
+
+void respawn_here(node_agent_actor::stateful_pointer<node_agent_state> self, replica_id replica) {
+  if (self->state.live->count(replica)) return;  // started again meanwhile (a head's scale-up)
+  if (auto s = start_replica(self, replica, caf::actor_addr{}); !s)
+    on_replica_death(self, replica, "its restart failed: " + self->system().render(s.error()));
+}
+
+// Stops a replica of this process
+bool stop_here(node_agent_actor::stateful_pointer<node_agent_state> self, replica_id replica) {
+  auto& st = self->state;
+  auto it = st.live->find(replica);
+  if (it == st.live->end()) return false;
+  for (const auto& h : st.heads)  // the head that asked retired it already
+    if (h.address() != caf::actor_cast<caf::actor_addr>(self->current_sender()))
+      self->send(caf::actor_cast<node_registry_actor>(h), retire_atom::value, replica);
+  self->demonitor(it->second.address());
+  self->send_exit(it->second, caf::exit_reason::user_shutdown);
+  st.live->erase(it);
+  log::info("replica_stopped", {{"node", st.node}, {"replica", replica.value}});
+  return true;
+}
+
+// Starts a rank of a group whose replica runs on another node
+caf::result<rank_started> start_rank(node_agent_actor::stateful_pointer<node_agent_state> self, const rank_spec& spec) {
+  // A rank of a group whose supervisor is elsewhere: its shard from this node's copy of the
+  // model folder, its KV pullable over TCP (the other ranks are in other processes).
+  auto& st = self->state;
+  if (spec.tensor_rank < 0 || spec.tensor_rank >= spec.tensor_ranks || spec.first < 0 || spec.last <= spec.first ||
+      spec.cache.num_blocks <= 0 || spec.cache.block_size <= 0)
+    return caf::make_error(caf::sec::invalid_argument, "node \"" + st.node + "\": malformed rank of group " + spec.group);
+  try {
+    auto shard = model::shared_shard(st.model_dir, {spec.tensor_rank, spec.tensor_ranks, spec.expert_parallel});
+    if (spec.last > shard->num_layers())
+      return caf::make_error(caf::sec::invalid_argument, "node \"" + st.node + "\": layers up to " + std::to_string(spec.last) +
+                                                              " asked, the model has " + std::to_string(shard->num_layers()));
+    std::shared_ptr<collectives::fault_injector> tp;
+    if (spec.tensor_ranks > 1) tp = std::make_shared<collectives::fault_injector>();
+    auto r = start_rank(self->system(), spec, shard, tp, nullptr, true);
+    log::info("rank_started", {{"node", st.node}, {"group", spec.group}, {"stage", spec.stage}, {"rank", spec.tensor_rank},
+                               {"generation", spec.generation}});
+    return r.started;
+  } catch (const std::exception& e) {
+    return caf::make_error(caf::sec::runtime_error, "node \"" + st.node + "\": " + e.what());
+  }
+}
+
+void set_log_level(node_agent_actor::stateful_pointer<node_agent_state> self, const std::string& level) {
+  if (auto l = log::parse_level(level)) {
+    log::info("log_level", {{"node", self->state.node}, {"level", level}});  // at the level it leaves
+    log::set_level(*l);
+  }
+}
+
+void crash_now(node_agent_actor::stateful_pointer<node_agent_state> self) {
+  log::warn("node_killed", {{"node", self->state.node}, {"by", "admin"}});
+  ::kill(::getpid(), SIGKILL);  // as if it crashed: no goodbye to anyone
+}
+
+// What this node's machine has, for the head's placement
+node_resources resources_of(node_agent_actor::stateful_pointer<node_agent_state> self) {
+  auto& st = self->state;
+  node_resources r;
+  r.node = st.node;
+  r.cores = std::int32_t(std::thread::hardware_concurrency());
+  struct sysinfo si {};
+  if (::sysinfo(&si) == 0) {
+    r.memory_total = std::uint64_t(si.totalram) * si.mem_unit;
+    r.memory_available = std::uint64_t(si.freeram + si.bufferram) * si.mem_unit;
+  }
+  r.model = st.model_dir;
+  for (auto& [id, s] : *st.live) r.replicas.push_back(id);
+  return r;
+}
+
+}  // namespace
+
+node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<node_agent_state> self, std::string node,
+                                           replica_factory make, std::string model_dir) {
+  auto& st = self->state;
+  st.node = std::move(node);
+  st.make = std::move(make);
+  st.model_dir = std::move(model_dir);
+  // A replica that dies (the head moves its requests) is restarted after a backoff, or given up.
+  self->set_down_handler([=](const caf::down_msg& m) {
+    auto& reps = *self->state.live;
+    for (auto it = reps.begin(); it != reps.end(); ++it)
+      if (it->second.address() == m.source) {
+        const replica_id r = it->first;
+        reps.erase(it);
+        on_replica_death(self, r, self->system().render(m.reason));
+        return;
+      }
+  });
+  // When the agent goes, its replicas go with it (the functor runs after the state is gone, so
+  // it keeps its own view of them).
+  self->attach_functor([live = st.live](const caf::error&) {
+    for (auto& [id, s] : *live) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
+  });
+  return {
+      [=](spawn_replica_atom, replica_id replica) { return spawn_here(self, replica); },
+      [=](respawn_atom, replica_id replica) { respawn_here(self, replica); },
+      [=](stop_replica_atom, replica_id replica) { return stop_here(self, replica); },
+      [=](heads_atom, std::vector<caf::actor>& heads) { self->state.heads = std::move(heads); },
+      [=](rank_atom, const rank_spec& spec) { return start_rank(self, spec); },
+      [=](log_level_atom, const std::string& level) { set_log_level(self, level); },
+      [=](crash_atom) { crash_now(self); },
+      [=](resources_atom) { return resources_of(self); },
+  };
+}
+
+namespace {
+
+// Replica R's placement and the agent of its node now (null: that node is not here or has not
+// joined), or an error when the topology has no replica R.
+struct placed_replica {
+  topology::replica_placement where;
+  node_agent_actor agent;
+};
+
+caf::expected<placed_replica> agent_of(const node_registry_state& st, replica_id r) {
+  for (const auto& p : topology::place_replicas(st.topo))
+    if (p.replica == r) {
+      if (auto l = st.local.find(p.node); l != st.local.end()) return placed_replica{p, l->second};
+      if (auto j = st.joined.find(p.node); j != st.joined.end()) return placed_replica{p, caf::actor_cast<node_agent_actor>(j->second)};
+      return placed_replica{p, {}};
+    }
+  return caf::make_error(caf::sec::invalid_argument, "no replica " + to_string(r) + " in the topology");
+}
+
+// Registers replica R (its scheduler `s`) with this head's router in the warm pool: parked
+// first, so nothing is placed on it before the console that asked unparks it.
+void register_warm(node_registry_actor::stateful_pointer<node_registry_state> self, replica_id replica, scheduler_actor s,
+                   std::function<void(std::optional<caf::error>)> done) {
+  auto& st = self->state;
+  self->send(st.router, park_atom::value, replica);
+  self->request(st.router, st.topo.timeouts.request, replica_atom::value, replica, std::move(s))
+      .then([=](bool) { done(std::nullopt); }, [=](caf::error& e) { done(e); });
+}
+
+}  // namespace
+
+namespace {
+
+// The console's kill NODE: the node's agent ends its process, as if it crashed
+caf::result<bool> crash_node(node_registry_actor::stateful_pointer<node_registry_state> self, const std::string& node) {
+  auto it = self->state.joined.find(node);
+  if (it == self->state.joined.end())
+    return caf::make_error(caf::sec::invalid_argument, "node \"" + node + "\" has not joined (or is already dead)");
+  auto agent = caf::actor_cast<node_agent_actor>(it->second);
+  if (!agent) return caf::make_error(caf::sec::invalid_argument, "node \"" + node + "\" is gone");
+  self->send(agent, crash_atom::value);
+  return true;
+}
+
+// Starts a replica where the topology places it (this process's agent, or a joined node's)
+caf::result<bool> spawn_on_node(node_registry_actor::stateful_pointer<node_registry_state> self, replica_id replica) {
+  auto& st = self->state;
+  auto found = agent_of(st, replica);
+  if (!found) return found.error();
+  if (!found->agent)
+    return caf::make_error(caf::sec::invalid_argument, "node \"" + found->where.node + "\" of " + found->where.name + " has not joined");
+  auto rp = self->make_response_promise<bool>();
+  self->request(found->agent, st.topo.timeouts.request, spawn_replica_atom::value, replica)
+      .then(
+          [=](scheduler_actor s) mutable {
+            register_warm(self, replica, std::move(s), [=](std::optional<caf::error> e) mutable {
+              if (e) rp.deliver(*e);
+              else rp.deliver(true);
+            });
+          },
+          [=](caf::error& e) mutable { rp.deliver(e); });
+  return rp;
+}
+
+// Stops a replica where it runs
+caf::result<bool> stop_on_node(node_registry_actor::stateful_pointer<node_registry_state> self, replica_id replica) {
+  auto& st = self->state;
+  auto found = agent_of(st, replica);
+  if (!found) return found.error();
+  const node_agent_actor agent = found->agent;
+  auto rp = self->make_response_promise<bool>();
+  self->request(st.router, st.topo.timeouts.request, retire_atom::value, replica)
+      .then(
+          [=](bool) mutable {
+            if (!agent) {  // its node is gone, and the replica with it
+              rp.deliver(true);
+              return;
+            }
+            self->request(agent, self->state.topo.timeouts.request, stop_replica_atom::value, replica)
+                .then([=](bool) mutable { rp.deliver(true); }, [=](caf::error& e) mutable { rp.deliver(e); });
+          },
+          [=](caf::error& e) mutable { rp.deliver(e); });
+  return rp;
+}
+
+// Every joined node's log level; answers how many took it
+std::uint32_t set_nodes_log_level(node_registry_actor::stateful_pointer<node_registry_state> self, const std::string& level) {
+  std::uint32_t told = 0;
+  for (const auto& [node, addr] : self->state.joined)
+    if (auto agent = caf::actor_cast<node_agent_actor>(addr)) {
+      self->send(agent, log_level_atom::value, level);
+      ++told;
+    }
+  return told;
+}
+
+void retire_replica(node_registry_actor::stateful_pointer<node_registry_state> self, replica_id replica) {
+  self->request(self->state.router, self->state.topo.timeouts.request, retire_atom::value, replica)
+      .then([](bool) {}, [](caf::error&) {});
+}
+
+// A node process asks to join: its token, model fingerprint and name are checked before it is admitted
+caf::result<join_reply> admit_node(node_registry_actor::stateful_pointer<node_registry_state> self, const join_request& j) {
+  auto& st = self->state;
+  const std::string& node = j.node;
+  auto refuse = [&](const std::string& why, serve_errc code = serve_errc::join_refused) { return make_serve_error(code, why); };
+  if (!st.credentials) return refuse("the head is not admitting nodes yet; retry", serve_errc::join_later);
+  if (!constant_time_equal(j.token, st.credentials->token)) return refuse("node \"" + node + "\": wrong cluster token");
+  if (j.fingerprint != st.credentials->fingerprint)
+    return refuse("node \"" + node + "\" serves another model (fingerprint " + j.fingerprint + ", the head's is " +
+                  st.credentials->fingerprint + ")");
+  if (!st.topo.node(node))
+    return refuse(st.topo.source + ": no node named \"" + node + "\"");
+  if (st.topo.is_head(node)) return refuse("\"" + node + "\" is a head, not a node that joins one");
+  if (st.joined.count(node)) return refuse("node \"" + node + "\" has already joined and is alive", serve_errc::join_later);
+  if (!j.agent) return refuse("node \"" + node + "\" sent no agent");
+  st.joined.emplace(node, j.agent.address());
+  self->monitor(j.agent);
+  if (st.directory) caf::anon_send(st.directory, agent_atom::value, node, caf::actor_cast<caf::actor>(j.agent));
+  if (j.store) self->send(st.router, store_atom::value, store_id_of(st.topo, node), j.store);
+  const node_agent_actor agent = j.agent;
+  std::vector<replica_id> mine;
+  for (auto& p : topology::place_replicas(st.topo))
+    if (p.node == node && p.started) mine.push_back(p.replica);
+  auto rp = self->make_response_promise<join_reply>();
+  const std::uint64_t generation = st.generation;
+  if (mine.empty()) {
+    rp.deliver(join_reply{0, generation});
+    return rp;
+  }
+  auto left = std::make_shared<std::size_t>(mine.size());
+  for (auto replica : mine) {
+    // Spawned on the node, then registered with the router; the join is answered once
+    // every replica of the node can be placed on.
+    self->request(agent, st.topo.timeouts.request, spawn_replica_atom::value, replica)
+        .then(
+            [=](scheduler_actor s) mutable {
+              self->request(self->state.router, self->state.topo.timeouts.request, replica_atom::value, replica, s)
+                  .then([=](bool) mutable {
+                          if (--*left == 0) rp.deliver(join_reply{std::uint32_t(mine.size()), generation});
+                        },
+                        [=](caf::error& e) mutable { rp.deliver(e); });
+            },
+            [=](caf::error& e) mutable { rp.deliver(e); });
+  }
+  return rp;
+}
+
+}  // namespace
+
+node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_pointer<node_registry_state> self,
+                                                 topology::topology_config topo, router_actor router,
+                                                 std::map<std::string, node_agent_actor> local, caf::actor directory) {
+  self->state.directory = std::move(directory);
+  self->state.topo = std::move(topo);
+  self->state.router = std::move(router);
+  self->state.local = std::move(local);
+  // Nanoseconds since the epoch at start: larger for every later start of a head.
+  self->state.generation = std::uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  // A node that goes away may join again (a restarted process); until then its name is taken.
+  self->set_down_handler([=](const caf::down_msg& d) {
+    auto& joined = self->state.joined;
+    for (auto it = joined.begin(); it != joined.end(); ++it)
+      if (it->second == d.source) {
+        joined.erase(it);
+        return;
+      }
+  });
+  return {
+      [=](admit_atom, const join_credentials& c) { self->state.credentials = c; },
+      [=](crash_atom, const std::string& node) { return crash_node(self, node); },
+      [=](spawn_replica_atom, replica_id replica) { return spawn_on_node(self, replica); },
+      [=](stop_replica_atom, replica_id replica) { return stop_on_node(self, replica); },
+      [=](replica_atom, replica_id replica, scheduler_actor s) {  // started at another head's request
+        register_warm(self, replica, std::move(s), [](std::optional<caf::error>) {});
+      },
+      [=](log_level_atom, const std::string& level) { return set_nodes_log_level(self, level); },
+      [=](retire_atom, replica_id replica) { retire_replica(self, replica); },
+      [=](join_atom, const join_request& j) { return admit_node(self, j); },
+  };
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,75 @@
+// The node agent of a process and the head's node registry.
+//
+// A node joins by sending its agent to the registry; the registry asks the agent to spawn each
+// replica the topology places on that node and registers the replicas with the router.
+#pragma once
+#include <functional>
+#include <vector>
+#include <map>
+#include <optional>
+
+#include "actors/protocol/node_protocol.h"
+#include "actors/protocol/router_protocol.h"
+#include "actors/serving/worker_group.h"
+#include "runtime/common/constant_time.h"
+#include "runtime/engine/engine.h"
+#include "runtime/supervision/restart_policy.h"
+#include "topology/topology.h"
+
+namespace troupe::actors {
+
+// Starts replica R's scheduler in this process (a cpu replica with its worker group and the
+// node's KV store, or a sim replica); throws input_error when it cannot.
+using replica_factory = std::function<scheduler_actor(caf::actor_system&, replica_id)>;
+
+// Where this process's worker groups place ranks the topology puts on other nodes (pools'
+// rank_nodes): this process's node and the directory of the nodes' agents (node_directory).
+// Without one, every rank of a group runs in its replica's process (one process hosts all).
+struct rank_placement {
+  std::string node;
+  caf::actor hosts;
+};
+
+// The factory of a process holding `model` (cpu) or of a sim topology (`model` null).
+replica_factory replica_factory_of(const topology::topology_config& topo, std::shared_ptr<const model::llama_model> model,
+                                   std::shared_ptr<const tokenizer::tokenizer> tok, kv_store_actor store,
+                                   std::optional<rank_placement> ranks = std::nullopt);
+
+struct node_agent_state {
+  std::string node;
+  replica_factory make;
+  std::string model_dir;
+  // The replicas it started and that still run (shared with its exit functor).
+  std::shared_ptr<std::map<replica_id, scheduler_actor>> live = std::make_shared<std::map<replica_id, scheduler_actor>>();
+  std::vector<caf::actor> heads;  // the registries of the heads joined now (node_registry_actor)
+  // A replica that dies (not one stopped on request) is restarted after a backoff, as an OTP
+  // supervisor would, until it dies more often than the policy allows.
+  supervision::restart_policy restarts;
+  std::map<replica_id, supervision::restart_history> history;
+  static inline const char* name = "troupe.node_agent";
+};
+
+// The agent monitors its replicas and restarts one that dies (its requests have moved on; the
+// heads register the new one), with backoff and a restart intensity (runtime/supervision); it
+// logs when it gives up on one. It stops them when it exits itself.
+node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<node_agent_state> self, std::string node,
+                                           replica_factory make, std::string model_dir);
+
+struct node_registry_state {
+  topology::topology_config topo;
+  router_actor router;
+  std::optional<join_credentials> credentials;  // none yet: every join is refused
+  std::map<std::string, caf::actor_addr> joined;  // node name -> its agent, while alive
+  std::map<std::string, node_agent_actor> local;  // the agents of the nodes hosted in the head's process
+  std::uint64_t generation = 0;                   // this head's start (see join_reply)
+  caf::actor directory;  // told of every node that joins (node_directory), for groups' ranks
+  static inline const char* name = "troupe.node_registry";
+};
+
+// `local`: the agents in the head's own process, by the node they host (a node that joins
+// brings its own).
+node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_pointer<node_registry_state> self,
+                                                 topology::topology_config topo, router_actor router,
+                                                 std::map<std::string, node_agent_actor> local, caf::actor directory);
+
+}  // namespace troupe::actors

@@ -1,0 +1,638 @@
+#include "actors/control/admin_actor.h"
+
+#include "actors/protocol/error_text.h"
+#include "runtime/common/log.h"
+#include "runtime/common/wall_clock.h"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+
+namespace troupe::actors {
+
+namespace {
+
+constexpr std::uint32_t max_listed = 1000;  // requests listed at most, oldest first
+
+using admin_ptr = admin_actor::stateful_pointer<admin_state>;
+
+void answer(admin_ptr self, std::uint64_t token, nlohmann::json result) {
+  admin::reply r;
+  r.ok = true;
+  r.result = std::move(result);
+  self->state.cfg.reply(token, std::move(r));
+}
+
+void refuse(admin_ptr self, std::uint64_t token, std::string why) {
+  admin::reply r;
+  r.ok = false;
+  r.error = std::move(why);
+  self->state.cfg.reply(token, std::move(r));
+}
+
+void emit(admin_ptr self, const std::string& kind, nlohmann::json fields) {
+  if (kind == "admin" || kind == "replica_state") {  // operators' actions and state changes go to the log too
+    log::fields f;
+    for (auto it = fields.begin(); it != fields.end(); ++it) f.emplace_back(it.key(), it.value());
+    log::info(kind == "admin" ? "admin_command" : "replica_state", f);
+  }
+  if (self->state.cfg.event) self->state.cfg.event(kind, std::move(fields));
+}
+
+// Tells `watch` that replica `i` is now in `state`, once per change (a refresh and a command
+// may both notice it).
+void announce(admin_ptr self, std::size_t i, const std::string& state) {
+  auto& st = self->state;
+  const auto& r = st.replicas[i];
+  auto& last = st.announced[r.id];
+  if (last.empty()) last = "starting";
+  if (last == state) return;
+  emit(self, "replica_state", {{"replica", r.name}, {"from", last}, {"to", state}, {"generation", r.generation}});
+  last = state;
+}
+
+// The replicas of the topology, named "<pool>-<i>", before any has registered.
+std::vector<admin::replica_status> placed_replicas(const topology::topology_config& topo) {
+  std::vector<admin::replica_status> out;
+  for (const auto& p : topology::place_replicas(topo)) {
+    admin::replica_status r;
+    r.id = p.replica.value;
+    r.pool = p.pool;
+    r.name = p.name;
+    r.role = topology::role_name(p.role);
+    r.node = p.node;
+    r.stopped = !p.started;
+    if (out.size() <= r.id) out.resize(r.id + 1);
+    out[r.id] = r;
+  }
+  return out;
+}
+
+// Asks the router which replicas live and each live one for its load, then runs `then`.
+// Replicas that do not answer within the timeout keep has_load false. Emits an event for every
+// replica whose state changed since the last refresh.
+void refresh(admin_ptr self, std::function<void()> then) {
+  auto& st = self->state;
+  self->request(st.cfg.router, st.cfg.timeout, view_atom::value)
+      .then(
+          [=](const std::vector<replica_view>& views) {
+            auto& st = self->state;
+            std::vector<std::uint32_t> generations;
+            for (const auto& r : st.replicas) generations.push_back(r.generation);
+            st.schedulers.assign(st.replicas.size(), scheduler_actor{});
+            for (const auto& v : views) {
+              if (v.replica.value >= st.replicas.size()) continue;  // not in this topology
+              auto& r = st.replicas[v.replica.value];
+              r.registered = true;
+              r.alive = v.alive;
+              r.draining = v.draining;
+              r.parked = v.parked;
+              r.stopped = v.stopped;
+              if (v.alive) r.starting = false;
+              r.generation = v.generation;
+              if (v.alive) st.schedulers[v.replica.value] = v.scheduler;
+            }
+            auto pending = std::make_shared<std::size_t>(0);
+            auto done = [=] {
+              auto& st = self->state;
+              for (std::size_t i = 0; i < st.replicas.size(); ++i) {
+                const auto& r = st.replicas[i];
+                if (generations[i] != 0 && r.generation > generations[i] && st.announced[r.id] == "running")
+                  announce(self, i, "restarted");  // died and came back between two looks
+                announce(self, i, admin::state_of(r));
+              }
+              then();
+            };
+            for (std::size_t i = 0; i < st.schedulers.size(); ++i) {
+              auto& r = st.replicas[i];
+              if (!st.schedulers[i]) r.load = {};  // dead or not yet here: no load to show
+              r.has_load = false;
+              if (st.schedulers[i]) ++*pending;
+            }
+            if (*pending == 0) return done();
+            for (std::size_t i = 0; i < st.schedulers.size(); ++i) {
+              if (!st.schedulers[i]) continue;
+              auto finish = [=] {
+                if (--*pending == 0) done();
+              };
+              self->request(st.schedulers[i], st.cfg.timeout, load_atom::value)
+                  .then(
+                      [=](const load_report& l) {
+                        auto& r = self->state.replicas[i];
+                        r.has_load = true;
+                        const double rate = r.load.tokens_per_s;
+                        r.load = {l.running_seqs, l.waiting_seqs, l.used_blocks, l.total_blocks, l.cached_blocks, l.handoffs_held,
+                                  l.prefix_queries, l.prefix_hits, rate, l.spec_draft_tokens, l.spec_accepted_tokens};
+                        // Tokens/s over the time since the previous sample (at least 0.2 s ago).
+                        const double t = unix_seconds();
+                        const bool fresh = r.sampled_at == 0 || l.generated_tokens < r.sampled_tokens;  // first, or restarted
+                        if (fresh || t - r.sampled_at >= 0.2) {
+                          if (!fresh) r.load.tokens_per_s = double(l.generated_tokens - r.sampled_tokens) / (t - r.sampled_at);
+                          r.sampled_at = t;
+                          r.sampled_tokens = l.generated_tokens;
+                        }
+                        finish();
+                      },
+                      [=](caf::error&) { finish(); });
+            }
+          },
+          [=](caf::error&) { then(); });
+}
+
+// The replica `args[0]` names, alive, or an error reply (false).
+bool named_replica(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args,
+                   std::size_t& index) {
+  auto& st = self->state;
+  if (args.size() != 1) {
+    refuse(self, token, cmd + ": expected one replica name (see status)");
+    return false;
+  }
+  auto i = admin::find_replica(st.replicas, args[0]);
+  if (!i) {
+    std::string names;
+    for (const auto& r : st.replicas) names += (names.empty() ? "" : ", ") + r.name;
+    refuse(self, token, cmd + ": no replica named '" + args[0] + "' (replicas: " + names + ")");
+    return false;
+  }
+  if (!st.schedulers[*i]) {
+    refuse(self, token, cmd + ": replica " + args[0] + " is " + admin::state_of(st.replicas[*i]));
+    return false;
+  }
+  index = *i;
+  return true;
+}
+
+// Drains replica `i` (the router places nothing more on it; it hands what it holds on with the
+// KV); `done` gets nothing once it is empty, or why it did not get there.
+void drain(admin_ptr self, std::size_t i, std::function<void(std::optional<std::string>)> done) {
+  auto& st = self->state;
+  self->send(st.cfg.router, drain_atom::value, replica_id{st.replicas[i].id});
+  announce(self, i, "draining");
+  self->request(st.schedulers[i], st.cfg.drain_timeout, drain_atom::value)
+      .then(
+          [=](bool drained) {
+            if (!drained) return done(std::string("resumed before it was drained"));
+            done(std::nullopt);
+          },
+          [=](caf::error& e) { done(error_message(self->system(), e)); });
+}
+
+std::vector<admin::pool_bounds> pool_bounds(const topology::topology_config& t) {
+  std::vector<admin::pool_bounds> out;
+  for (const auto& p : t.pools) out.push_back({p.name, p.min_replicas, std::max(p.replicas, p.max_replicas), t.scheduler.limits.max_num_seqs, p.warm()});
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+// Starts the stopped replicas `ids` through the node registry (each registers warm: parked),
+// then runs `then` with the first failure, if any.
+void start_replicas(admin_ptr self, const std::vector<std::size_t>& ids, std::function<void(std::optional<std::string>)> then) {
+  if (ids.empty()) return then(std::nullopt);
+  auto left = std::make_shared<std::size_t>(ids.size());
+  auto failed = std::make_shared<std::optional<std::string>>();
+  for (auto i : ids) {
+    auto& r = self->state.replicas[i];
+    r.stopped = false;
+    r.starting = true;
+    announce(self, i, "starting");
+    log::info("replica_start", {{"replica", r.name}, {"node", r.node}});
+    auto one_done = [=](std::optional<std::string> error) {
+      auto& r = self->state.replicas[i];
+      r.starting = false;
+      if (error) {
+        r.stopped = true;
+        if (!*failed) *failed = "starting " + r.name + ": " + *error;
+        log::warn("replica_start_failed", {{"replica", r.name}, {"error", *error}});
+      }
+      if (--*left == 0) refresh(self, [=] { then(*failed); });  // the new handles, before anyone unparks them
+    };
+    self->request(self->state.cfg.registry, self->state.cfg.drain_timeout, spawn_replica_atom::value, replica_id{r.id})
+        .then([=](bool) { one_done(std::nullopt); }, [=](caf::error& e) { one_done(error_message(self->system(), e)); });
+  }
+}
+
+// Stops the warm replicas `ids` through the node registry: the router forgets them, their
+// nodes' agents stop them and free their memory.
+void stop_replicas(admin_ptr self, const std::vector<std::size_t>& ids) {
+  for (auto i : ids) {
+    const std::string name = self->state.replicas[i].name;
+    log::info("replica_stop", {{"replica", name}});
+    self->request(self->state.cfg.registry, self->state.cfg.timeout, stop_replica_atom::value, replica_id{self->state.replicas[i].id})
+        .then([=](bool) { refresh(self, [] {}); },
+              [=](caf::error& e) { log::warn("replica_stop_failed", {{"replica", name}, {"error", error_message(self->system(), e)}}); });
+  }
+}
+
+// Places on warm replica i again.
+void unpark(admin_ptr self, std::size_t i) {
+  auto& st = self->state;
+  self->send(st.cfg.router, resume_atom::value, replica_id{st.replicas[i].id});
+  if (st.schedulers[i]) self->send(st.schedulers[i], park_atom::value, false);  // for the other heads' routers
+  st.replicas[i].parked = false;  // as the router has it now (the warm pool counts on it)
+  announce(self, i, "running");
+}
+
+struct pool_members {
+  std::vector<std::size_t> serving, warm, stopped;  // by replica id
+};
+
+pool_members members_of(admin_ptr self, const std::string& pool) {
+  pool_members m;
+  auto& st = self->state;
+  for (std::size_t i = 0; i < st.replicas.size(); ++i) {
+    const auto& r = st.replicas[i];
+    if (r.pool != pool) continue;
+    const std::string s = admin::state_of(r);
+    if (s == "running" && st.schedulers[i]) m.serving.push_back(i);
+    if (s == "warm" && st.schedulers[i]) m.warm.push_back(i);
+    if (s == "stopped") m.stopped.push_back(i);
+  }
+  return m;
+}
+
+// Brings the pool's warm replicas to its warm_replicas: starts stopped ones, or stops the newest
+// warm ones beyond it (their memory goes back to the node).
+void keep_warm(admin_ptr self, const std::string& pool, int target) {
+  if (!self->state.cfg.registry) return;  // nothing can start or stop replicas
+  const pool_members m = members_of(self, pool);
+  const int warm = int(m.warm.size());
+  if (warm < target) {
+    std::vector<std::size_t> ids(m.stopped.begin(), m.stopped.begin() + std::min<std::size_t>(m.stopped.size(), std::size_t(target - warm)));
+    start_replicas(self, ids, [](std::optional<std::string>) {});
+  } else if (warm > target) {
+    stop_replicas(self, std::vector<std::size_t>(m.warm.end() - (warm - target), m.warm.end()));
+  }
+}
+
+}  // namespace
+
+// Scales `pool` to `n` serving replicas: warm ones join (the router places on them again), and
+// when there are too few, stopped ones start through their node agents first; or the newest
+// serving ones drain (their requests move with their KV) and wait warm. Either way the warm
+// pool is then brought back to warm_replicas (started or stopped through the node agents).
+// `done` gets the result once every serving change is made, or why nothing was done.
+void scale_pool(admin_ptr self, const std::string& pool, int n, const std::string& reason,
+                std::function<void(bool, nlohmann::json)> done) {
+  refresh(self, [=] {
+    auto& st = self->state;
+    const auto bounds = pool_bounds(st.cfg.topo);
+    auto b = std::find_if(bounds.begin(), bounds.end(), [&](const admin::pool_bounds& x) { return x.name == pool; });
+    if (b == bounds.end()) return done(false, "scale: no pool named '" + pool + "'");
+    if (n < b->min || n > b->max)
+      return done(false, "scale: pool " + pool + " runs " + std::to_string(b->min) + " to " + std::to_string(b->max) +
+                             " replicas (min_replicas, max_replicas); " + std::to_string(n) + " is outside");
+    const int warm_target = b->warm;
+    const pool_members m = members_of(self, pool);
+    const int before = int(m.serving.size());
+    if (n >= before) {
+      const std::size_t need = std::size_t(n - before);
+      const std::size_t from_warm = std::min(need, m.warm.size());
+      if (need - from_warm > m.stopped.size() || (need > from_warm && !st.cfg.registry))
+        return done(false, "scale: pool " + pool + " has " + std::to_string(m.warm.size()) + " warm and " +
+                               std::to_string(st.cfg.registry ? m.stopped.size() : 0) + " startable replicas, " + std::to_string(need) +
+                               " needed");
+      nlohmann::json names = nlohmann::json::array();
+      for (std::size_t k = 0; k < from_warm; ++k) {
+        unpark(self, m.warm[k]);
+        names.push_back(st.replicas[m.warm[k]].name);
+      }
+      const std::vector<std::size_t> cold(m.stopped.begin(), m.stopped.begin() + (need - from_warm));
+      // Cold ones start (a model load), then serve; the answer waits for them.
+      start_replicas(self, cold, [=](std::optional<std::string> error) mutable {
+        for (auto i : cold)
+          if (self->state.schedulers[i]) {
+            unpark(self, i);
+            names.push_back(self->state.replicas[i].name);
+          }
+        if (n != before)
+          emit(self, "scale", {{"pool", pool}, {"from", before}, {"to", before + int(names.size())}, {"added", names}, {"reason", reason}});
+        keep_warm(self, pool, warm_target);
+        if (error) return done(false, "scale: " + *error);
+        done(true, {{"pool", pool}, {"replicas", n}, {"added", names}});
+      });
+      return;
+    }
+    // Down: the newest serving replicas drain, then park; the answer waits for all of them.
+    nlohmann::json names = nlohmann::json::array();
+    auto left = std::make_shared<int>(before - n);
+    auto failed = std::make_shared<std::string>();
+    for (int k = 0; k < before - n; ++k) {
+      const std::size_t i = m.serving[m.serving.size() - 1 - std::size_t(k)];
+      const replica_id id{st.replicas[i].id};
+      names.push_back(st.replicas[i].name);
+      drain(self, i, [=](std::optional<std::string> error) {
+        auto& st = self->state;
+        if (error) {
+          *failed = *error;
+        } else {
+          self->send(st.cfg.router, park_atom::value, id);
+          if (st.schedulers[i]) {
+            self->send(st.schedulers[i], park_atom::value, true);  // for the other heads' routers
+            self->send(st.schedulers[i], resume_atom::value);     // serves again once unparked
+          }
+          announce(self, i, "warm");
+        }
+        if (--*left > 0) return;
+        if (!failed->empty()) return done(false, "scale: " + *failed);
+        emit(self, "scale", {{"pool", pool}, {"from", before}, {"to", n}, {"removed", names}, {"reason", reason}});
+        refresh(self, [=] { keep_warm(self, pool, warm_target); });
+        done(true, {{"pool", pool}, {"replicas", n}, {"removed", names}});
+      });
+    }
+  });
+}
+
+namespace {
+
+nlohmann::json topology_json(const topology::topology_config& t) {
+  nlohmann::json out{{"source", t.source}, {"nodes", nlohmann::json::array()}, {"pools", nlohmann::json::array()}};
+  for (const auto& n : t.nodes)
+    out["nodes"].push_back({{"name", n.name}, {"address", n.host + ":" + std::to_string(n.port)}, {"head", t.is_head(n.name)}});
+  for (const auto& p : t.pools)
+    out["pools"].push_back({{"name", p.name}, {"role", topology::role_name(p.role)}, {"replicas", p.replicas}, {"nodes", p.nodes}});
+  out["router"] = {{"policy", t.router.policy}};
+  out["model"] = {{"path", t.model.path}};
+  return out;
+}
+
+// `status` (with each pool's recent latencies from the request owner) to `then`.
+void status(admin_ptr self, std::function<void(nlohmann::json)> then) {
+  auto finish = [=] {
+    std::vector<std::string> nodes;
+    for (const auto& n : self->state.cfg.topo.nodes) nodes.push_back(n.name);
+    nlohmann::json s = admin::status_json(self->state.replicas, nodes, pool_bounds(self->state.cfg.topo));
+    for (auto& p : s["pools"]) {
+      pool_latency l;
+      if (auto t = self->state.latency.find(p["name"].get<std::string>()); t != self->state.latency.end()) l = t->second;
+      p["ttft_s"] = l.ttft_s;
+      p["itl_s"] = l.itl_s;
+      p["ttft_age_s"] = l.ttft_age_s;
+      p["itl_age_s"] = l.itl_age_s;
+    }
+    then(std::move(s));
+  };
+  refresh(self, [=] {
+    if (!self->state.cfg.owner) return finish();
+    self->request(self->state.cfg.owner, self->state.cfg.timeout, latency_atom::value)
+        .then(
+            [=](const std::vector<pool_latency>& t) {
+              self->state.latency.clear();
+              for (const auto& l : t) self->state.latency[l.pool] = l;
+              finish();
+            },
+            [=](caf::error&) { finish(); });
+  });
+}
+
+// `help`: the server's commands and what each does
+void cmd_help(admin_ptr self, std::uint64_t token, const std::string& /*cmd*/, const std::vector<std::string>& /*args*/) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& [name, what] : admin::server_commands()) list.push_back({{"command", name}, {"does", what}});
+  return answer(self, token, {{"commands", list}});
+}
+
+// `topology`: what this head runs, and its model
+void cmd_topology(admin_ptr self, std::uint64_t token, const std::string& /*cmd*/, const std::vector<std::string>& /*args*/) {
+  auto& st = self->state;
+  nlohmann::json t = topology_json(st.cfg.topo);
+  if (st.cfg.model.is_object() && !st.cfg.model.empty()) t["model"] = st.cfg.model;
+  return answer(self, token, std::move(t));
+}
+
+// `status`: every replica's state and load
+void cmd_status(admin_ptr self, std::uint64_t token, const std::string& /*cmd*/, const std::vector<std::string>& args) {
+  if (!args.empty()) return refuse(self, token, "status: takes no arguments");
+  return status(self, [=](nlohmann::json s) { answer(self, token, std::move(s)); });
+}
+
+// `autoscaler ...` and `set-policy autoscaler default KEY=VALUE...`: passed to the autoscaler
+void cmd_autoscaler(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
+  auto& st = self->state;
+  if (!st.autoscaler) return refuse(self, token, cmd + ": this cluster runs no autoscaler ([autoscaler] in the topology)");
+  std::vector<std::string> a = args;
+  if (cmd == "set-policy") {  // set-policy autoscaler NAME KEY=VALUE...: NAME is "default", the one policy
+    if (a.size() < 2 || a[1] != "default") return refuse(self, token, "set-policy autoscaler: the policy is \"default\"; expected default KEY=VALUE ...");
+    a.erase(a.begin(), a.begin() + 2);
+    a.insert(a.begin(), "set");
+  }
+  emit(self, "admin", {{"command", cmd}, {"args", args}});
+  self->request(st.autoscaler, st.cfg.timeout, autoscaler_atom::value, a)
+      .then([=](const std::string& r) { answer(self, token, nlohmann::json::parse(r, nullptr, false)); },
+            [=](caf::error& e) { refuse(self, token, cmd + ": " + error_message(self->system(), e)); });
+  return;
+}
+
+// `kv [REPLICA]`: the replicas' KV use
+void cmd_kv(admin_ptr self, std::uint64_t token, const std::string& /*cmd*/, const std::vector<std::string>& args) {
+  if (args.size() > 1) return refuse(self, token, "kv: expected at most one replica name");
+  return refresh(self, [=] {
+    auto& st = self->state;
+    if (args.empty()) return answer(self, token, admin::kv_json(st.replicas));
+    auto i = admin::find_replica(st.replicas, args[0]);
+    if (!i) return refuse(self, token, "kv: no replica named '" + args[0] + "'");
+    answer(self, token, admin::kv_json({st.replicas[*i]}));
+  });
+}
+
+// `requests [REPLICA]`: the oldest requests in flight
+void cmd_requests(admin_ptr self, std::uint64_t token, const std::string& /*cmd*/, const std::vector<std::string>& args) {
+  if (args.size() > 1) return refuse(self, token, "requests: expected at most one replica name");
+  return refresh(self, [=] {
+    auto& st = self->state;
+    std::optional<std::size_t> only;
+    if (!args.empty()) {
+      only = admin::find_replica(st.replicas, args[0]);
+      if (!only) return refuse(self, token, "requests: no replica named '" + args[0] + "'");
+    }
+    self->request(st.cfg.owner, st.cfg.timeout, requests_atom::value, std::uint32_t(max_listed))
+        .then(
+            [=](const std::vector<request_view>& views) {
+              auto& st = self->state;
+              nlohmann::json list = nlohmann::json::array();
+              for (const auto& v : views) {
+                if (only && v.replica.value != st.replicas[*only].id) continue;
+                const bool placed = v.replica.value < st.replicas.size();
+                list.push_back({{"id", v.id},
+                                {"replica", placed ? nlohmann::json(st.replicas[v.replica.value].name) : nlohmann::json(nullptr)},
+                                {"prompt_tokens", v.prompt_tokens},
+                                {"output_tokens", v.output_tokens},
+                                {"migrations", v.migrations},
+                                {"priority", v.priority},
+                                {"age_seconds", v.age_seconds}});
+              }
+              answer(self, token, {{"requests", list}, {"listed_at_most", max_listed}});
+            },
+            [=](caf::error& e) { refuse(self, token, "requests: the request owner did not answer: " + error_message(self->system(), e)); });
+  });
+}
+
+// `scale POOL N`: the pool's replica count
+void cmd_scale(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
+  int n = -1;
+  try {
+    std::size_t used = 0;
+    if (args.size() == 2) n = std::stoi(args[1], &used);
+    if (used != args[1].size()) n = -1;
+  } catch (const std::exception&) {
+    n = -1;
+  }
+  if (args.size() != 2 || n < 0) return refuse(self, token, "scale: expected POOL N (a replica count)");
+  emit(self, "admin", {{"command", cmd}, {"pool", args[0]}, {"replicas", n}});
+  return scale_pool(self, args[0], n, "admin", [=](bool ok, nlohmann::json r) {
+    if (ok) return answer(self, token, std::move(r));
+    refuse(self, token, r.get<std::string>());
+  });
+}
+
+// `log-level [LEVEL]`: the head's and every node's
+void cmd_log_level(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
+  auto& st = self->state;
+  if (args.size() > 1) return refuse(self, token, "log-level: expected one of debug, info, warn, error, off");
+  if (args.empty()) return answer(self, token, {{"level", log::level_name(log::current_level())}});
+  const auto l = log::parse_level(args[0]);
+  if (!l) return refuse(self, token, "log-level: '" + args[0] + "' is not one of debug, info, warn, error, off");
+  emit(self, "admin", {{"command", cmd}, {"level", args[0]}});
+  log::set_level(*l);
+  const std::string name = log::level_name(*l);
+  if (!st.cfg.registry) return answer(self, token, {{"level", name}, {"applies_to", "the head"}});
+  self->request(st.cfg.registry, st.cfg.timeout, log_level_atom::value, name)
+      .then([=](std::uint32_t nodes) { answer(self, token, {{"level", name}, {"applies_to", "the head"}, {"nodes", nodes}}); },
+            [=](caf::error& e) {
+              answer(self, token, {{"level", name}, {"applies_to", "the head"}, {"nodes_error", error_message(self->system(), e)}});
+            });
+  return;
+}
+
+// `set-policy router NAME [KEY=VALUE ...]`
+void cmd_set_router_policy(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
+  auto& st = self->state;
+  if (args.size() < 2) return refuse(self, token, "set-policy: expected router|autoscaler NAME [KEY=VALUE ...]");
+  if (args[0] != "router") return refuse(self, token, "set-policy: expected router or autoscaler, got '" + args[0] + "'");
+  std::vector<std::pair<std::string, double>> params;
+  if (auto bad = admin::parse_key_numbers(args, 2, params)) return refuse(self, token, "set-policy: " + *bad);
+  const std::string name = args[1];
+  self->request(st.cfg.router, st.cfg.timeout, policy_atom::value, name, params)
+      .then([=](bool) {
+              nlohmann::json p = nlohmann::json::object();
+              for (const auto& [k, v] : params) p[k] = v;
+              emit(self, "admin", {{"command", cmd}, {"policy", name}, {"params", p}});
+              answer(self, token, {{"router", {{"policy", name}, {"params", p}}}});
+            },
+            [=](caf::error& e) { refuse(self, token, "set-policy router: " + error_message(self->system(), e)); });
+  return;
+}
+
+// `kill NODE`: a whole node's process, as if it crashed
+void cmd_kill_node(admin_ptr self, std::uint64_t token, const std::string& /*cmd*/, const std::vector<std::string>& args) {
+  auto& st = self->state;
+  const std::string node = args[0];  // a whole node's process, as if it crashed
+  if (st.cfg.topo.is_head(node)) return refuse(self, token, "kill: " + node + " is a head (this console runs there); kill its replicas instead");
+  if (!st.cfg.registry) return refuse(self, token, "kill: this head has no node registry");
+  self->request(st.cfg.registry, st.cfg.timeout, crash_atom::value, node)
+      .then(
+          [=](bool) {
+            emit(self, "admin", {{"command", "kill"}, {"node", node}});
+            answer(self, token, {{"node", node}, {"killed", true}});
+          },
+          [=](caf::error& e) { refuse(self, token, "kill " + node + ": " + error_message(self->system(), e)); });
+  return;
+}
+
+// `drain|resume|kill REPLICA`
+void cmd_replica(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
+  return refresh(self, [=] {
+    auto& st = self->state;
+    std::size_t i = 0;
+    if (!named_replica(self, token, cmd, args, i)) return;
+    const auto& r = st.replicas[i];
+    const replica_id id{r.id};
+    const std::string name = r.name;
+    emit(self, "admin", {{"command", cmd}, {"replica", name}});
+    if (cmd == "kill") {  // as if its process died: no goodbye, its requests migrate
+      // An error exit, not exit_reason::kill: kill would pass on through the links to the
+      // node agent and every other replica of that process; a crash of one replica is this.
+      self->send_exit(st.schedulers[i], caf::make_error(caf::sec::runtime_error, "killed by the admin console (fault injection)"));
+      return answer(self, token, {{"replica", name}, {"killed", true}});
+    }
+    if (cmd == "resume") {
+      self->send(st.cfg.router, resume_atom::value, id);
+      self->send(st.schedulers[i], resume_atom::value);
+      announce(self, i, "running");
+      return answer(self, token, {{"replica", name}, {"state", "running"}});
+    }
+    drain(self, i, [=](std::optional<std::string> error) {
+      if (error) return refuse(self, token, "drain " + name + ": " + *error);
+      announce(self, i, "drained");
+      answer(self, token, {{"replica", name}, {"state", "drained"}, {"safe_to_remove", true}});
+    });
+  });
+}
+
+void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
+  auto& st = self->state;
+  if (cmd == "help") return cmd_help(self, token, cmd, args);
+  if (cmd == "topology") return cmd_topology(self, token, cmd, args);
+  if (cmd == "status") return cmd_status(self, token, cmd, args);
+  if (cmd == "autoscaler" || (cmd == "set-policy" && !args.empty() && args[0] == "autoscaler")) return cmd_autoscaler(self, token, cmd, args);
+  if (cmd == "kv") return cmd_kv(self, token, cmd, args);
+  if (cmd == "requests") return cmd_requests(self, token, cmd, args);
+  if (cmd == "scale") return cmd_scale(self, token, cmd, args);
+  if (cmd == "log-level") return cmd_log_level(self, token, cmd, args);
+  if (cmd == "set-policy") return cmd_set_router_policy(self, token, cmd, args);
+  if (cmd == "kill" && args.size() == 1 && !admin::find_replica(st.replicas, args[0]) && st.cfg.topo.node(args[0])) return cmd_kill_node(self, token, cmd, args);
+  if (cmd == "drain" || cmd == "resume" || cmd == "kill") return cmd_replica(self, token, cmd, args);
+  refuse(self, token, "unknown command '" + cmd + "' (help lists them)");
+}
+
+}  // namespace
+
+
+admin_actor::behavior_type admin(admin_actor::stateful_pointer<admin_state> self, admin_config cfg) {
+  self->state.cfg = std::move(cfg);
+  self->state.replicas = placed_replicas(self->state.cfg.topo);
+  self->state.schedulers.assign(self->state.replicas.size(), scheduler_actor{});
+  self->send(self, tick_atom::value);
+  const auto sink = caf::actor_cast<admin_event_sink>(self);
+  if (self->state.cfg.router) self->send(self->state.cfg.router, watch_atom::value, sink);
+  if (self->state.cfg.owner) self->send(self->state.cfg.owner, watch_atom::value, sink);
+  return {
+      [=](admin_atom, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
+        run_command(self, token, cmd, args);
+      },
+      [=](event_atom, const std::string& kind, const std::string& text) {
+        auto& st = self->state;
+        if (kind == "replica_up" || kind == "replica_down") return refresh(self, [] {});  // announces the change now
+        nlohmann::json fields = nlohmann::json::parse(text, nullptr, false);
+        if (!fields.is_object()) return;
+        for (const char* k : {"replica", "from", "to"})  // replica ids as the names the console uses
+          if (fields.contains(k) && fields[k].is_number_unsigned() && fields[k].get<std::uint32_t>() < st.replicas.size())
+            fields[k] = st.replicas[fields[k].get<std::uint32_t>()].name;
+        emit(self, kind, std::move(fields));
+      },
+      [=](status_atom) -> caf::result<std::string> {
+        auto rp = self->make_response_promise<std::string>();
+        status(self, [rp](nlohmann::json s) mutable { rp.deliver(s.dump()); });
+        return rp;
+      },
+      [=](scale_atom, const std::string& pool, std::int32_t n, const std::string& reason) -> caf::result<bool> {
+        auto rp = self->make_response_promise<bool>();
+        scale_pool(self, pool, n, reason, [rp](bool ok, nlohmann::json r) mutable {
+          if (ok)
+            rp.deliver(true);
+          else
+            rp.deliver(caf::make_error(caf::sec::invalid_argument, r.get<std::string>()));
+        });
+        return rp;
+      },
+      [=](autoscaler_atom, autoscaler_actor a) { self->state.autoscaler = std::move(a); },
+      [=](tick_atom) {  // samples loads (tokens/s) and notices deaths and restarts for `watch`
+        refresh(self, [] {});
+        self->delayed_send(self, self->state.cfg.sample_interval, tick_atom::value);
+      },
+  };
+}
+
+}  // namespace troupe::actors

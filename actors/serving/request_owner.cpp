@@ -1,0 +1,414 @@
+#include "actors/serving/request_owner.h"
+
+#include <algorithm>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/common/log.h"
+
+namespace troupe::actors {
+
+namespace {
+
+using owner_ptr = owner_actor::stateful_pointer<owner_state>;
+
+// One sample into a pool's exponential average (the first sample is the average).
+void observe(double& avg, std::optional<std::chrono::steady_clock::time_point>& at, double sample) {
+  avg = at ? 0.8 * avg + 0.2 * sample : sample;
+  at = std::chrono::steady_clock::now();
+}
+using promise = caf::typed_response_promise<bool>;
+
+constexpr std::size_t max_migrations_kept = 10000;  // for tests and metrics; older ones go
+
+// An event for the admin console's `watch`, if one is watching.
+// The fields are built only when someone watches: placements come with every request.
+template <class Fields>
+void tell_admin(owner_ptr self, const char* kind, Fields&& fields) {
+  if (self->state.events) self->send(self->state.events, event_atom::value, std::string(kind), nlohmann::json(fields()).dump());
+}
+
+
+std::string replica_name(owner_ptr self, std::uint32_t id) { return topology::name_of(self->state.cfg.names, id); }
+
+// The line every request ends with: who, where, how much, how long, how it ended.
+void log_end(owner_ptr self, const owned_request& r, const std::string& outcome, const token_update* u, const std::string& error) {
+  if (!log::enabled(error.empty() ? log::level::info : log::level::warn)) return;  // every request ends here: build nothing unread
+  nlohmann::json places = nlohmann::json::array();
+  for (auto id : r.replicas) places.push_back(replica_name(self, id));
+  log::fields f = {{"id", r.request.id},
+                   {"trace", r.request.trace_id},
+                   {"tenant", r.request.cache_salt.empty() ? "default" : r.request.cache_salt},
+                   {"replicas", places},
+                   {"prompt_tokens", r.request.prompt.size()},
+                   {"output_tokens", r.tokens.size()},
+                   {"migrations", r.migrations},
+                   {"outcome", outcome},
+                   {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - r.submitted).count()}};
+  if (u) {
+    f.emplace_back("queue_s", u->queue_seconds);
+    f.emplace_back("prefill_s", u->prefill_seconds);
+    f.emplace_back("decode_s", u->decode_seconds);
+    if (u->transfer_seconds > 0) f.emplace_back("transfer_s", u->transfer_seconds);
+    if (u->draft_tokens > 0) {  // speculative decoding, on the replica that finished it
+      f.emplace_back("draft_tokens", u->draft_tokens);
+      f.emplace_back("accepted_tokens", u->accepted_tokens);
+    }
+  }
+  if (!error.empty()) f.emplace_back("error", error);
+  log::write(error.empty() ? log::level::info : log::level::warn, "request_end", f);
+}
+
+// A request counted in its pool's admission queue leaves it (it started, or ended before).
+void unqueue(owner_ptr self, owned_request& r, bool started) {
+  if (r.queued_in.empty()) return;
+  auto& q = self->state.queues[r.queued_in];
+  if (started)
+    q.started(admission::clock::now());
+  else
+    q.left();
+  r.queued_in.clear();
+}
+
+// Ends a request that can no longer be served. Before its first acceptance the client's submit
+// gets the error (`code`, `why`); afterwards the client gets a final update whose reason says why.
+void fail(owner_ptr self, const std::string& id, const std::string& why, promise* initial,
+          serve_errc code = serve_errc::invalid, double retry_after_s = 0) {
+  auto it = self->state.requests.find(id);
+  if (it == self->state.requests.end()) return;
+  if (auto holder = it->second.kv.drop())  // nobody will pull it
+    self->send(caf::actor_cast<scheduler_actor>(*holder), release_atom::value, id);
+  unqueue(self, it->second, false);
+  log_end(self, it->second, initial ? "refused" : "error", nullptr, why);
+  if (initial) {
+    initial->deliver(make_serve_error(code, why, retry_after_s));
+  } else {
+    token_update u;
+    u.id = id;
+    u.finished = true;
+    u.reason = engine::finish_reason::error;
+    u.error = why;
+    u.prompt_tokens = std::int32_t(it->second.request.prompt.size());
+    u.output_tokens = std::int32_t(it->second.tokens.size());
+    self->send(it->second.client, token_batch{0, {u}});
+  }
+  self->state.requests.erase(it);
+}
+
+// One monitor per scheduler, however many requests it serves: each monitor is one down message.
+void watch(owner_ptr self, const scheduler_actor& s) {
+  if (self->state.watched.insert(s.address()).second) self->monitor(s);
+}
+
+void migrate(owner_ptr self, const std::string& id);
+
+// Submits `req` to the replica the router chose; with a holder, the replica pulls req.kv_from
+// from it and then releases it.
+void submit(owner_ptr self, const std::string& id, const route_reply& rep, const engine::request& req, caf::actor holder,
+            std::shared_ptr<promise> initial) {
+  const auto sink = caf::actor_cast<token_sink>(self);
+  const auto timeout = self->state.cfg.request_timeout;
+  auto submitted = holder ? self->request(rep.scheduler, timeout, handoff_atom::value, req, holder, sink)
+                          : self->request(rep.scheduler, timeout, submit_atom::value, req, sink);
+  std::move(submitted).then(
+      [=](bool) {
+        if (initial) initial->deliver(true);
+        tell_admin(self, "placement", [&]() -> nlohmann::json {
+          return {{"request", id}, {"replica", rep.replica.value}, {"why", rep.why}, {"handoff", bool(holder)}};
+        });
+        // Aborted while it was being placed: the replica must not run it for nobody.
+        if (!self->state.requests.count(id)) self->send(rep.scheduler, abort_atom::value, id);
+      },
+      [=](caf::error& err) {
+        if (holder) self->send(caf::actor_cast<scheduler_actor>(holder), release_atom::value, id);
+        // The replica died between the router's choice and the submission: the request is not
+        // bad, it moves as a request lost with its replica does, once (if the down message came
+        // first, it has moved already).
+        if (err.category() == caf::atom("system") && err.code() == static_cast<std::uint8_t>(caf::sec::request_receiver_down)) {
+          if (initial) initial->deliver(true);
+          auto it = self->state.requests.find(id);
+          if (it != self->state.requests.end() && it->second.scheduler == rep.scheduler) migrate(self, id);
+          return;
+        }
+        // A bad request is refused everywhere: do not move it around.
+        fail(self, id, self->system().render(err), initial.get());
+      });
+}
+
+// Routes the request and submits it with the tokens streamed so far. `initial` is set for the
+// client's own submission; migrations pass null.
+void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_ptr<promise> initial) {
+  auto& st = self->state;
+  auto it = st.requests.find(id);
+  if (it == st.requests.end()) return;
+  const owned_request& r = it->second;
+  route_query q{id, std::int32_t(r.request.prompt.size() + r.tokens.size()), r.request.priority, avoid, r.prefilled};
+  q.tokens = r.request.prompt;
+  q.tokens.insert(q.tokens.end(), r.tokens.begin(), r.tokens.end());
+  q.cache_salt = r.request.cache_salt;
+  q.public_prefix = r.request.public_prefix;
+  self->request(st.router, st.cfg.request_timeout, route_atom::value, q)
+      .then(
+          [=](const route_reply& rep) {
+            auto it = self->state.requests.find(id);
+            if (it == self->state.requests.end()) return;  // aborted meanwhile
+            if (!rep.placed) return fail(self, id, "no replica can take it (" + rep.why + ")", initial.get(), serve_errc::unavailable);
+            owned_request& r = it->second;
+            auto& st = self->state;
+            if (initial && st.cfg.admission.max_queued > 0) {  // a new request: admitted, or refused now
+              const auto pool = st.cfg.pools.find(rep.replica.value);
+              const std::string name = pool == st.cfg.pools.end() ? std::string() : pool->second;
+              auto& q = st.queues[name];
+              const admission::verdict v = q.admit(st.cfg.admission, r.request.priority, admission::clock::now());
+              if (!v.admitted) {
+                ++st.refused;
+                log::info("admission_refused", {{"id", id}, {"trace", r.request.trace_id}, {"pool", name}, {"priority", r.request.priority},
+                                                {"reason", v.reason}, {"retry_after_s", v.retry_after_s}});
+                tell_admin(self, "admission", [&]() -> nlohmann::json {
+                  return {{"request", id}, {"pool", name}, {"admitted", false}, {"priority", r.request.priority},
+                          {"reason", v.reason}, {"retry_after", v.retry_after_s}};
+                });
+                return fail(self, id, admission::overload_message(v), initial.get(), serve_errc::overloaded, v.retry_after_s);
+              }
+              ++st.admitted;
+              q.accepted();
+              r.queued_in = name;
+            }
+            engine::request req = r.request;
+            req.generated = r.tokens;
+            req.text_returned = r.text_tokens;
+            req.prefill_only = rep.prefill_only;
+            // The KV once: the receiver releases the holder after its pull; a later move recomputes.
+            auto [kv, held_by] = r.kv.take();
+            req.kv_from = std::move(kv);
+            const caf::actor holder = held_by ? *held_by : caf::actor{};
+            r.scheduler = rep.scheduler;
+            r.replica = rep.replica;
+            if (r.replicas.size() < 64) r.replicas.push_back(rep.replica.value);  // bounded: a request moves a few times at most
+            r.prompt_done = false;
+            watch(self, rep.scheduler);
+            if (holder || !rep.store) return submit(self, id, rep, req, holder, initial);
+            // A KV store holds more of its prefix than that replica: the store pins what it
+            // still has and the replica pulls it from there (no answer: computed as usual).
+            self->request(rep.store, self->state.cfg.request_timeout, lookup_atom::value, id, rep.store_hashes)
+                .then(
+                    [=](kv::transfer::kv_handle& h) mutable {
+                      if (h.empty()) return submit(self, id, rep, req, nullptr, initial);
+                      req.kv_from = std::move(h);
+                      submit(self, id, rep, req, caf::actor_cast<caf::actor>(rep.store), initial);
+                    },
+                    [=](caf::error&) { submit(self, id, rep, req, nullptr, initial); });
+          },
+          [=](caf::error& err) {  // the router did not answer in time, or is gone
+            fail(self, id, "router: " + self->system().render(err), initial.get(), serve_errc::unavailable);
+          });
+}
+
+void migrate(owner_ptr self, const std::string& id) {
+  auto it = self->state.requests.find(id);
+  if (it == self->state.requests.end()) return;
+  owned_request& r = it->second;
+  if (r.migrations >= self->state.cfg.migration_limit)
+    return fail(self, id, "its replica died and it already moved " + std::to_string(r.migrations) + " times", nullptr);
+  ++r.migrations;
+  r.awaiting_first_token = true;
+  r.lost_at = std::chrono::steady_clock::now();
+  r.lost_replica = r.replica;
+  const replica_id from = r.replica;
+  r.scheduler = nullptr;
+  place(self, id, from, nullptr);
+}
+
+}  // namespace
+
+namespace {
+
+// The replica holding requests went down: each moves to another (recomputed, or pulled from
+// a KV holder still alive).
+void on_replica_down(owner_ptr self, const caf::down_msg& dm) {
+  std::vector<std::string> lost;
+  std::string replica;
+  for (auto& [id, r] : self->state.requests)
+    if (r.scheduler && r.scheduler.address() == dm.source) {
+      lost.push_back(id);
+      replica = replica_name(self, r.replica.value);
+    }
+  if (!lost.empty())
+    log::warn("replica_lost", {{"replica", replica}, {"requests_moving", lost.size()}, {"reason", caf::to_string(dm.reason)}});
+  for (auto& id : lost) migrate(self, id);
+}
+
+// A client's request, placed on a replica; answered once a replica accepted it (or with why none could).
+caf::result<bool> submit(owner_ptr self, const engine::request& req, token_sink client) {
+    auto& st = self->state;
+    if (st.requests.count(req.id)) return caf::make_error(caf::sec::invalid_argument, "request id '" + req.id + "' is in use");
+    owned_request r;
+    r.request = req;
+    r.client = std::move(client);
+    st.requests.emplace(req.id, std::move(r));
+    auto rp = std::make_shared<promise>(self->make_response_promise<bool>());
+    place(self, req.id, no_replica, rp);
+    return *rp;
+}
+
+void abort_request(owner_ptr self, const std::string& id) {
+    auto it = self->state.requests.find(id);
+    if (it == self->state.requests.end()) return;
+    if (it->second.scheduler) {
+      self->send(it->second.scheduler, abort_atom::value, id);  // its final update follows
+    } else {
+      fail(self, id, "aborted while being placed", nullptr);
+    }
+}
+
+// A moved request's first token from its new replica: the migration is recorded (for the
+// console's `migrations` and `watch`) with the time it took.
+void note_migration(owner_ptr self, const std::string& id, owned_request& r) {
+  auto& st = self->state;
+  r.awaiting_first_token = false;
+  const auto now = std::chrono::steady_clock::now();
+  const double secs = std::chrono::duration<double>(now - r.lost_at).count();
+  if (st.migrations.size() >= max_migrations_kept) st.migrations.erase(st.migrations.begin(), st.migrations.begin() + max_migrations_kept / 2);
+  st.migrations.push_back({id, r.lost_replica, r.replica, secs,
+                           std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()});
+  tell_admin(self, "migration", [&]() -> nlohmann::json {
+    return {{"request", id}, {"from", r.lost_replica.value}, {"to", r.replica.value}, {"seconds_to_first_token", secs}};
+  });
+  log::info("request_migrated", {{"id", id}, {"trace", r.request.trace_id}, {"from", replica_name(self, r.lost_replica.value)},
+                                 {"to", replica_name(self, r.replica.value)}, {"seconds_to_first_token", secs}});
+}
+
+// Prefilled (or drained) elsewhere: the client's stream goes on from a decode-capable replica,
+// which pulls the KV from the one that computed it instead of recomputing it. A request handed
+// off before anything was computed just goes elsewhere.
+void hand_off(owner_ptr self, const std::string& id, owned_request& r, token_update& u, std::map<token_sink, token_batch>& out,
+              std::uint64_t step) {
+  const replica_id from = r.replica;
+  if (!u.kv.empty()) {
+    r.kv.grant(std::move(u.kv), caf::actor_cast<caf::actor>(r.scheduler), from);
+    r.prefilled = true;
+  }
+  u.kv = {};
+  u.finished = false;
+  u.reason = engine::finish_reason::none;
+  r.scheduler = nullptr;  // that replica is done with it
+  if (!u.tokens.empty()) {  // a prefill's first token; a drained request has none new
+    auto& batch = out[r.client];
+    batch.step = step;
+    batch.updates.push_back(std::move(u));
+  }
+  place(self, id, from, nullptr);
+}
+
+// One update from the replica `from`: to the client's batch in `out`, or (a handoff, a failed
+// transfer) the request placed again.
+void on_update(owner_ptr self, const caf::actor_addr& from, token_update& u, std::map<token_sink, token_batch>& out,
+               std::uint64_t step) {
+  auto& st = self->state;
+  auto it = st.requests.find(u.id);
+  // Only the replica now serving a request may extend it: a replica that was given up
+  // for dead (a cut link) must not add tokens twice.
+  if (it == st.requests.end() || !it->second.scheduler || it->second.scheduler.address() != from) return;
+  owned_request& r = it->second;
+  if (r.awaiting_first_token && !u.tokens.empty()) note_migration(self, u.id, r);
+  // The router's view of this replica's load, current before its next load report.
+  const bool first = !r.prompt_done && !u.tokens.empty();
+  if (first || u.finished)
+    self->send(st.router, progress_atom::value, r.replica,
+               std::int32_t(first ? r.request.prompt.size() + r.tokens.size() : 0), bool(u.finished));
+  r.prompt_done |= first;
+  if (first) unqueue(self, r, true);
+  if (first && r.migrations == 0 && r.replicas.size() == 1) {  // a new request's own first token
+    r.first_token_at = std::chrono::steady_clock::now();
+    const auto pool = st.cfg.pools.find(r.replica.value);
+    if (pool != st.cfg.pools.end())
+      observe(st.latencies[pool->second].ttft_s, st.latencies[pool->second].ttft_at,
+              std::chrono::duration<double>(r.first_token_at - r.submitted).count());
+  }
+  r.tokens.insert(r.tokens.end(), u.tokens.begin(), u.tokens.end());
+  if (!u.tokens.empty()) r.text_tokens = u.text_tokens;
+  u.migrations = r.migrations;
+  if (u.finished && u.reason == engine::finish_reason::transfer_failed) {
+    // Its KV could not be pulled and the policy is to prefill it again elsewhere.
+    r.prefilled = false;
+    r.scheduler = nullptr;
+    place(self, it->first, r.kv.from(), nullptr);
+    return;
+  }
+  if (u.finished && u.reason == engine::finish_reason::handoff) return hand_off(self, it->first, r, u, out, step);
+  auto& batch = out[r.client];
+  batch.step = step;
+  const bool finished = u.finished;
+  batch.updates.push_back(std::move(u));
+  if (finished) {
+    const std::size_t n = r.tokens.size();
+    if (r.migrations == 0 && n >= 2 && r.first_token_at != std::chrono::steady_clock::time_point{}) {
+      const auto pool = st.cfg.pools.find(r.replica.value);
+      if (pool != st.cfg.pools.end())
+        observe(st.latencies[pool->second].itl_s, st.latencies[pool->second].itl_at,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - r.first_token_at).count() / double(n - 1));
+    }
+    unqueue(self, r, false);
+    log_end(self, r, engine::finish_reason_name(batch.updates.back().reason), &batch.updates.back(), batch.updates.back().error);
+    st.requests.erase(it);
+  }
+}
+
+// A replica's step of updates, regrouped by client.
+void on_tokens(owner_ptr self, token_batch& b) {
+  const caf::actor_addr from = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  std::map<token_sink, token_batch> out;
+  for (auto& u : b.updates) on_update(self, from, u, out, b.step);
+  for (auto& [client, batch] : out) self->send(client, std::move(batch));
+}
+
+// The oldest `limit` requests in flight, for the console's `requests`.
+std::vector<request_view> requests_view(owner_ptr self, std::uint32_t limit) {
+    std::vector<request_view> out;
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& [id, r] : self->state.requests) {
+      request_view v;
+      v.id = id;
+      v.replica = r.scheduler ? r.replica : no_replica;
+      v.prompt_tokens = std::int32_t(r.request.prompt.size());
+      v.output_tokens = std::int32_t(r.tokens.size());
+      v.migrations = r.migrations;
+      v.priority = r.request.priority;
+      v.age_seconds = std::chrono::duration<double>(now - r.submitted).count();
+      out.push_back(std::move(v));
+    }
+    std::sort(out.begin(), out.end(), [](const request_view& a, const request_view& b) { return a.age_seconds > b.age_seconds; });
+    if (out.size() > limit) out.resize(limit);
+    return out;
+}
+
+std::vector<pool_latency> latencies(owner_ptr self) {
+    const auto now = std::chrono::steady_clock::now();
+    auto age = [&](const std::optional<std::chrono::steady_clock::time_point>& at) {
+      return at ? std::chrono::duration<double>(now - *at).count() : -1.0;
+    };
+    std::vector<pool_latency> out;
+    for (const auto& [pool, l] : self->state.latencies) out.push_back({pool, l.ttft_s, l.itl_s, age(l.ttft_at), age(l.itl_at)});
+    return out;
+}
+
+}  // namespace
+
+owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_state> self, router_actor router,
+                                         owner_config cfg) {
+  self->state.cfg = cfg;
+  self->state.router = std::move(router);
+  self->set_down_handler([=](const caf::down_msg& dm) { on_replica_down(self, dm); });
+  return {
+      [=](submit_atom, const engine::request& req, token_sink client) { return submit(self, req, std::move(client)); },
+      [=](abort_atom, const std::string& id) { abort_request(self, id); },
+      [=](token_batch& b) { on_tokens(self, b); },
+      [=](migrations_atom) { return self->state.migrations; },
+      [=](requests_atom, std::uint32_t limit) { return requests_view(self, limit); },
+      [=](watch_atom, admin_event_sink sink) { self->state.events = std::move(sink); },
+      [=](latency_atom) { return latencies(self); },
+  };
+}
+
+}  // namespace troupe::actors

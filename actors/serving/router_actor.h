@@ -1,0 +1,67 @@
+// The router: holds each replica's last load report and liveness, and answers "where should
+// this request run?" with a routing policy from runtime/routing (a pure function).
+#pragma once
+#include <chrono>
+#include <map>
+#include <chrono>
+#include <set>
+#include <vector>
+
+#include "actors/protocol/router_protocol.h"
+#include "actors/serving/kv_event_publisher.h"
+#include "runtime/routing/disaggregation.h"
+#include "runtime/routing/policy.h"
+#include "runtime/routing/prefix_index.h"
+#include "topology/topology.h"
+
+namespace troupe::actors {
+
+struct router_config {
+  std::string policy = "round_robin";
+  routing::policy_params params;
+  std::chrono::milliseconds poll_interval{50};  // how often replicas are asked for their load
+  std::chrono::milliseconds request_timeout{30000};
+  // Replica id -> its pool's role (absent: both). With prefill replicas live, a new request
+  // goes to one of them and is handed off to a decode (or both) replica after its prefill;
+  // without, it runs whole on a decode or both replica.
+  std::map<replica_id, topology::pool_role> roles;
+  topology::replica_names names;               // for logs
+  std::set<std::uint32_t> parked;              // warm at start: placed on by nobody until resumed
+  routing::disaggregation_params disaggregation;  // which prompts go to a prefill replica
+  // How the replicas key their prefix-cache blocks (engine_config's), for KV-aware routing.
+  int block_size = 16;
+  std::string model_key = "model";
+  // KV events go out here too when set (the topology's [kv_events], on the first head).
+  std::shared_ptr<kv_event_publisher> publisher;
+};
+
+struct router_state {
+  router_config cfg;
+  routing::policy policy;
+  std::vector<routing::replica_load> loads;  // index = position in `replicas`
+  std::vector<scheduler_actor> replicas;
+  std::uint64_t decisions = 0;
+  kv::block_hash root = 0;                  // of the model's key: where its prompts' block hashes start
+  bool kv_aware = false;                    // the policy reads the prefix index
+  routing::prefix_index index;              // fed by the replicas' KV events
+  std::map<std::string, std::uint64_t> reasons;  // decisions by reason
+  std::set<replica_id> draining;                 // alive, but placed on no more
+  std::map<replica_id, std::uint32_t> registrations;  // times each replica registered
+  std::set<replica_id> parked;                        // the warm pool: alive, placed on by nobody
+  // What the replicas' load reports say, so that every head's router follows a drain or a
+  // scaling decision another head's console made: draining, and parked. A report is not
+  // adopted within a second of this router being told about that replica itself (drain,
+  // resume, park): one in flight then may predate the change.
+  std::set<replica_id> reported_draining;
+  std::map<replica_id, std::chrono::steady_clock::time_point> told_at;  // when last told (drain, resume, park)
+  std::set<replica_id> stopped;                       // stopped on purpose (scaled down), not dead
+  admin_event_sink events;                            // the admin console's, if one watches
+  std::map<replica_id, kv_store_actor> stores;   // the nodes' KV stores, indexed like replicas
+  router_stats stats;
+  std::vector<std::int64_t> decision_ns;  // handler time per decision (bounded)
+  static inline const char* name = "troupe.router";
+};
+
+router_actor::behavior_type router(router_actor::stateful_pointer<router_state> self, router_config cfg);
+
+}  // namespace troupe::actors
