@@ -11,6 +11,7 @@
 #include "actors/serving/kv_event_publisher.h"
 #include "runtime/routing/disaggregation.h"
 #include "runtime/routing/policy.h"
+#include "runtime/routing/replica_registry.h"
 #include "runtime/routing/prefix_index.h"
 #include "topology/topology.h"
 
@@ -38,23 +39,13 @@ struct router_config {
 struct router_state {
   router_config cfg;
   routing::policy policy;
-  std::vector<routing::replica_load> loads;  // index = position in `replicas`
-  std::vector<scheduler_actor> replicas;
+  routing::replica_registry book;           // slots, loads, liveness, drains and parks
+  std::vector<scheduler_actor> replicas;    // by the book's slot
   std::uint64_t decisions = 0;
   kv::block_hash root = 0;                  // of the model's key: where its prompts' block hashes start
   bool kv_aware = false;                    // the policy reads the prefix index
   routing::prefix_index index;              // fed by the replicas' KV events
   std::map<std::string, std::uint64_t> reasons;  // decisions by reason
-  std::set<replica_id> draining;                 // alive, but placed on no more
-  std::map<replica_id, std::uint32_t> registrations;  // times each replica registered
-  std::set<replica_id> parked;                        // the warm pool: alive, placed on by nobody
-  // What the replicas' load reports say, so that every head's router follows a drain or a
-  // scaling decision another head's console made: draining, and parked. A report is not
-  // adopted within a second of this router being told about that replica itself (drain,
-  // resume, park): one in flight then may predate the change.
-  std::set<replica_id> reported_draining;
-  std::map<replica_id, std::chrono::steady_clock::time_point> told_at;  // when last told (drain, resume, park)
-  std::set<replica_id> stopped;                       // stopped on purpose (scaled down), not dead
   admin_event_sink events;                            // the admin console's, if one watches
   std::map<replica_id, kv_store_actor> stores;   // the nodes' KV stores, indexed like replicas
   router_stats stats;
