@@ -13,14 +13,7 @@ namespace {
 
 using owner_ptr = owner_actor::stateful_pointer<owner_state>;
 
-// One sample into a pool's exponential average (the first sample is the average).
-void observe(double& avg, std::optional<std::chrono::steady_clock::time_point>& at, double sample) {
-  avg = at ? 0.8 * avg + 0.2 * sample : sample;
-  at = std::chrono::steady_clock::now();
-}
 using promise = caf::typed_response_promise<bool>;
-
-constexpr std::size_t max_migrations_kept = 10000;  // for tests and metrics; older ones go
 
 // An event for the admin console's `watch`, if one is watching.
 // The fields are built only when someone watches: placements come with every request.
@@ -269,8 +262,7 @@ void note_migration(owner_ptr self, const std::string& id, owned_request& r) {
   r.awaiting_first_token = false;
   const auto now = std::chrono::steady_clock::now();
   const double secs = std::chrono::duration<double>(now - r.lost_at).count();
-  if (st.migrations.size() >= max_migrations_kept) st.migrations.erase(st.migrations.begin(), st.migrations.begin() + max_migrations_kept / 2);
-  st.migrations.push_back({id, r.lost_replica, r.replica, secs,
+  st.migrations.push({id, r.lost_replica, r.replica, secs,
                            std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()});
   tell_admin(self, "migration", [&]() -> nlohmann::json {
     return {{"request", id}, {"from", r.lost_replica.value}, {"to", r.replica.value}, {"seconds_to_first_token", secs}};
@@ -323,8 +315,7 @@ void on_update(owner_ptr self, const caf::actor_addr& from, token_update& u, std
     r.first_token_at = std::chrono::steady_clock::now();
     const auto pool = st.cfg.pools.find(r.replica.value);
     if (pool != st.cfg.pools.end())
-      observe(st.latencies[pool->second].ttft_s, st.latencies[pool->second].ttft_at,
-              std::chrono::duration<double>(r.first_token_at - r.submitted).count());
+      st.latencies.first_token(pool->second, std::chrono::duration<double>(r.first_token_at - r.submitted).count(), r.first_token_at);
   }
   r.tokens.insert(r.tokens.end(), u.tokens.begin(), u.tokens.end());
   if (!u.tokens.empty()) r.text_tokens = u.text_tokens;
@@ -345,9 +336,9 @@ void on_update(owner_ptr self, const caf::actor_addr& from, token_update& u, std
     const std::size_t n = r.tokens.size();
     if (r.migrations == 0 && n >= 2 && r.first_token_at != std::chrono::steady_clock::time_point{}) {
       const auto pool = st.cfg.pools.find(r.replica.value);
+      const auto now = std::chrono::steady_clock::now();
       if (pool != st.cfg.pools.end())
-        observe(st.latencies[pool->second].itl_s, st.latencies[pool->second].itl_at,
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - r.first_token_at).count() / double(n - 1));
+        st.latencies.between_tokens(pool->second, std::chrono::duration<double>(now - r.first_token_at).count() / double(n - 1), now);
     }
     unqueue(self, r, false);
     log_end(self, r, engine::finish_reason_name(batch.updates.back().reason), &batch.updates.back(), batch.updates.back().error);
@@ -384,12 +375,9 @@ std::vector<request_view> requests_view(owner_ptr self, std::uint32_t limit) {
 }
 
 std::vector<pool_latency> latencies(owner_ptr self) {
-    const auto now = std::chrono::steady_clock::now();
-    auto age = [&](const std::optional<std::chrono::steady_clock::time_point>& at) {
-      return at ? std::chrono::duration<double>(now - *at).count() : -1.0;
-    };
     std::vector<pool_latency> out;
-    for (const auto& [pool, l] : self->state.latencies) out.push_back({pool, l.ttft_s, l.itl_s, age(l.ttft_at), age(l.itl_at)});
+    for (const auto& f : self->state.latencies.at(std::chrono::steady_clock::now()))
+      out.push_back({f.pool, f.ttft_s, f.itl_s, f.ttft_age_s, f.itl_age_s});
     return out;
 }
 
@@ -404,7 +392,7 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
       [=](submit_atom, const engine::request& req, token_sink client) { return submit(self, req, std::move(client)); },
       [=](abort_atom, const std::string& id) { abort_request(self, id); },
       [=](token_batch& b) { on_tokens(self, b); },
-      [=](migrations_atom) { return self->state.migrations; },
+      [=](migrations_atom) { return self->state.migrations.items(); },
       [=](requests_atom, std::uint32_t limit) { return requests_view(self, limit); },
       [=](watch_atom, admin_event_sink sink) { self->state.events = std::move(sink); },
       [=](latency_atom) { return latencies(self); },

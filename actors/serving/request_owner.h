@@ -9,6 +9,8 @@
 #include <set>
 
 #include "runtime/admission/admission.h"
+#include "runtime/admission/pool_latencies.h"
+#include "runtime/common/bounded_log.h"
 #include "runtime/kv/connector.h"
 #include "topology/topology.h"
 #include "actors/protocol/owner_protocol.h"
@@ -52,18 +54,12 @@ struct owner_state {
   owner_config cfg;
   router_actor router;
   std::map<std::string, owned_request> requests;
-  std::vector<migration_event> migrations;  // the most recent max_migrations_kept
+  bounded_log<migration_event> migrations{10000};  // the most recent, for tests, metrics and the console
   std::set<caf::actor_addr> watched;  // schedulers this actor monitors
   admin_event_sink events;            // the admin console's, if one watches
   std::map<std::string, admission::pool_queue> queues;  // by pool: admitted, not yet started
   std::uint64_t admitted = 0, refused = 0;
-  // By pool: exponential averages of time to first token and between tokens (s), and when each
-  // last changed.
-  struct latency {
-    double ttft_s = 0, itl_s = 0;
-    std::optional<std::chrono::steady_clock::time_point> ttft_at, itl_at;
-  };
-  std::map<std::string, latency> latencies;
+  admission::pool_latencies latencies;  // by pool: time to first token and between tokens
   static inline const char* name = "troupe.request_owner";
 };
 

@@ -50,8 +50,7 @@ struct decision_timer {
   router_state& st;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   ~decision_timer() {
-    if (st.decision_ns.size() >= 100000) st.decision_ns.erase(st.decision_ns.begin(), st.decision_ns.begin() + 50000);
-    st.decision_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    st.decision_ns.push(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   }
 };
 
@@ -285,7 +284,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
       },
       [=](kv::kv_event_batch& b) { on_kv_events(self, b); },
       [=](router_stats_atom) { return stats_of(self->state); },
-      [=](timing_atom) { return self->state.decision_ns; },
+      [=](timing_atom) { return self->state.decision_ns.items(); },
       [=](replicas_atom) { return live_replicas(self->state); },
       [=](live_atom) { return self->state.book.placeable(); },
       [=](drain_atom, replica_id replica) { self->state.book.drain(replica, std::chrono::steady_clock::now()); },

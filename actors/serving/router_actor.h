@@ -9,6 +9,7 @@
 
 #include "actors/protocol/router_protocol.h"
 #include "actors/serving/kv_event_publisher.h"
+#include "runtime/common/bounded_log.h"
 #include "runtime/routing/disaggregation.h"
 #include "runtime/routing/policy.h"
 #include "runtime/routing/replica_registry.h"
@@ -49,7 +50,7 @@ struct router_state {
   admin_event_sink events;                            // the admin console's, if one watches
   std::map<replica_id, kv_store_actor> stores;   // the nodes' KV stores, indexed like replicas
   router_stats stats;
-  std::vector<std::int64_t> decision_ns;  // handler time per decision (bounded)
+  bounded_log<std::int64_t> decision_ns{100000};  // handler time per decision
   static inline const char* name = "troupe.router";
 };
 

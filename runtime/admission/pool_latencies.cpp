@@ -1,0 +1,12 @@
+#include "runtime/admission/pool_latencies.h"
+
+namespace troupe::admission {
+
+std::vector<pool_latencies::figures> pool_latencies::at(clock::time_point now) const {
+  auto age = [&](const average& a) { return a.at ? std::chrono::duration<double>(now - *a.at).count() : -1.0; };
+  std::vector<figures> out;
+  for (const auto& [name, p] : pools_) out.push_back({name, p.ttft.value, p.itl.value, age(p.ttft), age(p.itl)});
+  return out;
+}
+
+}  // namespace troupe::admission
