@@ -83,7 +83,7 @@ struct frontend_state {
   std::int64_t started = 0;  // `created` of the served model
   std::shared_ptr<frontend_metrics> m;
   std::map<std::string, live_request> live;
-  std::map<caf::actor_addr, replica_counters> seen;  // per replica, for counter deltas
+  std::map<caf::actor_addr, load_report> seen;  // per replica actor: its last report, for counter deltas
   std::uint64_t next_id = 0;
   std::string id_salt;
   admission::tenant_budgets budgets;  // per tenant, bounded

@@ -79,7 +79,7 @@ void zero_counters(frontend_metrics& m, const std::string& model_name) {
     c->inc({{"model_name", model_name}}, 0);
 }
 
-void observe_replica(frontend_metrics& m, const std::string& model_name, replica_counters& seen, const std::string& name,
+void observe_replica(frontend_metrics& m, const std::string& model_name, load_report& seen, const std::string& name,
                      const load_report& r) {
   const metrics::labels rl = {{"model_name", model_name}, {"replica", name}};
   m.replica_running.set(rl, r.running_seqs);
@@ -107,7 +107,7 @@ void observe_replica(frontend_metrics& m, const std::string& model_name, replica
   delta(m.spec_accepted_tokens, ml, r.spec_accepted_tokens, seen.spec_accepted_tokens);
   delta(m.replica_steps, rl, r.steps, seen.steps);
   delta(m.replica_forward_seconds, rl, r.forward_seconds, seen.forward_seconds);
-  delta(m.spec_propose_seconds, rl, r.spec_propose_seconds, seen.propose_seconds);
+  delta(m.spec_propose_seconds, rl, r.spec_propose_seconds, seen.spec_propose_seconds);
   // One series per position (at most k, bounded by the config, not the client).
   seen.spec_accepted_per_pos.resize(std::max(seen.spec_accepted_per_pos.size(), r.spec_accepted_per_pos.size()));
   for (std::size_t j = 0; j < r.spec_accepted_per_pos.size(); ++j) {

@@ -25,18 +25,9 @@ struct frontend_metrics {
 // Counters a dashboard rates over exist from the start, at 0, not from their first event.
 void zero_counters(frontend_metrics& m, const std::string& model_name);
 
-// What one replica actor's counters stood at in its last report.
-struct replica_counters {
-  std::uint64_t preemptions = 0, prefix_queries = 0, prefix_hits = 0, kv_pulls = 0, kv_pull_failures = 0;
-  std::uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
-  std::vector<std::uint64_t> spec_accepted_per_pos;
-  std::uint64_t steps = 0;
-  double forward_seconds = 0, propose_seconds = 0;
-};
-
 // A replica's load report into /metrics: its gauges, and its counters as what they grew by since
 // `seen`, that replica actor's last report (a restarted replica starts its own from zero).
-void observe_replica(frontend_metrics& m, const std::string& model_name, replica_counters& seen, const std::string& name,
+void observe_replica(frontend_metrics& m, const std::string& model_name, load_report& seen, const std::string& name,
                      const load_report& r);
 
 double thread_cpu_now();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "actors/protocol/worker_protocol.h"
+#include "runtime/engine/engine_stats.h"
 #include "runtime/engine/request.h"
 #include "runtime/kv/kv_events.h"
 
@@ -92,26 +93,20 @@ struct token_batch {
   std::vector<token_update> updates;
 };
 
-// A replica's load as its scheduler reports it (to the router, the admin console, tests).
-struct load_report {
+// A replica's load as its scheduler reports it (to the router, the admin console, tests):
+// the engine's counters as they are (engine::engine_stats: steps, forward seconds, tokens,
+// preemptions, KV losses and pulls, experts, speculation), with what the replica's scheduler and
+// its KV cache add. One type from the engine to the router, the console and /metrics.
+struct load_report : engine::engine_stats {
   std::int32_t running_seqs = 0;
   std::int32_t waiting_seqs = 0;
   std::int32_t waiting_prompt_tokens = 0;
   std::int32_t used_blocks = 0;
   std::int32_t total_blocks = 0;
-  std::uint64_t steps = 0;
-  double forward_seconds = 0;  // total time in the forward pass (for runtime-overhead figures)
-  std::uint64_t kv_losses = 0; // steps lost to a worker group restart (their KV recomputed)
-  std::uint64_t preemptions = 0;
-  std::uint64_t prompt_tokens_computed = 0;  // includes recomputation; not KV imported
-  std::uint64_t generated_tokens = 0;
   std::uint64_t prefix_queries = 0;  // prompt tokens looked up in the prefix cache
   std::uint64_t prefix_hits = 0;     // of them, found cached
   std::int32_t cached_blocks = 0;    // blocks findable in the prefix cache now
-  // KV pulled from other replicas: pulls done and failed, bytes, seconds; and handed-off
-  // requests whose blocks this replica holds for a receiver now.
-  std::uint64_t kv_pulls = 0, kv_pull_failures = 0, kv_pull_bytes = 0;
-  double kv_pull_seconds = 0;
+  // Handed-off requests whose blocks this replica holds (or relays) for a receiver now.
   std::int32_t handoffs_held = 0;
   // Draining: admits nothing, hands what it holds to other replicas; drained once it also
   // holds no request and no handed-off KV (safe to remove).
@@ -119,22 +114,30 @@ struct load_report {
   // In the warm pool: serving no one by every head's choice (a label the replica carries so
   // that all heads' routers agree on it; it runs whatever it is given).
   bool parked = false;
-  std::vector<std::uint64_t> expert_tokens;  // mixture-of-experts models: tokens routed to each expert, all layers
-  // Speculative decoding (engine_stats' spec_ counters): verify steps with proposals, tokens
-  // proposed, accepted, and accepted by position.
-  std::uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
-  std::vector<std::uint64_t> spec_accepted_per_pos;
-  double spec_propose_seconds = 0;  // in the proposer (a draft's forward), outside forward_seconds
   bool drained() const { return draining && running_seqs == 0 && waiting_seqs == 0 && handoffs_held == 0; }
 };
 
+}  // namespace troupe::actors
+
+namespace troupe::engine {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
+  return f(caf::meta::type_name("engine_stats"), x.steps, x.forward_seconds, x.last_forward_seconds, x.prompt_tokens_computed,
+           x.generated_tokens, x.preemptions, x.kv_losses, x.recomputed_after_loss, x.prefix_waits, x.kv_pulls, x.kv_pull_failures,
+           x.kv_pull_bytes, x.kv_pull_seconds, x.expert_tokens, x.spec_drafts, x.spec_draft_tokens, x.spec_accepted_tokens,
+           x.spec_accepted_per_pos, x.spec_propose_seconds);
+}
+
+}  // namespace troupe::engine
+
+namespace troupe::actors {
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, load_report& x) {
-  return f(caf::meta::type_name("load_report"), x.running_seqs, x.waiting_seqs, x.waiting_prompt_tokens,
-           x.used_blocks, x.total_blocks, x.steps, x.forward_seconds, x.kv_losses, x.preemptions, x.prompt_tokens_computed, x.generated_tokens,
-           x.prefix_queries, x.prefix_hits, x.cached_blocks, x.kv_pulls, x.kv_pull_failures, x.kv_pull_bytes,
-           x.kv_pull_seconds, x.handoffs_held, x.draining, x.parked, x.expert_tokens, x.spec_drafts, x.spec_draft_tokens,
-           x.spec_accepted_tokens, x.spec_accepted_per_pos, x.spec_propose_seconds);
+  return f(caf::meta::type_name("load_report"), static_cast<engine::engine_stats&>(x), x.running_seqs, x.waiting_seqs,
+           x.waiting_prompt_tokens, x.used_blocks, x.total_blocks, x.prefix_queries, x.prefix_hits, x.cached_blocks,
+           x.handoffs_held, x.draining, x.parked);
 }
 
 

@@ -211,33 +211,19 @@ caf::result<bool> accept(scheduler_actor::stateful_pointer<scheduler_state> self
 load_report report_of(const scheduler_state& st) {
   const auto& e = *st.engine;
   load_report r;
+  static_cast<engine::engine_stats&>(r) = e.stats();
   r.running_seqs = std::int32_t(e.num_running());
   r.waiting_seqs = std::int32_t(e.num_waiting());
   r.waiting_prompt_tokens = std::int32_t(e.waiting_prompt_tokens());
   r.used_blocks = e.blocks().num_used();
   r.total_blocks = e.blocks().num_blocks();
-  r.steps = st.steps;
-  r.forward_seconds = e.stats().forward_seconds;
-  r.kv_losses = e.stats().kv_losses;
-  r.preemptions = e.stats().preemptions;
-  r.spec_drafts = e.stats().spec_drafts;
-  r.spec_draft_tokens = e.stats().spec_draft_tokens;
-  r.spec_accepted_tokens = e.stats().spec_accepted_tokens;
-  r.spec_accepted_per_pos = e.stats().spec_accepted_per_pos;
-  r.spec_propose_seconds = e.stats().spec_propose_seconds;
-  r.prompt_tokens_computed = e.stats().prompt_tokens_computed;
-  r.generated_tokens = e.stats().generated_tokens;
+  r.steps = st.steps;  // counted where the outputs are delivered
   r.prefix_queries = e.kv().stats().queries;
   r.prefix_hits = e.kv().stats().hits;
   r.cached_blocks = e.kv().num_cached();
-  r.kv_pulls = e.stats().kv_pulls;
-  r.kv_pull_failures = e.stats().kv_pull_failures;
-  r.kv_pull_bytes = e.stats().kv_pull_bytes;
-  r.kv_pull_seconds = e.stats().kv_pull_seconds;
   r.handoffs_held = std::int32_t(e.num_handoffs_held() + st.kv.num_relayed());  // held here or relayed
   r.draining = st.draining;
   r.parked = st.parked;
-  r.expert_tokens = e.stats().expert_tokens;
   return r;
 }
 
