@@ -80,6 +80,46 @@ join_outcome join(caf::actor_system& sys, caf::scoped_actor& self, const topolog
 
 }  // namespace
 
+namespace {
+
+// The first joins of every head.
+struct first_join {
+  std::size_t placed = 0;
+  std::string why_not;   // why a head did not take the node (empty: all did)
+  bool refused = false;  // why_not is a head's refusal, not an unreachable head
+};
+
+// A refusal that waiting changes (join_outcome::final) is retried for twice the connection
+// timeout: a node restarted at once after a crash finds a head that has not yet noticed its
+// predecessor's death (it learns it from the closed connection, or at the latest after the
+// connection timeout), and a starting head admits nobody yet.
+first_join join_at_start(caf::actor_system& sys, caf::scoped_actor& self, const topology::topology_config& topo,
+                         std::vector<head_link>& links, const join_request& req) {
+  first_join out;
+  const auto give_up = std::chrono::steady_clock::now() + 2 * topo.timeouts.connection;
+  for (;;) {
+    out.why_not.clear();
+    out.refused = false;
+    bool wait = false, final = false;
+    for (auto& l : links) {
+      if (l.registry) continue;  // joined on an earlier attempt
+      const join_outcome o = join(sys, self, topo, l, req);
+      if (o.placed) out.placed = std::max<std::size_t>(out.placed, *o.placed);
+      if (o.final || (!o.placed && out.why_not.empty())) {
+        out.why_not = o.why_not;
+        out.refused = o.refused;
+      }
+      final |= o.final;
+      if (o.final) break;
+      wait |= o.refused;
+    }
+    if (final || !wait || std::chrono::steady_clock::now() > give_up) return out;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace
+
 void run_node(caf::actor_system& sys, const topology::topology_config& topo, const std::string& node,
               const std::vector<head_address>& heads, std::shared_ptr<const model::llama_model> model,
               std::shared_ptr<const tokenizer::tokenizer> tok, const join_credentials& credentials,
@@ -99,36 +139,12 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
   const join_request req{node, agent, credentials.token, credentials.fingerprint, store};
   std::vector<head_link> links;
   for (const auto& h : heads) links.push_back({h, std::nullopt});
-  std::size_t placed = 0;
-  std::string why_not;
-  bool why_not_refused = false;  // why_not is a head's refusal, not an unreachable head
-  // A refusal that waiting changes (join_outcome::final) is retried for twice the connection
-  // timeout: a node restarted at once after a crash finds a head that has not yet noticed its
-  // predecessor's death (it learns it from the closed connection, or at the latest after the
-  // connection timeout), and a starting head admits nobody yet.
-  const auto give_up = std::chrono::steady_clock::now() + 2 * topo.timeouts.connection;
-  for (;;) {
-    why_not.clear();
-    why_not_refused = false;
-    bool wait = false, final = false;
-    for (auto& l : links) {
-      if (l.registry) continue;  // joined on an earlier attempt
-      const join_outcome o = join(sys, self, topo, l, req);
-      if (o.placed) placed = std::max<std::size_t>(placed, *o.placed);
-      if (o.final || (!o.placed && why_not.empty())) {
-        why_not = o.why_not;
-        why_not_refused = o.refused;
-      }
-      final |= o.final;
-      if (o.final) break;
-      wait |= o.refused;
-    }
-    if (final || !wait || std::chrono::steady_clock::now() > give_up) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const first_join j = join_at_start(sys, self, topo, links, req);
+  const std::string& why_not = j.why_not;
+  const std::size_t placed = j.placed;
   // At start every head must take the node, or at least one when the others are unreachable.
   if (!why_not.empty() && (std::none_of(links.begin(), links.end(), [](const head_link& l) { return l.registry.has_value(); }) ||
-                           why_not_refused)) {
+                           j.refused)) {
     self->send_exit(agent, caf::exit_reason::user_shutdown);
     if (store) self->send_exit(store, caf::exit_reason::user_shutdown);
     throw input_error(why_not);

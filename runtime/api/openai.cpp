@@ -223,21 +223,11 @@ void check_choices(const fields& f, completion_request& r) {
     bad_field("best_of", "cannot be streamed (the n kept are known only at the end); leave it out or equal to n");
 }
 
-completion_request parse_request(const std::string& body, endpoint kind, const sampling::sampling_params& defaults) {
-  json j;
-  try {
-    j = parse_json(body, "the body");
-  } catch (const input_error& e) {
-    throw api_error(400, e.what());
-  }
-  if (!j.is_object()) throw api_error(400, std::string("the body must be a JSON object, got ") + json_type(j));
-  refuse_unknown_fields(j, kind);
-  const fields f{j};
-  completion_request r;
-  r.kind = kind;
-  r.params = defaults;
-  r.model = f.string("model").value_or("");
+namespace {
 
+// The prompt fields of either endpoint: a completion's prompt (and echo, logprobs), or a
+// chat's messages, logprobs, template arguments and tools.
+void parse_prompt_fields(const fields& f, const json& j, endpoint kind, completion_request& r) {
   if (kind == endpoint::completions) {
     const json* p = f.get("prompt");
     if (!p) bad_field("prompt", "is required");
@@ -269,16 +259,10 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
     r.tools = parse_tools(j);
     if (r.tools.mode != tool_request::choice::none) r.template_kwargs["tools"] = r.tools.tools;
   }
+}
 
-  auto& p = r.params;
-  const char* max_key = kind == endpoint::chat && f.get("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  if (auto mt = f.integer(max_key)) {
-    // Bounded before it becomes an int; a larger value is named as sent, not as a clamped one.
-    if (*mt > (1 << 30)) bad_field(max_key, "is " + std::to_string(*mt) + "; at most " + std::to_string(1 << 30));
-    p.max_tokens = int(std::max<long long>(*mt, 0));
-    r.max_tokens_given = true;
-  }
-  check_choices(f, r);
+// The sampling knobs as sent: temperature, nucleus and top-k, penalties, seed, stops, bias.
+void parse_sampling_fields(const fields& f, sampling::sampling_params& p) {
   if (auto t = f.number("temperature")) {
     p.temperature = float(*t);
   }
@@ -331,6 +315,37 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
   }
   if (auto inc = f.boolean("include_stop_str_in_output")) p.include_stop_str_in_output = *inc;
   if (auto skip = f.boolean("skip_special_tokens")) p.skip_special_tokens = *skip;
+}
+
+}  // namespace
+
+completion_request parse_request(const std::string& body, endpoint kind, const sampling::sampling_params& defaults) {
+  json j;
+  try {
+    j = parse_json(body, "the body");
+  } catch (const input_error& e) {
+    throw api_error(400, e.what());
+  }
+  if (!j.is_object()) throw api_error(400, std::string("the body must be a JSON object, got ") + json_type(j));
+  refuse_unknown_fields(j, kind);
+  const fields f{j};
+  completion_request r;
+  r.kind = kind;
+  r.params = defaults;
+  r.model = f.string("model").value_or("");
+
+  parse_prompt_fields(f, j, kind, r);
+
+  auto& p = r.params;
+  const char* max_key = kind == endpoint::chat && f.get("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  if (auto mt = f.integer(max_key)) {
+    // Bounded before it becomes an int; a larger value is named as sent, not as a clamped one.
+    if (*mt > (1 << 30)) bad_field(max_key, "is " + std::to_string(*mt) + "; at most " + std::to_string(1 << 30));
+    p.max_tokens = int(std::max<long long>(*mt, 0));
+    r.max_tokens_given = true;
+  }
+  check_choices(f, r);
+  parse_sampling_fields(f, p);
   if (auto pl = f.integer("prompt_logprobs")) {
     if (*pl < 0 || *pl > sampling::sampling_params::max_logprobs)
       bad_field("prompt_logprobs", "must be in [0, " + std::to_string(sampling::sampling_params::max_logprobs) + "]");
