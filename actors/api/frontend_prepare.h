@@ -10,10 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "actors/api/frontend.h"
+#include "actors/api/frontend_config.h"
 #include "actors/api/http_server.h"
 #include "runtime/api/embeddings.h"
 #include "runtime/api/openai.h"
+#include "runtime/chat/chat_template.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace troupe::actors {
 

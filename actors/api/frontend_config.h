@@ -1,0 +1,50 @@
+// What the head's HTTP face is configured with (from the topology): the frontend and its
+// request preparers read it.
+#pragma once
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actors/api/http_server.h"
+#include "runtime/admission/admission.h"
+#include "runtime/chat/tool_calls.h"
+#include "runtime/model/pooling.h"
+#include "runtime/sampling/sampling_params.h"
+#include "topology/topology.h"
+
+namespace troupe::actors {
+
+struct frontend_config {
+  http::server_config http;
+  std::string model_name = "troupe";  // what /v1/models lists and requests may name
+  std::vector<std::string> model_aliases;  // other names requests may give it, listed too
+  int max_model_len = 4096;           // context: longer prompts get 413
+  int vocab_size = 0;                 // token-id prompts are checked against it
+  int max_requests = 4096;            // in flight; beyond it, 429 with Retry-After
+  admission::admission_config admission;  // tenants' request rates and token budgets (the queue bound: the owner)
+  topology::replica_names replica_names;  // the topology's: the `replica` label
+  int retry_after_s = 1;              // Retry-After of 429 and 503
+  std::string metric_prefix = "troupe:";
+  sampling::sampling_params sampling_defaults;  // from generation_config.json
+  std::vector<std::string> api_keys;   // the OpenAI routes need one of these as a bearer token
+  bool api_key_on_all_routes = false;  // /health and /metrics too
+  // Per api_keys entry, the tenant it names ("" none). The prefix cache keeps tenants apart:
+  // a request's tenant is its key's, else its `user`, else the shared default.
+  std::vector<std::string> api_key_tenants;
+  bool tenant_by_user = true;  // false: `user` does not separate caches
+  // System prompts (name, text) every tenant shares prefix-cache blocks of.
+  std::vector<std::pair<std::string, std::string>> public_prompts;
+  std::chrono::milliseconds request_timeout{30000};  // for the frontend's own asks (health, metrics)
+  // The format the model writes tool calls in ([model] tool_call_parser); unset: the chat
+  // template's (stated in the log at start). tool_choice "auto" parses answers in it; with
+  // none, "auto" with tools is refused.
+  std::optional<chat::tool_format> tool_call_parser;
+  // An embedding model's pooling (its folder's modules.json): /v1/embeddings serves it, with
+  // vectors of embedding_size values. Unset: /v1/embeddings is a 400 naming the model.
+  std::optional<model::pooling_config> pooling;
+  int embedding_size = 0;
+};
+
+}  // namespace troupe::actors
