@@ -91,33 +91,10 @@ std::vector<double> model_config::rope_inv_freq() const {
   return f;
 }
 
-model_config parse_model_config(const std::string& text, const std::string& source) {
-  const json j = parse_json(text, source);
-  if (!j.is_object()) throw input_error(source + ": expected a JSON object");
-  model_config c;
-  auto archs = required<std::vector<std::string>>(j, "architectures", source);
-  if (archs.empty()) throw input_error(source + ": 'architectures' is empty");
-  c.architecture = archs[0];
-  bool ok = false;
-  for (auto* s : supported) ok = ok || c.architecture == s;
-  if (!ok)
-    throw input_error(source + ": unsupported architecture '" + c.architecture +
-                      "' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, MixtralForCausalLM, "
-                      "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM)");
-  c.vocab_size = required<int>(j, "vocab_size", source);
-  c.hidden_size = required<int>(j, "hidden_size", source);
-  c.intermediate_size = required<int>(j, "intermediate_size", source);
-  c.num_hidden_layers = required<int>(j, "num_hidden_layers", source);
-  c.num_attention_heads = required<int>(j, "num_attention_heads", source);
-  c.num_key_value_heads = optional_key<int>(j, "num_key_value_heads", c.num_attention_heads, source);
-  c.head_dim = optional_key<int>(j, "head_dim", c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0, source);
-  c.max_position_embeddings = optional_key<int>(j, "max_position_embeddings", 4096, source);
-  c.rms_norm_eps = optional_key<double>(j, "rms_norm_eps", 1e-6, source);
-  c.rope_theta = optional_key<double>(j, "rope_theta", 10000.0, source);
-  c.tie_word_embeddings = optional_key<bool>(j, "tie_word_embeddings", false, source);
-  c.attention_bias = c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen2MoeForCausalLM" ||
-                     optional_key<bool>(j, "attention_bias", false, source);
-  c.qk_norm = c.architecture == "Qwen3MoeForCausalLM";
+namespace {
+
+// quantization_config: only what `troupe model quantize` writes.
+void read_quantization(const json& j, const std::string& source, model_config& c) {
   if (auto q = j.find("quantization_config"); q != j.end() && !q->is_null()) {
     const std::string where = source + ": quantization_config";
     if (!q->is_object()) throw input_error(where + " must be an object");
@@ -138,6 +115,10 @@ model_config parse_model_config(const std::string& text, const std::string& sour
     c.weight_quant = parsed;
     if (mix) c.weight_mix = name;
   }
+}
+
+// A mixture of experts' keys, by architecture.
+void read_moe(const json& j, const std::string& source, model_config& c) {
   if (c.architecture == "MixtralForCausalLM") {
     moe_config m;
     m.num_experts = required<int>(j, "num_local_experts", source);
@@ -157,8 +138,9 @@ model_config parse_model_config(const std::string& text, const std::string& sour
     m.mlp_only_layers = optional_key<std::vector<int>>(j, "mlp_only_layers", {}, source);
     c.moe = m;
   }
-  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = int_of(j["bos_token_id"], "bos_token_id", source);
-  if (j.contains("eos_token_id")) c.eos_token_ids = eos_ids_of(j["eos_token_id"], source);
+}
+
+void read_rope_scaling(const json& j, const std::string& source, model_config& c) {
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     const auto& r = j["rope_scaling"];
     rope_scaling_config s;
@@ -171,6 +153,10 @@ model_config parse_model_config(const std::string& text, const std::string& sour
     s.original_max_position_embeddings = optional_key<int>(r, "original_max_position_embeddings", 8192, source);
     if (s.type != "default") c.rope_scaling = s;
   }
+}
+
+// What the kernels and the KV layout need of the shapes, named by key.
+void check_shape(const std::string& source, const model_config& c) {
   auto positive_real = [&](double v, const char* key) {
     if (!(v > 0) || !std::isfinite(v)) throw input_error(source + ": '" + key + "' must be a positive number, got " + std::to_string(v));
   };
@@ -209,6 +195,43 @@ model_config parse_model_config(const std::string& text, const std::string& sour
     throw input_error(source + ": head_dim " + std::to_string(c.head_dim) + " is not supported (a multiple of 16, at most 256)");
   if (c.num_attention_heads / c.num_key_value_heads > 16)
     throw input_error(source + ": more than 16 query heads per KV head is not supported");
+}
+
+}  // namespace
+
+model_config parse_model_config(const std::string& text, const std::string& source) {
+  const json j = parse_json(text, source);
+  if (!j.is_object()) throw input_error(source + ": expected a JSON object");
+  model_config c;
+  auto archs = required<std::vector<std::string>>(j, "architectures", source);
+  if (archs.empty()) throw input_error(source + ": 'architectures' is empty");
+  c.architecture = archs[0];
+  bool ok = false;
+  for (auto* s : supported) ok = ok || c.architecture == s;
+  if (!ok)
+    throw input_error(source + ": unsupported architecture '" + c.architecture +
+                      "' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, MixtralForCausalLM, "
+                      "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM)");
+  c.vocab_size = required<int>(j, "vocab_size", source);
+  c.hidden_size = required<int>(j, "hidden_size", source);
+  c.intermediate_size = required<int>(j, "intermediate_size", source);
+  c.num_hidden_layers = required<int>(j, "num_hidden_layers", source);
+  c.num_attention_heads = required<int>(j, "num_attention_heads", source);
+  c.num_key_value_heads = optional_key<int>(j, "num_key_value_heads", c.num_attention_heads, source);
+  c.head_dim = optional_key<int>(j, "head_dim", c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0, source);
+  c.max_position_embeddings = optional_key<int>(j, "max_position_embeddings", 4096, source);
+  c.rms_norm_eps = optional_key<double>(j, "rms_norm_eps", 1e-6, source);
+  c.rope_theta = optional_key<double>(j, "rope_theta", 10000.0, source);
+  c.tie_word_embeddings = optional_key<bool>(j, "tie_word_embeddings", false, source);
+  c.attention_bias = c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen2MoeForCausalLM" ||
+                     optional_key<bool>(j, "attention_bias", false, source);
+  c.qk_norm = c.architecture == "Qwen3MoeForCausalLM";
+  read_quantization(j, source, c);
+  read_moe(j, source, c);
+  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = int_of(j["bos_token_id"], "bos_token_id", source);
+  if (j.contains("eos_token_id")) c.eos_token_ids = eos_ids_of(j["eos_token_id"], source);
+  read_rope_scaling(j, source, c);
+  check_shape(source, c);
   return c;
 }
 
