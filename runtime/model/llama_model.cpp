@@ -230,6 +230,77 @@ std::vector<float> slice(std::vector<float> v, std::int64_t b, std::int64_t e) {
   return std::vector<float>(v.begin() + b, v.begin() + e);
 }
 
+// Reads one layer's weights as this rank holds them: its heads, KV heads and MLP features
+// (everything when whole). Quantized projections are whole (load_tensors checks it).
+struct layer_reader {
+  const tensor_index& idx;
+  const model_config& cfg;
+  const tensor_shard& shard;
+  std::optional<kernels::quant_type> quant;
+  std::int64_t h0, h1, g0, g1;  // this rank's query heads and KV heads
+  std::vector<std::uint8_t> scratch;
+
+  void attention(const std::string& p, layer_weights& w) {
+    const std::int64_t H = cfg.hidden_size, Q = cfg.q_dim(), KV = cfg.kv_dim(), hd = cfg.head_dim;
+    const auto q = rows_of(idx.get_linear(p + "self_attn.q_proj.weight", Q, H, quant), h0 * hd, h1 * hd);
+    const auto k = rows_of(idx.get_linear(p + "self_attn.k_proj.weight", KV, H, quant), g0 * hd, g1 * hd);
+    const auto v = rows_of(idx.get_linear(p + "self_attn.v_proj.weight", KV, H, quant), g0 * hd, g1 * hd);
+    w.qkv = linear_of(idx, {&q, &k, &v}, H);
+    if (cfg.attention_bias) {
+      for (const char* n : {"q_proj", "k_proj", "v_proj"}) {
+        const bool is_q = std::string(n) == "q_proj";
+        auto b = to_f32(idx.get(p + "self_attn." + n + ".bias", {is_q ? Q : KV}));
+        b = is_q ? slice(std::move(b), h0 * hd, h1 * hd) : slice(std::move(b), g0 * hd, g1 * hd);
+        w.qkv_bias.insert(w.qkv_bias.end(), b.begin(), b.end());
+      }
+    }
+    const auto& o_all = idx.get_linear(p + "self_attn.o_proj.weight", H, Q, quant);
+    const auto o = in_blocks(o_all) ? o_all : cols_of(o_all, h0 * hd, h1 * hd, scratch);
+    w.o = linear_of(idx, {&o}, Q);
+    if (cfg.qk_norm) {
+      w.q_norm = to_f32(idx.get(p + "self_attn.q_norm.weight", {hd}));
+      w.k_norm = to_f32(idx.get(p + "self_attn.k_norm.weight", {hd}));
+    }
+  }
+
+  // A SwiGLU MLP of `n` features: this rank's range of them (all of them when `whole`).
+  mlp_weights mlp(const std::string& gate_name, const std::string& up_name, const std::string& down_name, std::int64_t n,
+                  bool whole = false) {
+    const std::int64_t H = cfg.hidden_size;
+    const auto [f0, f1] = whole ? std::pair<std::int64_t, std::int64_t>{0, n} : shard_range(n, shard.rank, shard.size);
+    const auto gate = rows_of(idx.get_linear(gate_name, n, H, quant), f0, f1);
+    const auto up = rows_of(idx.get_linear(up_name, n, H, quant), f0, f1);
+    const auto& down_all = idx.get_linear(down_name, H, n, quant);
+    const auto down = in_blocks(down_all) ? down_all : cols_of(down_all, f0, f1, scratch);
+    return mlp_weights{linear_of(idx, {&gate, &up}, H), linear_of(idx, {&down}, n)};
+  }
+
+  // A mixture-of-experts layer. Expert parallel: this rank's experts whole (and the shared
+  // expert whole on every rank); else every expert, each sliced like a dense MLP.
+  std::unique_ptr<moe_weights> moe(const std::string& p) {
+    const auto& mc = *cfg.moe;
+    const bool mixtral = cfg.architecture == "MixtralForCausalLM";
+    const std::string block = p + (mixtral ? "block_sparse_moe." : "mlp.");
+    auto m = std::make_unique<moe_weights>();
+    m->router = pack_rows({&idx.get(block + "gate.weight", {mc.num_experts, cfg.hidden_size})});
+    const bool ep = shard.expert_parallel && !shard.whole();
+    const auto [e0, e1] = ep ? shard_range(mc.num_experts, shard.rank, shard.size) : std::pair<std::int64_t, std::int64_t>{0, mc.num_experts};
+    m->first_expert = int(e0);
+    for (auto e = e0; e < e1; ++e) {
+      const std::string x = block + "experts." + std::to_string(e) + ".";
+      m->experts.push_back(mixtral ? mlp(x + "w1.weight", x + "w3.weight", x + "w2.weight", mc.expert_intermediate_size, ep)
+                                   : mlp(x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight",
+                                         mc.expert_intermediate_size, ep));
+    }
+    if (mc.shared_expert_intermediate_size > 0) {
+      const std::string x = block + "shared_expert.";
+      m->shared = mlp(x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight", mc.shared_expert_intermediate_size, ep);
+      m->shared_gate = to_f32(idx.get(block + "shared_expert_gate.weight", {1, cfg.hidden_size}));
+    }
+    return m;
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<llama_model> llama_model::load(const std::string& dir, const std::function<void(int, int)>& progress,
@@ -264,7 +335,6 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
   tensor_index idx = gguf_ ? tensor_index(from_gguf, dir) : tensor_index(files_, dir);
 
   const std::int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, V = cfg_.vocab_size;
-  const std::int64_t Q = cfg_.q_dim(), KV = cfg_.kv_dim(), hd = cfg_.head_dim;
   // This rank's heads, KV heads, features and vocabulary (everything when whole).
   const auto [h0, h1] = shard_range(cfg_.num_attention_heads, shard_.rank, shard_.size);
   const auto [g0, g1] = shard_range(cfg_.num_key_value_heads, shard_.rank, shard_.size);
@@ -284,67 +354,19 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
   embed_ = idx.get_linear("model.embed_tokens.weight", V, H, std::nullopt);
   if (in_blocks(embed_)) embed_ = dequantized_f16(embed_, std::size_t(H), embed_store_);  // rows are read one token at a time
   weight_type_ = embed_.type();
-  std::vector<std::uint8_t> scratch;
+  layer_reader read{idx, cfg_, shard_, quant, h0, h1, g0, g1, {}};
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     layer_weights w;
     w.input_norm = to_f32(idx.get(p + "input_layernorm.weight", {H}));
     w.post_norm = to_f32(idx.get(p + "post_attention_layernorm.weight", {H}));
-    const auto q = rows_of(idx.get_linear(p + "self_attn.q_proj.weight", Q, H, quant), h0 * hd, h1 * hd);
-    const auto k = rows_of(idx.get_linear(p + "self_attn.k_proj.weight", KV, H, quant), g0 * hd, g1 * hd);
-    const auto v = rows_of(idx.get_linear(p + "self_attn.v_proj.weight", KV, H, quant), g0 * hd, g1 * hd);
-    w.qkv = linear_of(idx, {&q, &k, &v}, H);
-    if (cfg_.attention_bias) {
-      for (const char* n : {"q_proj", "k_proj", "v_proj"}) {
-        const bool is_q = std::string(n) == "q_proj";
-        auto b = to_f32(idx.get(p + "self_attn." + n + ".bias", {is_q ? Q : KV}));
-        b = is_q ? slice(std::move(b), h0 * hd, h1 * hd) : slice(std::move(b), g0 * hd, g1 * hd);
-        w.qkv_bias.insert(w.qkv_bias.end(), b.begin(), b.end());
-      }
-    }
-    const auto& o_all = idx.get_linear(p + "self_attn.o_proj.weight", H, Q, quant);
-    const auto o = in_blocks(o_all) ? o_all : cols_of(o_all, h0 * hd, h1 * hd, scratch);  // quantized: whole (checked above)
-    w.o = linear_of(idx, {&o}, Q);
-    if (cfg_.qk_norm) {
-      w.q_norm = to_f32(idx.get(p + "self_attn.q_norm.weight", {hd}));
-      w.k_norm = to_f32(idx.get(p + "self_attn.k_norm.weight", {hd}));
-    }
-    // A SwiGLU MLP of `n` features: this rank's range of them.
-    auto mlp = [&](const std::string& gate_name, const std::string& up_name, const std::string& down_name, std::int64_t n,
-                   bool whole = false) {
-      const auto [f0, f1] = whole ? std::pair<std::int64_t, std::int64_t>{0, n} : shard_range(n, shard_.rank, shard_.size);
-      const auto gate = rows_of(idx.get_linear(gate_name, n, H, quant), f0, f1);
-      const auto up = rows_of(idx.get_linear(up_name, n, H, quant), f0, f1);
-      const auto& down_all = idx.get_linear(down_name, H, n, quant);
-      const auto down = in_blocks(down_all) ? down_all : cols_of(down_all, f0, f1, scratch);
-      return mlp_weights{linear_of(idx, {&gate, &up}, H), linear_of(idx, {&down}, n)};
-    };
+    read.attention(p, w);
     if (!cfg_.is_moe_layer(l)) {
-      auto dense = mlp(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", p + "mlp.down_proj.weight", I);
+      auto dense = read.mlp(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", p + "mlp.down_proj.weight", I);
       w.gate_up = std::move(dense.gate_up);
       w.down = std::move(dense.down);
     } else {
-      const auto& mc = *cfg_.moe;
-      const bool mixtral = cfg_.architecture == "MixtralForCausalLM";
-      const std::string block = p + (mixtral ? "block_sparse_moe." : "mlp.");
-      w.moe = std::make_unique<moe_weights>();
-      w.moe->router = pack_rows({&idx.get(block + "gate.weight", {mc.num_experts, H})});
-      // Expert parallel: this rank's experts whole (and the shared expert whole on every rank);
-      // else every expert, each sliced like a dense MLP.
-      const bool ep = shard_.expert_parallel && !shard_.whole();
-      const auto [e0, e1] = ep ? shard_range(mc.num_experts, shard_.rank, shard_.size) : std::pair<std::int64_t, std::int64_t>{0, mc.num_experts};
-      w.moe->first_expert = int(e0);
-      for (auto e = e0; e < e1; ++e) {
-        const std::string x = block + "experts." + std::to_string(e) + ".";
-        w.moe->experts.push_back(mixtral ? mlp(x + "w1.weight", x + "w3.weight", x + "w2.weight", mc.expert_intermediate_size, ep)
-                                         : mlp(x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight",
-                                               mc.expert_intermediate_size, ep));
-      }
-      if (mc.shared_expert_intermediate_size > 0) {
-        const std::string x = block + "shared_expert.";
-        w.moe->shared = mlp(x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight", mc.shared_expert_intermediate_size, ep);
-        w.moe->shared_gate = to_f32(idx.get(block + "shared_expert_gate.weight", {1, H}));
-      }
+      w.moe = read.moe(p);
     }
     layers_.push_back(std::move(w));
     if (progress) progress(l + 1, cfg_.num_hidden_layers);
