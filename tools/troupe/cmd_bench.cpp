@@ -1,5 +1,6 @@
 // troupe bench engine: prefill and decode throughput against the machine's own roofline.
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <map>
 #include <cstdio>
@@ -105,70 +106,56 @@ double decode_step_seconds(const model::llama_model& m, kernels::dtype kv_type, 
   return times[times.size() / 2];
 }
 
-}  // namespace
-
-int cmd_bench_engine(const args& a) {
-  auto dir = a.get("model");
-  if (!dir) throw input_error("--model DIR is required");
-  const int context = int(a.get_int("context", 128));
-  const int prompt_len = int(a.get_int("prompt", 512));
-  const int steps = int(a.get_int("steps", 8));
-  std::vector<int> batches;
-  {
-    std::string b = a.get("batches", "1,4,16,32");
-    for (std::size_t pos = 0; pos < b.size();) {
-      std::size_t comma = b.find(',', pos);
-      batches.push_back(std::stoi(b.substr(pos, comma - pos)));
-      pos = comma == std::string::npos ? b.size() : comma + 1;
-    }
+// "1,4,16,32" as batch sizes.
+std::vector<int> batch_sizes(const std::string& b) {
+  std::vector<int> out;
+  for (std::size_t pos = 0; pos < b.size();) {
+    std::size_t comma = b.find(',', pos);
+    out.push_back(std::stoi(b.substr(pos, comma - pos)));
+    pos = comma == std::string::npos ? b.size() : comma + 1;
   }
-  const int verify = int(a.get_int("verify", 0));
-  if (verify < 0) throw input_error("--verify must be 0 or more proposals");
-  const bool json_out = a.has("json");
-  model::op_profile::enable(a.has("profile"));
-  auto say = [&](const char* fmt, auto... xs) {
-    if (!json_out) std::fprintf(stderr, fmt, xs...);
-  };
+  return out;
+}
 
-  say("measuring memory read bandwidth and compute peaks (%d threads, %s)...\n", kernels::num_threads(),
-      kernels::isa_name(kernels::active_isa()));
-  const double bw = kernels::measure_read_bandwidth();
-  const double peak = kernels::measure_fma_peak();
-  say("loading %s...\n", dir->c_str());
-  auto m = model::llama_model::load(*dir);
-  const auto& c = m->config();
-  // KV in the weights' dtype unless told otherwise, as vLLM's "auto" does.
-  const std::string kv_name = a.get("kv-dtype", kernels::dtype_name(m->weight_type()));
-  const kernels::dtype kv_type = parse_kv_dtype(kv_name);
-  const double weight_bytes = double(m->weight_bytes_per_step());
-  // The projections' formats by share of their bytes (a GGUF mix holds several), the
-  // embeddings' dtype and the head's format.
-  std::string weight_format;
-  {
-    const auto by = m->projection_bytes_by_format();
-    std::size_t total = 0;
-    for (auto& [f, b] : by) total += b;
-    for (auto& [f, b] : by)
-      weight_format += (weight_format.empty() ? "" : ", ") + f + (by.size() > 1 ? " " + std::to_string(int(100.0 * double(b) / double(total) + 0.5)) + "%" : "");
-    weight_format += " projections, " + std::string(kernels::dtype_name(m->weight_type())) + " embeddings, " + m->lm_head_format() + " head";
+// The projections' formats by share of their bytes (a GGUF mix holds several), the
+// embeddings' dtype and the head's format.
+std::string weight_format_of(const model::llama_model& m) {
+  std::string out;
+  const auto by = m.projection_bytes_by_format();
+  std::size_t total = 0;
+  for (auto& [f, b] : by) total += b;
+  for (auto& [f, b] : by)
+    out += (out.empty() ? "" : ", ") + f + (by.size() > 1 ? " " + std::to_string(int(100.0 * double(b) / double(total) + 0.5)) + "%" : "");
+  return out + " projections, " + std::string(kernels::dtype_name(m.weight_type())) + " embeddings, " + m.lm_head_format() + " head";
+}
+
+// One sequence's prefill of `prompt_len` tokens: best of 3 after a warm-up.
+double prefill_seconds(const model::llama_model& m, kernels::dtype kv_type, int prompt_len, std::vector<float>& logits,
+                       model::forward_workspace& ws) {
+  double best = 1e30;
+  bench_cache bc(m.config(), 1, prompt_len, kv_type);
+  const model::forward_batch b = prompts(bc, 1, prompt_len, m.config().vocab_size);
+  for (int r = 0; r < 4; ++r) {
+    if (r == 1) model::op_profile::reset();
+    auto t0 = clock_type::now();
+    m.forward(b, bc.cache, logits.data(), ws);
+    if (r > 0) best = std::min(best, since(t0));
   }
-  const double flops_tok = double(m->layer_flops_per_token());
-  const double head_flops = double(m->lm_head_flops());
-  // Projections in a quantized format (a `troupe model quantize` folder's, or a GGUF file's
-  // Q8_0/Q4_0/K-quant tensors) run int8 dot products, whose peak is about four times the FP32
-  // FMA peak: judge them, and a quantized head, against it (attention stays FP32). The compute
-  // roofline of a pass is the time its work needs at both peaks.
-  const bool int8_projections = m->projections_int8_dot(), int8_head = m->lm_head_int8_dot();
-  double int8_peak = int8_projections || int8_head ? kernels::measure_int8_dot_peak() : 0;
+  return best;
+}
+
+// The int8 dot peak, and with K-quant projections their formats' own ceiling (both in op/s).
+void measure_int8_ceilings(const model::llama_model& m, bool any_int8, double& int8_peak, double& scaled_ceiling) {
+  int8_peak = any_int8 ? kernels::measure_int8_dot_peak() : 0;
   // K-quant formats scale every 16 or 32 weights, which caps them below the int8 peak even in
   // registers. When every projection is a K-quant, measure that cap for each format's own run
   // (not the kernels' unpacked form, which splits 32-runs in two) and weigh the formats by their
   // weights: a prefill's fraction then has the formats' own ceiling beside it.
   // Each is a best of trials that a neighbour's burst can only lower; take both twice, in turn,
   // so one burst does not make their ratio.
-  double scaled_ceiling = 0;
-  if (int8_projections) {
-    const auto by = m->projection_bytes_by_format();
+  scaled_ceiling = 0;
+  if (m.projections_int8_dot()) {
+    const auto by = m.projection_bytes_by_format();
     scaled_ceiling = kquant_projection_ceiling(by);
     if (scaled_ceiling > 0) {
       int8_peak = std::max(int8_peak, kernels::measure_int8_dot_peak());
@@ -178,6 +165,122 @@ int cmd_bench_engine(const args& a) {
       int8_peak = std::max(int8_peak, scaled_ceiling);
     }
   }
+}
+
+// What the decode rows measure.
+struct decode_plan {
+  std::vector<int> batches;
+  int context = 0, steps = 0, verify = 0;
+  kernels::dtype kv_type;
+  double weight_bytes = 0, flops_per_token = 0, head_flops = 0;
+  bool profile = false, quiet = false;
+};
+
+template <class... Ts>
+void say(bool on, const char* fmt, Ts... xs) {
+  if (on) std::fprintf(stderr, fmt, xs...);
+}
+
+// One row per batch size: its decode step against the bandwidth roofline (measured right before
+// and after it) and the compute peak (`compute_bound(projection, head, attention flops)` in s).
+nlohmann::json decode_rows(const model::llama_model& m, const decode_plan& p,
+                           const std::function<double(double, double, double)>& compute_bound, std::vector<float>& logits,
+                           model::forward_workspace& ws) {
+  const auto& c = m.config();
+  nlohmann::json decode = nlohmann::json::array();
+  double tps_batch1 = 0;
+  const double kv_bytes_per_token =
+      double(kv::kv_cache::bytes_per_token(p.kv_type, c.num_hidden_layers, c.num_key_value_heads, c.head_dim));
+  for (int B : p.batches) {
+    const double bw_before = kernels::measure_read_bandwidth(std::size_t(1) << 30, 3);
+    const double step_s = decode_step_seconds(m, p.kv_type, B, 1, p.context, p.steps, logits, ws);
+    if (p.profile) say(!p.quiet, "  decode batch %d profile (%d steps): %s\n", B, p.steps, model::op_profile::report().c_str());
+    // This machine's bandwidth drifts with its neighbours: judge each batch against the better
+    // of two measurements taken right before and right after it, not only the one at start.
+    const double bw_here = std::max(bw_before, kernels::measure_read_bandwidth(std::size_t(1) << 30, 3));
+    const double ctx = p.context + p.steps / 2.0;
+    const double kv_bytes = double(B) * ctx * kv_bytes_per_token;
+    const double roofline_s = (p.weight_bytes + kv_bytes) / bw_here;
+    const double tps = B / step_s;
+    if (B == 1) tps_batch1 = tps;
+    const double compute_frac = compute_bound(p.flops_per_token * B, p.head_flops * B, attention_flops(c, B, ctx)) / step_s;
+    say(!p.quiet, "decode batch %2d (context %d): %8.1f tok/s, step %.2f ms, %.0f%% of bandwidth roofline (%.1f GB/s), %.0f%% of compute peak\n",
+        B, p.context, tps, step_s * 1e3, 100 * roofline_s / step_s, bw_here / 1e9, 100 * compute_frac);
+    nlohmann::json row = {{"batch", B}, {"context", p.context}, {"tokens_per_second", tps}, {"step_ms", step_s * 1e3},
+                          {"read_bandwidth_gb_s", bw_here / 1e9},
+                          {"bandwidth_roofline_fraction", roofline_s / step_s}, {"compute_peak_fraction", compute_frac},
+                          {"speedup_vs_batch_1", tps_batch1 > 0 ? tps / tps_batch1 : 0.0}};
+    if (p.verify > 0) {  // the same batch verifying `verify` proposals per sequence
+      const double verify_s = decode_step_seconds(m, p.kv_type, B, 1 + p.verify, p.context, p.steps, logits, ws);
+      say(!p.quiet, "verify batch %2d (%d rows each): step %.2f ms, %.2fx the decode step\n", B, 1 + p.verify, verify_s * 1e3,
+          verify_s / step_s);
+      row["verify"] = {{"proposals", p.verify}, {"step_ms", verify_s * 1e3}, {"vs_decode_step", verify_s / step_s}};
+    }
+    decode.push_back(std::move(row));
+  }
+  return decode;
+}
+
+// The human-readable form of the JSON report.
+void print_engine_report(const nlohmann::json& j) {
+  const auto& mach = j["machine"];
+  const auto& pre = j["prefill"];
+  const double int8_peak = mach["int8_dot_peak_gop_s"].is_null() ? 0 : mach["int8_dot_peak_gop_s"].get<double>();
+  const double scaled = mach["kquant_scaled_dot_gop_s"].is_null() ? 0 : mach["kquant_scaled_dot_gop_s"].get<double>();
+  const double ceiling = pre["format_ceiling_fraction"].is_null() ? 0 : pre["format_ceiling_fraction"].get<double>();
+  std::printf("model %s (%s weights, %.2f GB read per decode step, KV cache %s)\n", j["model"].get<std::string>().c_str(),
+              j["weights"]["format"].get<std::string>().c_str(), j["weights"]["bytes_per_step"].get<double>() / 1e9,
+              j["kv_dtype"].get<std::string>().c_str());
+  std::printf("machine: %d threads, %s, read bandwidth %.1f GB/s, FP32 FMA peak %.1f GFLOP/s", mach["threads"].get<int>(),
+              mach["isa"].get<std::string>().c_str(), mach["read_bandwidth_gb_s"].get<double>(), mach["fma_peak_gflop_s"].get<double>());
+  if (int8_peak > 0) std::printf(", int8 dot peak %.1f GOP/s", int8_peak);
+  if (scaled > 0) std::printf(" (%.1f with the projections' K-quant scales)", scaled);
+  std::printf("\n");
+  std::printf("prefill %d tokens: %.1f tok/s (%.0f%% of compute peak", pre["tokens"].get<int>(), pre["tokens_per_second"].get<double>(),
+              100 * pre["compute_peak_fraction"].get<double>());
+  if (ceiling > 0) std::printf("; the formats' scales allow at most %.0f%%", 100 * ceiling);
+  std::printf(")\n");
+  for (auto& d : j["decode"])
+    std::printf("decode batch %2d: %8.1f tok/s (%.0f%% of bandwidth roofline at %.1f GB/s, %.0f%% of compute peak, %.2fx batch 1)\n",
+                d["batch"].get<int>(), d["tokens_per_second"].get<double>(),
+                100 * d["bandwidth_roofline_fraction"].get<double>(), d["read_bandwidth_gb_s"].get<double>(),
+                100 * d["compute_peak_fraction"].get<double>(), d["speedup_vs_batch_1"].get<double>());
+}
+
+}  // namespace
+
+int cmd_bench_engine(const args& a) {
+  auto dir = a.get("model");
+  if (!dir) throw input_error("--model DIR is required");
+  const int context = int(a.get_int("context", 128));
+  const int prompt_len = int(a.get_int("prompt", 512));
+  const int steps = int(a.get_int("steps", 8));
+  const std::vector<int> batches = batch_sizes(a.get("batches", "1,4,16,32"));
+  const int verify = int(a.get_int("verify", 0));
+  if (verify < 0) throw input_error("--verify must be 0 or more proposals");
+  const bool json_out = a.has("json");
+  model::op_profile::enable(a.has("profile"));
+  say(!json_out, "measuring memory read bandwidth and compute peaks (%d threads, %s)...\n", kernels::num_threads(),
+      kernels::isa_name(kernels::active_isa()));
+  const double bw = kernels::measure_read_bandwidth();
+  const double peak = kernels::measure_fma_peak();
+  say(!json_out, "loading %s...\n", dir->c_str());
+  auto m = model::llama_model::load(*dir);
+  const auto& c = m->config();
+  // KV in the weights' dtype unless told otherwise, as vLLM's "auto" does.
+  const std::string kv_name = a.get("kv-dtype", kernels::dtype_name(m->weight_type()));
+  const kernels::dtype kv_type = parse_kv_dtype(kv_name);
+  const double weight_bytes = double(m->weight_bytes_per_step());
+  const std::string weight_format = weight_format_of(*m);
+  const double flops_tok = double(m->layer_flops_per_token());
+  const double head_flops = double(m->lm_head_flops());
+  // Projections in a quantized format (a `troupe model quantize` folder's, or a GGUF file's
+  // Q8_0/Q4_0/K-quant tensors) run int8 dot products, whose peak is about four times the FP32
+  // FMA peak: judge them, and a quantized head, against it (attention stays FP32). The compute
+  // roofline of a pass is the time its work needs at both peaks.
+  const bool int8_projections = m->projections_int8_dot(), int8_head = m->lm_head_int8_dot();
+  double int8_peak = 0, scaled_ceiling = 0;
+  measure_int8_ceilings(*m, int8_projections || int8_head, int8_peak, scaled_ceiling);
   auto compute_bound_s = [&](double projection_flops, double head, double attention, double int8_rate) {
     return projection_flops / (int8_projections ? int8_rate : peak) + head / (int8_head ? int8_rate : peak) + attention / peak;
   };
@@ -185,21 +288,11 @@ int cmd_bench_engine(const args& a) {
   std::vector<float> logits(std::size_t(c.vocab_size) * std::size_t(std::max(32, *std::max_element(batches.begin(), batches.end()))));
 
   // Prefill: one sequence, prompt_len tokens, best of 3 after a warm-up.
-  double prefill_s = 1e30;
-  {
-    bench_cache bc(c, 1, prompt_len, kv_type);
-    const model::forward_batch b = prompts(bc, 1, prompt_len, c.vocab_size);
-    for (int r = 0; r < 4; ++r) {
-      if (r == 1) model::op_profile::reset();
-      auto t0 = clock_type::now();
-      m->forward(b, bc.cache, logits.data(), ws);
-      if (r > 0) prefill_s = std::min(prefill_s, since(t0));
-    }
-  }
-  if (a.has("profile")) say("  prefill profile (3 runs): %s\n", model::op_profile::report().c_str());
-  const double prefill_flops = flops_tok * prompt_len + head_flops + attention_flops(c, prompt_len, (prompt_len + 1) / 2.0);
-  const double prefill_tps = prompt_len / prefill_s;
+  const double prefill_s = prefill_seconds(*m, kv_type, prompt_len, logits, ws);
+  if (a.has("profile")) say(!json_out, "  prefill profile (3 runs): %s\n", model::op_profile::report().c_str());
   const double prefill_attention = attention_flops(c, prompt_len, (prompt_len + 1) / 2.0);
+  const double prefill_flops = flops_tok * prompt_len + head_flops + prefill_attention;
+  const double prefill_tps = prompt_len / prefill_s;
   const double prefill_frac = compute_bound_s(flops_tok * prompt_len, head_flops, prefill_attention, int8_peak) / prefill_s;
   // The same pass's ceiling when the projections run at the scaled-dot rate: the most the
   // formats' arithmetic allows, as a fraction of the peak-judged time.
@@ -208,40 +301,12 @@ int cmd_bench_engine(const args& a) {
           ? compute_bound_s(flops_tok * prompt_len, head_flops, prefill_attention, int8_peak) /
                 compute_bound_s(flops_tok * prompt_len, head_flops, prefill_attention, scaled_ceiling)
           : 0;
-  say("prefill %d tokens: %.1f tok/s, %.1f GFLOP/s = %.0f%% of compute peak\n", prompt_len, prefill_tps,
+  say(!json_out, "prefill %d tokens: %.1f tok/s, %.1f GFLOP/s = %.0f%% of compute peak\n", prompt_len, prefill_tps,
       prefill_flops / prefill_s / 1e9, 100 * prefill_frac);
 
-  nlohmann::json decode = nlohmann::json::array();
-  double tps_batch1 = 0;
-  const double kv_bytes_per_token =
-      double(kv::kv_cache::bytes_per_token(kv_type, c.num_hidden_layers, c.num_key_value_heads, c.head_dim));
-  for (int B : batches) {
-    const double bw_before = kernels::measure_read_bandwidth(std::size_t(1) << 30, 3);
-    const double step_s = decode_step_seconds(*m, kv_type, B, 1, context, steps, logits, ws);
-    if (a.has("profile")) say("  decode batch %d profile (%d steps): %s\n", B, steps, model::op_profile::report().c_str());
-    // This machine's bandwidth drifts with its neighbours: judge each batch against the better
-    // of two measurements taken right before and right after it, not only the one at start.
-    const double bw_here = std::max(bw_before, kernels::measure_read_bandwidth(std::size_t(1) << 30, 3));
-    const double ctx = context + steps / 2.0;
-    const double kv_bytes = double(B) * ctx * kv_bytes_per_token;
-    const double roofline_s = (weight_bytes + kv_bytes) / bw_here;
-    const double tps = B / step_s;
-    if (B == 1) tps_batch1 = tps;
-    const double compute_frac = compute_bound_s(flops_tok * B, head_flops * B, attention_flops(c, B, ctx), int8_peak) / step_s;
-    say("decode batch %2d (context %d): %8.1f tok/s, step %.2f ms, %.0f%% of bandwidth roofline (%.1f GB/s), %.0f%% of compute peak\n",
-        B, context, tps, step_s * 1e3, 100 * roofline_s / step_s, bw_here / 1e9, 100 * compute_frac);
-    nlohmann::json row = {{"batch", B}, {"context", context}, {"tokens_per_second", tps}, {"step_ms", step_s * 1e3},
-                          {"read_bandwidth_gb_s", bw_here / 1e9},
-                          {"bandwidth_roofline_fraction", roofline_s / step_s}, {"compute_peak_fraction", compute_frac},
-                          {"speedup_vs_batch_1", tps_batch1 > 0 ? tps / tps_batch1 : 0.0}};
-    if (verify > 0) {  // the same batch verifying `verify` proposals per sequence
-      const double verify_s = decode_step_seconds(*m, kv_type, B, 1 + verify, context, steps, logits, ws);
-      say("verify batch %2d (%d rows each): step %.2f ms, %.2fx the decode step\n", B, 1 + verify, verify_s * 1e3,
-          verify_s / step_s);
-      row["verify"] = {{"proposals", verify}, {"step_ms", verify_s * 1e3}, {"vs_decode_step", verify_s / step_s}};
-    }
-    decode.push_back(std::move(row));
-  }
+  decode_plan dp{batches, context, steps, verify, kv_type, weight_bytes, flops_tok, head_flops, a.has("profile"), json_out};
+  const nlohmann::json decode = decode_rows(*m, dp, [&](double pf, double hf, double af) { return compute_bound_s(pf, hf, af, int8_peak); },
+                                            logits, ws);
   nlohmann::json j = {
       {"model", *dir},
       {"weights", {{"dtype", kernels::dtype_name(m->weight_type())}, {"format", weight_format}, {"bytes_per_step", weight_bytes}}},
@@ -255,25 +320,10 @@ int cmd_bench_engine(const args& a) {
                    {"format_ceiling_fraction", prefill_ceiling > 0 ? nlohmann::json(prefill_ceiling) : nlohmann::json(nullptr)}}},
       {"decode", decode},
   };
-  if (json_out) {
+  if (json_out)
     std::printf("%s\n", j.dump(2).c_str());
-  } else {
-    std::printf("model %s (%s weights, %.2f GB read per decode step, KV cache %s)\n", dir->c_str(), weight_format.c_str(),
-                weight_bytes / 1e9, kv_name.c_str());
-    std::printf("machine: %d threads, %s, read bandwidth %.1f GB/s, FP32 FMA peak %.1f GFLOP/s", kernels::num_threads(),
-                kernels::isa_name(kernels::active_isa()), bw / 1e9, peak / 1e9);
-    if (int8_peak > 0) std::printf(", int8 dot peak %.1f GOP/s", int8_peak / 1e9);
-    if (scaled_ceiling > 0) std::printf(" (%.1f with the projections' K-quant scales)", scaled_ceiling / 1e9);
-    std::printf("\n");
-    std::printf("prefill %d tokens: %.1f tok/s (%.0f%% of compute peak", prompt_len, prefill_tps, 100 * prefill_frac);
-    if (prefill_ceiling > 0) std::printf("; the formats' scales allow at most %.0f%%", 100 * prefill_ceiling);
-    std::printf(")\n");
-    for (auto& d : decode)
-      std::printf("decode batch %2d: %8.1f tok/s (%.0f%% of bandwidth roofline at %.1f GB/s, %.0f%% of compute peak, %.2fx batch 1)\n",
-                  d["batch"].get<int>(), d["tokens_per_second"].get<double>(),
-                  100 * d["bandwidth_roofline_fraction"].get<double>(), d["read_bandwidth_gb_s"].get<double>(),
-                  100 * d["compute_peak_fraction"].get<double>(), d["speedup_vs_batch_1"].get<double>());
-  }
+  else
+    print_engine_report(j);
   return 0;
 }
 
