@@ -246,6 +246,58 @@ void check_http_exposure(const args& a, const actors::frontend_config& fc) {
                     "(or api_keys in [frontend]), or --allow-unauthenticated to accept that");
 }
 
+// The HTTP face's settings: the topology's [frontend], the served model, and the flags.
+actors::frontend_config frontend_config_of(const args& a, const topology::topology_config& topo, const served_model& served) {
+  actors::frontend_config fc;
+  fc.http.host = a.get("host", topo.frontend.host);
+  fc.http.port = a.get_port("port", topo.frontend.port);
+  fc.http.max_body = topo.frontend.max_body;
+  fc.model_name = served.name;
+  fc.model_aliases = topo.frontend.model_aliases;
+  if (!topo.model.tool_call_parser.empty()) fc.tool_call_parser = chat::tool_format_named(topo.model.tool_call_parser);
+  fc.max_model_len = served.max_model_len;
+  fc.vocab_size = served.vocab_size;
+  fc.pooling = served.pooling;
+  fc.embedding_size = served.hidden_size;
+  fc.sampling_defaults = served.sampling_defaults;
+  fc.max_requests = topo.frontend.max_requests;
+  fc.retry_after_s = topo.frontend.retry_after_s;
+  fc.admission = topo.admission.cfg;
+  fc.replica_names = topology::names_of(topo);
+  fc.metric_prefix = topo.frontend.metric_prefix;
+  fc.request_timeout = topo.timeouts.request;
+  fc.api_keys = topo.frontend.api_keys;
+  fc.api_key_tenants = topo.frontend.api_key_tenants;
+  fc.tenant_by_user = topo.frontend.tenant_by_user;
+  if (auto key = a.get("api-key")) {
+    if (key->empty()) throw input_error("--api-key: must not be empty");
+    fc.api_keys.push_back(*key);
+    fc.api_key_tenants.emplace_back();
+  }
+  for (const auto& p : topo.frontend.public_prompts) fc.public_prompts.emplace_back(p.name, p.text);
+  fc.api_key_on_all_routes = topo.frontend.api_key_on_all_routes;
+  check_http_exposure(a, fc);
+  return fc;
+}
+
+// What `troupe serve` says once it listens: where, and how to try it.
+void print_banner(std::uint16_t port, const actors::frontend_config& fc, const served_model& served, const std::string& config,
+                  const std::string& listen, std::uint16_t bound, std::uint32_t live, const topology::admin_spec& admin,
+                  bool admin_up) {
+  const std::string url = "http://" + fc.http.host + ":" + std::to_string(port);
+  std::printf("troupe serve: listening on %s (OpenAI API, model \"%s\", %s); node registry on %s:%u; %u replica(s) live here\n",
+              url.c_str(), served.name.c_str(), config.c_str(), listen.c_str(), unsigned(bound), live);
+  std::printf("try:  curl %s/v1/completions -H 'Content-Type: application/json' \\\n"
+              "        -d '{\"prompt\": \"The actor model\", \"max_tokens\": 32}'\n"
+              "      curl %s/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+              "        -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"stream\": true}'\n"
+              "      curl %s/metrics\n",
+              url.c_str(), url.c_str(), url.c_str());
+  if (admin_up && admin.enabled())
+    std::printf("admin endpoint on %s%s%s (troupe admin --config %s status)\n", admin.endpoint.c_str(),
+                admin.events.empty() ? "" : ", events on ", admin.events.c_str(), config.c_str());
+}
+
 }  // namespace
 
 int cmd_serve(const args& a) {
@@ -292,53 +344,14 @@ int cmd_serve(const args& a) {
   if (here.admin.enabled() || here.autoscaler.cfg.enabled)
     admin = std::make_unique<actors::admin_endpoint>(sys, here, cluster.router(), cluster.owner(), cluster.registry(), served.card);
 
-  actors::frontend_config fc;
-  fc.http.host = a.get("host", topo.frontend.host);
-  fc.http.port = a.get_port("port", topo.frontend.port);
-  fc.http.max_body = topo.frontend.max_body;
-  fc.model_name = served.name;
-  fc.model_aliases = topo.frontend.model_aliases;
-  if (!topo.model.tool_call_parser.empty()) fc.tool_call_parser = chat::tool_format_named(topo.model.tool_call_parser);
-  fc.max_model_len = served.max_model_len;
-  fc.vocab_size = served.vocab_size;
-  fc.pooling = served.pooling;
-  fc.embedding_size = served.hidden_size;
-  fc.sampling_defaults = served.sampling_defaults;
-  fc.max_requests = topo.frontend.max_requests;
-  fc.retry_after_s = topo.frontend.retry_after_s;
-  fc.admission = topo.admission.cfg;
-  fc.replica_names = topology::names_of(topo);
-  fc.metric_prefix = topo.frontend.metric_prefix;
-  fc.request_timeout = topo.timeouts.request;
-  fc.api_keys = topo.frontend.api_keys;
-  fc.api_key_tenants = topo.frontend.api_key_tenants;
-  fc.tenant_by_user = topo.frontend.tenant_by_user;
-  if (auto key = a.get("api-key")) {
-    if (key->empty()) throw input_error("--api-key: must not be empty");
-    fc.api_keys.push_back(*key);
-    fc.api_key_tenants.emplace_back();
-  }
-  check_http_exposure(a, fc);
-  for (const auto& p : topo.frontend.public_prompts) fc.public_prompts.emplace_back(p.name, p.text);
-  fc.api_key_on_all_routes = topo.frontend.api_key_on_all_routes;
+  const actors::frontend_config fc = frontend_config_of(a, topo, served);
   std::unique_ptr<actors::frontend> fe;
   try {
     fe = std::make_unique<actors::frontend>(sys, cluster.owner(), cluster.router(), fc, served.tok, served.chat);
   } catch (const std::runtime_error& e) {
     throw input_error(std::string("the HTTP frontend ") + e.what());
   }
-  const std::string url = "http://" + fc.http.host + ":" + std::to_string(fe->port());
-  std::printf("troupe serve: listening on %s (OpenAI API, model \"%s\", %s); node registry on %s:%u; %u replica(s) live here\n",
-              url.c_str(), served.name.c_str(), config.c_str(), listen.c_str(), unsigned(bound), cluster.live_replicas());
-  std::printf("try:  curl %s/v1/completions -H 'Content-Type: application/json' \\\n"
-              "        -d '{\"prompt\": \"The actor model\", \"max_tokens\": 32}'\n"
-              "      curl %s/v1/chat/completions -H 'Content-Type: application/json' \\\n"
-              "        -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"stream\": true}'\n"
-              "      curl %s/metrics\n",
-              url.c_str(), url.c_str(), url.c_str());
-  if (admin && here.admin.enabled())
-    std::printf("admin endpoint on %s%s%s (troupe admin --config %s status)\n", here.admin.endpoint.c_str(),
-                here.admin.events.empty() ? "" : ", events on ", here.admin.events.c_str(), config.c_str());
+  print_banner(fe->port(), fc, served, config, listen, bound, cluster.live_replicas(), here.admin, admin != nullptr);
   std::fflush(stdout);
   const auto grace = shutdown_grace(a, topo);
   signals.set_grace(std::chrono::duration_cast<std::chrono::seconds>(grace) + std::chrono::seconds(10));
