@@ -38,6 +38,73 @@ json template_processing(int bos_id, const std::string& bos) {
 
 }  // namespace
 
+namespace {
+
+// A gpt2 (byte-level BPE) vocabulary: its merges and pre-tokenizer, as tokenizer.json has them.
+std::string bpe_from_gguf(const json& m, const std::string& source, const json& vocab, json out) {
+  json merges = json::array();
+  for (auto& mg : need(m, "tokenizer.ggml.merges", source)) merges.push_back(mg);
+  const std::string pre = m.value("tokenizer.ggml.pre", std::string("default"));
+  out["normalizer"] = nullptr;
+  if (pre == "default" || pre == "gpt2" || pre == "gpt-2") {
+    out["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  } else if (auto re = pre_regex(pre)) {
+    out["pre_tokenizer"] = {{"type", "Sequence"},
+                            {"pretokenizers",
+                             {{{"type", "Split"}, {"pattern", {{"Regex", *re}}}, {"behavior", "Isolated"}, {"invert", false}},
+                              {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
+  } else {
+    throw input_error(source + ": tokenizer.ggml.pre is '" + pre + "'; known: default, gpt2, llama-bpe, qwen2");
+  }
+  out["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
+  out["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"byte_fallback", false}, {"ignore_merges", false}};
+  return out.dump();
+}
+
+// A llama (SentencePiece) vocabulary as a byte-fallback BPE.
+std::string sentencepiece_from_gguf(const json& m, const std::string& source, const std::vector<std::string>& text,
+                                    const std::vector<int>& types, const json& vocab, json out) {
+  json merges = json::array();
+  // SentencePiece: every split of a normal piece into two pieces is a merge, ranked by the
+  // score of the piece it makes (higher first), then by the pieces' ids.
+  const json& scores = need(m, "tokenizer.ggml.scores", source);
+  if (!scores.is_array() || scores.size() != text.size()) throw input_error(source + ": tokenizer.ggml.scores must have one score per token");
+  std::vector<std::tuple<double, std::size_t, std::size_t, std::string, std::string>> found;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (types[i] != 1) continue;
+    const std::string& piece = text[i];
+    for (std::size_t cut = 1; cut < piece.size(); ++cut) {
+      if ((static_cast<unsigned char>(piece[cut]) & 0xC0) == 0x80) continue;  // not inside a UTF-8 character
+      const std::string left = piece.substr(0, cut), right = piece.substr(cut);
+      auto a = vocab.find(left), b = vocab.find(right);
+      if (a == vocab.end() || b == vocab.end()) continue;
+      found.emplace_back(-scores[i].get<double>(), a->get<std::size_t>(), b->get<std::size_t>(), left, right);
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const auto& x, const auto& y) {
+    return std::tie(std::get<0>(x), std::get<1>(x), std::get<2>(x)) < std::tie(std::get<0>(y), std::get<1>(y), std::get<2>(y));
+  });
+  for (auto& f : found) merges.push_back(json::array({std::get<3>(f), std::get<4>(f)}));
+  std::string unk = "<unk>";
+  if (auto u = m.find("tokenizer.ggml.unknown_token_id"); u != m.end() && u->is_number_integer() && u->get<std::size_t>() < text.size())
+    unk = text[u->get<std::size_t>()];
+  out["normalizer"] = {{"type", "Sequence"},
+                       {"normalizers",
+                        {{{"type", "Prepend"}, {"prepend", "\u2581"}}, {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}}}};
+  out["pre_tokenizer"] = nullptr;
+  out["decoder"] = {{"type", "Sequence"},
+                    {"decoders",
+                     {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                      {{"type", "ByteFallback"}},
+                      {{"type", "Fuse"}},
+                      {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
+  out["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"unk_token", unk}, {"fuse_unk", true},
+                  {"byte_fallback", true}, {"ignore_merges", false}};
+  return out.dump();
+}
+
+}  // namespace
+
 std::string tokenizer_json_from_gguf(const json& m, const std::string& source) {
   const json& kind = need(m, "tokenizer.ggml.model", source);
   const json& tokens = need(m, "tokenizer.ggml.tokens", source);
@@ -76,61 +143,8 @@ std::string tokenizer_json_from_gguf(const json& m, const std::string& source) {
   } else {
     out["post_processor"] = nullptr;
   }
-  json merges = json::array();
-  if (!llama) {
-    for (auto& mg : need(m, "tokenizer.ggml.merges", source)) merges.push_back(mg);
-    const std::string pre = m.value("tokenizer.ggml.pre", std::string("default"));
-    out["normalizer"] = nullptr;
-    if (pre == "default" || pre == "gpt2" || pre == "gpt-2") {
-      out["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-    } else if (auto re = pre_regex(pre)) {
-      out["pre_tokenizer"] = {{"type", "Sequence"},
-                              {"pretokenizers",
-                               {{{"type", "Split"}, {"pattern", {{"Regex", *re}}}, {"behavior", "Isolated"}, {"invert", false}},
-                                {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
-    } else {
-      throw input_error(source + ": tokenizer.ggml.pre is '" + pre + "'; known: default, gpt2, llama-bpe, qwen2");
-    }
-    out["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
-    out["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"byte_fallback", false}, {"ignore_merges", false}};
-    return out.dump();
-  }
-  // SentencePiece: every split of a normal piece into two pieces is a merge, ranked by the
-  // score of the piece it makes (higher first), then by the pieces' ids.
-  const json& scores = need(m, "tokenizer.ggml.scores", source);
-  if (!scores.is_array() || scores.size() != text.size()) throw input_error(source + ": tokenizer.ggml.scores must have one score per token");
-  std::vector<std::tuple<double, std::size_t, std::size_t, std::string, std::string>> found;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (types[i] != 1) continue;
-    const std::string& piece = text[i];
-    for (std::size_t cut = 1; cut < piece.size(); ++cut) {
-      if ((static_cast<unsigned char>(piece[cut]) & 0xC0) == 0x80) continue;  // not inside a UTF-8 character
-      const std::string left = piece.substr(0, cut), right = piece.substr(cut);
-      auto a = vocab.find(left), b = vocab.find(right);
-      if (a == vocab.end() || b == vocab.end()) continue;
-      found.emplace_back(-scores[i].get<double>(), a->get<std::size_t>(), b->get<std::size_t>(), left, right);
-    }
-  }
-  std::sort(found.begin(), found.end(), [](const auto& x, const auto& y) {
-    return std::tie(std::get<0>(x), std::get<1>(x), std::get<2>(x)) < std::tie(std::get<0>(y), std::get<1>(y), std::get<2>(y));
-  });
-  for (auto& f : found) merges.push_back(json::array({std::get<3>(f), std::get<4>(f)}));
-  std::string unk = "<unk>";
-  if (auto u = m.find("tokenizer.ggml.unknown_token_id"); u != m.end() && u->is_number_integer() && u->get<std::size_t>() < text.size())
-    unk = text[u->get<std::size_t>()];
-  out["normalizer"] = {{"type", "Sequence"},
-                       {"normalizers",
-                        {{{"type", "Prepend"}, {"prepend", "\u2581"}}, {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}}}};
-  out["pre_tokenizer"] = nullptr;
-  out["decoder"] = {{"type", "Sequence"},
-                    {"decoders",
-                     {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
-                      {{"type", "ByteFallback"}},
-                      {{"type", "Fuse"}},
-                      {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
-  out["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"unk_token", unk}, {"fuse_unk", true},
-                  {"byte_fallback", true}, {"ignore_merges", false}};
-  return out.dump();
+  if (!llama) return bpe_from_gguf(m, source, vocab, std::move(out));
+  return sentencepiece_from_gguf(m, source, text, types, vocab, std::move(out));
 }
 
 gguf_tokenizer gguf_tokenizer_from_json(const json& j, const std::string& source) {
