@@ -101,6 +101,55 @@ nlohmann::json value_of(reader& r, std::uint32_t type, const std::string& key, c
   throw input_error(path + ": metadata '" + key + "' has unknown value type " + std::to_string(type));
 }
 
+// A tensor in the file's table: what it is, and its offset from the start of the data.
+struct entry {
+  gguf_tensor t;
+  std::uint64_t offset = 0;
+};
+
+// One tensor's table entry, its shape and type checked (`names`: those read so far).
+entry read_entry(reader& r, const std::string& path, std::set<std::string>& names) {
+  entry e;
+  e.t.name = r.str("a tensor name");
+  const auto dims = r.get<std::uint32_t>("a tensor's dimension count");
+  if (dims == 0 || dims > 4) throw input_error(path + ": tensor '" + e.t.name + "' has " + std::to_string(dims) + " dimensions (1 to 4)");
+  std::vector<std::int64_t> ne;
+  std::uint64_t numel = 1;
+  for (std::uint32_t d = 0; d < dims; ++d) {
+    const auto v = r.get<std::uint64_t>("a tensor dimension");
+    if (v == 0 || v > (std::uint64_t(1) << 40) || numel > (std::uint64_t(1) << 48) / v)
+      throw input_error(path + ": tensor '" + e.t.name + "' has an impossible dimension " + std::to_string(v));
+    numel *= v;
+    ne.push_back(std::int64_t(v));
+  }
+  const auto type = r.get<std::uint32_t>("a tensor type");
+  e.offset = r.get<std::uint64_t>("a tensor offset");
+  const auto block = block_of(type);
+  if (!block)
+    throw input_error(path + ": tensor '" + e.t.name + "' has type " + ggml_type_name(type) + "; supported: F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS");
+  if (std::uint64_t(ne[0]) % block->first != 0)
+    throw input_error(path + ": tensor '" + e.t.name + "' has rows of " + std::to_string(ne[0]) + " elements, not whole " +
+                      ggml_type_name(type) + " blocks of " + std::to_string(block->first));
+  e.t.type = ggml_type(type);
+  e.t.shape.assign(ne.rbegin(), ne.rend());
+  e.t.bytes = std::size_t(numel / block->first * block->second);
+  if (!names.insert(e.t.name).second)
+    throw input_error(path + ": tensor '" + e.t.name + "' appears twice");
+  return e;
+}
+
+// Two tensors over the same bytes are a corrupt (or crafted) table, never a real file.
+void check_no_overlap(const std::vector<entry>& entries, const std::string& path) {
+  std::vector<const entry*> by_offset;
+  for (const auto& e : entries) by_offset.push_back(&e);
+  std::stable_sort(by_offset.begin(), by_offset.end(), [](const entry* a, const entry* b) { return a->offset < b->offset; });
+  for (std::size_t i = 1; i < by_offset.size(); ++i)
+    if (by_offset[i - 1]->offset + by_offset[i - 1]->t.bytes > by_offset[i]->offset)
+      throw input_error(path + ": tensors '" + by_offset[i - 1]->t.name + "' and '" + by_offset[i]->t.name +
+                        "' overlap (offsets " + std::to_string(by_offset[i - 1]->offset) + " + " +
+                        std::to_string(by_offset[i - 1]->t.bytes) + " bytes and " + std::to_string(by_offset[i]->offset) + ")");
+}
+
 }  // namespace
 
 gguf_file::gguf_file(const std::string& path) : path_(path) {
@@ -134,48 +183,11 @@ gguf_file::gguf_file(const std::string& path) : path_(path) {
       throw input_error(path + ": general.alignment must be a positive integer up to 4096");
     alignment = a->get<std::size_t>();
   }
-  struct entry { gguf_tensor t; std::uint64_t offset; };
   std::vector<entry> entries;
   std::set<std::string> names;
-  for (std::uint64_t i = 0; i < n_tensors; ++i) {
-    entry e;
-    e.t.name = r.str("a tensor name");
-    const auto dims = r.get<std::uint32_t>("a tensor's dimension count");
-    if (dims == 0 || dims > 4) throw input_error(path + ": tensor '" + e.t.name + "' has " + std::to_string(dims) + " dimensions (1 to 4)");
-    std::vector<std::int64_t> ne;
-    std::uint64_t numel = 1;
-    for (std::uint32_t d = 0; d < dims; ++d) {
-      const auto v = r.get<std::uint64_t>("a tensor dimension");
-      if (v == 0 || v > (std::uint64_t(1) << 40) || numel > (std::uint64_t(1) << 48) / v)
-        throw input_error(path + ": tensor '" + e.t.name + "' has an impossible dimension " + std::to_string(v));
-      numel *= v;
-      ne.push_back(std::int64_t(v));
-    }
-    const auto type = r.get<std::uint32_t>("a tensor type");
-    e.offset = r.get<std::uint64_t>("a tensor offset");
-    const auto block = block_of(type);
-    if (!block)
-      throw input_error(path + ": tensor '" + e.t.name + "' has type " + ggml_type_name(type) + "; supported: F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS");
-    if (std::uint64_t(ne[0]) % block->first != 0)
-      throw input_error(path + ": tensor '" + e.t.name + "' has rows of " + std::to_string(ne[0]) + " elements, not whole " +
-                        ggml_type_name(type) + " blocks of " + std::to_string(block->first));
-    e.t.type = ggml_type(type);
-    e.t.shape.assign(ne.rbegin(), ne.rend());
-    e.t.bytes = std::size_t(numel / block->first * block->second);
-    if (!names.insert(e.t.name).second)
-      throw input_error(path + ": tensor '" + e.t.name + "' appears twice");
-    entries.push_back(std::move(e));
-  }
+  for (std::uint64_t i = 0; i < n_tensors; ++i) entries.push_back(read_entry(r, path, names));
   const std::size_t data_start = (r.pos() + alignment - 1) / alignment * alignment;
-  // Two tensors over the same bytes are a corrupt (or crafted) table, never a real file.
-  std::vector<const entry*> by_offset;
-  for (const auto& e : entries) by_offset.push_back(&e);
-  std::stable_sort(by_offset.begin(), by_offset.end(), [](const entry* a, const entry* b) { return a->offset < b->offset; });
-  for (std::size_t i = 1; i < by_offset.size(); ++i)
-    if (by_offset[i - 1]->offset + by_offset[i - 1]->t.bytes > by_offset[i]->offset)
-      throw input_error(path + ": tensors '" + by_offset[i - 1]->t.name + "' and '" + by_offset[i]->t.name +
-                        "' overlap (offsets " + std::to_string(by_offset[i - 1]->offset) + " + " +
-                        std::to_string(by_offset[i - 1]->t.bytes) + " bytes and " + std::to_string(by_offset[i]->offset) + ")");
+  check_no_overlap(entries, path);
   for (auto& e : entries) {
     if (e.offset % alignment != 0)
       throw input_error(path + ": tensor '" + e.t.name + "' starts at offset " + std::to_string(e.offset) + ", not a multiple of the alignment " +
