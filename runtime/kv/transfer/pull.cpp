@@ -76,6 +76,50 @@ backend resolve(backend how, const kv_source& s) {
   return how;
 }
 
+// The handle and the reserved blocks agree with each other: the blocks to copy, or why not.
+std::size_t blocks_to_pull(const kv_handle& from, const pull_target& to) {
+  if (auto why = layout_mismatch(from.layout, to.layout)) throw transfer_error(*why);
+  if (from.sources.size() != from.layout.ranks.size())
+    throw transfer_error("KV transfer: the handle names " + std::to_string(from.sources.size()) + " sources for " +
+                         std::to_string(from.layout.ranks.size()) + " ranks");
+  const std::size_t n = std::size_t(blocks_for(from.positions, from.layout.block_size));
+  if (from.blocks.size() < n) throw transfer_error("KV transfer: the handle's blocks do not cover its positions");
+  if (to.blocks.size() < n)
+    throw transfer_error("KV transfer: " + std::to_string(to.blocks.size()) + " blocks reserved, " + std::to_string(n) + " needed");
+  if (to.cache->block_bytes() != from.layout.block_bytes())
+    throw transfer_error("KV transfer: the receiving cache's block size differs from its layout");
+  return n;
+}
+
+// One sending rank's layers: [first, last) of its own, which start at layer `rank_first` of
+// the model; the receiving cache starts at model layer `receiver_first`.
+struct layer_run {
+  int first = 0, last = 0, rank_first = 0, receiver_first = 0;
+};
+
+void pull_over_tcp(const kv_source& s, layer_run run, std::span<const std::int32_t> src_blocks, const pull_target& to,
+                   std::size_t bb, std::chrono::steady_clock::time_point deadline, const std::function<void(int)>& layer_done) {
+  kv_cache& dst = *to.cache;
+  const std::size_t n = src_blocks.size();
+  try {
+    tcp_pull(s.host, s.port, s.key, s.secret, run.first, run.last, src_blocks, bb,
+             [&](int local) {
+               tcp_destination d;
+               for (std::size_t i = 0; i < n; ++i) {
+                 d.k.push_back(dst.block_data(local + run.rank_first - run.receiver_first, 0, to.blocks[i]));
+                 d.v.push_back(dst.block_data(local + run.rank_first - run.receiver_first, 1, to.blocks[i]));
+               }
+               return d;
+             },
+             [&](int local) {
+               if (layer_done) layer_done(local + run.rank_first);
+             },
+             deadline);
+  } catch (const std::runtime_error& e) {
+    throw transfer_error(e.what());
+  }
+}
+
 }  // namespace
 
 backend choose_backend(const kv_source& source) { return resolve(backend::automatic, source); }
@@ -83,17 +127,9 @@ backend choose_backend(const kv_source& source) { return resolve(backend::automa
 pull_result pull(const kv_handle& from, const pull_target& to, backend how, std::chrono::steady_clock::time_point deadline,
                  const std::function<void(int)>& layer_done) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (auto why = layout_mismatch(from.layout, to.layout)) throw transfer_error(*why);
-  if (from.sources.size() != from.layout.ranks.size())
-    throw transfer_error("KV transfer: the handle names " + std::to_string(from.sources.size()) + " sources for " +
-                         std::to_string(from.layout.ranks.size()) + " ranks");
   const kv_layout& lay = from.layout;
-  const std::size_t n = std::size_t(blocks_for(from.positions, lay.block_size));
-  if (from.blocks.size() < n) throw transfer_error("KV transfer: the handle's blocks do not cover its positions");
-  if (to.blocks.size() < n)
-    throw transfer_error("KV transfer: " + std::to_string(to.blocks.size()) + " blocks reserved, " + std::to_string(n) + " needed");
+  const std::size_t n = blocks_to_pull(from, to);
   kv_cache& dst = *to.cache;
-  if (dst.block_bytes() != lay.block_bytes()) throw transfer_error("KV transfer: the receiving cache's block size differs from its layout");
   const std::span<const std::int32_t> src_blocks(from.blocks.data(), n);
   const std::size_t bb = lay.block_bytes();
   pull_result res;
@@ -141,23 +177,7 @@ pull_result pull(const kv_handle& from, const pull_target& to, backend how, std:
         break;
       }
       case backend::tcp: {
-        try {
-          tcp_pull(s.host, s.port, s.key, s.secret, l - rfirst, end - rfirst, src_blocks, bb,
-                   [&](int local) {
-                     tcp_destination d;
-                     for (std::size_t i = 0; i < n; ++i) {
-                       d.k.push_back(dst.block_data(local + rfirst - lo, 0, to.blocks[i]));
-                       d.v.push_back(dst.block_data(local + rfirst - lo, 1, to.blocks[i]));
-                     }
-                     return d;
-                   },
-                   [&](int local) {
-                     if (layer_done) layer_done(local + rfirst);
-                   },
-                   deadline);
-        } catch (const std::runtime_error& e) {
-          throw transfer_error(e.what());
-        }
+        pull_over_tcp(s, {l - rfirst, end - rfirst, rfirst, lo}, src_blocks, to, bb, deadline, layer_done);
         break;
       }
       default:
