@@ -77,6 +77,85 @@ std::pair<std::map<std::string, std::vector<std::int32_t>>, double> run(engine::
   return {out, double(tokens) / seconds_since(t0)};
 }
 
+// Each mask along the engine's tokens for every schema, timed three ways: a schema new to a
+// served cache, a new process's cache, and the same cache again (us per mask).
+struct mask_timings {
+  std::vector<double> new_us, cold_us, warm_us;
+};
+
+template <class Vocab, class Outputs>
+mask_timings mask_times(const Vocab& vocab, const std::vector<std::string>& schemas, const Outputs& outputs) {
+  mask_timings out;
+  auto& new_us = out.new_us;
+  auto& cold_us = out.cold_us;
+  auto& warm_us = out.warm_us;
+  structured::grammar_cache served(vocab, 1);  // one grammar at a time; the fragments stay
+  for (std::size_t i = 0; i < schemas.size(); ++i) {
+    structured::constrained_output first(served.get({kind::json_schema, schemas[i]}));
+    for (std::int32_t t : outputs.at("s" + std::to_string(i))) {
+      const auto t0 = clock_type::now();
+      std::vector<std::uint64_t> row = first.mask()->words();
+      new_us.push_back(seconds_since(t0) * 1e6);
+      if (!first.accept(t)) break;
+    }
+    structured::grammar_cache grammars(vocab);  // a fresh cache: a new process
+    const auto c = grammars.get({kind::json_schema, schemas[i]});
+    for (auto* times : {&cold_us, &warm_us}) {
+      structured::constrained_output seq(c);
+      for (std::int32_t t : outputs.at("s" + std::to_string(i))) {
+        const auto t0 = clock_type::now();
+        auto mask = seq.mask();
+        std::vector<std::uint64_t> row = mask->words();  // what the engine copies into the sampling row
+        times->push_back(seconds_since(t0) * 1e6);
+        if (!seq.accept(t)) break;
+      }
+    }
+  }
+  return out;
+}
+
+// Throughput with and without a schema: the same prompts and, request by request, the same
+// number of tokens (the unconstrained one runs to the length the constrained one stopped at),
+// so the difference is what the constraint costs. Two cases: every request with the same
+// schema (an application's usual traffic: after the first requests its masks are cached), and
+// each request with a schema of its own (every grammar new: the worst case; no schema comes
+// back in a later round). One engine per case, as a server has: its vocabulary's trie is built
+// by a first request before the rounds.
+nlohmann::json throughput_levels(const opened_model& m, const std::vector<std::string>& schemas, int rounds, int max_tokens) {
+  nlohmann::json levels = nlohmann::json::array();
+  for (const bool shared : {true, false})
+    for (std::size_t c : {std::size_t(1), std::size_t(16)}) {
+      auto e = bench_engine(m);
+      run(e, {constrained(m, "warm", schemas.back(), 4)}, 1);
+      const std::size_t count = std::max<std::size_t>(c * 4, 12);
+      std::vector<double> ons, offs, ratios;
+      for (int r = 0; r < rounds; ++r) {  // alternated: a slow spell of the machine hits both
+        std::vector<engine::request> with, without;
+        for (std::size_t i = 0; i < count; ++i) {
+          const std::size_t schema = shared ? 0 : (std::size_t(r) * count + i) * 5 % std::max<std::size_t>(1, schemas.size() - 1);
+          with.push_back(constrained(m, "w" + std::to_string(r) + "-" + std::to_string(i), schemas[schema], max_tokens));
+        }
+        // The API compiles a request's constraint before it is queued (runtime/api/structured_output.h):
+        // the engine's compile is then a cache hit, as it is here.
+        for (const auto& w : with) structured::compile_constraint(w.params.constraint);
+        const auto [lengths, on] = run(e, with, c);
+        for (const auto& w : with) {
+          auto plain = constrained(m, w.id + "-plain", "", std::max<int>(1, int(lengths.at(w.id).size())));
+          plain.params.ignore_eos = true;
+          without.push_back(plain);
+        }
+        const double off = run(e, without, c).second;
+        ons.push_back(on);
+        offs.push_back(off);
+        ratios.push_back(on / off);
+      }
+      levels.push_back({{"concurrency", c}, {"schemas", shared ? "one for all" : "one each"}, {"rounds", rounds},
+                        {"unconstrained_tok_s", quantile(offs, 0.5)}, {"schema_tok_s", quantile(ons, 0.5)},
+                        {"ratio", quantile(ratios, 0.5)}, {"ratio_min", quantile(ratios, 0)}, {"ratio_max", quantile(ratios, 1)}});
+    }
+  return levels;
+}
+
 }  // namespace
 
 int cmd_bench_structured(const args& a) {
@@ -109,68 +188,12 @@ int cmd_bench_structured(const args& a) {
   auto first = bench_engine(m);
   const auto [outputs, all_tok_s] = run(first, reqs, 16);
   const auto vocab = structured::vocabulary_of(*m.tok, m.model->config().vocab_size, m.model->config().eos_token_ids);
-  std::vector<double> new_us, cold_us, warm_us;
-  structured::grammar_cache served(vocab, 1);  // one grammar at a time; the fragments stay
-  for (std::size_t i = 0; i < schemas.size(); ++i) {
-    structured::constrained_output first(served.get({kind::json_schema, schemas[i]}));
-    for (std::int32_t t : outputs.at("s" + std::to_string(i))) {
-      const auto t0 = clock_type::now();
-      std::vector<std::uint64_t> row = first.mask()->words();
-      new_us.push_back(seconds_since(t0) * 1e6);
-      if (!first.accept(t)) break;
-    }
-    structured::grammar_cache grammars(vocab);  // a fresh cache: a new process
-    const auto c = grammars.get({kind::json_schema, schemas[i]});
-    for (auto* times : {&cold_us, &warm_us}) {
-      structured::constrained_output seq(c);
-      for (std::int32_t t : outputs.at("s" + std::to_string(i))) {
-        const auto t0 = clock_type::now();
-        auto mask = seq.mask();
-        std::vector<std::uint64_t> row = mask->words();  // what the engine copies into the sampling row
-        times->push_back(seconds_since(t0) * 1e6);
-        if (!seq.accept(t)) break;
-      }
-    }
-  }
+  const mask_timings mt = mask_times(vocab, schemas, outputs);
+  const auto& new_us = mt.new_us;
+  const auto& cold_us = mt.cold_us;
+  const auto& warm_us = mt.warm_us;
 
-  // Throughput with and without a schema: the same prompts and, request by request, the same
-  // number of tokens (the unconstrained one runs to the length the constrained one stopped at),
-  // so the difference is what the constraint costs. Two cases: every request with the same
-  // schema (an application's usual traffic: after the first requests its masks are cached), and
-  // each request with a schema of its own (every grammar new: the worst case; no schema comes
-  // back in a later round). One engine per case, as a server has: its vocabulary's trie is built
-  // by a first request before the rounds.
-  nlohmann::json levels = nlohmann::json::array();
-  for (const bool shared : {true, false})
-    for (std::size_t c : {std::size_t(1), std::size_t(16)}) {
-      auto e = bench_engine(m);
-      run(e, {constrained(m, "warm", schemas.back(), 4)}, 1);
-      const std::size_t count = std::max<std::size_t>(c * 4, 12);
-      std::vector<double> ons, offs, ratios;
-      for (int r = 0; r < rounds; ++r) {  // alternated: a slow spell of the machine hits both
-        std::vector<engine::request> with, without;
-        for (std::size_t i = 0; i < count; ++i) {
-          const std::size_t schema = shared ? 0 : (std::size_t(r) * count + i) * 5 % std::max<std::size_t>(1, schemas.size() - 1);
-          with.push_back(constrained(m, "w" + std::to_string(r) + "-" + std::to_string(i), schemas[schema], max_tokens));
-        }
-        // The API compiles a request's constraint before it is queued (runtime/api/structured_output.h):
-        // the engine's compile is then a cache hit, as it is here.
-        for (const auto& w : with) structured::compile_constraint(w.params.constraint);
-        const auto [lengths, on] = run(e, with, c);
-        for (const auto& w : with) {
-          auto plain = constrained(m, w.id + "-plain", "", std::max<int>(1, int(lengths.at(w.id).size())));
-          plain.params.ignore_eos = true;
-          without.push_back(plain);
-        }
-        const double off = run(e, without, c).second;
-        ons.push_back(on);
-        offs.push_back(off);
-        ratios.push_back(on / off);
-      }
-      levels.push_back({{"concurrency", c}, {"schemas", shared ? "one for all" : "one each"}, {"rounds", rounds},
-                        {"unconstrained_tok_s", quantile(offs, 0.5)}, {"schema_tok_s", quantile(ons, 0.5)},
-                        {"ratio", quantile(ratios, 0.5)}, {"ratio_min", quantile(ratios, 0)}, {"ratio_max", quantile(ratios, 1)}});
-    }
+  const nlohmann::json levels = throughput_levels(m, schemas, rounds, max_tokens);
 
   nlohmann::json j = {{"model", dir}, {"schemas", schemas.size()}, {"vocab", vocab->size()}, {"trie_nodes", vocab->trie.nodes()},
                       {"compile_ms", {{"p50", quantile(compile_ms, 0.5)}, {"p99", quantile(compile_ms, 0.99)}}},
