@@ -111,6 +111,65 @@ nlohmann::json measure_overhead(caf::actor_system& sys, actors::local_cluster& c
           {"overhead_ms", overhead * 1e3}, {"overhead_fraction", overhead / per_step}};
 }
 
+namespace {
+
+// --overhead B,...: the runtime's cost per decode step of one replica, batch by batch.
+int report_overhead(caf::actor_system& sys, actors::local_cluster& cluster, const topology::topology_config& topo,
+                    const std::string& config, int vocab, const std::string& list, bool json_out, bool one_process) {
+  std::vector<actors::scheduler_actor> replicas;
+  caf::scoped_actor q{sys};
+  q->request(cluster.router(), topo.timeouts.request, actors::replicas_atom::value)
+      .receive([&](std::vector<actors::scheduler_actor>& r) { replicas = std::move(r); }, [](caf::error&) {});
+  if (replicas.size() != 1) throw input_error("--overhead measures one replica; " + config + " has " + std::to_string(replicas.size()));
+  nlohmann::json rows = nlohmann::json::array();
+  for (std::size_t pos = 0; pos < list.size();) {
+    std::size_t comma = list.find(',', pos);
+    const int b = std::stoi(list.substr(pos, comma - pos));
+    rows.push_back(measure_overhead(sys, cluster, replicas[0], vocab, b, topo.timeouts.request));
+    pos = comma == std::string::npos ? list.size() : comma + 1;
+  }
+  if (json_out) {
+    std::printf("%s\n", nlohmann::json{{"config", config}, {"overhead", rows}}.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s: runtime overhead per decode step, %s (client -> owner -> scheduler and back)\n", config.c_str(),
+              one_process ? "one process" : "the replica in a node process");
+  for (auto& r : rows)
+    std::printf("batch %3d: step %.2f ms, forward %.2f ms, outside the forward %.3f ms (%.1f%%)\n", r["batch"].get<int>(),
+                r["step_ms"].get<double>(), r["forward_ms"].get<double>(), r["overhead_ms"].get<double>(),
+                100 * r["overhead_fraction"].get<double>());
+  return 0;
+}
+
+// `n` greedy requests of `prompt_len` distinct-ish tokens that each run `max_tokens` steps.
+std::vector<engine::request> bench_requests(int n, int prompt_len, int max_tokens, int vocab) {
+  std::vector<engine::request> reqs(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    auto& r = reqs[std::size_t(i)];
+    r.id = "b" + std::to_string(i);
+    for (int p = 0; p < prompt_len; ++p) r.prompt.push_back((i * 131 + p * 7) % vocab);
+    r.params.max_tokens = max_tokens;
+    r.params.temperature = 0;
+    r.params.ignore_eos = true;
+  }
+  return reqs;
+}
+
+// The text form of the report.
+void print_runtime_report(const nlohmann::json& j, std::size_t decisions) {
+  const int n = j["requests"].get<int>();
+  const double placed_s = n / j["placed_per_second"].get<double>();
+  std::printf("%s: %zu %s replicas, %d requests (%d prompt tokens, %d output tokens each)\n", j["config"].get<std::string>().c_str(),
+              j["replicas"].get<std::size_t>(), j["backend"].get<std::string>().c_str(), n, j["prompt_tokens"].get<int>(),
+              j["max_tokens"].get<int>());
+  std::printf("placed: %d requests in %.3f s = %.0f requests/s (submit -> route -> replica accepted)\n", n, placed_s, n / placed_s);
+  std::printf("router decision time: p50 %.1f us, p99 %.1f us over %zu decisions\n", j["router_decision_us_p50"].get<double>(),
+              j["router_decision_us_p99"].get<double>(), decisions);
+  std::printf("all finished after %.2f s wall (%zu tokens)\n", j["completion_seconds"].get<double>(), j["generated_tokens"].get<std::size_t>());
+}
+
+}  // namespace
+
 int cmd_bench_runtime(const args& a) {
   // The report is the output: the cluster's per-request lines (request_end, replica_started:
   // 10,000 of them by default) would bury it, so the log starts at warn unless asked otherwise.
@@ -148,43 +207,11 @@ int cmd_bench_runtime(const args& a) {
     for (auto& n : remote_nodes)
       children.push_back(std::make_unique<node_process>(config, n, "127.0.0.1:" + std::to_string(port), topo.model.path));
   }
-  if (auto list = a.get("overhead")) {
-    std::vector<actors::scheduler_actor> replicas;
-    caf::scoped_actor q{sys};
-    q->request(cluster.router(), topo.timeouts.request, actors::replicas_atom::value)
-        .receive([&](std::vector<actors::scheduler_actor>& r) { replicas = std::move(r); }, [](caf::error&) {});
-    if (replicas.size() != 1) throw input_error("--overhead measures one replica; " + config + " has " + std::to_string(replicas.size()));
-    nlohmann::json rows = nlohmann::json::array();
-    for (std::size_t pos = 0; pos < list->size();) {
-      std::size_t comma = list->find(',', pos);
-      const int b = std::stoi(list->substr(pos, comma - pos));
-      rows.push_back(measure_overhead(sys, cluster, replicas[0], vocab, b, topo.timeouts.request));
-      pos = comma == std::string::npos ? list->size() : comma + 1;
-    }
-    if (a.has("json")) {
-      std::printf("%s\n", nlohmann::json{{"config", config}, {"overhead", rows}}.dump(2).c_str());
-      return 0;
-    }
-    std::printf("%s: runtime overhead per decode step, %s (client -> owner -> scheduler and back)\n", config.c_str(),
-                remote_nodes.empty() ? "one process" : "the replica in a node process");
-    for (auto& r : rows)
-      std::printf("batch %3d: step %.2f ms, forward %.2f ms, outside the forward %.3f ms (%.1f%%)\n", r["batch"].get<int>(),
-                  r["step_ms"].get<double>(), r["forward_ms"].get<double>(), r["overhead_ms"].get<double>(),
-                  100 * r["overhead_fraction"].get<double>());
-    return 0;
-  }
+  if (auto list = a.get("overhead")) return report_overhead(sys, cluster, topo, config, vocab, *list, a.has("json"), remote_nodes.empty());
   caf::scoped_actor self{sys};
   auto sink = caf::actor_cast<actors::token_sink>(self);
 
-  std::vector<engine::request> reqs(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    auto& r = reqs[std::size_t(i)];
-    r.id = "b" + std::to_string(i);
-    for (int p = 0; p < prompt_len; ++p) r.prompt.push_back((i * 131 + p * 7) % vocab);
-    r.params.max_tokens = max_tokens;
-    r.params.temperature = 0;
-    r.params.ignore_eos = true;
-  }
+  const std::vector<engine::request> reqs = bench_requests(n, prompt_len, max_tokens, vocab);
   const auto t0 = std::chrono::steady_clock::now();
   using handle = decltype(self->request(cluster.owner(), topo.timeouts.request, actors::submit_atom::value, reqs[0], sink));
   std::vector<handle> pending;
@@ -225,16 +252,10 @@ int cmd_bench_runtime(const args& a) {
                       {"router_decision_us_p99", percentile(decisions, 0.99) / 1e3},
                       {"completion_seconds", total_s},
                       {"generated_tokens", tokens}};
-  if (a.has("json")) {
+  if (a.has("json"))
     std::printf("%s\n", j.dump(2).c_str());
-    return 0;
-  }
-  std::printf("%s: %zu %s replicas, %d requests (%d prompt tokens, %d output tokens each)\n", config.c_str(),
-              cluster.schedulers().size(), topology::backend_name(topo.model.backend), n, prompt_len, max_tokens);
-  std::printf("placed: %d requests in %.3f s = %.0f requests/s (submit -> route -> replica accepted)\n", n, placed_s, n / placed_s);
-  std::printf("router decision time: p50 %.1f us, p99 %.1f us over %zu decisions\n", percentile(decisions, 0.5) / 1e3,
-              percentile(decisions, 0.99) / 1e3, decisions.size());
-  std::printf("all finished after %.2f s wall (%zu tokens)\n", total_s, tokens);
+  else
+    print_runtime_report(j, decisions.size());
   return 0;
 }
 
