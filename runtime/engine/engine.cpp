@@ -330,7 +330,7 @@ sched::step_plan engine::plan_admissions(kv::prefix_lookup& look) {
     sequence& s = *seqs_.at(id);
     sched::seq_snapshot snap{id, int(s.tokens.size()), s.num_computed, kv_.num_blocks_of(id), s.priority, s.arrival};
     if (cfg_.prefix_caching && snap.num_blocks == 0 && !s.kv_in.expected()) {
-      if (s.num_computed == 0 && !s.wants_scores() && !s.pools_from_start) {
+      if (s.num_computed == 0 && !s.wants_scores() && !s.pools_from_start && look.can_look()) {
         kv::extend_block_hashes(s.hashes, s.tokens, bs, s.keys);
         const auto a = look.fresh(id, s.hashes, int(s.tokens.size()), s.prompt_len);
         if (a.wait) {
@@ -343,7 +343,7 @@ sched::step_plan engine::plan_admissions(kv::prefix_lookup& look) {
           snap.cached_free_blocks = a.evictable;
         }
       }
-    } else if (cfg_.prefix_caching && snap.num_blocks == 0) {  // KV to pull: what is cached here is not pulled again
+    } else if (cfg_.prefix_caching && snap.num_blocks == 0 && look.can_look()) {  // KV to pull: what is cached here is not pulled again
       kv::extend_block_hashes(s.hashes, s.tokens, bs, s.keys);
       const auto a = look.to_pull(id, s.hashes, s.kv_in.positions());
       snap.num_blocks = a.blocks;

@@ -22,6 +22,9 @@ class prefix_lookup {
  public:
   prefix_lookup(const kv_cache_manager& kv, int max_lookups) : kv_(kv), budget_(max_lookups > 0 ? max_lookups : 1) {}
 
+  // Whether the step's budget allows another lookup: ask before hashing a prompt for one.
+  bool can_look() const { return budget_ > 0; }
+
   // A running prefill computes `hashes` from block `from_block` on this step.
   void computing(std::span<const block_hash> hashes, int from_block);
 
