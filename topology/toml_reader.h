@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <initializer_list>
 #include <optional>
@@ -101,19 +102,26 @@ class reader {
     }
     static const std::pair<const char*, double> units[] = {{"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
         {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1.0}};
-    for (auto& [suffix, mult] : units) {
-      std::size_t len = std::strlen(suffix);
-      if (s.size() > len && s.compare(s.size() - len, len, suffix) == 0) {
-        try {
-          std::size_t used = 0;
-          double v = std::stod(s.substr(0, s.size() - len), &used);
-          if (used == s.size() - len && v >= 0) return v * mult;
-        } catch (const std::exception&) {
-        }
-        break;
-      }
-    }
+    if (auto v = with_unit(s, units)) return *v;
     fail(&n, key, "expected a size such as \"512MiB\" or \"2GB\", got \"" + s + "\"");
+  }
+
+  // A non-negative number followed by the first of `units`' suffixes it ends with, times that
+  // unit's factor; nothing if no suffix matches or the number before it is not one.
+  template <std::size_t N>
+  static std::optional<double> with_unit(const std::string& s, const std::pair<const char*, double> (&units)[N]) {
+    for (auto& [suffix, factor] : units) {
+      const std::size_t len = std::strlen(suffix);
+      if (s.size() <= len || s.compare(s.size() - len, len, suffix) != 0) continue;
+      try {
+        std::size_t used = 0;
+        const double v = std::stod(s.substr(0, s.size() - len), &used);
+        if (used == s.size() - len && v >= 0) return v * factor;
+      } catch (const std::exception&) {
+      }
+      return std::nullopt;
+    }
+    return std::nullopt;
   }
 
   // "1s", "250ms", "100us", "2m" or an integer of milliseconds.
@@ -122,18 +130,7 @@ class reader {
     if (!n.is_string()) fail(&n, key, std::string("expected a duration such as \"500ms\", got ") + type_name(n));
     std::string s = n.value<std::string>().value();
     static const std::pair<const char*, double> units[] = {{"ms", 1e3}, {"us", 1.0}, {"s", 1e6}, {"m", 60e6}};
-    for (auto& [suffix, us] : units) {
-      std::size_t len = std::strlen(suffix);
-      if (s.size() > len && s.compare(s.size() - len, len, suffix) == 0) {
-        try {
-          std::size_t used = 0;
-          double v = std::stod(s.substr(0, s.size() - len), &used);
-          if (used == s.size() - len && v >= 0) return std::chrono::microseconds(std::int64_t(std::llround(v * us)));
-        } catch (const std::exception&) {
-        }
-        break;
-      }
-    }
+    if (auto v = with_unit(s, units)) return std::chrono::microseconds(std::int64_t(std::llround(*v)));
     fail(&n, key, "expected a duration such as \"500ms\" or \"2s\", got \"" + s + "\"");
   }
 
