@@ -31,6 +31,13 @@ void register_protocols(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<request_view>>("troupe.request_views");
   cfg.add_message_type<admin_event_sink>("troupe.admin_event_sink");
   cfg.add_message_type<std::vector<migration_event>>("troupe.migration_events");
+  cfg.add_message_type<admin::replica_changed>("troupe.replica_changed");
+  cfg.add_message_type<admin::placement_event>("troupe.placement_event");
+  cfg.add_message_type<admin::admission_event>("troupe.admission_event");
+  cfg.add_message_type<admin::migration_event>("troupe.watch_migration_event");
+  cfg.add_message_type<autoscale::command>("troupe.autoscaler_command");
+  cfg.add_message_type<autoscale::view>("troupe.autoscaler_view");
+  cfg.add_message_type<pool_signal_map>("troupe.pool_signals");
 }
 
 void configure_workers(caf::actor_system_config& cfg) {

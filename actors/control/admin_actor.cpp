@@ -39,6 +39,12 @@ void emit(admin_ptr self, const std::string& kind, nlohmann::json fields) {
   if (self->state.cfg.event) self->state.cfg.event(kind, std::move(fields));
 }
 
+// A serving actor's event, its replicas named, for `watch`.
+template <class Event>
+void publish(admin_ptr self, const Event& e) {
+  emit(self, Event::kind, admin::watch_fields(e, self->state.replicas));
+}
+
 // Tells `watch` that replica `i` is now in `state`, once per change (a refresh and a command
 // may both notice it).
 void announce(admin_ptr self, std::size_t i, const std::string& state) {
@@ -358,32 +364,37 @@ nlohmann::json topology_json(const topology::topology_config& t) {
   return out;
 }
 
-// `status` (with each pool's recent latencies from the request owner) to `then`.
+// Refreshes the replicas' view and each pool's recent latencies (from the request owner), then
+// `then`.
+void gather(admin_ptr self, std::function<void()> then) {
+  refresh(self, [=] {
+    if (!self->state.cfg.owner) return then();
+    self->request(self->state.cfg.owner, self->state.cfg.timeout, latency_atom::value)
+        .then(
+            [=](std::vector<pool_latency>& t) {
+              self->state.latency = std::move(t);
+              then();
+            },
+            [=](caf::error&) { then(); });
+  });
+}
+
+// `status` (with each pool's recent latencies) to `then`.
 void status(admin_ptr self, std::function<void(nlohmann::json)> then) {
-  auto finish = [=] {
+  gather(self, [=] {
     std::vector<std::string> nodes;
     for (const auto& n : self->state.cfg.topo.nodes) nodes.push_back(n.name);
     nlohmann::json s = admin::status_json(self->state.replicas, nodes, pool_bounds(self->state.cfg.topo));
     for (auto& p : s["pools"]) {
       pool_latency l;
-      if (auto t = self->state.latency.find(p["name"].get<std::string>()); t != self->state.latency.end()) l = t->second;
+      for (const auto& t : self->state.latency)
+        if (t.pool == p["name"].get<std::string>()) l = t;
       p["ttft_s"] = l.ttft_s;
       p["itl_s"] = l.itl_s;
       p["ttft_age_s"] = l.ttft_age_s;
       p["itl_age_s"] = l.itl_age_s;
     }
     then(std::move(s));
-  };
-  refresh(self, [=] {
-    if (!self->state.cfg.owner) return finish();
-    self->request(self->state.cfg.owner, self->state.cfg.timeout, latency_atom::value)
-        .then(
-            [=](const std::vector<pool_latency>& t) {
-              self->state.latency.clear();
-              for (const auto& l : t) self->state.latency[l.pool] = l;
-              finish();
-            },
-            [=](caf::error&) { finish(); });
   });
 }
 
@@ -408,7 +419,8 @@ void cmd_status(admin_ptr self, std::uint64_t token, const std::string& /*cmd*/,
   return status(self, [=](nlohmann::json s) { answer(self, token, std::move(s)); });
 }
 
-// `autoscaler ...` and `set-policy autoscaler default KEY=VALUE...`: passed to the autoscaler
+// `autoscaler ...` and `set-policy autoscaler default KEY=VALUE...`: parsed here, run by the
+// autoscaler
 void cmd_autoscaler(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
   auto& st = self->state;
   if (!st.autoscaler) return refuse(self, token, cmd + ": this cluster runs no autoscaler ([autoscaler] in the topology)");
@@ -419,10 +431,11 @@ void cmd_autoscaler(admin_ptr self, std::uint64_t token, const std::string& cmd,
     a.insert(a.begin(), "set");
   }
   emit(self, "admin", {{"command", cmd}, {"args", args}});
-  self->request(st.autoscaler, st.cfg.timeout, autoscaler_atom::value, a)
-      .then([=](const std::string& r) { answer(self, token, nlohmann::json::parse(r, nullptr, false)); },
+  auto parsed = autoscale::parse_command(a);
+  if (auto* bad = std::get_if<std::string>(&parsed)) return refuse(self, token, cmd + ": " + *bad);
+  self->request(st.autoscaler, st.cfg.timeout, autoscaler_atom::value, std::get<autoscale::command>(parsed))
+      .then([=](const autoscale::view& v) { answer(self, token, autoscale::view_json(v)); },
             [=](caf::error& e) { refuse(self, token, cmd + ": " + error_message(self->system(), e)); });
-  return;
 }
 
 // `kv [REPLICA]`: the replicas' KV use
@@ -602,19 +615,15 @@ admin_actor::behavior_type admin(admin_actor::stateful_pointer<admin_state> self
       [=](admin_atom, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
         run_command(self, token, cmd, args);
       },
-      [=](event_atom, const std::string& kind, const std::string& text) {
-        auto& st = self->state;
-        if (kind == "replica_up" || kind == "replica_down") return refresh(self, [] {});  // announces the change now
-        nlohmann::json fields = nlohmann::json::parse(text, nullptr, false);
-        if (!fields.is_object()) return;
-        for (const char* k : {"replica", "from", "to"})  // replica ids as the names the console uses
-          if (fields.contains(k) && fields[k].is_number_unsigned() && fields[k].get<std::uint32_t>() < st.replicas.size())
-            fields[k] = st.replicas[fields[k].get<std::uint32_t>()].name;
-        emit(self, kind, std::move(fields));
-      },
-      [=](status_atom) -> caf::result<std::string> {
-        auto rp = self->make_response_promise<std::string>();
-        status(self, [rp](nlohmann::json s) mutable { rp.deliver(s.dump()); });
+      [=](event_atom, const admin::replica_changed&) { refresh(self, [] {}); },  // announces the change now
+      [=](event_atom, const admin::placement_event& e) { publish(self, e); },
+      [=](event_atom, const admin::admission_event& e) { publish(self, e); },
+      [=](event_atom, const admin::migration_event& e) { publish(self, e); },
+      [=](signals_atom, std::chrono::milliseconds fresh) -> caf::result<pool_signal_map> {
+        auto rp = self->make_response_promise<pool_signal_map>();
+        gather(self, [=]() mutable {
+          rp.deliver(autoscale::signals_of(self->state.replicas, pool_bounds(self->state.cfg.topo), self->state.latency, fresh));
+        });
         return rp;
       },
       [=](scale_atom, const std::string& pool, std::int32_t n, const std::string& reason) -> caf::result<bool> {

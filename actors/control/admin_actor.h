@@ -28,10 +28,13 @@ using admin_atom = caf::atom_constant<caf::atom("admin")>;
 // A command from the endpoint: (its token, the request). The reply goes to admin_config::reply
 // with the same token.
 // It also takes the router's and the request owner's events (admin_protocol.h).
-// For the autoscaler: `status` as JSON text, and scaling a pool (true once done, else an error).
+// For the autoscaler: each pool's signals, and scaling a pool (true once done, else an error).
 using admin_actor = caf::typed_actor<caf::reacts_to<admin_atom, std::uint64_t, std::string, std::vector<std::string>>,
-                                     caf::reacts_to<tick_atom>, caf::reacts_to<event_atom, std::string, std::string>,
-                                     caf::replies_to<status_atom>::with<std::string>,
+                                     caf::reacts_to<tick_atom>, caf::reacts_to<event_atom, admin::replica_changed>,
+                                     caf::reacts_to<event_atom, admin::placement_event>,
+                                     caf::reacts_to<event_atom, admin::admission_event>,
+                                     caf::reacts_to<event_atom, admin::migration_event>,
+                                     caf::replies_to<signals_atom, std::chrono::milliseconds>::with<pool_signal_map>,
                                      caf::replies_to<scale_atom, std::string, std::int32_t, std::string>::with<bool>,
                                      caf::reacts_to<autoscaler_atom, autoscaler_actor>>;
 
@@ -53,7 +56,7 @@ struct admin_state {
   std::vector<admin::replica_status> replicas;  // indexed by replica id
   std::vector<scheduler_actor> schedulers;      // the live ones' handles, by replica id
   std::map<std::uint32_t, std::string> announced;  // id -> the state `watch` was last told
-  std::map<std::string, pool_latency> latency;     // by pool, from the request owner
+  std::vector<pool_latency> latency;               // each pool's, from the request owner
   autoscaler_actor autoscaler;                     // if the topology runs one
   static inline const char* name = "troupe.admin";
 };

@@ -1,5 +1,5 @@
-// The autoscaler actor: every interval it reads the cluster's status from the admin actor
-// (replicas by pool, their queues and KV use, each pool's time to first token), asks the pure
+// The autoscaler actor: every interval it asks the admin actor for each pool's signals
+// (runtime/autoscale/signals.h: replicas, queues, KV use, recent latencies), asks the pure
 // policy (runtime/autoscale/autoscale.h) how many replicas each pool should run, and has the
 // admin actor scale the pool (warm replicas join; drained ones return to the warm pool). Every
 // decision is logged and sent to `watch` (as a `scale` event with its reason). The console can

@@ -27,20 +27,10 @@ using migrations_atom = caf::atom_constant<caf::atom("migrations")>;
 using requests_atom = caf::atom_constant<caf::atom("requests")>;
 using latency_atom = caf::atom_constant<caf::atom("latency")>;
 
-// A pool's recent latencies, for the autoscaler: exponential averages of time to first token
-// (of requests whose first placement was in the pool) and of the time between output tokens (of
-// requests that finished in it), and how long ago each last changed (a quiet pool's figures grow
-// old instead of dropping to zero). 0 and a negative age: not measured yet.
-struct pool_latency {
-  std::string pool;
-  double ttft_s = 0, itl_s = 0;
-  double ttft_age_s = -1, itl_age_s = -1;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, pool_latency& x) {
-  return f(caf::meta::type_name("pool_latency"), x.pool, x.ttft_s, x.itl_s, x.ttft_age_s, x.itl_age_s);
-}
+// A pool's recent latencies (runtime/admission/pool_latencies.h), for the autoscaler and
+// `status`: of requests whose first placement was in the pool (time to first token) and of those
+// that finished in it (time between tokens). Its inspect is in admin_protocol.h.
+using admission::pool_latency;
 
 // A request in progress, for the admin console.
 struct request_view {

@@ -16,10 +16,9 @@ using owner_ptr = owner_actor::stateful_pointer<owner_state>;
 using promise = caf::typed_response_promise<bool>;
 
 // An event for the admin console's `watch`, if one is watching.
-// The fields are built only when someone watches: placements come with every request.
-template <class Fields>
-void tell_admin(owner_ptr self, const char* kind, Fields&& fields) {
-  if (self->state.events) self->send(self->state.events, event_atom::value, std::string(kind), nlohmann::json(fields()).dump());
+template <class Event>
+void tell_admin(owner_ptr self, Event e) {
+  if (self->state.events) self->send(self->state.events, event_atom::value, std::move(e));
 }
 
 
@@ -107,9 +106,7 @@ void submit(owner_ptr self, const std::string& id, const route_reply& rep, const
   std::move(submitted).then(
       [=](bool) {
         if (initial) initial->deliver(true);
-        tell_admin(self, "placement", [&]() -> nlohmann::json {
-          return {{"request", id}, {"replica", rep.replica.value}, {"why", rep.why}, {"handoff", bool(holder)}};
-        });
+        tell_admin(self, admin::placement_event{id, rep.replica, rep.why, bool(holder)});
         // Aborted while it was being placed: the replica must not run it for nobody.
         if (!self->state.requests.count(id)) self->send(rep.scheduler, abort_atom::value, id);
       },
@@ -158,10 +155,7 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
                 ++st.refused;
                 log::info("admission_refused", {{"id", id}, {"trace", r.request.trace_id}, {"pool", name}, {"priority", r.request.priority},
                                                 {"reason", v.reason}, {"retry_after_s", v.retry_after_s}});
-                tell_admin(self, "admission", [&]() -> nlohmann::json {
-                  return {{"request", id}, {"pool", name}, {"admitted", false}, {"priority", r.request.priority},
-                          {"reason", v.reason}, {"retry_after", v.retry_after_s}};
-                });
+                tell_admin(self, admin::admission_event{id, name, false, r.request.priority, v.reason, double(v.retry_after_s)});
                 return fail(self, id, admission::overload_message(v), initial.get(), serve_errc::overloaded, v.retry_after_s);
               }
               ++st.admitted;
@@ -264,9 +258,7 @@ void note_migration(owner_ptr self, const std::string& id, owned_request& r) {
   const double secs = std::chrono::duration<double>(now - r.lost_at).count();
   st.migrations.push({id, r.lost_replica, r.replica, secs,
                            std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()});
-  tell_admin(self, "migration", [&]() -> nlohmann::json {
-    return {{"request", id}, {"from", r.lost_replica.value}, {"to", r.replica.value}, {"seconds_to_first_token", secs}};
-  });
+  tell_admin(self, admin::migration_event{id, r.lost_replica, r.replica, secs});
   log::info("request_migrated", {{"id", id}, {"trace", r.request.trace_id}, {"from", replica_name(self, r.lost_replica.value)},
                                  {"to", replica_name(self, r.replica.value)}, {"seconds_to_first_token", secs}});
 }
@@ -374,13 +366,6 @@ std::vector<request_view> requests_view(owner_ptr self, std::uint32_t limit) {
     return out;
 }
 
-std::vector<pool_latency> latencies(owner_ptr self) {
-    std::vector<pool_latency> out;
-    for (const auto& f : self->state.latencies.at(std::chrono::steady_clock::now()))
-      out.push_back({f.pool, f.ttft_s, f.itl_s, f.ttft_age_s, f.itl_age_s});
-    return out;
-}
-
 }  // namespace
 
 owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_state> self, router_actor router,
@@ -395,7 +380,7 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
       [=](migrations_atom) { return self->state.migrations.items(); },
       [=](requests_atom, std::uint32_t limit) { return requests_view(self, limit); },
       [=](watch_atom, admin_event_sink sink) { self->state.events = std::move(sink); },
-      [=](latency_atom) { return latencies(self); },
+      [=](latency_atom) { return self->state.latencies.at(std::chrono::steady_clock::now()); },
   };
 }
 

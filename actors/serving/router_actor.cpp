@@ -61,8 +61,7 @@ void on_down(router_ptr self, const caf::down_msg& dm) {
     if (st.replicas[i] && st.replicas[i].address() == dm.source) {
       const replica_id r = st.book.loads()[i].replica;
       log::warn("replica_down", {{"replica", name_of(st.cfg, r)}, {"reason", caf::to_string(dm.reason)}});
-      if (st.events)
-        self->send(st.events, event_atom::value, std::string("replica_down"), "{\"replica\": " + std::to_string(r.value) + "}");
+      if (st.events) self->send(st.events, event_atom::value, admin::replica_changed{r, false});
       st.book.down(i);
       st.replicas[i] = nullptr;
       st.index.drop(r);  // its blocks died with it
@@ -129,8 +128,7 @@ caf::result<bool> register_replica(router_ptr self, replica_id replica, schedule
   st.replicas[i] = s;
   st.index.drop(replica);  // an earlier life's blocks are not this one's
   log::info("replica_registered", {{"replica", name_of(st.cfg, replica)}, {"generation", st.book.generation(replica)}});
-  if (st.events)
-    self->send(st.events, event_atom::value, std::string("replica_up"), "{\"replica\": " + std::to_string(replica.value) + "}");
+  if (st.events) self->send(st.events, event_atom::value, admin::replica_changed{replica, true});
   auto answered = self->make_response_promise<bool>();
   subscribe_kv(self, replica, s, [answered]() mutable { answered.deliver(true); });
   return answered;

@@ -11,6 +11,14 @@
 
 namespace troupe::admission {
 
+// A pool's figures now: the averages, and how long ago each last changed (a quiet pool's
+// figures grow old instead of dropping to zero). 0 and a negative age: not measured yet.
+struct pool_latency {
+  std::string pool;
+  double ttft_s = 0, itl_s = 0;
+  double ttft_age_s = -1, itl_age_s = -1;
+};
+
 class pool_latencies {
  public:
   using clock = std::chrono::steady_clock;
@@ -18,12 +26,7 @@ class pool_latencies {
   void first_token(const std::string& pool, double ttft_s, clock::time_point now) { observe(pools_[pool].ttft, ttft_s, now); }
   void between_tokens(const std::string& pool, double itl_s, clock::time_point now) { observe(pools_[pool].itl, itl_s, now); }
 
-  struct figures {
-    std::string pool;
-    double ttft_s = 0, itl_s = 0;
-    double ttft_age_s = -1, itl_age_s = -1;  // -1: no sample yet
-  };
-  std::vector<figures> at(clock::time_point now) const;
+  std::vector<pool_latency> at(clock::time_point now) const;
 
  private:
   struct average {

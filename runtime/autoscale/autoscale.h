@@ -28,6 +28,7 @@ struct autoscale_config {
 
 struct pool_signals {
   int serving = 0;  // replicas placed on now
+  int warm = 0;     // started and parked: what scaling up takes first (not a signal; for reports)
   int min = 1, max = 1;
   double waiting = 0;    // requests queued on the serving replicas
   double running = 0;    // sequences running on them

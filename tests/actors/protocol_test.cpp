@@ -7,6 +7,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/protocol/admin_protocol.h"
 #include "actors/protocol/engine_protocol.h"
 #include "actors/protocol/serve_error.h"
 #include "actors/protocol/worker_protocol.h"
@@ -100,4 +101,24 @@ BOOST_AUTO_TEST_CASE(a_serve_error_keeps_its_code_and_wait) {
   BOOST_TEST(!actors::serve_code(other));  // the text alone classifies nothing
   BOOST_TEST(actors::serve_retry_after(other) == 0.0);
   BOOST_TEST(actors::serve_retry_after(actors::make_serve_error(actors::serve_errc::unavailable, "no replica", 3)) == 0.0);
+}
+
+// The console's autoscaler command crosses as a value; a verb byte past the last is refused.
+BOOST_AUTO_TEST_CASE(an_autoscaler_command_keeps_its_verb_and_settings) {
+  autoscale::command c;
+  c.what = autoscale::command::verb::set;
+  c.settings = {{"queue_up", 6}, {"kv_down", 0.25}};
+  const auto got = round_trip(c);
+  BOOST_TEST((got.what == autoscale::command::verb::set));
+  BOOST_TEST_REQUIRE(got.settings.size() == 2u);
+  BOOST_TEST(got.settings[1].first == "kv_down");
+  BOOST_TEST(got.settings[1].second == 0.25);
+
+  std::vector<char> buf;
+  caf::binary_serializer sink{nullptr, buf};
+  BOOST_TEST_REQUIRE(!sink(c));
+  buf[0] = char(static_cast<std::uint8_t>(autoscale::command::verb::set) + 1);  // the verb is the first field
+  autoscale::command y;
+  caf::binary_deserializer source{nullptr, buf};
+  BOOST_TEST(static_cast<bool>(source(y)));
 }

@@ -123,21 +123,12 @@ void submit_due(replay_ptr self) {
 void take_sample(replay_ptr self) {
   auto& st = self->state;
   const double at = sim_now(self);
-  self->request(st.admin, st.timeout, actors::status_atom::value)
+  self->request(st.admin, st.timeout, actors::signals_atom::value, std::chrono::milliseconds(0))
       .then(
-          [=](const std::string& text) {
-            const auto j = nlohmann::json::parse(text, nullptr, false);
-            if (!j.is_object() || self->state.over) return;
-            sample s;
-            s.at = at;
-            for (const auto& p : j["pools"])
-              if (p.value("name", "") == self->state.pool) {
-                s.serving = p.value("replicas", 0);
-                s.warm = p.value("warm", 0);
-              }
-            for (const auto& r : j["replicas"])
-              if (r.value("pool", "") == self->state.pool) s.waiting += r.value("waiting", 0);
-            self->state.out->samples.push_back(s);
+          [=](const actors::pool_signal_map& pools) {
+            auto p = pools.find(self->state.pool);
+            if (p == pools.end() || self->state.over) return;
+            self->state.out->samples.push_back({at, p->second.serving, p->second.warm, p->second.waiting});
           },
           [](caf::error&) {});
 }
