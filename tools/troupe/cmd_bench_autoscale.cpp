@@ -195,45 +195,35 @@ void compress(autoscale::autoscale_config& c, double speedup) {
   c.itl_slo_s /= speedup;
 }
 
-}  // namespace
 
-int cmd_bench_autoscale(const args& a) {
-  const std::string config = a.get("config", "configs/autoscale-sim.toml");
-  auto topo = topology::load_topology(config);
-  if (topo.model.backend != topology::backend_kind::sim)
-    throw input_error("--config " + config + ": bench autoscale runs a sim topology (backend = \"sim\")");
+struct named_trace {
+  std::vector<workload::arrival> arrivals;
+  std::string name;  // the file, or the shape
+};
+
+// --trace FILE, or a Poisson trace of --shape at --peak requests per second.
+named_trace trace_of(const args& a) {
   const double peak = a.get_double("peak", 40);
   if (!(peak > 0)) throw input_error("--peak: expected requests per second above 0");
-  std::vector<workload::arrival> trace;
-  std::string trace_name;
   if (auto file = a.get("trace")) {
     if (a.has("shape")) throw input_error("--trace and --shape: give one");
-    trace = workload::read_trace(*file);
-    trace_name = *file;
-  } else {
-    trace_name = a.get("shape", "ramp-spike-quiet");
-    double duration = 0;
-    const auto profile = workload::shape_profile(trace_name, peak, duration);
-    trace = workload::poisson_trace(profile, duration, {128, 384}, {16, 48}, std::uint64_t(a.get_int("seed", 1)));
+    return {workload::read_trace(*file), *file};
   }
-  if (auto out = a.get("write-trace")) {
-    std::ofstream f(*out, std::ios::binary);
-    f << workload::format_trace(trace);
-    if (!f) throw input_error("--write-trace " + *out + ": cannot write");
-    std::printf("%zu arrivals over %.0f s written to %s\n", trace.size(), trace.empty() ? 0.0 : trace.back().at_s, out->c_str());
-    return 0;
-  }
-  if (trace.empty()) throw input_error(trace_name + ": no arrivals");
+  named_trace t{{}, a.get("shape", "ramp-spike-quiet")};
+  double duration = 0;
+  const auto profile = workload::shape_profile(t.name, peak, duration);
+  t.arrivals = workload::poisson_trace(profile, duration, {128, 384}, {16, 48}, std::uint64_t(a.get_int("seed", 1)));
+  return t;
+}
 
+// The pool measured: fixed at --fixed N replicas (the autoscaler off), or autoscaled.
+topology::pool_spec& measured_pool(const args& a, topology::topology_config& topo, const std::string& config) {
   topology::pool_spec* pool = nullptr;
   const std::string pool_name = a.get("pool", topo.pools.front().name);
   for (auto& p : topo.pools)
     if (p.name == pool_name) pool = &p;
   if (!pool) throw input_error("--pool " + pool_name + ": no such pool in " + config);
-  const double speedup = a.get_double("speedup", 10);
-  if (!(speedup >= 1 && speedup <= 1000)) throw input_error("--speedup: expected a factor from 1 to 1000");
-  const auto fixed = a.get("fixed");
-  if (fixed) {
+  if (a.has("fixed")) {
     const long long n = a.get_int("fixed", 0);
     if (n < 1 || n > pool->max_replicas) throw input_error("--fixed: expected 1 to the pool's max_replicas (" + std::to_string(pool->max_replicas) + ")");
     pool->replicas = int(n);
@@ -242,13 +232,15 @@ int cmd_bench_autoscale(const args& a) {
   } else if (!topo.autoscaler.cfg.enabled) {
     throw input_error(config + ": has no enabled [autoscaler] (or run a fixed pool with --fixed N)");
   }
-  const double ttft_slo = a.get_double("ttft-slo", topo.autoscaler.cfg.ttft_slo_s > 0 ? topo.autoscaler.cfg.ttft_slo_s : 1.0);
-  const double itl_slo = a.get_double("itl-slo", topo.autoscaler.cfg.itl_slo_s > 0 ? topo.autoscaler.cfg.itl_slo_s : 0.1);
-  const auto policy = topo.autoscaler.cfg;  // as configured, for the report
+  return *pool;
+}
+
+// Replays the trace against the sim cluster `speedup` times faster than the trace's clock.
+std::shared_ptr<replay_result> replay_trace(const args& a, topology::topology_config topo, const named_trace& t,
+                                            const std::string& pool, double speedup, double& wall_s) {
   topo.sim->speedup = speedup;
   compress(topo.autoscaler.cfg, speedup);
   topo.admin = {};  // no sockets: the autoscaler and the admin actor only
-
   log::set_level(log::level::warn);  // a line per request would be most of the run's work
   apply_log_flags(a);
   bench_config cfg;
@@ -258,20 +250,18 @@ int cmd_bench_autoscale(const args& a) {
   replay_state init;
   auto result = std::make_shared<replay_result>();
   init.out = result;
-  init.trace = trace;
+  init.trace = t.arrivals;
   init.speedup = speedup;
   init.vocab = topology::sim_shape(topo).vocab_size;
-  init.pool = pool_name;
+  init.pool = pool;
   init.owner = cluster.owner();
   init.admin = control.actor();
   init.timeout = topo.timeouts.request;
-  const double settle_s = a.get_double("settle", 0);
-  if (!(settle_s >= 0 && settle_s <= 86400)) throw input_error("--settle: expected simulated seconds from 0 to 86400");
-  init.settle_s = settle_s;
-  auto player = sys.spawn(replay, std::move(init));
-  const double span_s = trace.back().at_s;
+  init.settle_s = a.get_double("settle", 0);
+  if (!(init.settle_s >= 0 && init.settle_s <= 86400)) throw input_error("--settle: expected simulated seconds from 0 to 86400");
   const auto limit =
-      std::chrono::duration_cast<std::chrono::milliseconds>(wall(span_s + settle_s, speedup)) + 2 * topo.timeouts.request;
+      std::chrono::duration_cast<std::chrono::milliseconds>(wall(t.arrivals.back().at_s + init.settle_s, speedup)) + 2 * topo.timeouts.request;
+  auto player = sys.spawn(replay, std::move(init));
   const auto started = steady::now();
   {
     caf::scoped_actor self{sys};
@@ -279,80 +269,124 @@ int cmd_bench_autoscale(const args& a) {
       throw input_error("the replay did not finish within " + std::to_string(limit.count()) + " ms: " + sys.render(e));
     });
   }
-  const double wall_s = std::chrono::duration<double>(steady::now() - started).count();
+  wall_s = std::chrono::duration<double>(steady::now() - started).count();
   caf::anon_send_exit(player, caf::exit_reason::user_shutdown);
+  return result;
+}
 
-  // Replica-seconds: each sample's serving count held until the next sample.
+// Replica-seconds (each sample's serving count held until the next sample), the peak, and the
+// samples where the pool's size changed.
+void pool_over_time(const replay_result& r, nlohmann::json& j) {
   double replica_s = 0;
   nlohmann::json changes = nlohmann::json::array();
   int peak_serving = 0;
-  for (std::size_t k = 0; k < result->samples.size(); ++k) {
-    const auto& s = result->samples[k];
-    const double until = k + 1 < result->samples.size() ? result->samples[k + 1].at : s.at;
+  for (std::size_t k = 0; k < r.samples.size(); ++k) {
+    const auto& s = r.samples[k];
+    const double until = k + 1 < r.samples.size() ? r.samples[k + 1].at : s.at;
     replica_s += s.serving * (until - s.at);
     peak_serving = std::max(peak_serving, s.serving);
-    if (k == 0 || s.serving != result->samples[k - 1].serving)
+    if (k == 0 || s.serving != r.samples[k - 1].serving)
       changes.push_back({{"at_s", std::round(s.at * 10) / 10}, {"serving", s.serving}, {"waiting", s.waiting}});
   }
+  j["replica_hours"] = replica_s / 3600;
+  j["mean_replicas"] = r.samples.size() > 1 ? replica_s / r.samples.back().at : 0;
+  j["peak_replicas"] = peak_serving;
+  j["final_replicas"] = r.samples.empty() ? 0 : r.samples.back().serving;
+  j["changes"] = changes;
+}
+
+// Latencies of the requests that were served, against the SLO; failures with the first error.
+void request_figures(const replay_result& r, double ttft_slo, double itl_slo, nlohmann::json& j) {
   std::vector<double> ttfts, itls;
   int met = 0, failed = 0;
   std::string first_error;
-  for (const auto& r : result->stats) {
-    if (r.failed || r.first < 0) {
+  for (const auto& s : r.stats) {
+    if (s.failed || s.first < 0) {
       ++failed;
-      if (first_error.empty()) first_error = r.error;
+      if (first_error.empty()) first_error = s.error;
       continue;
     }
-    const double ttft = r.first - r.submitted;
-    const double itl = r.tokens > 1 ? (r.end - r.first) / (r.tokens - 1) : 0;
+    const double ttft = s.first - s.submitted;
+    const double itl = s.tokens > 1 ? (s.end - s.first) / (s.tokens - 1) : 0;
     ttfts.push_back(ttft);
     itls.push_back(itl);
     met += ttft <= ttft_slo && itl <= itl_slo ? 1 : 0;
   }
-  const std::size_t n = trace.size();
-  nlohmann::json j = {
-      {"config", config},
-      {"trace", trace_name},
-      {"requests", n},
-      {"trace_seconds", span_s},
-      {"speedup", speedup},
-      {"wall_seconds", wall_s},
-      {"pool", pool_name},
-      {"mode", fixed ? "fixed" : "autoscaled"},
-      {"min_replicas", pool->min_replicas},
-      {"max_replicas", pool->max_replicas},
-      {"replica_hours", replica_s / 3600},
-      {"mean_replicas", result->samples.size() > 1 ? replica_s / result->samples.back().at : 0},
-      {"peak_replicas", peak_serving},
-      {"final_replicas", result->samples.empty() ? 0 : result->samples.back().serving},
-      {"slo", {{"ttft_s", ttft_slo}, {"itl_s", itl_slo}}},
-      {"slo_attainment", n ? double(met) / double(n) : 0},
-      {"failed", failed},
-      {"ttft_s", {{"p50", percentile(ttfts, 0.5)}, {"p99", percentile(ttfts, 0.99)}}},
-      {"itl_s", {{"p50", percentile(itls, 0.5)}, {"p99", percentile(itls, 0.99)}}},
-      {"policy",
-       {{"interval_s", policy.interval.count() / 1e3},
-        {"up_for_s", policy.up_for.count() / 1e3},
-        {"down_for_s", policy.down_for.count() / 1e3},
-        {"cooldown_s", policy.cooldown.count() / 1e3},
-        {"queue_up", policy.queue_up},
-        {"queue_down", policy.queue_down}}},
-      {"changes", changes}};
+  const std::size_t n = r.stats.size();
+  j["slo"] = {{"ttft_s", ttft_slo}, {"itl_s", itl_slo}};
+  j["slo_attainment"] = n ? double(met) / double(n) : 0;
+  j["failed"] = failed;
+  j["ttft_s"] = {{"p50", percentile(ttfts, 0.5)}, {"p99", percentile(ttfts, 0.99)}};
+  j["itl_s"] = {{"p50", percentile(itls, 0.5)}, {"p99", percentile(itls, 0.99)}};
   if (!first_error.empty()) j["first_error"] = first_error;
-  if (a.has("json")) {
-    std::printf("%s\n", j.dump(2).c_str());
+}
+
+void print_report(const nlohmann::json& j) {
+  const std::string mode =
+      j["mode"] == "fixed" ? "fixed at " + std::to_string(j["min_replicas"].get<int>()) + " replicas" : std::string("autoscaled");
+  std::printf("%s, pool %s, %s: %zu requests over %.0f simulated s (%.0fx faster: %.1f s wall)\n", j["config"].get<std::string>().c_str(),
+              j["pool"].get<std::string>().c_str(), mode.c_str(), j["requests"].get<std::size_t>(), j["trace_seconds"].get<double>(),
+              j["speedup"].get<double>(), j["wall_seconds"].get<double>());
+  std::printf("replica-hours %.3f (mean %.2f replicas, peak %d), SLO attainment %.1f%% (TTFT <= %.2f s and ITL <= %.0f ms), %d failed\n",
+              j["replica_hours"].get<double>(), j["mean_replicas"].get<double>(), j["peak_replicas"].get<int>(),
+              100 * j["slo_attainment"].get<double>(), j["slo"]["ttft_s"].get<double>(), j["slo"]["itl_s"].get<double>() * 1e3,
+              j["failed"].get<int>());
+  std::printf("TTFT p50 %.3f s p99 %.3f s; ITL p50 %.1f ms p99 %.1f ms\n", j["ttft_s"]["p50"].get<double>(), j["ttft_s"]["p99"].get<double>(),
+              j["itl_s"]["p50"].get<double>() * 1e3, j["itl_s"]["p99"].get<double>() * 1e3);
+  std::printf("pool size over time:");
+  for (const auto& c : j["changes"]) std::printf(" %.0fs:%d", c["at_s"].get<double>(), c["serving"].get<int>());
+  std::printf("\n");
+}
+
+}  // namespace
+
+int cmd_bench_autoscale(const args& a) {
+  const std::string config = a.get("config", "configs/autoscale-sim.toml");
+  auto topo = topology::load_topology(config);
+  if (topo.model.backend != topology::backend_kind::sim)
+    throw input_error("--config " + config + ": bench autoscale runs a sim topology (backend = \"sim\")");
+  const named_trace trace = trace_of(a);
+  if (auto out = a.get("write-trace")) {
+    std::ofstream f(*out, std::ios::binary);
+    f << workload::format_trace(trace.arrivals);
+    if (!f) throw input_error("--write-trace " + *out + ": cannot write");
+    std::printf("%zu arrivals over %.0f s written to %s\n", trace.arrivals.size(), trace.arrivals.empty() ? 0.0 : trace.arrivals.back().at_s,
+                out->c_str());
     return 0;
   }
-  std::printf("%s, pool %s, %s: %zu requests over %.0f simulated s (%.0fx faster: %.1f s wall)\n", config.c_str(), pool_name.c_str(),
-              fixed ? ("fixed at " + *fixed + " replicas").c_str() : "autoscaled", n, span_s, speedup, wall_s);
-  std::printf("replica-hours %.3f (mean %.2f replicas, peak %d), SLO attainment %.1f%% (TTFT <= %.2f s and ITL <= %.0f ms), %d failed\n",
-              replica_s / 3600, j["mean_replicas"].get<double>(), peak_serving, 100 * j["slo_attainment"].get<double>(), ttft_slo,
-              itl_slo * 1e3, failed);
-  std::printf("TTFT p50 %.3f s p99 %.3f s; ITL p50 %.1f ms p99 %.1f ms\n", percentile(ttfts, 0.5), percentile(ttfts, 0.99),
-              percentile(itls, 0.5) * 1e3, percentile(itls, 0.99) * 1e3);
-  std::printf("pool size over time:");
-  for (const auto& c : changes) std::printf(" %.0fs:%d", c["at_s"].get<double>(), c["serving"].get<int>());
-  std::printf("\n");
+  if (trace.arrivals.empty()) throw input_error(trace.name + ": no arrivals");
+  const topology::pool_spec& pool = measured_pool(a, topo, config);
+  const double speedup = a.get_double("speedup", 10);
+  if (!(speedup >= 1 && speedup <= 1000)) throw input_error("--speedup: expected a factor from 1 to 1000");
+  const auto policy = topo.autoscaler.cfg;  // as configured, for the report
+  const double ttft_slo = a.get_double("ttft-slo", policy.ttft_slo_s > 0 ? policy.ttft_slo_s : 1.0);
+  const double itl_slo = a.get_double("itl-slo", policy.itl_slo_s > 0 ? policy.itl_slo_s : 0.1);
+  double wall_s = 0;
+  const auto result = replay_trace(a, topo, trace, pool.name, speedup, wall_s);
+
+  nlohmann::json j = {{"config", config},
+                      {"trace", trace.name},
+                      {"requests", trace.arrivals.size()},
+                      {"trace_seconds", trace.arrivals.back().at_s},
+                      {"speedup", speedup},
+                      {"wall_seconds", wall_s},
+                      {"pool", pool.name},
+                      {"mode", a.has("fixed") ? "fixed" : "autoscaled"},
+                      {"min_replicas", pool.min_replicas},
+                      {"max_replicas", pool.max_replicas},
+                      {"policy",
+                       {{"interval_s", policy.interval.count() / 1e3},
+                        {"up_for_s", policy.up_for.count() / 1e3},
+                        {"down_for_s", policy.down_for.count() / 1e3},
+                        {"cooldown_s", policy.cooldown.count() / 1e3},
+                        {"queue_up", policy.queue_up},
+                        {"queue_down", policy.queue_down}}}};
+  pool_over_time(*result, j);
+  request_figures(*result, ttft_slo, itl_slo, j);
+  if (a.has("json"))
+    std::printf("%s\n", j.dump(2).c_str());
+  else
+    print_report(j);
   return 0;
 }
 
