@@ -188,32 +188,117 @@ planned_workload plan_requests(const args& a, const bench::client_options& co, c
   return out;
 }
 
-}  // namespace
-
-int cmd_bench_serve(const args& a) {
-  auto url = a.get("url");
-  if (!url) throw input_error("usage: troupe bench serve --url http://HOST:PORT [options]; see troupe bench serve --help");
-  bench::client_options co = bench::parse_url(*url);
+bench::client_options client_options_of(const args& a, const std::string& url) {
+  bench::client_options co = bench::parse_url(url);
   co.chat = a.has("chat");
   co.ignore_eos = !a.has("no-ignore-eos");
   co.max_concurrency = int(a.get_int("concurrency", 0));
   co.request_timeout_s = a.get_double("timeout", 1800);
   co.api_key = a.get("api-key", std::getenv("OPENAI_API_KEY") ? std::getenv("OPENAI_API_KEY") : "");
+  return co;
+}
+
+// Per request, in plan order (vLLM's --save-detailed): seconds.
+void add_detailed(const std::vector<bench::request_result>& results, nlohmann::json& j) {
+  nlohmann::json starts = nlohmann::json::array(), ttfts = nlohmann::json::array(), e2els = nlohmann::json::array(),
+                 outs = nlohmann::json::array();
+  for (const auto& r : results) {
+    starts.push_back(r.start);
+    ttfts.push_back(r.ok ? nlohmann::json(r.ttft) : nlohmann::json(nullptr));
+    e2els.push_back(r.ok ? nlohmann::json(r.e2e) : nlohmann::json(nullptr));
+    outs.push_back(r.output_tokens);
+  }
+  j["starts"] = starts;
+  j["ttfts"] = ttfts;
+  j["e2els"] = e2els;
+  j["output_lens"] = outs;
+}
+
+// The server's /metrics before and after the run, read as troupe names them (either
+// metric_prefix); a line of the text report for each figure found.
+struct server_scrape {
+  std::string before, after;
+  std::optional<double> delta(const std::string& name) const {  // after - before; absent before is zero (a histogram's first observation)
+    auto read = [&](const std::string& text) {
+      auto v = metrics::sum_samples(text, "troupe:" + name);
+      return v ? v : metrics::sum_samples(text, "troupe_" + name);
+    };
+    const auto a = read(after);
+    if (!a) return std::nullopt;
+    return *a - read(before).value_or(0);
+  }
+};
+
+void add_line(std::string& text, const char* label, const char* format, double value) {
+  char b[200];
+  std::snprintf(b, sizeof b, "%-40s ", label);
+  text += b;
+  std::snprintf(b, sizeof b, format, value);
+  text += b;
+  text += "\n";
+}
+
+// The prefix-cache hit rate over the run (troupe's counters, in tokens as vLLM's), beside the
+// ideal one for a workload with shared prefixes.
+void cache_figures(const server_scrape& m, const std::vector<bench::planned_request>& plan, long long ideal_hits, nlohmann::json& j,
+                   std::string& text) {
+  const auto queries = m.delta("prefix_cache_queries_total"), hits = m.delta("prefix_cache_hits_total");
+  if (!queries || !hits || !(*queries > 0)) return;
+  j["prefix_cache_hit_rate"] = *hits / *queries;
+  add_line(text, "Prefix cache hit rate (server):", "%.3f", *hits / *queries);
+  if (ideal_hits <= 0) return;
+  long long prompt_tokens = 0;
+  for (const auto& r : plan) prompt_tokens += r.prompt_len;
+  j["prefix_cache_hit_rate_ideal"] = double(ideal_hits) / double(prompt_tokens);
+  add_line(text, "Prefix cache hit rate (ideal):", "%.3f", double(ideal_hits) / double(prompt_tokens));
+}
+
+// Disaggregated serving: the KV transfer phase (decode replica's reservation to KV in place).
+void transfer_figures(const server_scrape& m, nlohmann::json& j, std::string& text) {
+  const auto sum = m.delta("request_kv_transfer_time_seconds_sum"), n = m.delta("request_kv_transfer_time_seconds_count");
+  if (!sum || !n || !(*n > 0)) return;
+  j["kv_transfers"] = *n;
+  j["mean_kv_transfer_ms"] = *sum / *n * 1e3;
+  add_line(text, "KV transfers (server):", "%.0f", *n);
+  add_line(text, "Mean KV transfer time (server, ms):", "%.2f", *sum / *n * 1e3);
+}
+
+// The server's own CPU per streamed token, where it exports it (troupe does).
+void cpu_figures(const server_scrape& m, const bench::summary& s, nlohmann::json& j, std::string& text) {
+  const auto frontend = m.delta("frontend_cpu_seconds_total");
+  if (!frontend || s.output_tokens <= 0) return;
+  j["server_frontend_cpu_us_per_token"] = *frontend * 1e6 / double(s.output_tokens);
+  add_line(text, "Server frontend CPU per token (us):", "%.2f", *frontend * 1e6 / double(s.output_tokens));
+  const auto p0 = metrics::sum_samples(m.before, "process_cpu_seconds_total"), p1 = metrics::sum_samples(m.after, "process_cpu_seconds_total");
+  if (!p0 || !p1) return;
+  j["server_process_cpu_us_per_token"] = (*p1 - *p0) * 1e6 / double(s.output_tokens);
+  add_line(text, "Server process CPU per token (us):", "%.2f", (*p1 - *p0) * 1e6 / double(s.output_tokens));
+}
+
+std::optional<std::string> scrape_metrics(const bench::client_options& co) {
+  try {
+    auto [status, body] = bench::http_get(co, "/metrics");
+    if (status == 200) return body;
+  } catch (const input_error&) {
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int cmd_bench_serve(const args& a) {
+  auto url = a.get("url");
+  if (!url) throw input_error("usage: troupe bench serve --url http://HOST:PORT [options]; see troupe bench serve --help");
+  bench::client_options co = client_options_of(a, *url);
   bench::server_info info = bench::discover(co);
   co.model = a.get("model", info.model);
   if (a.has("max-model-len")) info.max_model_len = int(a.get_int("max-model-len", 0));
   planned_workload pw = plan_requests(a, co, info);
   const auto& plan = pw.plan;
-  const long long ideal_hits = pw.ideal_hits;
   const bench::slo goal = bench::parse_slo(words(a.get("goodput", "")));
   const bool quiet = a.has("quiet");
 
-  std::optional<std::string> before;
-  try {
-    auto [status, body] = bench::http_get(co, "/metrics");
-    if (status == 200) before = body;
-  } catch (const input_error&) {
-  }
+  const std::optional<std::string> before = scrape_metrics(co);
   if (!quiet)
     std::fprintf(stderr, "bench serve: %zu requests to %s (model \"%s\", context %s), concurrency %s; %s\n", plan.size(),
                  url->c_str(), co.model.c_str(), info.max_model_len > 0 ? std::to_string(info.max_model_len).c_str() : "unknown",
@@ -233,79 +318,15 @@ int cmd_bench_serve(const args& a) {
   j["stopped_by_signal"] = stopped;
   j["max_concurrency"] = co.max_concurrency > 0 ? nlohmann::json(co.max_concurrency) : nlohmann::json(nullptr);
   j["model_id"] = co.model;
-  if (a.has("detailed")) {  // per request, in plan order (vLLM's --save-detailed): seconds
-    nlohmann::json starts = nlohmann::json::array(), ttfts = nlohmann::json::array(), e2els = nlohmann::json::array(),
-                   outs = nlohmann::json::array();
-    for (const auto& r : results) {
-      starts.push_back(r.start);
-      ttfts.push_back(r.ok ? nlohmann::json(r.ttft) : nlohmann::json(nullptr));
-      e2els.push_back(r.ok ? nlohmann::json(r.e2e) : nlohmann::json(nullptr));
-      outs.push_back(r.output_tokens);
-    }
-    j["starts"] = starts;
-    j["ttfts"] = ttfts;
-    j["e2els"] = e2els;
-    j["output_lens"] = outs;
-  }
+  if (a.has("detailed")) add_detailed(results, j);
   std::string text = bench::to_text(s);
-
-  // The server's own CPU per streamed token, where it exports it (troupe does).
-  if (before) {
-    auto [status, after] = bench::http_get(co, "/metrics");
-    auto frontend_cpu = [](const std::string& text) {  // either metric_prefix
-      auto v = metrics::sum_samples(text, "troupe:frontend_cpu_seconds_total");
-      return v ? v : metrics::sum_samples(text, "troupe_frontend_cpu_seconds_total");
-    };
-    const auto f0 = frontend_cpu(*before), f1 = frontend_cpu(after);
-    const auto p0 = metrics::sum_samples(*before, "process_cpu_seconds_total");
-    const auto p1 = metrics::sum_samples(after, "process_cpu_seconds_total");
-    // The server's prefix-cache hit rate over the run (troupe's counters, in tokens as vLLM's).
-    auto counter = [](const std::string& text, const std::string& name) {
-      auto v = metrics::sum_samples(text, "troupe:" + name);
-      return v ? v : metrics::sum_samples(text, "troupe_" + name);
-    };
-    const auto q0 = counter(*before, "prefix_cache_queries_total"), q1 = counter(after, "prefix_cache_queries_total");
-    const auto h0 = counter(*before, "prefix_cache_hits_total"), h1 = counter(after, "prefix_cache_hits_total");
-    if (status == 200 && q0 && q1 && h0 && h1 && *q1 > *q0) {
-      const double rate = (*h1 - *h0) / (*q1 - *q0);
-      j["prefix_cache_hit_rate"] = rate;
-      char b[200];
-      std::snprintf(b, sizeof b, "%-40s %.3f\n", "Prefix cache hit rate (server):", rate);
-      text += b;
-      if (ideal_hits > 0) {
-        long long prompt_tokens = 0;
-        for (const auto& r : plan) prompt_tokens += r.prompt_len;
-        const double ideal = double(ideal_hits) / double(prompt_tokens);
-        j["prefix_cache_hit_rate_ideal"] = ideal;
-        std::snprintf(b, sizeof b, "%-40s %.3f\n", "Prefix cache hit rate (ideal):", ideal);
-        text += b;
-      }
+  if (before)
+    if (auto after = scrape_metrics(co)) {
+      const server_scrape m{*before, *after};
+      cache_figures(m, plan, pw.ideal_hits, j, text);
+      transfer_figures(m, j, text);
+      cpu_figures(m, s, j, text);
     }
-    // Disaggregated serving: the KV transfer phase (decode replica's reservation to KV in place).
-    const auto ts0 = counter(*before, "request_kv_transfer_time_seconds_sum"), ts1 = counter(after, "request_kv_transfer_time_seconds_sum");
-    const auto tc0 = counter(*before, "request_kv_transfer_time_seconds_count"), tc1 = counter(after, "request_kv_transfer_time_seconds_count");
-    // A histogram has no series before its first observation: absent before the run is zero.
-    if (status == 200 && ts1 && tc1 && *tc1 > tc0.value_or(0)) {
-      const double n = *tc1 - tc0.value_or(0);
-      const double mean_ms = (*ts1 - ts0.value_or(0)) / n * 1e3;
-      j["kv_transfers"] = n;
-      j["mean_kv_transfer_ms"] = mean_ms;
-      char b[200];
-      std::snprintf(b, sizeof b, "%-40s %.0f\n%-40s %.2f\n", "KV transfers (server):", n, "Mean KV transfer time (server, ms):", mean_ms);
-      text += b;
-    }
-    if (status == 200 && f0 && f1 && s.output_tokens > 0) {
-      j["server_frontend_cpu_us_per_token"] = (*f1 - *f0) * 1e6 / double(s.output_tokens);
-      char b[160];
-      std::snprintf(b, sizeof b, "%-40s %.2f\n", "Server frontend CPU per token (us):", (*f1 - *f0) * 1e6 / double(s.output_tokens));
-      text += b;
-      if (p0 && p1) {
-        j["server_process_cpu_us_per_token"] = (*p1 - *p0) * 1e6 / double(s.output_tokens);
-        std::snprintf(b, sizeof b, "%-40s %.2f\n", "Server process CPU per token (us):", (*p1 - *p0) * 1e6 / double(s.output_tokens));
-        text += b;
-      }
-    }
-  }
   std::fputs(text.c_str(), stdout);
   if (s.failed > 0)
     std::fprintf(stderr, "bench serve: %s of %zu requests failed; the server said:\n%s", s.completed == 0 ? "all" : std::to_string(s.failed).c_str(),
