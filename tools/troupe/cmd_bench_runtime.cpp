@@ -168,6 +168,56 @@ void print_runtime_report(const nlohmann::json& j, std::size_t decisions) {
   std::printf("all finished after %.2f s wall (%zu tokens)\n", j["completion_seconds"].get<double>(), j["generated_tokens"].get<std::size_t>());
 }
 
+// Replicas on other nodes than the head run in `troupe node` processes started here.
+std::vector<std::string> remote_nodes_of(const topology::topology_config& topo) {
+  const std::string head_name = topo.heads().front()->name;
+  std::vector<std::string> out;
+  for (auto& p : topology::place_replicas(topo))
+    if (p.node != head_name && std::find(out.begin(), out.end(), p.node) == out.end()) out.push_back(p.node);
+  return out;
+}
+
+struct run_figures {
+  double placed_s = 0, total_s = 0;  // until every request was accepted; until every one finished
+  std::size_t tokens = 0;
+  std::vector<std::int64_t> decisions;  // the router's decision times, ns
+};
+
+// Submits every request at once, then waits for each one's last token.
+run_figures submit_and_wait(caf::actor_system& sys, actors::local_cluster& cluster, const topology::topology_config& topo,
+                            const std::vector<engine::request>& reqs) {
+  caf::scoped_actor self{sys};
+  auto sink = caf::actor_cast<actors::token_sink>(self);
+  const auto t0 = std::chrono::steady_clock::now();
+  using handle = decltype(self->request(cluster.owner(), topo.timeouts.request, actors::submit_atom::value, reqs[0], sink));
+  std::vector<handle> pending;
+  pending.reserve(reqs.size());
+  for (auto& r : reqs) pending.push_back(self->request(cluster.owner(), topo.timeouts.request, actors::submit_atom::value, r, sink));
+  std::size_t accepted = 0;
+  std::string first_error;
+  for (auto& h : pending)
+    h.receive([&](bool ok) { accepted += ok ? 1 : 0; },
+              [&](caf::error& e) { if (first_error.empty()) first_error = sys.render(e); });
+  run_figures out;
+  out.placed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (accepted != reqs.size()) throw input_error(std::to_string(reqs.size() - accepted) + " requests were refused: " + first_error);
+  std::size_t done = 0;
+  while (done < reqs.size())
+    self->receive(
+        [&](actors::token_batch& b) {
+          for (auto& u : b.updates) {
+            out.tokens += u.tokens.size();
+            done += u.finished ? 1 : 0;
+          }
+        },
+        caf::after(std::chrono::duration_cast<std::chrono::milliseconds>(topo.timeouts.request)) >>
+            [&] { throw input_error("no tokens for " + std::to_string(topo.timeouts.request.count()) + " ms"); });
+  out.total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  self->request(cluster.router(), topo.timeouts.request, actors::timing_atom::value)
+      .receive([&](std::vector<std::int64_t>& d) { out.decisions = std::move(d); }, [](caf::error&) {});
+  return out;
+}
+
 }  // namespace
 
 int cmd_bench_runtime(const args& a) {
@@ -188,12 +238,7 @@ int cmd_bench_runtime(const args& a) {
     m = open_model(topo.model.path);
     vocab = m.model->config().vocab_size;
   }
-  // Replicas on other nodes than the head run in `troupe node` processes started here.
-  const std::string head_name = topo.heads().front()->name;
-  std::vector<std::string> remote_nodes;
-  for (auto& p : topology::place_replicas(topo))
-    if (p.node != head_name && std::find(remote_nodes.begin(), remote_nodes.end(), p.node) == remote_nodes.end())
-      remote_nodes.push_back(p.node);
+  const std::vector<std::string> remote_nodes = remote_nodes_of(topo);
   bench_config cfg(topo, !remote_nodes.empty());
   caf::actor_system sys{cfg};
   actors::local_cluster cluster(sys, topo, m.model, m.tok,
@@ -208,38 +253,8 @@ int cmd_bench_runtime(const args& a) {
       children.push_back(std::make_unique<node_process>(config, n, "127.0.0.1:" + std::to_string(port), topo.model.path));
   }
   if (auto list = a.get("overhead")) return report_overhead(sys, cluster, topo, config, vocab, *list, a.has("json"), remote_nodes.empty());
-  caf::scoped_actor self{sys};
-  auto sink = caf::actor_cast<actors::token_sink>(self);
-
   const std::vector<engine::request> reqs = bench_requests(n, prompt_len, max_tokens, vocab);
-  const auto t0 = std::chrono::steady_clock::now();
-  using handle = decltype(self->request(cluster.owner(), topo.timeouts.request, actors::submit_atom::value, reqs[0], sink));
-  std::vector<handle> pending;
-  pending.reserve(reqs.size());
-  for (auto& r : reqs) pending.push_back(self->request(cluster.owner(), topo.timeouts.request, actors::submit_atom::value, r, sink));
-  int accepted = 0;
-  std::string first_error;
-  for (auto& h : pending)
-    h.receive([&](bool ok) { accepted += ok ? 1 : 0; },
-              [&](caf::error& e) { if (first_error.empty()) first_error = sys.render(e); });
-  const double placed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (accepted != n) throw input_error(std::to_string(n - accepted) + " requests were refused: " + first_error);
-
-  std::size_t done = 0, tokens = 0;
-  while (done < reqs.size())
-    self->receive(
-        [&](actors::token_batch& b) {
-          for (auto& u : b.updates) {
-            tokens += u.tokens.size();
-            done += u.finished ? 1 : 0;
-          }
-        },
-        caf::after(std::chrono::duration_cast<std::chrono::milliseconds>(topo.timeouts.request)) >>
-            [&] { throw input_error("no tokens for " + std::to_string(topo.timeouts.request.count()) + " ms"); });
-  const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::vector<std::int64_t> decisions;
-  self->request(cluster.router(), topo.timeouts.request, actors::timing_atom::value)
-      .receive([&](std::vector<std::int64_t>& d) { decisions = std::move(d); }, [](caf::error&) {});
+  const run_figures r = submit_and_wait(sys, cluster, topo, reqs);
 
   nlohmann::json j = {{"config", config},
                       {"backend", topology::backend_name(topo.model.backend)},
@@ -247,15 +262,15 @@ int cmd_bench_runtime(const args& a) {
                       {"requests", n},
                       {"prompt_tokens", prompt_len},
                       {"max_tokens", max_tokens},
-                      {"placed_per_second", n / placed_s},
-                      {"router_decision_us_p50", percentile(decisions, 0.50) / 1e3},
-                      {"router_decision_us_p99", percentile(decisions, 0.99) / 1e3},
-                      {"completion_seconds", total_s},
-                      {"generated_tokens", tokens}};
+                      {"placed_per_second", n / r.placed_s},
+                      {"router_decision_us_p50", percentile(r.decisions, 0.50) / 1e3},
+                      {"router_decision_us_p99", percentile(r.decisions, 0.99) / 1e3},
+                      {"completion_seconds", r.total_s},
+                      {"generated_tokens", r.tokens}};
   if (a.has("json"))
     std::printf("%s\n", j.dump(2).c_str());
   else
-    print_runtime_report(j, decisions.size());
+    print_runtime_report(j, r.decisions.size());
   return 0;
 }
 
