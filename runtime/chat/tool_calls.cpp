@@ -206,66 +206,77 @@ void tool_call_stream::object_char(char c, tool_events& out) {
     opened_ = true;  // the '{' (begin_call is only called on it)
     return;
   }
-  if (depth_ == -2) {  // a key's string
-    key_raw_ += c;
-    if (escaped_) {
-      escaped_ = false;
-    } else if (c == '\\') {
-      escaped_ = true;
-    } else if (c == '"') {
-      auto k = json_string(key_raw_);
-      if (!k) TROUPE_FAIL_CALL();
-      key_ = *k;
-      key_raw_.clear();
-      // A llama3_json answer that is a JSON object but not a call: a key calls never have.
-      if (format_ == tool_format::llama3_json && !have_name_ && key_ != "name" && key_ != "type" && !arguments_key(key_))
-        TROUPE_FAIL_CALL();
-      depth_ = -1;
-      member_ = member::colon;
-    }
-    return;
+  if (depth_ == -2) return key_char(c, out);
+  if (depth_ == -1) return between_members(c, out);
+  if (primitive_) return primitive_char(c, out);
+  value_char(c, out);
+}
+
+// Inside a key's string.
+void tool_call_stream::key_char(char c, tool_events& out) {
+  key_raw_ += c;
+  if (escaped_) {
+    escaped_ = false;
+  } else if (c == '\\') {
+    escaped_ = true;
+  } else if (c == '"') {
+    auto k = json_string(key_raw_);
+    if (!k) TROUPE_FAIL_CALL();
+    key_ = *k;
+    key_raw_.clear();
+    // A llama3_json answer that is a JSON object but not a call: a key calls never have.
+    if (format_ == tool_format::llama3_json && !have_name_ && key_ != "name" && key_ != "type" && !arguments_key(key_))
+      TROUPE_FAIL_CALL();
+    depth_ = -1;
+    member_ = member::colon;
   }
-  if (depth_ == -1) {
-    if (space(c)) return;
-    switch (member_) {
-      case member::key:
-        if (c == '"') {
-          key_raw_ = "\"";
-          escaped_ = false;
-          depth_ = -2;
-          return;
-        }
-        if (c == '}' && key_.empty()) return end_call(out);  // {}
-        TROUPE_FAIL_CALL();
-      case member::colon:
-        if (c != ':') TROUPE_FAIL_CALL();
-        member_ = member::value;
+}
+
+// Between members: a key's opening quote, the colon, a value's first character, a comma or the end.
+void tool_call_stream::between_members(char c, tool_events& out) {
+  if (space(c)) return;
+  switch (member_) {
+    case member::key:
+      if (c == '"') {
+        key_raw_ = "\"";
+        escaped_ = false;
+        depth_ = -2;
         return;
-      case member::value:
-        if (c == ',' || c == '}' || c == ']' || c == ':') TROUPE_FAIL_CALL();
-        return start_value(c, out);
-      case member::after:
-        if (c == ',') {
-          member_ = member::key;
-          return;
-        }
-        if (c == '}') return end_call(out);
-        TROUPE_FAIL_CALL();
-    }
-    return;
+      }
+      if (c == '}' && key_.empty()) return end_call(out);  // {}
+      TROUPE_FAIL_CALL();
+    case member::colon:
+      if (c != ':') TROUPE_FAIL_CALL();
+      member_ = member::value;
+      return;
+    case member::value:
+      if (c == ',' || c == '}' || c == ']' || c == ':') TROUPE_FAIL_CALL();
+      return start_value(c, out);
+    case member::after:
+      if (c == ',') {
+        member_ = member::key;
+        return;
+      }
+      if (c == '}') return end_call(out);
+      TROUPE_FAIL_CALL();
   }
-  if (primitive_) {  // a number, true, false or null: ends at what follows it
-    if (space(c) || c == ',' || c == '}') {
-      member_done(out);
-      if (state_ != state::object) return;  // not a call: raw_ (with c) went out as content
-      raw_.pop_back();
-      depth_ = -1;
-      member_ = member::after;
-      return object_char(c, out);
-    }
-    value_raw_ += c;
-    return;
+}
+
+// A number, true, false or null: ends at what follows it.
+void tool_call_stream::primitive_char(char c, tool_events& out) {
+  if (space(c) || c == ',' || c == '}') {
+    member_done(out);
+    if (state_ != state::object) return;  // not a call: raw_ (with c) went out as content
+    raw_.pop_back();
+    depth_ = -1;
+    member_ = member::after;
+    return object_char(c, out);
   }
+  value_raw_ += c;
+}
+
+// Inside a string, object or array value; the arguments stream out as they come.
+void tool_call_stream::value_char(char c, tool_events& out) {
   value_raw_ += c;
   if (arguments_key(key_) && !have_arguments_ && value_raw_[0] != '"') emit_arguments(std::string_view(&c, 1), out);
   bool done = false;

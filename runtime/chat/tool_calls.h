@@ -68,6 +68,10 @@ class tool_call_stream {
   void content_char(char c, tool_events& out);
   void before_call_char(char c, tool_events& out);
   void object_char(char c, tool_events& out);
+  void key_char(char c, tool_events& out);
+  void between_members(char c, tool_events& out);
+  void primitive_char(char c, tool_events& out);
+  void value_char(char c, tool_events& out);
   void after_call_char(char c, tool_events& out);
   void member_done(tool_events& out);
   void begin_call();
