@@ -43,12 +43,85 @@ inline float row_scale(const void* row, const paged_kv_layer& kv) {
   return f16_to_f32(h);
 }
 
+#define TROUPE_INLINE inline __attribute__((always_inline))
+
+// One block's rows, prefetched while the block before it is scored: a sequence's rows for one
+// KV head are scattered (a stride per slot).
+TROUPE_INLINE void prefetch_rows(const void* const* krows, const void* const* vrows, int n, std::size_t row_bytes) {
+  for (int j = 0; j < n; ++j)
+    for (std::size_t b = 0; b < row_bytes; b += 64) {
+      _mm_prefetch(static_cast<const char*>(krows[j]) + b, _MM_HINT_T0);
+      _mm_prefetch(static_cast<const char*>(vrows[j]) + b, _MM_HINT_T0);
+    }
+}
+
+// The block's keys in f32, zero past the context.
+template <int chunks>
+TROUPE_INLINE void load_keys(vec16 (*kb)[chunks], const void* const* krows, int cn, const paged_kv_layer& kv) {
+  for (int j = 0; j < key_block; ++j) {
+    if (j < cn) {
+      const float ks = row_scale(krows[j], kv);
+      for (int c = 0; c < chunks; ++c) kb[j][c] = load_kv16(krows[j], c, kv.type, ks);
+    } else {
+      for (int c = 0; c < chunks; ++c) kb[j][c] = zero16();
+    }
+  }
+}
+
+// Each query head's 16 scaled scores against the block's keys, into p[g].
+template <int chunks>
+TROUPE_INLINE void score_block(float (*p)[key_block], const float* qh, const vec16 (*kb)[chunks], int group, int hd, float scale) {
+  for (int g = 0; g < group; ++g) {
+    vec16 qv[chunks], d[key_block];
+    for (int c = 0; c < chunks; ++c) qv[c] = load16(qh + g * hd + c * panel);
+    for (int j = 0; j < key_block; ++j) {
+      d[j] = zero16();
+      for (int c = 0; c < chunks; ++c) d[j] = fma16(qv[c], kb[j][c], d[j]);
+    }
+    store16(p[g], mul16(hsum16x16(d), splat16(scale)));
+  }
+}
+
+// The online softmax over one block: a new maximum rescales what was accumulated, and p[g]
+// becomes the block's weights (zero past the context).
+template <int chunks>
+TROUPE_INLINE void softmax_block(float (*p)[key_block], float* m, float* l, vec16 (*acc)[chunks], int group, int cn) {
+  for (int g = 0; g < group; ++g) {
+    float bm = p[g][0];
+    for (int j = 1; j < cn; ++j) bm = p[g][j] > bm ? p[g][j] : bm;
+    if (bm > m[g]) {
+      const float corr = __builtin_expf(m[g] - bm);
+      l[g] *= corr;
+      const vec16 cv = splat16(corr);
+      for (int c = 0; c < chunks; ++c) acc[g][c] = mul16(acc[g][c], cv);
+      m[g] = bm;
+    }
+    for (int j = cn; j < key_block; ++j) p[g][j] = m[g];  // finite filler for the vector exp
+    store16(p[g], exp16(add16(load16(p[g]), splat16(-m[g]))));
+    for (int j = cn; j < key_block; ++j) p[g][j] = 0.0f;  // past the context: no weight
+    l[g] += hsum16(load16(p[g]));
+  }
+}
+
+// acc[g] += the block's value rows weighted by p[g]; each value row is loaded once for the group.
+template <int chunks>
+TROUPE_INLINE void accumulate_values(vec16 (*acc)[chunks], const float (*p)[key_block], const void* const* vrows, int cn, int group,
+                                     const paged_kv_layer& kv) {
+  for (int j = 0; j < cn; ++j) {
+    const float vs = row_scale(vrows[j], kv);
+    for (int c = 0; c < chunks; ++c) {
+      vec16 vv = load_kv16(vrows[j], c, kv.type, vs);
+      for (int g = 0; g < group; ++g) acc[g][c] = fma16(splat16(p[g][j]), vv, acc[g][c]);
+    }
+  }
+}
+
 }  // namespace
 
 // All query heads of KV head `h` for token `t`: they share every key and value row loaded.
 // Keys go 16 at a time: each key row is loaded once for the whole group, the 16 scores of a
 // query head become one vector whose softmax weights come from one vector exp, and the online
-// softmax rescales once per block.
+// softmax rescales once per block. The steps are forced inline: this is the decode hot loop.
 // `chunks` (head_dim / 16) is a template parameter so the per-dimension loops unroll whole.
 template <int chunks>
 void attention_head(const float* q, int n_heads, const std::int32_t* pos,
@@ -71,68 +144,22 @@ void attention_head(const float* q, int n_heads, const std::int32_t* pos,
   const std::size_t row_bytes = kv_row_bytes(kv.type, std::size_t(hd));
   const void* krows[2][key_block];
   const void* vrows[2][key_block];
-  // Row addresses of a block of keys; the next block's rows are prefetched while this one is
-  // scored, since a sequence's rows for one KV head are scattered (a stride per slot).
-  auto locate = [&](std::int32_t c0, int which) {
+  auto locate = [&](std::int32_t c0, int which) {  // row addresses of a block of keys
     const int cn = len - c0 < key_block ? int(len - c0) : key_block;
     for (int j = 0; j < cn; ++j) {
       krows[which][j] = kv_row(kv.k, kv, table, c0 + j, h);
       vrows[which][j] = kv_row(kv.v, kv, table, c0 + j, h);
     }
+    return cn;
   };
   locate(0, 0);
   for (std::int32_t c0 = 0, cur = 0; c0 < len; c0 += key_block, cur ^= 1) {
     const int cn = len - c0 < key_block ? int(len - c0) : key_block;
-    if (c0 + key_block < len) {
-      locate(c0 + key_block, cur ^ 1);
-      const int next = len - c0 - key_block < key_block ? int(len - c0 - key_block) : key_block;
-      for (int j = 0; j < next; ++j)
-        for (std::size_t b = 0; b < row_bytes; b += 64) {
-          _mm_prefetch(static_cast<const char*>(krows[cur ^ 1][j]) + b, _MM_HINT_T0);
-          _mm_prefetch(static_cast<const char*>(vrows[cur ^ 1][j]) + b, _MM_HINT_T0);
-        }
-    }
-    for (int j = 0; j < key_block; ++j) {  // the block's keys in f32, zero past the context
-      if (j < cn) {
-        const void* krow = krows[cur][j];
-        const float ks = row_scale(krow, kv);
-        for (int c = 0; c < chunks; ++c) kb[j][c] = load_kv16(krow, c, kv.type, ks);
-      } else {
-        for (int c = 0; c < chunks; ++c) kb[j][c] = zero16();
-      }
-    }
-    for (int g = 0; g < group; ++g) {
-      vec16 qv[chunks], d[key_block];
-      for (int c = 0; c < chunks; ++c) qv[c] = load16(qh + g * hd + c * panel);
-      for (int j = 0; j < key_block; ++j) {
-        d[j] = zero16();
-        for (int c = 0; c < chunks; ++c) d[j] = fma16(qv[c], kb[j][c], d[j]);
-      }
-      store16(p[g], mul16(hsum16x16(d), splat16(scale)));
-    }
-    for (int g = 0; g < group; ++g) {
-      float bm = p[g][0];
-      for (int j = 1; j < cn; ++j) bm = p[g][j] > bm ? p[g][j] : bm;
-      if (bm > m[g]) {
-        const float corr = __builtin_expf(m[g] - bm);
-        l[g] *= corr;
-        const vec16 cv = splat16(corr);
-        for (int c = 0; c < chunks; ++c) acc[g][c] = mul16(acc[g][c], cv);
-        m[g] = bm;
-      }
-      for (int j = cn; j < key_block; ++j) p[g][j] = m[g];  // finite filler for the vector exp
-      store16(p[g], exp16(add16(load16(p[g]), splat16(-m[g]))));
-      for (int j = cn; j < key_block; ++j) p[g][j] = 0.0f;  // past the context: no weight
-      l[g] += hsum16(load16(p[g]));
-    }
-    for (int j = 0; j < cn; ++j) {
-      const void* vrow = vrows[cur][j];
-      const float vs = row_scale(vrow, kv);
-      for (int c = 0; c < chunks; ++c) {
-        vec16 vv = load_kv16(vrow, c, kv.type, vs);
-        for (int g = 0; g < group; ++g) acc[g][c] = fma16(splat16(p[g][j]), vv, acc[g][c]);
-      }
-    }
+    if (c0 + key_block < len) prefetch_rows(krows[cur ^ 1], vrows[cur ^ 1], locate(c0 + key_block, cur ^ 1), row_bytes);
+    load_keys<chunks>(kb, krows[cur], cn, kv);
+    score_block<chunks>(p, qh, kb, group, hd, scale);
+    softmax_block<chunks>(p, m, l, acc, group, cn);
+    accumulate_values<chunks>(acc, p, vrows[cur], cn, group, kv);
   }
   for (int g = 0; g < group; ++g) {
     vec16 inv = splat16(1.0f / l[g]);
@@ -140,6 +167,8 @@ void attention_head(const float* q, int n_heads, const std::int32_t* pos,
     for (int c = 0; c < chunks; ++c) store16(o + c * panel, mul16(acc[g][c], inv));
   }
 }
+
+#undef TROUPE_INLINE
 
 using head_fn = void (*)(const float*, int, const std::int32_t*, const std::int32_t* const*,
                          const paged_kv_layer&, float, float*, std::size_t, int);
