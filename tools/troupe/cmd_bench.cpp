@@ -13,6 +13,7 @@
 #include "kernels/cpu/roofline.h"
 #include "kernels/cpu/thread_pool.h"
 #include "runtime/common/error.h"
+#include "runtime/kv/block_hash.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/op_profile.h"
 #include "tools/troupe/args.h"
@@ -130,6 +131,25 @@ std::string weight_format_of(const model::llama_model& m) {
 }
 
 // One sequence's prefill of `prompt_len` tokens: best of 3 after a warm-up.
+// Seconds per token to key a prompt's full blocks for the prefix cache (16-token blocks, best of
+// 5): what the router and the replica each spend on a prompt, against the prefill's time.
+double block_hash_seconds_per_token(int prompt_len, int vocab) {
+  std::vector<std::int32_t> tokens(std::size_t(std::max(prompt_len, 16)));
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = std::int32_t((i * 7919) % std::size_t(std::max(vocab, 1)));
+  const kv::hash_keys keys{kv::root_hash("bench"), kv::salt_key(""), 0};
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<kv::block_hash> hashes;
+    for (int k = 0; k < 100; ++k) {
+      hashes.clear();
+      kv::extend_block_hashes(hashes, tokens, 16, keys);
+    }
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 100 / double(tokens.size()));
+  }
+  return best;
+}
+
 double prefill_seconds(const model::llama_model& m, kernels::dtype kv_type, int prompt_len, std::vector<float>& logits,
                        model::forward_workspace& ws) {
   double best = 1e30;
@@ -240,6 +260,8 @@ void print_engine_report(const nlohmann::json& j) {
               100 * pre["compute_peak_fraction"].get<double>());
   if (ceiling > 0) std::printf("; the formats' scales allow at most %.0f%%", 100 * ceiling);
   std::printf(")\n");
+  std::printf("prompt block hashes: %.1f ns/token, %.4f%% of the prefill's time\n", pre["block_hash_ns_per_token"].get<double>(),
+              100 * pre["block_hash_fraction"].get<double>());
   for (auto& d : j["decode"])
     std::printf("decode batch %2d: %8.1f tok/s (%.0f%% of bandwidth roofline at %.1f GB/s, %.0f%% of compute peak, %.2fx batch 1)\n",
                 d["batch"].get<int>(), d["tokens_per_second"].get<double>(),
@@ -303,6 +325,7 @@ int cmd_bench_engine(const args& a) {
           : 0;
   say(!json_out, "prefill %d tokens: %.1f tok/s, %.1f GFLOP/s = %.0f%% of compute peak\n", prompt_len, prefill_tps,
       prefill_flops / prefill_s / 1e9, 100 * prefill_frac);
+  const double hash_s = block_hash_seconds_per_token(prompt_len, c.vocab_size);
 
   decode_plan dp{batches, context, steps, verify, kv_type, weight_bytes, flops_tok, head_flops, a.has("profile"), json_out};
   const nlohmann::json decode = decode_rows(*m, dp, [&](double pf, double hf, double af) { return compute_bound_s(pf, hf, af, int8_peak); },
@@ -317,6 +340,8 @@ int cmd_bench_engine(const args& a) {
                    {"kquant_scaled_dot_gop_s", scaled_ceiling > 0 ? nlohmann::json(scaled_ceiling / 1e9) : nlohmann::json(nullptr)}}},
       {"prefill", {{"tokens", prompt_len}, {"tokens_per_second", prefill_tps}, {"gflop_s", prefill_flops / prefill_s / 1e9},
                    {"compute_peak_fraction", prefill_frac},
+                   {"block_hash_ns_per_token", hash_s * 1e9},
+                   {"block_hash_fraction", hash_s * prompt_len / prefill_s},
                    {"format_ceiling_fraction", prefill_ceiling > 0 ? nlohmann::json(prefill_ceiling) : nlohmann::json(nullptr)}}},
       {"decode", decode},
   };
