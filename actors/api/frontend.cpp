@@ -16,6 +16,7 @@
 #include "runtime/common/log.h"
 #include "runtime/metrics/metrics.h"
 #include "runtime/common/wall_clock.h"
+#include "runtime/engine/request_check.h"
 
 namespace troupe::actors {
 
@@ -333,15 +334,19 @@ std::string echo_text(const prepare_context& pc, const api::completion_request& 
   return pc.tok ? pc.tok->decode(prompt) : "";
 }
 
-// A prompt the context cannot take, or whose max_tokens it cannot: 413 or 400. A chat
-// request's max_tokens left out is the rest of the context.
-void check_prompt_fits(const frontend_state& st, api::completion_request& req, api::endpoint kind, int len) {
+// One prompt of the request by the engine's rules (runtime/engine/request_check.h): 413 when the
+// prompt alone does not fit the context, else 400 naming the field. A max_tokens left out is the
+// rest of the context for a chat request, 16 for a completion.
+void check_prompt(const frontend_state& st, api::completion_request& req, api::endpoint kind, const std::vector<std::int32_t>& prompt,
+                  int public_prefix) {
   const char* prompt_field = kind == api::endpoint::chat ? "messages" : "prompt";
-  if (len == 0) throw api::api_error(400, "the prompt is empty after tokenization", prompt_field);
-  if (auto c = engine::check_context(len, 0, 1, st.cfg.max_model_len, true)) throw api::api_error(413, c->message, prompt_field);
-  if (!req.max_tokens_given) req.params.max_tokens = kind == api::endpoint::chat ? st.cfg.max_model_len - len : 16;
-  if (auto c = engine::check_context(len, 0, req.params.max_tokens, st.cfg.max_model_len, true))
-    throw api::api_error(400, c->message, !req.max_tokens_given ? prompt_field : "max_tokens");
+  const int len = int(prompt.size());
+  if (!req.max_tokens_given) req.params.max_tokens = kind == api::endpoint::chat ? std::max(1, st.cfg.max_model_len - len) : 16;
+  const auto p = engine::check_request(prompt, {}, req.params, public_prefix, {st.cfg.vocab_size, st.cfg.max_model_len, true});
+  if (!p) return;
+  if (p->too_long) throw api::api_error(413, p->message, prompt_field);
+  const bool about_prompt = p->field == "prompt" || (p->context && !req.max_tokens_given);
+  throw api::api_error(400, p->message, about_prompt ? prompt_field : p->field);
 }
 
 // The tenant's request rate and token budget: an API key's tenant has its [admission.tenants]
@@ -404,11 +409,10 @@ void submit(frontend_ptr self, prepared& p) {
   if (p.embed) return submit_embeddings(self, p);
   api::completion_request& req = *p.req;
   double tokens = 0;
-  for (const auto& prompt : p.prompts) {
-    check_prompt_fits(st, req, kind, int(prompt.size()));
-    tokens += double(prompt.size() + std::size_t(req.params.max_tokens)) * req.best_of;
+  for (std::size_t i = 0; i < p.prompts.size(); ++i) {
+    check_prompt(st, req, kind, p.prompts[i], p.public_prefix[i]);
+    tokens += double(p.prompts[i].size() + std::size_t(req.params.max_tokens)) * req.best_of;
   }
-  if (auto v = req.params.check()) throw api::api_error(400, v->field + ": " + v->rule, v->field);
   if (ex->gone()) return;  // the client left while its request was being prepared
   charge_tenant(st, ex->req(), req.user, tokens);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "runtime/api/tokenize.h"
+#include "runtime/engine/request_check.h"
 #include "runtime/common/error.h"
 #include "runtime/common/log.h"
 
@@ -40,18 +41,22 @@ void check_model(const prepare_context& pc, const std::string& asked) {
   if (!asked.empty() && !serves(pc.model_name, pc.model_aliases, asked)) throw no_such_model(asked, pc.model_name);
 }
 
-// A completions prompt as tokens: text encoded (with BOS as the tokenizer adds it), ids checked.
+// A prompt as tokens: text encoded (with BOS as the tokenizer adds it), ids as sent. A
+// completion's are checked with the rest of the request (engine::check_request, at submission).
 std::vector<std::int32_t> completion_prompt(const prepare_context& pc, const api::prompt_input& in,
                                             const std::string& field = "prompt") {
   if (in.text) {
     if (!pc.tok) throw api::api_error(400, "this model has no tokenizer; send the " + field + " as token ids", field);
     return pc.tok->encode(*in.text, true);
   }
-  for (std::size_t i = 0; i < in.ids.size(); ++i)
-    if (!in_vocabulary(pc, in.ids[i]))
-      throw api::api_error(400, field + ": token " + std::to_string(i) + " is " + std::to_string(in.ids[i]) + ", outside " + vocabulary(pc),
-                           field);
   return in.ids;
+}
+
+// An embedding input's ids, by the engine's vocabulary rule.
+void check_input_ids(const prepare_context& pc, const std::vector<std::int32_t>& ids) {
+  if (auto bad = engine::first_outside_vocabulary(ids, pc.vocab_size))
+    throw api::api_error(400, "input: token " + std::to_string(*bad) + " is " + std::to_string(ids[*bad]) + ", outside " + vocabulary(pc),
+                         "input");
 }
 
 // An embeddings request: parsed, its model checked to be an embedding model, its inputs tokenized
@@ -63,7 +68,10 @@ void prepare_embeddings(const prepare_context& pc, prepared& p) {
     throw api::api_error(400, "the model \"" + pc.model_name + "\" computes no embeddings: its folder has no sentence-transformers "
                          "Pooling module (modules.json)", "model");
   api::check_dimensions(req, pc.embedding_size);
-  for (const auto& in : req.inputs) p.prompts.push_back(completion_prompt(pc, in, "input"));
+  for (const auto& in : req.inputs) {
+    p.prompts.push_back(completion_prompt(pc, in, "input"));
+    check_input_ids(pc, p.prompts.back());
+  }
   for (const auto& prompt : p.prompts) p.public_prefix.push_back(public_prefix_of(pc, prompt));
   if (!req.no_effect_fields.empty())
     log::debug("request_fields_without_effect", {{"id", p.id}, {"trace", p.trace}, {"fields", req.no_effect_fields}});

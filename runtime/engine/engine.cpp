@@ -9,6 +9,7 @@
 #include "runtime/common/error.h"
 #include "runtime/engine/cpu_executor.h"
 #include "runtime/engine/engine_sequence.h"
+#include "runtime/engine/request_check.h"
 #include "runtime/engine/sim_executor.h"
 #include "runtime/speculative/verify.h"
 
@@ -25,19 +26,6 @@ const char* finish_reason_name(finish_reason r) {
     case finish_reason::transfer_failed: return "transfer_failed";
   }
   return "?";
-}
-
-std::optional<context_misfit> check_context(int prompt, int generated, int max_tokens, int max_model_len,
-                                            bool max_tokens_must_fit) {
-  const std::string holds = "this model's context holds " + std::to_string(max_model_len) + " tokens";
-  if (prompt >= max_model_len)
-    return context_misfit{"the prompt has " + std::to_string(prompt) + " tokens; " + holds +
-                          " (prompt plus at least one generated token)"};
-  if (prompt + generated >= max_model_len) return context_misfit{"prompt and generated tokens already fill the context; " + holds};
-  if (max_tokens_must_fit && std::int64_t(prompt) + max_tokens > max_model_len)
-    return context_misfit{holds + "; the prompt has " + std::to_string(prompt) + " and max_tokens asks for " +
-                          std::to_string(max_tokens) + " more; lower max_tokens or shorten the prompt"};
-  return std::nullopt;
 }
 
 namespace {
@@ -111,28 +99,14 @@ engine sim_engine(const model::model_config& shape, const sim::gpu_spec& gpu, en
 void engine::add_request(request r) {
   const auto& mc = mc_;
   if (by_name_.count(r.id)) throw input_error("request id '" + r.id + "' is already in use");
-  if (r.prompt.empty()) throw input_error("request '" + r.id + "': the prompt is empty");
-  for (std::size_t i = 0; i < r.prompt.size(); ++i)
-    if (r.prompt[i] < 0 || r.prompt[i] >= mc.vocab_size)
-      throw input_error("request '" + r.id + "': prompt token " + std::to_string(i) + " is " + std::to_string(r.prompt[i]) +
-                        ", outside the vocabulary [0, " + std::to_string(mc.vocab_size) + ")");
-  for (std::size_t i = 0; i < r.generated.size(); ++i)
-    if (r.generated[i] < 0 || r.generated[i] >= mc.vocab_size)
-      throw input_error("request '" + r.id + "': generated token " + std::to_string(i) + " is outside the vocabulary");
-  r.params.validate();
+  if (auto p = check_request(r, {mc.vocab_size, cfg_.max_model_len, false})) throw input_error("request '" + r.id + "': " + p->message);
   auto constraint = constraint_for(r);
-  if (int(r.generated.size()) >= r.params.max_tokens)
-    throw input_error("request '" + r.id + "': max_tokens (" + std::to_string(r.params.max_tokens) +
-                      ") already reached by the tokens generated before");
   const int len = int(r.prompt.size());
-  if (auto c = check_context(len, int(r.generated.size()), r.params.max_tokens, cfg_.max_model_len, false))
-    throw input_error("request '" + r.id + "': " + c->message);
   const int most = std::min(len + r.params.max_tokens, cfg_.max_model_len);
   const int need = kv::blocks_for(most, cfg_.sched.block_size);
   if (need > kv_.num_blocks())
     throw input_error("request '" + r.id + "': " + std::to_string(most) + " tokens need " + std::to_string(need) +
                       " KV blocks but the pool has " + std::to_string(kv_.num_blocks()));
-  if (r.public_prefix < 0) throw input_error("request '" + r.id + "': public_prefix is negative");
   // A step's score rows hold a vocabulary of logits each: bounded by the step's token budget.
   constexpr double max_score_bytes = 1024.0 * 1024 * 1024;
   if (r.params.prompt_logprobs >= 0 &&

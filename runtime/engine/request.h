@@ -53,16 +53,6 @@ enum class finish_reason : std::uint8_t { none, stop, length, abort, handoff, er
 
 const char* finish_reason_name(finish_reason r);
 
-// Whether a request fits a context of `max_model_len` tokens: the one place this is decided
-// (the engine refuses what does not fit, the frontend answers it with 413 or 400). A prompt
-// must leave room for one generated token; with `max_tokens_must_fit`, prompt + max_tokens
-// must fit too (the API's rule), otherwise generation just ends at the context's end.
-struct context_misfit {
-  std::string message;
-};
-std::optional<context_misfit> check_context(int prompt_tokens, int generated, int max_tokens, int max_model_len,
-                                            bool max_tokens_must_fit);
-
 // A request's progress in one step. Every accepted request yields exactly one output with
 // finished = true, whatever ends it (stop, length or abort).
 struct request_output {
