@@ -97,25 +97,8 @@ void hold_handoffs(scheduler_actor::stateful_pointer<scheduler_state> self, std:
 // (the KV was lost) starts a new generation with the all-cleared event.
 void publish_kv_events(scheduler_actor::stateful_pointer<scheduler_state> self) {
   auto& st = self->state;
-  std::vector<kv::kv_event> events = st.engine->kv().take_events();
-  if (events.empty() || st.kv_sinks.empty()) return;
-  const double now = unix_seconds();
-  auto send = [&](std::vector<kv::kv_event> evs) {
-    if (evs.empty()) return;
-    kv::kv_event_batch b{st.replica, st.kv_generation, ++st.kv_seq, now, std::move(evs), st.engine->config().kv_type};
-    for (const auto& s : st.kv_sinks) self->send(s, b);
-  };
-  std::vector<kv::kv_event> part;
-  for (auto& e : events) {
-    if (e.kind == kv::kv_event_kind::cleared) {
-      send(std::move(part));
-      part.clear();
-      ++st.kv_generation;
-      st.kv_seq = 0;
-    }
-    part.push_back(std::move(e));
-  }
-  send(std::move(part));
+  for (auto& b : st.kv_events.batches(st.engine->kv().take_events(), unix_seconds(), st.engine->config().kv_type))
+    for (const auto& s : st.kv_events.sinks()) self->send(s, b);
 }
 
 // A drained replica answers everyone waiting for it to be empty.
@@ -172,11 +155,8 @@ void run_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
 // them again if it still can. Returns whether `m` was about a sink.
 bool on_sink_down(scheduler_actor::stateful_pointer<scheduler_state> self, const caf::down_msg& m) {
   auto& st = self->state;
-  const auto kv_before = st.kv_sinks.size();
-  st.kv_sinks.erase(std::remove_if(st.kv_sinks.begin(), st.kv_sinks.end(),
-                                   [&](const kv_event_sink& s) { return s.address() == m.source; }),
-                    st.kv_sinks.end());
-  if (!st.watched_sinks.erase(m.source)) return st.kv_sinks.size() != kv_before;
+  const bool kv_sink = st.kv_events.drop_if([&](const kv_event_sink& s) { return s.address() == m.source; }) > 0;
+  if (!st.watched_sinks.erase(m.source)) return kv_sink;
   bool any = false;
   for (auto it = st.sinks.begin(); it != st.sinks.end();) {
     if (it->second.address() == m.source) {
@@ -299,12 +279,8 @@ void abort_request(scheduler_actor::stateful_pointer<scheduler_state> self, cons
 kv_snapshot subscribe_kv(scheduler_actor::stateful_pointer<scheduler_state> self, replica_id replica, kv_event_sink sink) {
   auto& st = self->state;
   publish_kv_events(self);  // what earlier subscribers have not seen yet, before the snapshot
-  st.replica = replica;
-  if (std::none_of(st.kv_sinks.begin(), st.kv_sinks.end(), [&](const kv_event_sink& s) { return s == sink; })) {
-    if (st.watched_sinks.insert(sink.address()).second) self->monitor(sink);
-    st.kv_sinks.push_back(sink);
-  }
-  return kv_snapshot{st.kv_generation, st.kv_seq, st.engine->kv().cached_hashes()};
+  if (st.kv_events.subscribe(replica, sink) && st.watched_sinks.insert(sink.address()).second) self->monitor(sink);
+  return kv_snapshot{st.kv_events.generation(), st.kv_events.seq(), st.engine->kv().cached_hashes()};
 }
 
 caf::result<group_actor> group_of(scheduler_actor::stateful_pointer<scheduler_state> self) {
@@ -326,8 +302,8 @@ void wake_up(scheduler_actor::stateful_pointer<scheduler_state> self) {
 }  // namespace
 
 scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_pointer<scheduler_state> self) {
-  self->state.kv_generation = std::uint64_t(
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  self->state.kv_events = kv::event_stream<kv_event_sink>(std::uint64_t(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count()));
   // A pull that ended frees the sender's blocks at once, and may let a step run.
   self->state.engine->on_transfer([self](const engine::transfer_record& rec) {
     release_holder(self, rec.id);

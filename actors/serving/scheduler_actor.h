@@ -15,6 +15,7 @@
 #include "actors/serving/worker_group.h"
 #include "runtime/engine/engine.h"
 #include "runtime/kv/connector.h"
+#include "runtime/kv/event_stream.h"
 
 namespace troupe::actors {
 
@@ -28,12 +29,8 @@ struct scheduler_state {
   bool step_pending = false;                // a step_atom is in the mailbox
   std::function<void()> wake;                // sim: what to do when the step's time has passed
   std::uint64_t steps = 0;
-  // KV events: who gets them, as which replica, and where the stream stands. The generation
-  // starts at the spawn time (a restarted replica's is larger) and grows at every cache reset.
-  std::vector<kv_event_sink> kv_sinks;
-  replica_id replica;
-  std::uint64_t kv_generation = 0;
-  std::uint64_t kv_seq = 0;
+  // KV events (runtime/kv/event_stream.h): its generation starts at the spawn time.
+  kv::event_stream<kv_event_sink> kv_events;
   group_actor group;        // null for sim
   group_config group_cfg;
   std::function<void(std::vector<kv::transfer::kv_source>)> set_kv_sources;  // the group executor's
