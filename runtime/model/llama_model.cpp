@@ -21,6 +21,7 @@
 #include "runtime/common/json.h"
 #include "runtime/model/gguf.h"
 #include "runtime/model/gguf_llama.h"
+#include "runtime/model/lora.h"
 #include "runtime/model/op_profile.h"
 #include "runtime/model/model_source.h"
 
@@ -386,6 +387,32 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
 namespace {
 
 // A tensor-parallel rank's check that it was handed its own group.
+// Each adapter span's share of projection `t` of layer `l`: x rows `x_width` wide, added into
+// out rows `out_stride` apart from column `offset` (a fused projection's slice).
+void add_lora(const forward_batch& b, int l, lora_target t, const float* x, std::size_t x_width, float* out, std::size_t out_stride,
+              std::size_t offset) {
+  for (const auto& s : b.adapters) {
+    const auto& adapted = s.adapter->layers[std::size_t(l)];
+    const auto m = adapted.find(t);
+    if (m == adapted.end()) continue;
+    apply_lora(m->second, x + std::size_t(s.first) * x_width, std::size_t(s.count), out + std::size_t(s.first) * out_stride + offset,
+               out_stride);
+  }
+}
+
+// Adapter spans must lie in the batch, apart, on a whole model of the adapters' depth.
+void check_adapters(const forward_batch& b, const tensor_shard& shard, int layers) {
+  if (b.adapters.empty()) return;
+  if (!shard.whole()) throw std::invalid_argument("forward: LoRA adapters run on whole models only, not on a tensor or expert shard");
+  std::int32_t end = 0;
+  for (const auto& s : b.adapters) {
+    if (!s.adapter || s.first < end || s.count < 0 || std::size_t(s.first) + std::size_t(s.count) > b.tokens.size() ||
+        s.adapter->layers.size() != std::size_t(layers))
+      throw std::invalid_argument("forward: adapter spans must be in order, apart, inside the batch, for this model's layers");
+    end = s.first + s.count;
+  }
+}
+
 void check_group(const tensor_shard& s, const collectives::communicator* tp) {
   const int n = tp ? tp->size() : 1, r = tp ? tp->rank() : 0;
   if (n != s.size || r != s.rank)
@@ -467,6 +494,7 @@ void llama_model::run_layers(const forward_batch& b, int first, int last, kv::kv
   const std::size_t T = b.tokens.size();
   if (T == 0) return;
   check_group(shard_, tp);
+  check_adapters(b, shard_, num_layers());
   if (shard_.whole()) tp = nullptr;  // a group of one has nothing to add up
   // This rank's heads and features (all of them when whole).
   const std::size_t H = cfg_.hidden_size, I = std::size_t(inter_), hd = cfg_.head_dim;
@@ -497,7 +525,13 @@ void llama_model::run_layers(const forward_batch& b, int first, int last, kv::kv
     const layer_weights& L = layers_[std::size_t(l)];
     const int cl = l - first;  // the cache holds this range's layers only
     { op_timer timer(op::rmsnorm); kernels::rmsnorm(w.x.data(), T, H, L.input_norm.data(), eps, w.h.data()); }
-    { op_timer timer(op::qkv_proj); kernels::linear(w.h.data(), T, L.qkv, L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(), w.qkv.data()); }
+    {
+      op_timer timer(op::qkv_proj);
+      kernels::linear(w.h.data(), T, L.qkv, L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(), w.qkv.data());
+      add_lora(b, l, lora_target::q_proj, w.h.data(), H, w.qkv.data(), QKV, 0);
+      add_lora(b, l, lora_target::k_proj, w.h.data(), H, w.qkv.data(), QKV, Q);
+      add_lora(b, l, lora_target::v_proj, w.h.data(), H, w.qkv.data(), QKV, Q + KV);
+    }
     {
     op_timer timer(op::rope);
     for (std::size_t t = 0; t < T; ++t) {
@@ -522,25 +556,46 @@ void llama_model::run_layers(const forward_batch& b, int first, int last, kv::kv
     }
     }
     { op_timer timer(op::attention); kernels::paged_attention(w.q.data(), T, n_heads, b.positions.data(), b.tables.data(), cache.layer(cl), scale, w.attn.data()); }
-    { op_timer timer(op::o_proj); kernels::linear(w.attn.data(), T, L.o, nullptr, w.tmp.data()); }
+    {
+      op_timer timer(op::o_proj);
+      kernels::linear(w.attn.data(), T, L.o, nullptr, w.tmp.data());
+      add_lora(b, l, lora_target::o_proj, w.attn.data(), Q, w.tmp.data(), H, 0);
+    }
     if (tp) { op_timer timer(op::all_reduce); tp->all_reduce({w.tmp.data(), T * H}); }
     { op_timer timer(op::residual); for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i]; }
     { op_timer timer(op::rmsnorm); kernels::rmsnorm(w.x.data(), T, H, L.post_norm.data(), eps, w.h.data()); }
-    const bool whole_out = L.moe && tp && shard_.expert_parallel;  // the dispatch returns whole rows, not partial sums
-    if (L.moe) {
-      std::fill(w.tmp.begin(), w.tmp.begin() + std::ptrdiff_t(T * H), 0.0f);
-      if (whole_out)
-        moe_dispatch(*L.moe, w.h.data(), T, w.tmp.data(), w, *tp);
-      else
-        moe_mlp(*L.moe, w.h.data(), T, w.tmp.data(), w);
-    } else {
-      { op_timer timer(op::gate_up_proj); kernels::linear(w.h.data(), T, L.gate_up, nullptr, w.gu.data()); }
-      { op_timer timer(op::swiglu); kernels::swiglu(w.gu.data(), T, I, w.act.data()); }
-      { op_timer timer(op::down_proj); kernels::linear(w.act.data(), T, L.down, nullptr, w.tmp.data()); }
-    }
-    if (tp && !whole_out) { op_timer timer(op::all_reduce); tp->all_reduce({w.tmp.data(), T * H}); }
+    mlp_sublayer(b, l, w, tp);
     { op_timer timer(op::residual); for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i]; }
   }
+}
+
+// Layer l's MLP (dense or mixture of experts) over w.h, into w.tmp: summed over the tensor group
+// unless an expert-parallel dispatch already returned whole rows.
+void llama_model::mlp_sublayer(const forward_batch& b, int l, forward_workspace& w, collectives::communicator* tp) const {
+  const layer_weights& L = layers_[std::size_t(l)];
+  const std::size_t T = b.tokens.size(), H = cfg_.hidden_size, I = std::size_t(inter_);
+  const bool whole_out = L.moe && tp && shard_.expert_parallel;  // the dispatch returns whole rows, not partial sums
+  if (L.moe) {
+    std::fill(w.tmp.begin(), w.tmp.begin() + std::ptrdiff_t(T * H), 0.0f);
+    if (whole_out)
+      moe_dispatch(*L.moe, w.h.data(), T, w.tmp.data(), w, *tp);
+    else
+      moe_mlp(*L.moe, w.h.data(), T, w.tmp.data(), w);
+  } else {
+    {
+      op_timer timer(op::gate_up_proj);
+      kernels::linear(w.h.data(), T, L.gate_up, nullptr, w.gu.data());
+      add_lora(b, l, lora_target::gate_proj, w.h.data(), H, w.gu.data(), 2 * I, 0);
+      add_lora(b, l, lora_target::up_proj, w.h.data(), H, w.gu.data(), 2 * I, I);
+    }
+    { op_timer timer(op::swiglu); kernels::swiglu(w.gu.data(), T, I, w.act.data()); }
+    {
+      op_timer timer(op::down_proj);
+      kernels::linear(w.act.data(), T, L.down, nullptr, w.tmp.data());
+      add_lora(b, l, lora_target::down_proj, w.act.data(), I, w.tmp.data(), H, 0);
+    }
+  }
+  if (tp && !whole_out) { op_timer timer(op::all_reduce); tp->all_reduce({w.tmp.data(), T * H}); }
 }
 
 void llama_model::head(const forward_batch& b, forward_workspace& w, float* logits, collectives::communicator* tp) const {

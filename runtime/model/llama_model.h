@@ -22,11 +22,22 @@ namespace troupe::model {
 // One forward call: tokens of any number of sequences, flattened. Token t sits at position
 // positions[t] of the sequence whose block table is tables[t]; every earlier position of that
 // sequence must already be in the cache or earlier in this batch.
+struct lora_adapter;  // lora.h
+
+// Rows [first, first + count) of a forward's tokens that run with a LoRA adapter (lora.h): each
+// adapted projection adds the adapter's share to theirs. Rows in no span run the base model, so
+// one batch mixes adapters and the base.
+struct adapter_span {
+  std::int32_t first = 0, count = 0;
+  const lora_adapter* adapter = nullptr;
+};
+
 struct forward_batch {
   std::vector<std::int32_t> tokens;         // [T]
   std::vector<std::int32_t> positions;      // [T]
   std::vector<const std::int32_t*> tables;  // [T] block ids of the token's sequence
   std::vector<std::int32_t> logit_rows;     // indices into tokens whose logits are wanted
+  std::vector<adapter_span> adapters;       // disjoint; on a whole model only (no tensor/expert split)
 };
 
 // Rows [first, first + count) of a forward's tokens, all of one sequence, whose hidden states
@@ -132,6 +143,7 @@ class llama_model {
   llama_model() = default;
   void load_tensors(const std::string& dir, const std::function<void(int, int)>& progress);
   // Adds layer L's mixture-of-experts output for h ([T][hidden]) to out (zeroed by the caller).
+  void mlp_sublayer(const forward_batch& b, int l, forward_workspace& w, collectives::communicator* tp) const;
   void moe_mlp(const moe_weights& L, const float* h, std::size_t T, float* out, forward_workspace& w) const;
   // The same on an expert-parallel rank: writes the whole output (not a partial sum) to out.
   void moe_dispatch(const moe_weights& L, const float* h, std::size_t T, float* out, forward_workspace& w,
