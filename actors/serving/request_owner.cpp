@@ -15,10 +15,11 @@ using owner_ptr = owner_actor::stateful_pointer<owner_state>;
 
 using promise = caf::typed_response_promise<bool>;
 
-// An event for the admin console's `watch`, if one is watching.
-template <class Event>
-void tell_admin(owner_ptr self, Event e) {
-  if (self->state.events) self->send(self->state.events, event_atom::value, std::move(e));
+// An event for the admin console's `watch`, if one is watching. Built only then: a placement
+// comes with every request.
+template <class Make>
+void tell_admin(owner_ptr self, Make make) {
+  if (self->state.events) self->send(self->state.events, event_atom::value, make());
 }
 
 
@@ -106,7 +107,7 @@ void submit(owner_ptr self, const std::string& id, const route_reply& rep, const
   std::move(submitted).then(
       [=](bool) {
         if (initial) initial->deliver(true);
-        tell_admin(self, admin::placement_event{id, rep.replica, rep.why, bool(holder)});
+        tell_admin(self, [&] { return admin::placement_event{id, rep.replica, rep.why, bool(holder)}; });
         // Aborted while it was being placed: the replica must not run it for nobody.
         if (!self->state.requests.count(id)) self->send(rep.scheduler, abort_atom::value, id);
       },
@@ -155,7 +156,7 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
                 ++st.refused;
                 log::info("admission_refused", {{"id", id}, {"trace", r.request.trace_id}, {"pool", name}, {"priority", r.request.priority},
                                                 {"reason", v.reason}, {"retry_after_s", v.retry_after_s}});
-                tell_admin(self, admin::admission_event{id, name, false, r.request.priority, v.reason, double(v.retry_after_s)});
+                tell_admin(self, [&] { return admin::admission_event{id, name, false, r.request.priority, v.reason, double(v.retry_after_s)}; });
                 return fail(self, id, admission::overload_message(v), initial.get(), serve_errc::overloaded, v.retry_after_s);
               }
               ++st.admitted;
@@ -258,7 +259,7 @@ void note_migration(owner_ptr self, const std::string& id, owned_request& r) {
   const double secs = std::chrono::duration<double>(now - r.lost_at).count();
   st.migrations.push({id, r.lost_replica, r.replica, secs,
                            std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()});
-  tell_admin(self, admin::migration_event{id, r.lost_replica, r.replica, secs});
+  tell_admin(self, [&] { return admin::migration_event{id, r.lost_replica, r.replica, secs}; });
   log::info("request_migrated", {{"id", id}, {"trace", r.request.trace_id}, {"from", replica_name(self, r.lost_replica.value)},
                                  {"to", replica_name(self, r.replica.value)}, {"seconds_to_first_token", secs}});
 }

@@ -19,25 +19,26 @@ std::optional<std::size_t> find_replica(const std::vector<replica_status>& rs, c
   return std::nullopt;
 }
 
-namespace {
-
 double usage(const replica_load& l) { return l.total_blocks > 0 ? double(l.used_blocks) / l.total_blocks : 0.0; }
 
-}  // namespace
+pool_census census_of(const std::vector<replica_status>& rs, const std::string& pool) {
+  pool_census c;
+  for (const auto& r : rs)
+    if (r.pool == pool) {
+      const std::string st = state_of(r);
+      c.serving += st == "running" || st == "draining" ? 1 : 0;
+      c.warm += st == "warm" ? 1 : 0;
+      c.stopped += st == "stopped" ? 1 : 0;
+    }
+  return c;
+}
 
 nlohmann::json status_json(const std::vector<replica_status>& rs, const std::vector<std::string>& nodes,
                            const std::vector<pool_bounds>& pools) {
   nlohmann::json out{{"nodes", nlohmann::json::array()}, {"replicas", nlohmann::json::array()}, {"pools", nlohmann::json::array()}};
   for (const auto& p : pools) {
-    int serving = 0, warm = 0, stopped = 0;
-    for (const auto& r : rs)
-      if (r.pool == p.name) {
-        const std::string st = state_of(r);
-        serving += st == "running" || st == "draining" ? 1 : 0;
-        warm += st == "warm" ? 1 : 0;
-        stopped += st == "stopped" ? 1 : 0;
-      }
-    out["pools"].push_back({{"name", p.name}, {"replicas", serving}, {"warm", warm}, {"stopped", stopped}, {"warm_target", p.warm}, {"min", p.min}, {"max", p.max}, {"slots", p.slots}});
+    const pool_census c = census_of(rs, p.name);
+    out["pools"].push_back({{"name", p.name}, {"replicas", c.serving}, {"warm", c.warm}, {"stopped", c.stopped}, {"warm_target", p.warm}, {"min", p.min}, {"max", p.max}, {"slots", p.slots}});
   }
   for (const auto& n : nodes) {
     int alive = 0, total = 0;

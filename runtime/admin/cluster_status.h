@@ -56,6 +56,15 @@ struct pool_bounds {
   int warm = 0;   // warm replicas the pool keeps ready (warm_replicas)
 };
 
+// The share of its KV blocks a replica uses (0 to 1; 0 before it reported).
+double usage(const replica_load& l);
+
+// A pool's replicas by state: serving (running or draining), warm, stopped.
+struct pool_census {
+  int serving = 0, warm = 0, stopped = 0;
+};
+pool_census census_of(const std::vector<replica_status>& rs, const std::string& pool);
+
 nlohmann::json status_json(const std::vector<replica_status>& rs, const std::vector<std::string>& nodes,
                            const std::vector<pool_bounds>& pools = {});
 nlohmann::json kv_json(const std::vector<replica_status>& rs);

@@ -10,6 +10,9 @@ std::map<std::string, pool_signals> signals_of(const std::vector<admin::replica_
   std::map<std::string, pool_signals> out;
   for (const auto& p : pools) {
     auto& s = out[p.name];
+    const admin::pool_census c = admin::census_of(replicas, p.name);
+    s.serving = c.serving;
+    s.warm = c.warm;
     s.min = p.min;
     s.max = p.max;
     s.slots = p.slots;
@@ -24,13 +27,10 @@ std::map<std::string, pool_signals> signals_of(const std::vector<admin::replica_
   for (const auto& r : replicas) {
     auto it = out.find(r.pool);
     if (it == out.end()) continue;
-    const std::string state = admin::state_of(r);
-    if (state == "running" || state == "draining") ++it->second.serving;
-    if (state == "warm") ++it->second.warm;
-    if (state != "running") continue;
+    if (admin::state_of(r) != "running") continue;
     it->second.waiting += r.load.waiting;
     it->second.running += r.load.running;
-    it->second.kv_usage += r.load.total_blocks > 0 ? double(r.load.used_blocks) / r.load.total_blocks : 0.0;
+    it->second.kv_usage += admin::usage(r.load);
     ++counted[r.pool];
   }
   for (auto& [pool, s] : out)

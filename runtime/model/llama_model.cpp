@@ -119,12 +119,6 @@ class tensor_index {
   std::map<std::string, const tensor_info*> by_name_;
 };
 
-std::vector<float> to_f32(const tensor_info& t) {
-  std::vector<float> out(std::size_t(t.numel()));
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = kernels::load_as_f32(t.data, t.type(), i);
-  return out;
-}
-
 // A quantized [n][k] tensor as F16 in `store` (for the embeddings, read a row at a time).
 tensor_info dequantized_f16(const tensor_info& t, std::size_t k, std::vector<std::uint8_t>& store) {
   const std::size_t n = std::size_t(t.shape[0]), rb = t.bytes / n;
@@ -195,7 +189,7 @@ kernels::linear_weight linear_of(const tensor_index& idx, const std::vector<cons
     rows += std::size_t(p->shape[0]);
     joined.insert(joined.end(), p->data, p->data + p->bytes);
     if (*quant == kernels::quant_type::int8) {
-      const auto s = to_f32(idx.get(p->name + "_scale", {p->shape[0]}));
+      const auto s = idx.get(p->name + "_scale", {p->shape[0]}).to_f32();
       scales.insert(scales.end(), s.begin(), s.end());
     }
   }
@@ -250,7 +244,7 @@ struct layer_reader {
     if (cfg.attention_bias) {
       for (const char* n : {"q_proj", "k_proj", "v_proj"}) {
         const bool is_q = std::string(n) == "q_proj";
-        auto b = to_f32(idx.get(p + "self_attn." + n + ".bias", {is_q ? Q : KV}));
+        auto b = idx.get(p + "self_attn." + n + ".bias", {is_q ? Q : KV}).to_f32();
         b = is_q ? slice(std::move(b), h0 * hd, h1 * hd) : slice(std::move(b), g0 * hd, g1 * hd);
         w.qkv_bias.insert(w.qkv_bias.end(), b.begin(), b.end());
       }
@@ -259,8 +253,8 @@ struct layer_reader {
     const auto o = in_blocks(o_all) ? o_all : cols_of(o_all, h0 * hd, h1 * hd, scratch);
     w.o = linear_of(idx, {&o}, Q);
     if (cfg.qk_norm) {
-      w.q_norm = to_f32(idx.get(p + "self_attn.q_norm.weight", {hd}));
-      w.k_norm = to_f32(idx.get(p + "self_attn.k_norm.weight", {hd}));
+      w.q_norm = idx.get(p + "self_attn.q_norm.weight", {hd}).to_f32();
+      w.k_norm = idx.get(p + "self_attn.k_norm.weight", {hd}).to_f32();
     }
   }
 
@@ -296,7 +290,7 @@ struct layer_reader {
     if (mc.shared_expert_intermediate_size > 0) {
       const std::string x = block + "shared_expert.";
       m->shared = mlp(x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight", mc.shared_expert_intermediate_size, ep);
-      m->shared_gate = to_f32(idx.get(block + "shared_expert_gate.weight", {1, cfg.hidden_size}));
+      m->shared_gate = idx.get(block + "shared_expert_gate.weight", {1, cfg.hidden_size}).to_f32();
     }
     return m;
   }
@@ -359,8 +353,8 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     layer_weights w;
-    w.input_norm = to_f32(idx.get(p + "input_layernorm.weight", {H}));
-    w.post_norm = to_f32(idx.get(p + "post_attention_layernorm.weight", {H}));
+    w.input_norm = idx.get(p + "input_layernorm.weight", {H}).to_f32();
+    w.post_norm = idx.get(p + "post_attention_layernorm.weight", {H}).to_f32();
     read.attention(p, w);
     if (!cfg_.is_moe_layer(l)) {
       auto dense = read.mlp(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", p + "mlp.down_proj.weight", I);
@@ -372,7 +366,7 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
     layers_.push_back(std::move(w));
     if (progress) progress(l + 1, cfg_.num_hidden_layers);
   }
-  final_norm_ = to_f32(idx.get("model.norm.weight", {H}));
+  final_norm_ = idx.get("model.norm.weight", {H}).to_f32();
   if (cfg_.tie_word_embeddings || !idx.has("lm_head.weight")) {
     if (!cfg_.tie_word_embeddings)
       throw input_error(dir + ": tensor 'lm_head.weight' is missing and tie_word_embeddings is false");

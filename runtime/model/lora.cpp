@@ -93,13 +93,6 @@ std::optional<tensor_role> role_of(const std::string& name) {
   return tensor_role{std::stoi(m[1].str()), *t, m[4].str() == "A"};
 }
 
-std::vector<float> f32_of(const tensor_info& t) {
-  const kernels::dtype d = t.type();
-  std::vector<float> out(std::size_t(t.numel()));
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = kernels::load_as_f32(t.data, d, i);
-  return out;
-}
-
 // Checks one A or B tensor's shape against the projection and takes its values.
 void take(lora_matrix& m, const tensor_info& t, const tensor_role& r, const model_config& base, const std::string& file) {
   const auto [in, out] = shape_of(r.target, base);
@@ -107,11 +100,11 @@ void take(lora_matrix& m, const tensor_info& t, const tensor_role& r, const mode
   if (t.shape.size() != 2) bad("expected a matrix");
   if (r.is_a) {
     if (t.shape[1] != in) bad("lora_A has " + std::to_string(t.shape[1]) + " columns; the base model's " + lora_target_name(r.target) + " takes " + std::to_string(in));
-    m.a = f32_of(t);
+    m.a = t.to_f32();
     m.rank = int(t.shape[0]);
   } else {
     if (t.shape[0] != out) bad("lora_B has " + std::to_string(t.shape[0]) + " rows; the base model's " + lora_target_name(r.target) + " gives " + std::to_string(out));
-    m.b = f32_of(t);
+    m.b = t.to_f32();
     if (m.rank && t.shape[1] != m.rank) bad("lora_B's rank " + std::to_string(t.shape[1]) + " differs from lora_A's " + std::to_string(m.rank));
     m.rank = int(t.shape[1]);
   }

@@ -51,9 +51,7 @@ projection_plan plan_projection(const quantize_options& o, const model_config& c
 // Writes one projection's rows (and an int8 model's row scales); returns the bytes written.
 std::size_t write_projection(const quantize_options& o, const tensor_info& t, const projection_plan& plan, safetensors_writer& w) {
   const auto n = std::size_t(t.shape[0]), k = std::size_t(t.shape[1]), rb = std::size_t(plan.shape[1]);
-  const auto type = t.type();
-  std::vector<float> x(n * k);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = kernels::load_as_f32(t.data, type, i);
+  const std::vector<float> x = t.to_f32();
   std::vector<std::uint8_t> packed(n * rb);
   std::vector<float> scales(n);
   kernels::parallel_for(n, [&](std::size_t r) {

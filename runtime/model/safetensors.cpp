@@ -72,6 +72,13 @@ std::vector<T> integers(const nlohmann::json& v, const std::string& path, const 
 
 }  // namespace
 
+std::vector<float> tensor_info::to_f32() const {
+  const kernels::dtype d = type();
+  std::vector<float> out(static_cast<std::size_t>(numel()));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = kernels::load_as_f32(data, d, i);
+  return out;
+}
+
 std::vector<std::string> model_safetensors_files(const std::string& dir) {
   std::vector<std::string> paths;
   const std::string index = dir + "/model.safetensors.index.json";

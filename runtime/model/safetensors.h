@@ -32,6 +32,8 @@ struct tensor_info {
   std::optional<kernels::kquant_type> kquant;  // likewise for the K-quant and IQ4_XS formats
 
   std::int64_t numel() const;
+  // Its values in f32 (a plain-dtype tensor; type() throws for others).
+  std::vector<float> to_f32() const;
   // The kernel dtype; throws input_error naming file and tensor for unsupported types.
   kernels::dtype type() const;
 };

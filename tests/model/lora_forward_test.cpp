@@ -33,12 +33,6 @@ std::vector<float> random_values(std::size_t n, std::uint32_t seed, float range)
   return v;
 }
 
-std::vector<float> f32_of(const tensor_info& t) {
-  std::vector<float> v(std::size_t(t.numel()));
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = kernels::load_as_f32(t.data, t.type(), i);
-  return v;
-}
-
 const char* const modules[][2] = {{"self_attn", "q_proj"}, {"self_attn", "k_proj"}, {"self_attn", "v_proj"}, {"self_attn", "o_proj"},
                                   {"mlp", "gate_proj"},    {"mlp", "up_proj"},      {"mlp", "down_proj"}};
 
@@ -78,7 +72,7 @@ fs::path write_merged(const std::string& base_dir, const lora_adapter& a) {
   safetensors_writer w;
   std::vector<std::vector<float>> data;
   for (const auto& [name, t] : base.tensors()) {
-    std::vector<float> v = f32_of(t);
+    std::vector<float> v = t.to_f32();
     for (std::size_t l = 0; l < a.layers.size(); ++l)
       for (const auto& [target, m] : a.layers[l]) {
         const bool attn = target == lora_target::q_proj || target == lora_target::k_proj || target == lora_target::v_proj ||
