@@ -41,6 +41,10 @@ class group_executor final : public engine::executor {
               });
   }
 
+  // One rank holding the whole model, in this process (the topology keeps adapters off groups
+  // whose ranks run elsewhere: forward_plan::adapters is not serialized).
+  bool runs_adapters() const override { return ranks_ == 1 && tensor_ranks_ == 1; }
+
   std::vector<std::pair<int, int>> kv_ranks() const override {
     std::vector<std::pair<int, int>> r;
     for (int i = 0; i < ranks_; ++i) r.push_back(rank_layers(layers_, i, ranks_));

@@ -15,6 +15,7 @@ class cpu_executor final : public executor {
   cpu_executor(std::shared_ptr<const model::llama_model> model, kv::kv_cache_config cache);
   ~cpu_executor() override;
   void execute(forward_plan plan, step_done done) override;
+  bool runs_adapters() const override { return true; }
   std::vector<std::pair<int, int>> kv_ranks() const override;
   std::vector<kv::transfer::kv_source> kv_sources() const override;
   void pull_kv(kv::transfer::kv_handle from, kv::transfer::kv_layout mine, std::vector<std::int32_t> table,

@@ -81,6 +81,7 @@ engine::engine(model::model_config shape, std::shared_ptr<const tokenizer::token
     proposer_ = std::move(draft);
   }
   layout_ = kv_layout_of(cfg_, mc_, exec_->kv_ranks(), exec_->tensor_parallel());
+  for (const auto& [name, dir] : cfg_.start_adapters) load_adapter_folder(*this, name, dir);
 }
 
 engine::~engine() = default;
@@ -101,6 +102,7 @@ void engine::add_request(request r) {
   if (by_name_.count(r.id)) throw input_error("request id '" + r.id + "' is already in use");
   if (auto p = check_request(r, {mc.vocab_size, cfg_.max_model_len, false})) throw input_error("request '" + r.id + "': " + p->message);
   auto constraint = constraint_for(r);
+  auto adapter = adapter_of(r);
   const int len = int(r.prompt.size());
   const int most = std::min(len + r.params.max_tokens, cfg_.max_model_len);
   const int need = kv::blocks_for(most, cfg_.sched.block_size);
@@ -136,7 +138,8 @@ void engine::add_request(request r) {
   s->speculate = r.speculate && !r.embed;
   s->embed = r.embed;
   s->pools_from_start = r.embed && mc.pooling->method != model::pooling_method::last;
-  s->keys = {root_, kv::salt_key(r.cache_salt), r.public_prefix};
+  s->keys = {adapter ? kv::root_hash(cfg_.model_key, r.adapter) : root_, kv::salt_key(r.cache_salt), r.public_prefix};
+  s->adapter = std::move(adapter);
   s->constraint = std::move(constraint);
   if (cfg_.prefix_caching) kv::extend_block_hashes(s->hashes, s->tokens, cfg_.sched.block_size, s->keys);
   if (!r.kv_from.empty()) {
@@ -382,12 +385,14 @@ forward_plan engine::begin_step() {
     const auto& proposed = p.proposed.back();
     p.new_tokens.push_back(sc.num_new_tokens + int(proposed.size()));
     fp.tables.push_back(kv_.raw_table(sc.id));
+    const std::size_t first_row = fp.tokens.size();
     for (int j = 0; j < p.new_tokens[i]; ++j) {  // its tokens, then the ones it verifies
       const int pos = s.num_computed + j;
       fp.tokens.push_back(pos < int(s.tokens.size()) ? s.tokens[std::size_t(pos)] : proposed[std::size_t(pos) - s.tokens.size()]);
       fp.positions.push_back(pos);
       fp.seq_of_token.push_back(std::int32_t(i));
     }
+    add_adapter_rows(s, first_row, fp);
     add_score_rows(s, sc.num_new_tokens, fp, p);
     add_pool_rows(s, sc.num_new_tokens, fp, p);
     if (!s.embed && s.num_computed + sc.num_new_tokens == int(s.tokens.size())) {  // one row per position from its last token on

@@ -56,6 +56,10 @@ struct engine_config {
   std::chrono::milliseconds handoff_hold{60000};
   // Offer cached blocks nobody holds any more to a KV store (take_offloads).
   bool kv_offload = false;
+  // LoRA adapters loaded at most at once (engine::load_adapter); 0: none. `start_adapters`
+  // (name, PEFT folder) are read and loaded when the engine is made.
+  int max_adapters = 0;
+  std::vector<std::pair<std::string, std::string>> start_adapters;
   // Speculative decoding ([pools.speculative]). Method draft needs a draft proposer given to the
   // engine (cpu_engine makes one); ngram makes its own.
   speculative::speculative_config speculative;
@@ -100,6 +104,15 @@ class engine {
   // prompt, a token id outside the vocabulary, invalid sampling parameters, or a prompt that
   // cannot fit the context or the KV pool.
   void add_request(request r);
+
+  // LoRA adapters requests may name (request::adapter), by identity (model::lora_identity).
+  // Loading throws input_error when the executor cannot run adapters (a model split over ranks),
+  // when max_adapters are loaded, or for an adapter not shaped for this model. Unloading refuses
+  // new requests at once; those already here keep the weights until they end. Unload returns
+  // false for an identity not loaded.
+  void load_adapter(const std::string& identity, std::shared_ptr<const model::lora_adapter> a);
+  bool unload_adapter(const std::string& identity);
+  std::vector<std::string> adapters() const;
 
   // Ends a request now and frees its blocks; its final output (reason abort) comes from the
   // next step. Returns false if the id is not live.
@@ -197,6 +210,10 @@ class engine {
   // Registers the sequence's blocks computed in full in the prefix cache.
   void cache_computed(sequence& s);
   void add_score_rows(const sequence& s, int new_tokens, forward_plan& fp, pending& p) const;
+  // Adapters (engine_adapters.cpp): the one a request names (null for the base), and the span of
+  // a sequence's rows [first, end of the plan) that runs with its adapter.
+  std::shared_ptr<const model::lora_adapter> adapter_of(const request& r) const;
+  void add_adapter_rows(const sequence& s, std::size_t first, forward_plan& fp) const;
   // Embeddings (engine_pooling.cpp): the rows of the step an embedding pools; its output once its
   // prompt is computed.
   void add_pool_rows(const sequence& s, int new_tokens, forward_plan& fp, pending& p) const;
@@ -220,6 +237,7 @@ class engine {
     int positions = 0;
   };
   std::map<std::string, held_kv> held_;  // handed-off requests whose blocks are kept
+  std::map<std::string, std::shared_ptr<const model::lora_adapter>> adapters_;  // by identity
   std::uint64_t next_id_ = 1;
   kv::block_hash root_;
   kv::transfer::kv_layout layout_;
@@ -245,6 +263,10 @@ engine cpu_engine(std::shared_ptr<const model::llama_model> model, std::shared_p
                   engine_config cfg);
 // An engine over the sim backend (no weights, no KV tensors; see sim_executor.h).
 engine sim_engine(const model::model_config& shape, const sim::gpu_spec& gpu, engine_config cfg);
+
+// Reads the PEFT folder `dir` for e's model and loads it as adapter `name`; returns its identity
+// (model::lora_identity). Throws input_error naming the file, or why the engine refused it.
+std::string load_adapter_folder(engine& e, const std::string& name, const std::string& dir);
 
 // Runs requests to completion on a fresh engine and returns each one's generated tokens, in
 // the order given. For tests and `troupe generate`.

@@ -3,6 +3,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "runtime/engine/request.h"
 #include "runtime/kv/block_hash.h"
 #include "runtime/kv/connector.h"
+#include "runtime/model/lora.h"
 #include "runtime/sampling/sampling_params.h"
 #include "runtime/speculative/policy.h"
 #include "runtime/structured/constraint.h"
@@ -32,6 +34,9 @@ struct live_sequence {  // engine::sequence
   kv::connector::incoming kv_in;      // KV to pull once admitted (blocks reserved), and its pull
   double transfer_seconds = 0;
   kv::hash_keys keys;                     // how its blocks are keyed in the prefix cache
+  // The LoRA adapter it runs with (null: the base): held here, so unloading the adapter lets the
+  // sequences already running with it finish.
+  std::shared_ptr<const model::lora_adapter> adapter;
   std::vector<kv::block_hash> hashes;     // of its full blocks so far
   using clock = std::chrono::steady_clock;
   clock::time_point arrived = clock::now();

@@ -44,6 +44,10 @@ class executor {
   using step_done = std::function<void(std::optional<step_result>)>;
   virtual void execute(forward_plan plan, step_done done) = 0;
 
+  // Whether plans may carry LoRA adapters (forward_plan::adapters): only where one rank in this
+  // process holds the whole model.
+  virtual bool runs_adapters() const { return false; }
+
   // The model layers [first, last) each pipeline stage's caches hold, in order.
   virtual std::vector<std::pair<int, int>> kv_ranks() const = 0;
   // Over how many tensor ranks each stage's KV heads are split (kv_layout::tensor_parallel).

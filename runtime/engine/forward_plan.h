@@ -4,12 +4,19 @@
 // can cross actor boundaries; view() gives the model's pointer form without copying.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "runtime/model/llama_model.h"
 #include "runtime/sampling/sample_rows.h"
 
 namespace troupe::engine {
+
+// Rows [first, first + count) of a plan that run with a LoRA adapter (one sequence's tokens).
+struct adapter_rows {
+  std::int32_t first = 0, count = 0;
+  std::shared_ptr<const model::lora_adapter> adapter;
+};
 
 struct forward_plan {
   std::vector<std::int32_t> tokens;               // [T]
@@ -19,6 +26,9 @@ struct forward_plan {
   std::vector<std::int32_t> logit_rows;           // tokens whose logits the step samples from
   std::vector<sampling::sampling_row> sampling;   // how to choose each logit row's token
   std::vector<model::row_span> pools;             // rows whose final hidden states are summed (embeddings)
+  // Rows that run with an adapter. Not serialized: adapters run only where the whole model is in
+  // the scheduler's process (executor::runs_adapters), so a plan that carries them never leaves it.
+  std::vector<adapter_rows> adapters;
 
   bool empty() const { return tokens.empty(); }
 };
@@ -31,6 +41,7 @@ inline model::forward_batch view(const forward_plan& p) {
   b.logit_rows = p.logit_rows;
   b.tables.reserve(p.tokens.size());
   for (auto s : p.seq_of_token) b.tables.push_back(p.tables[std::size_t(s)].data());
+  for (const auto& a : p.adapters) b.adapters.push_back({a.first, a.count, a.adapter.get()});
   return b;
 }
 

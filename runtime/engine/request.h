@@ -32,6 +32,10 @@ struct request {
   // whose whole blocks every tenant shares.
   std::string cache_salt;
   std::int32_t public_prefix = 0;
+  // The LoRA adapter it runs with, by identity (model::lora_identity, "NAME@FINGERPRINT"), which
+  // must be loaded on the engine (engine::load_adapter); empty: the base model. Its blocks are
+  // keyed apart from the base's and every other adapter's (kv::root_hash).
+  std::string adapter;
   // What log lines about it carry: the client's X-Request-Id, or the id the frontend made.
   std::string trace_id;
   // False: this request never proposes tokens, whatever its pool's speculation (its output is

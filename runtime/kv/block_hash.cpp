@@ -1,6 +1,7 @@
 #include "runtime/kv/block_hash.h"
 
 #include <cstring>
+#include <string>
 
 namespace troupe::kv {
 
@@ -61,6 +62,14 @@ block_hash root_hash(std::string_view model_key) {
   put_le(b, 0x726f6f74, 8);
   b.insert(b.end(), model_key.begin(), model_key.end());
   return siphash(b);
+}
+
+block_hash root_hash(std::string_view model_key, std::string_view adapter) {
+  if (adapter.empty()) return root_hash(model_key);
+  std::string key(model_key);
+  key += "+lora:";
+  key += adapter;
+  return root_hash(key);
 }
 
 std::uint64_t salt_key(std::string_view salt) {

@@ -8,7 +8,9 @@
 // key "troupe prefix v1", over little-endian words:
 //   root  = siphash(u64 0x726f6f74 ("root"), model key bytes)
 //   block = siphash(u64 parent, u64 extra, each token id as u32)
-// where the model key is "<model id>@<revision>" and extra is 0 for a block shared by every
+// where the model key is "<model id>@<revision>" (with a LoRA adapter, "<model id>@<revision>
+// +lora:<adapter identity>", so that no block of one adapter or of the base is found for another,
+// public prefixes included) and extra is 0 for a block shared by every
 // tenant (a public prefix) or siphash of the tenant salt otherwise. Hashes travel as int64 on
 // the wire (vLLM's KV events carry them as integers).
 #pragma once
@@ -28,6 +30,9 @@ std::uint64_t siphash(const std::uint8_t (&key)[16], std::span<const std::uint8_
 
 // The root every chain of a model starts from.
 block_hash root_hash(std::string_view model_key);
+// The root of a model's chains run with a LoRA adapter (model::lora_identity); the model's own
+// root when `adapter` is empty.
+block_hash root_hash(std::string_view model_key, std::string_view adapter);
 
 // The extra key of a tenant's blocks: 0 for the empty salt (shared), otherwise never 0.
 std::uint64_t salt_key(std::string_view salt);

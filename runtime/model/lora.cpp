@@ -1,6 +1,8 @@
 #include "runtime/model/lora.h"
 
 #include <cmath>
+#include <cstdio>
+#include <iterator>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -10,6 +12,7 @@
 
 #include "kernels/cpu/dtype.h"
 #include "runtime/common/error.h"
+#include "runtime/kv/block_hash.h"
 #include "runtime/model/safetensors.h"
 
 namespace troupe::model {
@@ -147,6 +150,7 @@ lora_adapter read_lora_adapter(const std::string& dir, const model_config& base)
   if (!fs::exists(file)) throw input_error(file + ": missing (a PEFT adapter folder has adapter_model.safetensors)");
   lora_adapter out;
   out.dir = dir;
+  out.fingerprint = lora_fingerprint(dir);
   out.base_model = c.base_model;
   out.rank = c.rank;
   out.alpha = c.alpha;
@@ -172,6 +176,23 @@ lora_adapter read_lora_adapter(const std::string& dir, const model_config& base)
   if (out.num_matrices() == 0) throw input_error(file + ": holds no LoRA matrices");
   return out;
 }
+
+std::string lora_fingerprint(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::uint8_t> bytes;
+  for (const char* name : {"adapter_config.json", "adapter_model.safetensors"}) {
+    const std::string path = (fs::path(dir) / name).string();
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw input_error(path + ": cannot be read (a PEFT adapter folder has " + name + ")");
+    bytes.insert(bytes.end(), std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    bytes.push_back(0);  // where one file ends, so that bytes moved between them change the hash
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(kv::siphash(bytes)));
+  return hex;
+}
+
+std::string lora_identity(const std::string& name, const std::string& fingerprint) { return name + "@" + fingerprint; }
 
 void apply_lora(const lora_matrix& m, const float* x, std::size_t rows, float* out, std::size_t out_stride) {
   if (out_stride == 0) out_stride = std::size_t(m.out);

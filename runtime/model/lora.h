@@ -38,6 +38,7 @@ struct lora_matrix {
 struct lora_adapter {
   std::string dir;
   std::string base_model;  // base_model_name_or_path, as the file says (shown, not checked)
+  std::string fingerprint;  // of the folder's two files (lora_fingerprint)
   int rank = 0;            // r in the config
   double alpha = 0;        // lora_alpha
   bool rslora = false;
@@ -51,6 +52,16 @@ struct lora_adapter {
 // Reads `dir` for a model of `base`'s shape. Throws input_error naming the file and the key or
 // tensor that is wrong.
 lora_adapter read_lora_adapter(const std::string& dir, const model_config& base);
+
+// 16 hex digits naming the bytes of `dir`'s adapter_config.json and adapter_model.safetensors:
+// two reads of the same files agree, and a changed file gives another. Throws input_error naming
+// a file that cannot be read.
+std::string lora_fingerprint(const std::string& dir);
+
+// What requests, engines and the prefix cache's keys call one adapter's weights:
+// "NAME@FINGERPRINT". Reloading a name with other files gives another identity, so KV computed
+// with the old weights is never found for the new ones.
+std::string lora_identity(const std::string& name, const std::string& fingerprint);
 
 // out[r] += m.scale * B (A x[r]) for each of `rows` rows of x (m.in wide). Rows of out are
 // `out_stride` apart (0: m.out), so a fused projection's slice (q in qkv, up in gate_up) takes it.

@@ -1,7 +1,9 @@
 // A LoRA adapter applied in the forward, beside the base weights: its logits are those of the
 // base model with the adapter merged into its weights (a folder this test writes), and in a
 // batch that mixes it with the base each sequence gets its own: the adapted rows the adapter's,
-// the others the base's.
+// the others the base's. Through the engine, requests name adapters by identity and get the
+// merged model's tokens, several adapters and the base in one batch, with no prefix-cache block
+// found across them.
 #define BOOST_TEST_MODULE lora_forward
 #include <boost/test/unit_test.hpp>
 
@@ -13,8 +15,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/common/error.h"
+#include "runtime/engine/engine.h"
 #include "runtime/model/lora.h"
 #include "runtime/model/safetensors.h"
+#include "tests/support/lora_folders.h"
 #include "tests/support/models.h"
 
 using namespace troupe;
@@ -24,70 +29,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const fs::path scratch = fs::temp_directory_path() / ("troupe-lora-forward-" + std::to_string(::getpid()));
-
-std::vector<float> random_values(std::size_t n, std::uint32_t seed, float range) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(-range, range);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(g);
-  return v;
-}
-
-const char* const modules[][2] = {{"self_attn", "q_proj"}, {"self_attn", "k_proj"}, {"self_attn", "v_proj"}, {"self_attn", "o_proj"},
-                                  {"mlp", "gate_proj"},    {"mlp", "up_proj"},      {"mlp", "down_proj"}};
-
-// An adapter of rank 4 on every projection of every layer, in PEFT's layout.
-fs::path write_adapter(const model_config& c) {
-  const fs::path dir = scratch / "adapter";
-  fs::create_directories(dir);
-  std::ofstream(dir / "adapter_config.json") << nlohmann::json{{"peft_type", "LORA"}, {"r", 4}, {"lora_alpha", 8}, {"bias", "none"}}.dump();
-  safetensors_writer w;
-  std::vector<std::vector<float>> data;
-  std::uint32_t seed = 11;
-  for (int l = 0; l < c.num_hidden_layers; ++l)
-    for (const auto& m : modules) {
-      lora_matrix probe;
-      const std::string name = "base_model.model.model.layers." + std::to_string(l) + "." + m[0] + "." + m[1];
-      const std::string t = m[1];
-      const int in = t == "o_proj" ? c.q_dim() : t == "down_proj" ? c.intermediate_size : c.hidden_size;
-      const int out = t == "q_proj" ? c.q_dim() : (t == "k_proj" || t == "v_proj") ? c.kv_dim() : (t == "gate_proj" || t == "up_proj") ? c.intermediate_size : c.hidden_size;
-      w.declare(name + ".lora_A.weight", kernels::dtype::f32, {4, in});
-      w.declare(name + ".lora_B.weight", kernels::dtype::f32, {out, 4});
-      data.push_back(random_values(std::size_t(4 * in), seed++, 0.1f));
-      data.push_back(random_values(std::size_t(out * 4), seed++, 0.1f));
-    }
-  w.open((dir / "adapter_model.safetensors").string());
-  for (const auto& d : data) w.write(d.data(), d.size() * sizeof(float));
-  w.close();
-  return dir;
-}
-
-// The base folder with the adapter merged into each adapted projection.
-fs::path write_merged(const std::string& base_dir, const lora_adapter& a) {
-  const fs::path dir = scratch / "merged";
-  fs::create_directories(dir);
-  for (const auto& e : fs::directory_iterator(base_dir))
-    if (e.path().extension() != ".safetensors") fs::copy_file(e.path(), dir / e.path().filename(), fs::copy_options::overwrite_existing);
-  safetensors_file base((fs::path(base_dir) / "model.safetensors").string());
-  safetensors_writer w;
-  std::vector<std::vector<float>> data;
-  for (const auto& [name, t] : base.tensors()) {
-    std::vector<float> v = t.to_f32();
-    for (std::size_t l = 0; l < a.layers.size(); ++l)
-      for (const auto& [target, m] : a.layers[l]) {
-        const bool attn = target == lora_target::q_proj || target == lora_target::k_proj || target == lora_target::v_proj ||
-                          target == lora_target::o_proj;
-        if (name == "model.layers." + std::to_string(l) + (attn ? ".self_attn." : ".mlp.") + lora_target_name(target) + ".weight")
-          merge_lora(m, v.data());
-      }
-    w.declare(name, kernels::dtype::f32, t.shape);
-    data.push_back(std::move(v));
-  }
-  w.open((dir / "model.safetensors").string());
-  for (const auto& d : data) w.write(d.data(), d.size() * sizeof(float));
-  w.close();
-  return dir;
-}
 
 // The last position's logits of each prompt, run as one batch; `adapted[i]` runs prompt i with `a`.
 std::vector<std::vector<float>> last_logits(const llama_model& m, const std::vector<std::vector<std::int32_t>>& prompts,
@@ -126,8 +67,8 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
 BOOST_AUTO_TEST_CASE(an_adapter_in_the_forward_is_the_adapter_merged) {
   const std::string base_dir = test::tiny_model_dir();
   const auto base = llama_model::load(base_dir);
-  const lora_adapter a = read_lora_adapter(write_adapter(base->config()).string(), base->config());
-  const auto merged = llama_model::load(write_merged(base_dir, a).string());
+  const lora_adapter a = read_lora_adapter(test::write_lora_adapter(scratch / "adapter", base->config()).string(), base->config());
+  const auto merged = llama_model::load(test::write_merged_model(scratch / "merged", base_dir, a).string());
   const std::vector<std::vector<std::int32_t>> prompts = {{3, 9, 27, 81, 5, 15, 45}, {2, 4, 8, 16, 32}};
 
   const auto with_adapter = last_logits(*base, prompts, {true, true}, &a);
@@ -157,3 +98,120 @@ BOOST_AUTO_TEST_CASE(adapter_spans_outside_the_batch_are_refused) {
   std::vector<float> logits(std::size_t(c.vocab_size));
   BOOST_CHECK_THROW(base->forward(b, cache, logits.data(), ws, nullptr), std::invalid_argument);
 }
+
+namespace {
+
+engine::request greedy(const std::string& id, std::vector<std::int32_t> prompt, const std::string& adapter = "") {
+  engine::request r;
+  r.id = id;
+  r.prompt = std::move(prompt);
+  r.params.temperature = 0;
+  r.params.max_tokens = 12;
+  r.params.ignore_eos = true;
+  r.adapter = adapter;
+  return r;
+}
+
+engine::engine_config with_adapters(int max) {
+  engine::engine_config c;
+  c.num_blocks = 64;
+  c.max_adapters = max;
+  return c;
+}
+
+}  // namespace
+
+// Through the engine: requests naming the adapter get the merged model's tokens, the others the
+// base's, in one batch; two adapters and the base mix; an unloaded adapter is refused to new
+// requests; and the prefix cache never gives one adapter's (or the base's) blocks to another.
+BOOST_AUTO_TEST_CASE(the_engine_serves_adapters_and_the_base_in_one_batch) {
+  const std::string base_dir = test::tiny_model_dir();
+  const std::shared_ptr<const llama_model> base = llama_model::load(base_dir);
+  const auto dir_a = test::write_lora_adapter(scratch / "engine-a", base->config(), 101);
+  const auto dir_b = test::write_lora_adapter(scratch / "engine-b", base->config(), 202);
+  const std::shared_ptr<const llama_model> merged_a = llama_model::load(test::write_merged_model(scratch / "merged-a", base_dir, read_lora_adapter(dir_a.string(), base->config())).string());
+  const std::shared_ptr<const llama_model> merged_b = llama_model::load(test::write_merged_model(scratch / "merged-b", base_dir, read_lora_adapter(dir_b.string(), base->config())).string());
+  std::vector<std::vector<std::int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) {
+    prompts.emplace_back();
+    for (int p = 0; p < 20 + 7 * i; ++p) prompts.back().push_back((i * 131 + p * 17 + 5) % base->config().vocab_size);
+  }
+  auto run = [&](const std::vector<std::string>& adapters_of, engine::engine& e) {
+    std::vector<engine::request> reqs;
+    for (std::size_t i = 0; i < prompts.size(); ++i) reqs.push_back(greedy("r" + std::to_string(i), prompts[i], adapters_of[i]));
+    return engine::generate_all(e, reqs);
+  };
+  const std::vector<std::string> none(prompts.size());
+  auto plain_engine = engine::cpu_engine(base, nullptr, with_adapters(0));
+  auto a_engine = engine::cpu_engine(merged_a, nullptr, with_adapters(0));
+  auto b_engine = engine::cpu_engine(merged_b, nullptr, with_adapters(0));
+  const auto want_base = run(none, plain_engine);
+  const auto want_a = run(none, a_engine);
+  const auto want_b = run(none, b_engine);
+
+  auto e = engine::cpu_engine(base, nullptr, with_adapters(2));
+  const std::string a = engine::load_adapter_folder(e, "a", dir_a.string());
+  const std::string b = engine::load_adapter_folder(e, "b", dir_b.string());
+  BOOST_TEST(a.rfind("a@", 0) == 0);
+  BOOST_TEST(e.adapters().size() == 2u);
+  // base, a, b, base, a, b: one batch of three models.
+  const std::vector<std::string> mix = {"", a, b, "", a, b};
+  const auto got = run(mix, e);
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    const auto& want = mix[i].empty() ? want_base[i] : mix[i] == a ? want_a[i] : want_b[i];
+    BOOST_TEST(got[i] == want, "request " << i << " with adapter '" << mix[i] << "'");
+  }
+  BOOST_TEST(want_a[1] != want_base[1], "the adapter changed no token");
+
+  // The same prompts again, each under another model than before: no block is found across
+  // models, so the prefix cache counts no hit, and each still gets its own model's tokens.
+  const auto before = e.kv().stats();
+  const std::vector<std::string> shifted = {a, b, "", a, b, ""};
+  const auto again = run(shifted, e);
+  BOOST_TEST(e.kv().stats().hits == before.hits, "a block of one model was found for another");
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    const auto& want = shifted[i].empty() ? want_base[i] : shifted[i] == a ? want_a[i] : want_b[i];
+    BOOST_TEST(again[i] == want, "request " << i << " again, with adapter '" << shifted[i] << "'");
+  }
+  // And under the same model as before, they are found.
+  run(mix, e);
+  BOOST_TEST(e.kv().stats().hits > before.hits);
+
+  // Loading beyond max_adapters, and a request for an adapter unloaded, are refused by name.
+  BOOST_CHECK_THROW(engine::load_adapter_folder(e, "c", dir_a.string()), input_error);
+  BOOST_TEST(e.unload_adapter(b));
+  BOOST_TEST(!e.unload_adapter(b));
+  try {
+    e.add_request(greedy("late", prompts[0], b));
+    BOOST_FAIL("a request for an unloaded adapter was taken");
+  } catch (const input_error& err) {
+    BOOST_TEST(std::string(err.what()).find("is not loaded") != std::string::npos, err.what());
+  }
+  fs::remove_all(scratch);
+}
+
+// Unloading while requests run with the adapter: they finish with its weights.
+BOOST_AUTO_TEST_CASE(requests_running_with_an_adapter_outlive_its_unload) {
+  const std::string base_dir = test::tiny_model_dir();
+  const std::shared_ptr<const llama_model> base = llama_model::load(base_dir);
+  const auto dir_a = test::write_lora_adapter(scratch / "outlive", base->config(), 303);
+  const std::shared_ptr<const llama_model> merged = llama_model::load(test::write_merged_model(scratch / "outlive-merged", base_dir, read_lora_adapter(dir_a.string(), base->config())).string());
+  std::vector<std::int32_t> prompt;
+  for (int p = 0; p < 30; ++p) prompt.push_back((p * 29 + 3) % base->config().vocab_size);
+  auto m = engine::cpu_engine(merged, nullptr, with_adapters(0));
+  const auto want = engine::generate_all(m, {greedy("x", prompt)});
+
+  auto e = engine::cpu_engine(base, nullptr, with_adapters(1));
+  const std::string a = engine::load_adapter_folder(e, "a", dir_a.string());
+  e.add_request(greedy("x", prompt, a));
+  std::vector<std::int32_t> got;
+  auto take = [&] {
+    for (auto& o : e.step()) got.insert(got.end(), o.new_tokens.begin(), o.new_tokens.end());
+  };
+  take();  // the prompt and the first token
+  BOOST_TEST(e.unload_adapter(a));
+  while (e.has_unfinished()) take();
+  BOOST_TEST(got == want[0]);
+  fs::remove_all(scratch);
+}
+
