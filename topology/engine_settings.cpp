@@ -23,6 +23,8 @@ engine::engine_config engine_config_of(const topology_config& topo) {
   ec.handoff_hold = topo.kv_transfer.hold;
   ec.on_transfer_failure = topo.kv_transfer.retry_on_failure ? engine::engine_config::transfer_failure::retry
                                                              : engine::engine_config::transfer_failure::recompute;
+  ec.max_adapters = topo.lora.max_adapters;
+  for (const auto& a : topo.lora.adapters) ec.start_adapters.emplace_back(a.name, a.path);
   // Every process of the cluster computes the same key from the same topology (the join
   // checks they serve the same model), so their block hashes agree.
   if (topo.model.backend == backend_kind::sim) {

@@ -58,6 +58,7 @@ void read_admission(const reader& r, const toml::table& root, topology_config& t
 void read_autoscaler(const reader& r, const toml::table& root, topology_config& t);
 void read_admin(const reader& r, const toml::table& root, topology_config& t);
 void read_kv_events(const reader& r, const toml::table& root, topology_config& t);
+void read_lora(const reader& r, const toml::table& root, topology_config& t);  // read_lora.cpp
 }  // namespace detail
 
 namespace {
@@ -541,7 +542,7 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
   }
   reader r(source);
   r.only_keys(root, "", {"model", "nodes", "pools", "scheduler", "router", "timeouts", "frontend", "sim", "cluster", "kv_events",
-                         "kv_transfer", "kv_store", "admin", "admission", "autoscaler"});
+                         "kv_transfer", "kv_store", "admin", "admission", "autoscaler", "lora"});
   topology_config t;
   t.source = source;
   read_model(r, root, t);
@@ -559,6 +560,7 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
   read_kv_transfer(r, root, t);
   read_kv_store(r, root, t);
   read_cluster(r, root, t);
+  detail::read_lora(r, root, t);
   return t;
 }
 

@@ -221,6 +221,21 @@ struct autoscaler_spec {
   int line = 0;
 };
 
+// LoRA adapters (runtime/model/lora.h, docs/lora.md): served as models by name, every replica
+// of every pool holding them beside the base weights.
+struct lora_spec {
+  struct adapter {
+    std::string name;  // what requests name as their `model`
+    std::string path;  // a PEFT folder (the same path on every node)
+  };
+  std::vector<adapter> adapters;  // loaded by every replica at start
+  int max_adapters = 0;           // loaded at once per replica, runtime loads included; 0: no [lora]
+  // /v1/load_lora_adapter, /v1/unload_lora_adapter and `troupe admin lora` (off: 404 naming this key).
+  bool runtime_loading = false;
+  int line = 0;
+  bool enabled() const { return max_adapters > 0; }
+};
+
 // The GPU the sim backend pretends to be.
 struct sim_spec {
   double flops = 989e12;             // FLOP/s
@@ -247,6 +262,7 @@ struct topology_config {
   autoscaler_spec autoscaler;
   kv_transfer_spec kv_transfer;
   kv_store_spec kv_store;
+  lora_spec lora;
   std::optional<sim_spec> sim;
 
   const node_spec* node(const std::string& name) const;

@@ -215,6 +215,35 @@ BOOST_AUTO_TEST_CASE(kv_store_settings_are_read_and_checked) {
   BOOST_TEST(off.find("needs scheduler.prefix_caching") != std::string::npos, off);
 }
 
+BOOST_AUTO_TEST_CASE(lora_settings_are_read_and_checked) {
+  BOOST_TEST(!parse_topology(minimal, "t.toml").lora.enabled());
+  const std::string one = "[[lora.adapters]]\nname = \"psalms\"\npath = \"/tmp\"\n";
+  const auto t = parse_topology(minimal + "[lora]\nruntime_loading = true\n" + one, "t.toml").lora;
+  BOOST_TEST(t.enabled());
+  BOOST_TEST(t.runtime_loading);
+  BOOST_TEST(t.max_adapters == 8);
+  BOOST_TEST_REQUIRE(t.adapters.size() == 1u);
+  BOOST_TEST(t.adapters[0].name == "psalms");
+  for (auto [text, key] : std::vector<std::pair<std::string, std::string>>{
+           {"[lora]\nrank = 4\n", "lora.rank: unknown key"},
+           {"[lora]\nmax_adapters = 0\n", "lora.max_adapters: 0 is out of range"},
+           {"[lora]\nmax_adapters = 1\n" + one + "[[lora.adapters]]\nname = \"proverbs\"\npath = \"/tmp\"\n",
+            "lora.max_adapters: 1 is fewer than the 2 adapters"},
+           {"[lora]\n" + one + one, "lora.adapters.name: \"psalms\" is named twice"},
+           {"[lora]\n[[lora.adapters]]\nname = \"x\"\npath = \"/no/such/dir\"\n", "lora.adapters[0].path: \"/no/such/dir\" is not a directory"},
+           {"[lora]\n[[lora.adapters]]\npath = \"/tmp\"\n", "lora.adapters[0].name: required key is missing"},
+           {"[frontend]\nmodel_name = \"psalms\"\n[lora]\n" + one, "\"psalms\" is the base model's served name"}}) {
+    const std::string e = error_of(minimal + text);
+    BOOST_TEST(e.find(key) != std::string::npos, text << " -> " << e);
+  }
+  // Where adapters cannot run, refused by name rather than served without them.
+  const std::string split = "[[nodes]]\nname = \"head\"\n[[pools]]\nname = \"big\"\ntensor_parallel = 2\n[lora]\n";
+  const std::string e = error_of("[model]\npath = \"m\"\n" + split);
+  BOOST_TEST(e.find("lora: pool \"big\" sets tensor_parallel") != std::string::npos, e);
+  const std::string sim = error_of("[model]\npreset = \"tiny\"\nbackend = \"sim\"\n[[nodes]]\nname = \"head\"\n[[pools]]\nname = \"main\"\n[lora]\n");
+  BOOST_TEST(sim.find("lora: adapters run on the cpu backend only, not sim") != std::string::npos, sim);
+}
+
 BOOST_AUTO_TEST_CASE(kv_transfer_settings_are_read_and_checked) {
   const auto d = parse_topology(minimal, "t.toml").kv_transfer;
   BOOST_TEST(std::string(kv::transfer::backend_name(d.backend)) == "auto");
