@@ -6,6 +6,7 @@
 
 #include "actors/protocol/error_text.h"
 #include "actors/api/frontend_metrics.h"
+#include "actors/api/frontend_lora.h"
 #include "actors/api/frontend_prepare.h"
 #include "actors/protocol/serve_error.h"
 #include "runtime/api/choices.h"
@@ -58,6 +59,7 @@ struct choice_group {
   // /v1/embeddings: each input's vector as it finishes, and the answer's encoding.
   bool embeddings = false, base64 = false;
   std::vector<std::vector<float>> vectors;
+  std::string model;  // the served model that answers (the base's name or an adapter's)
 };
 
 struct live_request {
@@ -185,7 +187,7 @@ void finish(frontend_ptr self, live_request& r, const token_update& u) {
     g.vectors[std::size_t(r.sub)] = u.embedding;
     g.prompt_tokens += r.prompt_tokens;
     if (g.left > 0) return;
-    return r.ex->respond(200, "application/json", dump(api::embedding_response(g.vectors, g.base64, self->state.cfg.model_name,
+    return r.ex->respond(200, "application/json", dump(api::embedding_response(g.vectors, g.base64, g.model,
                                                                                int(g.prompt_tokens))));
   }
   if (r.stream) {
@@ -444,7 +446,7 @@ void submit(frontend_ptr self, prepared& p) {
     r.arrived = p.arrived;
     r.labels = {{"model_name", st.cfg.model_name}, {"tenant", req.user.empty() ? "default" : req.user},
                 {"priority", std::to_string(req.priority)}, {"input_bucket", input_bucket(int(prompt.size()))}};
-    r.w = std::make_unique<api::response_writer>(kind, p.id, st.cfg.model_name, std::int64_t(unix_seconds()), st.prepare_ctx->tok.get(),
+    r.w = std::make_unique<api::response_writer>(kind, p.id, p.model, std::int64_t(unix_seconds()), st.prepare_ctx->tok.get(),
                                                   r.logprobs);
     r.w->set_index(g->plan.index_of(k));
     if (p.tool_format != chat::tool_format::none) r.w->expect_tool_calls(p.tool_format, req.tools.parallel);
@@ -462,6 +464,7 @@ void submit(frontend_ptr self, prepared& p) {
     er.cache_salt = cache_salt(st.cfg, ex->req(), req.user);
     er.public_prefix = p.public_prefix[i];
     er.trace_id = p.trace;
+    er.adapter = p.adapter;
     submit_one(self, std::move(er), kind);
   }
 }
@@ -485,6 +488,7 @@ void submit_embeddings(frontend_ptr self, prepared& p) {
   g->left = g->plan.size();
   g->embeddings = true;
   g->base64 = req.base64;
+  g->model = p.model;
   g->vectors.resize(p.prompts.size());
   for (int k = 0; k < g->plan.size(); ++k) g->ids.push_back(g->plan.size() == 1 ? p.id : p.id + "-" + std::to_string(k));
   ex->on_gone([h = caf::actor_cast<caf::actor>(self), ids = g->ids] {
@@ -511,6 +515,7 @@ void submit_embeddings(frontend_ptr self, prepared& p) {
     er.cache_salt = cache_salt(st.cfg, ex->req(), req.user);
     er.public_prefix = p.public_prefix[std::size_t(k)];
     er.trace_id = p.trace;
+    er.adapter = p.adapter;
     submit_one(self, std::move(er), api::endpoint::embeddings);
   }
 }
@@ -637,13 +642,20 @@ void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
       need_method(rq, path, {"GET"});
       json data = json::array({model_card(st, st.cfg.model_name)});
       for (const auto& alias : st.cfg.model_aliases) data.push_back(model_card(st, alias));
+      for (auto& card : adapter_cards(st.cfg, st.started)) data.push_back(std::move(card));
       return ex->respond(200, "application/json", dump({{"object", "list"}, {"data", data}}));
     }
     if (path.rfind("/v1/models/", 0) == 0) {
       need_method(rq, path, {"GET"});
       const std::string id = path.substr(11);
+      for (auto& card : adapter_cards(st.cfg, st.started))
+        if (card["id"] == id) return ex->respond(200, "application/json", dump(card));
       if (!serves(st.cfg.model_name, st.cfg.model_aliases, id)) throw no_such_model(id, st.cfg.model_name);
       return ex->respond(200, "application/json", dump(model_card(st, id)));
+    }
+    if (path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter") {
+      need_method(rq, path, {"POST"});
+      return answer_lora_route(self, st.cfg, ex, path == "/v1/load_lora_adapter", [self, ex](const api::api_error& e) { send_error(self, ex, e); });
     }
     if (path == "/health") {
       need_method(rq, path, {"GET", "HEAD"});

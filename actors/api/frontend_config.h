@@ -2,12 +2,15 @@
 // request preparers read it.
 #pragma once
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "actors/api/http_server.h"
+#include "actors/protocol/lora_protocol.h"
+#include "runtime/api/lora_catalog.h"
 #include "runtime/admission/admission.h"
 #include "runtime/chat/tool_calls.h"
 #include "runtime/model/pooling.h"
@@ -45,6 +48,10 @@ struct frontend_config {
   // vectors of embedding_size values. Unset: /v1/embeddings is a 400 naming the model.
   std::optional<model::pooling_config> pooling;
   int embedding_size = 0;
+  // LoRA adapters served as models ([lora]): /v1/models lists them, requests name them, and
+  // /v1/load_lora_adapter and /v1/unload_lora_adapter change them when runtime_loading allows
+  // (404 naming the key otherwise).
+  lora_serving lora;
 };
 
 }  // namespace troupe::actors

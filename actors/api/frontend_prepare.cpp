@@ -22,6 +22,13 @@ bool serves(const std::string& name, const std::vector<std::string>& aliases, co
   return asked == name || std::find(aliases.begin(), aliases.end(), asked) != aliases.end();
 }
 
+served_model_ref resolve_model(const prepare_context& pc, const std::string& asked) {
+  if (asked.empty() || serves(pc.model_name, pc.model_aliases, asked)) return {pc.model_name, ""};
+  if (pc.loras)
+    if (auto a = pc.loras->find(asked)) return {a->name, a->identity};
+  throw no_such_model(asked, pc.model_name);
+}
+
 namespace {
 
 // How many leading tokens of `prompt` are the longest public prefix it starts with.
@@ -36,9 +43,11 @@ int public_prefix_of(const prepare_context& pc, const std::vector<std::int32_t>&
 bool in_vocabulary(const prepare_context& pc, std::int32_t id) { return pc.vocab_size <= 0 || (id >= 0 && id < pc.vocab_size); }
 std::string vocabulary(const prepare_context& pc) { return "the vocabulary [0, " + std::to_string(pc.vocab_size) + ")"; }
 
-// A request may name the served model, one of its aliases, or none.
-void check_model(const prepare_context& pc, const std::string& asked) {
-  if (!asked.empty() && !serves(pc.model_name, pc.model_aliases, asked)) throw no_such_model(asked, pc.model_name);
+// A request may name the served model, one of its aliases, an adapter, or none.
+void check_model(const prepare_context& pc, const std::string& asked, prepared& p) {
+  const served_model_ref m = resolve_model(pc, asked);
+  p.model = m.name;
+  p.adapter = m.adapter;
 }
 
 // A prompt as tokens: text encoded (with BOS as the tokenizer adds it), ids as sent. A
@@ -63,7 +72,7 @@ void check_input_ids(const prepare_context& pc, const std::vector<std::int32_t>&
 // (with the special tokens the tokenizer adds, as sentence-transformers encodes).
 void prepare_embeddings(const prepare_context& pc, prepared& p) {
   api::embedding_request req = api::parse_embedding_request(p.ex->req().body);
-  check_model(pc, req.model);
+  check_model(pc, req.model, p);
   if (!pc.pooling)
     throw api::api_error(400, "the model \"" + pc.model_name + "\" computes no embeddings: its folder has no sentence-transformers "
                          "Pooling module (modules.json)", "model");
@@ -81,7 +90,7 @@ void prepare_embeddings(const prepare_context& pc, prepared& p) {
 void prepare(const prepare_context& pc, prepared& p) {
   if (p.kind == api::endpoint::embeddings) return prepare_embeddings(pc, p);
   api::completion_request req = api::parse_request(p.ex->req().body, p.kind, pc.sampling_defaults);
-  check_model(pc, req.model);
+  check_model(pc, req.model, p);
   if (p.kind == api::endpoint::chat) {
     if (!pc.chat) throw api::api_error(400, "this model has no chat template; use /v1/completions", "messages");
     if (!pc.tok) throw api::api_error(400, "this model has no tokenizer; use /v1/completions with token ids", "messages");
@@ -127,11 +136,11 @@ void run_tokenize(const prepare_context& pc, const std::shared_ptr<http::exchang
     json out;
     if (detokenize) {
       const auto r = api::parse_detokenize(ex->req().body);
-      check_model(pc, r.model);
+      resolve_model(pc, r.model);  // an adapter shares the base's tokenizer
       out = api::detokenize(r, pc.tok.get(), pc.vocab_size);
     } else {
       const auto r = api::parse_tokenize(ex->req().body);
-      check_model(pc, r.model);
+      resolve_model(pc, r.model);
       out = api::tokenize(r, pc.tok.get(), pc.chat.get(), pc.max_model_len);
     }
     ex->respond(200, "application/json", dump(out));
@@ -159,6 +168,7 @@ std::shared_ptr<const prepare_context> prepare_context_of(const frontend_config&
   auto pc = std::make_shared<prepare_context>();
   pc->model_name = cfg.model_name;
   pc->model_aliases = cfg.model_aliases;
+  pc->loras = cfg.lora.catalog;
   pc->vocab_size = cfg.vocab_size;
   pc->max_model_len = cfg.max_model_len;
   pc->sampling_defaults = cfg.sampling_defaults;

@@ -13,6 +13,7 @@
 #include "actors/api/frontend_config.h"
 #include "actors/api/http_server.h"
 #include "runtime/api/embeddings.h"
+#include "runtime/api/lora_catalog.h"
 #include "runtime/api/openai.h"
 #include "runtime/chat/chat_template.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -30,15 +31,19 @@ struct prepared {
   std::vector<std::vector<std::int32_t>> prompts;  // one per prompt of the request
   std::vector<int> public_prefix;  // per prompt: leading tokens that are a public prompt's
   std::optional<api::api_error> error;
+  std::string model;    // the served model that answers: the base's name, or an adapter's
+  std::string adapter;  // that adapter's identity (engine::request::adapter); empty: the base
   std::string id;     // the completion's
   std::string trace;  // the client's X-Request-Id, or the id
   chat::tool_format tool_format = chat::tool_format::none;  // where the answer's tool calls are found
 };
 
-// The parts of the frontend's state that preparing reads; immutable once the frontend runs.
+// The parts of the frontend's state that preparing reads; immutable once the frontend runs, but
+// for the adapters loaded at run time, which the catalog keeps under its lock.
 struct prepare_context {
   std::string model_name;
   std::vector<std::string> model_aliases;
+  std::shared_ptr<const api::lora_catalog> loras;  // null without [lora]
   int vocab_size = 0;
   int max_model_len = 0;
   std::shared_ptr<const tokenizer::tokenizer> tok;
@@ -84,6 +89,12 @@ std::shared_ptr<const prepare_context> prepare_context_of(const frontend_config&
 
 // A 404 naming the model asked for and the one served.
 api::api_error no_such_model(const std::string& asked, const std::string& served);
+// The model a request names (none: the base): its name as answers carry it, and the adapter's
+// identity when it names a LoRA adapter. Throws no_such_model's 404 for a name not served.
+struct served_model_ref {
+  std::string name, adapter;
+};
+served_model_ref resolve_model(const prepare_context& pc, const std::string& asked);
 // Whether `asked` is the served model's name or one of its aliases.
 bool serves(const std::string& name, const std::vector<std::string>& aliases, const std::string& asked);
 // A JSON body as sent (invalid UTF-8 replaced, never thrown on).

@@ -1,15 +1,18 @@
 #include "actors/cluster/local_cluster.h"
+#include <algorithm>
 
 #include "actors/serving/kv_store_actor.h"
 
 
 #include "actors/cluster/node_agent.h"
+#include "actors/serving/lora_manager.h"
 #include "actors/serving/request_owner.h"
 #include "actors/serving/router_actor.h"
 #include "actors/serving/scheduler_actor.h"
 #include "runtime/common/error.h"
 #include "runtime/common/machine.h"
 #include "runtime/model/fingerprint.h"
+#include "runtime/model/lora.h"
 #include "runtime/model/synth.h"
 
 #include <caf/io/all.hpp>
@@ -110,7 +113,20 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
   // One publisher per cluster: the first head's (the others would bind the same endpoints).
   if (topo.kv_events.enabled() && head_ == topo.heads().front()->name)
     rc.publisher = std::make_shared<kv_event_publisher>(topo.kv_events);
+  if (topo.lora.enabled()) {  // the topology's adapters, by the identity every replica's read of their files gives
+    std::vector<std::string> base{topo.frontend.model_name};
+    base.insert(base.end(), topo.frontend.model_aliases.begin(), topo.frontend.model_aliases.end());
+    loras_ = std::make_shared<api::lora_catalog>(base, std::size_t(topo.lora.max_adapters));
+    for (const auto& a : topo.lora.adapters) {
+      if (std::find(base.begin(), base.end(), a.name) != base.end())
+        throw input_error(topo.source + ":" + std::to_string(topo.lora.line) + ": lora.adapters.name: \"" + a.name +
+                          "\" is the base model's served name");
+      loras_->add({a.name, a.path, model::lora_identity(a.name, model::lora_fingerprint(a.path)), true});
+    }
+    rc.loras = loras_;
+  }
   router_ = sys.spawn(actors::router, rc);
+  if (loras_) lora_manager_ = sys.spawn(actors::lora_manager, loras_, router_, topo.timeouts.request);
   // One KV store for the replicas of this process (a sim replica has no KV bytes to store).
   bool hosts = false;
   for (const auto& p : topology::place_replicas(topo)) hosts |= mode == placement_mode::all_here || p.node == head_;
@@ -247,6 +263,7 @@ void local_cluster::stop() {
     if (s) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
   if (store_) caf::anon_send_exit(store_, caf::exit_reason::user_shutdown);
   if (directory_) caf::anon_send_exit(directory_, caf::exit_reason::user_shutdown);
+  if (lora_manager_) caf::anon_send_exit(lora_manager_, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace troupe::actors

@@ -7,12 +7,14 @@
 #include <memory>
 #include <vector>
 
+#include "actors/protocol/lora_protocol.h"
 #include "actors/protocol/node_protocol.h"
 #include "actors/protocol/owner_protocol.h"
 #include "actors/protocol/router_protocol.h"
 #include "actors/protocol/store_protocol.h"
 #include "actors/serving/worker_group.h"
 #include "runtime/engine/engine.h"
+#include "runtime/api/lora_catalog.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/sim/cost_model.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -66,6 +68,10 @@ class local_cluster {
   router_actor router() const { return router_; }
   kv_store_actor store() const { return store_; }  // null without [kv_store]
   node_registry_actor registry() const { return registry_; }
+  // LoRA adapters served here by name (the topology's, and those loaded at run time), and who
+  // loads and unloads them across the replicas ([lora]; both null without it).
+  std::shared_ptr<const api::lora_catalog> loras() const { return loras_; }
+  lora_manager_actor lora_manager() const { return lora_manager_; }
   // The replicas hosted here as started with the cluster, by replica id (null: a slot stopped at
   // start, or placed on another node).
   const std::vector<scheduler_actor>& schedulers() const { return schedulers_; }
@@ -117,6 +123,8 @@ class local_cluster {
   node_agent_actor agent_;  // starts and stops the replicas hosted in this process
   caf::actor directory_;    // the joined nodes' agents, for ranks placed on them (node_directory)
   kv_store_actor store_;  // this process's, with [kv_store]
+  std::shared_ptr<api::lora_catalog> loras_;
+  lora_manager_actor lora_manager_;
 };
 
 }  // namespace troupe::actors

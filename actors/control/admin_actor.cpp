@@ -584,6 +584,33 @@ void cmd_replica(admin_ptr self, std::uint64_t token, const std::string& cmd, co
   });
 }
 
+// `lora [list]`, `lora load NAME DIR`, `lora unload NAME`: the head's adapters, and changing
+// them on every replica (as /v1/load_lora_adapter does) when the topology allows.
+void cmd_lora(admin_ptr self, std::uint64_t token, const std::string& /*cmd*/, const std::vector<std::string>& args) {
+  const auto& lora = self->state.cfg.lora;
+  if (!lora.catalog) return refuse(self, token, "lora: this topology serves no adapters (no [lora] section)");
+  const std::string verb = args.empty() ? "list" : args[0];
+  if (verb == "list" && args.size() <= 1) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& a : lora.catalog->list())
+      out.push_back({{"name", a.name}, {"identity", a.identity}, {"dir", a.dir}, {"from", a.from_topology ? "topology" : "runtime"}});
+    return answer(self, token, {{"adapters", out}, {"max_adapters", lora.catalog->max_adapters()}, {"runtime_loading", lora.runtime_loading}});
+  }
+  const bool load = verb == "load" && args.size() == 3, unload = verb == "unload" && args.size() == 2;
+  if (!load && !unload) return refuse(self, token, "lora: expected 'lora list', 'lora load NAME DIR' or 'lora unload NAME'");
+  if (!lora.runtime_loading) return refuse(self, token, "lora " + verb + ": loading adapters at run time is off ([lora] runtime_loading = true turns it on)");
+  auto done = [=](const std::string& identity) {
+    emit(self, "admin", {{"command", "lora " + verb}, {"adapter", identity}});
+    answer(self, token, {{"adapter", args[1]}, {"identity", identity}, {"loaded", load}});
+  };
+  auto failed = [=](caf::error& e) { refuse(self, token, "lora " + verb + " " + args[1] + ": " + error_message(self->system(), e)); };
+  const auto timeout = self->state.cfg.topo.timeouts.request;
+  if (load)
+    self->request(lora.manager, timeout, lora_atom::value, args[1], args[2]).then(done, failed);
+  else
+    self->request(lora.manager, timeout, lora_atom::value, args[1]).then(done, failed);
+}
+
 void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args) {
   auto& st = self->state;
   if (cmd == "help") return cmd_help(self, token, cmd, args);
@@ -594,6 +621,7 @@ void run_command(admin_ptr self, std::uint64_t token, const std::string& cmd, co
   if (cmd == "requests") return cmd_requests(self, token, cmd, args);
   if (cmd == "scale") return cmd_scale(self, token, cmd, args);
   if (cmd == "log-level") return cmd_log_level(self, token, cmd, args);
+  if (cmd == "lora") return cmd_lora(self, token, cmd, args);
   if (cmd == "set-policy") return cmd_set_router_policy(self, token, cmd, args);
   if (cmd == "kill" && args.size() == 1 && !admin::find_replica(st.replicas, args[0]) && st.cfg.topo.node(args[0])) return cmd_kill_node(self, token, cmd, args);
   if (cmd == "drain" || cmd == "resume" || cmd == "kill") return cmd_replica(self, token, cmd, args);

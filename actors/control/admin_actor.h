@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/protocol/lora_protocol.h"
 #include "actors/protocol/node_protocol.h"
 #include "actors/protocol/owner_protocol.h"
 #include "actors/protocol/router_protocol.h"
@@ -44,6 +45,7 @@ struct admin_config {
   owner_actor owner;
   node_registry_actor registry;  // for `kill NODE`
   nlohmann::json model;          // the model the head serves, for `topology` (else the topology's path)
+  lora_serving lora;             // for `lora`
   std::chrono::milliseconds timeout{5000};         // for each question to an actor
   std::chrono::milliseconds drain_timeout{600000};  // how long `drain` waits for the replica
   std::chrono::milliseconds sample_interval{1000};  // load sampling, for tokens/s and events

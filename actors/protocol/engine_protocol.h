@@ -50,7 +50,7 @@ namespace troupe::engine {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request& x) {
   return f(caf::meta::type_name("request"), x.id, x.prompt, x.generated, x.params, x.priority, x.prefill_only, x.kv_from,
-           x.cache_salt, x.public_prefix, x.trace_id, x.speculate, x.text_returned, x.embed);
+           x.cache_salt, x.public_prefix, x.adapter, x.trace_id, x.speculate, x.text_returned, x.embed);
 }
 
 }  // namespace troupe::engine
@@ -190,6 +190,7 @@ using resume_atom = caf::atom_constant<caf::atom("resume")>;
 using park_atom = caf::atom_constant<caf::atom("park")>;
 using replica_atom = caf::atom_constant<caf::atom("replica")>;
 using retire_atom = caf::atom_constant<caf::atom("retire")>;
+using lora_atom = caf::atom_constant<caf::atom("lora")>;
 
 // The scheduler of one replica.
 using scheduler_actor = caf::typed_actor<
@@ -210,6 +211,12 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<abort_atom, std::string>,
     // The replica's current load.
     caf::replies_to<load_atom>::with<load_report>,
+    // Load LoRA adapter NAME from the PEFT folder DIR (read on this replica's host): replies with
+    // its identity (model::lora_identity), or an error naming what is wrong with it.
+    caf::replies_to<lora_atom, std::string, std::string>::with<std::string>,
+    // Unload the adapter of this identity: new requests naming it are refused, running ones
+    // finish with it. Replies whether it was loaded.
+    caf::replies_to<lora_atom, std::string>::with<bool>,
     // Drain: from now on every request here is handed off to another replica at the end of the
     // step, with the KV it has computed (the receiver pulls it), and requests that arrive are
     // passed on the same way. Replies true once nothing is left here (safe to remove).

@@ -25,6 +25,7 @@ struct route_query {
   std::vector<std::int32_t> tokens;
   std::string cache_salt;
   std::int32_t public_prefix = 0;
+  std::string adapter;  // its LoRA adapter's identity (engine::request::adapter); empty: the base
 };
 
 struct route_reply {
@@ -42,7 +43,7 @@ struct route_reply {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, route_query& x) {
   return f(caf::meta::type_name("route_query"), x.request, x.prompt_tokens, x.priority, x.avoid, x.decode, x.tokens,
-           x.cache_salt, x.public_prefix);
+           x.cache_salt, x.public_prefix, x.adapter);
 }
 
 template <class Inspector>

@@ -16,6 +16,7 @@ enum class serve_errc : std::uint8_t {
   unavailable,   // no replica can take it now (503)
   join_later,    // a head refuses a node for now: it is starting, or the node's old link lingers
   join_refused,  // a head refuses a node for good: token, model, name
+  not_found,     // what it names does not exist (HTTP 404): an adapter not loaded
 };
 
 // The category every serve_errc travels under.

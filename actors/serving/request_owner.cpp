@@ -139,6 +139,7 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
   q.tokens.insert(q.tokens.end(), r.tokens.begin(), r.tokens.end());
   q.cache_salt = r.request.cache_salt;
   q.public_prefix = r.request.public_prefix;
+  q.adapter = r.request.adapter;
   self->request(st.router, st.cfg.request_timeout, route_atom::value, q)
       .then(
           [=](const route_reply& rep) {

@@ -82,8 +82,9 @@ route_reply route(router_ptr self, const route_query& q) {
   decision_timer timing{st};
   routing::placement_query pq{q.prompt_tokens, q.priority, q.avoid, q.decode, {}};
   if (st.kv_aware || !st.stores.empty())  // where this request's prefix is cached, as far as the index knows
-    pq.hashes = routing::prompt_block_hashes(q.tokens, st.cfg.block_size, st.root, q.cache_salt,
-                                             q.public_prefix);
+    pq.hashes = routing::prompt_block_hashes(q.tokens, st.cfg.block_size,
+                                             q.adapter.empty() ? st.root : kv::root_hash(st.cfg.model_key, q.adapter),
+                                             q.cache_salt, q.public_prefix);
   routing::placement_context c;
   c.loads = st.book.loads();
   c.roles = &st.cfg.roles;
@@ -118,6 +119,22 @@ route_reply route(router_ptr self, const route_query& q) {
   return r;
 }
 
+// A replica started after adapters were loaded at run time loads them too (each is read from
+// its folder on the replica's host; one that fails there is logged, and that replica refuses
+// requests for it by name).
+void give_runtime_adapters(router_ptr self, replica_id replica, const scheduler_actor& s) {
+  if (!self->state.cfg.loras) return;
+  for (const auto& a : self->state.cfg.loras->list()) {
+    if (a.from_topology) continue;
+    const std::string name = name_of(self->state.cfg, replica);
+    self->request(s, self->state.cfg.request_timeout, lora_atom::value, a.name, a.dir)
+        .then([](const std::string&) {},
+              [self, name, a](caf::error& e) {
+                log::warn("lora_load_failed", {{"replica", name}, {"adapter", a.identity}, {"why", self->system().render(e)}});
+              });
+  }
+}
+
 // A replica (re)registers: a fresh slot state, its events subscribed; answered once the router
 // holds what the replica already computed, so a route sent after the answer sees it.
 caf::result<bool> register_replica(router_ptr self, replica_id replica, scheduler_actor s) {
@@ -129,6 +146,7 @@ caf::result<bool> register_replica(router_ptr self, replica_id replica, schedule
   st.index.drop(replica);  // an earlier life's blocks are not this one's
   log::info("replica_registered", {{"replica", name_of(st.cfg, replica)}, {"generation", st.book.generation(replica)}});
   if (st.events) self->send(st.events, event_atom::value, admin::replica_changed{replica, true});
+  give_runtime_adapters(self, replica, s);  // before the subscription: the replica takes them first
   auto answered = self->make_response_promise<bool>();
   subscribe_kv(self, replica, s, [answered]() mutable { answered.deliver(true); });
   return answered;

@@ -9,6 +9,7 @@
 
 #include "actors/protocol/router_protocol.h"
 #include "actors/serving/kv_event_publisher.h"
+#include "runtime/api/lora_catalog.h"
 #include "runtime/common/bounded_log.h"
 #include "runtime/routing/disaggregation.h"
 #include "runtime/routing/policy.h"
@@ -33,6 +34,9 @@ struct router_config {
   // How the replicas key their prefix-cache blocks (engine_config's), for KV-aware routing.
   int block_size = 16;
   std::string model_key = "model";
+  // The head's served LoRA adapters: a replica that registers is given those loaded at run time
+  // before anything is placed on it (it loads the topology's itself). Null without [lora].
+  std::shared_ptr<const api::lora_catalog> loras;
   // KV events go out here too when set (the topology's [kv_events], on the first head).
   std::shared_ptr<kv_event_publisher> publisher;
 };

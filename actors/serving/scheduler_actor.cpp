@@ -187,6 +187,25 @@ caf::result<bool> accept(scheduler_actor::stateful_pointer<scheduler_state> self
   return true;
 }
 
+// Reads an adapter's folder here and loads it (the read is the size of the adapter, small beside
+// a step); the engine refuses what it cannot run.
+caf::result<std::string> load_adapter(scheduler_actor::stateful_pointer<scheduler_state> self, const std::string& name,
+                                      const std::string& dir) {
+  try {
+    std::string identity = engine::load_adapter_folder(*self->state.engine, name, dir);
+    log::info("lora_loaded", {{"adapter", identity}, {"dir", dir}});
+    return identity;
+  } catch (const input_error& err) {
+    return caf::make_error(caf::sec::invalid_argument, err.what());
+  }
+}
+
+bool unload_adapter(scheduler_actor::stateful_pointer<scheduler_state> self, const std::string& identity) {
+  const bool was = self->state.engine->unload_adapter(identity);
+  if (was) log::info("lora_unloaded", {{"adapter", identity}});
+  return was;
+}
+
 // What the replica reports of its load and counters (router, frontend's /metrics, admin console).
 load_report report_of(const scheduler_state& st) {
   const auto& e = *st.engine;
@@ -321,6 +340,8 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
       [=](kv_sources_atom, std::vector<kv::transfer::kv_source>& sources) { set_sources(self, sources); },
       [=](abort_atom, const std::string& id) { abort_request(self, id); },
       [=](load_atom) { return report_of(self->state); },
+      [=](lora_atom, const std::string& name, const std::string& dir) { return load_adapter(self, name, dir); },
+      [=](lora_atom, const std::string& identity) { return unload_adapter(self, identity); },
       [=](kv_subscribe_atom, replica_id replica, kv_event_sink sink) { return subscribe_kv(self, replica, std::move(sink)); },
       [=](group_atom) { return group_of(self); },
       [=](step_atom) { step_now(self); },

@@ -250,6 +250,7 @@ const std::vector<std::pair<std::string, std::string>>& server_commands() {
       {"scale POOL N", "N replicas serve in POOL: warm ones join, or the newest drain (with their KV) and wait warm"},
       {"autoscaler [status|pause|resume|pin POOL|unpin POOL]", "the autoscaler's state, or pause it, or hold one pool where it is"},
       {"set-policy autoscaler default K=V ...", "the autoscaler's thresholds: queue_up, queue_down, kv_up, kv_down, busy_down, ttft_slo, itl_slo (s)"},
+      {"lora [list|load NAME DIR|unload NAME]", "the LoRA adapters served, or load/unload one on every replica ([lora] runtime_loading)"},
       {"log-level [LEVEL]", "the head's log level (debug, info, warn, error, off), or set it"},
       {"drain REPLICA", "admit nothing new, move what runs with its KV; answers once safe to remove"},
       {"resume REPLICA", "end a drain: the replica takes requests again"},

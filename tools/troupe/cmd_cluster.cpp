@@ -325,6 +325,7 @@ int cmd_serve(const args& a) {
   if (head_hosts) kv::transfer::registry::global().set_tcp_host(head.host);  // as on a node (cmd_node)
   const served_model served =
       describe_model(topo, sim && topo.model.path.empty() ? "" : dir, m, a.get("chat-template", topo.model.chat_template));
+  topo.frontend.model_name = served.name;  // what adapters may not be named
   cluster_config cfg(topo);
   caf::actor_system sys{cfg};
   actors::local_cluster cluster(sys, topo, m.model, m.tok, actors::placement_mode::head_node_only, head_name);
@@ -341,10 +342,12 @@ int cmd_serve(const args& a) {
   here.admin = topology::admin_of(topo, head_name);
   if (a.has("admin-port")) here.admin = admin_at_port(here.admin, a.get_port("admin-port", 0));
   here.autoscaler.cfg.enabled = topo.autoscaler.cfg.enabled && head_name == topo.heads().front()->name;
+  const actors::lora_serving lora{cluster.loras(), cluster.lora_manager(), topo.lora.runtime_loading};
   if (here.admin.enabled() || here.autoscaler.cfg.enabled)
-    admin = std::make_unique<actors::admin_endpoint>(sys, here, cluster.router(), cluster.owner(), cluster.registry(), served.card);
+    admin = std::make_unique<actors::admin_endpoint>(sys, here, cluster.router(), cluster.owner(), cluster.registry(), served.card, lora);
 
-  const actors::frontend_config fc = frontend_config_of(a, topo, served);
+  actors::frontend_config fc = frontend_config_of(a, topo, served);
+  fc.lora = lora;
   std::unique_ptr<actors::frontend> fe;
   try {
     fe = std::make_unique<actors::frontend>(sys, cluster.owner(), cluster.router(), fc, served.tok, served.chat);
