@@ -42,6 +42,8 @@ std::vector<nlohmann::json> adapter_cards(const frontend_config& cfg, std::int64
   for (const auto& a : cfg.lora.catalog->list())
     out.push_back({{"id", a.name}, {"object", "model"}, {"created", created}, {"owned_by", "troupe"}, {"root", a.dir},
                    {"parent", cfg.model_name}, {"max_model_len", cfg.max_model_len}});
+  if (cfg.vocab_size > 0)
+    for (auto& card : out) card["vocab_size"] = cfg.vocab_size;  // the base's: an adapter keeps its vocabulary
   return out;
 }
 

@@ -144,4 +144,7 @@ void parallel_for(std::size_t n, const std::function<void(std::size_t)>& fn) {
   the_pool().run(n, fn);
 }
 
+on_this_thread::on_this_thread() : was_(inside_task) { inside_task = true; }
+on_this_thread::~on_this_thread() { inside_task = was_; }
+
 }  // namespace troupe::kernels

@@ -23,4 +23,17 @@ void parallel_for(std::size_t n, const std::function<void(std::size_t)>& fn);
 // the small runs at the end still let a thread that was held up hand its share to the other.
 std::vector<std::size_t> stream_split(std::size_t n, std::size_t unit = 1);
 
+// While one lives, kernels called on this thread run on it alone, as inside a task: for work
+// smaller than what fanning it out costs (a LoRA adapter's rank-wide matmuls over a few rows).
+class on_this_thread {
+ public:
+  on_this_thread();
+  ~on_this_thread();
+  on_this_thread(const on_this_thread&) = delete;
+  on_this_thread& operator=(const on_this_thread&) = delete;
+
+ private:
+  bool was_;
+};
+
 }  // namespace troupe::kernels

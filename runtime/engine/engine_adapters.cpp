@@ -34,9 +34,17 @@ std::shared_ptr<const model::lora_adapter> engine::adapter_of(const request& r) 
   return it->second;
 }
 
+// Sequences of one adapter side by side share a span: one pair of small matmuls per projection
+// for all of them, not one per sequence (each is a dispatch over the kernel threads).
 void engine::add_adapter_rows(const sequence& s, std::size_t first, forward_plan& fp) const {
   if (!s.adapter || fp.tokens.size() == first) return;
-  fp.adapters.push_back({std::int32_t(first), std::int32_t(fp.tokens.size() - first), s.adapter});
+  const auto count = std::int32_t(fp.tokens.size() - first);
+  if (!fp.adapters.empty() && fp.adapters.back().adapter == s.adapter &&
+      std::size_t(fp.adapters.back().first + fp.adapters.back().count) == first) {
+    fp.adapters.back().count += count;
+    return;
+  }
+  fp.adapters.push_back({std::int32_t(first), count, s.adapter});
 }
 
 std::string load_adapter_folder(engine& e, const std::string& name, const std::string& dir) {

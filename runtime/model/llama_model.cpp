@@ -384,13 +384,13 @@ namespace {
 // Each adapter span's share of projection `t` of layer `l`: x rows `x_width` wide, added into
 // out rows `out_stride` apart from column `offset` (a fused projection's slice).
 void add_lora(const forward_batch& b, int l, lora_target t, const float* x, std::size_t x_width, float* out, std::size_t out_stride,
-              std::size_t offset) {
+              std::size_t offset, std::vector<float>& scratch) {
   for (const auto& s : b.adapters) {
     const auto& adapted = s.adapter->layers[std::size_t(l)];
     const auto m = adapted.find(t);
     if (m == adapted.end()) continue;
     apply_lora(m->second, x + std::size_t(s.first) * x_width, std::size_t(s.count), out + std::size_t(s.first) * out_stride + offset,
-               out_stride);
+               out_stride, scratch);
   }
 }
 
@@ -522,9 +522,9 @@ void llama_model::run_layers(const forward_batch& b, int first, int last, kv::kv
     {
       op_timer timer(op::qkv_proj);
       kernels::linear(w.h.data(), T, L.qkv, L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(), w.qkv.data());
-      add_lora(b, l, lora_target::q_proj, w.h.data(), H, w.qkv.data(), QKV, 0);
-      add_lora(b, l, lora_target::k_proj, w.h.data(), H, w.qkv.data(), QKV, Q);
-      add_lora(b, l, lora_target::v_proj, w.h.data(), H, w.qkv.data(), QKV, Q + KV);
+      add_lora(b, l, lora_target::q_proj, w.h.data(), H, w.qkv.data(), QKV, 0, w.lora);
+      add_lora(b, l, lora_target::k_proj, w.h.data(), H, w.qkv.data(), QKV, Q, w.lora);
+      add_lora(b, l, lora_target::v_proj, w.h.data(), H, w.qkv.data(), QKV, Q + KV, w.lora);
     }
     {
     op_timer timer(op::rope);
@@ -553,7 +553,7 @@ void llama_model::run_layers(const forward_batch& b, int first, int last, kv::kv
     {
       op_timer timer(op::o_proj);
       kernels::linear(w.attn.data(), T, L.o, nullptr, w.tmp.data());
-      add_lora(b, l, lora_target::o_proj, w.attn.data(), Q, w.tmp.data(), H, 0);
+      add_lora(b, l, lora_target::o_proj, w.attn.data(), Q, w.tmp.data(), H, 0, w.lora);
     }
     if (tp) { op_timer timer(op::all_reduce); tp->all_reduce({w.tmp.data(), T * H}); }
     { op_timer timer(op::residual); for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i]; }
@@ -579,14 +579,14 @@ void llama_model::mlp_sublayer(const forward_batch& b, int l, forward_workspace&
     {
       op_timer timer(op::gate_up_proj);
       kernels::linear(w.h.data(), T, L.gate_up, nullptr, w.gu.data());
-      add_lora(b, l, lora_target::gate_proj, w.h.data(), H, w.gu.data(), 2 * I, 0);
-      add_lora(b, l, lora_target::up_proj, w.h.data(), H, w.gu.data(), 2 * I, I);
+      add_lora(b, l, lora_target::gate_proj, w.h.data(), H, w.gu.data(), 2 * I, 0, w.lora);
+      add_lora(b, l, lora_target::up_proj, w.h.data(), H, w.gu.data(), 2 * I, I, w.lora);
     }
     { op_timer timer(op::swiglu); kernels::swiglu(w.gu.data(), T, I, w.act.data()); }
     {
       op_timer timer(op::down_proj);
       kernels::linear(w.act.data(), T, L.down, nullptr, w.tmp.data());
-      add_lora(b, l, lora_target::down_proj, w.act.data(), I, w.tmp.data(), H, 0);
+      add_lora(b, l, lora_target::down_proj, w.act.data(), I, w.tmp.data(), H, 0, w.lora);
     }
   }
   if (tp && !whole_out) { op_timer timer(op::all_reduce); tp->all_reduce({w.tmp.data(), T * H}); }

@@ -52,6 +52,7 @@ struct forward_workspace {
   std::vector<float> x, h, qkv, q, k, attn, tmp, gu, act, cos, sin, logits_in;
   std::vector<float> logits_part, logits_all;  // a tensor-parallel rank's vocabulary slice, then every rank's
   std::vector<float> router, rows, rows_gu, rows_act, rows_out;  // mixture-of-experts layers
+  std::vector<float> lora;  // LoRA adapters' intermediate rows (apply_lora)
   // Tokens routed to each expert, summed over layers, since the caller last cleared it. Counted
   // once per group: by tensor rank 0, or, expert parallel, by rank 0 from every rank's counts.
   std::vector<std::uint64_t> expert_tokens;

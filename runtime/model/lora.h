@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/packed_weight.h"
 #include "runtime/model/model_config.h"
 
 namespace troupe::model {
@@ -33,6 +34,8 @@ struct lora_matrix {
   double scale = 0;      // lora_alpha / rank (or / sqrt(rank))
   std::vector<float> a;  // rank x in, row-major
   std::vector<float> b;  // out x rank, row-major
+  // The same for the matmul kernels (read_lora_adapter packs them): scale * A, and B.
+  kernels::packed_weight scaled_a, packed_b;
 };
 
 struct lora_adapter {
@@ -65,6 +68,10 @@ std::string lora_identity(const std::string& name, const std::string& fingerprin
 
 // out[r] += m.scale * B (A x[r]) for each of `rows` rows of x (m.in wide). Rows of out are
 // `out_stride` apart (0: m.out), so a fused projection's slice (q in qkv, up in gate_up) takes it.
+// Two small matmuls on the kernels' threads (the packed matrices), through `scratch` (resized to
+// rows x (rank + out); a forward's workspace keeps it between calls).
+void apply_lora(const lora_matrix& m, const float* x, std::size_t rows, float* out, std::size_t out_stride,
+                std::vector<float>& scratch);
 void apply_lora(const lora_matrix& m, const float* x, std::size_t rows, float* out, std::size_t out_stride = 0);
 
 // w (m.out x m.in, row-major) += m.scale * B A: the adapter merged into a base weight.
