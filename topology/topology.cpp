@@ -364,12 +364,23 @@ void read_model_names(const reader& r, const toml::table& f, frontend_spec& fe) 
   if (auto e = assign_model_names(fe, names)) r.fail(n, "frontend.model_name", *e);
 }
 
+// [frontend] request_trace and request_trace_max: the request log and its bound.
+void read_request_trace(const reader& r, const toml::table& f, frontend_spec& fe) {
+  fe.request_trace = r.string(f, "request_trace", "frontend.", std::string());
+  if (const toml::node* n = f.get("request_trace_max")) {
+    if (fe.request_trace.empty()) r.fail(n, "frontend.request_trace_max", "needs frontend.request_trace");
+    const double bytes = r.size(*n, "frontend.request_trace_max");
+    if (bytes < 1) r.fail(n, "frontend.request_trace_max", "must be positive");
+    fe.request_trace_max = std::size_t(bytes);
+  }
+}
+
 void read_frontend(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* f = r.table(root, "frontend", "");
   if (!f) return;
   r.only_keys(*f, "frontend.",
               {"address", "model_name", "max_requests", "retry_after", "max_body", "metric_prefix", "api_keys", "api_key_routes", "public_prompts", "tenant_by_user",
-               "shutdown_grace"});
+               "shutdown_grace", "request_trace", "request_trace_max"});
   t.frontend.tenant_by_user = r.boolean(*f, "tenant_by_user", "frontend.", true);
   auto& fe = t.frontend;
   if (const toml::node* a = f->get("address")) {
@@ -442,7 +453,7 @@ void read_frontend(const reader& r, const toml::table& root, topology_config& t)
   fe.metric_prefix = r.string(*f, "metric_prefix", "frontend.", fe.metric_prefix);
   for (char c : fe.metric_prefix)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':'))
-      r.fail(f->get("metric_prefix"), "frontend.metric_prefix", "may hold only letters, digits, '_' and ':'");
+      r.fail(f->get("metric_prefix"), "frontend.metric_prefix", "may hold only letters, digits, '_' and ':'");  read_request_trace(r, *f, fe);
 }
 
 // "tcp://127.0.0.1:PORT" (or localhost / [::1]): nothing listens off loopback without

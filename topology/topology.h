@@ -174,6 +174,10 @@ struct frontend_spec {
     std::string name, text;
   };
   std::vector<public_prompt> public_prompts;
+  // A request log in the trace format `troupe bench serve --trace` replays
+  // (runtime/workload/request_trace.h): one line per finished request, at most this many bytes.
+  std::string request_trace;  // empty: none
+  std::size_t request_trace_max = std::size_t(1) << 30;
 };
 
 // KV events out of the cluster: a ZeroMQ PUB socket in vLLM's wire format, and a ROUTER socket

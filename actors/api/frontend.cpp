@@ -6,7 +6,7 @@
 
 #include "actors/protocol/error_text.h"
 #include "actors/api/frontend_metrics.h"
-#include "actors/api/frontend_lora.h"
+#include "actors/api/frontend_models.h"
 #include "actors/api/frontend_prepare.h"
 #include "actors/protocol/serve_error.h"
 #include "runtime/api/choices.h"
@@ -60,6 +60,7 @@ struct choice_group {
   bool embeddings = false, base64 = false;
   std::vector<std::vector<float>> vectors;
   std::string model;  // the served model that answers (the base's name or an adapter's)
+  const char* endpoint = nullptr;  // completions or chat, for the request trace (null: embeddings)
 };
 
 struct live_request {
@@ -155,6 +156,15 @@ void abort_others(frontend_ptr self, live_request& r) {
   }
 }
 
+// One line of the request log: when it came (Unix seconds), its lengths, whose and which model.
+void record_trace(workload::request_trace& t, const live_request& r, const std::string& outcome) {
+  const double age = std::chrono::duration<double>(clock::now() - r.arrived).count();
+  std::string tenant = "default";
+  for (const auto& [k, v] : r.labels)
+    if (k == "tenant") tenant = v;
+  t.record({unix_seconds() - age, r.prompt_tokens, r.output_tokens, tenant, r.group->model, r.group->endpoint, outcome});
+}
+
 void finish(frontend_ptr self, live_request& r, const token_update& u) {
   auto& m = *self->state.m;
   const auto now = clock::now();
@@ -164,6 +174,7 @@ void finish(frontend_ptr self, live_request& r, const token_update& u) {
   l.emplace_back("finished_reason", reason ? *reason : error ? "error" : "abort");
   m.success.inc(l);
   m.migrations.inc({{"model_name", self->state.cfg.model_name}}, u.migrations);
+  if (self->state.cfg.request_trace && r.group->endpoint) record_trace(*self->state.cfg.request_trace, r, reason ? *reason : error ? "error" : "abort");
   if (reason) {
     const double e2e = std::chrono::duration<double>(now - r.arrived).count();
     m.e2e.observe(r.labels, e2e);
@@ -421,6 +432,8 @@ void submit(frontend_ptr self, prepared& p) {
   auto g = std::make_shared<choice_group>();
   g->plan = {int(p.prompts.size()), req.n, req.best_of};
   g->left = g->plan.size();
+  g->model = p.model;
+  g->endpoint = kind == api::endpoint::chat ? "chat" : "completions";
   g->fulls.resize(std::size_t(g->left));
   g->cumulative.resize(std::size_t(g->left));
   const bool client_logprobs = req.params.logprobs >= 0;
@@ -606,15 +619,6 @@ void need_method(const http::request& rq, const std::string& path, std::initiali
   throw api::api_error(405, "use " + list + " for " + path);
 }
 
-// OpenAI's fields, vLLM's max_model_len, and the vocabulary's size (what a load generator needs to
-// draw token ids for a model without a tokenizer).
-json model_card(const frontend_state& st, const std::string& id) {
-  json card = {{"id", id}, {"object", "model"}, {"created", st.started}, {"owned_by", "troupe"},
-               {"root", st.cfg.model_name}, {"max_model_len", st.cfg.max_model_len}};
-  if (st.cfg.vocab_size > 0) card["vocab_size"] = st.cfg.vocab_size;
-  return card;
-}
-
 void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
   auto& st = self->state;
   const auto& rq = ex->req();
@@ -640,18 +644,16 @@ void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
     }
     if (path == "/v1/models") {
       need_method(rq, path, {"GET"});
-      json data = json::array({model_card(st, st.cfg.model_name)});
-      for (const auto& alias : st.cfg.model_aliases) data.push_back(model_card(st, alias));
-      for (auto& card : adapter_cards(st.cfg, st.started)) data.push_back(std::move(card));
+      json data = json::array();
+      for (auto& card : model_cards(st.cfg, st.started)) data.push_back(std::move(card));
       return ex->respond(200, "application/json", dump({{"object", "list"}, {"data", data}}));
     }
     if (path.rfind("/v1/models/", 0) == 0) {
       need_method(rq, path, {"GET"});
       const std::string id = path.substr(11);
-      for (auto& card : adapter_cards(st.cfg, st.started))
+      for (auto& card : model_cards(st.cfg, st.started))
         if (card["id"] == id) return ex->respond(200, "application/json", dump(card));
-      if (!serves(st.cfg.model_name, st.cfg.model_aliases, id)) throw no_such_model(id, st.cfg.model_name);
-      return ex->respond(200, "application/json", dump(model_card(st, id)));
+      throw no_such_model(id, st.cfg.model_name);
     }
     if (path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter") {
       need_method(rq, path, {"POST"});

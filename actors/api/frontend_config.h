@@ -15,6 +15,7 @@
 #include "runtime/chat/tool_calls.h"
 #include "runtime/model/pooling.h"
 #include "runtime/sampling/sampling_params.h"
+#include "runtime/workload/request_trace.h"
 #include "topology/topology.h"
 
 namespace troupe::actors {
@@ -52,6 +53,8 @@ struct frontend_config {
   // /v1/load_lora_adapter and /v1/unload_lora_adapter change them when runtime_loading allows
   // (404 naming the key otherwise).
   lora_serving lora;
+  // The request log ([frontend] request_trace), written by the frontend actor alone; null: none.
+  std::shared_ptr<workload::request_trace> request_trace;
 };
 
 }  // namespace troupe::actors

@@ -4,7 +4,15 @@
 #include <boost/test/unit_test.hpp>
 
 #include "runtime/common/error.h"
+#include "runtime/workload/request_trace.h"
 #include "runtime/workload/trace.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 using namespace troupe::workload;
 
@@ -62,4 +70,39 @@ BOOST_AUTO_TEST_CASE(generated_traces_repeat_with_their_seed_and_follow_the_prof
   BOOST_TEST(std::abs(in_spike - 800) < 5 * 28.3, in_spike);
   BOOST_TEST(std::abs(quiet - 32) < 5 * 5.7, quiet);
   BOOST_CHECK_THROW(shape_profile("sawtooth", 1, duration), troupe::input_error);
+}
+
+// The request log: one JSON line per request, its file private to the user, and bounded.
+BOOST_AUTO_TEST_CASE(the_request_trace_is_one_line_per_request_and_bounded) {
+  const std::string path = (std::filesystem::temp_directory_path() / ("troupe-request-trace-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove(path);
+  const trace_record r{1796398700.5, 212, 64, "alice", "kjv", "completions", "length"};
+  const std::string line = trace_line(r);
+  const auto j = nlohmann::json::parse(line);
+  BOOST_TEST(j["prompt_len"] == 212);
+  BOOST_TEST(j["output_len"] == 64);
+  BOOST_TEST(j["tenant"] == "alice");
+  BOOST_TEST(j["endpoint"] == "completions");
+  BOOST_TEST(line.back() == '\n');
+  {
+    request_trace t(path, 3 * line.size());
+    for (int i = 0; i < 5; ++i) t.record(r);
+    BOOST_TEST(t.recorded() == 3u);
+    BOOST_TEST(t.dropped() == 2u);
+  }
+  {
+    request_trace t(path, 4 * line.size());  // appends, counting what the file already holds
+    t.record(r);
+    t.record(r);
+    BOOST_TEST(t.recorded() == 1u);
+  }
+  std::ifstream in(path);
+  int lines = 0;
+  for (std::string l; std::getline(in, l);) ++lines;
+  BOOST_TEST(lines == 4);
+  struct stat s {};
+  BOOST_TEST_REQUIRE(::stat(path.c_str(), &s) == 0);
+  BOOST_TEST((s.st_mode & 0777) == 0600u);
+  std::filesystem::remove(path);
+  BOOST_CHECK_THROW(request_trace("/no/such/dir/trace.jsonl", 100), troupe::input_error);
 }

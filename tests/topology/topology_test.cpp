@@ -244,6 +244,14 @@ BOOST_AUTO_TEST_CASE(lora_settings_are_read_and_checked) {
   BOOST_TEST(sim.find("lora: adapters run on the cpu backend only, not sim") != std::string::npos, sim);
 }
 
+BOOST_AUTO_TEST_CASE(request_trace_settings) {
+  const auto fe = parse_topology(minimal + "[frontend]\nrequest_trace = \"/tmp/r.jsonl\"\nrequest_trace_max = \"1MiB\"\n", "t.toml").frontend;
+  BOOST_TEST(fe.request_trace == "/tmp/r.jsonl");
+  BOOST_TEST(fe.request_trace_max == std::size_t(1) << 20);
+  const std::string e = error_of(minimal + "[frontend]\nrequest_trace_max = \"1MiB\"\n");
+  BOOST_TEST(e.find("frontend.request_trace_max: needs frontend.request_trace") != std::string::npos, e);
+}
+
 BOOST_AUTO_TEST_CASE(kv_transfer_settings_are_read_and_checked) {
   const auto d = parse_topology(minimal, "t.toml").kv_transfer;
   BOOST_TEST(std::string(kv::transfer::backend_name(d.backend)) == "auto");

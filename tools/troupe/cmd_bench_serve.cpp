@@ -284,6 +284,19 @@ std::optional<std::string> scrape_metrics(const bench::client_options& co) {
   return std::nullopt;
 }
 
+// A recorded request log's lines name their model and endpoint: --model sends every request to
+// one model instead (a canary, another server); an endpoint the run does not use is refused.
+void use_trace_fields(const args& a, const bench::client_options& co, std::vector<bench::planned_request>& plan) {
+  const std::string endpoint = co.chat ? "chat" : "completions";
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    auto& r = plan[i];
+    if (a.has("model")) r.model.clear();
+    if (!r.endpoint.empty() && r.endpoint != endpoint)
+      throw input_error("--trace: request " + std::to_string(i + 1) + " (in time order) was sent to " + r.endpoint + ", and this run sends " + endpoint +
+                        (co.chat ? " (drop --chat, or keep only the trace's chat lines)" : " (add --chat, or keep only the trace's completions lines)"));
+  }
+}
+
 }  // namespace
 
 int cmd_bench_serve(const args& a) {
@@ -294,6 +307,7 @@ int cmd_bench_serve(const args& a) {
   co.model = a.get("model", info.model);
   if (a.has("max-model-len")) info.max_model_len = int(a.get_int("max-model-len", 0));
   planned_workload pw = plan_requests(a, co, info);
+  use_trace_fields(a, co, pw.plan);
   const auto& plan = pw.plan;
   const bench::slo goal = bench::parse_slo(words(a.get("goodput", "")));
   const bool quiet = a.has("quiet");

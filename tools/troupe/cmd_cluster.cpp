@@ -276,6 +276,8 @@ actors::frontend_config frontend_config_of(const args& a, const topology::topolo
   }
   for (const auto& p : topo.frontend.public_prompts) fc.public_prompts.emplace_back(p.name, p.text);
   fc.api_key_on_all_routes = topo.frontend.api_key_on_all_routes;
+  if (!topo.frontend.request_trace.empty())
+    fc.request_trace = std::make_shared<workload::request_trace>(topo.frontend.request_trace, topo.frontend.request_trace_max);
   check_http_exposure(a, fc);
   return fc;
 }

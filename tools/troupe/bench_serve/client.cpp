@@ -67,7 +67,10 @@ struct run_state {
 std::string body_of(const client_options& o, const planned_request& r) {
   nlohmann::json j = {{"max_tokens", r.output_len}, {"stream", true}, {"stream_options", {{"include_usage", true}}},
                       {"temperature", 0.0}, {"ignore_eos", o.ignore_eos}};
-  if (!o.model.empty()) j["model"] = o.model;
+  if (!r.model.empty())
+    j["model"] = r.model;
+  else if (!o.model.empty())
+    j["model"] = o.model;
   if (!r.tenant.empty()) j["user"] = r.tenant;
   if (o.chat) {
     std::string text = r.prompt_text;

@@ -170,6 +170,14 @@ std::vector<planned_request> read_trace(const std::string& path, int vocab, std:
       throw input_error(where + "output_len (a positive integer) is required");
     r.output_len = j[okey].get<int>();
     if (j.contains("tenant")) r.tenant = j["tenant"].is_string() ? j["tenant"].get<std::string>() : j["tenant"].dump();
+    if (j.contains("model")) {  // troupe serve's request log names the model each request asked
+      if (!j["model"].is_string()) throw input_error(where + "model: expected a string");
+      r.model = j["model"].get<std::string>();
+    }
+    if (j.contains("endpoint")) {
+      if (j["endpoint"] != "completions" && j["endpoint"] != "chat") throw input_error(where + "endpoint: expected \"completions\" or \"chat\"");
+      r.endpoint = j["endpoint"].get<std::string>();
+    }
     out.push_back(std::move(r));
   }
   std::stable_sort(out.begin(), out.end(), [](const planned_request& a, const planned_request& b) { return a.at < b.at; });

@@ -41,6 +41,8 @@ struct planned_request {
   int prompt_len = 0;  // tokens (for text prompts from a trace: the trace's figure, if given)
   int output_len = 0;
   std::string tenant;
+  std::string model;     // from a trace line: the model it asked (sent unless --model is given)
+  std::string endpoint;  // from a trace line: "completions" or "chat" (it must match --chat)
 };
 
 // Draws a length with mean `mean`: fixed; uniform on [mean/2, 3*mean/2]; or long-tailed

@@ -1,6 +1,6 @@
-// The frontend's LoRA routes: vLLM's POST /v1/load_lora_adapter and /v1/unload_lora_adapter,
-// answered by the head's LoRA manager (actors/serving/lora_manager.h), and the adapters' cards
-// in /v1/models.
+// The models the frontend serves: their cards in /v1/models (the base under each of its names,
+// then the LoRA adapters), and vLLM's POST /v1/load_lora_adapter and /v1/unload_lora_adapter,
+// answered by the head's LoRA manager (actors/serving/lora_manager.h).
 #pragma once
 #include <caf/all.hpp>
 
@@ -22,7 +22,9 @@ namespace troupe::actors {
 void answer_lora_route(caf::event_based_actor* self, const frontend_config& cfg, const std::shared_ptr<http::exchange>& ex,
                        bool load, std::function<void(const api::api_error&)> on_error);
 
-// One card per served adapter: its name, the folder it came from as `root`, the base as `parent`.
-std::vector<nlohmann::json> adapter_cards(const frontend_config& cfg, std::int64_t created);
+// One card per served name: the base's (OpenAI's fields, vLLM's max_model_len and root, and the
+// vocabulary's size, which a load generator needs to draw token ids for a model without a
+// tokenizer), then each adapter's, with the folder it came from as `root` and the base as `parent`.
+std::vector<nlohmann::json> model_cards(const frontend_config& cfg, std::int64_t created);
 
 }  // namespace troupe::actors

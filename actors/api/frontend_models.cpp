@@ -1,4 +1,4 @@
-#include "actors/api/frontend_lora.h"
+#include "actors/api/frontend_models.h"
 
 #include "actors/protocol/error_text.h"
 #include "actors/protocol/serve_error.h"
@@ -36,14 +36,19 @@ void answer_lora_route(caf::event_based_actor* self, const frontend_config& cfg,
   }
 }
 
-std::vector<nlohmann::json> adapter_cards(const frontend_config& cfg, std::int64_t created) {
+std::vector<nlohmann::json> model_cards(const frontend_config& cfg, std::int64_t created) {
   std::vector<nlohmann::json> out;
-  if (!cfg.lora.catalog) return out;
-  for (const auto& a : cfg.lora.catalog->list())
-    out.push_back({{"id", a.name}, {"object", "model"}, {"created", created}, {"owned_by", "troupe"}, {"root", a.dir},
-                   {"parent", cfg.model_name}, {"max_model_len", cfg.max_model_len}});
+  std::vector<std::string> names{cfg.model_name};
+  names.insert(names.end(), cfg.model_aliases.begin(), cfg.model_aliases.end());
+  for (const auto& name : names)
+    out.push_back({{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", "troupe"}, {"root", cfg.model_name},
+                   {"max_model_len", cfg.max_model_len}});
+  if (cfg.lora.catalog)
+    for (const auto& a : cfg.lora.catalog->list())
+      out.push_back({{"id", a.name}, {"object", "model"}, {"created", created}, {"owned_by", "troupe"}, {"root", a.dir},
+                     {"parent", cfg.model_name}, {"max_model_len", cfg.max_model_len}});
   if (cfg.vocab_size > 0)
-    for (auto& card : out) card["vocab_size"] = cfg.vocab_size;  // the base's: an adapter keeps its vocabulary
+    for (auto& card : out) card["vocab_size"] = cfg.vocab_size;  // an adapter keeps the base's vocabulary
   return out;
 }
 
