@@ -112,21 +112,12 @@ std::vector<std::string> one_by_one(std::uint16_t port, const std::string& model
   return out;
 }
 
-// The sum of a counter's series in /metrics.
-double metric(std::uint16_t port, const std::string& name) {
-  const auto r = test::http_request(port, "GET", "/metrics", "");
-  double sum = 0;
-  std::istringstream in(r.body);
-  for (std::string l; std::getline(in, l);)
-    if (l.rfind(name, 0) == 0 && (l[name.size()] == ' ' || l[name.size()] == '{')) sum += std::stod(l.substr(l.rfind(' ') + 1));
-  return sum;
-}
 
 // The prefix-cache hit counter once two scrapes agree (each replica reports after its steps).
 double settled_hits(std::uint16_t port) {
   double last = -1;
   for (int i = 0; i < 200; ++i) {
-    const double now = metric(port, "troupe:prefix_cache_hits_total");
+    const double now = test::metric_sum(port, "troupe:prefix_cache_hits_total");
     if (now == last) return now;
     last = now;
   }

@@ -133,15 +133,6 @@ std::vector<answer> send_all(std::uint16_t port, const std::vector<json>& bs, in
   return out;
 }
 
-// The sum of a counter's series in the server's /metrics (labels ignored).
-double metric(std::uint16_t port, const std::string& name) {
-  const auto r = test::http_request(port, "GET", "/metrics", "");
-  double sum = 0;
-  std::istringstream in(r.body);
-  for (std::string l; std::getline(in, l);)
-    if (l.rfind(name, 0) == 0 && (l[name.size()] == ' ' || l[name.size()] == '{')) sum += std::stod(l.substr(l.rfind(' ') + 1));
-  return sum;
-}
 
 // The counters of every replica are in /metrics once each has reported a load after its last
 // step; the frontend asks on each scrape, so poll until two scrapes agree.
@@ -154,7 +145,7 @@ std::map<std::string, double> settled_metrics(std::uint16_t port) {
   std::map<std::string, double> last;
   for (int i = 0; i < 200; ++i) {
     std::map<std::string, double> now;
-    for (const auto& n : names) now[n] = metric(port, n);
+    for (const auto& n : names) now[n] = test::metric_sum(port, n);
     if (now == last) return now;
     last = std::move(now);
   }

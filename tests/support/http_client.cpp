@@ -5,6 +5,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
+#include <sstream>
 
 namespace troupe::test {
 
@@ -56,6 +57,16 @@ http_response http_request(std::uint16_t port, const std::string& method, const 
   beast::error_code ec;
   stream.socket().shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
   return r;
+}
+
+double metric_sum(std::uint16_t port, const std::string& name) {
+  const auto r = http_request(port, "GET", "/metrics", "");
+  double sum = 0;
+  std::istringstream in(r.body);
+  for (std::string l; std::getline(in, l);)
+    if (l.rfind(name, 0) == 0 && l.size() > name.size() && (l[name.size()] == ' ' || l[name.size()] == '{'))
+      sum += std::stod(l.substr(l.rfind(' ') + 1));
+  return sum;
 }
 
 }  // namespace troupe::test

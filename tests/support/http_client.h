@@ -50,6 +50,9 @@ inline http_response post_json(std::uint16_t port, const std::string& target, co
   return http_request(port, "POST", target, body.dump());
 }
 
+// The sum of a counter's series in the server's /metrics, whatever their labels.
+double metric_sum(std::uint16_t port, const std::string& name);
+
 // `troupe serve CONFIG --port 0 ...`, with the HTTP port it printed.
 class serve_process {
  public:
