@@ -48,7 +48,7 @@ void engine::add_adapter_rows(const sequence& s, std::size_t first, forward_plan
 }
 
 std::string load_adapter_folder(engine& e, const std::string& name, const std::string& dir) {
-  auto a = std::make_shared<const model::lora_adapter>(model::read_lora_adapter(dir, e.model_config()));
+  auto a = model::shared_lora_adapter(dir, e.model_config());  // one read per process
   std::string identity = model::lora_identity(name, a->fingerprint);
   e.load_adapter(identity, std::move(a));
   return identity;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iterator>
+#include <mutex>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -203,6 +204,31 @@ std::string lora_fingerprint(const std::string& dir) {
 }
 
 std::string lora_identity(const std::string& name, const std::string& fingerprint) { return name + "@" + fingerprint; }
+
+std::shared_ptr<const lora_adapter> shared_lora_adapter(const std::string& dir, const model_config& base) {
+  // By the files' bytes and the base's shape (an adapter is checked against, and shaped for, its
+  // base), not by path or name: two names for the same files share too.
+  auto key_of = [&](const std::string& fingerprint) {
+    return fingerprint + "/" + std::to_string(base.num_hidden_layers) + "x" + std::to_string(base.hidden_size) + "x" +
+           std::to_string(base.intermediate_size) + "x" + std::to_string(base.q_dim()) + "x" + std::to_string(base.kv_dim());
+  };
+  const std::string key = key_of(lora_fingerprint(dir));
+  static std::mutex m;
+  static std::map<std::string, std::weak_ptr<const lora_adapter>> held;
+  {
+    std::lock_guard<std::mutex> l(m);
+    for (auto it = held.begin(); it != held.end();) it = it->second.expired() ? held.erase(it) : std::next(it);
+    if (auto it = held.find(key); it != held.end())
+      if (auto a = it->second.lock()) return a;
+  }
+  auto a = std::make_shared<const lora_adapter>(read_lora_adapter(dir, base));  // outside the lock: files take time
+  const std::string read_key = key_of(a->fingerprint);  // the files as read (they may have changed since)
+  std::lock_guard<std::mutex> l(m);
+  if (auto it = held.find(read_key); it != held.end())
+    if (auto other = it->second.lock()) return other;  // another replica read it meanwhile
+  held[read_key] = a;
+  return a;
+}
 
 void apply_lora(const lora_matrix& m, const float* x, std::size_t rows, float* out, std::size_t out_stride,
                 std::vector<float>& scratch) {

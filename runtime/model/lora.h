@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,11 @@ struct lora_adapter {
 // Reads `dir` for a model of `base`'s shape. Throws input_error naming the file and the key or
 // tensor that is wrong.
 lora_adapter read_lora_adapter(const std::string& dir, const model_config& base);
+
+// read_lora_adapter, once per process for the same files and base shape: replicas in one process
+// share the matrices (they are never written after the read). Kept while any holder lives; the
+// next call after the last one let go reads the files again.
+std::shared_ptr<const lora_adapter> shared_lora_adapter(const std::string& dir, const model_config& base);
 
 // 16 hex digits naming the bytes of `dir`'s adapter_config.json and adapter_model.safetensors:
 // two reads of the same files agree, and a changed file gives another. Throws input_error naming

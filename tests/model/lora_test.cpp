@@ -193,3 +193,25 @@ BOOST_AUTO_TEST_CASE(a_folder_without_an_adapter_says_what_is_missing) {
   }
   fs::remove_all(dir);
 }
+
+BOOST_AUTO_TEST_CASE(replicas_in_one_process_share_one_read_of_an_adapter) {
+  const auto dir = adapter("shared", usual_config, usual());
+  auto first = shared_lora_adapter(dir.string(), small());
+  auto second = shared_lora_adapter(dir.string(), small());
+  BOOST_TEST(first.get() == second.get());
+  BOOST_TEST(first->fingerprint == lora_fingerprint(dir.string()));
+  // Another base shape is another adapter (its matrices were checked against that shape).
+  model_config deeper = small();
+  deeper.num_hidden_layers = 3;
+  auto other = shared_lora_adapter(dir.string(), deeper);
+  BOOST_TEST(other.get() != first.get());
+  // Changed files are read again, under their new fingerprint.
+  const std::weak_ptr<const lora_adapter> old = first;
+  first.reset();
+  second.reset();
+  BOOST_TEST(old.expired());  // nothing but its holders kept it
+  std::ofstream(dir / "adapter_config.json", std::ios::app) << " ";
+  auto changed = shared_lora_adapter(dir.string(), small());
+  BOOST_TEST(changed->fingerprint != other->fingerprint);
+  fs::remove_all(dir);
+}
