@@ -286,6 +286,14 @@ topology_config load_topology(const std::string& path);
 // came from ([frontend] model_name, --served-model-name); fe is left as it was then.
 std::optional<std::string> assign_model_names(frontend_spec& fe, const std::vector<std::string>& names);
 
+// Why [lora] cannot run on `t` (the backend, or a pool that splits its model over ranks), none
+// when it can: parse_topology refuses such a file, and troupe serve's flags check again after
+// they change the pools.
+std::optional<std::string> lora_unsupported(const topology_config& t);
+// Adds an adapter every replica loads at start; what is wrong instead, as "name: ..." or
+// "path: ..." (the base's name or one named twice, a path that is not a directory here).
+std::optional<std::string> add_lora_adapter(topology_config& t, lora_spec::adapter a);
+
 // The admin endpoint head `head` serves: [admin] with that head's own addresses, if it names any.
 admin_spec admin_of(const topology_config& t, const std::string& head);
 topology_config parse_topology(const std::string& text, const std::string& source);

@@ -7,6 +7,8 @@
 #define BOOST_TEST_MODULE lora_serve
 #include <boost/test/unit_test.hpp>
 
+#include <stdlib.h>
+
 #include <atomic>
 #include <fstream>
 #include <map>
@@ -286,4 +288,28 @@ BOOST_AUTO_TEST_CASE(loading_and_unloading_under_load_fails_no_request) {
   BOOST_TEST(complete(port, "later", prompts()[3]).text == later_answer);
   admin("lora unload later");
   BOOST_TEST(complete(port, "later", prompts()[3]).status == 404);
+}
+
+// vLLM's habits: `troupe serve MODEL --enable-lora --lora-modules NAME=PATH` with
+// VLLM_ALLOW_RUNTIME_LORA_UPDATING=true serves the adapter and the load/unload routes; a LoRA
+// flag without --enable-lora is refused by name.
+BOOST_AUTO_TEST_CASE(vllm_lora_flags_serve_adapters) {
+  const auto refused = test::run_command(std::string(TROUPE_BINARY_DIR) + "/troupe serve " + base_dir() +
+                                         " --port 0 --lora-modules psalms=" + adapters().psalms.string() + " 2>&1");
+  BOOST_TEST(refused.status != 0);
+  BOOST_TEST(refused.output.find("--lora-modules: needs --enable-lora") != std::string::npos, refused.output);
+
+  ::setenv("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "True", 1);
+  test::serve_process serve({base_dir(), "--enable-lora", "--lora-modules", "psalms=" + adapters().psalms.string(), "--max-loras", "2"});
+  ::unsetenv("VLLM_ALLOW_RUNTIME_LORA_UPDATING");
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const answer a = complete(serve.port(), "psalms", prompts()[0]);
+  BOOST_TEST(a.status == 200, a.body);
+  BOOST_TEST(a.model == "psalms");
+  const auto l = test::post_json(serve.port(), "/v1/load_lora_adapter", {{"lora_name", "later"}, {"lora_path", adapters().later.string()}});
+  BOOST_TEST(l.status == 200, l.body);
+  // --max-loras 2: a third is refused by name.
+  const auto full = test::post_json(serve.port(), "/v1/load_lora_adapter", {{"lora_name", "proverbs"}, {"lora_path", adapters().proverbs.string()}});
+  BOOST_TEST(full.status == 400);
+  BOOST_TEST(full.body.find("max_adapters") != std::string::npos, full.body);
 }

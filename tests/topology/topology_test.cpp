@@ -229,10 +229,10 @@ BOOST_AUTO_TEST_CASE(lora_settings_are_read_and_checked) {
            {"[lora]\nmax_adapters = 0\n", "lora.max_adapters: 0 is out of range"},
            {"[lora]\nmax_adapters = 1\n" + one + "[[lora.adapters]]\nname = \"proverbs\"\npath = \"/tmp\"\n",
             "lora.max_adapters: 1 is fewer than the 2 adapters"},
-           {"[lora]\n" + one + one, "lora.adapters.name: \"psalms\" is named twice"},
+           {"[lora]\n" + one + one, "lora.adapters[1].name: \"psalms\" is named twice"},
            {"[lora]\n[[lora.adapters]]\nname = \"x\"\npath = \"/no/such/dir\"\n", "lora.adapters[0].path: \"/no/such/dir\" is not a directory"},
            {"[lora]\n[[lora.adapters]]\npath = \"/tmp\"\n", "lora.adapters[0].name: required key is missing"},
-           {"[frontend]\nmodel_name = \"psalms\"\n[lora]\n" + one, "\"psalms\" is the base model's served name"}}) {
+           {"[frontend]\nmodel_name = \"psalms\"\n[lora]\n" + one, "lora.adapters[0].name: \"psalms\" is the base model's served name"}}) {
     const std::string e = error_of(minimal + text);
     BOOST_TEST(e.find(key) != std::string::npos, text << " -> " << e);
   }

@@ -210,6 +210,40 @@ serve_target serve_positional(const args& a) {
 
 // vLLM's flags, mapped onto the topology: --served-model-name, --max-model-len and
 // --tensor-parallel-size (every pool whose group runs in one process).
+// vLLM's LoRA flags onto [lora]: --enable-lora, --lora-modules NAME=PATH[,NAME=PATH...],
+// --max-loras N (adapters loaded at once per replica), and VLLM_ALLOW_RUNTIME_LORA_UPDATING=true
+// for the load/unload routes (runtime_loading).
+void apply_lora_flags(const args& a, topology::topology_config& topo) {
+  const char* env = std::getenv("VLLM_ALLOW_RUNTIME_LORA_UPDATING");
+  const bool runtime = env && (std::string(env) == "true" || std::string(env) == "True" || std::string(env) == "1");
+  if (!a.has("enable-lora")) {
+    for (const char* f : {"lora-modules", "max-loras"})
+      if (a.has(f)) throw input_error(std::string("--") + f + ": needs --enable-lora (as in vLLM)");
+  } else {
+    if (auto why = topology::lora_unsupported(topo)) throw input_error("--enable-lora: " + *why);
+    if (auto m = a.get("lora-modules")) {
+      std::stringstream in(*m);
+      for (std::string item; std::getline(in, item, ',');) {
+        const auto eq = item.find('=');
+        if (eq == std::string::npos) throw input_error("--lora-modules: expected NAME=PATH, got \"" + item + "\"");
+        if (auto why = topology::add_lora_adapter(topo, {item.substr(0, eq), item.substr(eq + 1)}))
+          throw input_error("--lora-modules: " + *why);
+      }
+    }
+    const long long most =
+        a.get_int("max-loras", std::max({(long long)topo.lora.max_adapters, 8LL, (long long)topo.lora.adapters.size()}));
+    if (most < 1 || most > 64 || most < (long long)topo.lora.adapters.size())
+      throw input_error("--max-loras: expected 1 to 64, and at least the " + std::to_string(topo.lora.adapters.size()) + " adapters given");
+    topo.lora.max_adapters = int(most);
+  }
+  if (runtime) {
+    if (!topo.lora.enabled()) throw input_error("VLLM_ALLOW_RUNTIME_LORA_UPDATING: needs --enable-lora or [lora]");
+    topo.lora.runtime_loading = true;
+  }
+  if (topo.lora.enabled())
+    if (auto why = topology::lora_unsupported(topo)) throw input_error("[lora]: " + *why + " (after the flags)");
+}
+
 void apply_vllm_flags(const args& a, topology::topology_config& topo) {
   if (auto n = a.get("served-model-name")) {  // NAME or NAME,ALIAS,...: the first is the name answers carry
     std::vector<std::string> names;
@@ -231,6 +265,7 @@ void apply_vllm_flags(const args& a, topology::topology_config& topo) {
       pool.tensor_parallel = int(tp);
     }
   }
+  apply_lora_flags(a, topo);
 }
 
 // --shutdown-grace, else [frontend] shutdown_grace.

@@ -34,6 +34,10 @@ void declare_serve(command& root) {
       .option("served-model-name", "NAME[,ALIAS...]", "the model's name in the API, and other names requests may use ([frontend] model_name)")
       .option("max-model-len", "N", "the context in tokens ([model] max_model_len); at most the model's positions")
       .option("tensor-parallel-size", "N", "ranks of every pool's tensor-parallel group (tensor_parallel)")
+      .flag("enable-lora", "serve LoRA adapters ([lora]; docs/lora.md)")
+      .option("lora-modules", "NAME=PATH[,NAME=PATH...]", "adapters every replica loads at start, served as models by NAME ([[lora.adapters]])")
+      .option("max-loras", "N", "adapters loaded at once per replica ([lora] max_adapters; default 8); VLLM_ALLOW_RUNTIME_LORA_UPDATING=true "
+                               "turns on /v1/load_lora_adapter and /v1/unload_lora_adapter ([lora] runtime_loading)")
       .option("shutdown-grace", "S", "on SIGINT/SIGTERM, seconds in-flight requests have to finish while new ones get 503 "
                                      "([frontend] shutdown_grace; default 30); streams still open then end with an error "
                                      "event and [DONE]")
