@@ -11,8 +11,8 @@ namespace {
 api::api_error lora_error(caf::actor_system& sys, const caf::error& err) {
   const std::string why = error_message(sys, err);
   const auto code = serve_code(err);
-  if (code == serve_errc::not_found) return api::api_error(404, why, "lora_name", "not_found_error");
-  if (code == serve_errc::invalid) return api::api_error(400, why, why.rfind("lora_path", 0) == 0 ? "lora_path" : "lora_name");
+  if (code == serve_errc::not_found) return api::api_error(404, why, serve_field(err), "not_found_error");
+  if (code == serve_errc::invalid) return api::api_error(400, why, serve_field(err));
   return api::api_error(503, "the adapter could not be changed on every replica now (" + why + "); retry later", "", "server_error");
 }
 

@@ -1,5 +1,4 @@
 #include "actors/cluster/local_cluster.h"
-#include <algorithm>
 
 #include "actors/serving/kv_store_actor.h"
 
@@ -117,10 +116,9 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
     std::vector<std::string> base{topo.frontend.model_name};
     base.insert(base.end(), topo.frontend.model_aliases.begin(), topo.frontend.model_aliases.end());
     loras_ = std::make_shared<api::lora_catalog>(base, std::size_t(topo.lora.max_adapters));
-    for (const auto& a : topo.lora.adapters) {
-      if (std::find(base.begin(), base.end(), a.name) != base.end())
-        throw input_error(topo.source + ":" + std::to_string(topo.lora.line) + ": lora.adapters.name: \"" + a.name +
-                          "\" is the base model's served name");
+    for (const auto& a : topo.lora.adapters) {  // the served name may come from the model folder, after the file was read
+      if (auto why = loras_->refuse_new(a.name, {}))  // "lora_name: WHAT", the HTTP field; here the TOML key
+        throw input_error(topo.source + ":" + std::to_string(topo.lora.line) + ": lora.adapters.name: " + why->substr(why->find(": ") + 2));
       loras_->add({a.name, a.path, model::lora_identity(a.name, model::lora_fingerprint(a.path)), true});
     }
     rc.loras = loras_;

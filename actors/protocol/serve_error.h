@@ -22,10 +22,13 @@ enum class serve_errc : std::uint8_t {
 // The category every serve_errc travels under.
 inline caf::atom_value serve_category() { return caf::atom("troupe"); }
 
-caf::error make_serve_error(serve_errc code, std::string detail, double retry_after_s = 0);
+// `field`: the request's field at fault, when one is (an answer names it as its param).
+caf::error make_serve_error(serve_errc code, std::string detail, double retry_after_s = 0, std::string field = "");
 // The code of an error made by make_serve_error, nothing for any other.
 std::optional<serve_errc> serve_code(const caf::error& err);
 // An overloaded error's seconds to wait (0 for any other).
 double serve_retry_after(const caf::error& err);
+// The request field an error made by make_serve_error names ("" when none).
+std::string serve_field(const caf::error& err);
 
 }  // namespace troupe::actors

@@ -13,7 +13,7 @@ namespace {
 
 using lora_manager_ptr = lora_manager_actor::stateful_pointer<lora_manager_state>;
 
-// The answers of every replica asked, lora_answers on the manager (its callbacks run one at a time).
+// The answers of every replica asked, gathered on the manager (its callbacks run one at a time).
 struct lora_answers {
   std::size_t left = 0;
   std::vector<std::pair<scheduler_actor, std::string>> took;  // (replica, identity it loaded)
@@ -47,7 +47,7 @@ void settle_adapter_load(lora_manager_ptr self, const std::string& name, const s
   if (!g.error.empty()) {
     for (const auto& identity : identities) drop_adapter_from(self, took, identity);
     log::warn("lora_load_refused", {{"adapter", name}, {"dir", dir}, {"why", g.error}});
-    rp.deliver(make_serve_error(serve_errc::invalid, "lora_path: " + g.error));
+    rp.deliver(make_serve_error(serve_errc::invalid, "lora_path: " + g.error, 0, "lora_path"));
     return;
   }
   const std::string identity = *identities.begin();
@@ -80,7 +80,7 @@ void load_adapter_on(lora_manager_ptr self, const std::string& name, const std::
 
 caf::result<std::string> load_everywhere(lora_manager_ptr self, const std::string& name, const std::string& dir) {
   auto& st = self->state;
-  if (auto why = st.catalog->refuse_new(name, st.loading)) return make_serve_error(serve_errc::invalid, *why);
+  if (auto why = st.catalog->refuse_new(name, st.loading)) return make_serve_error(serve_errc::invalid, *why, 0, "lora_name");
   st.loading.insert(name);
   auto rp = self->make_response_promise<std::string>();
   self->request(st.router, st.timeout, replicas_atom::value)
@@ -96,8 +96,8 @@ caf::result<std::string> load_everywhere(lora_manager_ptr self, const std::strin
 caf::result<std::string> unload_everywhere(lora_manager_ptr self, const std::string& name) {
   auto& st = self->state;
   const auto entry = st.catalog->find(name);
-  if (!entry) return make_serve_error(serve_errc::not_found, "lora_name: no adapter \"" + name + "\" is loaded");
-  if (auto why = st.catalog->remove(name)) return make_serve_error(serve_errc::invalid, *why);
+  if (!entry) return make_serve_error(serve_errc::not_found, "lora_name: no adapter \"" + name + "\" is loaded", 0, "lora_name");
+  if (auto why = st.catalog->remove(name)) return make_serve_error(serve_errc::invalid, *why, 0, "lora_name");
   auto rp = self->make_response_promise<std::string>();
   const std::string identity = entry->identity;
   self->request(st.router, st.timeout, replicas_atom::value)

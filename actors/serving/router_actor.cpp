@@ -124,9 +124,9 @@ route_reply route(router_ptr self, const route_query& q) {
 // requests for it by name).
 void give_runtime_adapters(router_ptr self, replica_id replica, const scheduler_actor& s) {
   if (!self->state.cfg.loras) return;
+  const std::string name = name_of(self->state.cfg, replica);
   for (const auto& a : self->state.cfg.loras->list()) {
     if (a.from_topology) continue;
-    const std::string name = name_of(self->state.cfg, replica);
     self->request(s, self->state.cfg.request_timeout, lora_atom::value, a.name, a.dir)
         .then([](const std::string&) {},
               [self, name, a](caf::error& e) {
