@@ -74,16 +74,7 @@ std::string lora_section(bool runtime_loading) {
          "[[lora.adapters]]\nname = \"proverbs\"\npath = \"" + adapters().proverbs.string() + "\"\n";
 }
 
-std::vector<std::string> prompts() {
-  const std::vector<std::string> words = {"the", "king", "said", "unto", "them", "and", "it", "came", "to", "pass", "that", "in"};
-  std::vector<std::string> out;
-  for (int i = 0; i < 12; ++i) {
-    std::string p;
-    for (int w = 0; w < 5 + i * 3; ++w) p += words[std::size_t((i * 7 + w * 5) % words.size())] + " ";
-    out.push_back(p);
-  }
-  return out;
-}
+std::vector<std::string> prompts() { return test::bible_prompts(12); }
 
 struct answer {
   int status = 0;
@@ -115,16 +106,7 @@ std::vector<std::string> one_by_one(std::uint16_t port, const std::string& model
 }
 
 
-// The prefix-cache hit counter once two scrapes agree (each replica reports after its steps).
-double settled_hits(std::uint16_t port) {
-  double last = -1;
-  for (int i = 0; i < 200; ++i) {
-    const double now = test::metric_sum(port, "troupe:prefix_cache_hits_total");
-    if (now == last) return now;
-    last = now;
-  }
-  return last;
-}
+double settled_hits(std::uint16_t port) { return test::settled_metric_sum(port, "troupe:prefix_cache_hits_total"); }
 
 }  // namespace
 

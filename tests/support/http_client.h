@@ -53,6 +53,30 @@ inline http_response post_json(std::uint16_t port, const std::string& target, co
 // The sum of a counter's series in the server's /metrics, whatever their labels.
 double metric_sum(std::uint16_t port, const std::string& name);
 
+// That sum once two scrapes in a row agree: replicas report after their steps, so a request just
+// answered may not be counted yet.
+inline double settled_metric_sum(std::uint16_t port, const std::string& name) {
+  double last = -1;
+  for (int i = 0; i < 200; ++i) {
+    const double now = metric_sum(port, name);
+    if (now == last) return now;
+    last = now;
+  }
+  return last;
+}
+
+// `n` prompts of King James words, the i-th of 5 + 3i words (tests compare answers to them).
+inline std::vector<std::string> bible_prompts(int n) {
+  const std::vector<std::string> words = {"the", "king", "said", "unto", "them", "and", "it", "came", "to", "pass", "that", "in"};
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) {
+    std::string p;
+    for (int w = 0; w < 5 + i * 3; ++w) p += words[std::size_t((i * 7 + w * 5) % words.size())] + " ";
+    out.push_back(p);
+  }
+  return out;
+}
+
 // `troupe serve CONFIG --port 0 ...`, with the HTTP port it printed.
 class serve_process {
  public:
