@@ -10,12 +10,14 @@
 
 namespace troupe::topology {
 
-engine::engine_config engine_config_of(const topology_config& topo) {
+engine::engine_config engine_config_of(const topology_config& topo, const std::string& model) {
+  const model_spec& spec = *topo.model_named(model);
   engine::engine_config ec;
+  ec.served_model = model;
   ec.sched = topo.scheduler.limits;
   ec.kv_type = topo.scheduler.kv_dtype;
   ec.kv_memory_bytes = topo.scheduler.kv_memory_bytes;
-  ec.max_model_len = topo.model.max_model_len;
+  ec.max_model_len = spec.max_model_len;
   ec.prefix_caching = topo.scheduler.prefix_caching;
   ec.kv_shared_memory = topo.kv_transfer.shared_memory;
   ec.transfer_backend = topo.kv_transfer.backend;
@@ -26,22 +28,28 @@ engine::engine_config engine_config_of(const topology_config& topo) {
   ec.max_adapters = topo.lora.max_adapters;
   for (const auto& a : topo.lora.adapters) ec.start_adapters.emplace_back(a.name, a.path);
   // Every process of the cluster computes the same key from the same topology (the join
-  // checks they serve the same model), so their block hashes agree.
-  if (topo.model.backend == backend_kind::sim) {
-    ec.model_key = model::shape_fingerprint(sim_shape(topo));
+  // checks they serve the same models), so their block hashes agree. Another model, or another
+  // revision of one, has another key: no block of one is ever found for the other.
+  if (spec.backend == backend_kind::sim) {
+    ec.model_key = model::shape_fingerprint(sim_shape(spec));
   } else {
     try {
-      ec.model_key = model::model_fingerprint(topo.model.path);
+      ec.model_key = model::model_fingerprint(spec.path);
     } catch (const input_error&) {
-      ec.model_key = "path:" + topo.model.path;  // not readable from here: the loader says why
+      ec.model_key = "path:" + spec.path;  // not readable from here: the loader says why
     }
   }
+  if (!spec.revision.empty()) ec.model_key += "@" + spec.revision;
   return ec;
 }
 
-void check_groups(const topology_config& topo, const model::model_config& m) {
+void check_groups(const topology_config& topo, const model::model_config& m, const std::string& model) {
   const int num_layers = m.num_hidden_layers;
-  for (const auto& p : topo.pools) {
+  std::vector<pool_spec> pools;  // this model's: KV moves only between replicas of one model
+  for (const auto& p : topo.pools)
+    if (p.model == model) pools.push_back(p);
+  if (pools.empty()) return;
+  for (const auto& p : pools) {
     const std::string at = topo.source + ":" + std::to_string(p.line) + ": ";
     if (p.expert_parallel > 1) {
       if (auto why = model::expert_parallel_mismatch(m, p.expert_parallel))
@@ -60,21 +68,21 @@ void check_groups(const topology_config& topo, const model::model_config& m) {
   // KV moves between any two replicas (handoffs, drains, migrations) rank by rank, so every pool
   // splits its KV heads over the same number of ranks.
   auto heads_split = [](const pool_spec& p) { return std::max(p.tensor_parallel, p.expert_parallel); };
-  for (const auto& p : topo.pools)
-    if (heads_split(p) != heads_split(topo.pools.front()))
+  for (const auto& p : pools)
+    if (heads_split(p) != heads_split(pools.front()))
       throw input_error(topo.source + ":" + std::to_string(p.line) + ": pools.tensor_parallel: pool \"" + p.name + "\" splits KV heads over " +
-                        std::to_string(heads_split(p)) + " ranks and pool \"" + topo.pools.front().name + "\" over " +
-                        std::to_string(heads_split(topo.pools.front())) +
+                        std::to_string(heads_split(p)) + " ranks and pool \"" + pools.front().name + "\" over " +
+                        std::to_string(heads_split(pools.front())) +
                         "; KV moves between replicas only between equal splits, so every pool needs the same");
 }
 
-model::model_config sim_shape(const topology_config& topo) {
-  if (!topo.model.preset.empty()) {
+model::model_config sim_shape(const model_spec& m) {
+  if (!m.preset.empty()) {
     model::synth_options o;
-    o.preset = topo.model.preset;
+    o.preset = m.preset;
     return model::synth_config(o);
   }
-  return model::load_model_config(topo.model.path);
+  return model::load_model_config(m.path);
 }
 
 }  // namespace troupe::topology

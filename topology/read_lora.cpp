@@ -16,6 +16,8 @@ namespace troupe::topology {
 // refused by name rather than served without its adapter.
 std::optional<std::string> lora_unsupported(const topology_config& t) {
   if (t.model.backend != backend_kind::cpu) return std::string("adapters run on the cpu backend only, not ") + backend_name(t.model.backend);
+  if (!t.more_models.empty())  // an adapter is trained for one base; which one is not said yet
+    return "adapters are served with [model] alone, and this topology also has [models." + t.more_models.front().name + "]";
   for (const auto& p : t.pools) {
     const char* split = p.tensor_parallel > 1 ? "tensor_parallel" : p.pipeline_parallel > 1 ? "pipeline_parallel"
                         : p.expert_parallel > 1 ? "expert_parallel" : !p.rank_nodes.empty() ? "rank_nodes" : nullptr;

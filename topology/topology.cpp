@@ -59,6 +59,10 @@ void read_autoscaler(const reader& r, const toml::table& root, topology_config& 
 void read_admin(const reader& r, const toml::table& root, topology_config& t);
 void read_kv_events(const reader& r, const toml::table& root, topology_config& t);
 void read_lora(const reader& r, const toml::table& root, topology_config& t);  // read_lora.cpp
+void read_models(const reader& r, const toml::table& root, topology_config& t);  // read_models.cpp
+void read_pool_model(const reader& r, const toml::table& pt, const topology_config& t, pool_spec& p);
+void check_models_served(const reader& r, const toml::table& root, const topology_config& t);
+void check_fallback_triggers(const reader& r, const topology_config& t);
 }  // namespace detail
 
 namespace {
@@ -66,28 +70,6 @@ namespace {
 using detail::loopback;
 using detail::reader;
 using detail::type_name;
-
-void read_model(const reader& r, const toml::table& root, topology_config& t) {
-  const toml::table* m = r.table(root, "model", "");
-  if (!m) r.fail(&root, "model", "required table [model] is missing");
-  r.only_keys(*m, "model.", {"path", "preset", "backend", "max_model_len", "chat_template", "tool_call_parser"});
-  t.model.backend = r.choice(*m, "backend", "model.", backend_kind::cpu,
-                             {{"cpu", backend_kind::cpu}, {"cuda", backend_kind::cuda}, {"sim", backend_kind::sim}});
-  t.model.path = r.string(*m, "path", "model.", std::string());
-  t.model.preset = r.string(*m, "preset", "model.", std::string());
-  if (t.model.path.empty() && !(t.model.backend == backend_kind::sim && !t.model.preset.empty()))
-    r.fail(m, "model.path", "required key is missing (only the sim backend may name a preset instead)");
-  if (!t.model.preset.empty() && t.model.preset != "tiny" && t.model.preset != "small" && t.model.preset != "1b")
-    r.fail(m->get("preset"), "model.preset", "\"" + t.model.preset + "\" is not one of tiny, small, 1b");
-  t.model.max_model_len = int(r.integer(*m, "max_model_len", "model.", 0, 0, 1 << 24));
-  t.model.chat_template = r.string(*m, "chat_template", "model.", std::string());
-  t.model.tool_call_parser = r.string(*m, "tool_call_parser", "model.", std::string());
-  // json_array is what forced tool choices write, not a model's own format.
-  if (!t.model.tool_call_parser.empty() && t.model.tool_call_parser != "hermes" && t.model.tool_call_parser != "llama3_json" &&
-      t.model.tool_call_parser != "mistral" && t.model.tool_call_parser != "none")
-    r.fail(m->get("tool_call_parser"), "model.tool_call_parser",
-           "\"" + t.model.tool_call_parser + "\" is not one of hermes, llama3_json, mistral, none");
-}
 
 void read_nodes(const reader& r, const toml::table& root, topology_config& t) {
   const toml::node* n = root.get("nodes");
@@ -195,13 +177,14 @@ void read_pools(const reader& r, const toml::table& root, topology_config& t) {
   std::set<std::string> names;
   for (auto&& e : *n->as_array()) {
     const toml::table& pt = *e.as_table();
-    r.only_keys(pt, "pools.", {"name", "role", "replicas", "min_replicas", "max_replicas", "warm_replicas", "nodes",
+    r.only_keys(pt, "pools.", {"name", "model", "role", "replicas", "min_replicas", "max_replicas", "warm_replicas", "nodes",
                                  "pipeline_parallel", "tensor_parallel", "expert_parallel", "micro_batches", "rank_nodes",
                                  "speculative"});
     pool_spec p;
     p.name = r.string(pt, "name", "pools.", std::nullopt);
     p.line = int(pt.source().begin.line);
     if (!names.insert(p.name).second) r.fail(pt.get("name"), "pools.name", "duplicate pool name \"" + p.name + "\"");
+    detail::read_pool_model(r, pt, t, p);
     p.role = r.choice(pt, "role", "pools.", pool_role::both,
                       {{"prefill", pool_role::prefill}, {"decode", pool_role::decode}, {"both", pool_role::both}});
     p.replicas = int(r.integer(pt, "replicas", "pools.", 1, 1, 4096));
@@ -242,11 +225,7 @@ void read_pools(const reader& r, const toml::table& root, topology_config& t) {
     if (const toml::table* st = r.table(pt, "speculative", "pools.")) p.speculative = read_speculative(r, *st, p, t);
     t.pools.push_back(std::move(p));
   }
-  // A prefill pool hands every request to a decode-capable one after its first token.
-  const auto decodes = std::count_if(t.pools.begin(), t.pools.end(), [](const pool_spec& p) { return p.role != pool_role::prefill; });
-  if (decodes == 0)
-    for (const auto& p : t.pools)
-      r.fail(n, "pools.role", "pool \"" + p.name + "\" only prefills, and no pool has role \"decode\" or \"both\" to hand its requests to");
+  detail::check_models_served(r, root, t);
 }
 
 void read_scheduler(const reader& r, const toml::table& root, topology_config& t) {
@@ -552,11 +531,11 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
     throw input_error(source + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }
   reader r(source);
-  r.only_keys(root, "", {"model", "nodes", "pools", "scheduler", "router", "timeouts", "frontend", "sim", "cluster", "kv_events",
+  r.only_keys(root, "", {"model", "models", "nodes", "pools", "scheduler", "router", "timeouts", "frontend", "sim", "cluster", "kv_events",
                          "kv_transfer", "kv_store", "admin", "admission", "autoscaler", "lora"});
   topology_config t;
   t.source = source;
-  read_model(r, root, t);
+  detail::read_models(r, root, t);
   read_nodes(r, root, t);
   read_pools(r, root, t);
   read_scheduler(r, root, t);
@@ -564,9 +543,11 @@ topology_config parse_topology(const std::string& text, const std::string& sourc
   read_timeouts(r, root, t);
   read_sim(r, root, t);
   read_frontend(r, root, t);
+  if (auto clash = served_name_clash(t)) r.fail(root.get("models"), "models", *clash);
   detail::read_kv_events(r, root, t);
   detail::read_admin(r, root, t);
   detail::read_admission(r, root, t);
+  detail::check_fallback_triggers(r, t);
   detail::read_autoscaler(r, root, t);
   read_kv_transfer(r, root, t);
   read_kv_store(r, root, t);
@@ -621,7 +602,7 @@ std::vector<replica_placement> place_replicas(const topology_config& t) {
   std::uint32_t next = 0;
   for (const auto& p : t.pools)
     for (int i = 0; i < std::max(p.replicas, p.max_replicas); ++i)  // code that sets replicas alone still gets them
-      out.push_back({replica_id(next++), p.name, p.role, p.nodes[std::size_t(i) % p.nodes.size()], p.pipeline_parallel,
+      out.push_back({replica_id(next++), p.name, p.model, p.role, p.nodes[std::size_t(i) % p.nodes.size()], p.pipeline_parallel,
                      p.tensor_parallel, p.expert_parallel, p.micro_batches > 0 ? p.micro_batches : p.pipeline_parallel, p.name + "-" + std::to_string(i), i < p.replicas,
                      i < p.replicas + p.warm(), p.rank_nodes});
   return out;

@@ -28,7 +28,15 @@ using pool_role = routing::replica_role;  // prefill, decode, both
 const char* backend_name(backend_kind b);
 const char* role_name(pool_role r);
 
+// A model the topology serves: [model] (the default, `name` empty), or one [models.NAME] table.
 struct model_spec {
+  std::string name;    // the table's NAME; empty for [model]
+  // The names requests give it ([models.NAME] served_names; default [NAME]): the first is the
+  // name answers carry. [model]'s come from [frontend] model_name (default: the folder's name).
+  std::vector<std::string> served_names;
+  // A label for this version of the weights (a commit, a date): part of the cache key with the
+  // weights' fingerprint, so two revisions never share KV blocks even with equal files.
+  std::string revision;
   std::string path;    // a Hugging Face folder (cpu, cuda); optional for sim
   std::string preset;  // sim without a folder: tiny | small | 1b sizes
   backend_kind backend = backend_kind::cpu;
@@ -37,6 +45,17 @@ struct model_spec {
   // The format the model writes tool calls in: hermes | llama3_json | mistral | none; empty:
   // inferred from the chat template.
   std::string tool_call_parser;
+  // A smaller model that answers this one's overflow instead of refusing it (docs/models.md):
+  // a [models.NAME]'s NAME (read as written: one of its served names, resolved to NAME), with the
+  // same tokenizer. It applies to a request the full queue refuses ([admission] max_queued), or
+  // whose pool predicts a longer queue wait than fallback_queue_wait (0: none), of priority
+  // fallback_min_priority or less important.
+  std::string fallback;
+  std::chrono::milliseconds fallback_queue_wait{0};
+  int fallback_min_priority = -1000000;
+  int line = 0;
+  // What errors and logs call it: "[model]" or "[models.NAME]".
+  std::string label() const { return name.empty() ? "[model]" : "[models." + name + "]"; }
 };
 
 struct node_spec {
@@ -52,6 +71,7 @@ struct node_spec {
 
 struct pool_spec {
   std::string name;
+  std::string model;  // the [models.NAME] its replicas serve; empty: [model]
   pool_role role = pool_role::both;
   int replicas = 1;      // serving at start
   // Scaling bounds (troupe admin scale, the autoscaler). Defaults: replicas.
@@ -252,7 +272,8 @@ struct sim_spec {
 
 struct topology_config {
   std::string source;  // the file it came from
-  model_spec model;
+  model_spec model;                     // [model]: what pools serve unless they name another
+  std::vector<model_spec> more_models;  // [models.NAME] tables, in file order
   std::vector<node_spec> nodes;
   std::vector<pool_spec> pools;
   scheduler_spec scheduler;
@@ -270,6 +291,12 @@ struct topology_config {
   std::optional<sim_spec> sim;
 
   const node_spec* node(const std::string& name) const;
+  // Every model, [model] first: a model's index here is its number in stores' ids and logs.
+  std::vector<const model_spec*> models() const;
+  // The model named NAME ("" : [model]); null when there is none.
+  const model_spec* model_named(const std::string& name) const;
+  const model_spec& model_of(const pool_spec& p) const { return *model_named(p.model); }
+  std::size_t model_index(const std::string& name) const;
   // The nodes that are heads: those marked `head = true`, or the first node. With several,
   // each serves the API over the same other nodes, so losing one leaves the others serving.
   std::vector<const node_spec*> heads() const;
@@ -285,6 +312,10 @@ topology_config load_topology(const std::string& path);
 // wrong with them instead ("\"a\" is named twice"), for the caller to prefix with where they
 // came from ([frontend] model_name, --served-model-name); fe is left as it was then.
 std::optional<std::string> assign_model_names(frontend_spec& fe, const std::vector<std::string>& names);
+
+// A served name two models share ([frontend] model_name and its aliases are [model]'s), as
+// "[models.NAME] served_names: ..."; none when every name is one model's.
+std::optional<std::string> served_name_clash(const topology_config& t);
 
 // Why [lora] cannot run on `t` (the backend, or a pool that splits its model over ranks), none
 // when it can: parse_topology refuses such a file, and troupe serve's flags check again after
@@ -307,6 +338,7 @@ namespace troupe::topology {
 struct replica_placement {
   replica_id replica;
   std::string pool;
+  std::string model;  // the pool's ("" : [model])
   pool_role role = pool_role::both;
   std::string node;
   int pipeline_parallel = 1;

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "actors/protocol/error_text.h"
+#include "actors/api/frontend_callers.h"
 #include "actors/api/frontend_metrics.h"
 #include "actors/api/frontend_models.h"
 #include "actors/api/frontend_prepare.h"
@@ -12,7 +13,6 @@
 #include "runtime/api/choices.h"
 #include "runtime/api/openai.h"
 #include "runtime/api/embeddings.h"
-#include "runtime/common/constant_time.h"
 #include "runtime/common/error.h"
 #include "runtime/common/log.h"
 #include "runtime/metrics/metrics.h"
@@ -76,13 +76,14 @@ struct live_request {
   int prompt_tokens = 0, output_tokens = 0;
   clock::time_point arrived, first_token, last_token;
   metrics::labels labels;
+  std::string fell_back_from;  // the model asked, when its fallback answers (labels name the fallback)
 };
 
 struct frontend_state {
   frontend_config cfg;
   owner_actor owner;
   router_actor router;
-  std::shared_ptr<const prepare_context> prepare_ctx;
+  std::shared_ptr<const model_table> models;  // [model]'s first
   int preparing = 0;  // requests being parsed and tokenized off the actor
   std::int64_t started = 0;  // `created` of the served model
   std::shared_ptr<frontend_metrics> m;
@@ -115,7 +116,7 @@ void send_error(frontend_ptr self, const std::shared_ptr<http::exchange>& ex, co
   std::vector<http::header> headers;
   if (e.status() == 429 || e.status() == 503)
     headers.push_back({"Retry-After", std::to_string(e.retry_after() > 0 ? long(e.retry_after()) : long(self->state.cfg.retry_after_s))});
-  self->state.m->rejected.inc({{"model_name", self->state.cfg.model_name}, {"code", std::to_string(e.status())}});
+  self->state.m->rejected.inc({{"model_name", self->state.cfg.models.front().model_name}, {"code", std::to_string(e.status())}});
   ex->respond(e.status(), "application/json", dump(e.body()), std::move(headers));
 }
 
@@ -173,7 +174,8 @@ void finish(frontend_ptr self, live_request& r, const token_update& u) {
   metrics::labels l = r.labels;
   l.emplace_back("finished_reason", reason ? *reason : error ? "error" : "abort");
   m.success.inc(l);
-  m.migrations.inc({{"model_name", self->state.cfg.model_name}}, u.migrations);
+  m.migrations.inc({r.labels.front()}, u.migrations);  // the request's model_name
+  if (!r.fell_back_from.empty() && !error) m.fallbacks.inc({{"model_name", r.fell_back_from}, {"fallback", r.labels.front().second}});
   if (self->state.cfg.request_trace && r.group->endpoint) record_trace(*self->state.cfg.request_trace, r, reason ? *reason : error ? "error" : "abort");
   if (reason) {
     const double e2e = std::chrono::duration<double>(now - r.arrived).count();
@@ -241,11 +243,26 @@ void cut_off_in_flight(frontend_ptr self) {
   check_drained(self);
 }
 
+// Admission sent the request to its model's fallback (`key`, the topology's name): from now on
+// its answer, its metrics and the X-Troupe-Model header name that model.
+void answered_by(frontend_ptr self, live_request& r, const std::string& key) {
+  auto& st = self->state;
+  for (const auto& pc : *st.models) {
+    if (pc->key != key) continue;
+    r.fell_back_from = r.labels.front().second;
+    r.labels.front().second = pc->model_name;
+    r.group->model = pc->model_name;
+    if (r.w) r.w->set_model(pc->model_name);
+    return;
+  }
+}
+
 void on_update(frontend_ptr self, token_update& u) {
   auto& st = self->state;
   auto it = st.live.find(u.id);
   if (it == st.live.end()) return;
   live_request& r = it->second;
+  if (!u.served_by.empty()) return answered_by(self, r, u.served_by);
   if (!u.prompt_logprobs.empty() && r.w) r.w->prompt_scored(std::move(u.prompt_logprobs));
   for (float lp : u.logprobs) r.cumulative += lp;
   const auto now = clock::now();
@@ -285,16 +302,6 @@ void on_update(frontend_ptr self, token_update& u) {
   }
 }
 
-// A client's X-Request-Id is kept when it is 1 to 128 characters of [A-Za-z0-9._:/+=-]
-// (anything else would let a client forge log lines or bloat them); otherwise the completion's
-// id serves.
-bool usable_trace_id(const std::string& s) {
-  if (s.empty() || s.size() > 128) return false;
-  for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || std::strchr("._:/+=-", c))) return false;
-  return true;
-}
-
 caf::actor next_preparer(frontend_ptr self) {
   auto& st = self->state;
   return st.preparers[st.next_preparer++ % st.preparers.size()];
@@ -313,30 +320,7 @@ void handle_completion(frontend_ptr self, const std::shared_ptr<http::exchange>&
   p.kind = kind;
   p.arrived = clock::now();
   ++st.preparing;
-  self->send(next_preparer(self), prepare_job{st.prepare_ctx, std::make_shared<prepared>(std::move(p))});
-}
-
-// The index of the configured API key the request carries, or -1.
-int key_index(const frontend_config& cfg, const http::request& rq) {
-  const std::string auth = rq.header_value("authorization");
-  const std::string prefix = "Bearer ";
-  if (auth.compare(0, prefix.size(), prefix) != 0) return -1;
-  const std::string given = auth.substr(prefix.size());
-  int found = -1;
-  for (std::size_t i = 0; i < cfg.api_keys.size(); ++i)  // every key, no early exit to time
-    if (constant_time_equal(cfg.api_keys[i], given)) found = int(i);
-  return found;
-}
-
-bool authorized(const frontend_config& cfg, const http::request& rq) { return cfg.api_keys.empty() || key_index(cfg, rq) >= 0; }
-
-// The prefix-cache salt of a request: its API key's tenant, else its `user` (unless
-// tenant_by_user is off), else none (the shared default). The two kinds never collide.
-std::string cache_salt(const frontend_config& cfg, const http::request& rq, const std::string& user) {
-  const int k = cfg.api_keys.empty() ? -1 : key_index(cfg, rq);
-  if (k >= 0 && std::size_t(k) < cfg.api_key_tenants.size() && !cfg.api_key_tenants[std::size_t(k)].empty())
-    return "tenant:" + cfg.api_key_tenants[std::size_t(k)];
-  return user.empty() || !cfg.tenant_by_user ? std::string() : "user:" + user;
+  self->send(next_preparer(self), prepare_job{st.models, std::make_shared<prepared>(std::move(p))});
 }
 
 // What echo puts first: the prompt as the client sent it, or its tokens' text.
@@ -350,12 +334,12 @@ std::string echo_text(const prepare_context& pc, const api::completion_request& 
 // One prompt of the request by the engine's rules (runtime/engine/request_check.h): 413 when the
 // prompt alone does not fit the context, else 400 naming the field. A max_tokens left out is the
 // rest of the context for a chat request, 16 for a completion.
-void check_prompt(const frontend_state& st, api::completion_request& req, api::endpoint kind, const std::vector<std::int32_t>& prompt,
+void check_prompt(const prepare_context& pc, api::completion_request& req, api::endpoint kind, const std::vector<std::int32_t>& prompt,
                   int public_prefix) {
   const char* prompt_field = kind == api::endpoint::chat ? "messages" : "prompt";
   const int len = int(prompt.size());
-  if (!req.max_tokens_given) req.params.max_tokens = kind == api::endpoint::chat ? std::max(1, st.cfg.max_model_len - len) : 16;
-  const auto p = engine::check_request(prompt, {}, req.params, public_prefix, {st.cfg.vocab_size, st.cfg.max_model_len, true});
+  if (!req.max_tokens_given) req.params.max_tokens = kind == api::endpoint::chat ? std::max(1, pc.max_model_len - len) : 16;
+  const auto p = engine::check_request(prompt, {}, req.params, public_prefix, {pc.vocab_size, pc.max_model_len, true});
   if (!p) return;
   if (p->too_long) throw api::api_error(413, p->message, prompt_field);
   const bool about_prompt = p->field == "prompt" || (p->context && !req.max_tokens_given);
@@ -397,6 +381,7 @@ void on_submitted(frontend_ptr self, const std::string& id, api::endpoint kind) 
   live_request& r = it->second;
   r.submitted = true;
   if (r.gone) return self->send(self->state.owner, abort_atom::value, id);
+  if (r.sub == 0) r.ex->add_header({"X-Troupe-Model", r.group->model});  // which model answers (its fallback's, under overload)
   if (!r.stream) return;
   if (!r.group->began) {
     r.group->began = true;
@@ -423,7 +408,7 @@ void submit(frontend_ptr self, prepared& p) {
   api::completion_request& req = *p.req;
   double tokens = 0;
   for (std::size_t i = 0; i < p.prompts.size(); ++i) {
-    check_prompt(st, req, kind, p.prompts[i], p.public_prefix[i]);
+    check_prompt(*p.pc, req, kind, p.prompts[i], p.public_prefix[i]);
     tokens += double(p.prompts[i].size() + std::size_t(req.params.max_tokens)) * req.best_of;
   }
   if (ex->gone()) return;  // the client left while its request was being prepared
@@ -457,14 +442,13 @@ void submit(frontend_ptr self, prepared& p) {
     r.logprobs = client_logprobs;
     r.prompt_tokens = int(prompt.size());
     r.arrived = p.arrived;
-    r.labels = {{"model_name", st.cfg.model_name}, {"tenant", req.user.empty() ? "default" : req.user},
+    r.labels = {{"model_name", p.pc->model_name}, {"tenant", req.user.empty() ? "default" : req.user},
                 {"priority", std::to_string(req.priority)}, {"input_bucket", input_bucket(int(prompt.size()))}};
-    r.w = std::make_unique<api::response_writer>(kind, p.id, p.model, std::int64_t(unix_seconds()), st.prepare_ctx->tok.get(),
-                                                  r.logprobs);
+    r.w = std::make_unique<api::response_writer>(kind, p.id, p.model, std::int64_t(unix_seconds()), p.pc->tok.get(), r.logprobs);
     r.w->set_index(g->plan.index_of(k));
     if (p.tool_format != chat::tool_format::none) r.w->expect_tool_calls(p.tool_format, req.tools.parallel);
     if (req.echo || req.params.prompt_logprobs >= 0)
-      r.w->expect_prompt(prompt, echo_text(*st.prepare_ctx, req, i, prompt), req.echo, req.prompt_logprobs_list);
+      r.w->expect_prompt(prompt, echo_text(*p.pc, req, i, prompt), req.echo, req.prompt_logprobs_list);
     st.live.emplace(id, std::move(r));
 
     engine::request er;
@@ -478,6 +462,9 @@ void submit(frontend_ptr self, prepared& p) {
     er.public_prefix = p.public_prefix[i];
     er.trace_id = p.trace;
     er.adapter = p.adapter;
+    er.model = p.pc->key;
+    // One answer names one model: a request of several choices is never split between two.
+    er.allow_fallback = req.allow_fallback && p.adapter.empty() && g->plan.size() == 1;
     submit_one(self, std::move(er), kind);
   }
 }
@@ -490,7 +477,7 @@ void submit_embeddings(frontend_ptr self, prepared& p) {
   const api::embedding_request& req = *p.embed;
   double tokens = 0;
   for (const auto& prompt : p.prompts) {
-    if (auto c = engine::check_context(int(prompt.size()), 0, 1, st.cfg.max_model_len, true))
+    if (auto c = engine::check_context(int(prompt.size()), 0, 1, p.pc->max_model_len, true))
       throw api::api_error(413, c->message, "input");
     tokens += double(prompt.size());
   }
@@ -515,7 +502,7 @@ void submit_embeddings(frontend_ptr self, prepared& p) {
     r.ex = ex;
     r.prompt_tokens = int(prompt.size());
     r.arrived = p.arrived;
-    r.labels = {{"model_name", st.cfg.model_name}, {"tenant", req.user.empty() ? "default" : req.user},
+    r.labels = {{"model_name", p.pc->model_name}, {"tenant", req.user.empty() ? "default" : req.user},
                 {"priority", std::to_string(req.priority)}, {"input_bucket", input_bucket(int(prompt.size()))}};
     st.live.emplace(g->ids[std::size_t(k)], std::move(r));
     engine::request er;
@@ -529,86 +516,105 @@ void submit_embeddings(frontend_ptr self, prepared& p) {
     er.public_prefix = p.public_prefix[std::size_t(k)];
     er.trace_id = p.trace;
     er.adapter = p.adapter;
+    er.model = p.pc->key;
     submit_one(self, std::move(er), api::endpoint::embeddings);
   }
 }
 
+// The served name of replica r's model, the label its series carry.
+const std::string& model_of_replica(const frontend_config& cfg, std::uint32_t r) {
+  auto it = cfg.replica_models.find(r);
+  return it == cfg.replica_models.end() ? cfg.models.front().model_name : it->second;
+}
+
+// The live replicas' reports gathered for one scrape, summed per model.
+struct metrics_gather {
+  std::size_t left = 0;
+  std::map<std::string, load_report> totals;  // by model name
+  std::map<std::string, int> replicas;
+};
+
+// The page, once every replica answered (or failed to): the per-model gauges, the frontend's
+// own figures, and the router's counts when it answers in time (the page goes out either way).
+void render_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex, const metrics_gather& g) {
+  auto& st = self->state;
+  for (const auto& m : st.cfg.models) {
+    const metrics::labels l = {{"model_name", m.model_name}};
+    auto t = g.totals.find(m.model_name);
+    const load_report total = t == g.totals.end() ? load_report{} : t->second;
+    st.m->running.set(l, total.running_seqs);
+    st.m->waiting.set(l, total.waiting_seqs);
+    st.m->kv_usage.set(l, total.total_blocks ? double(total.used_blocks) / total.total_blocks : 0.0);
+    auto n = g.replicas.find(m.model_name);
+    st.m->replicas.set(l, n == g.replicas.end() ? 0.0 : double(n->second));
+  }
+  const metrics::labels l = {{"model_name", st.cfg.models.front().model_name}};
+  const io_stats ios = st.io ? st.io() : io_stats{};
+  st.m->connections.set(l, double(ios.open_connections));
+  st.m->frontend_cpu.advance_to({{"part", "http_io"}}, ios.cpu_seconds);
+  st.m->frontend_cpu.advance_to({{"part", "actor"}}, st.actor_cpu);
+  st.m->process_cpu.advance_to({}, process_cpu_now());
+  self->request(st.router, st.cfg.request_timeout, router_stats_atom::value)
+      .then(
+          [=](const router_stats& rs) {
+            auto& st = self->state;
+            st.m->events_published.advance_to(l, double(rs.events_published));
+            st.m->events_dropped.advance_to(l, double(rs.events_dropped));
+            for (const auto& [reason, n] : rs.decisions) {
+              metrics::labels rl = l;
+              rl.emplace_back("reason", reason);
+              st.m->router_decisions.advance_to(rl, double(n));
+            }
+            ex->respond(200, "text/plain; version=0.0.4; charset=utf-8", st.m->reg.render());
+          },
+          [=](caf::error&) { ex->respond(200, "text/plain; version=0.0.4; charset=utf-8", self->state.m->reg.render()); });
+}
+
+// /metrics: every live replica asked for its load (a dead one's gauges go to zero), then rendered.
 void handle_metrics(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
   auto& st = self->state;
   self->request(st.router, st.cfg.request_timeout, view_atom::value)
       .then(
           [=](const std::vector<replica_view>& views) {
-            std::vector<scheduler_actor> reps;
-            std::vector<std::string> names;  // the topology's replica names: a bounded label
+            auto& st = self->state;
+            auto g = std::make_shared<metrics_gather>();
+            std::vector<replica_view> live;
             for (const auto& v : views) {
-              const std::string n = topology::name_of(self->state.cfg.replica_names, v.replica.value);
+              const std::string n = topology::name_of(st.cfg.replica_names, v.replica.value);  // a bounded label
+              const std::string& model = model_of_replica(st.cfg, v.replica.value);
               if (v.alive) {
-                reps.push_back(v.scheduler);
-                names.push_back(n);
-              } else {
-                const metrics::labels dl = {{"model_name", self->state.cfg.model_name}, {"replica", n}};
-                self->state.m->replica_running.set(dl, 0);
-                self->state.m->replica_waiting.set(dl, 0);
-                self->state.m->replica_kv_usage.set(dl, 0);
-                self->state.m->replica_up.set(dl, 0);
+                live.push_back(v);
+                ++g->replicas[model];
+                continue;
               }
+              const metrics::labels dl = {{"model_name", model}, {"replica", n}};
+              st.m->replica_running.set(dl, 0);
+              st.m->replica_waiting.set(dl, 0);
+              st.m->replica_kv_usage.set(dl, 0);
+              st.m->replica_up.set(dl, 0);
             }
-            struct gather {
-              std::size_t left = 0;
-              load_report total;
-            };
-            auto g = std::make_shared<gather>();
-            g->left = reps.size();
-            auto render = [=] {
-              auto& st = self->state;
-              const metrics::labels l = {{"model_name", st.cfg.model_name}};
-              st.m->running.set(l, g->total.running_seqs);
-              st.m->waiting.set(l, g->total.waiting_seqs);
-              st.m->kv_usage.set(l, g->total.total_blocks ? double(g->total.used_blocks) / g->total.total_blocks : 0.0);
-              st.m->replicas.set(l, double(reps.size()));
-              const io_stats ios = st.io ? st.io() : io_stats{};
-              st.m->connections.set(l, double(ios.open_connections));
-              st.m->frontend_cpu.advance_to({{"part", "http_io"}}, ios.cpu_seconds);
-              st.m->frontend_cpu.advance_to({{"part", "actor"}}, st.actor_cpu);
-              st.m->process_cpu.advance_to({}, process_cpu_now());
-              // The router's counts, when it answers in time; the page goes out either way.
-              self->request(st.router, st.cfg.request_timeout, router_stats_atom::value)
+            g->left = live.size();
+            if (live.empty()) return render_metrics(self, ex, *g);
+            for (const auto& v : live)
+              self->request(v.scheduler, st.cfg.request_timeout, load_atom::value)
                   .then(
-                      [=](const router_stats& rs) {
+                      [=, s = v.scheduler, id = v.replica.value](const load_report& r) {
                         auto& st = self->state;
-                        st.m->events_published.advance_to(l, double(rs.events_published));
-                        st.m->events_dropped.advance_to(l, double(rs.events_dropped));
-                        for (const auto& [reason, n] : rs.decisions) {
-                          metrics::labels rl = l;
-                          rl.emplace_back("reason", reason);
-                          st.m->router_decisions.advance_to(rl, double(n));
-                        }
-                        ex->respond(200, "text/plain; version=0.0.4; charset=utf-8", st.m->reg.render());
-                      },
-                      [=](caf::error&) {
-                        ex->respond(200, "text/plain; version=0.0.4; charset=utf-8", self->state.m->reg.render());
-                      });
-            };
-            if (reps.empty()) return render();
-            for (std::size_t i = 0; i < reps.size(); ++i)
-              self->request(reps[i], self->state.cfg.request_timeout, load_atom::value)
-                  .then(
-                      [=, s = reps[i], name = names[i]](const load_report& r) {
-                        observe_replica(*self->state.m, self->state.cfg.model_name, self->state.seen[s.address()], name, r);
-                        g->total.running_seqs += r.running_seqs;
-                        g->total.waiting_seqs += r.waiting_seqs;
-                        g->total.used_blocks += r.used_blocks;
-                        g->total.total_blocks += r.total_blocks;
-                        if (--g->left == 0) render();
+                        const std::string& model = model_of_replica(st.cfg, id);
+                        observe_replica(*st.m, model, st.seen[s.address()], topology::name_of(st.cfg.replica_names, id), r);
+                        load_report& total = g->totals[model];
+                        total.running_seqs += r.running_seqs;
+                        total.waiting_seqs += r.waiting_seqs;
+                        total.used_blocks += r.used_blocks;
+                        total.total_blocks += r.total_blocks;
+                        if (--g->left == 0) render_metrics(self, ex, *g);
                       },
                       [=](caf::error&) {  // a replica that just died: counted as absent
-                        if (--g->left == 0) render();
+                        if (--g->left == 0) render_metrics(self, ex, *g);
                       });
           },
           [=](caf::error& e) { send_error(self, ex, api::api_error(503, "router: " + error_message(self->system(), e))); });
 }
-
-// Whether the request carries one of the configured API keys (always, when none are).
 
 void need_method(const http::request& rq, const std::string& path, std::initializer_list<const char*> allowed) {
   std::string list;
@@ -639,7 +645,7 @@ void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
     }
     if (path == "/tokenize" || path == "/detokenize") {
       need_method(rq, path, {"POST"});
-      self->send(next_preparer(self), tokenize_job{st.prepare_ctx, ex, path == "/detokenize"});
+      self->send(next_preparer(self), tokenize_job{st.models, ex, path == "/detokenize"});
       return;
     }
     if (path == "/v1/models") {
@@ -653,7 +659,7 @@ void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
       const std::string id = path.substr(11);
       for (auto& card : model_cards(st.cfg, st.started))
         if (card["id"] == id) return ex->respond(200, "application/json", dump(card));
-      throw no_such_model(id, st.cfg.model_name);
+      throw no_such_model(id, *st.models);
     }
     if (path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter") {
       need_method(rq, path, {"POST"});
@@ -700,16 +706,18 @@ void on_prepared(frontend_ptr self, prepared& p) {
 }
 
 caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend_config cfg, owner_actor owner,
-                             router_actor router, std::shared_ptr<const tokenizer::tokenizer> tok,
-                             std::optional<chat::chat_template> chat, std::function<io_stats()> io) {
+                             router_actor router, std::function<io_stats()> io) {
   auto& st = self->state;
   st.io = std::move(io);
   st.m = std::make_shared<frontend_metrics>(cfg.metric_prefix);
-  zero_counters(*st.m, cfg.model_name);
+  for (const auto& m : cfg.models) {
+    zero_counters(*st.m, m.model_name);
+    if (!m.fallback.empty()) st.m->fallbacks.inc({{"model_name", m.model_name}, {"fallback", m.fallback}}, 0);
+  }
   st.cfg = std::move(cfg);
   st.owner = std::move(owner);
   st.router = std::move(router);
-  st.prepare_ctx = prepare_context_of(st.cfg, std::move(tok), std::move(chat));
+  st.models = model_table_of(st.cfg);
   for (int i = 0; i < preparer_threads; ++i) st.preparers.push_back(self->spawn<caf::detached + caf::linked>(preparer));
   st.started = std::int64_t(unix_seconds());
   std::random_device rd;
@@ -752,9 +760,7 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
 
 }  // namespace
 
-frontend::frontend(caf::actor_system& sys, owner_actor owner, router_actor router, frontend_config cfg,
-                   std::shared_ptr<const tokenizer::tokenizer> tok, std::optional<chat::chat_template> chat)
-    : sys_(sys) {
+frontend::frontend(caf::actor_system& sys, owner_actor owner, router_actor router, frontend_config cfg) : sys_(sys) {
   const http::server_config hc = cfg.http;
   io_server_ = std::make_shared<std::atomic<http::server*>>(nullptr);
   auto holder = io_server_;
@@ -762,8 +768,7 @@ frontend::frontend(caf::actor_system& sys, owner_actor owner, router_actor route
     http::server* s = holder->load();
     return s ? io_stats{s->io_cpu_seconds(), s->open_connections()} : io_stats{};
   };
-  actor_ = sys.spawn(frontend_actor, std::move(cfg), std::move(owner), std::move(router), std::move(tok), std::move(chat),
-                     std::move(io));
+  actor_ = sys.spawn(frontend_actor, std::move(cfg), std::move(owner), std::move(router), std::move(io));
   auto a = actor_;
   server_ = std::make_unique<http::server>(hc, [a](std::shared_ptr<http::exchange> ex) {
     caf::anon_send(a, exchange_msg{std::move(ex)});

@@ -24,10 +24,9 @@ namespace troupe::actors {
 
 class frontend {
  public:
-  // Starts the HTTP server and the frontend actor. `tok` may be null (token-id prompts only);
-  // `chat` may be empty (no chat endpoint). Throws std::runtime_error if it cannot listen.
-  frontend(caf::actor_system& sys, owner_actor owner, router_actor router, frontend_config cfg,
-           std::shared_ptr<const tokenizer::tokenizer> tok, std::optional<chat::chat_template> chat);
+  // Starts the HTTP server and the frontend actor for cfg.models (each with its tokenizer and
+  // chat template). Throws std::runtime_error if it cannot listen.
+  frontend(caf::actor_system& sys, owner_actor owner, router_actor router, frontend_config cfg);
   ~frontend();
   frontend(const frontend&) = delete;
   frontend& operator=(const frontend&) = delete;

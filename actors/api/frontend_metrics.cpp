@@ -66,6 +66,7 @@ frontend_metrics::frontend_metrics(const std::string& p)
       router_decisions(reg.add_counter(p + "router_decisions", "Routing decisions by the policy's reason.")),
       success(reg.add_counter(p + "request_success", "Finished requests by finish reason.")),
       rejected(reg.add_counter(p + "request_rejected", "Requests refused before running, by HTTP status.")),
+      fallbacks(reg.add_counter(p + "model_fallbacks", "Requests for model_name that admission sent to its fallback model and that it answered.")),
       frontend_cpu(reg.add_counter(p + "frontend_cpu_seconds", "CPU time of the HTTP frontend: its I/O thread and its actor.")),
       process_cpu(reg.add_counter("process_cpu_seconds", "Total user and system CPU time spent in seconds.")) {
   // Clients choose these values: without a bound, each new one is a series in every scrape.

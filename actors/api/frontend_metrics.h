@@ -19,7 +19,7 @@ struct frontend_metrics {
       &replica_up;
   metrics::counter &prompt_tokens, &generation_tokens, &preemptions, &migrations, &prefix_queries, &prefix_hits, &kv_pulls,
       &kv_pull_failures, &spec_drafts, &spec_draft_tokens, &spec_accepted_tokens, &spec_accepted_per_pos,
-      &replica_steps, &replica_forward_seconds, &spec_propose_seconds, &expert_tokens, &events_published, &events_dropped, &router_decisions, &success, &rejected, &frontend_cpu, &process_cpu;
+      &replica_steps, &replica_forward_seconds, &spec_propose_seconds, &expert_tokens, &events_published, &events_dropped, &router_decisions, &success, &rejected, &fallbacks, &frontend_cpu, &process_cpu;
 };
 
 // Counters a dashboard rates over exist from the start, at 0, not from their first event.

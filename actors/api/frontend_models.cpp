@@ -38,17 +38,22 @@ void answer_lora_route(caf::event_based_actor* self, const frontend_config& cfg,
 
 std::vector<nlohmann::json> model_cards(const frontend_config& cfg, std::int64_t created) {
   std::vector<nlohmann::json> out;
-  std::vector<std::string> names{cfg.model_name};
-  names.insert(names.end(), cfg.model_aliases.begin(), cfg.model_aliases.end());
-  for (const auto& name : names)
-    out.push_back({{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", "troupe"}, {"root", cfg.model_name},
-                   {"max_model_len", cfg.max_model_len}});
+  auto card = [&](const std::string& id, const std::string& root, const served_model_spec& m) {
+    nlohmann::json c{{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "troupe"}, {"root", root},
+                     {"max_model_len", m.max_model_len}};
+    if (m.vocab_size > 0) c["vocab_size"] = m.vocab_size;  // an adapter keeps the base's vocabulary
+    return c;
+  };
+  for (const auto& m : cfg.models) {
+    out.push_back(card(m.model_name, m.model_name, m));
+    for (const auto& alias : m.model_aliases) out.push_back(card(alias, m.model_name, m));
+  }
+  const served_model_spec& base = cfg.models.front();
   if (cfg.lora.catalog)
-    for (const auto& a : cfg.lora.catalog->list())
-      out.push_back({{"id", a.name}, {"object", "model"}, {"created", created}, {"owned_by", "troupe"}, {"root", a.dir},
-                     {"parent", cfg.model_name}, {"max_model_len", cfg.max_model_len}});
-  if (cfg.vocab_size > 0)
-    for (auto& card : out) card["vocab_size"] = cfg.vocab_size;  // an adapter keeps the base's vocabulary
+    for (const auto& a : cfg.lora.catalog->list()) {
+      out.push_back(card(a.name, a.dir, base));
+      out.back()["parent"] = base.model_name;
+    }
   return out;
 }
 

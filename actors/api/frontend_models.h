@@ -22,7 +22,7 @@ namespace troupe::actors {
 void answer_lora_route(caf::event_based_actor* self, const frontend_config& cfg, const std::shared_ptr<http::exchange>& ex,
                        bool load, std::function<void(const api::api_error&)> on_error);
 
-// One card per served name: the base's (OpenAI's fields, vLLM's max_model_len and root, and the
+// One card per served name: each model's under each of its names, [model]'s first (OpenAI's fields, vLLM's max_model_len and root, and the
 // vocabulary's size, which a load generator needs to draw token ids for a model without a
 // tokenizer), then each adapter's, with the folder it came from as `root` and the base as `parent`.
 std::vector<nlohmann::json> model_cards(const frontend_config& cfg, std::int64_t created);

@@ -13,20 +13,25 @@ using json = nlohmann::json;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-api::api_error no_such_model(const std::string& asked, const std::string& served) {
-  return api::api_error(404, "the model \"" + asked + "\" does not exist; this server serves \"" + served + "\"", "model",
-                        "not_found_error");
+api::api_error no_such_model(const std::string& asked, const model_table& models) {
+  std::string served;
+  for (const auto& m : models) served += (served.empty() ? "\"" : ", \"") + m->model_name + "\"";
+  return api::api_error(404, "the model \"" + asked + "\" does not exist; this server serves " + served + " (GET /v1/models lists every name)",
+                        "model", "not_found_error");
 }
 
 bool serves(const std::string& name, const std::vector<std::string>& aliases, const std::string& asked) {
   return asked == name || std::find(aliases.begin(), aliases.end(), asked) != aliases.end();
 }
 
-served_model_ref resolve_model(const prepare_context& pc, const std::string& asked) {
-  if (asked.empty() || serves(pc.model_name, pc.model_aliases, asked)) return {pc.model_name, ""};
-  if (pc.loras)
-    if (auto a = pc.loras->find(asked)) return {a->name, a->identity};
-  throw no_such_model(asked, pc.model_name);
+served_model_ref resolve_model(const model_table& models, const std::string& asked) {
+  if (asked.empty()) return {models.front(), models.front()->model_name, ""};
+  for (const auto& pc : models)
+    if (serves(pc->model_name, pc->model_aliases, asked)) return {pc, pc->model_name, ""};
+  for (const auto& pc : models)
+    if (pc->loras)
+      if (auto a = pc->loras->find(asked)) return {pc, a->name, a->identity};
+  throw no_such_model(asked, models);
 }
 
 namespace {
@@ -43,11 +48,26 @@ int public_prefix_of(const prepare_context& pc, const std::vector<std::int32_t>&
 bool in_vocabulary(const prepare_context& pc, std::int32_t id) { return pc.vocab_size <= 0 || (id >= 0 && id < pc.vocab_size); }
 std::string vocabulary(const prepare_context& pc) { return "the vocabulary [0, " + std::to_string(pc.vocab_size) + ")"; }
 
-// A request may name the served model, one of its aliases, an adapter, or none.
-void check_model(const prepare_context& pc, const std::string& asked, prepared& p) {
-  const served_model_ref m = resolve_model(pc, asked);
+// A request may name a served model, one of its aliases, an adapter, or none.
+void check_model(const model_table& models, const std::string& asked, prepared& p) {
+  served_model_ref m = resolve_model(models, asked);
   p.model = m.name;
   p.adapter = m.adapter;
+  p.pc = std::move(m.pc);
+}
+
+// The model a body names, before it is parsed as its model's request (whose defaults are that
+// model's): the first when only one is served, or the body names none or one not served (then
+// check_model's 404 follows).
+const prepare_context& context_of(const model_table& models, const std::string& body) {
+  if (models.size() == 1) return *models.front();
+  const json j = json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_string()) return *models.front();
+  try {
+    return *resolve_model(models, j["model"].get<std::string>()).pc;
+  } catch (const api::api_error&) {
+    return *models.front();
+  }
 }
 
 // A prompt as tokens: text encoded (with BOS as the tokenizer adds it), ids as sent. A
@@ -70,9 +90,10 @@ void check_input_ids(const prepare_context& pc, const std::vector<std::int32_t>&
 
 // An embeddings request: parsed, its model checked to be an embedding model, its inputs tokenized
 // (with the special tokens the tokenizer adds, as sentence-transformers encodes).
-void prepare_embeddings(const prepare_context& pc, prepared& p) {
+void prepare_embeddings(const model_table& models, prepared& p) {
   api::embedding_request req = api::parse_embedding_request(p.ex->req().body);
-  check_model(pc, req.model, p);
+  check_model(models, req.model, p);
+  const prepare_context& pc = *p.pc;
   if (!pc.pooling)
     throw api::api_error(400, "the model \"" + pc.model_name + "\" computes no embeddings: its folder has no sentence-transformers "
                          "Pooling module (modules.json)", "model");
@@ -87,10 +108,11 @@ void prepare_embeddings(const prepare_context& pc, prepared& p) {
   p.embed = std::move(req);
 }
 
-void prepare(const prepare_context& pc, prepared& p) {
-  if (p.kind == api::endpoint::embeddings) return prepare_embeddings(pc, p);
-  api::completion_request req = api::parse_request(p.ex->req().body, p.kind, pc.sampling_defaults);
-  check_model(pc, req.model, p);
+void prepare(const model_table& models, prepared& p) {
+  if (p.kind == api::endpoint::embeddings) return prepare_embeddings(models, p);
+  api::completion_request req = api::parse_request(p.ex->req().body, p.kind, context_of(models, p.ex->req().body).sampling_defaults);
+  check_model(models, req.model, p);
+  const prepare_context& pc = *p.pc;
   if (p.kind == api::endpoint::chat) {
     if (!pc.chat) throw api::api_error(400, "this model has no chat template; use /v1/completions", "messages");
     if (!pc.tok) throw api::api_error(400, "this model has no tokenizer; use /v1/completions with token ids", "messages");
@@ -120,9 +142,9 @@ void prepare(const prepare_context& pc, prepared& p) {
 
 // Parsing, template rendering and tokenizing: a slow or hostile request (a template running to
 // its budget, a 4 MB body) delays only itself.
-void run_prepare(const prepare_context& pc, prepared& p) {
+void run_prepare(const model_table& models, prepared& p) {
   try {
-    prepare(pc, p);
+    prepare(models, p);
   } catch (const api::api_error& e) {
     p.error = e;
   } catch (const std::exception& e) {
@@ -131,17 +153,17 @@ void run_prepare(const prepare_context& pc, prepared& p) {
 }
 
 // /tokenize and /detokenize (vLLM's), answered where they are computed.
-void run_tokenize(const prepare_context& pc, const std::shared_ptr<http::exchange>& ex, bool detokenize) {
+void run_tokenize(const model_table& models, const std::shared_ptr<http::exchange>& ex, bool detokenize) {
   try {
     json out;
     if (detokenize) {
       const auto r = api::parse_detokenize(ex->req().body);
-      resolve_model(pc, r.model);  // an adapter shares the base's tokenizer
-      out = api::detokenize(r, pc.tok.get(), pc.vocab_size);
+      const auto pc = resolve_model(models, r.model).pc;  // an adapter shares the base's tokenizer
+      out = api::detokenize(r, pc->tok.get(), pc->vocab_size);
     } else {
       const auto r = api::parse_tokenize(ex->req().body);
-      resolve_model(pc, r.model);
-      out = api::tokenize(r, pc.tok.get(), pc.chat.get(), pc.max_model_len);
+      const auto pc = resolve_model(models, r.model).pc;
+      out = api::tokenize(r, pc->tok.get(), pc->chat.get(), pc->max_model_len);
     }
     ex->respond(200, "application/json", dump(out));
   } catch (const api::api_error& e) {
@@ -156,32 +178,34 @@ void run_tokenize(const prepare_context& pc, const std::shared_ptr<http::exchang
 caf::behavior preparer(caf::event_based_actor* self) {
   return {
       [=](prepare_job& j) {
-        run_prepare(*j.pc, *j.p);
+        run_prepare(*j.models, *j.p);
         self->send(caf::actor_cast<caf::actor>(self->current_sender()), prepared_msg{std::move(j.p)});
       },
-      [=](tokenize_job& j) { run_tokenize(*j.pc, j.ex, j.detokenize); },
+      [=](tokenize_job& j) { run_tokenize(*j.models, j.ex, j.detokenize); },
   };
 }
 
-std::shared_ptr<const prepare_context> prepare_context_of(const frontend_config& cfg, std::shared_ptr<const tokenizer::tokenizer> tok,
-                                                          std::optional<chat::chat_template> chat) {
+namespace {
+
+std::shared_ptr<const prepare_context> prepare_context_of(const frontend_config& cfg, const served_model_spec& m) {
   auto pc = std::make_shared<prepare_context>();
-  pc->model_name = cfg.model_name;
-  pc->model_aliases = cfg.model_aliases;
-  pc->loras = cfg.lora.catalog;
-  pc->vocab_size = cfg.vocab_size;
-  pc->max_model_len = cfg.max_model_len;
-  pc->sampling_defaults = cfg.sampling_defaults;
-  pc->tok = std::move(tok);
-  if (chat) pc->chat = std::make_shared<const chat::chat_template>(std::move(*chat));
-  pc->pooling = cfg.pooling;
-  pc->embedding_size = cfg.embedding_size;
+  pc->key = m.key;
+  pc->model_name = m.model_name;
+  pc->model_aliases = m.model_aliases;
+  if (m.key.empty()) pc->loras = cfg.lora.catalog;
+  pc->vocab_size = m.vocab_size;
+  pc->max_model_len = m.max_model_len;
+  pc->sampling_defaults = m.sampling_defaults;
+  pc->tok = m.tok;
+  if (m.chat) pc->chat = std::make_shared<const chat::chat_template>(*m.chat);
+  pc->pooling = m.pooling;
+  pc->embedding_size = m.embedding_size;
   if (pc->pooling)
-    log::info("embeddings", {{"pooling", model::pooling_method_name(pc->pooling->method)}, {"normalize", pc->pooling->normalize},
-                             {"dimensions", pc->embedding_size}});
-  pc->tool_format = cfg.tool_call_parser.value_or(pc->chat ? pc->chat->tool_calls() : chat::tool_format::none);
-  log::info("tool_call_parser", {{"format", chat::tool_format_name(pc->tool_format)},
-                                 {"from", cfg.tool_call_parser ? "the topology" : "the chat template"}});
+    log::info("embeddings", {{"model", m.model_name}, {"pooling", model::pooling_method_name(pc->pooling->method)},
+                             {"normalize", pc->pooling->normalize}, {"dimensions", pc->embedding_size}});
+  pc->tool_format = m.tool_call_parser.value_or(pc->chat ? pc->chat->tool_calls() : chat::tool_format::none);
+  log::info("tool_call_parser", {{"model", m.model_name}, {"format", chat::tool_format_name(pc->tool_format)},
+                                 {"from", m.tool_call_parser ? "the topology" : "the chat template"}});
   if (pc->tok)
     for (const auto& [name, text] : cfg.public_prompts) {
       pc->public_prefixes.push_back(pc->tok->encode(text, true));
@@ -194,6 +218,14 @@ std::shared_ptr<const prepare_context> prepare_context_of(const frontend_config&
       }
     }
   return pc;
+}
+
+}  // namespace
+
+std::shared_ptr<const model_table> model_table_of(const frontend_config& cfg) {
+  auto t = std::make_shared<model_table>();
+  for (const auto& m : cfg.models) t->push_back(prepare_context_of(cfg, m));
+  return t;
 }
 
 }  // namespace troupe::actors

@@ -20,6 +20,8 @@
 
 namespace troupe::actors {
 
+struct prepare_context;
+
 // What a request becomes before it is submitted: parsed, its chat template rendered and its
 // prompt tokenized, or the error to answer with. Made off the frontend actor (see prepare).
 struct prepared {
@@ -33,6 +35,7 @@ struct prepared {
   std::optional<api::api_error> error;
   std::string model;    // the served model that answers: the base's name, or an adapter's
   std::string adapter;  // that adapter's identity (engine::request::adapter); empty: the base
+  std::shared_ptr<const prepare_context> pc;  // the model's (its key, context, tokenizer)
   std::string id;     // the completion's
   std::string trace;  // the client's X-Request-Id, or the id
   chat::tool_format tool_format = chat::tool_format::none;  // where the answer's tool calls are found
@@ -41,6 +44,7 @@ struct prepared {
 // The parts of the frontend's state that preparing reads; immutable once the frontend runs, but
 // for the adapters loaded at run time, which the catalog keeps under its lock.
 struct prepare_context {
+  std::string key;  // the topology's name of the model (engine::request::model)
   std::string model_name;
   std::vector<std::string> model_aliases;
   std::shared_ptr<const api::lora_catalog> loras;  // null without [lora]
@@ -57,6 +61,9 @@ struct prepare_context {
   std::vector<std::vector<std::int32_t>> public_prefixes;
 };
 
+// Every model the frontend serves, [model]'s first (a request naming none gets it).
+using model_table = std::vector<std::shared_ptr<const prepare_context>>;
+
 // A request parsed, rendered and tokenized (or refused) off the frontend actor.
 struct prepared_msg {
   std::shared_ptr<prepared> p;
@@ -65,11 +72,11 @@ struct prepared_msg {
 // Work for a preparer: a request to prepare (answered to the frontend that sent it), or a /tokenize or
 // /detokenize to answer.
 struct prepare_job {
-  std::shared_ptr<const prepare_context> pc;
+  std::shared_ptr<const model_table> models;
   std::shared_ptr<prepared> p;
 };
 struct tokenize_job {
-  std::shared_ptr<const prepare_context> pc;
+  std::shared_ptr<const model_table> models;
   std::shared_ptr<http::exchange> ex;
   bool detokenize = false;
 };
@@ -82,19 +89,20 @@ constexpr int preparer_threads = 2;
 
 caf::behavior preparer(caf::event_based_actor* self);
 
-// What the preparers read: the served names, the tokenizer and chat template, the tool-call
-// format, and the public prompts' token prefixes (plain and in the chat form).
-std::shared_ptr<const prepare_context> prepare_context_of(const frontend_config& cfg, std::shared_ptr<const tokenizer::tokenizer> tok,
-                                                          std::optional<chat::chat_template> chat);
+// What the preparers read of each model: the served names, the tokenizer and chat template, the
+// tool-call format, and the public prompts' token prefixes (plain and in the chat form); the
+// adapters go with [model]'s.
+std::shared_ptr<const model_table> model_table_of(const frontend_config& cfg);
 
-// A 404 naming the model asked for and the one served.
-api::api_error no_such_model(const std::string& asked, const std::string& served);
-// The model a request names (none: the base): its name as answers carry it, and the adapter's
-// identity when it names a LoRA adapter. Throws no_such_model's 404 for a name not served.
+// A 404 naming the model asked for and those served.
+api::api_error no_such_model(const std::string& asked, const model_table& models);
+// The model a request names (none: [model]): its context, its name as answers carry it, and the
+// adapter's identity when it names a LoRA adapter. Throws no_such_model's 404 for a name not served.
 struct served_model_ref {
+  std::shared_ptr<const prepare_context> pc;
   std::string name, adapter;
 };
-served_model_ref resolve_model(const prepare_context& pc, const std::string& asked);
+served_model_ref resolve_model(const model_table& models, const std::string& asked);
 // Whether `asked` is the served model's name or one of its aliases.
 bool serves(const std::string& name, const std::vector<std::string>& aliases, const std::string& asked);
 // A JSON body as sent (invalid UTF-8 replaced, never thrown on).

@@ -77,26 +77,31 @@ void await_started(caf::actor_system& sys, const std::vector<scheduler_actor>& r
 local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_config& topo,
                              std::shared_ptr<const model::llama_model> model,
                              std::shared_ptr<const tokenizer::tokenizer> tok, placement_mode mode, const std::string& head)
+    : local_cluster(sys, topo, loaded_models{{"", {std::move(model), std::move(tok)}}}, mode, head) {}
+
+local_cluster::local_cluster(caf::actor_system& sys, const topology::topology_config& topo, const loaded_models& models,
+                             placement_mode mode, const std::string& head)
     : sys_(sys), head_(head.empty() ? topo.heads().front()->name : head) {
   if (!topo.is_head(head_)) throw input_error(topo.source + ": \"" + head_ + "\" is not a head of this topology");
   if (topo.model.backend == topology::backend_kind::cuda)
     throw input_error(topo.source + ": backend \"cuda\" cannot run here yet (cpu and sim can)");
-  const engine::engine_config ec = topology::engine_config_of(topo);
-  if (model) topology::check_groups(topo, model->config());
+  for (const auto& [name, m] : models)
+    if (m.model) topology::check_groups(topo, m.model->config(), name);
   topology::check_kv_memory(topo, mode == placement_mode::head_node_only ? head_ : std::string(), machine_memory_bytes(),
                             available_memory_bytes());
   try {
-    start(topo, model, tok, mode, ec);
+    start(topo, models, mode);
   } catch (...) {
     stop();  // the destructor does not run for a constructor that throws
     throw;
   }
 }
 
-void local_cluster::start(const topology::topology_config& topo, std::shared_ptr<const model::llama_model> model,
-                          std::shared_ptr<const tokenizer::tokenizer> tok, placement_mode mode, const engine::engine_config& ec) {
-  auto& sys = sys_;
-  const bool sim = topo.model.backend == topology::backend_kind::sim;
+namespace {
+
+// The router of head `head`: the topology's policy, roles, warm slots and models.
+router_config router_config_of(const topology::topology_config& topo, const std::string& head) {
+  const engine::engine_config ec = topology::engine_config_of(topo);
   router_config rc;
   rc.policy = topo.router.policy;
   rc.params = topo.router.params;
@@ -105,13 +110,40 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
   for (const auto& p : topology::place_replicas(topo)) {
     if (p.role != topology::pool_role::both) rc.roles[p.replica] = p.role;
     if (!p.active) rc.parked.insert(p.replica.value);
+    if (!topo.more_models.empty()) rc.models[p.replica] = p.model;
+  }
+  for (const auto& m : topo.more_models) {  // and each model's stores, wherever they are
+    rc.model_keys[m.name] = topology::engine_config_of(topo, m.name).model_key;
+    for (const auto& n : topo.nodes) rc.models[store_id_of(topo, n.name, m.name)] = m.name;
   }
   rc.disaggregation = {topo.router.disaggregate_min_prompt, topo.router.disaggregate_queue_ratio};
   rc.block_size = ec.sched.block_size;
   rc.model_key = ec.model_key;
   // One publisher per cluster: the first head's (the others would bind the same endpoints).
-  if (topo.kv_events.enabled() && head_ == topo.heads().front()->name)
+  if (topo.kv_events.enabled() && head == topo.heads().front()->name)
     rc.publisher = std::make_shared<kv_event_publisher>(topo.kv_events);
+  return rc;
+}
+
+}  // namespace
+
+// One KV store per model this process hosts replicas of (a sim replica has no KV bytes to store).
+void local_cluster::start_stores(const topology::topology_config& topo, const loaded_models& models, placement_mode mode) {
+  if (topo.model.backend == topology::backend_kind::sim) return;
+  for (const auto& [name, m] : models) {
+    bool hosts = false;
+    for (const auto& p : topology::place_replicas(topo)) hosts |= p.model == name && (mode == placement_mode::all_here || p.node == head_);
+    if (!hosts || !m.model) continue;
+    auto store = spawn_kv_store(sys_, topo, topology::engine_config_of(topo, name), m.model->config(), head_);
+    if (!store) continue;
+    stores_[name] = store;
+    caf::anon_send(router_, store_atom::value, store_id_of(topo, head_, name), store);
+  }
+}
+
+void local_cluster::start(const topology::topology_config& topo, const loaded_models& models, placement_mode mode) {
+  auto& sys = sys_;
+  router_config rc = router_config_of(topo, head_);
   if (topo.lora.enabled()) {  // the topology's adapters, by the identity every replica's read of their files gives
     std::vector<std::string> base{topo.frontend.model_name};
     base.insert(base.end(), topo.frontend.model_aliases.begin(), topo.frontend.model_aliases.end());
@@ -125,14 +157,7 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
   }
   router_ = sys.spawn(actors::router, rc);
   if (loras_) lora_manager_ = sys.spawn(actors::lora_manager, loras_, router_, topo.timeouts.request);
-  // One KV store for the replicas of this process (a sim replica has no KV bytes to store).
-  bool hosts = false;
-  for (const auto& p : topology::place_replicas(topo)) hosts |= mode == placement_mode::all_here || p.node == head_;
-  if (hosts && !sim && model) {
-    const std::string me = head_.empty() ? topo.heads().front()->name : head_;
-    store_ = spawn_kv_store(sys, topo, ec, model->config(), me);
-    if (store_) caf::anon_send(router_, store_atom::value, store_id_of(topo, me), store_);
-  }
+  start_stores(topo, models, mode);
   // The replicas hosted here start through this process's node agent, as a node's do, so that
   // the registry can start and stop more of them later (scaling beyond the warm pool).
   // Ranks of this process's groups that the topology places on other nodes start through those
@@ -142,8 +167,9 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
     directory_ = sys.spawn(node_directory);
     ranks = rank_placement{head_, directory_};
   }
-  agent_ = sys.spawn(node_agent, head_, replica_factory_of(topo, model, tok, store_, ranks),
-                     model ? model->dir() : topo.model.path);
+  auto primary = models.find("");
+  agent_ = sys.spawn(node_agent, head_, replica_factory_of(topo, models, stores_, ranks),
+                     primary != models.end() && primary->second.model ? primary->second.model->dir() : topo.model.path);
   std::map<std::string, node_agent_actor> local;
   for (const auto& n : topo.nodes)
     if (mode == placement_mode::all_here || n.name == head_) local[n.name] = agent_;
@@ -167,6 +193,9 @@ void local_cluster::start(const topology::topology_config& topo, std::shared_ptr
   oc.admission = topo.admission.cfg;
   oc.names = rc.names;
   for (const auto& p : topology::place_replicas(topo)) oc.pools[p.replica.value] = p.pool;
+  for (const auto* m : topo.models())
+    if (!m->fallback.empty())
+      oc.fallbacks[m->name] = {m->fallback, std::chrono::duration<double>(m->fallback_queue_wait).count(), m->fallback_min_priority};
   owner_ = sys.spawn(request_owner, router_, oc);
   registry_ = sys.spawn(node_registry, topo, router_, local, directory_);
   // A replica of this process that dies and is restarted by the agent is registered here again.
@@ -259,7 +288,7 @@ void local_cluster::stop() {
   if (agent_) caf::anon_send_exit(agent_, caf::exit_reason::user_shutdown);  // with the replicas it started since
   for (auto& s : schedulers_)
     if (s) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
-  if (store_) caf::anon_send_exit(store_, caf::exit_reason::user_shutdown);
+  for (auto& [model, store] : stores_) caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
   if (directory_) caf::anon_send_exit(directory_, caf::exit_reason::user_shutdown);
   if (lora_manager_) caf::anon_send_exit(lora_manager_, caf::exit_reason::user_shutdown);
 }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "actors/cluster/node_agent.h"
 #include "actors/protocol/lora_protocol.h"
 #include "actors/protocol/node_protocol.h"
 #include "actors/protocol/owner_protocol.h"
@@ -58,6 +59,10 @@ class local_cluster {
   local_cluster(caf::actor_system& sys, const topology::topology_config& topo,
                 std::shared_ptr<const model::llama_model> model, std::shared_ptr<const tokenizer::tokenizer> tok,
                 placement_mode mode = placement_mode::all_here, const std::string& head = "");
+  // The same with the topology's models ([model] and [models.NAME]) by name: the replicas placed
+  // here of a model not in `models` are refused by name.
+  local_cluster(caf::actor_system& sys, const topology::topology_config& topo, const loaded_models& models,
+                placement_mode mode = placement_mode::all_here, const std::string& head = "");
   // Stops every actor it spawned.
   ~local_cluster();
   local_cluster(const local_cluster&) = delete;
@@ -66,7 +71,11 @@ class local_cluster {
   // Where clients submit: submit_atom + engine::request + a token_sink.
   owner_actor owner() const { return owner_; }
   router_actor router() const { return router_; }
-  kv_store_actor store() const { return store_; }  // null without [kv_store]
+  kv_store_actor store() const { return store(""); }  // [model]'s; null without [kv_store]
+  kv_store_actor store(const std::string& model) const {
+    auto it = stores_.find(model);
+    return it == stores_.end() ? kv_store_actor{} : it->second;
+  }
   node_registry_actor registry() const { return registry_; }
   // LoRA adapters served here by name (the topology's, and those loaded at run time), and who
   // loads and unloads them across the replicas ([lora]; both null without it).
@@ -110,8 +119,8 @@ class local_cluster {
   std::uint32_t live_replicas();
 
  private:
-  void start(const topology::topology_config& topo, std::shared_ptr<const model::llama_model> model,
-             std::shared_ptr<const tokenizer::tokenizer> tok, placement_mode mode, const engine::engine_config& ec);
+  void start(const topology::topology_config& topo, const loaded_models& models, placement_mode mode);
+  void start_stores(const topology::topology_config& topo, const loaded_models& models, placement_mode mode);
   void stop();  // asks every actor it spawned to exit
 
   caf::actor_system& sys_;
@@ -122,7 +131,7 @@ class local_cluster {
   node_registry_actor registry_;
   node_agent_actor agent_;  // starts and stops the replicas hosted in this process
   caf::actor directory_;    // the joined nodes' agents, for ranks placed on them (node_directory)
-  kv_store_actor store_;  // this process's, with [kv_store]
+  model_stores stores_;  // this process's, one per model it hosts, with [kv_store]
   std::shared_ptr<api::lora_catalog> loras_;
   lora_manager_actor lora_manager_;
 };

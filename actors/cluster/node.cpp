@@ -120,23 +120,48 @@ first_join join_at_start(caf::actor_system& sys, caf::scoped_actor& self, const 
 
 }  // namespace
 
+namespace {
+
+// A KV store (with [kv_store]) for each model loaded here, in that model's layout.
+model_stores spawn_stores(caf::actor_system& sys, const topology::topology_config& topo, const loaded_models& models,
+                          const std::string& node) {
+  model_stores stores;
+  for (const auto& [name, m] : models)
+    if (m.model)
+      if (auto store = spawn_kv_store(sys, topo, topology::engine_config_of(topo, name), m.model->config(), node)) stores[name] = store;
+  return stores;
+}
+
+}  // namespace
+
 void run_node(caf::actor_system& sys, const topology::topology_config& topo, const std::string& node,
               const std::vector<head_address>& heads, std::shared_ptr<const model::llama_model> model,
               std::shared_ptr<const tokenizer::tokenizer> tok, const join_credentials& credentials,
               const std::function<void(std::size_t)>& on_ready, const std::function<void(const std::string&)>& on_event,
               const std::atomic<bool>* stop) {
+  run_node(sys, topo, node, heads, loaded_models{{"", {std::move(model), std::move(tok)}}}, credentials, on_ready, on_event, stop);
+}
+
+void run_node(caf::actor_system& sys, const topology::topology_config& topo, const std::string& node,
+              const std::vector<head_address>& heads, const loaded_models& models, const join_credentials& credentials,
+              const std::function<void(std::size_t)>& on_ready, const std::function<void(const std::string&)>& on_event,
+              const std::atomic<bool>* stop) {
   if (!topo.node(node)) throw input_error(topo.source + ": no node named \"" + node + "\"");
   if (heads.empty()) throw input_error(topo.source + ": no head to join");
-  if (model) topology::check_groups(topo, model->config());
+  for (const auto& [name, m] : models)
+    if (m.model) topology::check_groups(topo, m.model->config(), name);
   topology::check_kv_memory(topo, node, machine_memory_bytes(), available_memory_bytes());
-  const auto ec = topology::engine_config_of(topo);
-  // The node's KV store (with [kv_store]): its replicas offload to it, every head's router
-  // learns of it when the node joins.
-  const kv_store_actor store = model ? spawn_kv_store(sys, topo, ec, model->config(), node) : kv_store_actor{};
-  auto agent = sys.spawn(node_agent, node, replica_factory_of(topo, model, tok, store, rank_placement{node, {}}),
-                         model ? model->dir() : topo.model.path);  // the folder this process loaded (--model wins)
+  // The node's KV stores (with [kv_store]), one per model it loaded: its replicas offload to
+  // them, every head's router learns of them when the node joins.
+  const model_stores stores = spawn_stores(sys, topo, models, node);
+  std::vector<kv_store_actor> by_index;
+  for (const auto* spec : topo.models()) by_index.push_back(stores.count(spec->name) ? stores.at(spec->name) : kv_store_actor{});
+  auto primary = models.find("");
+  auto agent = sys.spawn(node_agent, node, replica_factory_of(topo, models, stores, rank_placement{node, {}}),
+                         primary != models.end() && primary->second.model ? primary->second.model->dir()
+                                                                          : topo.model.path);  // the folder this process loaded (--model wins)
   caf::scoped_actor self{sys};
-  const join_request req{node, agent, credentials.token, credentials.fingerprint, store};
+  const join_request req{node, agent, credentials.token, credentials.fingerprint, by_index};
   std::vector<head_link> links;
   for (const auto& h : heads) links.push_back({h, std::nullopt});
   const first_join j = join_at_start(sys, self, topo, links, req);
@@ -146,7 +171,7 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
   if (!why_not.empty() && (std::none_of(links.begin(), links.end(), [](const head_link& l) { return l.registry.has_value(); }) ||
                            j.refused)) {
     self->send_exit(agent, caf::exit_reason::user_shutdown);
-    if (store) self->send_exit(store, caf::exit_reason::user_shutdown);
+    for (auto& [name, store] : stores) self->send_exit(store, caf::exit_reason::user_shutdown);
     throw input_error(why_not);
   }
   // The agent announces a replica started or stopped at one head's request to the others.
@@ -187,7 +212,7 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
   // Stopped: the replicas (and their KV segments) go with the agent, before the system ends.
   self->monitor(agent);
   self->send_exit(agent, caf::exit_reason::user_shutdown);
-  if (store) self->send_exit(store, caf::exit_reason::user_shutdown);
+  for (auto& [name, store] : stores) self->send_exit(store, caf::exit_reason::user_shutdown);
   for (bool gone = false; !gone;)
     self->receive([&](const caf::down_msg& d) { gone = d.source == agent.address(); },
                   caf::after(std::chrono::seconds(10)) >> [&] { gone = true; });

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/cluster/node_agent.h"
 #include "actors/protocol/node_protocol.h"
 #include "actors/protocol/router_protocol.h"
 #include "runtime/model/llama_model.h"
@@ -28,6 +29,11 @@ struct head_address {
 void run_node(caf::actor_system& sys, const topology::topology_config& topo, const std::string& node,
               const std::vector<head_address>& heads, std::shared_ptr<const model::llama_model> model,
               std::shared_ptr<const tokenizer::tokenizer> tok, const join_credentials& credentials,
+              const std::function<void(std::size_t)>& on_ready, const std::function<void(const std::string&)>& on_event = {},
+              const std::atomic<bool>* stop = nullptr);
+// The same for a node holding the topology's models by name ("" : [model]).
+void run_node(caf::actor_system& sys, const topology::topology_config& topo, const std::string& node,
+              const std::vector<head_address>& heads, const loaded_models& models, const join_credentials& credentials,
               const std::function<void(std::size_t)>& on_ready, const std::function<void(const std::string&)>& on_event = {},
               const std::atomic<bool>* stop = nullptr);
 

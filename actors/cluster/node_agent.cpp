@@ -23,48 +23,74 @@ void register_node_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<node_agent_actor>("troupe.node_agent_actor");
   cfg.add_message_type<std::vector<std::uint32_t>>("troupe.uint32s");
   cfg.add_message_type<join_request>("troupe.join_request");
+  cfg.add_message_type<std::vector<kv_store_actor>>("troupe.kv_store_actors");
   cfg.add_message_type<join_credentials>("troupe.join_credentials");
   cfg.add_message_type<join_reply>("troupe.join_reply");
 }
 
-replica_factory replica_factory_of(const topology::topology_config& topo, std::shared_ptr<const model::llama_model> model,
-                                   std::shared_ptr<const tokenizer::tokenizer> tok, kv_store_actor store,
+replica_factory replica_factory_of(const topology::topology_config& topo, const loaded_models& models, const model_stores& stores,
                                    std::optional<rank_placement> ranks) {
-  const engine::engine_config ec = topology::engine_config_of(topo);
-  // A slot past its pool's `replicas` starts in the warm pool (every head's router follows).
-  std::set<std::uint32_t> warm;
-  for (const auto& p : topology::place_replicas(topo))
+  // Per replica: its model's engine settings (that model's key and name), its pool's speculation.
+  std::map<std::uint32_t, engine::engine_config> configs;
+  std::map<std::uint32_t, std::string> model_of;
+  std::set<std::uint32_t> warm;  // a slot past its pool's `replicas` starts in the warm pool (every head's router follows)
+  std::map<std::string, engine::engine_config> per_model;  // a model's key reads its files: once each
+  for (const auto* m : topo.models()) per_model[m->name] = topology::engine_config_of(topo, m->name);
+  for (const auto& p : topology::place_replicas(topo)) {
+    engine::engine_config ec = per_model.at(p.model);
+    for (const auto& pool : topo.pools)
+      if (pool.name == p.pool) ec.speculative = pool.speculative;
+    configs[p.replica.value] = std::move(ec);
+    model_of[p.replica.value] = p.model;
     if (!p.active) warm.insert(p.replica.value);
+  }
   auto parked_if_warm = [warm](scheduler_actor s, replica_id r) {
     if (warm.count(r.value)) caf::anon_send(s, park_atom::value, true);
     return s;
   };
+  auto config_of = [configs, ec = per_model.at("")](replica_id r) {
+    auto it = configs.find(r.value);
+    return it == configs.end() ? ec : it->second;
+  };
   if (topo.model.backend == topology::backend_kind::sim) {
-    const model::model_config shape = topology::sim_shape(topo);
+    std::map<std::string, model::model_config> shapes;
+    for (const auto* m : topo.models()) shapes[m->name] = topology::sim_shape(*m);
     sim::gpu_spec gpu;
     gpu.flops = topo.sim->flops;
     gpu.bandwidth = topo.sim->bandwidth;
     gpu.step_overhead_s = std::chrono::duration<double>(topo.sim->step_overhead).count();
     gpu.speedup = topo.sim->speedup;
-    return [=](caf::actor_system& sys, replica_id r) { return parked_if_warm(sys.spawn(sim_scheduler, shape, gpu, ec), r); };
+    return [=](caf::actor_system& sys, replica_id r) {
+      const engine::engine_config ec = config_of(r);
+      return parked_if_warm(sys.spawn(sim_scheduler, shapes.at(ec.served_model), gpu, ec), r);
+    };
   }
   auto groups = group_configs_of(topo);
   for (auto& g : groups)
     if (ranks) g.node = ranks->node, g.hosts = ranks->hosts;
     else g.rank_nodes.clear();  // every rank in this process
-  // Each replica speculates as its pool says.
-  std::map<std::uint32_t, speculative::speculative_config> speculation;
-  for (const auto& p : topology::place_replicas(topo))
-    for (const auto& pool : topo.pools)
-      if (pool.name == p.pool) speculation[p.replica.value] = pool.speculative;
   const std::string source = topo.source;
+  std::map<std::uint32_t, std::string> labels;
+  for (const auto& [replica, model] : model_of) labels[replica] = topo.model_named(model)->label();
   return [=](caf::actor_system& sys, replica_id r) {
-    if (!model) throw input_error(source + ": replica " + to_string(r) + " placed here, but this process loaded no model");
+    const engine::engine_config ec = config_of(r);
+    auto m = models.find(ec.served_model);
+    if (m == models.end() || !m->second.model) {
+      auto label = labels.find(r.value);
+      throw input_error(source + ": replica " + to_string(r) + " placed here serves " +
+                        (label == labels.end() ? std::string("[model]") : label->second) + ", which this process did not load");
+    }
     const group_config g = r.value < groups.size() ? groups[r.value] : group_config{};
-    engine::engine_config mine = ec;
-    if (auto it = speculation.find(r.value); it != speculation.end()) mine.speculative = it->second;
-    return parked_if_warm(sys.spawn(scheduler, model, tok, mine, g, store), r);
+    auto store = stores.find(ec.served_model);
+    return parked_if_warm(sys.spawn(scheduler, m->second.model, m->second.tok, ec, g, store == stores.end() ? kv_store_actor{} : store->second), r);
   };
+}
+
+replica_factory replica_factory_of(const topology::topology_config& topo, std::shared_ptr<const model::llama_model> model,
+                                   std::shared_ptr<const tokenizer::tokenizer> tok, kv_store_actor store,
+                                   std::optional<rank_placement> ranks) {
+  return replica_factory_of(topo, loaded_models{{"", {std::move(model), std::move(tok)}}}, model_stores{{"", std::move(store)}},
+                            std::move(ranks));
 }
 
 namespace {
@@ -345,7 +371,9 @@ caf::result<join_reply> admit_node(node_registry_actor::stateful_pointer<node_re
   st.joined.emplace(node, j.agent.address());
   self->monitor(j.agent);
   if (st.directory) caf::anon_send(st.directory, agent_atom::value, node, caf::actor_cast<caf::actor>(j.agent));
-  if (j.store) self->send(st.router, store_atom::value, store_id_of(st.topo, node), j.store);
+  const auto models = st.topo.models();
+  for (std::size_t i = 0; i < j.stores.size() && i < models.size(); ++i)
+    if (j.stores[i]) self->send(st.router, store_atom::value, store_id_of(st.topo, node, models[i]->name), j.stores[i]);
   const node_agent_actor agent = j.agent;
   std::vector<replica_id> mine;
   for (auto& p : topology::place_replicas(st.topo))

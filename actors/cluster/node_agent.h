@@ -30,7 +30,21 @@ struct rank_placement {
   caf::actor hosts;
 };
 
-// The factory of a process holding `model` (cpu) or of a sim topology (`model` null).
+// A model this process loaded: its weights and tokenizer (both null in a sim topology).
+struct loaded_model {
+  std::shared_ptr<const model::llama_model> model;
+  std::shared_ptr<const tokenizer::tokenizer> tok;
+};
+// By the topology's model name ("" : [model]): a process loads the models its replicas serve.
+using loaded_models = std::map<std::string, loaded_model>;
+// Each model's KV store in this process (with [kv_store]), by the same names.
+using model_stores = std::map<std::string, kv_store_actor>;
+
+// The factory of a process holding `models` (cpu; a replica of a model not loaded here is
+// refused by name) or of a sim topology.
+replica_factory replica_factory_of(const topology::topology_config& topo, const loaded_models& models, const model_stores& stores,
+                                   std::optional<rank_placement> ranks = std::nullopt);
+// The same for a process holding [model] alone.
 replica_factory replica_factory_of(const topology::topology_config& topo, std::shared_ptr<const model::llama_model> model,
                                    std::shared_ptr<const tokenizer::tokenizer> tok, kv_store_actor store,
                                    std::optional<rank_placement> ranks = std::nullopt);

@@ -358,9 +358,11 @@ nlohmann::json topology_json(const topology::topology_config& t) {
   for (const auto& n : t.nodes)
     out["nodes"].push_back({{"name", n.name}, {"address", n.host + ":" + std::to_string(n.port)}, {"head", t.is_head(n.name)}});
   for (const auto& p : t.pools)
-    out["pools"].push_back({{"name", p.name}, {"role", topology::role_name(p.role)}, {"replicas", p.replicas}, {"nodes", p.nodes}});
+    out["pools"].push_back({{"name", p.name}, {"model", p.model.empty() ? "[model]" : p.model}, {"role", topology::role_name(p.role)},
+                            {"replicas", p.replicas}, {"nodes", p.nodes}});
   out["router"] = {{"policy", t.router.policy}};
   out["model"] = {{"path", t.model.path}};
+  for (const auto& m : t.more_models) out["models"][m.name] = {{"path", m.path}, {"served_names", m.served_names}};
   return out;
 }
 
@@ -409,7 +411,13 @@ void cmd_help(admin_ptr self, std::uint64_t token, const std::string& /*cmd*/, c
 void cmd_topology(admin_ptr self, std::uint64_t token, const std::string& /*cmd*/, const std::vector<std::string>& /*args*/) {
   auto& st = self->state;
   nlohmann::json t = topology_json(st.cfg.topo);
-  if (st.cfg.model.is_object() && !st.cfg.model.empty()) t["model"] = st.cfg.model;
+  // The head's cards: [model]'s, and each [models.NAME]'s under its name.
+  if (st.cfg.model.is_object() && st.cfg.model.contains("models")) {
+    t["models"] = st.cfg.model["models"];
+    t["model"] = st.cfg.model["model"];
+  } else if (st.cfg.model.is_object() && !st.cfg.model.empty()) {
+    t["model"] = st.cfg.model;
+  }
   return answer(self, token, std::move(t));
 }
 

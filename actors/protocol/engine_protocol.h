@@ -50,7 +50,7 @@ namespace troupe::engine {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request& x) {
   return f(caf::meta::type_name("request"), x.id, x.prompt, x.generated, x.params, x.priority, x.prefill_only, x.kv_from,
-           x.cache_salt, x.public_prefix, x.adapter, x.trace_id, x.speculate, x.text_returned, x.embed);
+           x.cache_salt, x.public_prefix, x.adapter, x.model, x.allow_fallback, x.trace_id, x.speculate, x.text_returned, x.embed);
 }
 
 }  // namespace troupe::engine
@@ -84,6 +84,9 @@ struct token_update {
   // On the final update: tokens it proposed on the replica that finished it, and those accepted.
   std::int32_t draft_tokens = 0, accepted_tokens = 0;
   kv::transfer::kv_handle kv;   // reason handoff: where the decode replica pulls the KV from
+  // Set once, before any token, on an update of its own: admission sent the request to its
+  // model's fallback, this model (the topology's name) answers it.
+  std::string served_by;
 };
 
 // Everything one step produced for one destination: tokens travel once per step per

@@ -68,12 +68,14 @@ struct join_request {
   node_agent_actor agent;
   std::string token;        // the cluster token
   std::string fingerprint;  // of the model the node loaded (model::model_fingerprint)
-  kv_store_actor store;     // the node's KV store, if the topology has them
+  // The node's KV stores, if the topology has them: one per model, by its index in
+  // topology_config::models() (null for a model the node hosts no replica of).
+  std::vector<kv_store_actor> stores;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_request& x) {
-  return f(caf::meta::type_name("join_request"), x.node, x.agent, x.token, x.fingerprint, x.store);
+  return f(caf::meta::type_name("join_request"), x.node, x.agent, x.token, x.fingerprint, x.stores);
 }
 
 // A head's answer to a join: the replicas it placed, and its generation, which grows with each

@@ -26,6 +26,7 @@ struct route_query {
   std::string cache_salt;
   std::int32_t public_prefix = 0;
   std::string adapter;  // its LoRA adapter's identity (engine::request::adapter); empty: the base
+  std::string model;    // the topology's model it is for (engine::request::model): only its replicas take it
 };
 
 struct route_reply {
@@ -43,7 +44,7 @@ struct route_reply {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, route_query& x) {
   return f(caf::meta::type_name("route_query"), x.request, x.prompt_tokens, x.priority, x.avoid, x.decode, x.tokens,
-           x.cache_salt, x.public_prefix, x.adapter);
+           x.cache_salt, x.public_prefix, x.adapter, x.model);
 }
 
 template <class Inspector>

@@ -306,10 +306,10 @@ kv_store_actor::behavior_type kv_store(store_ptr self, kv_store_config cfg) {
   };
 }
 
-replica_id store_id_of(const topology::topology_config& topo, const std::string& node) {
+replica_id store_id_of(const topology::topology_config& topo, const std::string& node, const std::string& model) {
   std::uint32_t index = 0;
   while (index < topo.nodes.size() && topo.nodes[index].name != node) ++index;
-  return replica_id(store_id_base + index);
+  return replica_id(store_id_base + std::uint32_t(topo.model_index(model) * topo.nodes.size()) + index);
 }
 
 kv_store_actor spawn_kv_store(caf::actor_system& sys, const topology::topology_config& topo, const engine::engine_config& ec,
@@ -318,7 +318,7 @@ kv_store_actor spawn_kv_store(caf::actor_system& sys, const topology::topology_c
   kv_store_config c;
   c.layout = engine::kv_layout_of(ec, m, {{0, m.num_hidden_layers}});
   c.capacity_bytes = topo.kv_store.capacity_bytes;
-  c.id = store_id_of(topo, node);
+  c.id = store_id_of(topo, node, ec.served_model);
   c.hold = topo.kv_transfer.hold;
   c.disk_dir = topo.kv_store.disk_dir;
   c.disk_bytes = topo.kv_store.disk_bytes;

@@ -55,11 +55,13 @@ struct kv_store_state {
 
 kv_store_actor::behavior_type kv_store(kv_store_actor::stateful_pointer<kv_store_state> self, kv_store_config cfg);
 
-// The id node `node`'s KV store has in KV events and the router.
-replica_id store_id_of(const topology::topology_config& topo, const std::string& node);
+// The id node `node`'s KV store of model `model` ("" : [model]) has in KV events and the router:
+// a process keeps one store per model it serves, each in that model's layout.
+replica_id store_id_of(const topology::topology_config& topo, const std::string& node, const std::string& model = "");
 
-// This process's KV store when the topology has [kv_store] (null otherwise): spawned on a thread
-// of its own, in the replicas' layout, with its id for node `node` of the topology.
+// This process's KV store for the replicas of `ec` (its served_model) when the topology has
+// [kv_store] (null otherwise): spawned on a thread of its own, in their layout, with its id for
+// node `node` of the topology.
 kv_store_actor spawn_kv_store(caf::actor_system& sys, const topology::topology_config& topo, const engine::engine_config& ec,
                               const model::model_config& m, const std::string& node);
 

@@ -127,6 +127,57 @@ void submit(owner_ptr self, const std::string& id, const route_reply& rep, const
       });
 }
 
+void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_ptr<promise> initial);
+
+// Admission sent request `id` to model `to`, its model's fallback: the client hears it before
+// any token (the answer names that model), and the request is placed again, there.
+void fall_back(owner_ptr self, const std::string& id, owned_request& r, const std::string& to, const std::string& pool,
+               const std::string& why) {
+  log::info("model_fallback", {{"id", id}, {"trace", r.request.trace_id}, {"from", r.request.model}, {"to", to}, {"pool", pool},
+                               {"reason", why}});
+  ++self->state.fallbacks;
+  r.request.model = to;
+  r.fell_back = true;
+  token_update u;
+  u.id = id;
+  u.served_by = to;
+  self->send(r.client, token_batch{0, {u}});
+}
+
+enum class admitted_as { admitted, refused, rerouted };
+
+// A new request in the admission queue of the pool the router chose: admitted (counted there),
+// sent to its model's fallback (placed again), or refused now with the wait the queue predicts.
+admitted_as admit_new(owner_ptr self, const std::string& id, owned_request& r, const route_reply& rep, replica_id avoid,
+                      const std::shared_ptr<promise>& initial) {
+  auto& st = self->state;
+  const auto pool = st.cfg.pools.find(rep.replica.value);
+  const std::string name = pool == st.cfg.pools.end() ? std::string() : pool->second;
+  auto& q = st.queues[name];
+  const admission::verdict v = q.admit(st.cfg.admission, r.request.priority, admission::clock::now());
+  if (auto rule = st.cfg.fallbacks.find(r.request.model); rule != st.cfg.fallbacks.end()) {
+    const auto d = admission::decide_fallback(rule->second, r.request.allow_fallback && !r.fell_back, r.request.priority, v,
+                                              admission::predicted_wait_s(q));
+    if (d.fall_back) {
+      fall_back(self, id, r, rule->second.to, name, d.reason);
+      place(self, id, avoid, initial);
+      return admitted_as::rerouted;
+    }
+  }
+  if (!v.admitted) {
+    ++st.refused;
+    log::info("admission_refused", {{"id", id}, {"trace", r.request.trace_id}, {"pool", name}, {"priority", r.request.priority},
+                                    {"reason", v.reason}, {"retry_after_s", v.retry_after_s}});
+    tell_admin(self, [&] { return admin::admission_event{id, name, false, r.request.priority, v.reason, double(v.retry_after_s)}; });
+    fail(self, id, admission::overload_message(v), initial.get(), serve_errc::overloaded, v.retry_after_s);
+    return admitted_as::refused;
+  }
+  ++st.admitted;
+  q.accepted();
+  r.queued_in = name;
+  return admitted_as::admitted;
+}
+
 // Routes the request and submits it with the tokens streamed so far. `initial` is set for the
 // client's own submission; migrations pass null.
 void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_ptr<promise> initial) {
@@ -140,6 +191,7 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
   q.cache_salt = r.request.cache_salt;
   q.public_prefix = r.request.public_prefix;
   q.adapter = r.request.adapter;
+  q.model = r.request.model;
   self->request(st.router, st.cfg.request_timeout, route_atom::value, q)
       .then(
           [=](const route_reply& rep) {
@@ -148,22 +200,8 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
             if (!rep.placed) return fail(self, id, "no replica can take it (" + rep.why + ")", initial.get(), serve_errc::unavailable);
             owned_request& r = it->second;
             auto& st = self->state;
-            if (initial && st.cfg.admission.max_queued > 0) {  // a new request: admitted, or refused now
-              const auto pool = st.cfg.pools.find(rep.replica.value);
-              const std::string name = pool == st.cfg.pools.end() ? std::string() : pool->second;
-              auto& q = st.queues[name];
-              const admission::verdict v = q.admit(st.cfg.admission, r.request.priority, admission::clock::now());
-              if (!v.admitted) {
-                ++st.refused;
-                log::info("admission_refused", {{"id", id}, {"trace", r.request.trace_id}, {"pool", name}, {"priority", r.request.priority},
-                                                {"reason", v.reason}, {"retry_after_s", v.retry_after_s}});
-                tell_admin(self, [&] { return admin::admission_event{id, name, false, r.request.priority, v.reason, double(v.retry_after_s)}; });
-                return fail(self, id, admission::overload_message(v), initial.get(), serve_errc::overloaded, v.retry_after_s);
-              }
-              ++st.admitted;
-              q.accepted();
-              r.queued_in = name;
-            }
+            if (initial && (st.cfg.admission.max_queued > 0 || !st.cfg.fallbacks.empty()))  // a new request
+              if (admit_new(self, id, r, rep, avoid, initial) != admitted_as::admitted) return;
             engine::request req = r.request;
             req.generated = r.tokens;
             req.text_returned = r.text_tokens;

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "runtime/admission/admission.h"
+#include "runtime/admission/model_fallback.h"
 #include "runtime/admission/pool_latencies.h"
 #include "runtime/common/bounded_log.h"
 #include "runtime/kv/connector.h"
@@ -24,6 +25,9 @@ struct owner_config {
   std::chrono::milliseconds request_timeout{30000};
   admission::admission_config admission;       // the queue bound per pool (tenants: the frontend)
   std::map<std::uint32_t, std::string> pools;  // replica id -> its pool
+  // By the topology's model name: where its overflow goes instead of being refused
+  // (runtime/admission/model_fallback.h).
+  std::map<std::string, admission::fallback_rule> fallbacks;
   topology::replica_names names;               // for logs
 };
 
@@ -42,6 +46,7 @@ struct owned_request {
   bool awaiting_first_token = false;              // migrated, no token from the new replica yet
   std::string queued_in;                          // the pool whose admission queue counts it (until it starts)
   std::vector<std::uint32_t> replicas;            // every replica it was placed on, in order (for its log line)
+  bool fell_back = false;       // admission sent it to its model's fallback (once at most)
   bool prompt_done = false;     // this placement's first token came (told to the router)
   bool prefilled = false;       // handed off by a prefill replica: decode replicas only from now
   // Where that replica holds its KV (the handle, not the bytes), until a decode replica takes
@@ -58,7 +63,7 @@ struct owner_state {
   std::set<caf::actor_addr> watched;  // schedulers this actor monitors
   admin_event_sink events;            // the admin console's, if one watches
   std::map<std::string, admission::pool_queue> queues;  // by pool: admitted, not yet started
-  std::uint64_t admitted = 0, refused = 0;
+  std::uint64_t admitted = 0, refused = 0, fallbacks = 0;
   admission::pool_latencies latencies;  // by pool: time to first token and between tokens
   static inline const char* name = "troupe.request_owner";
 };

@@ -75,19 +75,26 @@ void on_down(router_ptr self, const caf::down_msg& dm) {
     }
 }
 
+// Where a request's block hashes start: its model's key, and its adapter's identity.
+kv::block_hash root_of(const router_state& st, const route_query& q) {
+  if (q.model.empty() && q.adapter.empty()) return st.root;
+  auto key = st.cfg.model_keys.find(q.model);
+  const std::string& model_key = q.model.empty() || key == st.cfg.model_keys.end() ? st.cfg.model_key : key->second;
+  return q.adapter.empty() ? kv::root_hash(model_key) : kv::root_hash(model_key, q.adapter);
+}
+
 // The decision is routing::place's; this turns its slot and store into actor handles and counts
 // the placement where the next decision sees it.
 route_reply route(router_ptr self, const route_query& q) {
   auto& st = self->state;
   decision_timer timing{st};
-  routing::placement_query pq{q.prompt_tokens, q.priority, q.avoid, q.decode, {}};
+  routing::placement_query pq{q.prompt_tokens, q.priority, q.avoid, q.decode, {}, q.model};
   if (st.kv_aware || !st.stores.empty())  // where this request's prefix is cached, as far as the index knows
-    pq.hashes = routing::prompt_block_hashes(q.tokens, st.cfg.block_size,
-                                             q.adapter.empty() ? st.root : kv::root_hash(st.cfg.model_key, q.adapter),
-                                             q.cache_salt, q.public_prefix);
+    pq.hashes = routing::prompt_block_hashes(q.tokens, st.cfg.block_size, root_of(st, q), q.cache_salt, q.public_prefix);
   routing::placement_context c;
   c.loads = st.book.loads();
   c.roles = &st.cfg.roles;
+  c.models = st.cfg.models.empty() ? nullptr : &st.cfg.models;
   c.held_back = [&st](replica_id r) { return st.book.held_back(r); };
   c.any_held_back = st.book.any_held_back();
   c.index = &st.index;

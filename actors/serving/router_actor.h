@@ -34,6 +34,11 @@ struct router_config {
   // How the replicas key their prefix-cache blocks (engine_config's), for KV-aware routing.
   int block_size = 16;
   std::string model_key = "model";
+  // With [models.NAME] tables: replica (and KV store) id -> the model it serves (absent: [model]),
+  // and each such model's key. A request goes only to its model's replicas and stores, its
+  // block hashes rooted in its model's key.
+  std::map<replica_id, std::string> models;
+  std::map<std::string, std::string> model_keys;
   // The head's served LoRA adapters: a replica that registers is given those loaded at run time
   // before anything is placed on it (it loads the topology's itself). Null without [lora].
   std::shared_ptr<const api::lora_catalog> loras;

@@ -119,7 +119,7 @@ const std::set<std::string>& known_fields(endpoint kind) {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stream", "stream_options", "logprobs",
       "stop", "stop_token_ids", "seed", "presence_penalty", "frequency_penalty", "repetition_penalty", "ignore_eos",
       "user", "priority", "logit_bias", "min_tokens", "include_stop_str_in_output", "skip_special_tokens", "prompt_logprobs",
-      "speculate", "response_format", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
+      "speculate", "allow_fallback", "response_format", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
       "guided_whitespace_pattern", "structured_outputs"};
   static const std::set<std::string> completions = [] {
     auto s = common;
@@ -369,6 +369,7 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
   }
   if (auto u = f.string("user")) r.user = *u;
   if (auto sp = f.boolean("speculate")) r.speculate = *sp;
+  if (auto fb = f.boolean("allow_fallback")) r.allow_fallback = *fb;
   check_no_effect_fields(f, r);
   if (auto pr = f.integer("priority")) {
     if (*pr < -1000000 || *pr > 1000000) bad_field("priority", "must be in [-1000000, 1000000]");

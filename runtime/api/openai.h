@@ -54,6 +54,9 @@ struct completion_request {
   int priority = 0;
   // false: no speculative decoding for this request (the output is the same; only speed differs).
   bool speculate = true;
+  // False: under overload this request is refused (429) rather than answered by its model's
+  // fallback ([model] fallback); the answer's `model` names whichever model answered.
+  bool allow_fallback = true;
   // Fields the body carried that change nothing Troupe computes (`store`, `metadata`...: the
   // list is in docs/serving.md), for the request's debug log line.
   std::vector<std::string> no_effect_fields;
@@ -83,6 +86,8 @@ struct token_logprob {
 // Builds the JSON of responses for one request.
 class response_writer {
  public:
+  // The model named in what is written from now on (a request its model's fallback answers).
+  void set_model(std::string model) { model_ = std::move(model); }
   response_writer(endpoint kind, std::string id, std::string model, std::int64_t created,
                   const tokenizer::tokenizer* tok, bool logprobs);
 

@@ -100,6 +100,8 @@ engine sim_engine(const model::model_config& shape, const sim::gpu_spec& gpu, en
 void engine::add_request(request r) {
   const auto& mc = mc_;
   if (by_name_.count(r.id)) throw input_error("request id '" + r.id + "' is already in use");
+  if (r.model != cfg_.served_model)  // a router that placed it here got it wrong: its KV would mix models
+    throw input_error("request '" + r.id + "': model: it is for \"" + r.model + "\"; this replica serves \"" + cfg_.served_model + "\"");
   if (auto p = check_request(r, {mc.vocab_size, cfg_.max_model_len, false})) throw input_error("request '" + r.id + "': " + p->message);
   auto constraint = constraint_for(r);
   auto adapter = adapter_of(r);

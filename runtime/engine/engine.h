@@ -41,6 +41,9 @@ struct engine_config {
   // What the KV depends on besides the tokens: "<model id>@<revision>". Every replica of a
   // model must use the same key (it roots the block hashes the router compares).
   std::string model_key = "model";
+  // The topology's name of the model this engine serves ([models.NAME]'s NAME; empty: [model]).
+  // A request for another (request::model) is refused.
+  std::string served_model;
   // The KV cache in a shared-memory segment, so replicas in other processes on this host pull
   // blocks by mapping it (otherwise over TCP).
   bool kv_shared_memory = false;

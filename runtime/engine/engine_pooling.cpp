@@ -4,6 +4,7 @@
 // step makes its KV be computed again (the hidden states of a position do not change).
 #include <algorithm>
 
+#include "runtime/engine/engine.h"
 #include "runtime/engine/engine_sequence.h"
 
 namespace troupe::engine {

@@ -36,6 +36,12 @@ struct request {
   // must be loaded on the engine (engine::load_adapter); empty: the base model. Its blocks are
   // keyed apart from the base's and every other adapter's (kv::root_hash).
   std::string adapter;
+  // The topology's model it is for ([models.NAME]'s NAME; empty: [model]): the router places it
+  // only on that model's replicas, and an engine serving another refuses it.
+  std::string model;
+  // Whether admission may send it to its model's fallback instead of refusing it (the request
+  // owner decides, before it starts; an engine never reads it).
+  bool allow_fallback = false;
   // What log lines about it carry: the client's X-Request-Id, or the id the frontend made.
   std::string trace_id;
   // False: this request never proposes tokens, whatever its pool's speculation (its output is

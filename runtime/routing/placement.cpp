@@ -14,13 +14,20 @@ replica_role role_of(const placement_context& c, replica_id r) {
 
 bool disaggregated(const placement_context& c) { return c.roles && !c.roles->empty(); }
 
+// Whether replica (or store) r serves the request's model: KV of one model is garbage to another.
+bool serves(const placement_context& c, replica_id r, const placement_query& q) {
+  if (!c.models) return true;
+  auto it = c.models->find(r);
+  return (it == c.models->end() ? std::string() : it->second) == q.model;
+}
+
 // Whether a new request's prompt goes to a prefill replica: one is live, and its queue is short
 // enough next to what the best decode replica would have to compute of the prompt.
 bool to_prefill_pool(const placement_context& c, const placement_query& q) {
   if (q.decode || !disaggregated(c)) return false;
   int queue = -1, cached = 0;
   for (const auto& l : c.loads) {
-    if (!l.alive || l.replica == q.avoid || (c.held_back && c.held_back(l.replica))) continue;
+    if (!l.alive || l.replica == q.avoid || (c.held_back && c.held_back(l.replica)) || !serves(c, l.replica, q)) continue;
     if (role_of(c, l.replica) == replica_role::prefill)
       queue = queue < 0 ? l.waiting_prompt_tokens : std::min(queue, l.waiting_prompt_tokens);
     else if (c.kv_aware)
@@ -36,7 +43,7 @@ std::vector<replica_load> eligible(const placement_context& c, const placement_q
   for (auto& l : view) {
     const auto role = role_of(c, l.replica);
     const bool fits = prefill ? role == replica_role::prefill : role != replica_role::prefill;
-    if (l.replica == q.avoid || !fits || (c.held_back && c.held_back(l.replica))) l.alive = false;
+    if (l.replica == q.avoid || !fits || (c.held_back && c.held_back(l.replica)) || !serves(c, l.replica, q)) l.alive = false;
     if (c.kv_aware) {
       l.cached_blocks = c.index->matched_blocks(l.replica, q.hashes);
       l.index_complete = c.index->complete(l.replica);
@@ -60,7 +67,7 @@ placement place(const placement_context& c, const placement_query& q) {
   out.prefill_only = to_prefill_pool(c, q);
   const bool avoiding = std::any_of(c.loads.begin(), c.loads.end(), [&](const replica_load& l) { return l.alive && l.replica == q.avoid; });
   // Copy the loads only when something limits where this request may go.
-  const bool filtering = avoiding || disaggregated(c) || c.kv_aware || c.any_held_back;
+  const bool filtering = avoiding || disaggregated(c) || c.kv_aware || c.any_held_back || c.models;
   const std::vector<replica_load> view = filtering ? eligible(c, q, out.prefill_only) : std::vector<replica_load>{};
   const decision d = (*c.choose)({0, q.prompt_tokens, q.priority, c.block_size}, filtering ? std::span<const replica_load>(view) : c.loads,
                                  *c.params, c.decision_index);
@@ -74,7 +81,7 @@ placement place(const placement_context& c, const placement_query& q) {
   int best = filtering && c.kv_aware ? view[i].cached_blocks : 0;
   for (replica_id store : c.stores) {
     const int m = c.index->matched_blocks(store, q.hashes);
-    if (m > best && c.index->same_kv_type(store, c.loads[i].replica)) {
+    if (m > best && serves(c, store, q) && c.index->same_kv_type(store, c.loads[i].replica)) {
       best = m;
       out.store = store;
     }

@@ -29,6 +29,8 @@ enum class replica_role : std::uint8_t { prefill, decode, both };
 struct placement_context {
   std::span<const replica_load> loads;               // slot i: replica loads[i].replica
   const std::map<replica_id, replica_role>* roles;   // absent: both; empty: no disaggregation
+  // Replica and store ids -> the model they serve (absent: the default ""); null: one model.
+  const std::map<replica_id, std::string>* models = nullptr;
   std::function<bool(replica_id)> held_back;         // draining or parked: placed on by nobody
   bool any_held_back = false;                        // whether held_back can be true for any
   const prefix_index* index = nullptr;               // the replicas' and stores' blocks
@@ -49,6 +51,7 @@ struct placement_query {
   replica_id avoid{UINT32_MAX};  // the replica a request just left (none: no replica's id)
   bool decode = false;            // handed off after its prefill: not to a prefill replica
   std::vector<kv::block_hash> hashes;
+  std::string model;  // only replicas (and stores) of this model take it (placement_context::models)
 };
 
 struct placement {

@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "runtime/admission/admission.h"
+#include "runtime/admission/model_fallback.h"
 
 using namespace troupe::admission;
 using std::chrono::milliseconds;
@@ -89,4 +90,33 @@ BOOST_AUTO_TEST_CASE(an_overload_refusal_travels_as_text_and_reads_back) {
   BOOST_TEST(m == "overloaded (retry after 7 s): the queue holds 9 requests");
   BOOST_TEST(retry_after_of("router: " + m).value() == 7.0);
   BOOST_TEST(!retry_after_of("no replica can take it").has_value());
+}
+
+// A smaller model under overload (issue 29): the fallback takes a request the full queue refuses,
+// or one whose pool predicts a longer wait than the target; never one that forbids it, one of a
+// more important priority than the rule's class, or one already sent there.
+BOOST_AUTO_TEST_CASE(a_request_falls_back_when_refused_or_its_predicted_wait_is_over_the_target) {
+  using namespace troupe::admission;
+  fallback_rule rule{"draft", 0.5, 1};
+  const verdict ok, full{false, 2, "the queue holds 8 requests, 8 for priority 1"};
+  BOOST_TEST(decide_fallback(rule, true, 1, full, std::nullopt).fall_back);
+  BOOST_TEST(decide_fallback(rule, true, 1, full, std::nullopt).reason.find("queue is full") != std::string::npos);
+  BOOST_TEST(!decide_fallback(rule, true, 1, ok, 0.4).fall_back);
+  BOOST_TEST(decide_fallback(rule, true, 1, ok, 0.6).fall_back);
+  BOOST_TEST(!decide_fallback(rule, true, 1, ok, std::nullopt).fall_back);  // no rate measured yet
+  BOOST_TEST(!decide_fallback(rule, false, 1, full, 0.6).fall_back);        // forbidden (or fell back once)
+  BOOST_TEST(!decide_fallback(rule, true, 0, full, 0.6).fall_back);         // more important than the class
+  BOOST_TEST(!decide_fallback(fallback_rule{}, true, 1, full, 0.6).fall_back);  // no fallback model
+  rule.max_queue_wait_s = 0;  // only when refused
+  BOOST_TEST(!decide_fallback(rule, true, 1, ok, 100.0).fall_back);
+
+  // The wait a queue predicts: its depth over the rate it starts requests at.
+  pool_queue q;
+  BOOST_TEST(!predicted_wait_s(q).has_value());
+  const auto t0 = clock::now();
+  for (int i = 0; i < 4; ++i) q.accepted();
+  q.started(t0);
+  q.started(t0 + std::chrono::milliseconds(100));  // 10 a second
+  BOOST_TEST_REQUIRE(predicted_wait_s(q).has_value());
+  BOOST_TEST(*predicted_wait_s(q) == 0.2, boost::test_tools::tolerance(0.01));  // 2 left at 10/s
 }

@@ -199,3 +199,74 @@ BOOST_AUTO_TEST_CASE(blocks_memory_has_no_room_for_go_to_the_file_and_come_back_
   BOOST_TEST(r2.kv_pulls == 1u);
   BOOST_TEST(r2.prompt_tokens_computed == pair[1].prompt.size() - 160);
 }
+
+// Two models in one process (issue 29): each has its own store. A prefix model A let go of is
+// found again for A (from its store or the replica that holds it) and never for model B, whose
+// replica computes the whole prompt and gives B's own tokens: the router points a request only at
+// its model's stores, and each model's key roots its block hashes.
+BOOST_AUTO_TEST_CASE(a_prefix_one_model_let_go_of_is_never_found_for_another) {
+  const auto pair = pair_with_prefix(true);
+  model::synth_options o = test::preset("small");
+  o.seed = 7;  // the same shapes, other weights
+  const auto other = std::shared_ptr<const model::llama_model>(model::llama_model::load(test::synth_model("small-llama-f32-seed7", o)));
+  auto reference = engine::cpu_engine(other, nullptr, test::engine_cfg(512, 2048));
+  const auto expected_b = engine::generate_all(reference, {pair[1]});
+  const auto expected_a = test::engine_outputs({pair[0], pair[1]});
+  BOOST_TEST_REQUIRE(expected_b[0] != expected_a[1]);  // the two models answer differently
+
+  auto topo = test::local_topology(2);  // [model]: replicas 0 and 1
+  topology::model_spec b;
+  b.name = "b";
+  b.served_names = {"b"};
+  b.path = other->dir();
+  topo.more_models.push_back(b);
+  topology::pool_spec pool = topo.pools.front();
+  pool.name = "b-pool";
+  pool.model = "b";
+  pool.replicas = pool.min_replicas = pool.max_replicas = 1;
+  topo.pools.push_back(pool);  // replica 2
+  topo.kv_store.capacity_bytes = std::size_t(64) << 20;
+  test::config cfg;
+  caf::actor_system sys{cfg};
+  local_cluster c(sys, topo, loaded_models{{"", {test::small_model(), nullptr}}, {"b", {other, nullptr}}});
+  BOOST_TEST_REQUIRE(bool(c.store("")));
+  BOOST_TEST_REQUIRE(bool(c.store("b")));
+  caf::scoped_actor self{sys};
+  self->request(c.store(""), std::chrono::seconds(30), kv_subscribe_atom::value, replica_id(0), caf::actor_cast<kv_event_sink>(self))
+      .receive([](const kv_snapshot&) {}, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
+  BOOST_TEST(test::run_request(self, c.owner(), pair[0]) == expected_a[0]);
+  for (std::size_t stored = 0; stored < 10;)
+    self->receive([&](kv::kv_event_batch& b) {
+                    for (auto& e : b.events)
+                      if (e.kind == kv::kv_event_kind::stored) stored += e.hashes.size();
+                  },
+                  caf::after(std::chrono::seconds(30)) >> [&] { BOOST_FAIL("A's store stored " << stored << " blocks"); });
+  auto load_of = [&](std::size_t i) {
+    load_report r;
+    self->request(c.schedulers()[i], std::chrono::seconds(30), load_atom::value)
+        .receive([&](load_report& l) { r = l; }, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
+    return r;
+  };
+  auto store_of = [&](const std::string& model) {
+    store_report s;
+    self->request(c.store(model), std::chrono::seconds(30), load_atom::value)
+        .receive([&](store_report& x) { s = x; }, [&](caf::error& e) { BOOST_FAIL(to_string(e)); });
+    return s;
+  };
+  // For B: the same prompt, computed whole, B's tokens.
+  engine::request for_b = pair[1];
+  for_b.model = "b";
+  BOOST_TEST(test::run_request(self, c.owner(), for_b) == expected_b[0]);
+  const load_report r2 = load_of(2);
+  BOOST_TEST(r2.kv_pulls == 0u);
+  BOOST_TEST(r2.prompt_tokens_computed == for_b.prompt.size());
+  BOOST_TEST(store_of("").lookups == 0u);
+  BOOST_TEST(store_of("b").hit_blocks == 0u);
+  // For A again: the shared 160 tokens are found, wherever A's replica takes them from.
+  const auto computed_a = [&] { return load_of(0).prompt_tokens_computed + load_of(1).prompt_tokens_computed; };
+  const auto before = computed_a();
+  engine::request for_a = pair[1];
+  for_a.id += "-a";
+  BOOST_TEST(test::run_request(self, c.owner(), for_a) == expected_a[1]);
+  BOOST_TEST(computed_a() - before == for_a.prompt.size() - 160);
+}

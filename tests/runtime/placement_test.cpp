@@ -124,3 +124,41 @@ BOOST_AUTO_TEST_CASE(a_prompts_hashes_leave_out_a_full_last_block) {
   BOOST_TEST(prompt_block_hashes({1, 2, 3, 4, 5, 6, 7, 8, 9}, 4, root, "", 0).size() == 2u);
   BOOST_TEST(prompt_block_hashes({1, 2, 3, 4, 5}, 4, root, "a", 0) != prompt_block_hashes({1, 2, 3, 4, 5}, 4, root, "b", 0));
 }
+
+// Several models (issue 29): a request goes only to a replica of its model, and is pointed only
+// at its model's store, however much less loaded another model's replica is or however much of
+// the prefix another model's store holds.
+BOOST_AUTO_TEST_CASE(a_request_goes_only_to_its_models_replicas_and_stores) {
+  using troupe::kernels::dtype;
+  world w;
+  const std::map<replica_id, std::string> models{{replica_id(1), "draft"}, {replica_id(2), "draft"}, {replica_id(8), "draft"}};
+  const std::vector<kv::block_hash> prefix{11, 12, 13};
+  for (std::uint32_t r : {0u, 1u, 2u}) {
+    w.index.reset(replica_id(r), 1, 0, {});
+    w.index.apply(holding(r, {}, dtype::f32));
+  }
+  w.index.reset(replica_id(7), 1, 0, {});
+  w.index.apply(holding(7, {11, 12, 13}, dtype::f32));  // [model]'s store
+  w.index.reset(replica_id(8), 1, 0, {});
+  w.index.apply(holding(8, {11}, dtype::f32));  // draft's
+  w.stores = {replica_id(7), replica_id(8)};
+  auto c = w.context();
+  c.models = &models;
+  placement_query q{10, 0, replica_id(99), false, prefix};
+  const placement base = place(c, q);
+  BOOST_TEST(*base.slot == 0u);  // the busiest replica, but the only one of [model]
+  BOOST_TEST((base.store == replica_id(7)));
+  q.model = "draft";
+  const placement draft = place(c, q);
+  BOOST_TEST(*draft.slot == 1u);
+  BOOST_TEST((draft.store == replica_id(8)));  // store 7 holds more, of another model
+  BOOST_TEST(draft.store_blocks == 1);
+  q.model = "other";
+  BOOST_TEST(!place(c, q).slot.has_value());  // no replica serves it
+  // Draft's replicas draining: nothing of [model] is taken instead.
+  w.held = {replica_id(1), replica_id(2)};
+  auto held = w.context();
+  held.models = &models;
+  q.model = "draft";
+  BOOST_TEST(!place(held, q).slot.has_value());
+}

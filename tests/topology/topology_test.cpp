@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "runtime/common/error.h"
+#include "topology/engine_settings.h"
 #include "topology/topology.h"
 
 using namespace troupe;
@@ -492,4 +493,81 @@ BOOST_AUTO_TEST_CASE(tool_call_parser_is_one_of_the_formats) {
   BOOST_TEST(parse_topology(minimal, "t.toml").model.tool_call_parser.empty());  // the template's
   const std::string e = error_of(with("pythonic"));
   BOOST_TEST(e.find("model.tool_call_parser: \"pythonic\" is not one of hermes, llama3_json, mistral, none") != std::string::npos, e);
+}
+
+// Several models (issue 29): [models.NAME] beside [model], a pool naming its model, each model's
+// cache key from its files and revision, and what cannot be is refused by name.
+BOOST_AUTO_TEST_CASE(several_models_are_read_keyed_apart_and_checked) {
+  const std::string two = R"(
+[model]
+path = "models/a"
+revision = "r1"
+
+[models.draft]
+path = "models/b"
+served_names = ["kjv-draft", "draft"]
+revision = "2026-11"
+
+[[nodes]]
+name = "head"
+
+[[pools]]
+name = "main"
+
+[[pools]]
+name = "small"
+model = "draft"
+replicas = 2
+)";
+  const auto t = parse_topology(two, "t.toml");
+  BOOST_TEST_REQUIRE(t.more_models.size() == 1u);
+  BOOST_TEST(t.more_models[0].name == "draft");
+  BOOST_TEST(t.more_models[0].served_names == (std::vector<std::string>{"kjv-draft", "draft"}));
+  BOOST_TEST(t.model_of(t.pools[1]).path == "models/b");
+  BOOST_TEST(t.model_index("draft") == 1u);
+  // A fallback named by a served name is that model's table name; it says when, too.
+  const auto fb = parse_topology(std::string(two).replace(two.find("revision = \"r1\""), 15,
+                                                          "fallback = \"kjv-draft\"\nfallback_queue_wait = \"250ms\"\nfallback_min_priority = 1"),
+                                 "t.toml");
+  BOOST_TEST(fb.model.fallback == "draft");
+  BOOST_TEST(fb.model.fallback_queue_wait.count() == 250);
+  BOOST_TEST(fb.model.fallback_min_priority == 1);
+  const auto placed = place_replicas(t);
+  BOOST_TEST(placed[0].model == "");
+  BOOST_TEST(placed[2].model == "draft");
+  // The key that roots each model's block hashes: its files, and its revision.
+  const auto a = engine_config_of(t, ""), b = engine_config_of(t, "draft");
+  BOOST_TEST(a.served_model == "");
+  BOOST_TEST(b.served_model == "draft");
+  BOOST_TEST(a.model_key != b.model_key);
+  BOOST_TEST(b.model_key.ends_with("@2026-11"));
+  auto other_revision = t;
+  other_revision.more_models[0].revision = "2026-12";
+  other_revision.more_models[0].path = "models/a";
+  other_revision.model.revision = "";
+  BOOST_TEST(engine_config_of(other_revision, "draft").model_key != engine_config_of(other_revision, "").model_key);
+
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string s = two;
+    s.replace(s.find(from), from.size(), to);
+    return s;
+  };
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {replace("model = \"draft\"", "model = \"drat\""), "pools.model: pool \"small\" serves \"drat\", which no [models.drat]"},
+      {replace("model = \"draft\"", "role = \"both\""), "models.draft: no pool serves it"},
+      {replace("served_names = [\"kjv-draft\", \"draft\"]", "served_names = [\"draft\", \"draft\"]"), "\"draft\" is named twice"},
+      {replace("revision = \"2026-11\"", "backend = \"sim\""), "models.draft.backend: \"sim\" differs from [model]'s \"cpu\""},
+      {replace("revision = \"2026-11\"", "rank = 4"), "models.draft.rank: unknown key"},
+      {two + "[frontend]\nmodel_name = \"draft\"\n", "[models.draft] served_names: \"draft\" is already another model's name"},
+      {two + "[lora]\nmax_adapters = 2\n", "adapters are served with [model] alone"},
+      {replace("name = \"main\"\n", "name = \"main\"\nmodel = \"draft\"\n"), "no pool serves [model]"},
+      {replace("revision = \"r1\"", "fallback = \"kjv\"\nfallback_queue_wait = \"1s\""), "model.fallback: \"kjv\" is no [models.NAME]"},
+      {replace("revision = \"r1\"", "fallback = \"draft\""), "model.fallback: says where, but not when"},
+      {replace("revision = \"r1\"", "fallback_queue_wait = \"1s\""), "model.fallback: fallback_queue_wait and fallback_min_priority need"},
+      {replace("revision = \"2026-11\"", "fallback = \"draft\"\nfallback_queue_wait = \"1s\""), "a model cannot be its own fallback"},
+  };
+  for (const auto& [text, want] : refused) {
+    const std::string e = error_of(text);
+    BOOST_TEST(e.find(want) != std::string::npos, e << " (wanted: " << want << ")");
+  }
 }

@@ -1,5 +1,7 @@
 #include "tools/troupe/cluster_auth.h"
 
+#include "topology/engine_settings.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -117,8 +119,12 @@ void forget_cluster_token(std::uint16_t registry_port) {
 }
 
 std::string served_fingerprint(const topology::topology_config& t, const std::string& model_dir) {
-  if (t.model.backend == topology::backend_kind::sim) return model::shape_fingerprint(topology::sim_shape(t));
-  return model::model_fingerprint(model_dir);
+  std::string fp = t.model.backend == topology::backend_kind::sim ? model::shape_fingerprint(topology::sim_shape(t))
+                                                                  : model::model_fingerprint(model_dir);
+  if (!t.model.revision.empty()) fp += "@" + t.model.revision;
+  // Every other model by the key its replicas' blocks carry (its files' fingerprint and revision).
+  for (const auto& m : t.more_models) fp += "," + m.name + "=" + topology::engine_config_of(t, m.name).model_key;
+  return fp;
 }
 
 std::string make_launch_certificate() {

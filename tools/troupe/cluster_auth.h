@@ -29,7 +29,8 @@ struct cluster_token_file {
   }
 };
 
-// What a node must serve to join: the model folder's fingerprint, or the sim shape's.
+// What a node must serve to join: [model]'s folder fingerprint (or the sim shape's) and
+// revision, and every [models.NAME]'s key (its files' fingerprint and revision).
 std::string served_fingerprint(const topology::topology_config& t, const std::string& model_dir);
 
 // A fresh self-signed certificate and key (openssl req) in a new folder only this user can

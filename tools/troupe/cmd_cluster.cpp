@@ -57,6 +57,24 @@ std::pair<std::string, std::uint16_t> split_address(const std::string& a, const 
   throw input_error(what + ": expected HOST:PORT, got '" + a + "'");
 }
 
+// The folder model `name` is read from here: [model]'s may be replaced by --model (or the
+// positional argument); the others are their [models.NAME] path.
+std::string folder_of(const topology::topology_config& topo, const std::string& name, const std::string& primary_dir) {
+  return name.empty() ? primary_dir : topo.model_named(name)->path;
+}
+
+// The models the replicas placed on `node` serve, loaded (none in a sim topology).
+actors::loaded_models open_models_for(const topology::topology_config& topo, const std::string& node, const std::string& primary_dir) {
+  actors::loaded_models out;
+  if (topo.model.backend == topology::backend_kind::sim) return out;
+  for (const auto& p : topology::place_replicas(topo)) {
+    if (p.node != node || out.count(p.model)) continue;
+    opened_model m = open_model(folder_of(topo, p.model, primary_dir));
+    out[p.model] = {m.model, m.tok};
+  }
+  return out;
+}
+
 }  // namespace
 
 int cmd_node(const args& a) {
@@ -84,7 +102,11 @@ int cmd_node(const args& a) {
     if (h.port == 0) throw input_error(topo.source + ": head " + h.name + " has port 0; give --head HOST:PORT");
   const std::string dir = a.get("model", topo.model.path);
   const actors::join_credentials credentials{cluster_token(topo, heads.front().port, false), served_fingerprint(topo, dir)};
-  opened_model m = open_model(dir);
+  actors::loaded_models models = open_models_for(topo, *name, dir);
+  if (!models.count("") && topo.model.backend != topology::backend_kind::sim) {  // ranks of [model]'s groups may be placed here
+    opened_model m = open_model(dir);
+    models[""] = {m.model, m.tok};
+  }
   // KV leaves this process by pull: other processes of this host map its caches' segments, other
   // hosts read them over TCP on this node's address, presenting each cache's secret.
   kv::transfer::registry::global().set_tcp_host(topo.node(*name)->host);
@@ -96,7 +118,7 @@ int cmd_node(const args& a) {
   std::thread serving([&] {
     try {
       actors::run_node(
-          sys, topo, *name, heads, m.model, m.tok, credentials,
+          sys, topo, *name, heads, models, credentials,
           [&](std::size_t n) {
             std::printf("troupe node %s: ready, %zu replica(s) registered with %zu head(s)\n", name->c_str(), n, heads.size());
             std::fflush(stdout);
@@ -120,10 +142,11 @@ int cmd_node(const args& a) {
 
 namespace {
 
-// What the frontend needs of the model: its name, context, vocabulary, tokenizer and chat
+// What the frontend needs of a model: its name, context, vocabulary, tokenizer and chat
 // template (also on a head that hosts no replica, so it reads only the small files).
 struct served_model {
   std::string name;
+  std::vector<std::string> aliases;
   int max_model_len = 0, vocab_size = 0;
   std::optional<model::pooling_config> pooling;  // an embedding model's (modules.json)
   int hidden_size = 0;
@@ -133,25 +156,28 @@ struct served_model {
   nlohmann::json card;  // what `troupe admin topology` shows of it
 };
 
-served_model describe_model(const topology::topology_config& topo, const std::string& dir, const opened_model& m,
-                            const std::string& chat_template_file) {
+// Model `spec` of the topology, read from `dir` (its path, or --model's for [model]); `tok` the
+// tokenizer of the copy this process loaded, if it did.
+served_model describe_model(const topology::topology_config& topo, const topology::model_spec& spec, const std::string& dir,
+                            std::shared_ptr<const tokenizer::tokenizer> tok, const std::string& chat_template_file) {
   served_model s;
   model::model_config mc;
-  if (topo.model.backend == topology::backend_kind::sim) {
-    mc = topology::sim_shape(topo);
+  if (spec.backend == topology::backend_kind::sim) {
+    mc = topology::sim_shape(spec);
   } else {
     ensure_model(dir);  // a head that hosts no replica still reads the model's small files
     mc = model::load_model_config(dir);
   }
-  if (topo.model.max_model_len > mc.max_position_embeddings && mc.max_position_embeddings > 0)
-    throw input_error("max_model_len " + std::to_string(topo.model.max_model_len) + " is beyond the model's " +
+  const std::string at = spec.label() + " ";
+  if (spec.max_model_len > mc.max_position_embeddings && mc.max_position_embeddings > 0)
+    throw input_error(at + "max_model_len " + std::to_string(spec.max_model_len) + " is beyond the model's " +
                       std::to_string(mc.max_position_embeddings) + " positions (max_position_embeddings of " +
-                      (dir.empty() ? topo.model.preset : dir) + ")");
-  s.max_model_len = topo.model.max_model_len > 0 ? topo.model.max_model_len : mc.max_position_embeddings;
+                      (dir.empty() ? spec.preset : dir) + ")");
+  s.max_model_len = spec.max_model_len > 0 ? spec.max_model_len : mc.max_position_embeddings;
   s.vocab_size = mc.vocab_size;
   s.pooling = mc.pooling;
   s.hidden_size = mc.hidden_size;
-  s.tok = m.tok;
+  s.tok = std::move(tok);
   if (!s.tok && !dir.empty()) s.tok = load_tokenizer(dir);
   if (!dir.empty() && std::filesystem::exists(dir)) {
     s.chat = load_chat_template(dir, chat_template_file);
@@ -159,14 +185,47 @@ served_model describe_model(const topology::topology_config& topo, const std::st
   } else if (!chat_template_file.empty()) {
     s.chat = chat::chat_template::load("", chat_template_file);
   }
-  s.name = topo.frontend.model_name;
-  if (s.name.empty()) s.name = !dir.empty() ? std::filesystem::path(dir).filename().string() : topo.model.preset;
+  if (spec.name.empty()) {
+    s.name = topo.frontend.model_name;
+    s.aliases = topo.frontend.model_aliases;
+  } else {
+    s.name = spec.served_names.front();
+    s.aliases.assign(spec.served_names.begin() + 1, spec.served_names.end());
+  }
+  if (s.name.empty()) s.name = !dir.empty() ? std::filesystem::path(dir).filename().string() : spec.preset;
   if (s.name.empty()) s.name = "troupe";
-  s.card = {{"path", dir.empty() ? "preset " + topo.model.preset : dir}, {"name", s.name}, {"architecture", mc.architecture},
+  s.card = {{"path", dir.empty() ? "preset " + spec.preset : dir}, {"name", s.name}, {"architecture", mc.architecture},
             {"layers", mc.num_hidden_layers}, {"max_model_len", s.max_model_len}, {"vocab_size", s.vocab_size},
-            {"backend", topology::backend_name(topo.model.backend)}};
+            {"backend", topology::backend_name(spec.backend)}};
+  if (!spec.revision.empty()) s.card["revision"] = spec.revision;
   if (s.pooling) s.card["pooling"] = {{"method", model::pooling_method_name(s.pooling->method)}, {"normalize", s.pooling->normalize}};
   return s;
+}
+
+// A fallback answers the same token ids as the model it stands in for: the same vocabulary and
+// tokenizer (the prompt was tokenized for the model asked), else the topology is refused.
+void check_fallback_tokenizers(const topology::topology_config& topo, const std::vector<served_model>& served) {
+  const auto specs = topo.models();
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i]->fallback.empty()) continue;
+    const served_model& from = served[i];
+    const served_model& to = served[topo.model_index(specs[i]->fallback)];
+    const std::string probe = "In the beginning God created the heaven and the earth. 0123 \u00e9\u00fc\u4e2d <|x|>";
+    const bool same = from.vocab_size == to.vocab_size && bool(from.tok) == bool(to.tok) &&
+                      (!from.tok || from.tok->encode(probe, true) == to.tok->encode(probe, true));
+    if (!same)
+      throw input_error(topo.source + ": " + specs[i]->label() + " fallback: \"" + to.name + "\" has another tokenizer or vocabulary than \"" +
+                        from.name + "\"; a fallback must read the same token ids");
+  }
+}
+
+// What `troupe admin topology` shows of the models: [model]'s card, and with [models.NAME]
+// tables {"model": that card, "models": {NAME: card}}.
+nlohmann::json model_cards(const topology::topology_config& topo, const std::vector<served_model>& served) {
+  if (served.size() == 1) return served.front().card;
+  nlohmann::json out{{"model", served.front().card}};
+  for (std::size_t i = 1; i < served.size(); ++i) out["models"][topo.more_models[i - 1].name] = served[i].card;
+  return out;
 }
 
 // --admin-port N: the admin endpoint at port N and its events at N + 1, on the topology's [admin]
@@ -281,20 +340,37 @@ void check_http_exposure(const args& a, const actors::frontend_config& fc) {
                     "(or api_keys in [frontend]), or --allow-unauthenticated to accept that");
 }
 
-// The HTTP face's settings: the topology's [frontend], the served model, and the flags.
-actors::frontend_config frontend_config_of(const args& a, const topology::topology_config& topo, const served_model& served) {
+// What the frontend serves of one model.
+actors::served_model_spec served_spec(const topology::model_spec& spec, const served_model& served) {
+  actors::served_model_spec m;
+  m.key = spec.name;
+  m.model_name = served.name;
+  m.model_aliases = served.aliases;
+  if (!spec.tool_call_parser.empty()) m.tool_call_parser = chat::tool_format_named(spec.tool_call_parser);
+  m.max_model_len = served.max_model_len;
+  m.vocab_size = served.vocab_size;
+  m.pooling = served.pooling;
+  m.embedding_size = served.hidden_size;
+  m.sampling_defaults = served.sampling_defaults;
+  m.tok = served.tok;
+  m.chat = served.chat;
+  return m;
+}
+
+// The HTTP face's settings: the topology's [frontend], the served models ([model]'s first), and
+// the flags.
+actors::frontend_config frontend_config_of(const args& a, const topology::topology_config& topo, const std::vector<served_model>& served) {
   actors::frontend_config fc;
   fc.http.host = a.get("host", topo.frontend.host);
   fc.http.port = a.get_port("port", topo.frontend.port);
   fc.http.max_body = topo.frontend.max_body;
-  fc.model_name = served.name;
-  fc.model_aliases = topo.frontend.model_aliases;
-  if (!topo.model.tool_call_parser.empty()) fc.tool_call_parser = chat::tool_format_named(topo.model.tool_call_parser);
-  fc.max_model_len = served.max_model_len;
-  fc.vocab_size = served.vocab_size;
-  fc.pooling = served.pooling;
-  fc.embedding_size = served.hidden_size;
-  fc.sampling_defaults = served.sampling_defaults;
+  fc.models.clear();
+  const auto specs = topo.models();
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    fc.models.push_back(served_spec(*specs[i], served[i]));
+    if (!specs[i]->fallback.empty()) fc.models.back().fallback = served[topo.model_index(specs[i]->fallback)].name;
+  }
+  for (const auto& p : topology::place_replicas(topo)) fc.replica_models[p.replica.value] = served[topo.model_index(p.model)].name;
   fc.max_requests = topo.frontend.max_requests;
   fc.retry_after_s = topo.frontend.retry_after_s;
   fc.admission = topo.admission.cfg;
@@ -318,12 +394,14 @@ actors::frontend_config frontend_config_of(const args& a, const topology::topolo
 }
 
 // What `troupe serve` says once it listens: where, and how to try it.
-void print_banner(std::uint16_t port, const actors::frontend_config& fc, const served_model& served, const std::string& config,
+void print_banner(std::uint16_t port, const actors::frontend_config& fc, const std::string& config,
                   const std::string& listen, std::uint16_t bound, std::uint32_t live, const topology::admin_spec& admin,
                   bool admin_up) {
   const std::string url = "http://" + fc.http.host + ":" + std::to_string(port);
-  std::printf("troupe serve: listening on %s (OpenAI API, model \"%s\", %s); node registry on %s:%u; %u replica(s) live here\n",
-              url.c_str(), served.name.c_str(), config.c_str(), listen.c_str(), unsigned(bound), live);
+  std::string names;
+  for (const auto& m : fc.models) names += (names.empty() ? "\"" : ", \"") + m.model_name + "\"";
+  std::printf("troupe serve: listening on %s (OpenAI API, model%s %s, %s); node registry on %s:%u; %u replica(s) live here\n",
+              url.c_str(), fc.models.size() > 1 ? "s" : "", names.c_str(), config.c_str(), listen.c_str(), unsigned(bound), live);
   std::printf("try:  curl %s/v1/completions -H 'Content-Type: application/json' \\\n"
               "        -d '{\"prompt\": \"The actor model\", \"max_tokens\": 32}'\n"
               "      curl %s/v1/chat/completions -H 'Content-Type: application/json' \\\n"
@@ -355,17 +433,22 @@ int cmd_serve(const args& a) {
   const std::uint16_t registry_port = a.get_port("registry-port", head.port);
   bool head_hosts = false;
   for (auto& p : topology::place_replicas(topo)) head_hosts = head_hosts || p.node == head.name;
-  const bool sim = topo.model.backend == topology::backend_kind::sim;
   const std::string dir = target.model ? *target.model : a.get("model", topo.model.path);
-  opened_model m;
-  if (head_hosts && !sim) m = open_model(dir);
+  const actors::loaded_models models = open_models_for(topo, head_name, dir);
   if (head_hosts) kv::transfer::registry::global().set_tcp_host(head.host);  // as on a node (cmd_node)
-  const served_model served =
-      describe_model(topo, sim && topo.model.path.empty() ? "" : dir, m, a.get("chat-template", topo.model.chat_template));
-  topo.frontend.model_name = served.name;  // what adapters may not be named
+  std::vector<served_model> served;
+  for (const auto* spec : topo.models()) {
+    auto loaded = models.find(spec->name);
+    const std::string folder = spec->backend == topology::backend_kind::sim && spec->path.empty() ? "" : folder_of(topo, spec->name, dir);
+    served.push_back(describe_model(topo, *spec, folder, loaded == models.end() ? nullptr : loaded->second.tok,
+                                    spec->name.empty() ? a.get("chat-template", spec->chat_template) : spec->chat_template));
+  }
+  topo.frontend.model_name = served.front().name;  // what adapters and other models may not be named
+  if (auto clash = topology::served_name_clash(topo)) throw input_error(topo.source + ": " + *clash);
+  check_fallback_tokenizers(topo, served);
   cluster_config cfg(topo);
   caf::actor_system sys{cfg};
-  actors::local_cluster cluster(sys, topo, m.model, m.tok, actors::placement_mode::head_node_only, head_name);
+  actors::local_cluster cluster(sys, topo, models, actors::placement_mode::head_node_only, head_name);
   const std::string listen = a.get("listen", head.host);
   if (!topo.cluster.tls() && listen != "127.0.0.1" && listen.rfind("127.", 0) != 0 && listen != "localhost")
     throw input_error("--listen " + listen + ": the node registry listens off loopback only with TLS ([cluster] tls_* or --tls-*)");
@@ -381,17 +464,17 @@ int cmd_serve(const args& a) {
   here.autoscaler.cfg.enabled = topo.autoscaler.cfg.enabled && head_name == topo.heads().front()->name;
   const actors::lora_serving lora{cluster.loras(), cluster.lora_manager(), topo.lora.runtime_loading};
   if (here.admin.enabled() || here.autoscaler.cfg.enabled)
-    admin = std::make_unique<actors::admin_endpoint>(sys, here, cluster.router(), cluster.owner(), cluster.registry(), served.card, lora);
+    admin = std::make_unique<actors::admin_endpoint>(sys, here, cluster.router(), cluster.owner(), cluster.registry(), model_cards(topo, served), lora);
 
   actors::frontend_config fc = frontend_config_of(a, topo, served);
   fc.lora = lora;
   std::unique_ptr<actors::frontend> fe;
   try {
-    fe = std::make_unique<actors::frontend>(sys, cluster.owner(), cluster.router(), fc, served.tok, served.chat);
+    fe = std::make_unique<actors::frontend>(sys, cluster.owner(), cluster.router(), fc);
   } catch (const std::runtime_error& e) {
     throw input_error(std::string("the HTTP frontend ") + e.what());
   }
-  print_banner(fe->port(), fc, served, config, listen, bound, cluster.live_replicas(), here.admin, admin != nullptr);
+  print_banner(fe->port(), fc, config, listen, bound, cluster.live_replicas(), here.admin, admin != nullptr);
   std::fflush(stdout);
   const auto grace = shutdown_grace(a, topo);
   signals.set_grace(std::chrono::duration_cast<std::chrono::seconds>(grace) + std::chrono::seconds(10));

@@ -90,7 +90,10 @@ launch_plan plan_launch(const args& a) {
   // Every process it starts is on this host: their KV together must fit it, not each alone.
   topology::check_kv_memory(topo, "*", machine_memory_bytes(), available_memory_bytes());
   // The random models the test configs name are made once here, not raced for by every process.
-  if (topo.model.backend != topology::backend_kind::sim) ensure_model(a.get("model", topo.model.path));
+  if (topo.model.backend != topology::backend_kind::sim) {
+    ensure_model(a.get("model", topo.model.path));
+    for (const auto& m : topo.more_models) ensure_model(m.path);
+  }
   lp.exe = self_executable();
   lp.netns = a.has("netns");
   if (auto m = a.get("model")) lp.model_flag = {"--model", *m};
