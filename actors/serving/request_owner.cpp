@@ -157,7 +157,7 @@ admitted_as admit_new(owner_ptr self, const std::string& id, owned_request& r, c
   const admission::verdict v = q.admit(st.cfg.admission, r.request.priority, admission::clock::now());
   if (auto rule = st.cfg.fallbacks.find(r.request.model); rule != st.cfg.fallbacks.end()) {
     const auto d = admission::decide_fallback(rule->second, r.request.allow_fallback && !r.fell_back, r.request.priority, v,
-                                              admission::predicted_wait_s(q));
+                                              admission::predicted_wait_s(q, admission::clock::now()));
     if (d.fall_back) {
       fall_back(self, id, r, rule->second.to, name, d.reason);
       place(self, id, avoid, initial);

@@ -36,11 +36,24 @@ verdict pool_queue::admit(const admission_config& cfg, int priority, clock::time
 void pool_queue::started(clock::time_point now) {
   left();
   if (last_start_) {
-    const double dt = std::max(1e-3, std::chrono::duration<double>(now - *last_start_).count());
-    const double r = 1.0 / dt;
+    const double gap = std::chrono::duration<double>(now - *last_start_).count();
+    const double r = 1.0 / std::max(1e-3, gap);
     rate_ = rate_ == 0 ? r : (1 - rate_weight) * rate_ + rate_weight * r;
+    decayed_starts_ *= std::exp(-std::max(0.0, gap) / window);
+  } else {
+    first_start_ = now;
   }
+  decayed_starts_ += 1;
   last_start_ = now;
+}
+
+std::optional<double> pool_queue::recent_start_rate(clock::time_point now) const {
+  if (!first_start_) return std::nullopt;
+  const double seen = std::chrono::duration<double>(now - *first_start_).count();
+  if (seen < min_seen) return std::nullopt;
+  const double since = std::max(0.0, std::chrono::duration<double>(now - *last_start_).count());
+  // Over a history shorter than the window the decayed count covers only part of it.
+  return decayed_starts_ * std::exp(-since / window) / (window * (1 - std::exp(-seen / window)));
 }
 
 verdict tenant_budgets::charge(const admission_config& cfg, const std::string& key, const std::string& tenant, double tokens,

@@ -59,11 +59,17 @@ class pool_queue {
   }
   int depth() const { return depth_; }
   double drain_rate() const { return rate_; }  // requests started per second (EWMA)
+  // Requests started per second over about the last `window` seconds (an exponentially decayed
+  // count): unlike drain_rate, a batch that starts many requests in one step does not read as
+  // a rate of thousands. None until min_seen seconds after the first start.
+  std::optional<double> recent_start_rate(clock::time_point now) const;
+  static constexpr double window = 2.0, min_seen = 0.25;
 
  private:
   int depth_ = 0;
   double rate_ = 0;
-  std::optional<clock::time_point> last_start_;
+  std::optional<clock::time_point> last_start_, first_start_;
+  double decayed_starts_ = 0;  // sum over starts of exp(-(last_start_ - t) / window)
 };
 
 // Token buckets per tenant, bounded (least recently used tenants are forgotten).

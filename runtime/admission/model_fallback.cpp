@@ -4,9 +4,11 @@
 
 namespace troupe::admission {
 
-std::optional<double> predicted_wait_s(const pool_queue& q) {
-  if (q.drain_rate() <= 0) return std::nullopt;
-  return double(q.depth()) / q.drain_rate();
+std::optional<double> predicted_wait_s(const pool_queue& q, clock::time_point now) {
+  const auto rate = q.recent_start_rate(now);
+  if (!rate) return std::nullopt;
+  if (*rate <= 0) return q.depth() > 0 ? std::optional<double>(1e9) : std::optional<double>(0.0);  // nothing starts
+  return double(q.depth()) / *rate;
 }
 
 fallback_decision decide_fallback(const fallback_rule& rule, bool allowed, int priority, const verdict& v,

@@ -25,8 +25,8 @@ struct fallback_decision {
 };
 
 // What a new request waits in `q` before it starts: the requests ahead of it over the rate the
-// pool starts them; none before a rate is measured.
-std::optional<double> predicted_wait_s(const pool_queue& q);
+// pool started them at lately (pool_queue::recent_start_rate); none before that is measured.
+std::optional<double> predicted_wait_s(const pool_queue& q, clock::time_point now);
 
 // Whether a new request of `priority` goes to its model's fallback, given the admission verdict
 // of its pool's queue and that queue's predicted wait. Never when the rule names none, the

@@ -110,13 +110,20 @@ BOOST_AUTO_TEST_CASE(a_request_falls_back_when_refused_or_its_predicted_wait_is_
   rule.max_queue_wait_s = 0;  // only when refused
   BOOST_TEST(!decide_fallback(rule, true, 1, ok, 100.0).fall_back);
 
-  // The wait a queue predicts: its depth over the rate it starts requests at.
+  // The wait a queue predicts: its depth over the rate it started requests at lately, measured
+  // over a window, so that a step starting ten at once does not read as a rate of thousands.
   pool_queue q;
-  BOOST_TEST(!predicted_wait_s(q).has_value());
   const auto t0 = clock::now();
-  for (int i = 0; i < 4; ++i) q.accepted();
-  q.started(t0);
-  q.started(t0 + std::chrono::milliseconds(100));  // 10 a second
-  BOOST_TEST_REQUIRE(predicted_wait_s(q).has_value());
-  BOOST_TEST(*predicted_wait_s(q) == 0.2, boost::test_tools::tolerance(0.01));  // 2 left at 10/s
+  BOOST_TEST(!predicted_wait_s(q, t0).has_value());
+  for (int i = 0; i < 25; ++i) q.accepted();
+  for (int s = 0; s < 2; ++s)  // 10 every second, started 5 at once every half second
+    for (int burst = 0; burst < 2; ++burst)
+      for (int k = 0; k < 5; ++k) q.started(t0 + milliseconds(1000 * s + 500 * burst + k));
+  BOOST_TEST(!predicted_wait_s(q, t0 + milliseconds(100)).has_value());  // too soon after the first start to tell
+  BOOST_TEST_REQUIRE(predicted_wait_s(q, t0 + milliseconds(2100)).has_value());
+  const double wait = *predicted_wait_s(q, t0 + milliseconds(2100));
+  BOOST_TEST(q.depth() == 5);
+  BOOST_TEST(wait > 0.4);  // 5 ahead at about 10 a second (8 as the decayed count reads it)
+  BOOST_TEST(wait < 0.8);
+  BOOST_TEST(q.drain_rate() > 100.0);  // what the interval EWMA reads from the same starts
 }
