@@ -192,6 +192,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
       res.output_tokens = j["usage"].value("completion_tokens", 0);
       res.prompt_tokens = j["usage"].value("prompt_tokens", res.prompt_tokens);
     }
+    if (res.model.empty() && j.contains("model") && j["model"].is_string()) res.model = j["model"];
     if (!j.contains("choices") || j["choices"].empty()) return;
     // A chunk with a token: completions carry "text", chat a delta with "content" (the
     // opening chunk with only the role carries none). Its text may be empty (a partial

@@ -59,6 +59,20 @@ std::map<std::string, double> stats(const std::vector<double>& v) {
   return m;
 }
 
+// Completed requests by the model that answered, with its TTFT figures; empty when one did.
+std::map<std::string, std::map<std::string, double>> by_answering_model(const std::vector<request_result>& results) {
+  std::map<std::string, std::vector<double>> ttft;
+  for (const auto& r : results)
+    if (r.ok) ttft[r.model].push_back(r.ttft * 1e3);
+  std::map<std::string, std::map<std::string, double>> out;
+  if (ttft.size() < 2) return out;
+  for (auto& [model, v] : ttft) {
+    out[model] = stats(v);
+    out[model]["completed"] = double(v.size());
+  }
+  return out;
+}
+
 }  // namespace
 
 summary summarize(const std::vector<request_result>& results, double duration, const slo& goal) {
@@ -87,6 +101,7 @@ summary summarize(const std::vector<request_result>& results, double duration, c
                     (!goal.e2el_ms || r.e2e * 1e3 <= *goal.e2el_ms);
     good += ok;
   }
+  s.by_model = by_answering_model(results);
   s.latency_ms["ttft"] = stats(ttft);
   s.latency_ms["tpot"] = stats(tpot);
   s.latency_ms["itl"] = stats(itl);
@@ -115,6 +130,10 @@ nlohmann::json to_json(const summary& s) {
                       {"errors", s.errors}};
   for (const auto& [metric, st] : s.latency_ms)
     for (const auto& [k, v] : st) j[k + "_" + metric + "_ms"] = v;
+  for (const auto& [model, st] : s.by_model) {
+    j["by_model"][model]["completed"] = st.at("completed");
+    for (const char* k : {"mean", "median", "p90", "p99"}) j["by_model"][model][std::string(k) + "_ttft_ms"] = st.at(k);
+  }
   return j;
 }
 
@@ -154,6 +173,13 @@ std::string to_text(const summary& s) {
       std::string label = std::string(k == std::string("mean") ? "Mean" : k == std::string("median") ? "Median" : k) + " " +
                           (std::string(key) == "e2el" ? "E2EL" : std::string(key) == "itl" ? "ITL" : std::string(key) == "tpot" ? "TPOT" : "TTFT") + " (ms):";
       line(label.c_str(), num(st.at(k)));
+    }
+  }
+  if (!s.by_model.empty()) {
+    out += "---------------Answered by model---------------\n";
+    for (const auto& [model, st] : s.by_model) {
+      const std::string label = "  " + model + ": requests, TTFT p50 / p99 (ms):";
+      line(label.c_str(), std::to_string(int(st.at("completed"))) + ", " + num(st.at("median")) + " / " + num(st.at("p99")));
     }
   }
   for (const auto& e : s.errors) out += "error: " + e + "\n";

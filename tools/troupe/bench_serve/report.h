@@ -20,6 +20,7 @@ struct request_result {
   std::vector<double> chunk_times; // arrival of each content chunk, seconds after start
   int prompt_tokens = 0, output_tokens = 0;
   std::string tenant;
+  std::string model;  // the answer's `model`: which model answered (a fallback under overload)
 };
 
 struct slo {
@@ -37,6 +38,9 @@ struct summary {
   double request_throughput = 0, output_throughput = 0, total_token_throughput = 0;
   std::optional<double> goodput;  // requests/s meeting every SLO
   std::vector<std::string> errors;  // first few
+  // When more than one model answered (a fallback): per answering model, its count and TTFT
+  // percentiles {completed, mean, median, p90, p99}.
+  std::map<std::string, std::map<std::string, double>> by_model;
 };
 
 summary summarize(const std::vector<request_result>& results, double duration, const slo& goal);
