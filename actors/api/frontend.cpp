@@ -112,11 +112,13 @@ std::string input_bucket(int n) {
   return "8193+";
 }
 
-void send_error(frontend_ptr self, const std::shared_ptr<http::exchange>& ex, const api::api_error& e) {
+// An error answer, counted under the model the request named (`model`, its served name), or
+// [model]'s when it was refused before its model was known.
+void send_error(frontend_ptr self, const std::shared_ptr<http::exchange>& ex, const api::api_error& e, const std::string& model = "") {
   std::vector<http::header> headers;
   if (e.status() == 429 || e.status() == 503)
     headers.push_back({"Retry-After", std::to_string(e.retry_after() > 0 ? long(e.retry_after()) : long(self->state.cfg.retry_after_s))});
-  self->state.m->rejected.inc({{"model_name", self->state.cfg.models.front().model_name}, {"code", std::to_string(e.status())}});
+  self->state.m->rejected.inc({{"model_name", model.empty() ? self->state.cfg.models.front().model_name : model}, {"code", std::to_string(e.status())}});
   ex->respond(e.status(), "application/json", dump(e.body()), std::move(headers));
 }
 
@@ -140,7 +142,7 @@ std::vector<api::token_logprob> logprobs_of(const token_update& u) {
 void end_with_error(frontend_ptr self, live_request& r, const api::api_error& e) {
   if (r.group->failed) return;  // its group already answered
   r.group->failed = true;
-  if (!r.stream || !r.group->began) return send_error(self, r.ex, e);
+  if (!r.stream || !r.group->began) return send_error(self, r.ex, e, r.labels.empty() ? std::string() : r.labels.front().second);
   sse(r.ex, e.body());
   r.ex->send("data: [DONE]\n\n");
   r.ex->end_stream();
@@ -699,9 +701,9 @@ void on_prepared(frontend_ptr self, prepared& p) {
     if (self->state.draining) throw api::api_error(503, "the server is shutting down; send the request to another", "", "server_error");
     submit(self, p);
   } catch (const api::api_error& e) {
-    send_error(self, p.ex, e);
+    send_error(self, p.ex, e, p.pc ? p.pc->model_name : std::string());
   } catch (const std::exception& e) {
-    send_error(self, p.ex, api::api_error(500, std::string("internal error: ") + e.what()));
+    send_error(self, p.ex, api::api_error(500, std::string("internal error: ") + e.what()), p.pc ? p.pc->model_name : std::string());
   }
 }
 

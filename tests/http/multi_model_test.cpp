@@ -177,6 +177,11 @@ BOOST_AUTO_TEST_CASE(two_models_are_routed_by_name_and_never_share_a_block) {
   BOOST_TEST(by_alias.model == "beta");  // the first served name answers
   const answer unknown = complete(port, "gamma", prompts()[0]);
   BOOST_TEST(unknown.status == 404);
+  // A refusal is counted under the model the request named.
+  std::string too_long;
+  for (int i = 0; i < 1200; ++i) too_long += "and it came to pass ";  // past the 4,096-token context
+  BOOST_TEST(complete(port, "beta", too_long).status == 413);
+  BOOST_TEST(metric_with(port, "troupe:request_rejected_total", "model_name=\"beta\",code=\"413\"") == 1.0);
   const std::string why = json::parse(unknown.body)["error"]["message"];
   BOOST_TEST(why.find("\"beta\"") != std::string::npos, why);  // the 404 names the models served
 
