@@ -76,11 +76,11 @@ void on_down(router_ptr self, const caf::down_msg& dm) {
 }
 
 // Where a request's block hashes start: its model's key, and its adapter's identity.
+// A model's root is hashed once, at start (model_roots); only an adapter's is hashed per request.
 kv::block_hash root_of(const router_state& st, const route_query& q) {
-  if (q.model.empty() && q.adapter.empty()) return st.root;
-  auto key = st.cfg.model_keys.find(q.model);
-  const std::string& model_key = q.model.empty() || key == st.cfg.model_keys.end() ? st.cfg.model_key : key->second;
-  return q.adapter.empty() ? kv::root_hash(model_key) : kv::root_hash(model_key, q.adapter);
+  if (!q.adapter.empty()) return kv::root_hash(st.cfg.model_key, q.adapter);  // adapters are [model]'s alone
+  auto root = st.model_roots.find(q.model);
+  return root == st.model_roots.end() ? st.root : root->second;
 }
 
 // The decision is routing::place's; this turns its slot and store into actor handles and counts
@@ -297,6 +297,7 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
   self->state.cfg = std::move(cfg);
   self->state.book = routing::replica_registry(self->state.cfg.parked);
   self->state.root = kv::root_hash(self->state.cfg.model_key);
+  for (const auto& [model, key] : self->state.cfg.model_keys) self->state.model_roots[model] = kv::root_hash(key);
   self->set_down_handler([=](const caf::down_msg& dm) { on_down(self, dm); });
   self->send(self, poll_atom::value);
   return {

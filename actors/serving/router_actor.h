@@ -53,6 +53,7 @@ struct router_state {
   std::vector<scheduler_actor> replicas;    // by the book's slot
   std::uint64_t decisions = 0;
   kv::block_hash root = 0;                  // of the model's key: where its prompts' block hashes start
+  std::map<std::string, kv::block_hash> model_roots;  // each [models.NAME]'s (cfg.model_keys), by NAME
   bool kv_aware = false;                    // the policy reads the prefix index
   routing::prefix_index index;              // fed by the replicas' KV events
   std::map<std::string, std::uint64_t> reasons;  // decisions by reason
