@@ -52,6 +52,26 @@ BOOST_AUTO_TEST_CASE(summary_counts_tokens_latencies_and_goodput) {
   BOOST_CHECK_THROW(bench::parse_slo({"latency:5"}), input_error);
 }
 
+BOOST_AUTO_TEST_CASE(a_canary_is_reported_beside_its_baseline) {
+  bench::summary canary, baseline;
+  canary.completed = 9, canary.failed = 1, canary.refused = 1;
+  baseline.completed = 10;
+  canary.latency_ms["ttft"] = {{"p50", 30.0}, {"p99", 90.0}};
+  baseline.latency_ms["ttft"] = {{"p50", 20.0}, {"p99", 60.0}};
+  canary.request_throughput = 4, baseline.request_throughput = 5;
+  std::map<std::string, nlohmann::json> rows;
+  for (const auto& r : bench::versus_json(canary, baseline)) rows[r["metric"].get<std::string>()] = r;
+  BOOST_TEST(rows.at("ttft_p50_ms")["ratio"].get<double>() == 1.5, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(rows.at("ttft_p99_ms")["canary"].get<double>() == 90.0);
+  BOOST_TEST(rows.at("request_throughput")["ratio"].get<double>() == 0.8, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(rows.at("failed_share")["canary"].get<double>() == 0.1, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(rows.at("failed_share")["ratio"].is_null());  // the baseline failed none
+  BOOST_TEST(rows.at("itl_p99_ms")["ratio"].is_null());    // no figures: no ratio
+  const std::string text = bench::versus_text(canary, baseline, "kjv-canary", "kjv");
+  BOOST_TEST(text.find("kjv-canary against kjv") != std::string::npos, text);
+  BOOST_TEST(text.find("1.50x") != std::string::npos, text);
+}
+
 BOOST_AUTO_TEST_CASE(workloads_follow_their_options) {
   bench::workload_options o;
   o.requests = 400;
@@ -154,6 +174,22 @@ BOOST_AUTO_TEST_CASE(a_run_against_troupe_serve_accounts_for_every_request_and_t
   BOOST_TEST(j["server_frontend_cpu_us_per_token"].get<double>() > 0.0);
   BOOST_TEST(std::filesystem::file_size(out + "-latency.png") > 1000u);
   BOOST_TEST(std::filesystem::file_size(out + "-cdf.png") > 1000u);
+  // A recorded trace replayed against a canary, then against the baseline (here the same served
+  // model under another name in the request: its own), reported side by side.
+  const std::string served = nlohmann::json::parse(test::http_request(serve.port(), "GET", "/v1/models").body)["data"][0]["id"];
+  std::ofstream(out + "-trace.jsonl") << R"({"timestamp": 1.0, "prompt_len": 20, "output_len": 3, "model": "elsewhere"})" << "\n"
+                                      << R"({"timestamp": 1.1, "prompt_len": 30, "output_len": 4, "outcome": "stop"})" << "\n";
+  const auto v = test::run_command(std::string(TROUPE_BINARY_DIR) + "/troupe bench serve --url http://127.0.0.1:" + std::to_string(serve.port()) +
+                                   " --trace " + out + "-trace.jsonl --model " + served + " --baseline " + served + " --quiet --json " + out +
+                                   "-vs.json 2>&1");
+  BOOST_TEST_REQUIRE(v.status == 0, v.output);
+  BOOST_TEST(v.output.find(served + " against " + served) != std::string::npos, v.output);
+  std::ifstream vs_in(out + "-vs.json");
+  const auto vs = nlohmann::json::parse(vs_in);
+  BOOST_TEST(vs["completed"] == 2);
+  BOOST_TEST(vs["baseline"]["completed"] == 2);
+  BOOST_TEST(vs["baseline"]["total_output_tokens"] == 7);
+  BOOST_TEST(vs["versus_baseline"].size() == 12u);
 }
 
 // A background load that runs for exactly as long as something else takes: SIGINT stops the

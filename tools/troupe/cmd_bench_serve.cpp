@@ -290,11 +290,51 @@ void use_trace_fields(const args& a, const bench::client_options& co, std::vecto
   const std::string endpoint = co.chat ? "chat" : "completions";
   for (std::size_t i = 0; i < plan.size(); ++i) {
     auto& r = plan[i];
-    if (a.has("model")) r.model.clear();
+    if (a.has("model") || a.has("baseline")) r.model.clear();
     if (!r.endpoint.empty() && r.endpoint != endpoint)
       throw input_error("--trace: request " + std::to_string(i + 1) + " (in time order) was sent to " + r.endpoint + ", and this run sends " + endpoint +
                         (co.chat ? " (drop --chat, or keep only the trace's chat lines)" : " (add --chat, or keep only the trace's completions lines)"));
   }
+}
+
+// One run of the plan against co's server and model, summarized.
+struct run_outcome {
+  std::vector<bench::request_result> results;
+  bench::summary s;
+  bool stopped = false;
+};
+
+run_outcome run_plan(const bench::client_options& co, const std::vector<bench::planned_request>& plan, const bench::slo& goal, bool quiet) {
+  run_outcome out;
+  double duration = 0;
+  out.results = bench::run_requests(
+      co, plan, [&](std::size_t d, std::size_t t) { if (!quiet) progress_bar("bench serve", d, t, "requests"); }, &duration, &out.stopped);
+  if (!quiet) std::fprintf(stderr, "\n");
+  out.s = bench::summarize(out.results, duration, goal);
+  return out;
+}
+
+// --baseline NAME [--baseline-url URL]: the same requests, replayed against the baseline once
+// this run (the canary's) is done, reported beside it. Returns whether all of them succeeded.
+bool against_baseline(const args& a, bench::client_options co, const std::vector<bench::planned_request>& plan, const bench::slo& goal,
+                      bool quiet, const bench::summary& canary, nlohmann::json& j) {
+  const std::string canary_name = co.model;
+  if (auto url = a.get("baseline-url")) {
+    const bench::client_options other = client_options_of(a, *url);
+    co.host = other.host, co.port = other.port, co.prefix = other.prefix;
+  }
+  co.model = *a.get("baseline");
+  if (!quiet) std::fprintf(stderr, "bench serve: the same %zu requests against the baseline \"%s\"\n", plan.size(), co.model.c_str());
+  const run_outcome b = run_plan(co, plan, goal, quiet);
+  std::fputs(("baseline \"" + co.model + "\":\n" + bench::to_text(b.s)).c_str(), stdout);
+  std::fputs(bench::versus_text(canary, b.s, canary_name, co.model).c_str(), stdout);
+  j["baseline"] = bench::to_json(b.s);
+  j["baseline"]["model_id"] = co.model;
+  j["versus_baseline"] = bench::versus_json(canary, b.s);
+  if (b.s.failed > 0)
+    std::fprintf(stderr, "bench serve: %d of %zu requests to the baseline failed; the server said:\n%s", b.s.failed, b.results.size(),
+                 first_errors(b.results, 5).c_str());
+  return b.s.failed == 0;
 }
 
 }  // namespace
@@ -302,6 +342,7 @@ void use_trace_fields(const args& a, const bench::client_options& co, std::vecto
 int cmd_bench_serve(const args& a) {
   auto url = a.get("url");
   if (!url) throw input_error("usage: troupe bench serve --url http://HOST:PORT [options]; see troupe bench serve --help");
+  if (a.has("baseline-url") && !a.has("baseline")) throw input_error("--baseline-url: only with --baseline NAME");
   bench::client_options co = client_options_of(a, *url);
   bench::server_info info = bench::discover(co);
   co.model = a.get("model", info.model);
@@ -317,16 +358,13 @@ int cmd_bench_serve(const args& a) {
     std::fprintf(stderr, "bench serve: %zu requests to %s (model \"%s\", context %s), concurrency %s; %s\n", plan.size(),
                  url->c_str(), co.model.c_str(), info.max_model_len > 0 ? std::to_string(info.max_model_len).c_str() : "unknown",
                  co.max_concurrency > 0 ? std::to_string(co.max_concurrency).c_str() : "unlimited", pw.note.c_str());
-  double duration = 0;
-  bool stopped = false;
-  const auto results = bench::run_requests(
-      co, plan, [&](std::size_t d, std::size_t t) { if (!quiet) progress_bar("bench serve", d, t, "requests"); }, &duration,
-      &stopped);
-  if (!quiet) std::fprintf(stderr, "\n");
+  const run_outcome run = run_plan(co, plan, goal, quiet);
+  const auto& results = run.results;
+  const bool stopped = run.stopped;
   if (stopped)
     std::fprintf(stderr, "bench serve: stopped by a signal; %zu of the %zu planned requests were sent and are reported\n",
                  results.size(), plan.size());
-  const bench::summary s = bench::summarize(results, duration, goal);
+  const bench::summary& s = run.s;
   nlohmann::json j = bench::to_json(s);
   j["planned_requests"] = plan.size();
   j["stopped_by_signal"] = stopped;
@@ -345,6 +383,7 @@ int cmd_bench_serve(const args& a) {
   if (s.failed > 0)
     std::fprintf(stderr, "bench serve: %s of %zu requests failed; the server said:\n%s", s.completed == 0 ? "all" : std::to_string(s.failed).c_str(),
                  results.size(), first_errors(results, 5).c_str());
+  const bool baseline_ok = !a.has("baseline") || stopped || against_baseline(a, co, plan, goal, quiet, s, j);
   if (auto out = a.get("json")) {
     std::ofstream(*out) << j.dump(2) << "\n";
     std::printf("wrote %s\n", out->c_str());
@@ -353,7 +392,7 @@ int cmd_bench_serve(const args& a) {
     if (s.completed == 0) std::fprintf(stderr, "bench serve: no plot: no request succeeded\n");
     else for (const auto& f : bench::plot(results, *prefix)) std::printf("wrote %s\n", f.c_str());
   }
-  return s.failed == 0 ? 0 : 1;
+  return s.failed == 0 && baseline_ok ? 0 : 1;
 }
 
 }  // namespace troupe::cli

@@ -61,6 +61,8 @@ void declare_bench_serve(command& bench) {
       .flag("shuffle", "interleave the shared-prefix requests' system prompts (seeded) instead of sending them system by system")
       .option("block-size", "N", "the server's KV block size, for the shared prefixes' cache-hit estimate (default 16)")
       .option("trace", "FILE.jsonl", "replay arrivals and lengths from a trace")
+      .option("baseline", "NAME", "then replay the same requests against this served model and report the two side by side")
+      .option("baseline-url", "URL", "with --baseline: the baseline's server (default --url)")
       .flag("chat", "/v1/chat/completions, the prompt as one user message")
       .option("goodput", "\"ttft:MS tpot:MS e2el:MS\"", "the SLO a request must meet to count as goodput")
       .option("json", "FILE", "write the report as JSON")

@@ -236,4 +236,57 @@ std::vector<std::string> plot(const std::vector<request_result>& results, const 
   return {prefix + "-latency.png", prefix + "-cdf.png"};
 }
 
+namespace {
+
+struct compared {
+  std::string metric;
+  double canary = 0, baseline = 0;
+};
+
+std::vector<compared> compared_rows(const summary& c, const summary& b) {
+  std::vector<compared> out;
+  for (const char* m : {"ttft", "tpot", "itl", "e2el"})
+    for (const char* p : {"p50", "p99"}) {
+      auto get = [&](const summary& s) {
+        auto it = s.latency_ms.find(m);
+        return it == s.latency_ms.end() || !it->second.count(p) ? 0.0 : it->second.at(p);
+      };
+      out.push_back({std::string(m) + "_" + p + "_ms", get(c), get(b)});
+    }
+  auto share = [](int n, const summary& s) { return s.completed + s.failed > 0 ? double(n) / double(s.completed + s.failed) : 0.0; };
+  out.push_back({"request_throughput", c.request_throughput, b.request_throughput});
+  out.push_back({"output_throughput", c.output_throughput, b.output_throughput});
+  out.push_back({"failed_share", share(c.failed, c), share(b.failed, b)});
+  out.push_back({"refused_share", share(c.refused, c), share(b.refused, b)});
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json versus_json(const summary& canary, const summary& baseline) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : compared_rows(canary, baseline))
+    out.push_back({{"metric", r.metric}, {"canary", r.canary}, {"baseline", r.baseline},
+                   {"ratio", r.baseline > 0 ? nlohmann::json(r.canary / r.baseline) : nlohmann::json(nullptr)}});
+  return out;
+}
+
+std::string versus_text(const summary& canary, const summary& baseline, const std::string& canary_name, const std::string& baseline_name) {
+  std::string out = "============ " + canary_name + " against " + baseline_name + " ============\n";
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-24s %14s %14s %10s\n", "", "canary", "baseline", "ratio");
+  out += buf;
+  for (const auto& r : compared_rows(canary, baseline)) {
+    const std::string ratio = r.baseline > 0 ? [&] {
+      char b[32];
+      std::snprintf(b, sizeof b, "%.2fx", r.canary / r.baseline);
+      return std::string(b);
+    }()
+                                             : std::string("-");
+    std::snprintf(buf, sizeof buf, "%-24s %14.3f %14.3f %10s\n", r.metric.c_str(), r.canary, r.baseline, ratio.c_str());
+    out += buf;
+  }
+  return out + "==================================================\n";
+}
+
 }  // namespace troupe::bench

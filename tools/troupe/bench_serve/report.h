@@ -47,6 +47,13 @@ summary summarize(const std::vector<request_result>& results, double duration, c
 nlohmann::json to_json(const summary& s);
 std::string to_text(const summary& s);
 
+// A canary's run beside a baseline's (`bench serve --baseline`): for TTFT, TPOT, ITL and E2E
+// latency at p50 and p99, the throughputs and the failed and refused shares, both values and
+// canary / baseline (null where the baseline's is 0). As JSON rows {metric, canary, baseline,
+// ratio}, and as a table.
+nlohmann::json versus_json(const summary& canary, const summary& baseline);
+std::string versus_text(const summary& canary, const summary& baseline, const std::string& canary_name, const std::string& baseline_name);
+
 // Writes PREFIX-latency.png (TTFT and E2E over the run) and PREFIX-cdf.png (latency CDFs)
 // with gnuplot. Returns the files written; throws input_error if gnuplot fails.
 std::vector<std::string> plot(const std::vector<request_result>& results, const std::string& prefix);
