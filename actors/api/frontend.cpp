@@ -465,6 +465,7 @@ void submit(frontend_ptr self, prepared& p) {
     er.trace_id = p.trace;
     er.adapter = p.adapter;
     er.model = p.pc->key;
+    er.user = req.user;
     // One answer names one model: a request of several choices is never split between two.
     er.allow_fallback = req.allow_fallback && p.adapter.empty() && g->plan.size() == 1;
     submit_one(self, std::move(er), kind);
@@ -519,6 +520,7 @@ void submit_embeddings(frontend_ptr self, prepared& p) {
     er.trace_id = p.trace;
     er.adapter = p.adapter;
     er.model = p.pc->key;
+    er.user = req.user;
     submit_one(self, std::move(er), api::endpoint::embeddings);
   }
 }

@@ -31,6 +31,8 @@ void register_protocols(caf::actor_system_config& cfg) {
   cfg.add_message_type<pool_latency>("troupe.pool_latency");
   cfg.add_message_type<std::vector<pool_latency>>("troupe.pool_latencies");
   cfg.add_message_type<std::vector<request_view>>("troupe.request_views");
+  cfg.add_message_type<replica_figures>("troupe.replica_figures");
+  cfg.add_message_type<std::vector<replica_figures>>("troupe.replica_figures_list");
   cfg.add_message_type<admin_event_sink>("troupe.admin_event_sink");
   cfg.add_message_type<std::vector<migration_event>>("troupe.migration_events");
   cfg.add_message_type<admin::replica_changed>("troupe.replica_changed");

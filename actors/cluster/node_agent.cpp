@@ -1,5 +1,6 @@
 #include "actors/cluster/node_agent.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
@@ -10,10 +11,13 @@
 #include <thread>
 
 #include "actors/serving/kv_store_actor.h"
+#include "actors/protocol/error_text.h"
 #include "actors/protocol/serve_error.h"
 #include "actors/serving/scheduler_actor.h"
 #include "runtime/common/error.h"
 #include "runtime/common/log.h"
+#include "runtime/model/fingerprint.h"
+#include "runtime/model/model_tokenizer.h"
 #include "topology/engine_settings.h"
 
 namespace troupe::actors {
@@ -26,7 +30,50 @@ void register_node_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<kv_store_actor>>("troupe.kv_store_actors");
   cfg.add_message_type<join_credentials>("troupe.join_credentials");
   cfg.add_message_type<join_reply>("troupe.join_reply");
+  cfg.add_message_type<revision_spec>("troupe.revision_spec");
 }
+
+namespace {
+
+// A swap's revision of a model this process serves, read from its folder: the same shapes
+// (the pool's KV memory and groups were sized for them) and the same token ids (the frontend
+// tokenized for the model it stands in for).
+model_revision load_revision(const loaded_models& models, const revision_spec& spec) {
+  auto serving = models.find(spec.model);
+  if (serving == models.end() || !serving->second.model)
+    throw input_error("this process serves no replica of " + (spec.model.empty() ? std::string("[model]") : "model " + spec.model));
+  const auto& now = *serving->second.model;
+  model_revision r;
+  r.weights.model = std::shared_ptr<const model::llama_model>(model::llama_model::load(spec.dir));
+  r.weights.tok = std::shared_ptr<const tokenizer::tokenizer>(model::load_tokenizer(spec.dir));
+  if (model::shape_fingerprint(r.weights.model->config()) != model::shape_fingerprint(now.config()))
+    throw input_error(spec.dir + ": another architecture than the served " + now.dir() +
+                      " (layers, widths or vocabulary differ); a revision keeps the architecture");
+  if (!model::same_token_ids(r.weights.tok.get(), r.weights.model->config().vocab_size, serving->second.tok.get(), now.config().vocab_size))
+    throw input_error(spec.dir + ": another tokenizer than the served " + now.dir() + "; a revision must read the same token ids");
+  r.key = model::model_fingerprint(spec.dir) + (spec.revision.empty() ? "" : "@" + spec.revision);
+  return r;
+}
+
+// What a swap loads: the files a revision names, or (no folder) what this process started with
+// again. A sim topology's revision has no files: the model's shape under another name.
+std::function<model_revision(const revision_spec&)> revision_loader(const loaded_models& models,
+                                                                    const std::map<std::string, engine::engine_config>& per_model,
+                                                                    const std::map<std::string, model::model_config>& sim_shapes) {
+  return [models, per_model, sim_shapes](const revision_spec& spec) {
+    const bool sim = !sim_shapes.empty();
+    if (spec.dir.empty() && (!sim || spec.revision.empty())) {
+      auto m = models.find(spec.model);
+      if (!sim && m == models.end()) throw input_error("this process serves no replica of that model");
+      return model_revision{sim ? loaded_model{} : m->second, per_model.at(spec.model).model_key};
+    }
+    if (!sim) return load_revision(models, spec);
+    if (spec.revision.empty()) throw input_error("a sim topology's revision needs a name (--revision)");
+    return model_revision{{}, model::shape_fingerprint(sim_shapes.at(spec.model)) + "@" + spec.revision};
+  };
+}
+
+}  // namespace
 
 replica_factory replica_factory_of(const topology::topology_config& topo, const loaded_models& models, const model_stores& stores,
                                    std::optional<rank_placement> ranks) {
@@ -60,10 +107,14 @@ replica_factory replica_factory_of(const topology::topology_config& topo, const 
     gpu.bandwidth = topo.sim->bandwidth;
     gpu.step_overhead_s = std::chrono::duration<double>(topo.sim->step_overhead).count();
     gpu.speedup = topo.sim->speedup;
-    return [=](caf::actor_system& sys, replica_id r) {
-      const engine::engine_config ec = config_of(r);
+    replica_factory f;
+    f.start = [=](caf::actor_system& sys, replica_id r, const model_revision* rev) {
+      engine::engine_config ec = config_of(r);
+      if (rev) ec.model_key = rev->key;
       return parked_if_warm(sys.spawn(sim_scheduler, shapes.at(ec.served_model), gpu, ec), r);
     };
+    f.load_revision = revision_loader(models, per_model, shapes);
+    return f;
   }
   auto groups = group_configs_of(topo);
   for (auto& g : groups)
@@ -72,18 +123,26 @@ replica_factory replica_factory_of(const topology::topology_config& topo, const 
   const std::string source = topo.source;
   std::map<std::uint32_t, std::string> labels;
   for (const auto& [replica, model] : model_of) labels[replica] = topo.model_named(model)->label();
-  return [=](caf::actor_system& sys, replica_id r) {
-    const engine::engine_config ec = config_of(r);
+  replica_factory f;
+  f.start = [=](caf::actor_system& sys, replica_id r, const model_revision* rev) {
+    engine::engine_config ec = config_of(r);
     auto m = models.find(ec.served_model);
-    if (m == models.end() || !m->second.model) {
+    loaded_model weights = m == models.end() ? loaded_model{} : m->second;
+    if (rev) {
+      weights = rev->weights;
+      ec.model_key = rev->key;
+    }
+    if (!weights.model) {
       auto label = labels.find(r.value);
       throw input_error(source + ": replica " + to_string(r) + " placed here serves " +
                         (label == labels.end() ? std::string("[model]") : label->second) + ", which this process did not load");
     }
     const group_config g = r.value < groups.size() ? groups[r.value] : group_config{};
     auto store = stores.find(ec.served_model);
-    return parked_if_warm(sys.spawn(scheduler, m->second.model, m->second.tok, ec, g, store == stores.end() ? kv_store_actor{} : store->second), r);
+    return parked_if_warm(sys.spawn(scheduler, weights.model, weights.tok, ec, g, store == stores.end() ? kv_store_actor{} : store->second), r);
   };
+  f.load_revision = revision_loader(models, per_model, {});
+  return f;
 }
 
 replica_factory replica_factory_of(const topology::topology_config& topo, std::shared_ptr<const model::llama_model> model,
@@ -101,7 +160,8 @@ using agent_ptr = node_agent_actor::stateful_pointer<node_agent_state>;
 caf::expected<scheduler_actor> start_replica(agent_ptr self, replica_id replica, const caf::actor_addr& asker) {
   auto& st = self->state;
   try {
-    auto s = st.make(self->system(), replica);
+    auto rev = st.revisions.find(replica);
+    auto s = st.make.start(self->system(), replica, rev == st.revisions.end() ? nullptr : rev->second.get());
     self->monitor(s);
     (*st.live)[replica] = s;
     log::info("replica_started", {{"node", st.node}, {"replica", replica.value}});
@@ -200,6 +260,21 @@ void crash_now(node_agent_actor::stateful_pointer<node_agent_state> self) {
   ::kill(::getpid(), SIGKILL);  // as if it crashed: no goodbye to anyone
 }
 
+// Loads a swap's revision (in the agent's thread: the registry's request waits for it); the
+// pool's replicas start with it from now on.
+caf::result<std::string> take_revision(node_agent_actor::stateful_pointer<node_agent_state> self, const revision_spec& spec) {
+  auto& st = self->state;
+  if (!st.make.load_revision) return caf::make_error(caf::sec::invalid_argument, "node \"" + st.node + "\" loads no revisions");
+  try {
+    auto rev = std::make_shared<const model_revision>(st.make.load_revision(spec));
+    for (auto r : spec.replicas) st.revisions[r] = rev;
+    log::info("revision_loaded", {{"node", st.node}, {"pool", spec.pool}, {"dir", spec.dir}, {"key", rev->key}});
+    return rev->key;
+  } catch (const std::exception& e) {
+    return caf::make_error(caf::sec::invalid_argument, "node \"" + st.node + "\": " + e.what());
+  }
+}
+
 // What this node's machine has, for the head's placement
 node_resources resources_of(node_agent_actor::stateful_pointer<node_agent_state> self) {
   auto& st = self->state;
@@ -249,6 +324,7 @@ node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<no
       [=](log_level_atom, const std::string& level) { set_log_level(self, level); },
       [=](crash_atom) { crash_now(self); },
       [=](resources_atom) { return resources_of(self); },
+      [=](revision_atom, const revision_spec& spec) { return take_revision(self, spec); },
   };
 }
 
@@ -348,6 +424,47 @@ std::uint32_t set_nodes_log_level(node_registry_actor::stateful_pointer<node_reg
   return told;
 }
 
+// A model load may take minutes on a large model; the nodes load theirs side by side.
+constexpr auto revision_load_timeout = std::chrono::minutes(10);
+
+// Every process hosting a replica of the pool loads the revision; answers the key they agree on
+caf::result<std::string> load_revision_on_nodes(node_registry_actor::stateful_pointer<node_registry_state> self, revision_spec spec) {
+  auto& st = self->state;
+  auto pool = std::find_if(st.topo.pools.begin(), st.topo.pools.end(), [&](const topology::pool_spec& p) { return p.name == spec.pool; });
+  if (pool == st.topo.pools.end()) return caf::make_error(caf::sec::invalid_argument, "no pool named '" + spec.pool + "'");
+  spec.model = pool->model;
+  std::map<caf::actor_addr, std::pair<std::string, node_agent_actor>> agents;  // one load per process
+  for (const auto& p : topology::place_replicas(st.topo)) {
+    if (p.pool != spec.pool) continue;
+    spec.replicas.push_back(p.replica);
+    auto found = agent_of(st, p.replica);
+    if (!found || !found->agent)
+      return caf::make_error(caf::sec::invalid_argument, "node \"" + p.node + "\" of " + p.name + " has not joined; it could not load the revision");
+    agents[found->agent.address()] = {p.node, found->agent};
+  }
+  auto rp = self->make_response_promise<std::string>();
+  auto left = std::make_shared<std::size_t>(agents.size());
+  auto keys = std::make_shared<std::set<std::string>>();
+  auto failed = std::make_shared<std::string>();
+  auto one_done = [=]() mutable {
+    if (--*left > 0) return;
+    if (!failed->empty())
+      rp.deliver(caf::make_error(caf::sec::invalid_argument, *failed));
+    else if (keys->size() != 1)
+      rp.deliver(caf::make_error(caf::sec::invalid_argument, "the nodes' copies of " + spec.dir + " differ"));
+    else
+      rp.deliver(*keys->begin());
+  };
+  for (const auto& [addr, node_agent] : agents)
+    self->request(node_agent.second, revision_load_timeout, revision_atom::value, spec)
+        .then([=](const std::string& key) mutable { keys->insert(key), one_done(); },
+              [=](caf::error& e) mutable {
+                if (failed->empty()) *failed = error_message(self->system(), e);
+                one_done();
+              });
+  return rp;
+}
+
 void retire_replica(node_registry_actor::stateful_pointer<node_registry_state> self, replica_id replica) {
   self->request(self->state.router, self->state.topo.timeouts.request, retire_atom::value, replica)
       .then([](bool) {}, [](caf::error&) {});
@@ -434,6 +551,7 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
       [=](log_level_atom, const std::string& level) { return set_nodes_log_level(self, level); },
       [=](retire_atom, replica_id replica) { retire_replica(self, replica); },
       [=](join_atom, const join_request& j) { return admit_node(self, j); },
+      [=](revision_atom, const revision_spec& spec) { return load_revision_on_nodes(self, spec); },
   };
 }
 

@@ -18,9 +18,6 @@
 
 namespace troupe::actors {
 
-// Starts replica R's scheduler in this process (a cpu replica with its worker group and the
-// node's KV store, or a sim replica); throws input_error when it cannot.
-using replica_factory = std::function<scheduler_actor(caf::actor_system&, replica_id)>;
 
 // Where this process's worker groups place ranks the topology puts on other nodes (pools'
 // rank_nodes): this process's node and the directory of the nodes' agents (node_directory).
@@ -37,6 +34,24 @@ struct loaded_model {
 };
 // By the topology's model name ("" : [model]): a process loads the models its replicas serve.
 using loaded_models = std::map<std::string, loaded_model>;
+
+// Another revision of a model, loaded for a swap (revision_spec): its weights and tokenizer
+// (null in a sim topology) and the key its replicas' caches are rooted in.
+struct model_revision {
+  loaded_model weights;
+  std::string key;
+};
+
+// How this process starts replicas.
+struct replica_factory {
+  // Starts replica R's scheduler here (a cpu replica with its worker group and the node's KV
+  // store, or a sim replica), running `revision` instead of the topology's model when given;
+  // throws input_error when it cannot.
+  std::function<scheduler_actor(caf::actor_system&, replica_id, const model_revision*)> start;
+  // Reads a revision's files; throws input_error naming what was wrong (unreadable, another
+  // architecture or tokenizer than the model it replaces). Null: this process loads none.
+  std::function<model_revision(const revision_spec&)> load_revision;
+};
 // Each model's KV store in this process (with [kv_store]), by the same names.
 using model_stores = std::map<std::string, kv_store_actor>;
 
@@ -56,6 +71,9 @@ struct node_agent_state {
   // The replicas it started and that still run (shared with its exit functor).
   std::shared_ptr<std::map<replica_id, scheduler_actor>> live = std::make_shared<std::map<replica_id, scheduler_actor>>();
   std::vector<caf::actor> heads;  // the registries of the heads joined now (node_registry_actor)
+  // The revision each replica starts with instead of the topology's model (a swap's), shared by
+  // the replicas of a pool; restarts keep it.
+  std::map<replica_id, std::shared_ptr<const model_revision>> revisions;
   // A replica that dies (not one stopped on request) is restarted after a backoff, as an OTP
   // supervisor would, until it dies more often than the policy allows.
   supervision::restart_policy restarts;

@@ -1,67 +1,16 @@
 // The admin console's commands (docs/admin.md), run against the head's router and the
-// replicas it knows: status, topology, kv, drain, resume, kill. Thin: it gathers replica views
+// replicas it knows: status, topology, kv, drain, resume, kill, scale, swap, rollout. Thin: it gathers replica views
 // and load reports and hands them to runtime/admin/cluster_status.h for their form. Replies and
 // events leave through callbacks (the ZeroMQ endpoint's queue, actors/control/admin_endpoint.h).
 #pragma once
-#include <caf/all.hpp>
-
-#include <chrono>
-#include <cstdint>
 #include <functional>
-#include <map>
 #include <string>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "actors/protocol/lora_protocol.h"
-#include "actors/protocol/node_protocol.h"
-#include "actors/protocol/owner_protocol.h"
-#include "actors/protocol/router_protocol.h"
-#include "runtime/admin/admin_message.h"
-#include "runtime/admin/cluster_status.h"
-#include "topology/topology.h"
+#include "actors/control/admin_state.h"
 
 namespace troupe::actors {
-
-using admin_atom = caf::atom_constant<caf::atom("admin")>;
-
-// A command from the endpoint: (its token, the request). The reply goes to admin_config::reply
-// with the same token.
-// It also takes the router's and the request owner's events (admin_protocol.h).
-// For the autoscaler: each pool's signals, and scaling a pool (true once done, else an error).
-using admin_actor = caf::typed_actor<caf::reacts_to<admin_atom, std::uint64_t, std::string, std::vector<std::string>>,
-                                     caf::reacts_to<tick_atom>, caf::reacts_to<event_atom, admin::replica_changed>,
-                                     caf::reacts_to<event_atom, admin::placement_event>,
-                                     caf::reacts_to<event_atom, admin::admission_event>,
-                                     caf::reacts_to<event_atom, admin::migration_event>,
-                                     caf::replies_to<signals_atom, std::chrono::milliseconds>::with<pool_signal_map>,
-                                     caf::replies_to<scale_atom, std::string, std::int32_t, std::string>::with<bool>,
-                                     caf::reacts_to<autoscaler_atom, autoscaler_actor>>;
-
-struct admin_config {
-  topology::topology_config topo;
-  router_actor router;
-  owner_actor owner;
-  node_registry_actor registry;  // for `kill NODE`
-  nlohmann::json model;          // the model the head serves, for `topology` (else the topology's path)
-  lora_serving lora;             // for `lora`
-  std::chrono::milliseconds timeout{5000};         // for each question to an actor
-  std::chrono::milliseconds drain_timeout{600000};  // how long `drain` waits for the replica
-  std::chrono::milliseconds sample_interval{1000};  // load sampling, for tokens/s and events
-  std::function<void(std::uint64_t token, admin::reply)> reply;
-  std::function<void(const std::string& kind, nlohmann::json fields)> event;
-};
-
-struct admin_state {
-  admin_config cfg;
-  std::vector<admin::replica_status> replicas;  // indexed by replica id
-  std::vector<scheduler_actor> schedulers;      // the live ones' handles, by replica id
-  std::map<std::uint32_t, std::string> announced;  // id -> the state `watch` was last told
-  std::vector<pool_latency> latency;               // each pool's, from the request owner
-  autoscaler_actor autoscaler;                     // if the topology runs one
-  static inline const char* name = "troupe.admin";
-};
 
 admin_actor::behavior_type admin(admin_actor::stateful_pointer<admin_state> self, admin_config cfg);
 

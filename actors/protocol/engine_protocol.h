@@ -50,7 +50,7 @@ namespace troupe::engine {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request& x) {
   return f(caf::meta::type_name("request"), x.id, x.prompt, x.generated, x.params, x.priority, x.prefill_only, x.kv_from,
-           x.cache_salt, x.public_prefix, x.adapter, x.model, x.allow_fallback, x.trace_id, x.speculate, x.text_returned, x.embed);
+           x.cache_salt, x.public_prefix, x.adapter, x.model, x.allow_fallback, x.user, x.trace_id, x.speculate, x.text_returned, x.embed);
 }
 
 }  // namespace troupe::engine
@@ -117,6 +117,9 @@ struct load_report : engine::engine_stats {
   // In the warm pool: serving no one by every head's choice (a label the replica carries so
   // that all heads' routers agree on it; it runs whatever it is given).
   bool parked = false;
+  // The cache key of the weights it runs ("<fingerprint>@<revision>"): which revision of its
+  // pool's model this replica serves (a swap changes it replica by replica).
+  std::string model_key;
   bool drained() const { return draining && running_seqs == 0 && waiting_seqs == 0 && handoffs_held == 0; }
 };
 
@@ -140,7 +143,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, load_report& x) {
   return f(caf::meta::type_name("load_report"), static_cast<engine::engine_stats&>(x), x.running_seqs, x.waiting_seqs,
            x.waiting_prompt_tokens, x.used_blocks, x.total_blocks, x.prefix_queries, x.prefix_hits, x.cached_blocks,
-           x.handoffs_held, x.draining, x.parked);
+           x.handoffs_held, x.draining, x.parked, x.model_key);
 }
 
 
@@ -191,6 +194,7 @@ using claim_atom = caf::atom_constant<caf::atom("claim")>;
 using drain_atom = caf::atom_constant<caf::atom("drain")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
 using park_atom = caf::atom_constant<caf::atom("park")>;
+using slow_atom = caf::atom_constant<caf::atom("slow")>;
 using replica_atom = caf::atom_constant<caf::atom("replica")>;
 using retire_atom = caf::atom_constant<caf::atom("retire")>;
 using lora_atom = caf::atom_constant<caf::atom("lora")>;
@@ -229,6 +233,9 @@ using scheduler_actor = caf::typed_actor<
     // Joins (true) or leaves (false) the warm pool: reported in its load, which every head's
     // router follows.
     caf::reacts_to<park_atom, bool>,
+    // Fault injection (the admin console's `slow`): each step waits this many milliseconds
+    // first, as on a slower machine or after a performance regression; 0 ends it.
+    caf::reacts_to<slow_atom, std::int32_t>,
     // Send this replica's KV events to the sink from now on, stamped with replica id `r`;
     // replies with what the prefix cache holds now. A sink that dies is dropped.
     caf::replies_to<kv_subscribe_atom, replica_id, kv_event_sink>::with<kv_snapshot>,

@@ -38,6 +38,23 @@ using heads_atom = caf::atom_constant<caf::atom("heads")>;
 using log_level_atom = caf::atom_constant<caf::atom("loglevel")>;
 using rank_atom = caf::atom_constant<caf::atom("rank")>;
 using respawn_atom = caf::atom_constant<caf::atom("respawn")>;
+using revision_atom = caf::atom_constant<caf::atom("revision")>;
+
+// Another revision of a pool's model (`troupe admin swap`): the files in `dir` (the same
+// architecture family and tokenizer), named `revision`. Replicas of `pool` (`replicas`, filled in
+// by the head's registry) start with it from then on, in every process that hosts one.
+struct revision_spec {
+  std::string pool;
+  std::string model;  // the topology's name for the pool's model ("" : [model])
+  std::string dir;
+  std::string revision;
+  std::vector<replica_id> replicas;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, revision_spec& x) {
+  return f(caf::meta::type_name("revision_spec"), x.pool, x.model, x.dir, x.revision, x.replicas);
+}
 
 // One per process.
 using node_agent_actor = caf::typed_actor<
@@ -60,7 +77,11 @@ using node_agent_actor = caf::typed_actor<
     // rank_nodes place it here); replies with the rank and where its KV can be pulled from.
     caf::replies_to<rank_atom, rank_spec>::with<rank_started>,
     // The agent's own timer: restart replica R, which died (its supervision's backoff is over).
-    caf::reacts_to<respawn_atom, replica_id>>;
+    caf::reacts_to<respawn_atom, replica_id>,
+    // Load another revision of a pool's model; replicas of the pool start with it from now on
+    // (restarts included). Replies with its cache key ("<fingerprint>@<revision>"), or an error
+    // naming what was wrong (unreadable files, another tokenizer).
+    caf::replies_to<revision_atom, revision_spec>::with<std::string>>;
 
 // A node asking to serve: its name in the topology, its agent, and its credentials.
 struct join_request {
@@ -120,7 +141,10 @@ using node_registry_actor = caf::typed_actor<caf::replies_to<join_atom, join_req
                                              caf::reacts_to<replica_atom, replica_id, scheduler_actor>,
                                              caf::reacts_to<retire_atom, replica_id>,
                                              // Every joined node logs at this level; replies how many were told.
-                                             caf::replies_to<log_level_atom, std::string>::with<std::uint32_t>>;
+                                             caf::replies_to<log_level_atom, std::string>::with<std::uint32_t>,
+                                             // Every process hosting a replica of the pool loads the revision
+                                             // (revision_spec::replicas filled in here); replies with its key.
+                                             caf::replies_to<revision_atom, revision_spec>::with<std::string>>;
 
 void register_node_protocol(caf::actor_system_config& cfg);
 

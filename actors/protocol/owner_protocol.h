@@ -3,8 +3,20 @@
 #pragma once
 #include <caf/all.hpp>
 
+#include <chrono>
+
 #include "actors/protocol/admin_protocol.h"
 #include "actors/protocol/engine_protocol.h"
+#include "runtime/admission/replica_figures.h"
+
+namespace troupe::admission {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replica_figures& x) {
+  return f(caf::meta::type_name("replica_figures"), x.replica, x.ttft_s, x.itl_s, x.finished, x.failed, x.refused);
+}
+
+}  // namespace troupe::admission
 
 namespace troupe::actors {
 
@@ -26,11 +38,19 @@ typename Inspector::result_type inspect(Inspector& f, migration_event& x) {
 using migrations_atom = caf::atom_constant<caf::atom("migrations")>;
 using requests_atom = caf::atom_constant<caf::atom("requests")>;
 using latency_atom = caf::atom_constant<caf::atom("latency")>;
+using figures_atom = caf::atom_constant<caf::atom("figures")>;
+
+// What each replica's requests saw since a moment (runtime/admission/replica_figures.h), for a
+// canary rollout's comparison.
+using admission::replica_figures;
 
 // A pool's recent latencies (runtime/admission/pool_latencies.h), for the autoscaler and
 // `status`: of requests whose first placement was in the pool (time to first token) and of those
 // that finished in it (time between tokens). Its inspect is in admin_protocol.h.
 using admission::pool_latency;
+
+// Now on the clock replica figures are timed by: the head's steady clock, in seconds.
+inline double owner_clock_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // A request in progress, for the admin console.
 struct request_view {
@@ -63,6 +83,8 @@ using owner_actor = caf::typed_actor<
     caf::replies_to<requests_atom, std::uint32_t>::with<std::vector<request_view>>,
     // Recent latencies by pool, for the autoscaler.
     caf::replies_to<latency_atom>::with<std::vector<pool_latency>>,
+    // Each replica's figures since `since` (seconds on the head's steady clock, owner_clock_s).
+    caf::replies_to<figures_atom, double>::with<std::vector<replica_figures>>,
     // Placements and migrations go to this sink from now on (the admin console's `watch`).
     caf::reacts_to<watch_atom, admin_event_sink>>;
 

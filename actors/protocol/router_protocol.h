@@ -27,6 +27,7 @@ struct route_query {
   std::int32_t public_prefix = 0;
   std::string adapter;  // its LoRA adapter's identity (engine::request::adapter); empty: the base
   std::string model;    // the topology's model it is for (engine::request::model): only its replicas take it
+  std::string user;     // who sends it (engine::request::user; else its id): a canary split keeps them on one side
 };
 
 struct route_reply {
@@ -44,7 +45,7 @@ struct route_reply {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, route_query& x) {
   return f(caf::meta::type_name("route_query"), x.request, x.prompt_tokens, x.priority, x.avoid, x.decode, x.tokens,
-           x.cache_salt, x.public_prefix, x.adapter, x.model);
+           x.cache_salt, x.public_prefix, x.adapter, x.model, x.user);
 }
 
 template <class Inspector>
@@ -62,6 +63,8 @@ using router_stats_atom = caf::atom_constant<caf::atom("rstats")>;
 using progress_atom = caf::atom_constant<caf::atom("progress")>;
 using view_atom = caf::atom_constant<caf::atom("view")>;
 using policy_atom = caf::atom_constant<caf::atom("policy")>;
+using model_key_atom = caf::atom_constant<caf::atom("modelkey")>;
+using canary_atom = caf::atom_constant<caf::atom("canary")>;
 
 // One replica as the router knows it, for the admin console: every replica that ever
 // registered, dead ones included.
@@ -124,6 +127,12 @@ using router_actor = caf::typed_actor<
     // Route with another policy from now on (a name in routing::registry, its parameters):
     // replies true, or an error naming an unknown policy or parameter (nothing changes then).
     caf::replies_to<policy_atom, std::string, std::vector<std::pair<std::string, double>>>::with<bool>,
+    // A swap ended: the model's (topology name, "" for [model]) replicas now run weights with
+    // this cache key, under which prompts are hashed for KV-aware placement from now on.
+    caf::reacts_to<model_key_atom, std::string, std::string>,
+    // A canary rollout of a model (topology name): `share` of its senders go to the replicas
+    // running `key` (routing::canary_side), the others to the rest; a share of 0 ends the split.
+    caf::reacts_to<canary_atom, std::string, std::string, double>,
     // Replicas that register ("replica_up") or go down ("replica_down") are told to this sink.
     caf::reacts_to<watch_atom, admin_event_sink>,
     // The live replicas' schedulers, wherever they run (for load queries and tools).

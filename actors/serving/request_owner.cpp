@@ -73,6 +73,8 @@ void fail(owner_ptr self, const std::string& id, const std::string& why, promise
   if (auto holder = it->second.kv.drop())  // nobody will pull it
     self->send(caf::actor_cast<scheduler_actor>(*holder), release_atom::value, id);
   unqueue(self, it->second, false);
+  if (!initial && it->second.replica != no_replica)  // it failed where it ran
+    self->state.figures.record(it->second.replica.value, admission::figure_book::kind::failed, owner_clock_s());
   log_end(self, it->second, initial ? "refused" : "error", nullptr, why);
   if (initial) {
     initial->deliver(make_serve_error(code, why, retry_after_s));
@@ -166,6 +168,7 @@ admitted_as admit_new(owner_ptr self, const std::string& id, owned_request& r, c
   }
   if (!v.admitted) {
     ++st.refused;
+    st.figures.record(rep.replica.value, admission::figure_book::kind::refused, owner_clock_s());
     log::info("admission_refused", {{"id", id}, {"trace", r.request.trace_id}, {"pool", name}, {"priority", r.request.priority},
                                     {"reason", v.reason}, {"retry_after_s", v.retry_after_s}});
     tell_admin(self, [&] { return admin::admission_event{id, name, false, r.request.priority, v.reason, double(v.retry_after_s)}; });
@@ -192,6 +195,7 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
   q.public_prefix = r.request.public_prefix;
   q.adapter = r.request.adapter;
   q.model = r.request.model;
+  q.user = r.request.user.empty() ? id : r.request.user;
   self->request(st.router, st.cfg.request_timeout, route_atom::value, q)
       .then(
           [=](const route_reply& rep) {
@@ -346,8 +350,9 @@ void on_update(owner_ptr self, const caf::actor_addr& from, token_update& u, std
   if (first && r.migrations == 0 && r.replicas.size() == 1) {  // a new request's own first token
     r.first_token_at = std::chrono::steady_clock::now();
     const auto pool = st.cfg.pools.find(r.replica.value);
-    if (pool != st.cfg.pools.end())
-      st.latencies.first_token(pool->second, std::chrono::duration<double>(r.first_token_at - r.submitted).count(), r.first_token_at);
+    const double ttft = std::chrono::duration<double>(r.first_token_at - r.submitted).count();
+    if (pool != st.cfg.pools.end()) st.latencies.first_token(pool->second, ttft, r.first_token_at);
+    st.figures.record(r.replica.value, admission::figure_book::kind::ttft, owner_clock_s(), ttft);
   }
   r.tokens.insert(r.tokens.end(), u.tokens.begin(), u.tokens.end());
   if (!u.tokens.empty()) r.text_tokens = u.text_tokens;
@@ -369,9 +374,12 @@ void on_update(owner_ptr self, const caf::actor_addr& from, token_update& u, std
     if (r.migrations == 0 && n >= 2 && r.first_token_at != std::chrono::steady_clock::time_point{}) {
       const auto pool = st.cfg.pools.find(r.replica.value);
       const auto now = std::chrono::steady_clock::now();
-      if (pool != st.cfg.pools.end())
-        st.latencies.between_tokens(pool->second, std::chrono::duration<double>(now - r.first_token_at).count() / double(n - 1), now);
+      const double itl = std::chrono::duration<double>(now - r.first_token_at).count() / double(n - 1);
+      if (pool != st.cfg.pools.end()) st.latencies.between_tokens(pool->second, itl, now);
+      st.figures.record(r.replica.value, admission::figure_book::kind::itl, owner_clock_s(), itl);
     }
+    const bool bad = batch.updates.back().reason == engine::finish_reason::error;
+    st.figures.record(r.replica.value, bad ? admission::figure_book::kind::failed : admission::figure_book::kind::finished, owner_clock_s());
     unqueue(self, r, false);
     log_end(self, r, engine::finish_reason_name(batch.updates.back().reason), &batch.updates.back(), batch.updates.back().error);
     st.requests.erase(it);
@@ -421,6 +429,7 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
       [=](requests_atom, std::uint32_t limit) { return requests_view(self, limit); },
       [=](watch_atom, admin_event_sink sink) { self->state.events = std::move(sink); },
       [=](latency_atom) { return self->state.latencies.at(std::chrono::steady_clock::now()); },
+      [=](figures_atom, double since) { return self->state.figures.since(since); },
   };
 }
 

@@ -65,6 +65,7 @@ struct owner_state {
   std::map<std::string, admission::pool_queue> queues;  // by pool: admitted, not yet started
   std::uint64_t admitted = 0, refused = 0, fallbacks = 0;
   admission::pool_latencies latencies;  // by pool: time to first token and between tokens
+  admission::figure_book figures;       // by replica, timed: for a canary's comparison
   static inline const char* name = "troupe.request_owner";
 };
 

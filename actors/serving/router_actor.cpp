@@ -89,9 +89,16 @@ route_reply route(router_ptr self, const route_query& q) {
   auto& st = self->state;
   decision_timer timing{st};
   routing::placement_query pq{q.prompt_tokens, q.priority, q.avoid, q.decode, {}, q.model};
-  if (st.kv_aware || !st.stores.empty())  // where this request's prefix is cached, as far as the index knows
-    pq.hashes = routing::prompt_block_hashes(q.tokens, st.cfg.block_size, root_of(st, q), q.cache_salt, q.public_prefix);
   routing::placement_context c;
+  auto split = q.adapter.empty() ? st.splits.find(q.model) : st.splits.end();
+  if (split != st.splits.end()) {  // a canary rollout: the sender's side, and the canary's blocks under its key
+    pq.canary = routing::canary_side(q.user, split->second.share);
+    c.split = &split->second;
+    c.revisions = &st.revisions;
+  }
+  if (st.kv_aware || !st.stores.empty())  // where this request's prefix is cached, as far as the index knows
+    pq.hashes = routing::prompt_block_hashes(q.tokens, st.cfg.block_size, pq.canary.value_or(false) ? st.split_roots[q.model] : root_of(st, q),
+                                             q.cache_salt, q.public_prefix);
   c.loads = st.book.loads();
   c.roles = &st.cfg.roles;
   c.models = st.cfg.models.empty() ? nullptr : &st.cfg.models;
@@ -144,6 +151,8 @@ void give_runtime_adapters(router_ptr self, replica_id replica, const scheduler_
 
 // A replica (re)registers: a fresh slot state, its events subscribed; answered once the router
 // holds what the replica already computed, so a route sent after the answer sees it.
+void on_report(router_state& st, replica_id replica, const load_report& r);
+
 caf::result<bool> register_replica(router_ptr self, replica_id replica, scheduler_actor s) {
   auto& st = self->state;
   const std::size_t i = st.book.enroll(replica);
@@ -155,7 +164,12 @@ caf::result<bool> register_replica(router_ptr self, replica_id replica, schedule
   if (st.events) self->send(st.events, event_atom::value, admin::replica_changed{replica, true});
   give_runtime_adapters(self, replica, s);  // before the subscription: the replica takes them first
   auto answered = self->make_response_promise<bool>();
-  subscribe_kv(self, replica, s, [answered]() mutable { answered.deliver(true); });
+  // Answered once its KV is followed and its first load report (its revision) is in.
+  subscribe_kv(self, replica, s, [=]() mutable {
+    self->request(s, self->state.cfg.request_timeout, load_atom::value)
+        .then([=](const load_report& r) mutable { on_report(self->state, replica, r), answered.deliver(true); },
+              [=](caf::error&) mutable { answered.deliver(true); });
+  });
   return answered;
 }
 
@@ -271,9 +285,35 @@ void add_store(router_ptr self, replica_id id, kv_store_actor store) {
 // A replica's load report: its figures, and its draining and parked flags unless this router was
 // told otherwise lately (a drain or park another head's console made).
 void on_report(router_state& st, replica_id replica, const load_report& r) {
+  if (!r.model_key.empty()) {  // every poll carries it; it changes only with a new replica
+    auto& key = st.revisions[replica];
+    if (key != r.model_key) key = r.model_key;
+  }
   const routing::replica_report rep{r.running_seqs, r.waiting_prompt_tokens, r.used_blocks, r.total_blocks, r.draining, r.parked};
   if (const auto parked = st.book.report(replica, rep, std::chrono::steady_clock::now()))
     log::info(*parked ? "replica_parked" : "replica_unparked", {{"replica", name_of(st.cfg, replica)}, {"by", "another head"}});
+}
+
+// A canary rollout's split of a model's senders, or its end (a share of 0)
+void set_split(router_state& st, const std::string& model, const std::string& key, double share) {
+  if (share <= 0 || key.empty()) {
+    st.splits.erase(model);
+    st.split_roots.erase(model);
+    return;
+  }
+  st.splits[model] = {key, std::min(share, 1.0)};
+  st.split_roots[model] = kv::root_hash(key);
+}
+
+// A swap's new key for a model's prompts (its replicas publish blocks rooted in it now)
+void set_model_key(router_state& st, const std::string& model, const std::string& key) {
+  if (model.empty()) {
+    st.cfg.model_key = key;
+    st.root = kv::root_hash(key);
+    return;
+  }
+  st.cfg.model_keys[model] = key;
+  st.model_roots[model] = kv::root_hash(key);
 }
 
 // Asks every replica for its load, and again after the poll interval.
@@ -320,6 +360,8 @@ router_actor::behavior_type router(router_actor::stateful_pointer<router_state> 
       },
       [=](retire_atom, replica_id replica) { return retire(self, replica); },
       [=](view_atom) { return view_of(self->state); },
+      [=](model_key_atom, const std::string& model, const std::string& key) { set_model_key(self->state, model, key); },
+      [=](canary_atom, const std::string& model, const std::string& key, double share) { set_split(self->state, model, key, share); },
       [=](store_atom, replica_id id, kv_store_actor store) { add_store(self, id, std::move(store)); },
       [=](poll_atom) { poll(self); },
   };

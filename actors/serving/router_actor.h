@@ -11,6 +11,7 @@
 #include "actors/serving/kv_event_publisher.h"
 #include "runtime/api/lora_catalog.h"
 #include "runtime/common/bounded_log.h"
+#include "runtime/routing/canary_split.h"
 #include "runtime/routing/disaggregation.h"
 #include "runtime/routing/policy.h"
 #include "runtime/routing/replica_registry.h"
@@ -54,6 +55,9 @@ struct router_state {
   std::uint64_t decisions = 0;
   kv::block_hash root = 0;                  // of the model's key: where its prompts' block hashes start
   std::map<std::string, kv::block_hash> model_roots;  // each [models.NAME]'s (cfg.model_keys), by NAME
+  std::map<replica_id, std::string> revisions;         // each replica's cache key, from its load reports
+  std::map<std::string, routing::canary_split> splits;  // canary rollouts, by model
+  std::map<std::string, kv::block_hash> split_roots;    // each split's canary key, hashed
   bool kv_aware = false;                    // the policy reads the prefix index
   routing::prefix_index index;              // fed by the replicas' KV events
   std::map<std::string, std::uint64_t> reasons;  // decisions by reason

@@ -15,7 +15,10 @@ namespace {
 void schedule_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
   if (self->state.step_pending || !self->state.engine->has_work()) return;
   self->state.step_pending = true;
-  self->send(self, step_atom::value);
+  if (self->state.injected_delay.count() > 0)
+    self->delayed_send(self, self->state.injected_delay, step_atom::value);
+  else
+    self->send(self, step_atom::value);
 }
 
 token_update to_update(const engine::request_output& o) {
@@ -223,6 +226,7 @@ load_report report_of(const scheduler_state& st) {
   r.handoffs_held = std::int32_t(e.num_handoffs_held() + st.kv.num_relayed());  // held here or relayed
   r.draining = st.draining;
   r.parked = st.parked;
+  r.model_key = e.config().model_key;
   return r;
 }
 
@@ -230,6 +234,16 @@ namespace {
 
 // A request handed off by another replica: accepted, and the replica holding its KV remembered
 caf::result<bool> accept_handoff(scheduler_actor::stateful_pointer<scheduler_state> self, const engine::request& r, caf::actor holder, token_sink sink) {
+  if (!r.kv_from.empty() && r.kv_from.layout.model_key != self->state.engine->config().model_key) {
+    // KV of another revision of the model (a swap under way) is not reusable here: the holder
+    // lets it go, and the request is computed again from its tokens, as after a migration.
+    log::info("kv_of_another_revision", {{"id", r.id}, {"trace", r.trace_id}, {"from", r.kv_from.layout.model_key},
+                                         {"here", self->state.engine->config().model_key}});
+    if (holder) self->send(caf::actor_cast<scheduler_actor>(holder), release_atom::value, r.id);
+    engine::request fresh = r;
+    fresh.kv_from = {};
+    return accept(self, fresh, std::move(sink));
+  }
   auto res = accept(self, r, std::move(sink));
   if (holder && self->state.sinks.count(r.id)) self->state.kv.expect(r.id, std::move(holder));
   return res;
@@ -336,6 +350,7 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
       [=](hold_atom, const std::string& id, std::uint64_t n) { expire_hold(self, id, n); },
       [=](drain_atom) { return start_drain(self); },
       [=](park_atom, bool parked) { self->state.parked = parked; },
+      [=](slow_atom, std::int32_t ms) { self->state.injected_delay = std::chrono::milliseconds(std::max(0, ms)); },
       [=](resume_atom) { resume(self); },
       [=](kv_sources_atom, std::vector<kv::transfer::kv_source>& sources) { set_sources(self, sources); },
       [=](abort_atom, const std::string& id) { abort_request(self, id); },

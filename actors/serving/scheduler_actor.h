@@ -27,6 +27,7 @@ struct scheduler_state {
   std::unordered_map<std::string, std::string> traces;
   std::set<caf::actor_addr> watched_sinks;  // monitored: a sink that dies (its head) aborts its requests
   bool step_pending = false;                // a step_atom is in the mailbox
+  std::chrono::milliseconds injected_delay{0};  // before each step (fault injection: `slow`)
   std::function<void()> wake;                // sim: what to do when the step's time has passed
   std::uint64_t steps = 0;
   // KV events (runtime/kv/event_stream.h): its generation starts at the spawn time.

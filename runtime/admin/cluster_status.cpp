@@ -60,6 +60,7 @@ nlohmann::json status_json(const std::vector<replica_status>& rs, const std::vec
                                {"node", r.node},
                                {"state", state_of(r)},
                                {"generation", r.generation},
+                               {"model_key", l.model_key.empty() ? nlohmann::json() : nlohmann::json(l.model_key)},
                                {"running", l.running},
                                {"waiting", l.waiting},
                                {"kv_used_blocks", l.used_blocks},

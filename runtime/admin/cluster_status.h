@@ -20,6 +20,7 @@ struct replica_load {
   double tokens_per_s = 0;  // generated, over the last sampling interval
   // Speculative decoding since the replica started: tokens proposed, and accepted into outputs.
   std::uint64_t spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  std::string model_key;  // the cache key of the weights it runs (which revision; a swap changes it)
 };
 
 struct replica_status {

@@ -42,6 +42,9 @@ struct request {
   // Whether admission may send it to its model's fallback instead of refusing it (the request
   // owner decides, before it starts; an engine never reads it).
   bool allow_fallback = false;
+  // Who sends it (the API's `user`): a canary rollout keeps one sender on one revision
+  // (routing::canary_side); empty: the request alone decides (its id). An engine never reads it.
+  std::string user;
   // What log lines about it carry: the client's X-Request-Id, or the id the frontend made.
   std::string trace_id;
   // False: this request never proposes tokens, whatever its pool's speculation (its output is

@@ -18,4 +18,9 @@ std::unique_ptr<tokenizer::tokenizer> load_tokenizer(const std::string& model) {
   return nullptr;
 }
 
+bool same_token_ids(const tokenizer::tokenizer* a, std::int32_t a_vocab, const tokenizer::tokenizer* b, std::int32_t b_vocab) {
+  const std::string probe = "In the beginning God created the heaven and the earth. 0123 \u00e9\u00fc\u4e2d <|x|>";
+  return a_vocab == b_vocab && bool(a) == bool(b) && (!a || a->encode(probe, true) == b->encode(probe, true));
+}
+
 }  // namespace troupe::model

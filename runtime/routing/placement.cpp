@@ -21,13 +21,22 @@ bool serves(const placement_context& c, replica_id r, const placement_query& q) 
   return (it == c.models->end() ? std::string() : it->second) == q.model;
 }
 
+// Whether replica r is on the request's side of a canary split.
+bool on_side(const placement_context& c, replica_id r, const placement_query& q) {
+  if (!q.canary || !c.split || !c.revisions) return true;
+  auto it = c.revisions->find(r);
+  const bool canary = it != c.revisions->end() && it->second == c.split->key;
+  return canary == *q.canary;
+}
+
 // Whether a new request's prompt goes to a prefill replica: one is live, and its queue is short
 // enough next to what the best decode replica would have to compute of the prompt.
 bool to_prefill_pool(const placement_context& c, const placement_query& q) {
   if (q.decode || !disaggregated(c)) return false;
   int queue = -1, cached = 0;
   for (const auto& l : c.loads) {
-    if (!l.alive || l.replica == q.avoid || (c.held_back && c.held_back(l.replica)) || !serves(c, l.replica, q)) continue;
+    if (!l.alive || l.replica == q.avoid || (c.held_back && c.held_back(l.replica)) || !serves(c, l.replica, q) || !on_side(c, l.replica, q))
+      continue;
     if (role_of(c, l.replica) == replica_role::prefill)
       queue = queue < 0 ? l.waiting_prompt_tokens : std::min(queue, l.waiting_prompt_tokens);
     else if (c.kv_aware)
@@ -43,7 +52,8 @@ std::vector<replica_load> eligible(const placement_context& c, const placement_q
   for (auto& l : view) {
     const auto role = role_of(c, l.replica);
     const bool fits = prefill ? role == replica_role::prefill : role != replica_role::prefill;
-    if (l.replica == q.avoid || !fits || (c.held_back && c.held_back(l.replica)) || !serves(c, l.replica, q)) l.alive = false;
+    if (l.replica == q.avoid || !fits || (c.held_back && c.held_back(l.replica)) || !serves(c, l.replica, q) || !on_side(c, l.replica, q))
+      l.alive = false;
     if (c.kv_aware) {
       l.cached_blocks = c.index->matched_blocks(l.replica, q.hashes);
       l.index_complete = c.index->complete(l.replica);
@@ -62,12 +72,14 @@ std::vector<kv::block_hash> prompt_block_hashes(const std::vector<std::int32_t>&
   return hashes;
 }
 
-placement place(const placement_context& c, const placement_query& q) {
+namespace {
+
+placement place_once(const placement_context& c, const placement_query& q) {
   placement out;
   out.prefill_only = to_prefill_pool(c, q);
   const bool avoiding = std::any_of(c.loads.begin(), c.loads.end(), [&](const replica_load& l) { return l.alive && l.replica == q.avoid; });
   // Copy the loads only when something limits where this request may go.
-  const bool filtering = avoiding || disaggregated(c) || c.kv_aware || c.any_held_back || c.models;
+  const bool filtering = avoiding || disaggregated(c) || c.kv_aware || c.any_held_back || c.models || q.canary;
   const std::vector<replica_load> view = filtering ? eligible(c, q, out.prefill_only) : std::vector<replica_load>{};
   const decision d = (*c.choose)({0, q.prompt_tokens, q.priority, c.block_size}, filtering ? std::span<const replica_load>(view) : c.loads,
                                  *c.params, c.decision_index);
@@ -88,6 +100,17 @@ placement place(const placement_context& c, const placement_query& q) {
   }
   if (out.store) out.store_blocks = best;
   return out;
+}
+
+}  // namespace
+
+placement place(const placement_context& c, const placement_query& q) {
+  if (!q.canary) return place_once(c, q);
+  placement p = place_once(c, q);
+  if (p.slot) return p;
+  placement_query either = q;  // no replica of its side can take it: a split never refuses
+  either.canary.reset();
+  return place_once(c, either);
 }
 
 void count_placement(replica_load& l, int prompt_tokens, int cached_tokens) {

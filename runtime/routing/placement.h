@@ -15,6 +15,7 @@
 
 #include "runtime/common/ids.h"
 #include "runtime/kv/block_hash.h"
+#include "runtime/routing/canary_split.h"
 #include "runtime/routing/disaggregation.h"
 #include "runtime/routing/policy.h"
 #include "runtime/routing/prefix_index.h"
@@ -41,6 +42,10 @@ struct placement_context {
   std::uint64_t decision_index = 0;
   int block_size = 16;
   disaggregation_params disaggregation;
+  // A canary rollout: each replica's cache key (which revision it runs; absent: unknown, the
+  // baseline's side) and the split of the request's model. Null: no split.
+  const std::map<replica_id, std::string>* revisions = nullptr;
+  const canary_split* split = nullptr;
 };
 
 // One request as the router sees it. `hashes`: its prompt's full blocks (prompt_block_hashes),
@@ -52,6 +57,9 @@ struct placement_query {
   bool decode = false;            // handed off after its prefill: not to a prefill replica
   std::vector<kv::block_hash> hashes;
   std::string model;  // only replicas (and stores) of this model take it (placement_context::models)
+  // With a split: whether the request's sender is on the canary's side (canary_side). It goes to
+  // that side's replicas, or to the other side's when none of them can take it.
+  std::optional<bool> canary;
 };
 
 struct placement {

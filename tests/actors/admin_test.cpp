@@ -10,6 +10,7 @@
 #include <fstream>
 #include <set>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include <zmq.hpp>
@@ -52,8 +53,9 @@ struct admin_result {
   std::string text;
 };
 
-admin_result admin_cli(const std::string& args) {
-  const auto r = test::run_command(troupe_exe + " admin --timeout 20 --json" + endpoint_flags() + " " + args + " 2>&1");
+admin_result admin_cli(const std::string& args, int timeout_s = 20) {
+  const auto r = test::run_command(troupe_exe + " admin --timeout " + std::to_string(timeout_s) + " --json" + endpoint_flags() + " " +
+                                   args + " 2>&1");
   admin_result out{r.status, nullptr, r.output};
   out.json = nlohmann::json::parse(r.output, nullptr, false);
   if (out.json.is_discarded()) out.json = nullptr;
@@ -373,6 +375,149 @@ BOOST_AUTO_TEST_CASE(kill_under_load_every_request_completes_with_the_undisturbe
   BOOST_TEST(events.find("\"to\":\"dead\"") != std::string::npos, events);
   BOOST_TEST(events.find("\"kind\":\"migration\"") != std::string::npos, events);
   BOOST_TEST(events.find("\"from\":\"decode-1\"") != std::string::npos, events);
+}
+
+// Another revision of the cluster's model: the same shapes and tokenizer, other weights.
+std::string other_revision() {
+  model::synth_options o = test::preset("small");
+  o.seed = 9;
+  return test::synth_model("small-llama-f32-seed9", o);
+}
+
+// The decode pool swapped under load to another revision (the same shapes and tokenizer, other
+// weights) through the console: no request fails, every serving replica ends on the new
+// revision's key, the answers change, and swapping back restores the first answers exactly.
+BOOST_AUTO_TEST_CASE(swap_under_load_fails_no_request_and_serves_the_new_revision) {
+  auto& c = the_cluster();
+  const std::string other = other_revision();
+  const auto before = completions(c.http, 8);
+  event_collector collector;
+  admin_result swapped;
+  const auto during = completions(c.http, 16, [&] {
+    BOOST_TEST_REQUIRE(busy("decode-0"));
+    swapped = admin_cli("swap decode --model " + other + " --revision r2", 300);
+  });
+  for (const auto& t : during) BOOST_TEST(t.rfind("HTTP", 0) != 0, t);
+  BOOST_TEST_REQUIRE(swapped.status == 0, swapped.text);
+  const std::string key = swapped.json["model_key"].get<std::string>();
+  BOOST_TEST(key.size() > 3u);
+  BOOST_TEST(key.substr(key.size() - 3) == "@r2", key);
+  BOOST_TEST(swapped.json["replaced"].size() == 2u, swapped.text);
+  const auto s = admin_cli("status");
+  int serving = 0;
+  for (const auto& r : s.json["replicas"])
+    if (r["state"] == "running") {
+      ++serving;
+      BOOST_TEST(r["model_key"] == key, r.dump());
+    }
+  BOOST_TEST(serving == 2, s.text);
+  const auto after = completions(c.http, 8);
+  for (const auto& t : after) BOOST_TEST(t.rfind("HTTP", 0) != 0, t);
+  BOOST_TEST(after != before, "the answers did not change with the weights");
+  const auto back = admin_cli("swap decode --model " + c.model_dir, 300);
+  BOOST_TEST_REQUIRE(back.status == 0, back.text);
+  BOOST_TEST(completions(c.http, 8) == before, "swapping back did not restore the first answers");
+  const auto refused = admin_cli("swap decode --model /nonexistent-model-dir");
+  BOOST_TEST(refused.status != 0);
+  BOOST_TEST(refused.text.find("/nonexistent-model-dir") != std::string::npos, refused.text);
+  const std::string events = collector.stop();
+  BOOST_TEST(events.find("\"phase\":\"loaded\"") != std::string::npos, events);
+  BOOST_TEST(events.find("\"phase\":\"replaced\"") != std::string::npos, events);
+  BOOST_TEST(events.find("\"phase\":\"done\"") != std::string::npos, events);
+}
+
+// Requests from `clients` senders (each its own `user`) one after another until stop(); what
+// failed, by its HTTP status and body.
+struct steady_load {
+  std::atomic<bool> done{false};
+  std::atomic<int> sent{0};
+  std::mutex m;
+  std::vector<std::string> failures;
+  std::vector<std::thread> clients;
+  steady_load(std::uint16_t port, int n) {
+    for (int k = 0; k < n; ++k)
+      clients.emplace_back([this, port, k] {
+        for (int i = 0; !done; ++i) {
+          const nlohmann::json body{{"prompt", "load " + std::to_string(i) + " from client " + std::to_string(k)}, {"max_tokens", 16},
+                                    {"user", "client-" + std::to_string(k)}};
+          const auto r = test::post_json(port, "/v1/completions", body);
+          ++sent;
+          if (r.status != 200) {
+            std::lock_guard<std::mutex> l(m);
+            failures.push_back("HTTP " + std::to_string(r.status) + ": " + r.body);
+          }
+        }
+      });
+  }
+  std::vector<std::string> stop() {
+    done = true;
+    for (auto& t : clients) t.join();
+    return failures;
+  }
+};
+
+// Polls `rollout status POOL` (bounded) until its phase is one of `ends`; returns that rollout.
+nlohmann::json rollout_until(const std::string& pool, std::set<std::string> ends) {
+  nlohmann::json last;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto s = admin_cli("rollout status " + pool);
+    if (s.json.is_object() && !s.json["rollouts"].empty()) last = s.json["rollouts"][0];
+    if (!last.is_null() && ends.count(last["phase"].get<std::string>())) return last;
+  }
+  return last;
+}
+
+// The cache keys the serving replicas report, joined ("none" for one without a report).
+std::string serving_keys() {
+  std::set<std::string> keys;
+  const auto s = admin_cli("status");
+  if (!s.json.is_object()) return "no status: " + s.text;
+  for (const auto& r : s.json["replicas"])
+    if (r["state"] == "running") keys.insert(r["model_key"].is_string() ? r["model_key"].get<std::string>() : "none");
+  std::string out;
+  for (const auto& k : keys) out += (out.empty() ? "" : " ") + k;
+  return out;
+}
+
+// Canary rollouts under steady load, no client request failing: a good revision is promoted to
+// every replica step by step; then a canary made slow (each of its steps delayed, as a
+// regression would) is rolled back by the live figures to the revision the pool ran before.
+BOOST_AUTO_TEST_CASE(a_good_canary_is_promoted_and_a_slow_one_rolled_back_with_no_failed_request) {
+  auto& c = the_cluster();
+  const std::string other = other_revision();
+  steady_load load(c.http, 4);
+  // Bounds a loaded two-core machine's noise stays within (a fresh replica's first requests run
+  // slower), and that a step delay of 150 ms (ten times a step here) breaks.
+  const auto good = admin_cli("rollout decode --model " + other + " --revision r5 --canary 50% --step 50%:1s --min-requests 5"
+                              " --max-ttft-ratio 20 --max-itl-ratio 20", 300);
+  BOOST_TEST_REQUIRE(good.status == 0, good.text);
+  BOOST_TEST(good.json["phase"] == "canary");
+  const std::string key = good.json["model_key"].get<std::string>();
+  const auto promoted = rollout_until("decode", {"promoted", "rolled_back", "failed"});
+  BOOST_TEST_REQUIRE(promoted["phase"] == "promoted", promoted.dump());
+  BOOST_TEST(serving_keys() == key, admin_cli("status").text);
+  BOOST_TEST(admin_cli("status").json["pools"][0]["replicas"] == 2);  // back to its size
+
+  const auto slow = admin_cli("rollout decode --model " + c.model_dir + " --revision r6 --canary 50% --step 50%:10m --min-requests 5"
+                              " --max-ttft-ratio 4 --max-itl-ratio 4", 300);
+  BOOST_TEST_REQUIRE(slow.status == 0, slow.text);
+  const std::string slow_key = slow.json["model_key"].get<std::string>();
+  std::string canary;
+  const auto during = admin_cli("status");
+  for (const auto& r : during.json["replicas"])
+    if (r["state"] == "running" && r["model_key"] == slow_key) canary = r["name"].get<std::string>();
+  BOOST_TEST_REQUIRE(!canary.empty(), slow_key + " in " + during.text);
+  BOOST_TEST_REQUIRE(admin_cli("slow " + canary + " 150").status == 0);
+  const auto back = rollout_until("decode", {"promoted", "rolled_back", "failed"});
+  BOOST_TEST_REQUIRE(back["phase"] == "rolled_back", back.dump());
+  std::string reasons;
+  for (const auto& d : back["decisions"]) reasons += d["decision"].get<std::string>() + ": " + d["reason"].get<std::string>() + "\n";
+  BOOST_TEST((reasons.find("roll_back: TTFT") != std::string::npos || reasons.find("roll_back: ITL") != std::string::npos), reasons);
+  BOOST_TEST(serving_keys() == key);  // the revision it ran before
+  const auto failures = load.stop();
+  BOOST_TEST(load.sent > 20);
+  BOOST_TEST(failures.empty(), (failures.empty() ? "" : failures.front()));
 }
 
 // `troupe admin top --count FRAMES` in a pseudo-terminal of size `ws` (the default when null):

@@ -29,9 +29,11 @@ replica_factory tiny_replicas() {
   auto model = std::shared_ptr<const model::llama_model>(model::llama_model::load(dir));
   engine::engine_config ec;
   ec.num_blocks = 16;
-  return [=](caf::actor_system& s, replica_id) {
+  replica_factory f;
+  f.start = [=](caf::actor_system& s, replica_id, const model_revision*) {
     return s.spawn(scheduler, model, std::shared_ptr<const tokenizer::tokenizer>(), ec, group_config{}, kv_store_actor{});
   };
+  return f;
 }
 }  // namespace
 

@@ -1,7 +1,8 @@
 // The admin protocol's messages: requests and replies round-trip; what another msgpack library
 // (Python's, through /usr/bin/python3) writes decodes and what this one writes is read there;
 // every malformed message is refused naming what is wrong. And the status shapes: replica
-// states and the JSON fields the console and docs/admin.md promise.
+// states and the JSON fields the console and docs/admin.md promise. And a swap's plan: its
+// arguments, and which replica it replaces next, how.
 #define BOOST_TEST_MODULE admin_message
 #include <boost/test/unit_test.hpp>
 
@@ -10,6 +11,8 @@
 
 #include "runtime/admin/admin_message.h"
 #include "runtime/admin/cluster_status.h"
+#include "runtime/admin/rollout.h"
+#include "runtime/admin/swap_plan.h"
 
 using namespace troupe;
 using namespace troupe::admin;
@@ -191,4 +194,155 @@ BOOST_AUTO_TEST_CASE(a_map_key_given_twice_is_refused) {
   m += "\xa3" "cmd" "\xa6" "status";
   m += "\xa3" "cmd" "\xa4" "kill";
   BOOST_TEST(refusal(m).find("the map key \"cmd\" appears twice") != std::string::npos, refusal(m));
+}
+
+namespace {
+
+replica_status member(const std::string& name, const std::string& pool, const std::string& state, const std::string& key) {
+  replica_status r;
+  r.name = name;
+  r.pool = pool;
+  r.registered = state != "stopped";
+  r.alive = state == "running" || state == "warm";
+  r.parked = state == "warm";
+  r.stopped = state == "stopped";
+  r.has_load = r.alive && !key.empty();
+  r.load.model_key = key;
+  return r;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(swap_arguments_are_parsed_or_refused_by_name) {
+  auto ok = parse_swap({"decode", "--model", "/m/r2", "--revision", "r2"});
+  BOOST_TEST_REQUIRE(std::holds_alternative<swap_request>(ok));
+  BOOST_TEST(std::get<swap_request>(ok).pool == "decode");
+  BOOST_TEST(std::get<swap_request>(ok).dir == "/m/r2");
+  BOOST_TEST(std::get<swap_request>(ok).revision == "r2");
+  auto flags_first = parse_swap({"decode", "--revision", "x", "--model", "/m"});
+  BOOST_TEST(std::get<swap_request>(flags_first).dir == "/m");
+  auto refused = [](std::vector<std::string> a) {
+    auto r = parse_swap(a);
+    return std::holds_alternative<std::string>(r) ? std::get<std::string>(r) : std::string();
+  };
+  BOOST_TEST(refused({}).find("expected POOL") != std::string::npos);
+  BOOST_TEST(refused({"decode"}).find("--model DIR is required") != std::string::npos);
+  BOOST_TEST(refused({"decode", "--model"}).find("--model needs a value") != std::string::npos);
+  BOOST_TEST(refused({"decode", "--weights", "x"}).find("unknown argument '--weights'") != std::string::npos);
+  BOOST_TEST(refused({"decode", "--model", "a", "--model", "b"}).find("given twice") != std::string::npos);
+  BOOST_TEST(refused({"--model", "a"}).find("expected POOL") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_swap_replaces_through_a_spare_slot_first_then_in_place_then_warm_ones) {
+  using kind = swap_step::kind;
+  // A spare (stopped) slot: the new replica serves before the old one drains.
+  std::vector<replica_status> rs{member("d-0", "d", "running", "old"), member("d-1", "d", "running", "old"),
+                                 member("d-2", "d", "stopped", ""), member("p-0", "p", "running", "old")};
+  auto s = next_swap_step(rs, "d", "new");
+  BOOST_TEST(int(s.what) == int(kind::replace_via_spare));
+  BOOST_TEST(s.old_replica == 0u);
+  BOOST_TEST(s.spare == 2u);
+  // No spare but another serving replica: in place.
+  rs[2] = member("d-2", "d", "running", "new");
+  s = next_swap_step(rs, "d", "new");
+  BOOST_TEST(int(s.what) == int(kind::replace_in_place));
+  BOOST_TEST(s.old_replica == 0u);
+  // A replica with no load report counts as the old revision.
+  rs[0] = member("d-0", "d", "running", "new");
+  rs[1].has_load = false;
+  BOOST_TEST(next_swap_step(rs, "d", "new").old_replica == 1u);
+  // Warm ones of the old revision restart warm; then it is done (other pools untouched).
+  rs[1] = member("d-1", "d", "warm", "old");
+  s = next_swap_step(rs, "d", "new");
+  BOOST_TEST(int(s.what) == int(kind::restart_warm));
+  BOOST_TEST(s.old_replica == 1u);
+  rs[1] = member("d-1", "d", "warm", "new");
+  BOOST_TEST(int(next_swap_step(rs, "d", "new").what) == int(kind::done));
+}
+
+BOOST_AUTO_TEST_CASE(a_swap_of_a_lone_replica_without_a_spare_slot_is_refused) {
+  const std::vector<replica_status> rs{member("d-0", "d", "running", "old")};
+  const auto s = next_swap_step(rs, "d", "new");
+  BOOST_TEST(int(s.what) == int(swap_step::kind::refuse));
+  BOOST_TEST(s.why.find("one serving replica and no stopped slot") != std::string::npos, s.why);
+}
+
+BOOST_AUTO_TEST_CASE(a_canary_replaces_old_replicas_while_another_serves_and_keeps_the_last) {
+  using kind = swap_step::kind;
+  std::vector<replica_status> rs{member("d-0", "d", "running", "old"), member("d-1", "d", "running", "old"),
+                                 member("d-2", "d", "stopped", "")};
+  auto s = next_swap_step(rs, "d", "new", 1);
+  BOOST_TEST(int(s.what) == int(kind::replace_via_spare));  // one canary of two: capacity stays
+  rs[2] = member("d-2", "d", "running", "new");
+  rs[0] = member("d-0", "d", "stopped", "");
+  BOOST_TEST(int(next_swap_step(rs, "d", "new", 1).what) == int(kind::done));
+  s = next_swap_step(rs, "d", "new", 2);  // the last old one stays; the canary's second starts beside it
+  BOOST_TEST(int(s.what) == int(kind::add_spare));
+  BOOST_TEST(s.spare == 0u);
+  rs[0] = member("d-0", "d", "running", "new");
+  BOOST_TEST(int(next_swap_step(rs, "d", "new", 3).what) == int(kind::refuse));
+}
+
+BOOST_AUTO_TEST_CASE(rollout_arguments_make_rising_steps_and_a_gate) {
+  auto ok = parse_rollout({"decode", "--model", "/m", "--revision", "r2", "--canary", "25%", "--step", "25%:30s", "--max-ttft-ratio", "2",
+                           "--min-requests", "8"});
+  BOOST_TEST_REQUIRE(std::holds_alternative<rollout_request>(ok));
+  const auto& r = std::get<rollout_request>(ok);
+  BOOST_TEST_REQUIRE(r.steps.size() == 3u);  // 25%, 50%, 75%; promotion after the last
+  BOOST_TEST(r.steps[0].share == 0.25);
+  BOOST_TEST(r.steps[2].share == 0.75);
+  BOOST_TEST(r.steps[1].hold_s == 30.0);
+  BOOST_TEST(r.gate.max_ttft_ratio == 2.0);
+  BOOST_TEST(r.gate.min_requests == 8);
+  const auto defaults = std::get<rollout_request>(parse_rollout({"decode", "--model", "/m"}));
+  BOOST_TEST(defaults.steps.size() == 9u);  // 10% to 90% by 10%, five minutes each
+  BOOST_TEST(defaults.steps[0].hold_s == 300.0);
+  auto refused = [](std::vector<std::string> a) {
+    auto r = parse_rollout(a);
+    return std::holds_alternative<std::string>(r) ? std::get<std::string>(r) : std::string();
+  };
+  BOOST_TEST(refused({"decode"}).find("--model DIR is required") != std::string::npos);
+  BOOST_TEST(refused({"decode", "--model", "/m", "--canary", "100%"}).find("below 100%") != std::string::npos);
+  BOOST_TEST(refused({"decode", "--model", "/m", "--step", "10%"}).find("SHARE:DURATION") != std::string::npos);
+  BOOST_TEST(refused({"decode", "--model", "/m", "--step", "10%:5y"}).find("SHARE:DURATION") != std::string::npos);
+  BOOST_TEST(refused({"decode", "--model", "/m", "--max-itl-ratio", "fast"}).find("expected a number") != std::string::npos);
+  BOOST_TEST(refused({"decode", "--model", "/m", "--speed", "1"}).find("unknown argument '--speed'") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(the_gate_names_the_first_breach_and_judges_only_with_enough_requests) {
+  rollout_gate g;
+  g.min_requests = 4;
+  side_figures canary, baseline;
+  canary.finished = 3;
+  canary.ttft_s = {0.9, 0.9, 0.9};
+  baseline.finished = 10;
+  baseline.ttft_s = std::vector<double>(10, 0.1);
+  BOOST_TEST(!breach(canary, baseline, g));  // three requests: too few to judge
+  canary.finished = 4;
+  canary.ttft_s.push_back(0.9);
+  auto b = breach(canary, baseline, g);
+  BOOST_TEST_REQUIRE(b.has_value());
+  BOOST_TEST(b->find("TTFT p50 900.0 ms against the baseline's 100.0 ms (9.00x") != std::string::npos, *b);
+  canary.ttft_s = std::vector<double>(4, 0.12);  // within 1.5x
+  BOOST_TEST(!breach(canary, baseline, g));
+  canary.failed = 1;  // one of five failed, none of the baseline's
+  b = breach(canary, baseline, g);
+  BOOST_TEST_REQUIRE(b.has_value());
+  BOOST_TEST(b->find("error rate 20.0%") != std::string::npos, *b);
+  canary.failed = 0;
+  canary.itl_s = std::vector<double>(4, 0.05);
+  baseline.itl_s = std::vector<double>(10, 0.01);
+  BOOST_TEST(breach(canary, baseline, g)->find("ITL p50") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_rollout_holds_each_step_then_advances_promotes_or_rolls_back) {
+  rollout_request r;
+  r.steps = {{0.1, 60}, {0.5, 60}};
+  using kind = rollout_decision::kind;
+  BOOST_TEST(int(decide(r, 0, 30, std::nullopt).what) == int(kind::hold));
+  BOOST_TEST(int(decide(r, 0, 61, std::nullopt).what) == int(kind::advance));
+  BOOST_TEST(int(decide(r, 1, 61, std::nullopt).what) == int(kind::promote));
+  const auto back = decide(r, 1, 5, std::string("TTFT p99 too high"));
+  BOOST_TEST(int(back.what) == int(kind::roll_back));
+  BOOST_TEST(back.why == "TTFT p99 too high");
 }

@@ -162,3 +162,41 @@ BOOST_AUTO_TEST_CASE(a_request_goes_only_to_its_models_replicas_and_stores) {
   q.model = "draft";
   BOOST_TEST(!place(held, q).slot.has_value());
 }
+
+BOOST_AUTO_TEST_CASE(a_sender_keeps_its_side_of_a_canary_split_and_the_shares_hold) {
+  BOOST_TEST(!canary_side("alice", 0.0));
+  BOOST_TEST(canary_side("alice", 1.0));
+  int on_canary = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const std::string sender = "user-" + std::to_string(i);
+    const bool at_tenth = canary_side(sender, 0.1);
+    on_canary += at_tenth;
+    BOOST_TEST(at_tenth == canary_side(sender, 0.1));   // the same side every time
+    if (at_tenth) BOOST_TEST(canary_side(sender, 0.5)); // a growing share never moves one back
+  }
+  BOOST_TEST(on_canary > 1800);
+  BOOST_TEST(on_canary < 2200);
+}
+
+BOOST_AUTO_TEST_CASE(a_split_places_each_side_on_its_revision_and_never_refuses) {
+  world w;  // replicas 0 and 1 run the baseline "a", replica 2 the canary "b"
+  const std::map<replica_id, std::string> revisions{{replica_id(0), "a"}, {replica_id(1), "a"}, {replica_id(2), "b"}};
+  const canary_split split{"b", 0.25};
+  auto with_split = [&] {
+    auto c = w.context();
+    c.revisions = &revisions;
+    c.split = &split;
+    return c;
+  };
+  placement_query to_canary{10, 0, replica_id(99), false, {}};
+  to_canary.canary = true;
+  placement_query to_baseline = to_canary;
+  to_baseline.canary = false;
+  BOOST_TEST(*place(with_split(), to_canary).slot == 2u);
+  BOOST_TEST(*place(with_split(), to_baseline).slot == 1u);
+  w.loads[1].running_seqs = 9;  // now the other baseline replica, never the idler canary
+  BOOST_TEST(*place(with_split(), to_baseline).slot == 0u);
+  // The canary draining: its side goes to the baseline rather than being refused.
+  w.held = {replica_id(2)};
+  BOOST_TEST(*place(with_split(), to_canary).slot == 0u);
+}

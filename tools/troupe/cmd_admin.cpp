@@ -205,7 +205,17 @@ std::optional<std::string> unreachable(const std::string& endpoint, std::chrono:
 }  // namespace
 
 int cmd_admin(const args& a) {
-  const auto& pos = a.positional();
+  // swap's and rollout's flags travel to the server as the command's own arguments.
+  std::vector<std::string> pos = a.positional();
+  const bool swap = !pos.empty() && pos.front() == "swap", rollout = !pos.empty() && pos.front() == "rollout";
+  for (const char* flag : {"model", "revision", "canary", "step", "max-ttft-ratio", "max-itl-ratio", "max-error-rate", "max-refusal-rate",
+                           "min-requests"}) {
+    if (!a.has(flag)) continue;
+    const bool both = std::string(flag) == "model" || std::string(flag) == "revision";
+    if (!rollout && !(swap && both)) throw input_error(std::string("--") + flag + (both ? ": only `swap` and `rollout` take it" : ": only `rollout` takes it"));
+    pos.push_back(std::string("--") + flag);
+    pos.push_back(*a.get(flag));
+  }
   actors::admin_client_config cfg;
   if (auto config = a.get("config")) {  // the endpoints (and the server's key) from a topology
     const auto topo = topology::load_topology(*config);

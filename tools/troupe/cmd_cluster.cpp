@@ -24,6 +24,7 @@
 #include "tools/troupe/model_folder.h"
 #include "tools/troupe/signals.h"
 #include "runtime/model/model_source.h"
+#include "runtime/model/model_tokenizer.h"
 
 namespace troupe::cli {
 
@@ -210,10 +211,7 @@ void check_fallback_tokenizers(const topology::topology_config& topo, const std:
     if (specs[i]->fallback.empty()) continue;
     const served_model& from = served[i];
     const served_model& to = served[topo.model_index(specs[i]->fallback)];
-    const std::string probe = "In the beginning God created the heaven and the earth. 0123 \u00e9\u00fc\u4e2d <|x|>";
-    const bool same = from.vocab_size == to.vocab_size && bool(from.tok) == bool(to.tok) &&
-                      (!from.tok || from.tok->encode(probe, true) == to.tok->encode(probe, true));
-    if (!same)
+    if (!model::same_token_ids(from.tok.get(), from.vocab_size, to.tok.get(), to.vocab_size))
       throw input_error(topo.source + ": " + specs[i]->label() + " fallback: \"" + to.name + "\" has another tokenizer or vocabulary than \"" +
                         from.name + "\"; a fallback must read the same token ids");
   }

@@ -108,6 +108,15 @@ void declare_admin(command& root) {
           .option("timeout", "S", "seconds to wait for a reply (default 30)")
           .option("count", "N", "watch: stop after N events; top: after N frames")
           .option("for", "S", "watch and top: stop after S seconds")
+          .option("model", "DIR", "swap, rollout: the new revision's model folder (or GGUF file), on every node of the pool")
+          .option("revision", "R", "swap, rollout: the new revision's name (part of its cache key)")
+          .option("canary", "P%", "rollout: the canary's first share of the pool's senders (default 10%)")
+          .option("step", "P%:DURATION", "rollout: how much the share grows, after how long (default 10%:5m)")
+          .option("max-ttft-ratio", "X", "rollout: the canary's TTFT p50 and p99 over the baseline's, at most (default 1.5)")
+          .option("max-itl-ratio", "X", "rollout: the same for the time between tokens (default 1.5)")
+          .option("max-error-rate", "X", "rollout: the canary's failed share above the baseline's, at most (default 0.01)")
+          .option("max-refusal-rate", "X", "rollout: the canary's refused share above the baseline's, at most (default 0.05)")
+          .option("min-requests", "N", "rollout: requests on each side before the gate judges (default 20)")
           .footer(admin_footer());
   admin.sub("keygen", "write a CURVE key pair for the admin endpoint", "[PREFIX]",
             "Writes a CURVE key pair for the admin endpoint: PREFIX.key (the secret key, mode 0600) and PREFIX.pub (the public "
