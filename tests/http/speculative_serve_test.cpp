@@ -200,10 +200,13 @@ void with_prefix_hits_preemption_and_a_replica_killed(const std::string& method)
   const auto on = send_all(
       serve.port(), bodies(), 32,
       [&] {
-        killed = test::run_command(std::string(TROUPE_BINARY_DIR) + "/troupe admin --timeout 20 --endpoint tcp://127.0.0.1:" +
-                                   std::to_string(admin) + " --events tcp://127.0.0.1:" + std::to_string(admin + 1) +
-                                   " kill main-1 2>&1")
-                     .output;
+        // Slowed first (each step waits 100 ms), main-1 holds requests when the kill lands: the
+        // tiny model's answers otherwise take a few milliseconds, and on a busy machine main-1
+        // was once between two of them when it died, so nothing moved.
+        const std::string console = std::string(TROUPE_BINARY_DIR) + "/troupe admin --timeout 20 --endpoint tcp://127.0.0.1:" +
+                                    std::to_string(admin) + " --events tcp://127.0.0.1:" + std::to_string(admin + 1);
+        killed = test::run_command(console + " slow main-1 100 2>&1").output + "; ";
+        killed += test::run_command(console + " kill main-1 2>&1").output;
       },
       &again);
   BOOST_TEST_MESSAGE("admin kill: " << killed << "; " << again.size() << " requests sent again while it ran");
