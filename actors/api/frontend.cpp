@@ -318,6 +318,11 @@ void handle_completion(frontend_ptr self, const std::shared_ptr<http::exchange>&
   ex->add_header({"X-Request-Id", p.trace});  // on the answer, whatever it is
   if (int(st.live.size()) + st.preparing >= st.cfg.max_requests)
     throw api::api_error(429, "too many requests in flight (" + std::to_string(st.cfg.max_requests) + "); retry later");
+  if (const std::string side = ex->req().header_value("x-troupe-split"); !side.empty()) {
+    if (side != "canary" && side != "baseline")
+      throw api::api_error(400, "X-Troupe-Split: expected canary or baseline, got '" + side.substr(0, 64) + "'");
+    p.split_side = side == "canary" ? 1 : 0;
+  }
   p.ex = ex;
   p.kind = kind;
   p.arrived = clock::now();
@@ -466,6 +471,7 @@ void submit(frontend_ptr self, prepared& p) {
     er.adapter = p.adapter;
     er.model = p.pc->key;
     er.user = req.user;
+    er.split_side = p.split_side;
     // One answer names one model: a request of several choices is never split between two.
     er.allow_fallback = req.allow_fallback && p.adapter.empty() && g->plan.size() == 1;
     submit_one(self, std::move(er), kind);
@@ -521,6 +527,7 @@ void submit_embeddings(frontend_ptr self, prepared& p) {
     er.adapter = p.adapter;
     er.model = p.pc->key;
     er.user = req.user;
+    er.split_side = p.split_side;
     submit_one(self, std::move(er), api::endpoint::embeddings);
   }
 }

@@ -38,6 +38,7 @@ struct prepared {
   std::shared_ptr<const prepare_context> pc;  // the model's (its key, context, tokenizer)
   std::string id;     // the completion's
   std::string trace;  // the client's X-Request-Id, or the id
+  std::int8_t split_side = -1;  // the X-Troupe-Split header's side (engine::request::split_side)
   chat::tool_format tool_format = chat::tool_format::none;  // where the answer's tool calls are found
 };
 

@@ -50,7 +50,7 @@ namespace troupe::engine {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request& x) {
   return f(caf::meta::type_name("request"), x.id, x.prompt, x.generated, x.params, x.priority, x.prefill_only, x.kv_from,
-           x.cache_salt, x.public_prefix, x.adapter, x.model, x.allow_fallback, x.user, x.trace_id, x.speculate, x.text_returned, x.embed);
+           x.cache_salt, x.public_prefix, x.adapter, x.model, x.allow_fallback, x.user, x.split_side, x.trace_id, x.speculate, x.text_returned, x.embed);
 }
 
 }  // namespace troupe::engine

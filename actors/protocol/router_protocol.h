@@ -28,6 +28,7 @@ struct route_query {
   std::string adapter;  // its LoRA adapter's identity (engine::request::adapter); empty: the base
   std::string model;    // the topology's model it is for (engine::request::model): only its replicas take it
   std::string user;     // who sends it (engine::request::user; else its id): a canary split keeps them on one side
+  std::int8_t split_side = -1;  // engine::request::split_side: a side it is pinned to, else -1
 };
 
 struct route_reply {
@@ -45,7 +46,7 @@ struct route_reply {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, route_query& x) {
   return f(caf::meta::type_name("route_query"), x.request, x.prompt_tokens, x.priority, x.avoid, x.decode, x.tokens,
-           x.cache_salt, x.public_prefix, x.adapter, x.model, x.user);
+           x.cache_salt, x.public_prefix, x.adapter, x.model, x.user, x.split_side);
 }
 
 template <class Inspector>

@@ -196,6 +196,7 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
   q.adapter = r.request.adapter;
   q.model = r.request.model;
   q.user = r.request.user.empty() ? id : r.request.user;
+  q.split_side = r.request.split_side;
   self->request(st.router, st.cfg.request_timeout, route_atom::value, q)
       .then(
           [=](const route_reply& rep) {

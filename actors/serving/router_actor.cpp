@@ -92,9 +92,13 @@ route_reply route(router_ptr self, const route_query& q) {
   routing::placement_context c;
   auto split = q.adapter.empty() ? st.splits.find(q.model) : st.splits.end();
   if (split != st.splits.end()) {  // a canary rollout: the sender's side, and the canary's blocks under its key
-    pq.canary = routing::canary_side(q.user, split->second.share);
+    pq.canary = q.split_side >= 0 ? q.split_side == 1 : routing::canary_side(q.user, split->second.share);
     c.split = &split->second;
     c.revisions = &st.revisions;
+  } else if (q.split_side >= 0 && !st.splits.count(q.model) && q.avoid == no_replica && !q.decode) {
+    route_reply r;  // a replay that means to measure one side must not measure the whole pool unawares
+    r.why = "X-Troupe-Split: no canary rollout of model '" + (q.model.empty() ? std::string("[model]") : q.model) + "' is under way";
+    return r;
   }
   if (st.kv_aware || !st.stores.empty())  // where this request's prefix is cached, as far as the index knows
     pq.hashes = routing::prompt_block_hashes(q.tokens, st.cfg.block_size, pq.canary.value_or(false) ? st.split_roots[q.model] : root_of(st, q),

@@ -45,6 +45,10 @@ struct request {
   // Who sends it (the API's `user`): a canary rollout keeps one sender on one revision
   // (routing::canary_side); empty: the request alone decides (its id). An engine never reads it.
   std::string user;
+  // Pins it to one side of its model's canary rollout (the X-Troupe-Split header: a replay
+  // measuring each side): 1 the canary, 0 the baseline, -1 the side `user` draws. An engine
+  // never reads it.
+  std::int8_t split_side = -1;
   // What log lines about it carry: the client's X-Request-Id, or the id the frontend made.
   std::string trace_id;
   // False: this request never proposes tokens, whatever its pool's speculation (its output is

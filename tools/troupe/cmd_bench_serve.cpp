@@ -315,21 +315,27 @@ run_outcome run_plan(const bench::client_options& co, const std::vector<bench::p
 }
 
 // --baseline NAME [--baseline-url URL]: the same requests, replayed against the baseline once
-// this run (the canary's) is done, reported beside it. Returns whether all of them succeeded.
+// this run (the canary's) is done, reported beside it; --canary-split: this run went to the
+// canary side of the model's rollout, the replay goes to its baseline side. Returns whether all
+// of them succeeded.
 bool against_baseline(const args& a, bench::client_options co, const std::vector<bench::planned_request>& plan, const bench::slo& goal,
                       bool quiet, const bench::summary& canary, nlohmann::json& j) {
-  const std::string canary_name = co.model;
+  const bool split = a.has("canary-split");
+  const std::string canary_name = split ? co.model + " (canary)" : co.model;
   if (auto url = a.get("baseline-url")) {
     const bench::client_options other = client_options_of(a, *url);
     co.host = other.host, co.port = other.port, co.prefix = other.prefix;
   }
-  co.model = *a.get("baseline");
-  if (!quiet) std::fprintf(stderr, "bench serve: the same %zu requests against the baseline \"%s\"\n", plan.size(), co.model.c_str());
+  if (split) co.split = "baseline";
+  else co.model = *a.get("baseline");
+  const std::string baseline_name = split ? co.model + " (baseline)" : co.model;
+  if (!quiet) std::fprintf(stderr, "bench serve: the same %zu requests against the baseline \"%s\"\n", plan.size(), baseline_name.c_str());
   const run_outcome b = run_plan(co, plan, goal, quiet);
-  std::fputs(("baseline \"" + co.model + "\":\n" + bench::to_text(b.s)).c_str(), stdout);
-  std::fputs(bench::versus_text(canary, b.s, canary_name, co.model).c_str(), stdout);
+  std::fputs(("baseline \"" + baseline_name + "\":\n" + bench::to_text(b.s)).c_str(), stdout);
+  std::fputs(bench::versus_text(canary, b.s, canary_name, baseline_name).c_str(), stdout);
   j["baseline"] = bench::to_json(b.s);
   j["baseline"]["model_id"] = co.model;
+  if (split) j["split"] = "canary", j["baseline"]["split"] = "baseline";
   j["versus_baseline"] = bench::versus_json(canary, b.s);
   if (b.s.failed > 0)
     std::fprintf(stderr, "bench serve: %d of %zu requests to the baseline failed; the server said:\n%s", b.s.failed, b.results.size(),
@@ -343,7 +349,10 @@ int cmd_bench_serve(const args& a) {
   auto url = a.get("url");
   if (!url) throw input_error("usage: troupe bench serve --url http://HOST:PORT [options]; see troupe bench serve --help");
   if (a.has("baseline-url") && !a.has("baseline")) throw input_error("--baseline-url: only with --baseline NAME");
+  if (a.has("canary-split") && a.has("baseline"))
+    throw input_error("--canary-split compares the two sides of one model's rollout; --baseline compares two models: one or the other");
   bench::client_options co = client_options_of(a, *url);
+  if (a.has("canary-split")) co.split = "canary";
   bench::server_info info = bench::discover(co);
   co.model = a.get("model", info.model);
   if (a.has("max-model-len")) info.max_model_len = int(a.get_int("max-model-len", 0));
@@ -383,7 +392,7 @@ int cmd_bench_serve(const args& a) {
   if (s.failed > 0)
     std::fprintf(stderr, "bench serve: %s of %zu requests failed; the server said:\n%s", s.completed == 0 ? "all" : std::to_string(s.failed).c_str(),
                  results.size(), first_errors(results, 5).c_str());
-  const bool baseline_ok = !a.has("baseline") || stopped || against_baseline(a, co, plan, goal, quiet, s, j);
+  const bool baseline_ok = !(a.has("baseline") || a.has("canary-split")) || stopped || against_baseline(a, co, plan, goal, quiet, s, j);
   if (auto out = a.get("json")) {
     std::ofstream(*out) << j.dump(2) << "\n";
     std::printf("wrote %s\n", out->c_str());

@@ -63,6 +63,7 @@ void declare_bench_serve(command& bench) {
       .option("trace", "FILE.jsonl", "replay arrivals and lengths from a trace")
       .option("baseline", "NAME", "then replay the same requests against this served model and report the two side by side")
       .option("baseline-url", "URL", "with --baseline: the baseline's server (default --url)")
+      .flag("canary-split", "during a rollout: replay against the model's canary (X-Troupe-Split: canary), then its baseline, side by side")
       .flag("chat", "/v1/chat/completions, the prompt as one user message")
       .option("goodput", "\"ttft:MS tpot:MS e2el:MS\"", "the SLO a request must meet to count as goodput")
       .option("json", "FILE", "write the report as JSON")

@@ -131,6 +131,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
     req_.set(beast::http::field::host, st_->opt.host);
     req_.set(beast::http::field::content_type, "application/json");
     if (!st_->opt.api_key.empty()) req_.set(beast::http::field::authorization, "Bearer " + st_->opt.api_key);
+    if (!st_->opt.split.empty()) req_.set("X-Troupe-Split", st_->opt.split);
     req_.body() = body_of(st_->opt, (*st_->plan)[i_]);
     req_.prepare_payload();
     parser_.body_limit(std::uint64_t(1) << 32);

@@ -22,6 +22,7 @@ struct client_options {
   int max_concurrency = 0;   // 0: no limit (requests start at their arrival times)
   double request_timeout_s = 1800;
   std::string api_key;       // sent as 'Authorization: Bearer KEY' when set
+  std::string split;         // sent as 'X-Troupe-Split: SIDE' when set (canary or baseline)
 };
 
 // Parses http://HOST:PORT[/PREFIX]; throws input_error otherwise.
