@@ -318,11 +318,7 @@ void handle_completion(frontend_ptr self, const std::shared_ptr<http::exchange>&
   ex->add_header({"X-Request-Id", p.trace});  // on the answer, whatever it is
   if (int(st.live.size()) + st.preparing >= st.cfg.max_requests)
     throw api::api_error(429, "too many requests in flight (" + std::to_string(st.cfg.max_requests) + "); retry later");
-  if (const std::string side = ex->req().header_value("x-troupe-split"); !side.empty()) {
-    if (side != "canary" && side != "baseline")
-      throw api::api_error(400, "X-Troupe-Split: expected canary or baseline, got '" + side.substr(0, 64) + "'");
-    p.split_side = side == "canary" ? 1 : 0;
-  }
+  p.split_side = split_side_of(ex->req());
   p.ex = ex;
   p.kind = kind;
   p.arrived = clock::now();
@@ -406,6 +402,24 @@ void submit_one(frontend_ptr self, engine::request er, api::endpoint kind) {
 
 void submit_embeddings(frontend_ptr self, prepared& p);
 
+// What every engine request of a client's request carries: its prompt `prompt`, who sends it
+// (tenant, user, a pinned rollout side) and where it goes (model, adapter).
+engine::request engine_request_of(const frontend_state& st, const prepared& p, const std::string& id, std::size_t prompt,
+                                  const std::string& user, int priority) {
+  engine::request er;
+  er.id = id;
+  er.prompt = p.prompts[prompt];
+  er.priority = priority;
+  er.cache_salt = cache_salt(st.cfg, p.ex->req(), user);
+  er.public_prefix = p.public_prefix[prompt];
+  er.trace_id = p.trace;
+  er.adapter = p.adapter;
+  er.model = p.pc->key;
+  er.user = user;
+  er.split_side = p.split_side;
+  return er;
+}
+
 void submit(frontend_ptr self, prepared& p) {
   auto& st = self->state;
   const auto& ex = p.ex;
@@ -458,20 +472,10 @@ void submit(frontend_ptr self, prepared& p) {
       r.w->expect_prompt(prompt, echo_text(*p.pc, req, i, prompt), req.echo, req.prompt_logprobs_list);
     st.live.emplace(id, std::move(r));
 
-    engine::request er;
-    er.id = id;
-    er.prompt = prompt;
+    engine::request er = engine_request_of(st, p, id, i, req.user, req.priority);
     er.params = params;
     er.params.seed = g->plan.seed_of(req.params.seed, k);
-    er.priority = req.priority;
     er.speculate = req.speculate;
-    er.cache_salt = cache_salt(st.cfg, ex->req(), req.user);
-    er.public_prefix = p.public_prefix[i];
-    er.trace_id = p.trace;
-    er.adapter = p.adapter;
-    er.model = p.pc->key;
-    er.user = req.user;
-    er.split_side = p.split_side;
     // One answer names one model: a request of several choices is never split between two.
     er.allow_fallback = req.allow_fallback && p.adapter.empty() && g->plan.size() == 1;
     submit_one(self, std::move(er), kind);
@@ -514,20 +518,10 @@ void submit_embeddings(frontend_ptr self, prepared& p) {
     r.labels = {{"model_name", p.pc->model_name}, {"tenant", req.user.empty() ? "default" : req.user},
                 {"priority", std::to_string(req.priority)}, {"input_bucket", input_bucket(int(prompt.size()))}};
     st.live.emplace(g->ids[std::size_t(k)], std::move(r));
-    engine::request er;
-    er.id = g->ids[std::size_t(k)];
-    er.prompt = prompt;
+    engine::request er = engine_request_of(st, p, g->ids[std::size_t(k)], std::size_t(k), req.user, req.priority);
     er.embed = true;
     er.params.max_tokens = 1;
-    er.priority = req.priority;
     er.speculate = false;
-    er.cache_salt = cache_salt(st.cfg, ex->req(), req.user);
-    er.public_prefix = p.public_prefix[std::size_t(k)];
-    er.trace_id = p.trace;
-    er.adapter = p.adapter;
-    er.model = p.pc->key;
-    er.user = req.user;
-    er.split_side = p.split_side;
     submit_one(self, std::move(er), api::endpoint::embeddings);
   }
 }

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstring>
 
+#include "runtime/api/api_error.h"
 #include "runtime/common/constant_time.h"
 
 namespace troupe::actors {
@@ -12,6 +13,14 @@ bool usable_trace_id(const std::string& s) {
   for (char c : s)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || std::strchr("._:/+=-", c))) return false;
   return true;
+}
+
+std::int8_t split_side_of(const http::request& rq) {
+  const std::string side = rq.header_value("x-troupe-split");
+  if (side.empty()) return -1;
+  if (side != "canary" && side != "baseline")
+    throw api::api_error(400, "X-Troupe-Split: expected canary or baseline, got '" + side.substr(0, 64) + "'");
+  return side == "canary" ? 1 : 0;
 }
 
 int key_index(const frontend_config& cfg, const http::request& rq) {
