@@ -8,6 +8,7 @@
 #include "actors/serving/request_owner.h"
 #include "actors/serving/router_actor.h"
 #include "actors/serving/scheduler_actor.h"
+#include "actors/control/quality_probe.h"
 #include "runtime/common/error.h"
 #include "runtime/common/machine.h"
 #include "runtime/model/fingerprint.h"
@@ -31,6 +32,7 @@ void register_protocols(caf::actor_system_config& cfg) {
   cfg.add_message_type<pool_latency>("troupe.pool_latency");
   cfg.add_message_type<std::vector<pool_latency>>("troupe.pool_latencies");
   cfg.add_message_type<std::vector<request_view>>("troupe.request_views");
+  cfg.add_message_type<admin::quality_sample>("troupe.quality_sample");
   cfg.add_message_type<replica_figures>("troupe.replica_figures");
   cfg.add_message_type<std::vector<replica_figures>>("troupe.replica_figures_list");
   cfg.add_message_type<admin_event_sink>("troupe.admin_event_sink");

@@ -260,6 +260,20 @@ void crash_now(node_agent_actor::stateful_pointer<node_agent_state> self) {
   ::kill(::getpid(), SIGKILL);  // as if it crashed: no goodbye to anyone
 }
 
+// Bounded: a head is trusted, but a record that grows without end must not grow the node.
+void keep_record(node_agent_state& st, const std::string& pool, const std::string& text) {
+  constexpr std::size_t max_pools = 64, max_bytes = 64 * 1024;
+  if (text.size() > max_bytes || pool.size() > 256) return;
+  if (st.rollout_records.size() >= max_pools && !st.rollout_records.count(pool)) return;
+  st.rollout_records[pool] = text;
+}
+
+std::vector<std::string> records_of(const node_agent_state& st) {
+  std::vector<std::string> out;
+  for (const auto& [pool, text] : st.rollout_records) out.push_back(text);
+  return out;
+}
+
 // Loads a swap's revision (in the agent's thread: the registry's request waits for it); the
 // pool's replicas start with it from now on.
 caf::result<std::string> take_revision(node_agent_actor::stateful_pointer<node_agent_state> self, const revision_spec& spec) {
@@ -325,6 +339,8 @@ node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<no
       [=](crash_atom) { crash_now(self); },
       [=](resources_atom) { return resources_of(self); },
       [=](revision_atom, const revision_spec& spec) { return take_revision(self, spec); },
+      [=](rollout_record_atom, const std::string& pool, const std::string& text) { keep_record(self->state, pool, text); },
+      [=](rollout_record_atom) { return records_of(self->state); },
   };
 }
 
@@ -422,6 +438,41 @@ std::uint32_t set_nodes_log_level(node_registry_actor::stateful_pointer<node_reg
       ++told;
     }
   return told;
+}
+
+// The agents of the joined nodes and of those in the head's own process.
+std::vector<node_agent_actor> every_agent(const node_registry_state& st) {
+  std::vector<node_agent_actor> agents;
+  for (const auto& [node, addr] : st.joined)
+    if (auto agent = caf::actor_cast<node_agent_actor>(addr)) agents.push_back(agent);
+  for (const auto& [node, agent] : st.local)
+    if (agent && !st.joined.count(node)) agents.push_back(agent);
+  return agents;
+}
+
+// A rollout's record, everywhere a head may need it after the one running it is gone.
+void records_to_nodes(node_registry_actor::stateful_pointer<node_registry_state> self, const std::string& pool, const std::string& text) {
+  for (const auto& agent : every_agent(self->state)) self->send(agent, rollout_record_atom::value, pool, text);
+}
+
+// Every node's records; a node that does not answer in time adds none.
+caf::result<std::vector<std::string>> records_from_nodes(node_registry_actor::stateful_pointer<node_registry_state> self) {
+  const auto agents = every_agent(self->state);
+  if (agents.empty()) return std::vector<std::string>{};
+  auto rp = self->make_response_promise<std::vector<std::string>>();
+  auto left = std::make_shared<std::size_t>(agents.size());
+  auto all = std::make_shared<std::vector<std::string>>();
+  for (const auto& agent : agents)
+    self->request(agent, self->state.topo.timeouts.request, rollout_record_atom::value)
+        .then(
+            [=](const std::vector<std::string>& texts) mutable {
+              all->insert(all->end(), texts.begin(), texts.end());
+              if (--*left == 0) rp.deliver(*all);
+            },
+            [=](caf::error&) mutable {
+              if (--*left == 0) rp.deliver(*all);
+            });
+  return rp;
 }
 
 // A model load may take minutes on a large model; the nodes load theirs side by side.
@@ -552,6 +603,8 @@ node_registry_actor::behavior_type node_registry(node_registry_actor::stateful_p
       [=](retire_atom, replica_id replica) { retire_replica(self, replica); },
       [=](join_atom, const join_request& j) { return admit_node(self, j); },
       [=](revision_atom, const revision_spec& spec) { return load_revision_on_nodes(self, spec); },
+      [=](rollout_record_atom, const std::string& pool, const std::string& text) { records_to_nodes(self, pool, text); },
+      [=](rollout_record_atom) { return records_from_nodes(self); },
   };
 }
 

@@ -78,6 +78,7 @@ struct node_agent_state {
   // supervisor would, until it dies more often than the policy allows.
   supervision::restart_policy restarts;
   std::map<replica_id, supervision::restart_history> history;
+  std::map<std::string, std::string> rollout_records;  // by pool: the latest a head sent
   static inline const char* name = "troupe.node_agent";
 };
 

@@ -404,6 +404,8 @@ admin_actor::behavior_type admin(admin_actor::stateful_pointer<admin_state> self
   self->state.cfg = std::move(cfg);
   self->state.replicas = placed_replicas(self->state.cfg.topo);
   self->state.schedulers.assign(self->state.replicas.size(), scheduler_actor{});
+  self->state.start_ns = std::uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   self->send(self, tick_atom::value);
   const auto sink = caf::actor_cast<admin_event_sink>(self);
   if (self->state.cfg.router) self->send(self->state.cfg.router, watch_atom::value, sink);

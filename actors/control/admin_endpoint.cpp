@@ -56,7 +56,7 @@ struct admin_endpoint::sockets {
 };
 
 admin_endpoint::admin_endpoint(caf::actor_system& sys, const topology::topology_config& topo, router_actor router, owner_actor owner,
-                               node_registry_actor registry, nlohmann::json model, lora_serving lora)
+                               node_registry_actor registry, nlohmann::json model, lora_serving lora, std::string head)
     : q_(std::make_shared<shared>()), z_(std::make_unique<sockets>()) {
   const auto& spec = topo.admin;
   q_->wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -93,6 +93,7 @@ admin_endpoint::admin_endpoint(caf::actor_system& sys, const topology::topology_
   cfg.registry = std::move(registry);
   cfg.model = std::move(model);
   cfg.lora = std::move(lora);
+  cfg.head = std::move(head);
   cfg.timeout = std::min(topo.timeouts.request, std::chrono::milliseconds(10000));
   std::weak_ptr<shared> weak = q_;  // the actor may outlive this endpoint
   cfg.reply = [weak](std::uint64_t token, admin::reply r) {

@@ -23,7 +23,7 @@ class admin_endpoint {
   // the key when an address cannot be bound or a key file is unusable. `model`: what the head
   // actually serves (path, served name, architecture, context...), shown by `topology`.
   admin_endpoint(caf::actor_system& sys, const topology::topology_config& topo, router_actor router, owner_actor owner,
-                 node_registry_actor registry = {}, nlohmann::json model = {}, lora_serving lora = {});
+                 node_registry_actor registry = {}, nlohmann::json model = {}, lora_serving lora = {}, std::string head = {});
   ~admin_endpoint();
   admin_endpoint(const admin_endpoint&) = delete;
   admin_endpoint& operator=(const admin_endpoint&) = delete;

@@ -7,19 +7,27 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <limits>
 #include <memory>
+#include <sstream>
 #include <tuple>
+#include <variant>
 
 #include "actors/control/admin_actor.h"
 #include "actors/control/admin_ops.h"
+#include "actors/control/quality_probe.h"
 #include "actors/protocol/error_text.h"
 #include "runtime/admin/rollout.h"
+#include "runtime/admin/rollout_record.h"
 #include "runtime/common/wall_clock.h"
+#include "runtime/model/model_tokenizer.h"
 
 namespace troupe::actors {
 
 struct rollout_run {
   admin::rollout_request req;
+  std::vector<std::string> args;  // as the command gave them: what a head taking over parses again
   std::string model;  // the pool's model ("" : [model])
   std::string key;    // the canary's cache key, once its replicas run
   admin::swap_request baseline;  // what the pool ran before: a roll-back's target
@@ -29,6 +37,10 @@ struct rollout_run {
   int serving_before = 0;   // the pool's serving replicas before it: brought back at the end
   bool busy = false;        // replicas moving: the tick leaves it alone
   double decided_at = 0;    // owner_clock_s of the last promote or roll-back decision
+  admin::quality_set quality;  // the quality gate's probes as token ids (empty: no quality gate)
+  std::optional<admin::quality_sample> baseline_quality;  // probed once, on a baseline replica
+  std::size_t quality_passed = std::numeric_limits<std::size_t>::max();  // the last step whose canary passed it
+  std::uint64_t probes = 0;  // probes started, for their request ids
   nlohmann::json decisions = nlohmann::json::array();  // the latest, oldest first
 };
 
@@ -57,7 +69,31 @@ nlohmann::json run_json(const rollout_run& r) {
           {"step", r.step + 1},
           {"steps", r.req.steps.size()},
           {"held_s", r.phase == admin::rollout_phase::canary ? owner_clock_s() - r.step_since : 0.0},
+          {"quality_gate", r.quality.empty() ? "off" : r.quality_passed == r.step ? "passed" : "pending"},
           {"decisions", r.decisions}};
+}
+
+// The run as the nodes keep it for a head that takes it over (runtime/admin/rollout_record.h).
+void publish_record(admin_ptr self, const rollout_run& r) {
+  const auto& st = self->state;
+  if (!st.cfg.registry) return;
+  admin::rollout_record rec;
+  rec.pool = r.req.pool;
+  rec.args = r.args;
+  rec.model = r.model;
+  rec.key = r.key;
+  rec.baseline_dir = r.baseline.dir;
+  rec.baseline_revision = r.baseline.revision;
+  rec.phase = r.phase;
+  rec.step = r.step;
+  rec.share = r.phase == admin::rollout_phase::canary || r.phase == admin::rollout_phase::paused ? share_of(r) : 0.0;
+  rec.held_s = r.phase == admin::rollout_phase::canary ? owner_clock_s() - r.step_since : 0.0;
+  rec.serving_before = r.serving_before;
+  rec.decisions = r.decisions;
+  rec.owner = st.cfg.head;
+  rec.owner_start = st.start_ns;
+  rec.updated_at = unix_seconds();
+  self->send(st.cfg.registry, rollout_record_atom::value, r.req.pool, admin::to_json(rec).dump());
 }
 
 // A decision, to `watch`, the log and the run's record.
@@ -69,6 +105,7 @@ void record(admin_ptr self, rollout_run& r, const std::string& decision, const s
   d["phase"] = admin::phase_name(r.phase);
   d["model_key"] = r.key;
   emit(self, "rollout", std::move(d));
+  publish_record(self, r);
 }
 
 // Back to the pool's size before the rollout (a canary may have taken a stopped slot).
@@ -118,6 +155,93 @@ void promote(admin_ptr self, const run_ptr& run, const std::string& why) {
   });
 }
 
+// How long one side has to answer its quality probes (they queue behind its live traffic).
+constexpr std::chrono::seconds probe_timeout{120};
+
+// A running replica of the pool on the canary's key (canary) or another (baseline), if any.
+std::optional<std::size_t> probe_target(admin_ptr self, const rollout_run& r, bool canary) {
+  const auto& st = self->state;
+  for (std::size_t i = 0; i < st.replicas.size() && i < st.schedulers.size(); ++i) {
+    const auto& rep = st.replicas[i];
+    if (rep.pool == r.req.pool && admin::state_of(rep) == "running" && st.schedulers[i] && (rep.load.model_key == r.key) == canary) return i;
+  }
+  return std::nullopt;
+}
+
+// Whether a probe's outcome still concerns the rollout: the same step, not ended meanwhile.
+bool still_judged(const rollout_run& r, std::size_t step) {
+  return r.step == step && (r.phase == admin::rollout_phase::canary || r.phase == admin::rollout_phase::paused);
+}
+
+using sample_then = std::function<void(admin::quality_sample)>;
+
+// Probes replica `index` with the run's quality set; a side that does not answer rolls the
+// canary back (the gate cannot tell it is good).
+void probe(admin_ptr self, const run_ptr& run, std::size_t index, const char* side, sample_then then) {
+  const std::size_t step = run->step;
+  const auto& rep = self->state.replicas[index];
+  auto p = spawn_quality_probe(self->system(), self->state.schedulers[index], run->quality, run->model,
+                               "quality-" + run->req.pool + "-" + std::to_string(++run->probes) + "-" + side, self->state.cfg.timeout);
+  const std::string name = rep.name;
+  self->request(p, probe_timeout, probe_atom::value)
+      .then([=](const admin::quality_sample& s) { then(s); },
+            [=](caf::error& e) {
+              self->send_exit(p, caf::exit_reason::user_shutdown);
+              if (still_judged(*run, step))
+                roll_back(self, run, std::string("quality: the ") + side + " replica " + name + " did not answer the probes: " +
+                                         error_message(self->system(), e));
+            });
+}
+
+// The step's quality gate: the baseline's answers (once per rollout), then a canary replica's,
+// compared; a breach rolls the canary back, a pass lets the step advance once held.
+void check_quality(admin_ptr self, const run_ptr& run) {
+  if (run->quality.empty()) return;
+  const std::size_t step = run->step;
+  const auto canary = probe_target(self, *run, true);
+  const auto baseline = run->baseline_quality ? std::nullopt : probe_target(self, *run, false);
+  if (!canary) return roll_back(self, run, "quality: no running canary replica to probe");
+  if (!run->baseline_quality && !baseline) return roll_back(self, run, "quality: no running baseline replica to probe");
+  auto judge_canary = [=] {
+    probe(self, run, *canary, "canary", [=](const admin::quality_sample& c) {
+      if (!still_judged(*run, step)) return;
+      if (auto why = admin::quality_breach(c, *run->baseline_quality, run->req.quality)) return roll_back(self, run, *why);
+      run->quality_passed = step;
+      record(self, *run, "quality_passed", admin::quality_summary(c, *run->baseline_quality));
+    });
+  };
+  if (run->baseline_quality) return judge_canary();
+  probe(self, run, *baseline, "baseline", [=](const admin::quality_sample& b) {
+    run->baseline_quality = b;
+    if (still_judged(*run, step)) judge_canary();
+  });
+}
+
+// The gate's files, read and tokenized on this head with the new revision's tokenizer (a swap
+// requires it to read text as the baseline's does); or why not.
+std::optional<std::string> load_quality(rollout_run& r) {
+  const auto& g = r.req.quality;
+  if (!g.on()) return std::nullopt;
+  auto tok = model::load_tokenizer(r.req.dir);
+  if (!tok) return "--held-out/--prompts: " + r.req.dir + " has no tokenizer to read them with";
+  auto read = [](const std::string& path, std::string& into) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    into = ss.str();
+    return bool(in);
+  };
+  std::string held_out, prompts;
+  if (!g.held_out.empty() && !read(g.held_out, held_out)) return "--held-out: cannot read " + g.held_out + " on the head";
+  if (!g.prompts.empty() && !read(g.prompts, prompts)) return "--prompts: cannot read " + g.prompts + " on the head";
+  std::vector<std::vector<std::int32_t>> prompt_ids;
+  for (const auto& line : admin::prompt_lines(prompts, std::size_t(g.max_prompts))) prompt_ids.push_back(tok->encode(line, true));
+  r.quality = admin::make_quality_set(held_out.empty() ? std::vector<std::int32_t>{} : tok->encode(held_out, true), prompt_ids, g);
+  if (!g.held_out.empty() && r.quality.windows.empty()) return "--held-out: " + g.held_out + " has fewer than 2 tokens";
+  if (!g.prompts.empty() && r.quality.prompts.empty()) return "--prompts: " + g.prompts + " has no prompt (one per line)";
+  return std::nullopt;
+}
+
 // Runs step `step`: enough canary replicas for its share, then the share to the router.
 void enter_step(admin_ptr self, const run_ptr& run, std::size_t step, std::function<void(std::optional<std::string>)> then) {
   run->busy = true;
@@ -136,6 +260,7 @@ void enter_step(admin_ptr self, const run_ptr& run, std::size_t step, std::funct
     record(self, *run, "step", "the canary takes " + std::to_string(int(std::lround(share * 100))) + "% of the senders on " +
                                    std::to_string(want) + " replica(s)");
     then(std::nullopt);
+    refresh(self, [=] { check_quality(self, run); });
   });
 }
 
@@ -149,7 +274,9 @@ void judge(admin_ptr self, const run_ptr& run, const std::vector<replica_figures
     if (r.pool != run->req.pool) continue;
     (r.load.model_key == run->key ? canary : baseline).add(f);
   }
-  const auto d = admin::decide(run->req, run->step, owner_clock_s() - run->step_since, admin::breach(canary, baseline, run->req.gate));
+  const bool quality_pending = !run->quality.empty() && run->quality_passed != run->step;
+  const auto d = admin::decide(run->req, run->step, owner_clock_s() - run->step_since, admin::breach(canary, baseline, run->req.gate),
+                               quality_pending);
   using kind = admin::rollout_decision::kind;
   if (d.what == kind::roll_back) return roll_back(self, run, d.why);
   if (d.what == kind::promote) return promote(self, run, d.why);
@@ -176,7 +303,9 @@ void start_rollout(admin_ptr self, std::uint64_t token, const std::vector<std::s
   if (auto* bad = std::get_if<std::string>(&parsed)) return refuse(self, token, "rollout: " + *bad);
   auto run = std::make_shared<rollout_run>();
   run->req = std::get<admin::rollout_request>(parsed);
+  run->args = args;
   if (auto why = unstartable(self, run->req)) return refuse(self, token, "rollout: " + *why);
+  if (auto why = load_quality(*run)) return refuse(self, token, "rollout: " + *why);
   for (const auto& p : self->state.cfg.topo.pools)
     if (p.name == run->req.pool) run->model = p.model;
   run->baseline.pool = run->req.pool;
@@ -191,6 +320,79 @@ void start_rollout(admin_ptr self, std::uint64_t token, const std::vector<std::s
       answer(self, token, run_json(*run));
     });
   });
+}
+
+
+// A head that has said nothing for this long has lost its rollouts to whichever head reads
+// their records first (a restarted head takes its own back at once).
+double takeover_after_s(const admin_state& st) { return std::max(5.0, 5 * std::chrono::duration<double>(st.cfg.sample_interval).count()); }
+
+// The run a record describes, or why it cannot be run here.
+std::variant<run_ptr, std::string> run_from(const admin::rollout_record& rec) {
+  auto parsed = admin::parse_rollout(rec.args);
+  if (auto* bad = std::get_if<std::string>(&parsed)) return *bad;
+  auto run = std::make_shared<rollout_run>();
+  run->req = std::get<admin::rollout_request>(parsed);
+  run->args = rec.args;
+  run->model = rec.model;
+  run->key = rec.key;
+  run->baseline = {rec.pool, rec.baseline_dir, rec.baseline_revision};
+  run->phase = rec.phase;
+  run->step = std::min(rec.step, run->req.steps.empty() ? 0 : run->req.steps.size() - 1);
+  run->serving_before = rec.serving_before;
+  run->decisions = rec.decisions;
+  return run;
+}
+
+// Runs a rollout under way from where its record left it: the split back in this head's
+// router, then what its phase was doing (judging, promoting, rolling back), done again.
+void take_over(admin_ptr self, const admin::rollout_record& rec) {
+  auto& st = self->state;
+  auto made = run_from(rec);
+  if (auto* bad = std::get_if<std::string>(&made))
+    return emit(self, "rollout", {{"pool", rec.pool}, {"decision", "not_taken_over"}, {"reason", "its record does not parse: " + *bad}});
+  const run_ptr run = std::get<run_ptr>(made);
+  st.rollouts[rec.pool] = run;
+  st.followed.erase(rec.pool);
+  if (!rec.baseline_dir.empty()) st.pool_revisions[rec.pool] = {rec.baseline_dir, rec.baseline_revision};
+  const double silent = unix_seconds() - rec.updated_at;
+  record(self, *run, "taken_over",
+         (st.cfg.head.empty() ? std::string("this head") : "head " + st.cfg.head) + " took it over from " +
+             (rec.owner == st.cfg.head ? std::string("its previous process") : "head " + rec.owner) + ", whose last record was " +
+             std::to_string(int(std::lround(silent))) + " s old");
+  using admin::rollout_phase;
+  if (run->phase == rollout_phase::promoting) return promote(self, run, "resuming the promotion after a takeover");
+  if (run->phase == rollout_phase::rolling_back) return roll_back(self, run, "resuming the roll-back after a takeover");
+  self->send(st.cfg.router, canary_atom::value, run->model, run->key, rec.share);
+  run->step_since = owner_clock_s() - rec.held_s;  // the step goes on where it was
+  if (auto why = load_quality(*run)) return roll_back(self, run, "taken over, but the quality gate cannot run here: " + *why);
+  if (run->phase == rollout_phase::canary) refresh(self, [=] { check_quality(self, run); });
+}
+
+// What the nodes' records say to this head: take over, follow another head's split, or end a
+// split it followed.
+void follow_records(admin_ptr self, const std::vector<std::string>& texts) {
+  auto& st = self->state;
+  for (const auto& rec : admin::newest_per_pool(texts)) {
+    auto it = st.rollouts.find(rec.pool);
+    const bool running = it != st.rollouts.end() && active(*it->second);
+    const bool known_pool = std::any_of(st.cfg.topo.pools.begin(), st.cfg.topo.pools.end(),
+                                        [&](const topology::pool_spec& p) { return p.name == rec.pool && p.model == rec.model; });
+    if (!known_pool) continue;
+    switch (admin::act_on(rec, st.cfg.head, st.start_ns, running, unix_seconds(), takeover_after_s(st))) {
+      case admin::record_action::take_over: take_over(self, rec); break;
+      case admin::record_action::follow: {
+        const std::pair<std::string, double> split{rec.key, rec.share};
+        if (st.followed[rec.pool] != split) self->send(st.cfg.router, canary_atom::value, rec.model, rec.key, rec.share);
+        st.followed[rec.pool] = split;
+        break;
+      }
+      case admin::record_action::end_split:
+        if (st.followed.erase(rec.pool)) self->send(st.cfg.router, canary_atom::value, rec.model, rec.key, 0.0);
+        break;
+      case admin::record_action::ignore: break;
+    }
+  }
 }
 
 }  // namespace
@@ -227,7 +429,12 @@ void cmd_rollout(admin_ptr self, std::uint64_t token, const std::string& cmd, co
 }
 
 void rollout_tick(admin_ptr self) {
-  for (const auto& [pool, run] : self->state.rollouts) {
+  auto& st = self->state;
+  if (st.cfg.registry)  // what other heads (or this head's previous process) left with the nodes
+    self->request(st.cfg.registry, st.cfg.timeout, rollout_record_atom::value)
+        .then([=](const std::vector<std::string>& texts) { follow_records(self, texts); }, [](caf::error&) {});
+  for (const auto& [pool, run] : st.rollouts) {
+    if (active(*run)) publish_record(self, *run);  // the owner's heartbeat
     if (run->phase != admin::rollout_phase::canary || run->busy) continue;
     self->request(self->state.cfg.owner, self->state.cfg.timeout, figures_atom::value, run->step_since)
         .then([=](const std::vector<replica_figures>& f) { judge(self, run, f); }, [](caf::error&) {});

@@ -45,6 +45,7 @@ struct admin_config {
   owner_actor owner;
   node_registry_actor registry;  // for `kill NODE`
   nlohmann::json model;          // the model the head serves, for `topology` (else the topology's path)
+  std::string head;              // this head's node name: the owner its rollouts' records name
   lora_serving lora;             // for `lora`
   std::chrono::milliseconds timeout{5000};         // for each question to an actor
   std::chrono::milliseconds drain_timeout{600000};  // how long `drain` waits for the replica
@@ -64,6 +65,11 @@ struct admin_state {
   autoscaler_actor autoscaler;                     // if the topology runs one
   std::set<std::string> swapping;                  // pools a `swap` is replacing now (one at a time each)
   std::map<std::string, std::shared_ptr<rollout_run>> rollouts;
+  // This process of the head (its start, ns since the epoch): a record of an earlier one is a
+  // rollout this head ran before it restarted.
+  std::uint64_t start_ns = 0;
+  // The splits this head's router follows for rollouts other heads run: by pool, (key, share).
+  std::map<std::string, std::pair<std::string, double>> followed;
   // Each pool's revision after its last whole swap or promotion (dir, revision; absent: the
   // model its processes were started with): what a rollout of the pool rolls back to.
   std::map<std::string, std::pair<std::string, std::string>> pool_revisions;  // by pool: under way, or how the last ended

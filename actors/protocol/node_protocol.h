@@ -39,6 +39,7 @@ using log_level_atom = caf::atom_constant<caf::atom("loglevel")>;
 using rank_atom = caf::atom_constant<caf::atom("rank")>;
 using respawn_atom = caf::atom_constant<caf::atom("respawn")>;
 using revision_atom = caf::atom_constant<caf::atom("revision")>;
+using rollout_record_atom = caf::atom_constant<caf::atom("rollrec")>;
 
 // Another revision of a pool's model (`troupe admin swap`): the files in `dir` (the same
 // architecture family and tokenizer), named `revision`. Replicas of `pool` (`replicas`, filled in
@@ -81,7 +82,13 @@ using node_agent_actor = caf::typed_actor<
     // Load another revision of a pool's model; replicas of the pool start with it from now on
     // (restarts included). Replies with its cache key ("<fingerprint>@<revision>"), or an error
     // naming what was wrong (unreadable files, another tokenizer).
-    caf::replies_to<revision_atom, revision_spec>::with<std::string>>;
+    caf::replies_to<revision_atom, revision_spec>::with<std::string>,
+    // Keep the latest record of POOL's rollout (runtime/admin/rollout_record.h, as JSON text) for
+    // whichever head needs it: the head running a rollout outlives nothing, the nodes do. Up to
+    // 64 pools, 64 KiB each; beyond, nothing is kept.
+    caf::reacts_to<rollout_record_atom, std::string, std::string>,
+    // The records kept here.
+    caf::replies_to<rollout_record_atom>::with<std::vector<std::string>>>;
 
 // A node asking to serve: its name in the topology, its agent, and its credentials.
 struct join_request {
@@ -144,7 +151,11 @@ using node_registry_actor = caf::typed_actor<caf::replies_to<join_atom, join_req
                                              caf::replies_to<log_level_atom, std::string>::with<std::uint32_t>,
                                              // Every process hosting a replica of the pool loads the revision
                                              // (revision_spec::replicas filled in here); replies with its key.
-                                             caf::replies_to<revision_atom, revision_spec>::with<std::string>>;
+                                             caf::replies_to<revision_atom, revision_spec>::with<std::string>,
+                                             // A rollout's record (pool, JSON text) to every joined node.
+                                             caf::reacts_to<rollout_record_atom, std::string, std::string>,
+                                             // Every joined node's records (some copies older than others).
+                                             caf::replies_to<rollout_record_atom>::with<std::vector<std::string>>>;
 
 void register_node_protocol(caf::actor_system_config& cfg);
 

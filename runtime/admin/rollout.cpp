@@ -108,6 +108,21 @@ std::variant<rollout_request, std::string> parse_rollout(const std::vector<std::
       double n = 0;
       bad = number(n);
       r.gate.min_requests = int(n);
+    } else if (flag == "--held-out") {
+      r.quality.held_out = v;
+    } else if (flag == "--prompts") {
+      r.quality.prompts = v;
+    } else if (flag == "--max-ppl-ratio") {
+      bad = number(r.quality.max_ppl_ratio);
+    } else if (flag == "--min-greedy-match") {
+      auto s = parse_share(v);
+      if (!s) return "--min-greedy-match: expected a share such as 80%, got '" + v + "'";
+      r.quality.min_greedy_match = *s;
+    } else if (flag == "--greedy-tokens") {
+      double n = 0;
+      bad = number(n);
+      if (!bad && (n < 1 || n > 256)) bad = "--greedy-tokens: expected 1 to 256, got '" + v + "'";
+      r.quality.greedy_tokens = int(n);
     } else {
       return "unknown argument '" + flag + "'; " + usage;
     }
@@ -153,9 +168,10 @@ const char* phase_name(rollout_phase p) {
   return "?";
 }
 
-rollout_decision decide(const rollout_request& r, std::size_t step, double held_s, const std::optional<std::string>& breached) {
+rollout_decision decide(const rollout_request& r, std::size_t step, double held_s, const std::optional<std::string>& breached,
+                        bool quality_pending) {
   if (breached) return {rollout_decision::kind::roll_back, *breached};
-  if (step >= r.steps.size() || held_s < r.steps[step].hold_s) return {};
+  if (quality_pending || step >= r.steps.size() || held_s < r.steps[step].hold_s) return {};
   if (step + 1 < r.steps.size())
     return {rollout_decision::kind::advance, fmt("held %.0f%% for %.0f s within the gate", r.steps[step].share * 100, held_s, 0)};
   return {rollout_decision::kind::promote, fmt("held %.0f%% for %.0f s within the gate: the last step", r.steps[step].share * 100, held_s, 0)};

@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "runtime/admin/quality_gate.h"
 #include "runtime/admission/replica_figures.h"
 
 namespace troupe::admin {
@@ -35,11 +36,13 @@ struct rollout_request {
   std::string pool, dir, revision;
   std::vector<rollout_step> steps;  // rising shares below 1; promotion follows the last
   rollout_gate gate;
+  quality_gate quality;  // off unless --held-out or --prompts names a file
 };
 
 // POOL --model DIR [--revision R] [--canary P%] [--step P%:DURATION] [--max-ttft-ratio X]
-// [--max-itl-ratio X] [--max-error-rate X] [--max-refusal-rate X] [--min-requests N]; or why
-// not. The canary starts at --canary (default 10%) and grows by --step's share (default 10%)
+// [--max-itl-ratio X] [--max-error-rate X] [--max-refusal-rate X] [--min-requests N]
+// [--held-out FILE] [--prompts FILE] [--max-ppl-ratio X] [--min-greedy-match X]
+// [--greedy-tokens N]; or why not. The canary starts at --canary (default 10%) and grows by --step's share (default 10%)
 // after each of its durations (default 5m: "30s", "5m", "1h").
 std::variant<rollout_request, std::string> parse_rollout(const std::vector<std::string>& args);
 
@@ -62,7 +65,9 @@ struct rollout_decision {
   std::string why;
 };
 
-// In phase canary at step `step` (held since `held_s` seconds): the next move.
-rollout_decision decide(const rollout_request& r, std::size_t step, double held_s, const std::optional<std::string>& breached);
+// In phase canary at step `step` (held since `held_s` seconds): the next move. A step whose
+// quality gate has not passed yet (`quality_pending`) is held however long it has been.
+rollout_decision decide(const rollout_request& r, std::size_t step, double held_s, const std::optional<std::string>& breached,
+                        bool quality_pending = false);
 
 }  // namespace troupe::admin

@@ -7,6 +7,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <future>
@@ -483,19 +484,39 @@ std::string serving_keys() {
 // Canary rollouts under steady load, no client request failing: a good revision is promoted to
 // every replica step by step; then a canary made slow (each of its steps delayed, as a
 // regression would) is rolled back by the live figures to the revision the pool ran before.
+// The quality gate's files: held-out text and prompts (one per line), written once.
+std::string quality_flags() {
+  static const std::string flags = [] {
+    const auto dir = std::filesystem::temp_directory_path() / ("troupe-admin-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "held-out.txt") << "In the beginning God created the heaven and the earth. And the earth was without form, and void;"
+                                            " and darkness was upon the face of the deep. And the Spirit of God moved upon the face of the"
+                                            " waters. And God said, Let there be light: and there was light.\n";
+    std::ofstream(dir / "prompts.txt") << "The capital of France is\nOnce upon a time\n1, 2, 3, 4,\nThe quick brown fox\n";
+    return " --held-out " + (dir / "held-out.txt").string() + " --prompts " + (dir / "prompts.txt").string();
+  }();
+  return flags;
+}
+
+// A good canary (the same weights under a new revision: the quality gate passes) is promoted
+// step by step; a slowed one is rolled back by the live figures.
 BOOST_AUTO_TEST_CASE(a_good_canary_is_promoted_and_a_slow_one_rolled_back_with_no_failed_request) {
   auto& c = the_cluster();
-  const std::string other = other_revision();
   steady_load load(c.http, 4);
   // Bounds a loaded two-core machine's noise stays within (a fresh replica's first requests run
   // slower), and that a step delay of 150 ms (ten times a step here) breaks.
-  const auto good = admin_cli("rollout decode --model " + other + " --revision r5 --canary 50% --step 50%:1s --min-requests 5"
-                              " --max-ttft-ratio 20 --max-itl-ratio 20", 300);
+  const auto good = admin_cli("rollout decode --model " + c.model_dir + " --revision r5 --canary 50% --step 50%:1s --min-requests 5"
+                              " --max-ttft-ratio 20 --max-itl-ratio 20" + quality_flags(), 300);
   BOOST_TEST_REQUIRE(good.status == 0, good.text);
   BOOST_TEST(good.json["phase"] == "canary");
   const std::string key = good.json["model_key"].get<std::string>();
   const auto promoted = rollout_until("decode", {"promoted", "rolled_back", "failed"});
   BOOST_TEST_REQUIRE(promoted["phase"] == "promoted", promoted.dump());
+  std::string passed;  // the gate ran, and passed, before the step advanced
+  for (const auto& d : promoted["decisions"])
+    if (d["decision"] == "quality_passed") passed = d["reason"].get<std::string>();
+  BOOST_TEST(passed.find("agree on 100%") != std::string::npos, promoted.dump());
+  BOOST_TEST(passed.find("held-out perplexity") != std::string::npos, promoted.dump());
   BOOST_TEST(serving_keys() == key, admin_cli("status").text);
   BOOST_TEST(admin_cli("status").json["pools"][0]["replicas"] == 2);  // back to its size
 
@@ -518,6 +539,79 @@ BOOST_AUTO_TEST_CASE(a_good_canary_is_promoted_and_a_slow_one_rolled_back_with_n
   const auto failures = load.stop();
   BOOST_TEST(load.sent > 20);
   BOOST_TEST(failures.empty(), (failures.empty() ? "" : failures.front()));
+}
+
+// A broken revision (the same architecture and tokenizer, other weights) is as fast as the
+// baseline, so the live figures pass it: the quality gate's greedy answers and perplexity
+// catch it, and it is rolled back with no client request failed.
+BOOST_AUTO_TEST_CASE(a_broken_revision_is_rolled_back_by_the_quality_gate_with_no_failed_request) {
+  auto& c = the_cluster();
+  const std::string before = serving_keys();
+  steady_load load(c.http, 4);
+  const auto broken = admin_cli("rollout decode --model " + other_revision() + " --revision r7 --canary 50% --step 50%:1s --min-requests 5"
+                                " --max-ttft-ratio 20 --max-itl-ratio 20" + quality_flags(), 300);
+  BOOST_TEST_REQUIRE(broken.status == 0, broken.text);
+  const auto back = rollout_until("decode", {"promoted", "rolled_back", "failed"});
+  BOOST_TEST_REQUIRE(back["phase"] == "rolled_back", back.dump());
+  std::string reason;
+  for (const auto& d : back["decisions"])
+    if (d["decision"] == "roll_back") reason = d["reason"].get<std::string>();
+  BOOST_TEST(reason.rfind("quality: ", 0) == 0u, back.dump());
+  BOOST_TEST(serving_keys() == before);
+  const auto failures = load.stop();
+  BOOST_TEST(load.sent > 0);
+  BOOST_TEST(failures.empty(), (failures.empty() ? "" : failures.front()));
+  // A gate file the head cannot read refuses the rollout, naming it.
+  const auto unreadable = admin_cli("rollout decode --model " + c.model_dir + " --prompts /nonexistent/prompts.txt");
+  BOOST_TEST(unreadable.status != 0);
+  BOOST_TEST(unreadable.text.find("--prompts: cannot read /nonexistent/prompts.txt") != std::string::npos, unreadable.text);
+}
+
+// X-Troupe-Split pins a request to one side of a rollout whatever its sender draws: greedy
+// answers pinned to a canary of other weights are never the baseline's, those pinned to the
+// baseline always are; `bench serve --canary-split` replays one workload against each side;
+// with no rollout under way the header is refused by name, not silently ignored.
+BOOST_AUTO_TEST_CASE(x_troupe_split_pins_requests_to_one_side_of_a_rollout) {
+  auto& c = the_cluster();
+  auto greedy = [&](const std::string& side, int sender) {
+    const nlohmann::json body{{"prompt", "a pinned request of the admin test"}, {"max_tokens", 12}, {"temperature", 0.0},
+                              {"user", "sender-" + std::to_string(sender)}};
+    std::vector<std::pair<std::string, std::string>> headers;
+    if (!side.empty()) headers.emplace_back("X-Troupe-Split", side);
+    return test::http_request(c.http, "POST", "/v1/completions", body.dump(), headers);
+  };
+  auto text = [](const test::http_response& r) { return r.status == 200 ? r.json()["choices"][0]["text"].get<std::string>() : r.body; };
+  const auto unsplit = greedy("canary", 0);
+  BOOST_TEST(unsplit.status == 503);
+  BOOST_TEST(unsplit.body.find("X-Troupe-Split: no canary rollout of model") != std::string::npos, unsplit.body);
+  const auto sideways = greedy("sideways", 0);
+  BOOST_TEST(sideways.status == 400);
+  BOOST_TEST(sideways.body.find("X-Troupe-Split: expected canary or baseline") != std::string::npos, sideways.body);
+  const std::string baseline_text = text(greedy("", 0));
+
+  const auto started = admin_cli("rollout decode --model " + other_revision() + " --revision r8 --canary 50% --step 50%:10m"
+                                 " --max-ttft-ratio 100 --max-itl-ratio 100", 300);
+  BOOST_TEST_REQUIRE(started.status == 0, started.text);
+  for (int sender = 0; sender < 8; ++sender) {  // senders that draw either side
+    const auto canary = greedy("canary", sender);
+    BOOST_TEST_REQUIRE(canary.status == 200, canary.body);
+    BOOST_TEST(text(canary) != baseline_text, "sender " << sender);
+    BOOST_TEST(text(greedy("baseline", sender)) == baseline_text, "sender " << sender);
+  }
+  const std::string out = std::string(TROUPE_BINARY_DIR) + "/admin-test-split.json";
+  const auto bench = test::run_command(troupe_exe + " bench serve --url http://127.0.0.1:" + std::to_string(c.http) +
+                                       " --requests 6 --concurrency 3 --prompt-len 16 --output-len 4 --canary-split --quiet --json " + out + " 2>&1");
+  BOOST_TEST(bench.status == 0, bench.output);
+  BOOST_TEST(bench.output.find("(canary) against") != std::string::npos, bench.output);
+  std::ifstream in(out);
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  BOOST_TEST_REQUIRE(j.is_object(), bench.output);
+  BOOST_TEST(j["split"] == "canary");
+  BOOST_TEST(j["completed"] == 6);
+  BOOST_TEST(j["baseline"]["completed"] == 6);
+  BOOST_TEST(j["versus_baseline"].size() == 12u);
+  BOOST_TEST_REQUIRE(admin_cli("rollback decode").status == 0);
+  BOOST_TEST(rollout_until("decode", {"rolled_back", "failed"})["phase"] == "rolled_back");
 }
 
 // `troupe admin top --count FRAMES` in a pseudo-terminal of size `ws` (the default when null):

@@ -43,6 +43,36 @@ std::string topology_file(std::uint16_t port_a, std::uint16_t port_b) {
   return path;
 }
 
+// configs/two-heads.toml as real processes: both heads, and both nodes, each joining both. The
+// cluster token is in the environment while it lives.
+struct two_heads {
+  struct token_env {
+    explicit token_env(const char* t) { ::setenv("TROUPE_CLUSTER_TOKEN", t, 1); }
+    ~token_env() { ::unsetenv("TROUPE_CLUSTER_TOKEN"); }
+  } token;
+  std::uint16_t reg_a = test::free_port(), reg_b = test::free_port();
+  std::string config = topology_file(reg_a, reg_b);
+  topology::topology_config topo = topology::load_topology(config);
+  std::unique_ptr<test::serve_process> head_a = start("head-a"), head_b = start("head-b");
+  test::child_process node_a{std::vector<std::string>{troupe_bin, "node", config, "--name", "node-a", "--model", tiny()}};
+  test::child_process node_b{std::vector<std::string>{troupe_bin, "node", config, "--name", "node-b", "--model", tiny()}};
+
+  explicit two_heads(const char* cluster_token) : token(cluster_token) {}
+  // A (new) process of head `name`.
+  std::unique_ptr<test::serve_process> start(const std::string& name) const {
+    return std::make_unique<test::serve_process>(std::vector<std::string>{
+        config, "--name", name, "--model", tiny(), "--registry-port", std::to_string(name == "head-a" ? reg_a : reg_b)});
+  }
+  // The admin console of head `name`.
+  actors::admin_client_config admin(const std::string& name, std::chrono::milliseconds timeout = std::chrono::seconds(30)) const {
+    actors::admin_client_config c;
+    c.endpoint = topology::admin_of(topo, name).endpoint;
+    c.events = topology::admin_of(topo, name).events;
+    c.timeout = timeout;
+    return c;
+  }
+};
+
 std::vector<std::int32_t> prompt_of(int i) {
   std::vector<std::int32_t> p;
   for (int k = 0; k < 6 + i % 5; ++k) p.push_back((i * 131 + k * 17 + 5) % 500 + 3);
@@ -83,18 +113,13 @@ bool await_replicas(std::uint16_t port, int replicas) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(killing_one_head_loses_nothing_through_the_other_and_a_restarted_head_serves) {
-  const std::uint16_t reg_a = test::free_port(), reg_b = test::free_port();
-  const std::string config = topology_file(reg_a, reg_b);
-  ::setenv("TROUPE_CLUSTER_TOKEN", "multi-head-test-cluster-token", 1);
-  auto head_a = std::make_unique<test::serve_process>(
-      std::vector<std::string>{config, "--name", "head-a", "--model", tiny(), "--registry-port", std::to_string(reg_a)});
-  test::serve_process head_b({config, "--name", "head-b", "--model", tiny(), "--registry-port", std::to_string(reg_b)});
+  two_heads c("multi-head-test-cluster-token");
+  auto& head_a = c.head_a;
+  auto& head_b = *c.head_b;
   BOOST_TEST_REQUIRE(head_a->port() != 0);
   BOOST_TEST_REQUIRE(head_b.port() != 0);
-  test::child_process node_a({troupe_bin, "node", config, "--name", "node-a", "--model", tiny()});
-  test::child_process node_b({troupe_bin, "node", config, "--name", "node-b", "--model", tiny()});
-  BOOST_TEST_REQUIRE(node_a.wait_for_line("ready, 1 replica(s) registered with 2 head(s)"));
-  BOOST_TEST_REQUIRE(node_b.wait_for_line("ready, 1 replica(s) registered with 2 head(s)"));
+  BOOST_TEST_REQUIRE(c.node_a.wait_for_line("ready, 1 replica(s) registered with 2 head(s)"));
+  BOOST_TEST_REQUIRE(c.node_b.wait_for_line("ready, 1 replica(s) registered with 2 head(s)"));
   BOOST_TEST_REQUIRE(await_replicas(head_a->port(), 2));
   BOOST_TEST_REQUIRE(await_replicas(head_b.port(), 2));
 
@@ -145,18 +170,16 @@ BOOST_AUTO_TEST_CASE(killing_one_head_loses_nothing_through_the_other_and_a_rest
   BOOST_TEST(await_replicas(head_b.port(), 2));  // the nodes kept their replicas
 
   // The same head again: the nodes rejoin it and it serves.
-  head_a = std::make_unique<test::serve_process>(
-      std::vector<std::string>{config, "--name", "head-a", "--model", tiny(), "--registry-port", std::to_string(reg_a)});
+  head_a = c.start("head-a");
   BOOST_TEST_REQUIRE(head_a->port() != 0);
   BOOST_TEST_REQUIRE(await_replicas(head_a->port(), 2));
   // The nodes saw a newer process of head-a (its generation grew), not the old one back.
-  BOOST_TEST(node_a.wait_for_line("rejoined head head-a (restarted: generation"));
+  BOOST_TEST(c.node_a.wait_for_line("rejoined head head-a (restarted: generation"));
   const double serving_after = std::chrono::duration<double>(clock_type::now() - killed).count();
   auto again = test::post_json(head_a->port(), "/v1/completions", body_of(3));
   BOOST_TEST_REQUIRE(again.status == 200, again.body);
   BOOST_TEST(again.json()["choices"][0]["text"].get<std::string>() == expected_text(3));
   BOOST_TEST_MESSAGE("restarted head-a serves with both replicas " << serving_after << " s after the kill");
-  ::unsetenv("TROUPE_CLUSTER_TOKEN");
 }
 
 namespace {
@@ -185,25 +208,15 @@ bool becomes(actors::admin_client& c, const std::string& name, const std::string
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(each_head_serves_the_admin_protocol_for_the_whole_cluster) {
-  const std::uint16_t reg_a = test::free_port(), reg_b = test::free_port();
-  const std::string config = topology_file(reg_a, reg_b);
-  const auto topo = topology::load_topology(config);
-  ::setenv("TROUPE_CLUSTER_TOKEN", "multi-head-admin-test-token", 1);
-  test::serve_process head_a({config, "--name", "head-a", "--model", tiny(), "--registry-port", std::to_string(reg_a)});
-  test::serve_process head_b({config, "--name", "head-b", "--model", tiny(), "--registry-port", std::to_string(reg_b)});
+  two_heads c("multi-head-admin-test-token");
+  auto& head_a = *c.head_a;
+  auto& head_b = *c.head_b;
   BOOST_TEST_REQUIRE(head_a.port() != 0);
   BOOST_TEST_REQUIRE(head_b.port() != 0);
-  test::child_process node_a({troupe_bin, "node", config, "--name", "node-a", "--model", tiny()});
-  test::child_process node_b({troupe_bin, "node", config, "--name", "node-b", "--model", tiny()});
-  BOOST_TEST_REQUIRE(node_a.wait_for_line("registered with 2 head(s)"));
-  BOOST_TEST_REQUIRE(node_b.wait_for_line("registered with 2 head(s)"));
-  actors::admin_client_config ca, cb;
-  ca.endpoint = topology::admin_of(topo, "head-a").endpoint;
-  ca.events = topology::admin_of(topo, "head-a").events;
-  cb.endpoint = topology::admin_of(topo, "head-b").endpoint;
-  cb.events = topology::admin_of(topo, "head-b").events;
-  BOOST_TEST_REQUIRE(ca.endpoint != cb.endpoint);
-  actors::admin_client a(ca), b(cb);
+  BOOST_TEST_REQUIRE(c.node_a.wait_for_line("registered with 2 head(s)"));
+  BOOST_TEST_REQUIRE(c.node_b.wait_for_line("registered with 2 head(s)"));
+  BOOST_TEST_REQUIRE(c.admin("head-a").endpoint != c.admin("head-b").endpoint);
+  actors::admin_client a(c.admin("head-a")), b(c.admin("head-b"));
 
   // Both consoles see every replica of the cluster.
   for (auto* c : {&a, &b}) {
@@ -252,5 +265,73 @@ BOOST_AUTO_TEST_CASE(each_head_serves_the_admin_protocol_for_the_whole_cluster) 
   BOOST_TEST_REQUIRE(down["removed"] == json::array({"main-2"}), down.dump());
   BOOST_TEST(becomes(a, "main-2", "stopped"));
   BOOST_TEST(becomes(b, "main-2", "stopped"));
-  ::unsetenv("TROUPE_CLUSTER_TOKEN");
+}
+
+// A rollout outlives the head running it: the other head's router follows its split while it
+// runs, and once its head dies the other head takes it over from the records the nodes keep,
+// where it stood (the same canary, share and step), and can end it.
+BOOST_AUTO_TEST_CASE(a_rollout_outlives_the_head_running_it) {
+  two_heads c("multi-head-rollout-test-token");
+  auto& head_a = c.head_a;
+  auto& head_b = *c.head_b;
+  BOOST_TEST_REQUIRE(head_a->port() != 0);
+  BOOST_TEST_REQUIRE(head_b.port() != 0);
+  BOOST_TEST_REQUIRE(c.node_a.wait_for_line("registered with 2 head(s)"));
+  BOOST_TEST_REQUIRE(c.node_b.wait_for_line("registered with 2 head(s)"));
+  actors::admin_client a(c.admin("head-a", std::chrono::seconds(120))), b(c.admin("head-b", std::chrono::seconds(120)));
+  BOOST_TEST_REQUIRE(becomes(a, "main-1", "running"));
+  BOOST_TEST_REQUIRE(becomes(b, "main-1", "running"));
+  std::string baseline_key;  // once main-0 has reported its load to head-b
+  for (auto until = clock_type::now() + std::chrono::seconds(60); baseline_key.empty() && clock_type::now() < until;)
+    if (const json k = replica_in(call(b, "status"), "main-0")["model_key"]; k.is_string()) baseline_key = k.get<std::string>();
+  BOOST_TEST_REQUIRE(!baseline_key.empty());
+
+  model::synth_options o = test::preset("tiny");
+  o.seed = 5;
+  const std::string other = test::synth_model("tiny-llama-f32-seed5", o);
+  const json started = call(a, "rollout", {"main", "--model", other, "--revision", "r2", "--canary", "50%", "--step", "50%:10m",
+                                           "--max-ttft-ratio", "100", "--max-itl-ratio", "100"});
+  BOOST_TEST_REQUIRE(started["phase"] == "canary", started.dump());
+  const std::string canary_key = started["model_key"].get<std::string>();
+
+  // head-b's router follows the split head-a runs: a request pinned to the canary is placed
+  // there (with no split it would be refused).
+  auto pinned_through_b = [&] {
+    return test::http_request(head_b.port(), "POST", "/v1/completions", body_of(1).dump(), {{"X-Troupe-Split", "canary"}});
+  };
+  auto deadline = clock_type::now() + std::chrono::seconds(60);
+  test::http_response pinned;
+  while ((pinned = pinned_through_b()).status != 200 && clock_type::now() < deadline) {
+  }
+  BOOST_TEST(pinned.status == 200, pinned.body);
+
+  head_a->child().kill(SIGKILL);
+  head_a->child().reap();
+  json taken;  // head-b takes it over once head-a has been silent for a few seconds
+  deadline = clock_type::now() + std::chrono::seconds(60);
+  while (clock_type::now() < deadline) {
+    const json s = call(b, "rollout", {"status", "main"});
+    if (s.contains("rollouts") && !s["rollouts"].empty()) {
+      taken = s["rollouts"][0];
+      break;
+    }
+  }
+  BOOST_TEST_REQUIRE(!taken.is_null(), "head-b never took the rollout over");
+  BOOST_TEST(taken["phase"] == "canary", taken.dump());
+  BOOST_TEST(taken["model_key"] == canary_key);
+  BOOST_TEST(taken["share"] == 0.5);
+  std::string reasons;
+  for (const auto& d : taken["decisions"]) reasons += d["decision"].get<std::string>() + ": " + d["reason"].get<std::string>() + "\n";
+  BOOST_TEST(reasons.find("step: ") != std::string::npos, reasons);  // head-a's decisions came along
+  BOOST_TEST(reasons.find("taken_over: head head-b took it over from head head-a") != std::string::npos, reasons);
+
+  // And ends it: every replica back on the baseline.
+  BOOST_TEST_REQUIRE(call(b, "rollback", {"main"}).contains("phase"));
+  json ended;
+  deadline = clock_type::now() + std::chrono::seconds(120);
+  while (clock_type::now() < deadline && (ended.is_null() || ended["phase"] == "rolling_back"))
+    ended = call(b, "rollout", {"status", "main"})["rollouts"][0];
+  BOOST_TEST(ended["phase"] == "rolled_back", ended.dump());
+  for (const auto& r : call(b, "status")["replicas"])
+    if (r["state"] == "running") BOOST_TEST(r["model_key"] == baseline_key, r.dump());
 }

@@ -6,12 +6,15 @@
 #define BOOST_TEST_MODULE admin_message
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
 #include "runtime/admin/admin_message.h"
 #include "runtime/admin/cluster_status.h"
+#include "runtime/admin/quality_gate.h"
 #include "runtime/admin/rollout.h"
+#include "runtime/admin/rollout_record.h"
 #include "runtime/admin/swap_plan.h"
 
 using namespace troupe;
@@ -345,4 +348,105 @@ BOOST_AUTO_TEST_CASE(a_rollout_holds_each_step_then_advances_promotes_or_rolls_b
   const auto back = decide(r, 1, 5, std::string("TTFT p99 too high"));
   BOOST_TEST(int(back.what) == int(kind::roll_back));
   BOOST_TEST(back.why == "TTFT p99 too high");
+  // A step whose quality gate has not answered is held past its time, never advanced.
+  BOOST_TEST(int(decide(r, 0, 600, std::nullopt, true).what) == int(kind::hold));
+  BOOST_TEST(int(decide(r, 1, 600, std::nullopt, true).what) == int(kind::hold));
+  BOOST_TEST(int(decide(r, 1, 5, std::string("quality: x"), true).what) == int(kind::roll_back));
+}
+
+BOOST_AUTO_TEST_CASE(quality_gate_flags_make_the_probe_set) {
+  auto r = std::get<rollout_request>(parse_rollout({"decode", "--model", "/m", "--held-out", "/t.txt", "--prompts", "/p.txt",
+                                                    "--max-ppl-ratio", "1.2", "--min-greedy-match", "90%", "--greedy-tokens", "4"}));
+  BOOST_TEST(r.quality.on());
+  BOOST_TEST(r.quality.held_out == "/t.txt");
+  BOOST_TEST(r.quality.max_ppl_ratio == 1.2);
+  BOOST_TEST(r.quality.min_greedy_match == 0.9);
+  BOOST_TEST(r.quality.greedy_tokens == 4);
+  BOOST_TEST(!std::get<rollout_request>(parse_rollout({"decode", "--model", "/m"})).quality.on());
+  auto refused = std::get<std::string>(parse_rollout({"decode", "--model", "/m", "--greedy-tokens", "0"}));
+  BOOST_TEST(refused.find("--greedy-tokens") != std::string::npos, refused);
+  refused = std::get<std::string>(parse_rollout({"decode", "--model", "/m", "--min-greedy-match", "150%"}));
+  BOOST_TEST(refused.find("--min-greedy-match") != std::string::npos, refused);
+
+  r.quality.window = 4;
+  r.quality.max_windows = 2;
+  r.quality.max_prompts = 2;
+  std::vector<std::int32_t> ids(11);
+  for (int i = 0; i < 11; ++i) ids[std::size_t(i)] = i;
+  const auto set = make_quality_set(ids, {{1, 2}, {}, {3}, {4}}, r.quality);
+  BOOST_TEST_REQUIRE(set.windows.size() == 2u);  // whole windows only, at most two
+  BOOST_TEST((set.windows[1] == std::vector<std::int32_t>{4, 5, 6, 7}));
+  BOOST_TEST_REQUIRE(set.prompts.size() == 2u);  // the empty prompt skipped
+  BOOST_TEST((set.prompts[1] == std::vector<std::int32_t>{3}));
+  BOOST_TEST(set.greedy_tokens == 4);
+  BOOST_TEST(make_quality_set({7, 8, 9}, {}, r.quality).windows.size() == 1u);  // shorter than a window: one, whole
+  BOOST_TEST((prompt_lines("a\r\n\n  \nb c\nd", 2) == std::vector<std::string>{"a", "b c"}));
+}
+
+BOOST_AUTO_TEST_CASE(the_quality_gate_compares_perplexity_and_greedy_answers_with_the_baseline) {
+  quality_gate g;
+  quality_sample baseline{20.0, 10, {{1, 2, 3, 4}, {5, 6, 7, 8}}};
+  quality_sample same = baseline;
+  BOOST_TEST(baseline.perplexity() == std::exp(2.0), boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(greedy_match(same.answers, baseline.answers) == 1.0);
+  BOOST_TEST(!quality_breach(same, baseline, g));
+  quality_sample worse = baseline;
+  worse.nll = 21.0;  // perplexity e^2.1: 1.105x the baseline's
+  auto b = quality_breach(worse, baseline, g);
+  BOOST_TEST_REQUIRE(b.has_value());
+  BOOST_TEST(b->find("held-out perplexity 8.166 against the baseline's 7.389 (1.105x, bound 1.050x)") != std::string::npos, *b);
+  quality_sample other = baseline;
+  other.answers = {{1, 2, 9, 9}, {5, 6, 7, 8}};  // half of the first answer, all of the second
+  BOOST_TEST(greedy_match(other.answers, baseline.answers) == 0.75);
+  b = quality_breach(other, baseline, g);
+  BOOST_TEST_REQUIRE(b.has_value());
+  BOOST_TEST(b->find("greedy answers agree with the baseline's on 75% of their tokens (2 prompts, bound 80%)") != std::string::npos, *b);
+  g.min_greedy_match = 0.7;
+  BOOST_TEST(!quality_breach(other, baseline, g));
+  BOOST_TEST(greedy_match({{1}}, {{1, 2}}) == 0.5);  // a shorter answer misses the rest
+  BOOST_TEST(quality_summary(same, baseline).find("agree on 100%") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_rollout_record_survives_the_trip_through_the_nodes_and_says_who_takes_over) {
+  rollout_record r;
+  r.pool = "decode";
+  r.args = {"decode", "--model", "/m2", "--canary", "25%"};
+  r.model = "draft";
+  r.key = "fp@r2";
+  r.baseline_dir = "/m1";
+  r.phase = rollout_phase::paused;
+  r.step = 1;
+  r.share = 0.5;
+  r.held_s = 12.5;
+  r.serving_before = 4;
+  r.decisions = nlohmann::json::array({{{"decision", "step"}}});
+  r.owner = "head-a";
+  r.owner_start = 77;
+  r.updated_at = 1000;
+  const auto back = record_from(to_json(r).dump());
+  BOOST_TEST_REQUIRE(back.has_value());
+  BOOST_TEST((back->args == r.args));
+  BOOST_TEST(back->key == "fp@r2");
+  BOOST_TEST(int(back->phase) == int(rollout_phase::paused));
+  BOOST_TEST(back->share == 0.5);
+  BOOST_TEST(back->owner_start == 77u);
+  BOOST_TEST(back->decisions.size() == 1u);
+  BOOST_TEST(!record_from("not json"));
+  BOOST_TEST(!record_from(R"({"pool": "decode"})"));  // fields missing: not a record
+
+  using A = record_action;
+  BOOST_TEST(int(act_on(r, "head-b", 5, false, 1002, 5)) == int(A::follow));     // its owner spoke 2 s ago
+  BOOST_TEST(int(act_on(r, "head-b", 5, false, 1006, 5)) == int(A::take_over));  // silent past the bound
+  BOOST_TEST(int(act_on(r, "head-a", 78, false, 1001, 5)) == int(A::take_over)); // head-a restarted: its own, at once
+  BOOST_TEST(int(act_on(r, "head-a", 77, true, 1100, 5)) == int(A::ignore));     // running it here
+  r.phase = rollout_phase::rolled_back;
+  BOOST_TEST(int(act_on(r, "head-b", 5, false, 1100, 5)) == int(A::end_split));
+
+  rollout_record older = r, other = r;
+  older.updated_at = 900;
+  older.key = "old";
+  other.pool = "prefill";
+  const auto newest = newest_per_pool({to_json(older).dump(), to_json(r).dump(), "garbage", to_json(other).dump()});
+  BOOST_TEST_REQUIRE(newest.size() == 2u);
+  for (const auto& n : newest) BOOST_TEST(n.key == "fp@r2");
 }

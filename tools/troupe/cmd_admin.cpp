@@ -209,7 +209,7 @@ int cmd_admin(const args& a) {
   std::vector<std::string> pos = a.positional();
   const bool swap = !pos.empty() && pos.front() == "swap", rollout = !pos.empty() && pos.front() == "rollout";
   for (const char* flag : {"model", "revision", "canary", "step", "max-ttft-ratio", "max-itl-ratio", "max-error-rate", "max-refusal-rate",
-                           "min-requests"}) {
+                           "min-requests", "held-out", "prompts", "max-ppl-ratio", "min-greedy-match", "greedy-tokens"}) {
     if (!a.has(flag)) continue;
     const bool both = std::string(flag) == "model" || std::string(flag) == "revision";
     if (!rollout && !(swap && both)) throw input_error(std::string("--") + flag + (both ? ": only `swap` and `rollout` take it" : ": only `rollout` takes it"));

@@ -462,7 +462,8 @@ int cmd_serve(const args& a) {
   here.autoscaler.cfg.enabled = topo.autoscaler.cfg.enabled && head_name == topo.heads().front()->name;
   const actors::lora_serving lora{cluster.loras(), cluster.lora_manager(), topo.lora.runtime_loading};
   if (here.admin.enabled() || here.autoscaler.cfg.enabled)
-    admin = std::make_unique<actors::admin_endpoint>(sys, here, cluster.router(), cluster.owner(), cluster.registry(), model_cards(topo, served), lora);
+    admin = std::make_unique<actors::admin_endpoint>(sys, here, cluster.router(), cluster.owner(), cluster.registry(), model_cards(topo, served), lora,
+                                                     head_name);
 
   actors::frontend_config fc = frontend_config_of(a, topo, served);
   fc.lora = lora;

@@ -117,6 +117,11 @@ void declare_admin(command& root) {
           .option("max-error-rate", "X", "rollout: the canary's failed share above the baseline's, at most (default 0.01)")
           .option("max-refusal-rate", "X", "rollout: the canary's refused share above the baseline's, at most (default 0.05)")
           .option("min-requests", "N", "rollout: requests on each side before the gate judges (default 20)")
+          .option("held-out", "FILE", "rollout: quality gate: text (read on the head) whose perplexity the canary must keep")
+          .option("prompts", "FILE", "rollout: quality gate: prompts, one per line (read on the head), the canary must answer as the baseline does")
+          .option("max-ppl-ratio", "X", "rollout: the canary's held-out perplexity over the baseline's, at most (default 1.05)")
+          .option("min-greedy-match", "P%", "rollout: the share of the baseline's greedy answers the canary must match (default 80%)")
+          .option("greedy-tokens", "N", "rollout: tokens each quality prompt is answered with (default 16)")
           .footer(admin_footer());
   admin.sub("keygen", "write a CURVE key pair for the admin endpoint", "[PREFIX]",
             "Writes a CURVE key pair for the admin endpoint: PREFIX.key (the secret key, mode 0600) and PREFIX.pub (the public "
