@@ -12,7 +12,6 @@ namespace {
 
 struct probe_state {
   admin::quality_sample sample;
-  std::size_t windows = 0;      // requests "-w<i>" come first, then "-p<i>"
   std::set<std::string> outstanding;  // submitted and not finished
   scheduler_actor target;
   std::string tag;
@@ -90,7 +89,6 @@ quality_probe_actor::behavior_type quality_probe(probe_ptr self, scheduler_actor
   auto& st = self->state;
   st.tag = tag;
   st.target = target;
-  st.windows = set.windows.size();
   st.sample.answers.resize(set.prompts.size());
   std::vector<engine::request> requests;
   for (std::size_t i = 0; i < set.windows.size(); ++i)
