@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <fcntl.h>
 #include <sys/wait.h>
+#include <optional>
+#include <chrono>
 #include <unistd.h>
 
 #include <cstdio>
@@ -87,6 +89,19 @@ class child_process {
 
   void kill(int sig) {
     if (pid_ > 0) ::kill(pid_, sig);
+  }
+
+  // The child's wait status once it has exited, polled for at most `limit`; nothing (and it
+  // runs on) when it has not.
+  std::optional<int> reap_within(std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    int status = 0;
+    while (pid_ > 0 && std::chrono::steady_clock::now() < deadline)
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return status;
+      }
+    return std::nullopt;
   }
 
   // Waits for the child to exit; returns its wait status.

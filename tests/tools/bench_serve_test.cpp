@@ -231,6 +231,43 @@ BOOST_AUTO_TEST_CASE(a_signal_stops_sending_and_the_report_covers_what_was_sent)
   BOOST_TEST(finished() == j["completed"].get<double>());
 }
 
+// A stop that comes while the plan is still being made counts too, even in a process that
+// started with SIGINT ignored (every background job of a script does): it sends nothing and
+// reports that. Before, the signal was lost and the whole plan was sent.
+BOOST_AUTO_TEST_CASE(a_signal_while_planning_stops_before_anything_is_sent) {
+  const std::string model = test::synth_model("small-llama-f32", test::preset("small"));
+  test::serve_process serve({std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml", "--model", model});
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const std::string out = std::string(TROUPE_BINARY_DIR) + "/bench-serve-early-signal.json";
+  std::filesystem::remove(out);
+  const auto before = std::signal(SIGINT, SIG_IGN);  // the child inherits it, as a script's `&` gives it
+  test::child_process bench({std::string(TROUPE_BINARY_DIR) + "/troupe", "bench", "serve", "--url",
+                             "http://127.0.0.1:" + std::to_string(serve.port()), "--requests", "1000000", "--rate", "10",
+                             "--prompt-len", "16", "--output-len", "4", "--quiet", "--json", out});
+  std::signal(SIGINT, before);
+  BOOST_TEST_REQUIRE(bench.started());
+  auto resident_mb = [&] {  // a million planned requests take hundreds of MB: it is planning
+    std::ifstream statm("/proc/" + std::to_string(bench.pid()) + "/statm");
+    long pages = 0, resident = 0;
+    statm >> pages >> resident;
+    return double(resident) * double(::sysconf(_SC_PAGESIZE)) / 1e6;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (resident_mb() < 100 && std::chrono::steady_clock::now() < deadline) {
+  }
+  BOOST_TEST_REQUIRE(resident_mb() >= 100);
+  bench.kill(SIGINT);
+  const auto status = bench.reap_within(std::chrono::seconds(60));
+  BOOST_TEST_REQUIRE(status.has_value(), "the stop was lost: bench serve went on sending");
+  BOOST_TEST_REQUIRE(WIFEXITED(*status));
+  BOOST_TEST(WEXITSTATUS(*status) == 0);
+  std::ifstream in(out);
+  const auto j = nlohmann::json::parse(in);
+  BOOST_TEST(j["stopped_by_signal"] == true);
+  BOOST_TEST(j["planned_requests"] == 1000000);
+  BOOST_TEST(j["completed"] == 0);
+}
+
 // Against a disaggregated server, the KV transfer is a phase of its own: every request's KV
 // was pulled once by the decode replica, and the report says how many and how long on average.
 BOOST_AUTO_TEST_CASE(a_run_against_a_disaggregated_server_reports_the_kv_transfer_phase) {

@@ -351,6 +351,7 @@ int cmd_bench_serve(const args& a) {
   if (a.has("baseline-url") && !a.has("baseline")) throw input_error("--baseline-url: only with --baseline NAME");
   if (a.has("canary-split") && a.has("baseline"))
     throw input_error("--canary-split compares the two sides of one model's rollout; --baseline compares two models: one or the other");
+  bench::note_stops_until_run();
   bench::client_options co = client_options_of(a, *url);
   if (a.has("canary-split")) co.split = "canary";
   bench::server_info info = bench::discover(co);

@@ -267,6 +267,18 @@ tcp::endpoint resolve(const client_options& o) {
 
 }  // namespace
 
+namespace {
+
+volatile std::sig_atomic_t stop_noted = 0;
+extern "C" void note_stop(int) { stop_noted = 1; }
+
+}  // namespace
+
+void note_stops_until_run() {
+  std::signal(SIGINT, note_stop);
+  std::signal(SIGTERM, note_stop);
+}
+
 std::vector<request_result> run_requests(const client_options& o, const std::vector<planned_request>& plan,
                                          const std::function<void(std::size_t, std::size_t)>& progress, double* duration,
                                          bool* stopped) {
@@ -294,11 +306,19 @@ std::vector<request_result> run_requests(const client_options& o, const std::vec
     });
     st->arrivals.push_back(std::move(t));
   }
+  // The default first, so that asio restores it when a stop clears the set: a second signal
+  // then ends the process, whatever the process started with or noted before.
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
   st->signals = std::make_unique<asio::signal_set>(st->ioc, SIGINT, SIGTERM);
   st->signals->async_wait([st](beast::error_code ec, int) {
     if (!ec) stop_sending(st);
   });
   if (plan.empty()) st->signals->cancel();
+  if (stop_noted) {  // stopped while the plan was made: nothing is sent
+    stop_noted = 0;
+    stop_sending(st);
+  }
   st->ioc.run();
   if (duration) *duration = st->now();
   st->arrivals.clear();

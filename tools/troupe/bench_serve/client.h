@@ -28,6 +28,12 @@ struct client_options {
 // Parses http://HOST:PORT[/PREFIX]; throws input_error otherwise.
 client_options parse_url(const std::string& url);
 
+// From now until run_requests takes them over, SIGINT and SIGTERM are noted rather than lost
+// or fatal: a stop that comes while the plan is made (seconds for a large one) makes
+// run_requests send nothing. Also in a process that started with SIGINT ignored, as every
+// background job of a shell script does.
+void note_stops_until_run();
+
 // Runs the workload; `progress(done, total)` is called after each request ends. SIGINT or
 // SIGTERM stops sending: requests not yet started never are, those in flight finish, and the
 // results then hold only the requests that were sent (`*stopped` says so). A second signal gets
