@@ -51,11 +51,7 @@ namespace {
 using run_ptr = std::shared_ptr<rollout_run>;
 constexpr std::size_t decisions_kept = 32;
 
-bool active(const rollout_run& r) {
-  using admin::rollout_phase;
-  return r.phase == rollout_phase::canary || r.phase == rollout_phase::paused || r.phase == rollout_phase::promoting ||
-         r.phase == rollout_phase::rolling_back;
-}
+bool active(const rollout_run& r) { return admin::under_way(r.phase); }
 
 double share_of(const rollout_run& r) { return r.step < r.req.steps.size() ? r.req.steps[r.step].share : 1.0; }
 
@@ -288,9 +284,7 @@ void judge(admin_ptr self, const run_ptr& run, const std::vector<replica_figures
 
 std::optional<std::string> unstartable(admin_ptr self, const admin::rollout_request& r) {
   const auto& st = self->state;
-  const auto& pools = st.cfg.topo.pools;
-  if (std::none_of(pools.begin(), pools.end(), [&](const topology::pool_spec& p) { return p.name == r.pool; }))
-    return "no pool named '" + r.pool + "'";
+  if (!pool_named(st.cfg.topo, r.pool)) return "no pool named '" + r.pool + "'";
   if (!st.cfg.owner) return std::string("this head has no request owner to measure the canary");
   auto it = st.rollouts.find(r.pool);
   if (it != st.rollouts.end() && active(*it->second))
@@ -306,8 +300,7 @@ void start_rollout(admin_ptr self, std::uint64_t token, const std::vector<std::s
   run->args = args;
   if (auto why = unstartable(self, run->req)) return refuse(self, token, "rollout: " + *why);
   if (auto why = load_quality(*run)) return refuse(self, token, "rollout: " + *why);
-  for (const auto& p : self->state.cfg.topo.pools)
-    if (p.name == run->req.pool) run->model = p.model;
+  run->model = pool_named(self->state.cfg.topo, run->req.pool)->model;  // unstartable checked it is there
   run->baseline.pool = run->req.pool;
   if (auto b = self->state.pool_revisions.find(run->req.pool); b != self->state.pool_revisions.end())
     std::tie(run->baseline.dir, run->baseline.revision) = b->second;
@@ -376,9 +369,8 @@ void follow_records(admin_ptr self, const std::vector<std::string>& texts) {
   for (const auto& rec : admin::newest_per_pool(texts)) {
     auto it = st.rollouts.find(rec.pool);
     const bool running = it != st.rollouts.end() && active(*it->second);
-    const bool known_pool = std::any_of(st.cfg.topo.pools.begin(), st.cfg.topo.pools.end(),
-                                        [&](const topology::pool_spec& p) { return p.name == rec.pool && p.model == rec.model; });
-    if (!known_pool) continue;
+    const auto* pool = pool_named(st.cfg.topo, rec.pool);
+    if (!pool || pool->model != rec.model) continue;
     switch (admin::act_on(rec, st.cfg.head, st.start_ns, running, unix_seconds(), takeover_after_s(st))) {
       case admin::record_action::take_over: take_over(self, rec); break;
       case admin::record_action::follow: {

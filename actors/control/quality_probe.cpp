@@ -1,7 +1,7 @@
 #include "actors/control/quality_probe.h"
 
+#include <map>
 #include <optional>
-#include <set>
 #include <utility>
 
 #include "actors/protocol/error_text.h"
@@ -10,11 +10,16 @@ namespace troupe::actors {
 
 namespace {
 
+// Which probe a request id is: a held-out window (scored) or a prompt (answered), by index.
+struct probe_slot {
+  bool window = false;
+  std::size_t index = 0;
+};
+
 struct probe_state {
   admin::quality_sample sample;
-  std::set<std::string> outstanding;  // submitted and not finished
+  std::map<std::string, probe_slot> outstanding;  // submitted and not finished, by request id
   scheduler_actor target;
-  std::string tag;
   std::optional<std::string> error;
   caf::typed_response_promise<admin::quality_sample> answer;
   bool asked = false;
@@ -35,7 +40,7 @@ void settle(probe_ptr self) {
 void fail(probe_ptr self, std::string why) {
   auto& st = self->state;
   if (!st.error) st.error = std::move(why);
-  for (const auto& id : st.outstanding) self->send(st.target, abort_atom::value, id);
+  for (const auto& [id, slot] : st.outstanding) self->send(st.target, abort_atom::value, id);
   st.outstanding.clear();
   settle(self);
 }
@@ -54,21 +59,11 @@ engine::request probe_request(const std::string& id, std::vector<std::int32_t> p
   return r;
 }
 
-// Which probe an update is for: (is a window, its index), or nothing for a foreign id.
-std::optional<std::pair<bool, std::size_t>> probe_of(const std::string& tag, const std::string& id) {
-  if (id.size() < tag.size() + 3 || id.compare(0, tag.size(), tag) != 0 || id[tag.size()] != '-') return std::nullopt;
-  try {
-    return std::make_pair(id[tag.size() + 1] == 'w', std::size_t(std::stoul(id.substr(tag.size() + 2))));
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
-
 void take(probe_ptr self, const token_update& u) {
   auto& st = self->state;
-  const auto which = probe_of(st.tag, u.id);
-  if (!which) return;
-  const auto [window, index] = *which;
+  const auto it = st.outstanding.find(u.id);
+  if (it == st.outstanding.end()) return;
+  const auto [window, index] = it->second;
   if (window) {
     for (const auto& lp : u.prompt_logprobs) st.sample.nll -= double(lp.logprob);
     st.sample.scored += std::int64_t(u.prompt_logprobs.size());
@@ -87,15 +82,17 @@ void take(probe_ptr self, const token_update& u) {
 quality_probe_actor::behavior_type quality_probe(probe_ptr self, scheduler_actor target, admin::quality_set set, std::string model,
                                                  std::string tag, std::chrono::milliseconds timeout) {
   auto& st = self->state;
-  st.tag = tag;
   st.target = target;
   st.sample.answers.resize(set.prompts.size());
   std::vector<engine::request> requests;
-  for (std::size_t i = 0; i < set.windows.size(); ++i)
+  for (std::size_t i = 0; i < set.windows.size(); ++i) {
     requests.push_back(probe_request(tag + "-w" + std::to_string(i), std::move(set.windows[i]), model, 1, true));
-  for (std::size_t i = 0; i < set.prompts.size(); ++i)
+    st.outstanding[requests.back().id] = {true, i};
+  }
+  for (std::size_t i = 0; i < set.prompts.size(); ++i) {
     requests.push_back(probe_request(tag + "-p" + std::to_string(i), std::move(set.prompts[i]), model, set.greedy_tokens, false));
-  for (const auto& r : requests) st.outstanding.insert(r.id);
+    st.outstanding[requests.back().id] = {false, i};
+  }
   const auto sink = caf::actor_cast<token_sink>(self);
   for (auto& r : requests)
     self->request(target, timeout, submit_atom::value, std::move(r), sink)

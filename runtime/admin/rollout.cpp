@@ -168,6 +168,10 @@ const char* phase_name(rollout_phase p) {
   return "?";
 }
 
+bool under_way(rollout_phase p) {
+  return p == rollout_phase::canary || p == rollout_phase::paused || p == rollout_phase::promoting || p == rollout_phase::rolling_back;
+}
+
 rollout_decision decide(const rollout_request& r, std::size_t step, double held_s, const std::optional<std::string>& breached,
                         bool quality_pending) {
   if (breached) return {rollout_decision::kind::roll_back, *breached};

@@ -59,6 +59,8 @@ std::optional<std::string> breach(const side_figures& canary, const side_figures
 
 enum class rollout_phase { canary, paused, promoting, promoted, rolling_back, rolled_back, failed };
 const char* phase_name(rollout_phase p);
+// Whether a rollout in this phase still needs a head (canary, paused, promoting, rolling back).
+bool under_way(rollout_phase p);
 
 struct rollout_decision {
   enum class kind { hold, advance, promote, roll_back } what = kind::hold;

@@ -57,10 +57,6 @@ std::optional<rollout_phase> phase_named(const std::string& name) {
   return std::nullopt;
 }
 
-bool under_way(rollout_phase p) {
-  return p == rollout_phase::canary || p == rollout_phase::paused || p == rollout_phase::promoting || p == rollout_phase::rolling_back;
-}
-
 record_action act_on(const rollout_record& r, const std::string& me, std::uint64_t my_start, bool running_it_here, double now,
                      double takeover_after_s) {
   if (running_it_here) return record_action::ignore;

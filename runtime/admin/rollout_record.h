@@ -39,8 +39,6 @@ std::optional<rollout_record> record_from(const std::string& text);
 
 // The phase named `name` (phase_name's inverse), or nothing.
 std::optional<rollout_phase> phase_named(const std::string& name);
-// Whether a rollout in this phase still needs a head (canary, paused, promoting, rolling back).
-bool under_way(rollout_phase p);
 
 // What a head does with a record it read from the nodes. A head never takes over a rollout it
 // runs itself; it takes over one under way whose owner is an earlier process of itself (a
