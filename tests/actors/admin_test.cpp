@@ -394,6 +394,10 @@ BOOST_AUTO_TEST_CASE(swap_under_load_fails_no_request_and_serves_the_new_revisio
   const auto before = completions(c.http, 8);
   event_collector collector;
   admin_result swapped;
+  // Slowed (each step waits 50 ms), decode-0 holds requests for seconds rather than the tiny
+  // model's one and a half, so `status` samples it busy even on a loaded machine (a fresh-clone
+  // run once sampled it only before and after). The swap replaces it, and the delay with it.
+  BOOST_TEST_REQUIRE(admin_cli("slow decode-0 50").status == 0);
   const auto during = completions(c.http, 16, [&] {
     BOOST_TEST_REQUIRE(busy("decode-0"));
     swapped = admin_cli("swap decode --model " + other + " --revision r2", 300);
