@@ -201,17 +201,19 @@ bench::client_options client_options_of(const args& a, const std::string& url) {
 // Per request, in plan order (vLLM's --save-detailed): seconds.
 void add_detailed(const std::vector<bench::request_result>& results, nlohmann::json& j) {
   nlohmann::json starts = nlohmann::json::array(), ttfts = nlohmann::json::array(), e2els = nlohmann::json::array(),
-                 outs = nlohmann::json::array();
+                 outs = nlohmann::json::array(), models = nlohmann::json::array();
   for (const auto& r : results) {
     starts.push_back(r.start);
     ttfts.push_back(r.ok ? nlohmann::json(r.ttft) : nlohmann::json(nullptr));
     e2els.push_back(r.ok ? nlohmann::json(r.e2e) : nlohmann::json(nullptr));
     outs.push_back(r.output_tokens);
+    models.push_back(r.model);  // which model answered: a fallback under overload
   }
   j["starts"] = starts;
   j["ttfts"] = ttfts;
   j["e2els"] = e2els;
   j["output_lens"] = outs;
+  j["models"] = models;
 }
 
 // The server's /metrics before and after the run, read as troupe names them (either
