@@ -354,6 +354,30 @@ void read_request_trace(const reader& r, const toml::table& f, frontend_spec& fe
   }
 }
 
+// frontend.api_keys: strings, or { key, tenant } tables naming the tenant a key bills.
+void read_api_keys(const reader& r, const toml::table& f, topology::frontend_spec& fe) {
+  if (const toml::node* n = f.get("api_keys")) {
+    const toml::array* keys = n->as_array();
+    if (!keys) r.fail(n, "frontend.api_keys", std::string("expected an array of strings, got ") + type_name(*n));
+    for (auto&& k : *keys) {
+      if (const toml::table* kt = k.as_table()) {  // { key = "...", tenant = "..." }
+        r.only_keys(*kt, "frontend.api_keys.", {"key", "tenant"});
+        const std::string key = r.string(*kt, "key", "frontend.api_keys.", std::nullopt);
+        const std::string tenant = r.string(*kt, "tenant", "frontend.api_keys.", std::string());
+        if (key.empty()) r.fail(&k, "frontend.api_keys.key", "must not be empty");
+        if (tenant.empty() || tenant.size() > 64) r.fail(&k, "frontend.api_keys.tenant", "expected a name of 1 to 64 characters");
+        fe.api_keys.push_back(key);
+        fe.api_key_tenants.push_back(tenant);
+        continue;
+      }
+      if (!k.is_string() || k.value<std::string>()->empty())
+        r.fail(&k, "frontend.api_keys", "expected non-empty strings or { key = \"...\", tenant = \"...\" } tables");
+      fe.api_keys.push_back(*k.value<std::string>());
+      fe.api_key_tenants.emplace_back();
+    }
+  }
+}
+
 void read_frontend(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* f = r.table(root, "frontend", "");
   if (!f) return;
@@ -387,26 +411,7 @@ void read_frontend(const reader& r, const toml::table& root, topology_config& t)
     if (bytes < 1024) r.fail(n, "frontend.max_body", "must be at least 1KiB");
     fe.max_body = std::size_t(bytes);
   }
-  if (const toml::node* n = f->get("api_keys")) {
-    const toml::array* keys = n->as_array();
-    if (!keys) r.fail(n, "frontend.api_keys", std::string("expected an array of strings, got ") + type_name(*n));
-    for (auto&& k : *keys) {
-      if (const toml::table* kt = k.as_table()) {  // { key = "...", tenant = "..." }
-        r.only_keys(*kt, "frontend.api_keys.", {"key", "tenant"});
-        const std::string key = r.string(*kt, "key", "frontend.api_keys.", std::nullopt);
-        const std::string tenant = r.string(*kt, "tenant", "frontend.api_keys.", std::string());
-        if (key.empty()) r.fail(&k, "frontend.api_keys.key", "must not be empty");
-        if (tenant.empty() || tenant.size() > 64) r.fail(&k, "frontend.api_keys.tenant", "expected a name of 1 to 64 characters");
-        fe.api_keys.push_back(key);
-        fe.api_key_tenants.push_back(tenant);
-        continue;
-      }
-      if (!k.is_string() || k.value<std::string>()->empty())
-        r.fail(&k, "frontend.api_keys", "expected non-empty strings or { key = \"...\", tenant = \"...\" } tables");
-      fe.api_keys.push_back(*k.value<std::string>());
-      fe.api_key_tenants.emplace_back();
-    }
-  }
+  read_api_keys(r, *f, fe);
   if (const toml::node* n = f->get("public_prompts")) {
     const toml::array* list = n->as_array();
     if (!list) r.fail(n, "frontend.public_prompts", std::string("expected an array of tables, got ") + type_name(*n));
@@ -432,7 +437,8 @@ void read_frontend(const reader& r, const toml::table& root, topology_config& t)
   fe.metric_prefix = r.string(*f, "metric_prefix", "frontend.", fe.metric_prefix);
   for (char c : fe.metric_prefix)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':'))
-      r.fail(f->get("metric_prefix"), "frontend.metric_prefix", "may hold only letters, digits, '_' and ':'");  read_request_trace(r, *f, fe);
+      r.fail(f->get("metric_prefix"), "frontend.metric_prefix", "may hold only letters, digits, '_' and ':'");
+  read_request_trace(r, *f, fe);
 }
 
 // "tcp://127.0.0.1:PORT" (or localhost / [::1]): nothing listens off loopback without
