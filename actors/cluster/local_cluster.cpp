@@ -196,7 +196,10 @@ void local_cluster::start(const topology::topology_config& topo, const loaded_mo
   oc.request_timeout = topo.timeouts.request;
   oc.admission = topo.admission.cfg;
   oc.names = rc.names;
-  for (const auto& p : topology::place_replicas(topo)) oc.pools[p.replica.value] = p.pool;
+  for (const auto& p : topology::place_replicas(topo)) {
+    oc.pools[p.replica.value] = p.pool;
+    if (p.active) oc.pool_slots[p.pool] += topo.scheduler.limits.max_num_seqs;
+  }
   for (const auto* m : topo.models())
     if (!m->fallback.empty())
       oc.fallbacks[m->name] = {m->fallback, std::chrono::duration<double>(m->fallback_queue_wait).count(), m->fallback_min_priority};

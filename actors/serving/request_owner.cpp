@@ -64,6 +64,37 @@ void unqueue(owner_ptr self, owned_request& r, bool started) {
   r.queued_in.clear();
 }
 
+// A request that ran in a pool stops running there: it ended, or was handed off (`freed`: its
+// slot is free again), or its replica died (not freed: the slot went with it).
+void stop_running(owner_ptr self, owned_request& r, bool freed) {
+  if (r.running_in.empty()) return;
+  auto& q = self->state.queues[r.running_in];
+  if (freed)
+    q.finished(admission::clock::now());
+  else
+    q.lost();
+  r.running_in.clear();
+}
+
+// The first token of a placement: from now on the request runs in its replica's pool, which a
+// new request enters from that pool's admission queue.
+void note_started(owner_ptr self, owned_request& r) {
+  auto& st = self->state;
+  if (!r.queued_in.empty()) {
+    auto& q = st.queues[r.queued_in];
+    const auto now = admission::clock::now();
+    q.started(now);
+    if (r.migrations == 0) q.first_token(r.predicted_wait, std::chrono::duration<double>(now - r.submitted).count());
+    r.running_in = std::move(r.queued_in);
+    r.queued_in.clear();
+    return;
+  }
+  const auto pool = st.cfg.pools.find(r.replica.value);
+  if (pool == st.cfg.pools.end() || !r.running_in.empty()) return;
+  st.queues[pool->second].joined();
+  r.running_in = pool->second;
+}
+
 // Ends a request that can no longer be served. Before its first acceptance the client's submit
 // gets the error (`code`, `why`); afterwards the client gets a final update whose reason says why.
 void fail(owner_ptr self, const std::string& id, const std::string& why, promise* initial,
@@ -73,6 +104,7 @@ void fail(owner_ptr self, const std::string& id, const std::string& why, promise
   if (auto holder = it->second.kv.drop())  // nobody will pull it
     self->send(caf::actor_cast<scheduler_actor>(*holder), release_atom::value, id);
   unqueue(self, it->second, false);
+  stop_running(self, it->second, true);
   if (!initial && it->second.replica != no_replica)  // it failed where it ran
     self->state.figures.record(it->second.replica.value, admission::figure_book::kind::failed, owner_clock_s());
   log_end(self, it->second, initial ? "refused" : "error", nullptr, why);
@@ -148,6 +180,11 @@ void fall_back(owner_ptr self, const std::string& id, owned_request& r, const st
 
 enum class admitted_as { admitted, refused, rerouted };
 
+int slots_of(const owner_config& cfg, const std::string& pool) {
+  const auto it = cfg.pool_slots.find(pool);
+  return it == cfg.pool_slots.end() ? 0 : it->second;
+}
+
 // A new request in the admission queue of the pool the router chose: admitted (counted there),
 // sent to its model's fallback (placed again), or refused now with the wait the queue predicts.
 admitted_as admit_new(owner_ptr self, const std::string& id, owned_request& r, const route_reply& rep, replica_id avoid,
@@ -158,8 +195,9 @@ admitted_as admit_new(owner_ptr self, const std::string& id, owned_request& r, c
   auto& q = st.queues[name];
   const admission::verdict v = q.admit(st.cfg.admission, r.request.priority, admission::clock::now());
   if (auto rule = st.cfg.fallbacks.find(r.request.model); rule != st.cfg.fallbacks.end()) {
-    const auto d = admission::decide_fallback(rule->second, r.request.allow_fallback && !r.fell_back, r.request.priority, v,
-                                              admission::predicted_wait_s(q, admission::clock::now()));
+    const auto p = admission::predict_first_token(q, slots_of(st.cfg, name), admission::clock::now());
+    r.predicted_wait = p.wait;
+    const auto d = admission::decide_fallback(rule->second, r.request.allow_fallback && !r.fell_back, r.request.priority, v, p.ttft());
     if (d.fall_back) {
       fall_back(self, id, r, rule->second.to, name, d.reason);
       place(self, id, avoid, initial);
@@ -249,6 +287,7 @@ void migrate(owner_ptr self, const std::string& id) {
   r.lost_replica = r.replica;
   const replica_id from = r.replica;
   r.scheduler = nullptr;
+  stop_running(self, r, false);
   place(self, id, from, nullptr);
 }
 
@@ -322,6 +361,7 @@ void hand_off(owner_ptr self, const std::string& id, owned_request& r, token_upd
   u.finished = false;
   u.reason = engine::finish_reason::none;
   r.scheduler = nullptr;  // that replica is done with it
+  stop_running(self, r, true);
   if (!u.tokens.empty()) {  // a prefill's first token; a drained request has none new
     auto& batch = out[r.client];
     batch.step = step;
@@ -347,7 +387,7 @@ void on_update(owner_ptr self, const caf::actor_addr& from, token_update& u, std
     self->send(st.router, progress_atom::value, r.replica,
                std::int32_t(first ? r.request.prompt.size() + r.tokens.size() : 0), bool(u.finished));
   r.prompt_done |= first;
-  if (first) unqueue(self, r, true);
+  if (first) note_started(self, r);
   if (first && r.migrations == 0 && r.replicas.size() == 1) {  // a new request's own first token
     r.first_token_at = std::chrono::steady_clock::now();
     const auto pool = st.cfg.pools.find(r.replica.value);
@@ -362,6 +402,7 @@ void on_update(owner_ptr self, const caf::actor_addr& from, token_update& u, std
     // Its KV could not be pulled and the policy is to prefill it again elsewhere.
     r.prefilled = false;
     r.scheduler = nullptr;
+    stop_running(self, r, true);
     place(self, it->first, r.kv.from(), nullptr);
     return;
   }
@@ -382,6 +423,7 @@ void on_update(owner_ptr self, const caf::actor_addr& from, token_update& u, std
     const bool bad = batch.updates.back().reason == engine::finish_reason::error;
     st.figures.record(r.replica.value, bad ? admission::figure_book::kind::failed : admission::figure_book::kind::finished, owner_clock_s());
     unqueue(self, r, false);
+    stop_running(self, r, true);
     log_end(self, r, engine::finish_reason_name(batch.updates.back().reason), &batch.updates.back(), batch.updates.back().error);
     st.requests.erase(it);
   }

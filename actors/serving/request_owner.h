@@ -28,6 +28,9 @@ struct owner_config {
   // By the topology's model name: where its overflow goes instead of being refused
   // (runtime/admission/model_fallback.h).
   std::map<std::string, admission::fallback_rule> fallbacks;
+  // By pool: the sequences its replicas that serve from the start run at once (max_seqs each),
+  // for the wait a fallback rule predicts (admission::predicted_wait_s).
+  std::map<std::string, int> pool_slots;
   topology::replica_names names;               // for logs
 };
 
@@ -45,6 +48,8 @@ struct owned_request {
   replica_id lost_replica;
   bool awaiting_first_token = false;              // migrated, no token from the new replica yet
   std::string queued_in;                          // the pool whose admission queue counts it (until it starts)
+  std::optional<double> predicted_wait;           // at its admission, by a fallback rule (admission::predicted_wait_s)
+  std::string running_in;                         // the pool whose queue counts it running (started, not yet ended there)
   std::vector<std::uint32_t> replicas;            // every replica it was placed on, in order (for its log line)
   bool fell_back = false;       // admission sent it to its model's fallback (once at most)
   bool prompt_done = false;     // this placement's first token came (told to the router)

@@ -33,27 +33,65 @@ verdict pool_queue::admit(const admission_config& cfg, int priority, clock::time
   return v;
 }
 
+void recent_rate::add(clock::time_point now) {
+  if (last_) decayed_ *= std::exp(-std::max(0.0, std::chrono::duration<double>(now - *last_).count()) / window);
+  decayed_ += 1;
+  last_ = now;
+}
+
+std::optional<double> recent_rate::per_second(clock::time_point since, clock::time_point now) const {
+  const double seen = std::chrono::duration<double>(now - since).count();
+  if (seen < min_seen) return std::nullopt;
+  if (!last_) return 0.0;
+  const double ago = std::max(0.0, std::chrono::duration<double>(now - *last_).count());
+  // Over a history shorter than the window the decayed count covers only part of it.
+  return decayed_ * std::exp(-ago / window) / (window * (1 - std::exp(-seen / window)));
+}
+
 void pool_queue::started(clock::time_point now) {
   left();
+  ++running_;
   if (last_start_) {
     const double gap = std::chrono::duration<double>(now - *last_start_).count();
     const double r = 1.0 / std::max(1e-3, gap);
     rate_ = rate_ == 0 ? r : (1 - rate_weight) * rate_ + rate_weight * r;
-    decayed_starts_ *= std::exp(-std::max(0.0, gap) / window);
   } else {
     first_start_ = now;
   }
-  decayed_starts_ += 1;
+  starts_.add(now);
   last_start_ = now;
+}
+
+void pool_queue::finished(clock::time_point now) {
+  if (running_ > 0) --running_;
+  finishes_.add(now);
 }
 
 std::optional<double> pool_queue::recent_start_rate(clock::time_point now) const {
   if (!first_start_) return std::nullopt;
-  const double seen = std::chrono::duration<double>(now - *first_start_).count();
-  if (seen < min_seen) return std::nullopt;
-  const double since = std::max(0.0, std::chrono::duration<double>(now - *last_start_).count());
-  // Over a history shorter than the window the decayed count covers only part of it.
-  return decayed_starts_ * std::exp(-since / window) / (window * (1 - std::exp(-seen / window)));
+  return starts_.per_second(*first_start_, now);
+}
+
+void pool_queue::first_token(std::optional<double> predicted_wait, double ttft) {
+  if (!predicted_wait) return;
+  const double beyond = ttft - *predicted_wait;
+  if (!service_mean_) {  // as TCP starts its round-trip estimate (RFC 6298): one sample, half of it as deviation
+    service_mean_ = beyond;
+    service_dev_ = std::abs(beyond) / 2;
+    return;
+  }
+  service_dev_ = (1 - rate_weight) * service_dev_ + rate_weight * std::abs(beyond - *service_mean_);
+  service_mean_ = (1 - rate_weight) * *service_mean_ + rate_weight * beyond;
+}
+
+std::optional<double> pool_queue::service_s() const {
+  if (!service_mean_) return std::nullopt;
+  return std::max(0.0, *service_mean_ + 2 * service_dev_);
+}
+
+std::optional<double> pool_queue::recent_finish_rate(clock::time_point now) const {
+  if (!first_start_) return std::nullopt;
+  return finishes_.per_second(*first_start_, now);
 }
 
 verdict tenant_budgets::charge(const admission_config& cfg, const std::string& key, const std::string& tenant, double tokens,

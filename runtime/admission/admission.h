@@ -47,29 +47,63 @@ struct verdict {
 // How much of a pool's queue a request of `priority` may fill.
 int queue_limit(const admission_config& cfg, int priority);
 
-// One pool's queue: its depth (the caller counts acceptances and starts) and its drain rate.
+// Events per second over about the last `window` seconds, as an exponentially decayed count:
+// unlike an EWMA of intervals, a step that starts many requests at once does not read as a
+// rate of thousands. Measured from `since` on (the first start of the pool's queue): none
+// before min_seen seconds of it, and zero when nothing happened since.
+class recent_rate {
+ public:
+  void add(clock::time_point now);
+  std::optional<double> per_second(clock::time_point since, clock::time_point now) const;
+  static constexpr double window = 2.0, min_seen = 0.25;
+
+ private:
+  std::optional<clock::time_point> last_;
+  double decayed_ = 0;  // sum over events at t of exp(-(last_ - t) / window)
+};
+
+// One pool's queue: its depth (the caller counts acceptances and starts) and its drain rate;
+// and, once started, the requests it runs until they end, with the rate at which they end: a
+// pool whose sequence slots are all taken starts the next request only when one ends.
 class pool_queue {
  public:
   verdict admit(const admission_config& cfg, int priority, clock::time_point now) const;
   void accepted() { ++depth_; }
-  // A queued request started (its first token) or left before starting.
+  // A queued request started (its first token; it runs in the pool from now) or left before starting.
   void started(clock::time_point now);
   void left() {
     if (depth_ > 0) --depth_;
   }
+  // A request that started elsewhere runs here now (migrated, or handed off after its prefill).
+  void joined() { ++running_; }
+  // A running request freed its slot: it ended (or went on elsewhere) on a live replica.
+  void finished(clock::time_point now);
+  // A running request's replica died: its slot is gone with it, nothing ended there.
+  void lost() {
+    if (running_ > 0) --running_;
+  }
   int depth() const { return depth_; }
+  int running() const { return running_; }
   double drain_rate() const { return rate_; }  // requests started per second (EWMA)
-  // Requests started per second over about the last `window` seconds (an exponentially decayed
-  // count): unlike drain_rate, a batch that starts many requests in one step does not read as
-  // a rate of thousands. None until min_seen seconds after the first start.
+  // Requests started, and ended, per second lately (recent_rate); none until min_seen seconds
+  // after the first start.
   std::optional<double> recent_start_rate(clock::time_point now) const;
-  static constexpr double window = 2.0, min_seen = 0.25;
+  std::optional<double> recent_finish_rate(clock::time_point now) const;
+  // A request admitted with `predicted_wait` seconds of queue wait had its first token `ttft`
+  // seconds after it came: what the queue wait leaves out (its own prefill, cores the pool
+  // shares) is learnt from the difference. One admitted without a prediction teaches nothing.
+  void first_token(std::optional<double> predicted_wait, double ttft);
+  // The time to first token beyond the predicted queue wait, as a request rarely exceeds it
+  // (recent mean plus twice the mean deviation); none before a first token.
+  std::optional<double> service_s() const;
 
  private:
-  int depth_ = 0;
+  int depth_ = 0, running_ = 0;
+  std::optional<double> service_mean_;
+  double service_dev_ = 0;
   double rate_ = 0;
   std::optional<clock::time_point> last_start_, first_start_;
-  double decayed_starts_ = 0;  // sum over starts of exp(-(last_start_ - t) / window)
+  recent_rate starts_, finishes_;
 };
 
 // Token buckets per tenant, bounded (least recently used tenants are forgotten).
