@@ -18,6 +18,7 @@
 #include "actors/cluster/local_cluster.h"
 #include "runtime/common/error.h"
 #include "runtime/common/log.h"
+#include "runtime/workload/public_trace.h"
 #include "runtime/workload/trace.h"
 #include "tools/troupe/args.h"
 #include "tools/troupe/commands.h"
@@ -55,6 +56,7 @@ struct replay_result {
 struct replay_state {
   std::shared_ptr<replay_result> out;
   std::vector<workload::arrival> trace;
+  std::vector<std::vector<std::int64_t>> prefix_blocks;  // per arrival, when the trace names them
   double speedup = 1;
   int vocab = 0;
   std::string pool;
@@ -105,7 +107,7 @@ void submit_due(replay_ptr self) {
     const auto& a = st.trace[i];
     engine::request r;
     r.id = "t" + std::to_string(i);
-    for (int p = 0; p < a.prompt_tokens; ++p) r.prompt.push_back(std::int32_t((i * 131 + std::size_t(p) * 7) % std::size_t(st.vocab)));
+    r.prompt = workload::trace_prompt(a, i < st.prefix_blocks.size() ? st.prefix_blocks[i] : std::vector<std::int64_t>{}, i, st.vocab);
     r.params.max_tokens = a.max_tokens;
     r.params.temperature = 0;
     r.params.ignore_eos = true;
@@ -199,6 +201,7 @@ void compress(autoscale::autoscale_config& c, double speedup) {
 struct named_trace {
   std::vector<workload::arrival> arrivals;
   std::string name;  // the file, or the shape
+  std::vector<std::vector<std::int64_t>> prefix_blocks;  // per arrival, from a Mooncake trace
 };
 
 // --trace FILE, or a Poisson trace of --shape at --peak requests per second.
@@ -207,7 +210,11 @@ named_trace trace_of(const args& a) {
   if (!(peak > 0)) throw input_error("--peak: expected requests per second above 0");
   if (auto file = a.get("trace")) {
     if (a.has("shape")) throw input_error("--trace and --shape: give one");
-    return {workload::read_trace(*file), *file};
+    auto t = workload::read_public_trace(*file);
+    if (t.skipped > 0)
+      std::fprintf(stderr, "%s: %zu rows with no generated tokens skipped (%s format)\n", file->c_str(), t.skipped,
+                   workload::trace_format_name(t.format));
+    return {std::move(t.arrivals), *file, std::move(t.prefix_blocks)};
   }
   named_trace t{{}, a.get("shape", "ramp-spike-quiet")};
   double duration = 0;
@@ -251,6 +258,7 @@ std::shared_ptr<replay_result> replay_trace(const args& a, topology::topology_co
   auto result = std::make_shared<replay_result>();
   init.out = result;
   init.trace = t.arrivals;
+  init.prefix_blocks = t.prefix_blocks;
   init.speedup = speedup;
   init.vocab = topology::sim_shape(topo).vocab_size;
   init.pool = pool;
@@ -347,6 +355,8 @@ int cmd_bench_autoscale(const args& a) {
     throw input_error("--config " + config + ": bench autoscale runs a sim topology (backend = \"sim\")");
   const named_trace trace = trace_of(a);
   if (auto out = a.get("write-trace")) {
+    if (!trace.prefix_blocks.empty())  // the CSV has no column for them
+      throw input_error("--write-trace: " + trace.name + " names prefix blocks, which a \"seconds,prompt_tokens,max_tokens\" file cannot hold");
     std::ofstream f(*out, std::ios::binary);
     f << workload::format_trace(trace.arrivals);
     if (!f) throw input_error("--write-trace " + *out + ": cannot write");

@@ -104,7 +104,8 @@ void declare_bench_rest(command& bench) {
             cmd_bench_autoscale)
       .option("config", "TOPOLOGY", "a sim topology with [autoscaler] (default configs/autoscale-sim.toml)")
       .option("pool", "NAME", "the pool measured (default: the first)")
-      .option("trace", "FILE", "a trace: CSV \"seconds,prompt_tokens,max_tokens\" after that header")
+      .option("trace", "FILE", "a trace: CSV \"seconds,prompt_tokens,max_tokens\" after that header, or a public one "
+              "(Azure LLM inference CSV, Mooncake JSONL with its prefix blocks, BurstGPT CSV; docs/performance.md)")
       .option("shape", "NAME", "or a generated one: ramp-spike-quiet (80 s, default) or hour (3600 s)")
       .option("peak", "R", "the shape's peak requests/s (default 40)")
       .option("seed", "S", "the shape's arrivals")
