@@ -39,6 +39,12 @@ const node_spec* topology_config::node(const std::string& name) const {
   return nullptr;
 }
 
+const pool_spec* topology_config::pool_named(const std::string& name) const {
+  for (auto& p : pools)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
 std::vector<const node_spec*> topology_config::heads() const {
   std::vector<const node_spec*> out;
   for (auto& n : nodes)

@@ -291,6 +291,7 @@ struct topology_config {
   std::optional<sim_spec> sim;
 
   const node_spec* node(const std::string& name) const;
+  const pool_spec* pool_named(const std::string& name) const;  // null when there is none
   // Every model, [model] first: a model's index here is its number in stores' ids and logs.
   std::vector<const model_spec*> models() const;
   // The model named NAME ("" : [model]); null when there is none.

@@ -481,8 +481,8 @@ constexpr auto revision_load_timeout = std::chrono::minutes(10);
 // Every process hosting a replica of the pool loads the revision; answers the key they agree on
 caf::result<std::string> load_revision_on_nodes(node_registry_actor::stateful_pointer<node_registry_state> self, revision_spec spec) {
   auto& st = self->state;
-  auto pool = std::find_if(st.topo.pools.begin(), st.topo.pools.end(), [&](const topology::pool_spec& p) { return p.name == spec.pool; });
-  if (pool == st.topo.pools.end()) return caf::make_error(caf::sec::invalid_argument, "no pool named '" + spec.pool + "'");
+  const auto* pool = st.topo.pool_named(spec.pool);
+  if (!pool) return caf::make_error(caf::sec::invalid_argument, "no pool named '" + spec.pool + "'");
   spec.model = pool->model;
   std::map<caf::actor_addr, std::pair<std::string, node_agent_actor>> agents;  // one load per process
   for (const auto& p : topology::place_replicas(st.topo)) {

@@ -176,12 +176,6 @@ void drain(admin_ptr self, std::size_t i, std::function<void(std::optional<std::
           [=](caf::error& e) { done(error_message(self->system(), e)); });
 }
 
-const topology::pool_spec* pool_named(const topology::topology_config& t, const std::string& name) {
-  for (const auto& p : t.pools)
-    if (p.name == name) return &p;
-  return nullptr;
-}
-
 std::vector<admin::pool_bounds> pool_bounds(const topology::topology_config& t) {
   std::vector<admin::pool_bounds> out;
   for (const auto& p : t.pools) out.push_back({p.name, p.min_replicas, std::max(p.replicas, p.max_replicas), t.scheduler.limits.max_num_seqs, p.warm()});

@@ -50,8 +50,6 @@ std::vector<admin::replica_status> placed_replicas(const topology::topology_conf
 // The replica `args[0]` names, alive, or an error reply (false).
 bool named_replica(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args, std::size_t& index);
 std::vector<admin::pool_bounds> pool_bounds(const topology::topology_config& t);
-// The topology's pool named `name`, or null.
-const topology::pool_spec* pool_named(const topology::topology_config& t, const std::string& name);
 
 struct pool_members {
   std::vector<std::size_t> serving, warm, stopped;  // by replica id

@@ -284,7 +284,7 @@ void judge(admin_ptr self, const run_ptr& run, const std::vector<replica_figures
 
 std::optional<std::string> unstartable(admin_ptr self, const admin::rollout_request& r) {
   const auto& st = self->state;
-  if (!pool_named(st.cfg.topo, r.pool)) return "no pool named '" + r.pool + "'";
+  if (!st.cfg.topo.pool_named(r.pool)) return "no pool named '" + r.pool + "'";
   if (!st.cfg.owner) return std::string("this head has no request owner to measure the canary");
   auto it = st.rollouts.find(r.pool);
   if (it != st.rollouts.end() && active(*it->second))
@@ -300,7 +300,7 @@ void start_rollout(admin_ptr self, std::uint64_t token, const std::vector<std::s
   run->args = args;
   if (auto why = unstartable(self, run->req)) return refuse(self, token, "rollout: " + *why);
   if (auto why = load_quality(*run)) return refuse(self, token, "rollout: " + *why);
-  run->model = pool_named(self->state.cfg.topo, run->req.pool)->model;  // unstartable checked it is there
+  run->model = self->state.cfg.topo.pool_named(run->req.pool)->model;  // unstartable checked it is there
   run->baseline.pool = run->req.pool;
   if (auto b = self->state.pool_revisions.find(run->req.pool); b != self->state.pool_revisions.end())
     std::tie(run->baseline.dir, run->baseline.revision) = b->second;
@@ -369,7 +369,7 @@ void follow_records(admin_ptr self, const std::vector<std::string>& texts) {
   for (const auto& rec : admin::newest_per_pool(texts)) {
     auto it = st.rollouts.find(rec.pool);
     const bool running = it != st.rollouts.end() && active(*it->second);
-    const auto* pool = pool_named(st.cfg.topo, rec.pool);
+    const auto* pool = st.cfg.topo.pool_named(rec.pool);
     if (!pool || pool->model != rec.model) continue;
     switch (admin::act_on(rec, st.cfg.head, st.start_ns, running, unix_seconds(), takeover_after_s(st))) {
       case admin::record_action::take_over: take_over(self, rec); break;

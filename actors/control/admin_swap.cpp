@@ -132,7 +132,7 @@ void next_move(admin_ptr self, job_ptr job) {
 // Why the pool named by the request cannot be swapped, or nothing.
 std::optional<std::string> unswappable(admin_ptr self, const admin::swap_request& r) {
   const auto& st = self->state;
-  const auto* pool = pool_named(st.cfg.topo, r.pool);
+  const auto* pool = st.cfg.topo.pool_named(r.pool);
   if (!pool) return "no pool named '" + r.pool + "'";
   if (!st.cfg.registry) return std::string("this head has no node registry to load the revision through");
   if (st.cfg.lora.catalog) return std::string("the topology serves LoRA adapters ([lora]), trained for the weights it runs now");
@@ -152,7 +152,7 @@ void swap_pool(admin_ptr self, const admin::swap_request& req, int want, swap_do
   job->done = std::move(done);
   if (auto why = unswappable(self, job->req)) return job->done(*why, nullptr);
   auto& st = self->state;
-  job->model = pool_named(st.cfg.topo, job->req.pool)->model;  // unswappable checked it is there
+  job->model = st.cfg.topo.pool_named(job->req.pool)->model;  // unswappable checked it is there
   for (const auto& r : st.replicas) job->moves_left += r.pool == job->req.pool ? 3 : 0;
   st.swapping.insert(job->req.pool);
   const revision_spec spec{job->req.pool, job->model, job->req.dir, job->req.revision, {}};

@@ -51,15 +51,14 @@ std::optional<double> recent_rate::per_second(clock::time_point since, clock::ti
 void pool_queue::started(clock::time_point now) {
   left();
   ++running_;
-  if (last_start_) {
-    const double gap = std::chrono::duration<double>(now - *last_start_).count();
+  if (const auto last = starts_.last()) {
+    const double gap = std::chrono::duration<double>(now - *last).count();
     const double r = 1.0 / std::max(1e-3, gap);
     rate_ = rate_ == 0 ? r : (1 - rate_weight) * rate_ + rate_weight * r;
   } else {
     first_start_ = now;
   }
   starts_.add(now);
-  last_start_ = now;
 }
 
 void pool_queue::finished(clock::time_point now) {

@@ -55,6 +55,7 @@ class recent_rate {
  public:
   void add(clock::time_point now);
   std::optional<double> per_second(clock::time_point since, clock::time_point now) const;
+  std::optional<clock::time_point> last() const { return last_; }
   static constexpr double window = 2.0, min_seen = 0.25;
 
  private:
@@ -102,7 +103,7 @@ class pool_queue {
   std::optional<double> service_mean_;
   double service_dev_ = 0;
   double rate_ = 0;
-  std::optional<clock::time_point> last_start_, first_start_;
+  std::optional<clock::time_point> first_start_;
   recent_rate starts_, finishes_;
 };
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -27,15 +26,9 @@ struct row_cursor {
     throw input_error(source + ":" + std::to_string(line) + ": " + what);
   }
   double number(const std::string& s, const std::string& what) const {
-    std::size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(s, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != s.size() || !std::isfinite(v)) fail(what + ": \"" + s + "\" is not a number");
-    return v;
+    const auto v = number_field(s);
+    if (!v) fail(what + ": \"" + s + "\" is not a number");
+    return *v;
   }
   int length(double v, const std::string& what) const {
     if (v < 0 || v > longest_length || v != std::floor(v)) fail(what + ": expected a whole number from 0 to 1048576");
@@ -195,12 +188,6 @@ std::vector<std::int32_t> trace_prompt(const arrival& a, const std::vector<std::
   return out;
 }
 
-public_trace read_public_trace(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw input_error(path + ": cannot read the trace");
-  std::ostringstream s;
-  s << f.rdbuf();
-  return parse_public_trace(s.str(), path);
-}
+public_trace read_public_trace(const std::string& path) { return parse_public_trace(read_trace_text(path), path); }
 
 }  // namespace troupe::workload

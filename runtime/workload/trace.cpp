@@ -54,15 +54,9 @@ std::vector<arrival> parse_trace(const std::string& text, const std::string& sou
     if (!std::getline(f, at, ',') || !std::getline(f, prompt, ',') || !std::getline(f, output, ',') || std::getline(f, extra))
       fail("expected three fields: seconds,prompt_tokens,max_tokens");
     auto number = [&](const std::string& s, const char* what) {
-      std::size_t used = 0;
-      double v = 0;
-      try {
-        v = std::stod(s, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == 0 || used != s.size() || !std::isfinite(v)) fail(std::string(what) + ": \"" + s + "\" is not a number");
-      return v;
+      const auto v = number_field(s);
+      if (!v) fail(std::string(what) + ": \"" + s + "\" is not a number");
+      return *v;
     };
     a.at_s = number(at, "seconds");
     const double p = number(prompt, "prompt_tokens"), o = number(output, "max_tokens");
@@ -78,13 +72,27 @@ std::vector<arrival> parse_trace(const std::string& text, const std::string& sou
   return out;
 }
 
-std::vector<arrival> read_trace(const std::string& path) {
+std::string read_trace_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw input_error(path + ": cannot read the trace");
   std::ostringstream s;
   s << f.rdbuf();
-  return parse_trace(s.str(), path);
+  return s.str();
 }
+
+std::optional<double> number_field(const std::string& s) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used == 0 || used != s.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+std::vector<arrival> read_trace(const std::string& path) { return parse_trace(read_trace_text(path), path); }
 
 std::string format_trace(const std::vector<arrival>& trace) {
   std::ostringstream out;

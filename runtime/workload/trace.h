@@ -5,6 +5,7 @@
 // traces from a rate profile with seeded Poisson arrivals, so a run repeats exactly.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,11 @@ struct arrival {
 std::vector<arrival> parse_trace(const std::string& text, const std::string& source);
 std::vector<arrival> read_trace(const std::string& path);  // input_error naming the file when unreadable
 std::string format_trace(const std::vector<arrival>& trace);
+
+// What every trace reader shares: a file's whole text (input_error "PATH: cannot read the
+// trace"), and a field that is a finite number and nothing else.
+std::string read_trace_text(const std::string& path);
+std::optional<double> number_field(const std::string& s);
 
 // Requests per second at a time, linear between points, held after the last.
 struct rate_point {

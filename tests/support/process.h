@@ -3,10 +3,13 @@
 #pragma once
 #include <signal.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
-#include <optional>
-#include <chrono>
 #include <unistd.h>
+
+#include <chrono>
+#include <optional>
 
 #include <cstdio>
 #include <cstdlib>
@@ -91,17 +94,19 @@ class child_process {
     if (pid_ > 0) ::kill(pid_, sig);
   }
 
-  // The child's wait status once it has exited, polled for at most `limit`; nothing (and it
-  // runs on) when it has not.
+  // The child's wait status once it has exited, waited for at most `limit` (blocked on a
+  // pidfd, not polled); nothing (and it runs on) when it has not.
   std::optional<int> reap_within(std::chrono::seconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
+    if (pid_ <= 0) return std::nullopt;
+    const int fd = int(::syscall(SYS_pidfd_open, pid_, 0));
+    if (fd < 0) return std::nullopt;
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, int(std::chrono::milliseconds(limit).count()));
+    ::close(fd);
     int status = 0;
-    while (pid_ > 0 && std::chrono::steady_clock::now() < deadline)
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return status;
-      }
-    return std::nullopt;
+    if (ready != 1 || ::waitpid(pid_, &status, 0) != pid_) return std::nullopt;
+    pid_ = -1;
+    return status;
   }
 
   // Waits for the child to exit; returns its wait status.
