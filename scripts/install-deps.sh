@@ -11,6 +11,7 @@ packages=(
   libboost-test-dev           # Boost.Test
   libboost-dev                # Boost.Asio and Boost.Beast: the HTTP frontend and bench serve's client
   libcaf-dev                  # CAF 0.17 actors (runtime/actors)
+  libssl-dev                  # OpenSSL, under CAF's TLS links (actors/cluster/tls_error_queue.cpp)
   libtomlplusplus-dev         # TOML topologies
   cppzmq-dev libzmq3-dev      # admin console
   libmsgpack-cxx-dev          # admin protocol

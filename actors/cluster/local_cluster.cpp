@@ -4,6 +4,7 @@
 
 
 #include "actors/cluster/node_agent.h"
+#include "actors/cluster/tls_error_queue.h"
 #include "actors/serving/lora_manager.h"
 #include "actors/serving/request_owner.h"
 #include "actors/serving/router_actor.h"
@@ -58,6 +59,7 @@ void configure_network(caf::actor_system_config& cfg, const topology::timeouts_s
   if (cluster.tls()) {
     for (const auto& f : {cluster.tls_certificate, cluster.tls_key, cluster.tls_ca})
       if (::access(f.c_str(), R_OK) != 0) throw input_error("[cluster] TLS file " + f + " cannot be read");
+    keep_tls_error_queue_fix();
     cfg.load<caf::openssl::manager>();
     cfg.openssl_certificate = cluster.tls_certificate;
     cfg.openssl_key = cluster.tls_key;

@@ -10,6 +10,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <sstream>
+#include <thread>
 
 #include "tests/support/http_client.h"
 #include "tests/support/models.h"
@@ -42,6 +45,22 @@ std::string topology_with(const std::string& name, const std::string& extra) {
   const std::string path = std::string(TROUPE_BINARY_DIR) + "/" + name + ".toml";
   std::ofstream(path) << ss.str();
   return path;
+}
+
+// Bytes waiting in the receive queues of process `pid`'s TCP sockets (ss -tnp's Recv-Q).
+long unread_bytes(pid_t pid) {
+  const auto r = test::run_command("ss -tnpH 2>/dev/null");
+  long total = 0;
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("pid=" + std::to_string(pid) + ",") == std::string::npos) continue;
+    std::istringstream words(line);
+    std::string state;
+    long recv_q = 0;
+    words >> state >> recv_q;
+    total += recv_q;
+  }
+  return total;
 }
 
 std::string make_cert(const std::string& dir) {
@@ -108,6 +127,59 @@ BOOST_AUTO_TEST_CASE(with_tls_only_a_node_holding_the_clusters_certificate_joins
   BOOST_TEST_REQUIRE(real.wait_for_line("ready"));
   auto done = test::post_json(serve.port(), "/v1/completions", {{"prompt", {1, 2, 3}}, {"max_tokens", 4}});
   BOOST_TEST(done.status == 200, done.body);
+  ::unsetenv("TROUPE_CLUSTER_TOKEN");
+}
+
+// Over TLS, a node killed mid-stream took the head's link to every other node with it: CAF
+// 0.17's TLS sessions leave OpenSSL's per-thread error queue as a failed read left it, and the
+// next would-block read on another link of the same thread was taken for an SSL error. node-a
+// then logged "head head is gone", its replica was declared dead, and it rejoined a second later.
+BOOST_AUTO_TEST_CASE(a_node_killed_over_tls_takes_no_other_link_with_it) {
+  const std::string dir = std::string(TROUPE_BINARY_DIR) + "/cluster-auth-tls-kill";
+  make_cert(dir + "/cluster");
+  const std::string config = topology_with("cluster-auth-tls-kill", "[cluster]\ntls_certificate = \"" + dir + "/cluster/cert.pem\"\n"
+                                           "tls_key = \"" + dir + "/cluster/key.pem\"\ntls_ca = \"" + dir + "/cluster/cert.pem\"\n");
+  const std::uint16_t registry = test::free_port();
+  ::setenv("TROUPE_CLUSTER_TOKEN", "the-tls-kill-test-cluster-token", 1);
+  test::serve_process serve({config, "--model", tiny(), "--registry-port", std::to_string(registry)});
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const std::string log_a = dir + "/node-a.log";
+  auto node = [&](const std::string& name, const std::string& log) {
+    return std::vector<std::string>{"/bin/sh", "-c", "exec " + troupe_bin + " node " + config + " --name " + name + " --head 127.0.0.1:" +
+                                                    std::to_string(registry) + " --model " + tiny() + " > " + log + " 2>&1"};
+  };
+  test::child_process a(node("node-a", log_a)), b(node("node-b", dir + "/node-b.log"));
+  auto live = [&] {
+    const auto h = test::http_request(serve.port(), "GET", "/health");
+    return h.status == 200 ? h.json()["replicas_live"].get<int>() : 0;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (live() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling a deadline, not synchronising
+  BOOST_TEST_REQUIRE(live() == 2);
+  // Tokens in flight on both links when node-b dies, so its link ends with data unread.
+  std::vector<std::future<int>> streams;
+  for (int i = 0; i < 6; ++i)
+    streams.push_back(std::async(std::launch::async, [&, i] {
+      return test::post_json(serve.port(), "/v1/completions", {{"prompt", {1, 2, 3, i}}, {"max_tokens", 200}, {"ignore_eos", true}}).status;
+    }));
+  while (test::metric_sum(serve.port(), "troupe:num_requests_running") < 4 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling a deadline, not synchronising
+  // node-b dies having read all the head sent, so its kernel closes the link in order (FIN):
+  // the head's read ends in OpenSSL's "unexpected EOF", the error CAF left in the queue. (With
+  // bytes unread, the link is reset instead and the read fails as a system call, which does not.)
+  while (unread_bytes(b.pid()) != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polling a deadline, not synchronising
+  b.kill(SIGKILL);
+  for (auto& s : streams) BOOST_TEST(s.get() == 200);  // node-b's requests moved to node-a
+  while (live() != 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling a deadline, not synchronising
+  BOOST_TEST(live() == 1);
+  for (int i = 0; i < 3; ++i) BOOST_TEST(test::post_json(serve.port(), "/v1/completions", {{"prompt", {4, 5, 6}}, {"max_tokens", 8}}).status == 200);
+  std::ifstream in(log_a);
+  const std::string printed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  BOOST_TEST(printed.find("is gone") == std::string::npos, printed);
+  BOOST_TEST(printed.find("rejoined") == std::string::npos, printed);
   ::unsetenv("TROUPE_CLUSTER_TOKEN");
 }
 
