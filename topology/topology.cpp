@@ -389,7 +389,7 @@ void read_frontend(const reader& r, const toml::table& root, topology_config& t)
   if (!f) return;
   r.only_keys(*f, "frontend.",
               {"address", "model_name", "max_requests", "retry_after", "max_body", "metric_prefix", "api_keys", "api_key_routes", "public_prompts", "tenant_by_user",
-               "shutdown_grace", "request_trace", "request_trace_max"});
+               "shutdown_grace", "request_trace", "request_trace_max", "ttft_slo", "itl_slo"});
   t.frontend.tenant_by_user = r.boolean(*f, "tenant_by_user", "frontend.", true);
   auto& fe = t.frontend;
   if (const toml::node* a = f->get("address")) {
@@ -412,6 +412,11 @@ void read_frontend(const reader& r, const toml::table& root, topology_config& t)
   }
   if (const toml::node* n = f->get("shutdown_grace"))
     fe.shutdown_grace = std::chrono::duration_cast<std::chrono::milliseconds>(r.duration(*n, "frontend.shutdown_grace"));
+  for (auto [key, out] : {std::pair{"ttft_slo", &fe.ttft_slo}, std::pair{"itl_slo", &fe.itl_slo}})
+    if (const toml::node* n = f->get(key)) {
+      *out = std::chrono::duration_cast<std::chrono::milliseconds>(r.duration(*n, std::string("frontend.") + key));
+      if (out->count() <= 0) r.fail(n, std::string("frontend.") + key, "must be positive");
+    }
   if (const toml::node* n = f->get("max_body")) {
     const double bytes = r.size(*n, "frontend.max_body");
     if (bytes < 1024) r.fail(n, "frontend.max_body", "must be at least 1KiB");

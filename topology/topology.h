@@ -198,6 +198,10 @@ struct frontend_spec {
   // (runtime/workload/request_trace.h): one line per finished request, at most this many bytes.
   std::string request_trace;  // empty: none
   std::size_t request_trace_max = std::size_t(1) << 30;
+  // The service level a request is held to in /metrics (troupe:slo_requests_total{met}): its time
+  // to first token at most ttft_slo and its mean time between tokens at most itl_slo (0: that
+  // bound not set; neither set: no SLO series).
+  std::chrono::milliseconds ttft_slo{0}, itl_slo{0};
 };
 
 // KV events out of the cluster: a ZeroMQ PUB socket in vLLM's wire format, and a ROUTER socket

@@ -104,14 +104,6 @@ struct frontend_state {
 
 using frontend_ptr = caf::stateful_actor<frontend_state>*;
 
-std::string input_bucket(int n) {
-  if (n <= 128) return "1-128";
-  if (n <= 512) return "129-512";
-  if (n <= 2048) return "513-2048";
-  if (n <= 8192) return "2049-8192";
-  return "8193+";
-}
-
 // An error answer, counted under the model the request named (`model`, its served name), or
 // [model]'s when it was refused before its model was known.
 void send_error(frontend_ptr self, const std::shared_ptr<http::exchange>& ex, const api::api_error& e, const std::string& model = "") {
@@ -173,6 +165,10 @@ void finish(frontend_ptr self, live_request& r, const token_update& u) {
   const auto now = clock::now();
   const auto reason = api::openai_finish_reason(engine::finish_reason_name(u.reason));
   const bool error = u.reason == engine::finish_reason::error;
+  postprocess_timer timer{m.postprocess, r.labels, reason.has_value()};
+  if (reason || error)
+    judge_slo(m, self->state.cfg.ttft_slo, self->state.cfg.itl_slo, {r.arrived, r.first_token, r.last_token, r.output_tokens}, r.labels,
+              error);
   metrics::labels l = r.labels;
   l.emplace_back("finished_reason", reason ? *reason : error ? "error" : "abort");
   m.success.inc(l);
@@ -181,7 +177,7 @@ void finish(frontend_ptr self, live_request& r, const token_update& u) {
   if (self->state.cfg.request_trace && r.group->endpoint) record_trace(*self->state.cfg.request_trace, r, reason ? *reason : error ? "error" : "abort");
   if (reason) {
     const double e2e = std::chrono::duration<double>(now - r.arrived).count();
-    m.e2e.observe(r.labels, e2e);
+    m.e2e.observe(with_output(r.labels, r.output_tokens), e2e);
     m.queue.observe(r.labels, u.queue_seconds);
     m.prefill.observe(r.labels, u.prefill_seconds);
     m.decode.observe(r.labels, u.decode_seconds);
@@ -189,7 +185,8 @@ void finish(frontend_ptr self, live_request& r, const token_update& u) {
     m.prompt_len.observe(r.labels, r.prompt_tokens);
     m.gen_len.observe(r.labels, r.output_tokens);
     if (r.output_tokens > 1)
-      m.tpot.observe(r.labels, std::chrono::duration<double>(r.last_token - r.first_token).count() / (r.output_tokens - 1));
+      m.tpot.observe(with_output(r.labels, r.output_tokens),
+                     std::chrono::duration<double>(r.last_token - r.first_token).count() / (r.output_tokens - 1));
   }
   if (r.gone || r.group->failed) return;
   if (error) {
@@ -271,7 +268,9 @@ void on_update(frontend_ptr self, token_update& u) {
   if (!u.tokens.empty()) {
     if (r.output_tokens == 0) {
       r.first_token = now;
-      st.m->ttft.observe(r.labels, std::chrono::duration<double>(now - r.arrived).count());
+      metrics::labels l = r.labels;
+      l.emplace_back("cache", cache_state(u.cached_tokens, u.prompt_tokens));
+      st.m->ttft.observe(l, std::chrono::duration<double>(now - r.arrived).count());
       st.m->prompt_tokens.inc(r.labels, r.prompt_tokens);
     } else {
       st.m->itl.observe(r.labels, std::chrono::duration<double>(now - r.last_token).count());
@@ -464,7 +463,7 @@ void submit(frontend_ptr self, prepared& p) {
     r.prompt_tokens = int(prompt.size());
     r.arrived = p.arrived;
     r.labels = {{"model_name", p.pc->model_name}, {"tenant", req.user.empty() ? "default" : req.user},
-                {"priority", std::to_string(req.priority)}, {"input_bucket", input_bucket(int(prompt.size()))}};
+                {"priority", std::to_string(req.priority)}, {"input_bucket", length_bucket(int(prompt.size()))}};
     r.w = std::make_unique<api::response_writer>(kind, p.id, p.model, std::int64_t(unix_seconds()), p.pc->tok.get(), r.logprobs);
     r.w->set_index(g->plan.index_of(k));
     if (p.tool_format != chat::tool_format::none) r.w->expect_tool_calls(p.tool_format, req.tools.parallel);
@@ -516,7 +515,7 @@ void submit_embeddings(frontend_ptr self, prepared& p) {
     r.prompt_tokens = int(prompt.size());
     r.arrived = p.arrived;
     r.labels = {{"model_name", p.pc->model_name}, {"tenant", req.user.empty() ? "default" : req.user},
-                {"priority", std::to_string(req.priority)}, {"input_bucket", input_bucket(int(prompt.size()))}};
+                {"priority", std::to_string(req.priority)}, {"input_bucket", length_bucket(int(prompt.size()))}};
     st.live.emplace(g->ids[std::size_t(k)], std::move(r));
     engine::request er = engine_request_of(st, p, g->ids[std::size_t(k)], std::size_t(k), req.user, req.priority);
     er.embed = true;

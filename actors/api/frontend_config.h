@@ -55,6 +55,8 @@ struct frontend_config {
   admission::admission_config admission;  // tenants' request rates and token budgets (the queue bound: the owner)
   topology::replica_names replica_names;  // the topology's: the `replica` label
   int retry_after_s = 1;              // Retry-After of 429 and 503
+  // [frontend] ttft_slo and itl_slo (0: not set): what troupe:slo_requests_total judges by.
+  std::chrono::milliseconds ttft_slo{0}, itl_slo{0};
   std::string metric_prefix = "troupe:";
   std::vector<std::string> api_keys;   // the OpenAI routes need one of these as a bearer token
   bool api_key_on_all_routes = false;  // /health and /metrics too

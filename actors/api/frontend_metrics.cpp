@@ -27,6 +27,9 @@ frontend_metrics::frontend_metrics(const std::string& p)
       transfer(reg.add_histogram(p + "request_kv_transfer_time_seconds",
                                  "Time from a decode replica's reservation of blocks for a prefilled request to its KV in place.",
                                  latency_buckets)),
+      postprocess(reg.add_histogram(p + "request_postprocess_time_seconds",
+                                    "Time the frontend spends on a finished request's answer: the last text, tool calls, the JSON.",
+                                    latency_buckets)),
       prompt_len(reg.add_histogram(p + "request_prompt_tokens", "Prompt length of finished requests.", token_buckets)),
       gen_len(reg.add_histogram(p + "request_generation_tokens", "Output length of finished requests.", token_buckets)),
       running(reg.add_gauge(p + "num_requests_running", "Requests running on the replicas.")),
@@ -67,6 +70,8 @@ frontend_metrics::frontend_metrics(const std::string& p)
       success(reg.add_counter(p + "request_success", "Finished requests by finish reason.")),
       rejected(reg.add_counter(p + "request_rejected", "Requests refused before running, by HTTP status.")),
       fallbacks(reg.add_counter(p + "model_fallbacks", "Requests for model_name that admission sent to its fallback model and that it answered.")),
+      slo(reg.add_counter(p + "slo_requests", "Finished requests held to [frontend] ttft_slo and itl_slo, by whether they met both (met) or "
+                                              "not, failures included; cancelled ones are not counted.")),
       frontend_cpu(reg.add_counter(p + "frontend_cpu_seconds", "CPU time of the HTTP frontend: its I/O thread and its actor.")),
       process_cpu(reg.add_counter("process_cpu_seconds", "Total user and system CPU time spent in seconds.")) {
   // Clients choose these values: without a bound, each new one is a series in every scrape.
@@ -74,10 +79,44 @@ frontend_metrics::frontend_metrics(const std::string& p)
   reg.bound_label("priority", {16, 12, "other"});
 }
 
+std::string length_bucket(int n) {
+  if (n <= 128) return "1-128";
+  if (n <= 512) return "129-512";
+  if (n <= 2048) return "513-2048";
+  if (n <= 8192) return "2049-8192";
+  return "8193+";
+}
+
+const char* cache_state(int cached, int prompt) {
+  if (cached <= 0) return "miss";
+  return 2 * cached < prompt ? "partial" : "hit";
+}
+
+metrics::labels with_output(const metrics::labels& l, int output_tokens) {
+  metrics::labels out = l;
+  out.emplace_back("output_bucket", length_bucket(output_tokens));
+  return out;
+}
+
+void judge_slo(frontend_metrics& m, std::chrono::milliseconds ttft_slo, std::chrono::milliseconds itl_slo, const request_times& t,
+               const metrics::labels& l, bool error) {
+  if (ttft_slo.count() == 0 && itl_slo.count() == 0) return;
+  using ms = std::chrono::duration<double, std::milli>;
+  bool met = !error && t.output_tokens > 0;
+  if (met && ttft_slo.count() > 0) met = ms(t.first_token - t.arrived).count() <= double(ttft_slo.count());
+  if (met && itl_slo.count() > 0 && t.output_tokens > 1)
+    met = ms(t.last_token - t.first_token).count() / (t.output_tokens - 1) <= double(itl_slo.count());
+  metrics::labels judged = l;
+  judged.emplace_back("met", met ? "true" : "false");
+  m.slo.inc(judged);
+}
+
 void zero_counters(frontend_metrics& m, const std::string& model_name) {
   for (auto* c : {&m.preemptions, &m.spec_drafts, &m.spec_draft_tokens, &m.spec_accepted_tokens, &m.migrations, &m.prefix_queries,
                   &m.prefix_hits, &m.kv_pulls, &m.kv_pull_failures, &m.events_published, &m.events_dropped})
     c->inc({{"model_name", model_name}}, 0);
+  // Failures and cancellations are rare: their series exist before the first one.
+  for (const char* reason : {"error", "abort"}) m.success.inc({{"model_name", model_name}, {"finished_reason", reason}}, 0);
 }
 
 void observe_replica(frontend_metrics& m, const std::string& model_name, load_report& seen, const std::string& name,

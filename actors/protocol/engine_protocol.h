@@ -66,6 +66,7 @@ struct token_update {
   engine::finish_reason reason = engine::finish_reason::none;  // set when finished
   std::string error;                 // reason error: what went wrong
   std::int32_t prompt_tokens = 0;
+  std::int32_t cached_tokens = 0;    // of the prompt, found in the prefix cache of the replica that first ran it
   std::int32_t output_tokens = 0;    // total, including tokens generated before a migration
   std::int32_t text_tokens = 0;      // of them, those whose text has been sent (the rest come with the next)
   // Per token of `tokens` when the request asked for logprobs: the chosen token's, and the top
@@ -152,7 +153,7 @@ typename Inspector::result_type inspect(Inspector& f, token_update& x) {
   auto reason = static_cast<std::uint8_t>(x.reason);
   auto load_reason = actors::load_enum(reason, x.reason, engine::finish_reason::transfer_failed);
   return f(caf::meta::type_name("token_update"), x.id, x.tokens, x.text, x.finished, reason, load_reason, x.error,
-           x.prompt_tokens, x.output_tokens, x.text_tokens, x.logprobs, x.top_ids, x.top_logprobs, x.prompt_logprobs, x.embedding, x.queue_seconds,
+           x.prompt_tokens, x.cached_tokens, x.output_tokens, x.text_tokens, x.logprobs, x.top_ids, x.top_logprobs, x.prompt_logprobs, x.embedding, x.queue_seconds,
            x.prefill_seconds, x.decode_seconds, x.migrations, x.transfer_seconds, x.draft_tokens, x.accepted_tokens, x.kv);
 }
 

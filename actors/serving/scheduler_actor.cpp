@@ -29,6 +29,7 @@ token_update to_update(const engine::request_output& o) {
   u.finished = o.finished;
   u.reason = o.reason;
   u.prompt_tokens = o.num_prompt_tokens;
+  u.cached_tokens = o.cached_tokens;
   u.output_tokens = o.num_output_tokens;
   u.text_tokens = o.text_tokens;
   for (const auto& lp : o.logprobs) {

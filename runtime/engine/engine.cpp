@@ -264,6 +264,7 @@ void engine::finish(sequence& s, finish_reason why, request_output& o) {
   o.finished = true;
   o.reason = why;
   o.num_prompt_tokens = s.prompt_len;
+  o.cached_tokens = std::max(s.cached_tokens, 0);
   o.num_output_tokens = s.num_output();
   using secs = std::chrono::duration<double>;
   const auto now = sequence::clock::now();
@@ -349,6 +350,7 @@ void engine::apply_plan(const sched::step_plan& plan, const kv::prefix_lookup& l
     forget_proposals(id, 0);  // a new table: a draft's KV in it is computed afresh
     sequence& s = *seqs_.at(id);
     const auto a = look.attach(kv_, id, int(s.tokens.size()));  // hits first: allocations may evict
+    if (s.cached_tokens < 0) s.cached_tokens = a.found ? a.tokens : 0;
     if (!a.found) continue;
     if (!s.kv_in.expected())
       s.num_computed = a.tokens;
@@ -486,6 +488,7 @@ std::vector<request_output> engine::finish_step(std::optional<step_result> resul
     if (proposer_ && (!proposed.empty() || s.constraint)) proposer_->rewind(s.id, s.num_computed);  // (a cut proposal too)
     if (!s.first_token) s.first_token = sequence::clock::now();
     o.num_prompt_tokens = s.prompt_len;
+    o.cached_tokens = std::max(s.cached_tokens, 0);
     if (s.params.prompt_logprobs >= 0 && !s.prompt_lps_sent) {
       o.prompt_logprobs = std::move(s.prompt_lps);
       s.prompt_lps_sent = true;

@@ -27,6 +27,7 @@ struct live_sequence {  // engine::sequence
   std::vector<std::int32_t> tokens;  // prompt then output
   int prompt_len = 0;
   int num_computed = 0;
+  int cached_tokens = -1;  // prompt tokens its first admission found in the prefix cache (-1: not admitted yet)
   sampling::sampling_params params;
   std::uint64_t seed = 0;
   output_stream out;

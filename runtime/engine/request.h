@@ -79,6 +79,7 @@ struct request_output {
   bool finished = false;
   finish_reason reason = finish_reason::none;
   int num_prompt_tokens = 0;
+  int cached_tokens = 0;      // of the prompt, found in the prefix cache when it was first admitted
   int num_output_tokens = 0;  // total so far
   int text_tokens = 0;        // output tokens whose text has been returned (request::text_returned)
   std::vector<sampling::token_logprobs> logprobs;  // per new token, when the request asked

@@ -571,3 +571,12 @@ replicas = 2
     BOOST_TEST(e.find(want) != std::string::npos, e << " (wanted: " << want << ")");
   }
 }
+
+BOOST_AUTO_TEST_CASE(frontend_slo_bounds_are_positive_durations) {
+  const auto t = parse_topology(minimal + "[frontend]\nttft_slo = \"2s\"\nitl_slo = \"100ms\"\n", "t.toml");
+  BOOST_TEST(t.frontend.ttft_slo.count() == 2000);
+  BOOST_TEST(t.frontend.itl_slo.count() == 100);
+  BOOST_TEST(parse_topology(minimal, "t.toml").frontend.ttft_slo.count() == 0);  // not set: no SLO series
+  BOOST_TEST(error_of(minimal + "[frontend]\nttft_slo = \"0s\"\n").find("frontend.ttft_slo: must be positive") != std::string::npos);
+  BOOST_TEST(error_of(minimal + "[frontend]\nitl_slo = \"fast\"\n").find("frontend.itl_slo") != std::string::npos);
+}

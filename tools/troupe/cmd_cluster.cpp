@@ -371,6 +371,8 @@ actors::frontend_config frontend_config_of(const args& a, const topology::topolo
   for (const auto& p : topology::place_replicas(topo)) fc.replica_models[p.replica.value] = served[topo.model_index(p.model)].name;
   fc.max_requests = topo.frontend.max_requests;
   fc.retry_after_s = topo.frontend.retry_after_s;
+  fc.ttft_slo = topo.frontend.ttft_slo;
+  fc.itl_slo = topo.frontend.itl_slo;
   fc.admission = topo.admission.cfg;
   fc.replica_names = topology::names_of(topo);
   fc.metric_prefix = topo.frontend.metric_prefix;
