@@ -15,6 +15,7 @@
 #include "actors/protocol/serve_error.h"
 #include "runtime/common/error.h"
 #include "runtime/common/machine.h"
+#include "runtime/supervision/readiness.h"
 
 namespace troupe::actors {
 
@@ -35,6 +36,26 @@ struct join_outcome {
   bool restarted = false;  // a newer process of a head joined before
   bool fenced = false;     // an older process of a head answered: not rejoined
 };
+
+// The node's readiness word: "joining" while no head is joined, "unresponsive" when the agent
+// does not answer, else its replicas' (their load reports say whether each drains or is parked).
+std::string status_of(caf::scoped_actor& self, const node_agent_actor& agent, const std::vector<head_link>& links) {
+  if (std::none_of(links.begin(), links.end(), [](const head_link& l) { return l.registry.has_value(); })) return "joining";
+  std::vector<supervision::replica_mode> modes;
+  bool answered = false;
+  self->request(agent, std::chrono::seconds(6), load_atom::value)
+      .receive(
+          [&](const std::vector<load_report>& loads) {
+            answered = true;
+            for (const auto& l : loads)
+              modes.push_back(l.draining ? supervision::replica_mode::draining
+                              : l.parked ? supervision::replica_mode::parked
+                                         : supervision::replica_mode::serving);
+          },
+          [](caf::error&) {});
+  if (!answered) return "unresponsive";  // its replicas did not say what they do: not ready
+  return supervision::node_readiness(modes);
+}
 
 join_outcome join(caf::actor_system& sys, caf::scoped_actor& self, const topology::topology_config& topo, head_link& h,
                   const join_request& req) {
@@ -138,14 +159,15 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
               const std::vector<head_address>& heads, std::shared_ptr<const model::llama_model> model,
               std::shared_ptr<const tokenizer::tokenizer> tok, const join_credentials& credentials,
               const std::function<void(std::size_t)>& on_ready, const std::function<void(const std::string&)>& on_event,
-              const std::atomic<bool>* stop) {
-  run_node(sys, topo, node, heads, loaded_models{{"", {std::move(model), std::move(tok)}}}, credentials, on_ready, on_event, stop);
+              const std::atomic<bool>* stop, const std::function<void(const std::string&)>& on_status) {
+  run_node(sys, topo, node, heads, loaded_models{{"", {std::move(model), std::move(tok)}}}, credentials, on_ready, on_event, stop,
+           on_status);
 }
 
 void run_node(caf::actor_system& sys, const topology::topology_config& topo, const std::string& node,
               const std::vector<head_address>& heads, const loaded_models& models, const join_credentials& credentials,
               const std::function<void(std::size_t)>& on_ready, const std::function<void(const std::string&)>& on_event,
-              const std::atomic<bool>* stop) {
+              const std::atomic<bool>* stop, const std::function<void(const std::string&)>& on_status) {
   if (!topo.node(node)) throw input_error(topo.source + ": no node named \"" + node + "\"");
   if (heads.empty()) throw input_error(topo.source + ": no head to join");
   for (const auto& [name, m] : models)
@@ -207,6 +229,7 @@ void run_node(caf::actor_system& sys, const topology::topology_config& topo, con
               if (!o.placed && !o.final && o.fenced && on_event) on_event(o.why_not);
               if (o.final && on_event) on_event(o.why_not);
             }
+          if (on_status) on_status(status_of(self, agent, links));
         });
   }
   // Stopped: the replicas (and their KV segments) go with the agent, before the system ends.

@@ -26,15 +26,18 @@ struct head_address {
 // is back. on_ready(replicas) after the first joins; on_event(text) for each head lost or
 // rejoined. Returns within a quarter second of *stop turning true, its replicas stopped (their
 // KV freed). Throws input_error when no head can be reached at first, or one refuses the node.
+// on_status(word) once a second after that: "joining" while no head is joined, "unresponsive"
+// when its replicas do not say what they do, else what supervision::node_readiness says of them
+// ("ready", "draining", "parked").
 void run_node(caf::actor_system& sys, const topology::topology_config& topo, const std::string& node,
               const std::vector<head_address>& heads, std::shared_ptr<const model::llama_model> model,
               std::shared_ptr<const tokenizer::tokenizer> tok, const join_credentials& credentials,
               const std::function<void(std::size_t)>& on_ready, const std::function<void(const std::string&)>& on_event = {},
-              const std::atomic<bool>* stop = nullptr);
+              const std::atomic<bool>* stop = nullptr, const std::function<void(const std::string&)>& on_status = {});
 // The same for a node holding the topology's models by name ("" : [model]).
 void run_node(caf::actor_system& sys, const topology::topology_config& topo, const std::string& node,
               const std::vector<head_address>& heads, const loaded_models& models, const join_credentials& credentials,
               const std::function<void(std::size_t)>& on_ready, const std::function<void(const std::string&)>& on_event = {},
-              const std::atomic<bool>* stop = nullptr);
+              const std::atomic<bool>* stop = nullptr, const std::function<void(const std::string&)>& on_status = {});
 
 }  // namespace troupe::actors

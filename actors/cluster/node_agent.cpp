@@ -276,6 +276,28 @@ std::vector<std::string> records_of(const node_agent_state& st) {
 
 // Loads a swap's revision (in the agent's thread: the registry's request waits for it); the
 // pool's replicas start with it from now on.
+caf::result<std::vector<load_report>> loads_here(node_agent_actor::stateful_pointer<node_agent_state> self) {
+  auto rp = self->make_response_promise<std::vector<load_report>>();
+  const auto live = self->state.live;
+  if (live->empty()) {
+    rp.deliver(std::vector<load_report>{});
+    return rp;
+  }
+  auto out = std::make_shared<std::vector<load_report>>();
+  auto left = std::make_shared<std::size_t>(live->size());
+  for (auto& [id, replica] : *live)
+    self->request(replica, std::chrono::seconds(5), load_atom::value)
+        .then(
+            [=](load_report& r) mutable {
+              out->push_back(std::move(r));
+              if (--*left == 0) rp.deliver(*out);
+            },
+            [=](caf::error&) mutable {
+              if (--*left == 0) rp.deliver(*out);
+            });
+  return rp;
+}
+
 caf::result<std::string> take_revision(node_agent_actor::stateful_pointer<node_agent_state> self, const revision_spec& spec) {
   auto& st = self->state;
   if (!st.make.load_revision) return caf::make_error(caf::sec::invalid_argument, "node \"" + st.node + "\" loads no revisions");
@@ -341,6 +363,7 @@ node_agent_actor::behavior_type node_agent(node_agent_actor::stateful_pointer<no
       [=](revision_atom, const revision_spec& spec) { return take_revision(self, spec); },
       [=](rollout_record_atom, const std::string& pool, const std::string& text) { keep_record(self->state, pool, text); },
       [=](rollout_record_atom) { return records_of(self->state); },
+      [=](load_atom) { return loads_here(self); },
   };
 }
 

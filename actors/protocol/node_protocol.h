@@ -88,7 +88,10 @@ using node_agent_actor = caf::typed_actor<
     // 64 pools, 64 KiB each; beyond, nothing is kept.
     caf::reacts_to<rollout_record_atom, std::string, std::string>,
     // The records kept here.
-    caf::replies_to<rollout_record_atom>::with<std::vector<std::string>>>;
+    caf::replies_to<rollout_record_atom>::with<std::vector<std::string>>,
+    // The load of each replica running here (those that do not answer within 5 s left out): a
+    // node's readiness (troupe node --status-file) is whether any of them serves.
+    caf::replies_to<load_atom>::with<std::vector<load_report>>>;
 
 // A node asking to serve: its name in the topology, its agent, and its credentials.
 struct join_request {

@@ -1,10 +1,11 @@
 // The restart intensity a supervisor applies: backoff doubling from the first delay to its cap,
 // giving up at the death after max_restarts within the period, and a fresh count once the
-// period has passed.
+// period has passed. And a node pod's readiness from what its replicas do.
 #define BOOST_TEST_MODULE restart_policy
 #include <boost/test/unit_test.hpp>
 
 #include "runtime/supervision/restart_policy.h"
+#include "runtime/supervision/readiness.h"
 
 using namespace troupe::supervision;
 using std::chrono::milliseconds;
@@ -43,4 +44,18 @@ BOOST_AUTO_TEST_CASE(deaths_spread_wider_than_the_period_restart_forever) {
   // Three within the period: the third gives up.
   BOOST_TEST(!h.on_death(p, t).give_up);
   BOOST_TEST(h.on_death(p, t + milliseconds(1)).give_up);
+}
+
+// A node pod's readiness (troupe node --status-file): ready while any replica serves, and
+// while it holds none; otherwise what its replicas do.
+BOOST_AUTO_TEST_CASE(a_node_is_ready_while_any_replica_serves) {
+  using m = replica_mode;
+  auto word = [](std::initializer_list<m> r) { return std::string(node_readiness(std::span<const m>(r.begin(), r.size()))); };
+  BOOST_TEST(word({}) == "ready");
+  BOOST_TEST(word({m::serving}) == "ready");
+  BOOST_TEST(word({m::draining, m::serving}) == "ready");
+  BOOST_TEST(word({m::parked, m::serving}) == "ready");
+  BOOST_TEST(word({m::draining}) == "draining");
+  BOOST_TEST(word({m::parked, m::draining}) == "draining");
+  BOOST_TEST(word({m::parked, m::parked}) == "parked");
 }

@@ -7,6 +7,9 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -78,8 +81,47 @@ actors::loaded_models open_models_for(const topology::topology_config& topo, con
 
 }  // namespace
 
+namespace {
+
+// --status-file: one word a probe reads (loading, ready, draining, parked, joining,
+// unresponsive, stopping), replaced whole so a reader never sees half of it. The serving
+// thread's words until the stop writes its own, which stays.
+class status_file {
+ public:
+  explicit status_file(std::optional<std::string> path) : path_(std::move(path)) { put("loading"); }
+  void report(const std::string& word) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!stopping_ && word != last_) put(word);
+  }
+  void stopping() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    put("stopping");
+  }
+
+ private:
+  void put(const std::string& word) {
+    last_ = word;
+    if (!path_) return;
+    const std::string tmp = *path_ + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << word << "\n";
+      if (!out) throw input_error("--status-file: cannot write " + tmp);
+    }
+    if (std::rename(tmp.c_str(), path_->c_str()) != 0) throw input_error("--status-file: cannot replace " + *path_);
+  }
+  std::optional<std::string> path_;
+  std::mutex mutex_;
+  bool stopping_ = false;
+  std::string last_;
+};
+
+}  // namespace
+
 int cmd_node(const args& a) {
   apply_log_flags(a);
+  status_file status(a.get("status-file"));
   stop_signals signals;  // before any thread starts: SIGTERM stops the node in order (its KV segments go)
   if (a.positional().size() != 1) throw input_error("usage: troupe node CONFIG --name NODE [--head HOST:PORT] [--model DIR]");
   auto topo = topology::load_topology(a.positional()[0]);
@@ -123,18 +165,21 @@ int cmd_node(const args& a) {
           [&](std::size_t n) {
             std::printf("troupe node %s: ready, %zu replica(s) registered with %zu head(s)\n", name->c_str(), n, heads.size());
             std::fflush(stdout);
+            status.report("ready");
           },
           [&](const std::string& event) {
             std::printf("troupe node %s: %s\n", name->c_str(), event.c_str());
             std::fflush(stdout);
           },
-          &stop);
+          &stop,
+          [&](const std::string& word) { status.report(word); });
     } catch (...) {
       failed = std::current_exception();
     }
     signals.request_stop();
   });
   if (const int sig = signals.wait_for_stop(); sig != 0) std::fprintf(stderr, "troupe node %s: signal %d, stopping\n", name->c_str(), sig);
+  status.stopping();
   stop = true;
   serving.join();
   if (failed) std::rethrow_exception(failed);

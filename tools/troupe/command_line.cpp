@@ -94,7 +94,7 @@ class command_line::formatter : public CLI::FormatterBase {
  private:
   static std::string shown(const CLI::Option* o) {
     if (!o->nonpositional()) return o->get_option_text();
-    const std::string n = "--" + o->get_lnames().front();
+    const std::string n = (o->get_snames().empty() ? "" : "-" + o->get_snames().front() + ", ") + "--" + o->get_lnames().front();
     return o->get_items_expected_max() == 0 ? n : n + " " + o->get_type_name();
   }
 
@@ -125,7 +125,10 @@ command& command::flag(const std::string& name, const std::string& help) {
 
 command& command::option(const std::string& name, const std::string& value, const std::string& help) {
   // Every value is kept (TakeAll) so that a flag given twice is refused by name, not resolved.
-  app_->add_option("--" + name, help)->type_name(value)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  // "o,out" declares -o as a short name of --out.
+  const auto comma = name.find(',');
+  const std::string names = comma == std::string::npos ? "--" + name : "-" + name.substr(0, comma) + ",--" + name.substr(comma + 1);
+  app_->add_option(names, help)->type_name(value)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   return *this;
 }
 

@@ -32,7 +32,8 @@ class command {
  public:
   // A switch: --json.
   command& flag(const std::string& name, const std::string& help);
-  // A flag with a value: option("port", "N", "HTTP port") reads --port N or --port=N.
+  // A flag with a value: option("port", "N", "HTTP port") reads --port N or --port=N;
+  // option("o,out", ...) also reads -o N.
   command& option(const std::string& name, const std::string& value, const std::string& help);
   // The positional arguments, shown as `shown` in the usage; at most `max` of them (-1: any number).
   command& positional(const std::string& shown, const std::string& help, int max = 1);

@@ -59,7 +59,8 @@ void declare_cluster(command& root) {
       .positional("CONFIG", "the topology file")
       .option("name", "NODE", "the node of CONFIG this process is (required)")
       .option("head", "HOST:PORT[,..]", "the heads' node registries (default: every head of the topology)")
-      .option("model", "DIR|FILE", "the model folder or .gguf file (default: the topology's)");
+      .option("model", "DIR|FILE", "the model folder or .gguf file (default: the topology's)")
+      .option("status-file", "FILE", "keep one word in FILE for probes: loading; once joined ready, draining or parked (by what its replicas do), joining while no head is joined; stopping on a signal");
   tls_flags(node).log_flags("info");
   root.sub("launch", "start every node of a topology as local processes and keep them running", "CONFIG [options]",
            "Starts every node of a topology as local processes (the head as `troupe serve`) and restarts any that dies, "
