@@ -1,0 +1,238 @@
+#include "runtime/sim/cluster_sim.h"
+
+#include <algorithm>
+#include <map>
+#include <queue>
+
+#include "runtime/common/error.h"
+#include "runtime/common/splitmix.h"
+#include "runtime/kv/kv_cache_manager.h"
+
+namespace troupe::sim {
+
+namespace {
+
+struct sim_seq {
+  std::size_t req = 0;
+  int num_tokens = 0;    // prompt and generated so far
+  int num_computed = 0;  // positions whose KV is in place
+  int generated = 0;
+  bool admitted_once = false;
+  double first_s = -1, last_s = 0;
+  int cached = 0, preemptions = 0;
+};
+
+struct sim_replica {
+  explicit sim_replica(const sim_config& c) : kv({c.kv_blocks, c.sched.block_size, c.prefix_caching, false}) {}
+  kv::kv_cache_manager kv;
+  std::vector<std::uint64_t> running, waiting;
+  std::vector<sched::scheduled_seq> step;  // the step being computed
+  bool busy = false;
+};
+
+struct step_end {
+  double at = 0;
+  std::uint64_t order = 0;  // ties in time end in the order they were started
+  std::uint32_t replica = 0;
+  bool operator>(const step_end& o) const { return at != o.at ? at > o.at : order > o.order; }
+};
+
+void sim_erase(std::vector<std::uint64_t>& v, std::uint64_t id) { v.erase(std::find(v.begin(), v.end(), id)); }
+
+class sim_cluster {
+ public:
+  sim_cluster(const sim_config& c, const step_profile& p, std::span<const sim_request> reqs)
+      : cfg_(c), profile_(p), reqs_(reqs), policy_(routing::registry::global().get(c.policy)), seqs_(reqs.size()) {
+    if (c.replicas < 1) throw input_error("simulation: at least one replica");
+    if (c.kv_blocks < 1) throw input_error("simulation: kv_blocks must be positive");
+    replicas_.reserve(std::size_t(c.replicas));
+    for (int i = 0; i < c.replicas; ++i) replicas_.emplace_back(c);
+    result_.requests.resize(reqs.size());
+    std::size_t longest = 0;
+    for (const auto& q : reqs) longest = std::max(longest, q.blocks.size());
+    no_tokens_.assign(longest * std::size_t(c.sched.block_size), 0);
+  }
+
+  sim_result run() {
+    std::size_t next = 0;
+    while (next < reqs_.size() || !ends_.empty()) {
+      // Arrivals at the same time as a step's end come first: the step's next plan sees them.
+      if (next < reqs_.size() && (ends_.empty() || reqs_[next].arrival_s <= ends_.top().at)) {
+        arrive(next, reqs_[next].arrival_s);
+        ++next;
+        continue;
+      }
+      const step_end e = ends_.top();
+      ends_.pop();
+      finish_step(e.replica, e.at);
+    }
+    return std::move(result_);
+  }
+
+ private:
+  int bs() const { return cfg_.sched.block_size; }
+
+  void arrive(std::size_t i, double now) {
+    const std::uint32_t r = route(i);
+    sim_seq& s = seqs_[i];
+    s.req = i;
+    s.num_tokens = reqs_[i].prompt_tokens;
+    replicas_[r].waiting.push_back(i);
+    result_.requests[i].replica = r;
+    start_step(r, now);
+  }
+
+  std::uint32_t route(std::size_t i) {
+    const bool prefix = cfg_.policy == "kv_aware";
+    loads_.resize(replicas_.size());
+    for (std::size_t r = 0; r < replicas_.size(); ++r) {
+      const sim_replica& rep = replicas_[r];
+      routing::replica_load& l = loads_[r];
+      l.replica = replica_id{std::uint32_t(r)};
+      l.running_seqs = int(rep.running.size());
+      l.waiting_prompt_tokens = 0;
+      for (auto id : rep.waiting) l.waiting_prompt_tokens += seqs_[id].num_tokens - seqs_[id].num_computed;
+      l.free_blocks = rep.kv.num_free();
+      l.total_blocks = rep.kv.num_blocks();
+      l.cached_blocks = prefix ? int(rep.kv.find_prefix(reqs_[i].blocks, int(reqs_[i].blocks.size())).blocks.size()) : 0;
+    }
+    const routing::route_request rq{i, reqs_[i].prompt_tokens, 0, bs()};
+    const auto d = policy_(rq, loads_, cfg_.params, decisions_++);
+    if (!d.index) throw input_error("simulation: policy " + cfg_.policy + " placed no request: " + d.why);
+    return std::uint32_t(*d.index);
+  }
+
+  // Plans and starts replica r's next step, if it is idle and has work.
+  void start_step(std::uint32_t r, double now) {
+    sim_replica& rep = replicas_[r];
+    if (rep.busy) return;
+    std::vector<sched::seq_snapshot> running, waiting;
+    for (auto id : rep.running)
+      running.push_back({id, seqs_[id].num_tokens, seqs_[id].num_computed, rep.kv.num_blocks_of(id), 0, id, 0, rep.kv.num_exclusive(id)});
+    std::map<std::uint64_t, kv::prefix_hit> hits;
+    for (auto id : rep.waiting) {
+      const sim_seq& s = seqs_[id];
+      kv::prefix_hit hit = rep.kv.find_prefix(reqs_[s.req].blocks, (s.num_tokens - 1) / bs());
+      waiting.push_back({id, s.num_tokens, hit.tokens(bs()), int(hit.blocks.size()), 0, id, hit.evictable, -1});
+      hits.emplace(id, std::move(hit));
+    }
+    const sched::step_plan plan = sched::plan_step(cfg_.sched, std::move(running), std::move(waiting), rep.kv.num_free());
+    apply(rep, plan, hits);
+    if (plan.scheduled.empty()) {
+      if (!rep.waiting.empty() && rep.running.empty())
+        throw input_error("simulation: request " + std::to_string(rep.waiting.front()) + " of " +
+                          std::to_string(seqs_[rep.waiting.front()].num_tokens) + " tokens cannot fit " + std::to_string(cfg_.kv_blocks) +
+                          " KV blocks of " + std::to_string(bs()) + " tokens");
+      return;
+    }
+    std::int64_t tokens = 0, reads = 0;
+    for (const auto& sc : plan.scheduled) {
+      const std::int64_t n = sc.num_new_tokens, before = seqs_[sc.id].num_computed;
+      tokens += n;
+      reads += n * before + n * (n + 1) / 2;
+    }
+    rep.step = plan.scheduled;
+    rep.busy = true;
+    ends_.push({now + profile_.seconds(tokens, reads), order_++, r});
+    ++result_.steps;
+  }
+
+  void apply(sim_replica& rep, const sched::step_plan& plan, const std::map<std::uint64_t, kv::prefix_hit>& hits) {
+    for (auto id : plan.preempted) {
+      rep.kv.free(id);
+      seqs_[id].num_computed = 0;
+      ++seqs_[id].preemptions;
+      sim_erase(rep.running, id);
+      rep.waiting.push_back(id);
+    }
+    for (auto id : plan.admitted) {
+      sim_seq& s = seqs_[id];
+      sim_erase(rep.waiting, id);
+      rep.running.push_back(id);
+      const kv::prefix_hit& hit = hits.at(id);
+      if (!hit.blocks.empty()) rep.kv.attach_prefix(id, hit);
+      rep.kv.count_lookup(s.num_tokens, hit.tokens(bs()));
+      s.num_computed = hit.tokens(bs());
+      if (!s.admitted_once) s.cached = s.num_computed;
+      s.admitted_once = true;
+    }
+    for (const auto& sc : plan.scheduled)
+      if (!rep.kv.allocate(sc.id, sc.new_blocks)) throw std::logic_error("simulation: plan_step planned more blocks than are free");
+  }
+
+  // Replica r's step ends at `now`: positions computed, a token for each sequence caught up,
+  // finished requests out, and the next step planned.
+  void finish_step(std::uint32_t r, double now) {
+    sim_replica& rep = replicas_[r];
+    for (const auto& sc : rep.step) {
+      sim_seq& s = seqs_[sc.id];
+      s.num_computed += sc.num_new_tokens;
+      rep.kv.cache_blocks(sc.id, reqs_[s.req].blocks, no_tokens_, s.num_computed / bs());
+      if (s.num_computed < s.num_tokens) continue;  // a prefill chunk short of the prompt's end
+      if (s.first_s < 0) s.first_s = now;
+      s.last_s = now;
+      if (++s.generated < reqs_[s.req].output_tokens) {
+        ++s.num_tokens;
+        continue;
+      }
+      rep.kv.free(sc.id);
+      sim_erase(rep.running, sc.id);
+      record(s);
+    }
+    rep.kv.take_events();  // nobody subscribes here
+    rep.step.clear();
+    rep.busy = false;
+    start_step(r, now);
+  }
+
+  void record(const sim_seq& s) {
+    const sim_request& q = reqs_[s.req];
+    request_outcome& o = result_.requests[s.req];
+    o.ttft_s = s.first_s - q.arrival_s;
+    o.e2e_s = s.last_s - q.arrival_s;
+    o.mean_itl_s = s.generated > 1 ? (s.last_s - s.first_s) / (s.generated - 1) : 0;
+    o.cached_tokens = s.cached;
+    o.preemptions = s.preemptions;
+    result_.end_s = std::max(result_.end_s, s.last_s);
+  }
+
+  const sim_config& cfg_;
+  const step_profile& profile_;
+  std::span<const sim_request> reqs_;
+  const routing::policy& policy_;
+  std::vector<sim_replica> replicas_;
+  std::vector<sim_seq> seqs_;  // by request index, which is also the sequence's id
+  std::vector<routing::replica_load> loads_;
+  // The cache's events carry each stored block's token ids: a simulated prompt has none to give.
+  std::vector<std::int32_t> no_tokens_;
+  std::priority_queue<step_end, std::vector<step_end>, std::greater<step_end>> ends_;
+  std::uint64_t order_ = 0, decisions_ = 0;
+  sim_result result_;
+};
+
+}  // namespace
+
+sim_result simulate(const sim_config& c, const step_profile& p, std::span<const sim_request> requests) {
+  for (std::size_t i = 1; i < requests.size(); ++i)
+    if (requests[i].arrival_s < requests[i - 1].arrival_s) throw input_error("simulation: requests must come in arrival order");
+  return sim_cluster(c, p, requests).run();
+}
+
+std::vector<kv::block_hash> sim_prompt_blocks(std::span<const std::int64_t> trace_blocks, int trace_block_tokens, std::size_t index,
+                                              int prompt_tokens, int block_size) {
+  std::vector<kv::block_hash> out;
+  kv::block_hash parent = splitmix64(0x74726f757065ull);  // every chain's root
+  const std::int64_t traced = std::int64_t(trace_blocks.size()) * trace_block_tokens;
+  for (int b = 0; b < prompt_tokens / block_size; ++b) {
+    const std::int64_t at = std::int64_t(b) * block_size;
+    // A traced block's content is its id and the offset in it; a block of its own, the request's.
+    const std::uint64_t content = at < traced
+        ? splitmix64(std::uint64_t(trace_blocks[std::size_t(at / trace_block_tokens)])) + std::uint64_t(at % trace_block_tokens)
+        : splitmix64(~std::uint64_t(index)) + std::uint64_t(b);
+    parent = splitmix64(parent ^ content);
+    out.push_back(parent);
+  }
+  return out;
+}
+
+}  // namespace troupe::sim

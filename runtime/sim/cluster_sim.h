@@ -1,0 +1,81 @@
+// A serving cluster in virtual time: a discrete-event simulation that runs the policy code the
+// real cluster runs, so its predictions follow the code rather than a model of it.
+//  - Each arrival is placed by the router's policy (routing::registry: round_robin,
+//    least_loaded, kv_aware and any registered one) over the replicas' loads as they are then.
+//  - Each replica plans its steps with sched::plan_step over a real kv::kv_cache_manager:
+//    chunked prefill, the token budget, admission, preemption, prefix hits and eviction.
+//  - A step lasts what the step profile says for its tokens and the context they read (the
+//    profile is fitted from `troupe bench engine` on the hardware to predict).
+// A step's last computed position of a sequence yields its next token, as in the engine.
+//
+// What it leaves out (the note in docs/performance.md): the router sees loads without the
+// delay of load reports, replicas are aggregated (prefill and decode in one), and a request's
+// first token costs no frontend time.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/kv/block_hash.h"
+#include "runtime/routing/policy.h"
+#include "runtime/sched/scheduler.h"
+
+namespace troupe::sim {
+
+// Seconds of one engine step on the target hardware: a fixed cost, a cost per token computed
+// and one per context position those tokens read (attention).
+struct step_profile {
+  double base_s = 0;
+  double per_token_s = 0;
+  double per_context_s = 0;
+  double seconds(std::int64_t tokens, std::int64_t context_reads) const {
+    return tokens == 0 ? 0.0 : base_s + per_token_s * double(tokens) + per_context_s * double(context_reads);
+  }
+};
+
+struct sim_request {
+  double arrival_s = 0;
+  int prompt_tokens = 1;
+  int output_tokens = 1;
+  // The hashes of the prompt's full blocks (sim_prompt_blocks): equal leading hashes are a
+  // shared prefix the replicas' caches can hit.
+  std::vector<kv::block_hash> blocks;
+};
+
+struct sim_config {
+  int replicas = 1;
+  sched::scheduler_config sched;
+  int kv_blocks = 4096;  // per replica
+  bool prefix_caching = true;
+  std::string policy = "least_loaded";
+  routing::policy_params params;
+};
+
+struct request_outcome {
+  double ttft_s = 0;      // arrival to first token
+  double e2e_s = 0;       // arrival to last token
+  double mean_itl_s = 0;  // (last - first token) / (tokens - 1); 0 for one token
+  int cached_tokens = 0;  // of its prompt, found in its replica's prefix cache when first admitted
+  int preemptions = 0;
+  std::uint32_t replica = 0;
+};
+
+struct sim_result {
+  std::vector<request_outcome> requests;  // in the order given
+  double end_s = 0;                       // virtual time of the last token
+  std::uint64_t steps = 0;                // over all replicas
+};
+
+// Runs `requests` (in arrival order) to their last token. Throws input_error for a policy the
+// registry does not know, a configuration plan_step cannot run (no replica, no blocks), or a
+// request that can never fit a replica's KV blocks.
+sim_result simulate(const sim_config& c, const step_profile& p, std::span<const sim_request> requests);
+
+// A prompt's block hashes at `block_size`: from the trace's prefix block ids (Mooncake's, each
+// of `trace_block_tokens` tokens; equal ids hash equally), then blocks of its own (salted by its
+// `index`) up to its full blocks.
+std::vector<kv::block_hash> sim_prompt_blocks(std::span<const std::int64_t> trace_blocks, int trace_block_tokens, std::size_t index,
+                                              int prompt_tokens, int block_size);
+
+}  // namespace troupe::sim
