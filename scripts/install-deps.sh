@@ -65,4 +65,9 @@ gguf_ref=tests/model/gguf-reference
 if [ ! -d "$gguf_ref/node_modules/@huggingface/gguf" ] || [ "$gguf_ref/package-lock.json" -nt "$gguf_ref/node_modules" ]; then
   (cd "$gguf_ref" && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# Kubernetes' object schemas (and KEDA's, the Prometheus operator's) for tests/deploy/kubernetes_schema_test.
+k8s=tests/deploy/kubernetes
+if [ ! -d "$k8s/node_modules/kubernetes-models" ] || [ "$k8s/package-lock.json" -nt "$k8s/node_modules" ]; then
+  (cd "$k8s" && npm ci --no-audit --no-fund --loglevel=error)
+fi
 echo "install-deps: done"

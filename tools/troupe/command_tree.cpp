@@ -185,6 +185,26 @@ void declare_model(command& root) {
       .option("out", "DIR|FILE.gguf", "where to write it (required; a folder must not hold a model, a file is replaced)");
 }
 
+void declare_deploy(command& root) {
+  command deploy = root.sub("deploy", "the objects that run a topology on an orchestrator", "kubernetes TOPOLOGY.toml [options]", "");
+  deploy.sub("kubernetes", "Kubernetes manifests for a topology: StatefulSets, Services, ConfigMap, Secrets, PDBs, KEDA",
+             "TOPOLOGY.toml [--image IMAGE] [--namespace NS] [-o DIR]",
+             "Writes the Kubernetes objects a topology means (docs/deploy.md): heads and nodes as StatefulSets, a headless "
+             "Service for node discovery and a Service for the OpenAI API, the topology in a ConfigMap, the cluster token, an "
+             "API key, the admin endpoint's CURVE keys and TLS material as Secrets (generated here), probes, a preStop hook "
+             "that drains a pod's replicas, a PodDisruptionBudget per pool, a ServiceMonitor, and a KEDA ScaledObject for "
+             "each pool whose replicas are pods. What pods cannot run is refused naming the topology's key.",
+             cmd_deploy_kubernetes)
+      .positional("TOPOLOGY.toml", "the topology file")
+      .option("image", "IMAGE", "the container image (default troupe:latest; Containerfile)")
+      .option("namespace", "NS", "the namespace of every object (default: default)")
+      .option("name", "NAME", "what every object's name starts with (default troupe)")
+      .option("o,out", "DIR", "write one file per object and a kustomization.yaml there (default: every object to standard output)")
+      .option("models-claim", "PVC", "the PersistentVolumeClaim holding the model folders, mounted at /models (default NAME-models)")
+      .option("tls-secret", "SECRET", "an existing Secret with tls.crt, tls.key and ca.crt (default: a self-signed one is generated)")
+      .option("prometheus", "URL", "the Prometheus KEDA queries (default http://prometheus-operated.monitoring.svc:9090)");
+}
+
 void declare_eval(command& root) {
   command eval = root.sub("eval", "measure a model's quality", "perplexity [options]", "");
   eval.sub("perplexity", "a model's teacher-forced perplexity on a text (the quality gate)", "--text FILE [options]",
@@ -212,6 +232,7 @@ void declare_commands(command_line& cl) {
   declare_model(root);
   declare_bench(root);
   declare_eval(root);
+  declare_deploy(root);
   root.sub("info", "what this build and machine offer (ISA, threads, CUDA)", "",
            "Prints what this build and machine offer: the instruction set in use, threads, CUDA devices.", cmd_info);
   root.footer("troupe COMMAND --help shows a command's flags; troupe --version prints the version.");
