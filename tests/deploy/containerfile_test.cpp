@@ -6,10 +6,12 @@
 #include <boost/test/unit_test.hpp>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "tests/support/process.h"
 
@@ -37,15 +39,39 @@ std::set<std::string> installed_packages(const std::string& stage) {
   return out;
 }
 
-// The Debian package holding `lib` (merged /usr: the path may be listed without /usr).
-std::string package_of(const std::string& lib) {
-  std::error_code ec;
-  const std::string real = std::filesystem::canonical(lib, ec).string();
-  for (const std::string& path : {lib, "/usr" + lib, real, "/usr" + real, std::regex_replace(lib, std::regex("^/usr"), "")}) {
-    const auto r = test::run_command("dpkg -S '" + path + "' 2>/dev/null");
-    if (r.status == 0 && !r.output.empty()) return r.output.substr(0, r.output.find(':'));
+// Each library's Debian package, from one `dpkg -S` over every spelling of every path (merged
+// /usr: a path may be listed with or without /usr, under its link's name or its target's). One
+// call, not one per spelling: each reads dpkg's whole file list.
+std::map<std::string, std::string> packages_of(const std::vector<std::string>& libs) {
+  std::map<std::string, std::vector<std::string>> spellings;
+  std::string command = "dpkg -S";
+  for (const auto& lib : libs) {
+    std::error_code ec;
+    const std::string real = std::filesystem::canonical(lib, ec).string();
+    auto& s = spellings[lib];
+    for (const std::string& path : {lib, "/usr" + lib, real, "/usr" + real, std::regex_replace(lib, std::regex("^/usr"), "")})
+      if (!path.empty() && path != "/usr") {
+        s.push_back(path);
+        command += " '" + path + "'";
+      }
   }
-  return "";
+  // Its status is not 0 while any spelling is unknown; the lines say what each known one is.
+  const auto r = test::run_command(command + " 2>/dev/null");
+  std::map<std::string, std::string> owner;  // path -> package (`pkg:arch: /path`)
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    const auto sep = line.find(": /");
+    if (sep == std::string::npos || line.rfind("diversion", 0) == 0) continue;
+    owner[line.substr(sep + 2)] = line.substr(0, line.find(':'));
+  }
+  std::map<std::string, std::string> out;
+  for (const auto& [lib, paths] : spellings)
+    for (const auto& path : paths)
+      if (owner.count(path)) {
+        out[lib] = owner[path];
+        break;
+      }
+  return out;
 }
 
 }  // namespace
@@ -55,13 +81,17 @@ BOOST_AUTO_TEST_CASE(the_image_installs_every_library_troupe_links) {
   const auto ldd = test::run_command("ldd " + std::string(TROUPE_BINARY_DIR) + "/troupe");
   BOOST_TEST_REQUIRE(ldd.status == 0, ldd.output);
   std::istringstream lines(ldd.output);
-  int checked = 0;
+  std::vector<std::string> libs;
   for (std::string line; std::getline(lines, line);) {
     std::smatch m;
     if (!std::regex_search(line, m, std::regex(R"(=> (/\S+))"))) continue;
-    const std::string lib = m[1];
-    if (lib.rfind("/usr/local/cuda", 0) == 0) continue;
-    const std::string pkg = package_of(lib);
+    if (std::string(m[1]).rfind("/usr/local/cuda", 0) != 0) libs.push_back(m[1]);
+  }
+  const auto owners = packages_of(libs);
+  int checked = 0;
+  for (const auto& lib : libs) {
+    const auto it = owners.find(lib);
+    const std::string pkg = it == owners.end() ? "" : it->second;
     BOOST_TEST_CONTEXT(lib) {
       BOOST_TEST(!pkg.empty());
       BOOST_TEST(pkgs.count(pkg) == 1u, pkg << " is not installed by the Containerfile's final stage");
