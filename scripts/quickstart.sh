@@ -8,7 +8,28 @@ mode=${1:-run}
 case "$mode" in run|test) ;; *) echo "usage: $0 run|test" >&2; exit 2 ;; esac
 
 scripts/install-deps.sh
-# The release tree builds the unit tests that run kernels; the sanitizer tree below builds all of
+if [ "$mode" = test ]; then
+  # The unit tests (all of them there), and the fuzz targets on their seed corpora, under
+  # AddressSanitizer and UndefinedBehaviorSanitizer in a second tree built with clang (libFuzzer
+  # is clang's). -O1 with line tables only: what ASan's documentation recommends, and enough for
+  # symbolized reports with file:line; -O2 -g made this tree compile about a third slower.
+  # That tree compiles from now on at the lowest CPU priority, beside the release tree's build
+  # and then its tests: it takes only the time they leave idle (a configure step, a link that
+  # waits for its libraries, a test waiting on a child process), so they run as they would
+  # without it. Started only once the release tree had built, it still had six and a half
+  # minutes of a 31-minute run to go when the release tests ended.
+  mkdir -p build-asan
+  asan_log=build-asan/sanitizer-build.log
+  (
+    CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
+      -DTROUPE_SANITIZE=ON -DTROUPE_FUZZ=ON -DTROUPE_DISABLE_CUDA=ON &&
+      nice -n 19 cmake --build build-asan -j"$(nproc)" --target sanitized
+  ) >"$asan_log" 2>&1 &
+  asan_build=$!
+  trap 'kill "$asan_build" 2>/dev/null || true' EXIT
+fi
+# The release tree builds the unit tests that run kernels; the sanitizer tree builds all of
 # them (tests/CMakeLists.txt: TROUPE_POLICY_UNIT_TESTS).
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTROUPE_POLICY_UNIT_TESTS=OFF
 cmake --build build -j"$(nproc)"
@@ -18,22 +39,6 @@ if [ "$mode" = run ]; then
   # through the OpenAI API on 127.0.0.1:8000 until Ctrl-C; it prints how to send a request.
   exec ./build/troupe serve configs/local.toml
 fi
-# The unit tests (all of them there), and the fuzz targets on their seed corpora, under
-# AddressSanitizer and UndefinedBehaviorSanitizer in a second tree built with clang (libFuzzer is
-# clang's). -O1 with line tables only: what ASan's documentation recommends, and enough for
-# symbolized reports with file:line; -O2 -g made this tree compile about a third slower.
-# That tree compiles while the release tree's tests run, at the lowest CPU priority: it takes
-# only the time the tests leave idle (a test running alone, one waiting on a child process), so
-# they run as they would without it.
-asan_log=build/sanitizer-build.log
-(
-  CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
-    -DTROUPE_SANITIZE=ON -DTROUPE_FUZZ=ON -DTROUPE_DISABLE_CUDA=ON &&
-    nice -n 19 cmake --build build-asan -j"$(nproc)" --target sanitized
-) >"$asan_log" 2>&1 &
-asan_build=$!
-trap 'kill "$asan_build" 2>/dev/null || true' EXIT
 # A failing test's output comes where it failed, amid the others'; its failed checks are repeated
 # last, where a log's tail shows them.
 if ! ctest --test-dir build --output-on-failure -j2 --timeout 1500; then
