@@ -70,6 +70,7 @@ void kv_cache_manager::evict(block_id b) {
   cached_[std::size_t(b.value)] = false;
   const block_hash h = hash_of_[std::size_t(b.value)];
   by_hash_.erase(h);
+  if (!cfg_.events) return;
   if (events_.empty() || events_.back().kind != kv_event_kind::removed) events_.push_back({kv_event_kind::removed});
   events_.back().hashes.push_back(h);
 }
@@ -109,6 +110,7 @@ void kv_cache_manager::cache_blocks(seq_id s, std::span<const block_hash> hashes
       std::copy_n(tokens.begin() + std::ptrdiff_t(i) * cfg_.block_size, cfg_.block_size,
                   tokens_of_.begin() + std::ptrdiff_t(b.value) * cfg_.block_size);
     }
+    if (!cfg_.events) continue;
     if (!ev) {
       events_.push_back({kv_event_kind::stored});
       ev = &events_.back();
@@ -152,7 +154,7 @@ void kv_cache_manager::clear_cache() {
   std::fill(cached_.begin(), cached_.end(), false);
   for (auto& [s, n] : registered_) n = 0;
   let_go_.clear();
-  if (any || cfg_.prefix_caching) events_.push_back({kv_event_kind::cleared});
+  if (cfg_.events && (any || cfg_.prefix_caching)) events_.push_back({kv_event_kind::cleared});
 }
 
 std::vector<offload_block> kv_cache_manager::take_offloads() {

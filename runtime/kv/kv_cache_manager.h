@@ -29,6 +29,9 @@ struct kv_manager_config {
   bool prefix_caching = true;
   // Offer the cached blocks nobody holds any more to a KV store (take_offloads).
   bool offload = false;
+  // Record what is stored and removed for take_events. Off where nobody subscribes (the cluster
+  // simulator): a stored event copies its blocks' token ids.
+  bool events = true;
 };
 
 // A cached block to copy to a KV store, pinned (not evictable) until unpin().

@@ -153,6 +153,27 @@ BOOST_AUTO_TEST_CASE(stored_events_carry_hashes_parent_and_tokens) {
   all_free(m);
 }
 
+// Without subscribers (the cluster simulator) the cache records no events, and caches, finds
+// and evicts exactly as it does with them.
+BOOST_AUTO_TEST_CASE(events_off_records_nothing_and_caches_the_same) {
+  const hash_keys k{root_hash("m"), 0, 0};
+  const auto a = tokens(8, 0), b = tokens(8, 1000);
+  kv_cache_manager on({3, bs, true}), off({3, bs, true, false, false});
+  for (kv_cache_manager* m : {&on, &off}) {
+    compute(*m, 1, a, k);
+    m->free(1);
+    compute(*m, 2, b, k);  // takes a's tail block: an eviction
+    m->free(2);
+  }
+  BOOST_TEST(!on.take_events().empty());
+  BOOST_TEST(off.take_events().empty());
+  BOOST_TEST(off.find_prefix(hashes_of(a, k), 9).blocks == on.find_prefix(hashes_of(a, k), 9).blocks);
+  BOOST_TEST(off.find_prefix(hashes_of(b, k), 9).blocks == on.find_prefix(hashes_of(b, k), 9).blocks);
+  off.clear_cache();
+  BOOST_TEST(off.take_events().empty());
+  BOOST_TEST(off.find_prefix(hashes_of(b, k), 9).blocks.empty());
+}
+
 BOOST_AUTO_TEST_CASE(tenants_never_share_unless_the_prefix_is_public) {
   kv_cache_manager m({16, bs, true});
   const block_hash root = root_hash("m");
