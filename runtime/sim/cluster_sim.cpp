@@ -1,8 +1,9 @@
 #include "runtime/sim/cluster_sim.h"
 
 #include <algorithm>
-#include <map>
+#include <limits>
 #include <queue>
+#include <set>
 
 #include "runtime/common/error.h"
 #include "runtime/common/splitmix.h"
@@ -23,9 +24,13 @@ struct sim_seq {
 };
 
 struct sim_replica {
-  explicit sim_replica(const sim_config& c) : kv({c.kv_blocks, c.sched.block_size, c.prefix_caching, false}) {}
+  explicit sim_replica(const sim_config& c) : kv({c.kv_blocks, c.sched.block_size, c.prefix_caching, false, false}) {}
   kv::kv_cache_manager kv;
-  std::vector<std::uint64_t> running, waiting;
+  std::vector<std::uint64_t> running;
+  // In arrival order (a request's index is its arrival's rank): plan_step admits from the front
+  // and stops at the first that cannot run, so a step needs only the first few.
+  std::set<std::uint64_t> waiting;
+  std::int64_t waiting_tokens = 0;  // what the router sees: the waiting sequences' tokens
   std::vector<sched::scheduled_seq> step;  // the step being computed
   bool busy = false;
 };
@@ -48,9 +53,6 @@ class sim_cluster {
     replicas_.reserve(std::size_t(c.replicas));
     for (int i = 0; i < c.replicas; ++i) replicas_.emplace_back(c);
     result_.requests.resize(reqs.size());
-    std::size_t longest = 0;
-    for (const auto& q : reqs) longest = std::max(longest, q.blocks.size());
-    no_tokens_.assign(longest * std::size_t(c.sched.block_size), 0);
   }
 
   sim_result run() {
@@ -77,7 +79,7 @@ class sim_cluster {
     sim_seq& s = seqs_[i];
     s.req = i;
     s.num_tokens = reqs_[i].prompt_tokens;
-    replicas_[r].waiting.push_back(i);
+    wait(replicas_[r], i);
     result_.requests[i].replica = r;
     start_step(r, now);
   }
@@ -90,8 +92,7 @@ class sim_cluster {
       routing::replica_load& l = loads_[r];
       l.replica = replica_id{std::uint32_t(r)};
       l.running_seqs = int(rep.running.size());
-      l.waiting_prompt_tokens = 0;
-      for (auto id : rep.waiting) l.waiting_prompt_tokens += seqs_[id].num_tokens - seqs_[id].num_computed;
+      l.waiting_prompt_tokens = int(std::min<std::int64_t>(rep.waiting_tokens, std::numeric_limits<int>::max()));
       l.free_blocks = rep.kv.num_free();
       l.total_blocks = rep.kv.num_blocks();
       l.cached_blocks = prefix ? int(rep.kv.find_prefix(reqs_[i].blocks, int(reqs_[i].blocks.size())).blocks.size()) : 0;
@@ -109,19 +110,22 @@ class sim_cluster {
     std::vector<sched::seq_snapshot> running, waiting;
     for (auto id : rep.running)
       running.push_back({id, seqs_[id].num_tokens, seqs_[id].num_computed, rep.kv.num_blocks_of(id), 0, id, 0, rep.kv.num_exclusive(id)});
-    std::map<std::uint64_t, kv::prefix_hit> hits;
-    for (auto id : rep.waiting) {
-      const sim_seq& s = seqs_[id];
+    // No more can be admitted than there are sequence slots and tokens in the budget.
+    const std::size_t admissible = std::size_t(std::max(0, std::min(cfg_.sched.max_num_seqs - int(rep.running.size()),
+                                                                    cfg_.sched.max_num_batched_tokens)));
+    hits_.clear();
+    for (auto it = rep.waiting.begin(); it != rep.waiting.end() && hits_.size() < admissible; ++it) {
+      const sim_seq& s = seqs_[*it];
       kv::prefix_hit hit = rep.kv.find_prefix(reqs_[s.req].blocks, (s.num_tokens - 1) / bs());
-      waiting.push_back({id, s.num_tokens, hit.tokens(bs()), int(hit.blocks.size()), 0, id, hit.evictable, -1});
-      hits.emplace(id, std::move(hit));
+      waiting.push_back({*it, s.num_tokens, hit.tokens(bs()), int(hit.blocks.size()), 0, *it, hit.evictable, -1});
+      hits_.emplace_back(*it, std::move(hit));
     }
     const sched::step_plan plan = sched::plan_step(cfg_.sched, std::move(running), std::move(waiting), rep.kv.num_free());
-    apply(rep, plan, hits);
+    apply(rep, plan);
     if (plan.scheduled.empty()) {
       if (!rep.waiting.empty() && rep.running.empty())
-        throw input_error("simulation: request " + std::to_string(rep.waiting.front()) + " of " +
-                          std::to_string(seqs_[rep.waiting.front()].num_tokens) + " tokens cannot fit " + std::to_string(cfg_.kv_blocks) +
+        throw input_error("simulation: request " + std::to_string(*rep.waiting.begin()) + " of " +
+                          std::to_string(seqs_[*rep.waiting.begin()].num_tokens) + " tokens cannot fit " + std::to_string(cfg_.kv_blocks) +
                           " KV blocks of " + std::to_string(bs()) + " tokens");
       return;
     }
@@ -137,19 +141,27 @@ class sim_cluster {
     ++result_.steps;
   }
 
-  void apply(sim_replica& rep, const sched::step_plan& plan, const std::map<std::uint64_t, kv::prefix_hit>& hits) {
+  // Sequence `id` joins replica `rep`'s queue with nothing computed.
+  void wait(sim_replica& rep, std::uint64_t id) {
+    rep.waiting.insert(id);
+    rep.waiting_tokens += seqs_[id].num_tokens;
+  }
+
+  void apply(sim_replica& rep, const sched::step_plan& plan) {
     for (auto id : plan.preempted) {
       rep.kv.free(id);
       seqs_[id].num_computed = 0;
       ++seqs_[id].preemptions;
       sim_erase(rep.running, id);
-      rep.waiting.push_back(id);
+      wait(rep, id);
     }
     for (auto id : plan.admitted) {
       sim_seq& s = seqs_[id];
-      sim_erase(rep.waiting, id);
+      rep.waiting.erase(id);
+      rep.waiting_tokens -= s.num_tokens;
       rep.running.push_back(id);
-      const kv::prefix_hit& hit = hits.at(id);
+      const auto found = std::find_if(hits_.begin(), hits_.end(), [id](const auto& h) { return h.first == id; });
+      const kv::prefix_hit& hit = found->second;
       if (!hit.blocks.empty()) rep.kv.attach_prefix(id, hit);
       rep.kv.count_lookup(s.num_tokens, hit.tokens(bs()));
       s.num_computed = hit.tokens(bs());
@@ -167,7 +179,8 @@ class sim_cluster {
     for (const auto& sc : rep.step) {
       sim_seq& s = seqs_[sc.id];
       s.num_computed += sc.num_new_tokens;
-      rep.kv.cache_blocks(sc.id, reqs_[s.req].blocks, no_tokens_, s.num_computed / bs());
+      // No token ids: with events and offload off the cache keeps only the hashes.
+      rep.kv.cache_blocks(sc.id, reqs_[s.req].blocks, {}, s.num_computed / bs());
       if (s.num_computed < s.num_tokens) continue;  // a prefill chunk short of the prompt's end
       if (s.first_s < 0) s.first_s = now;
       s.last_s = now;
@@ -179,7 +192,6 @@ class sim_cluster {
       sim_erase(rep.running, sc.id);
       record(s);
     }
-    rep.kv.take_events();  // nobody subscribes here
     rep.step.clear();
     rep.busy = false;
     start_step(r, now);
@@ -203,8 +215,7 @@ class sim_cluster {
   std::vector<sim_replica> replicas_;
   std::vector<sim_seq> seqs_;  // by request index, which is also the sequence's id
   std::vector<routing::replica_load> loads_;
-  // The cache's events carry each stored block's token ids: a simulated prompt has none to give.
-  std::vector<std::int32_t> no_tokens_;
+  std::vector<std::pair<std::uint64_t, kv::prefix_hit>> hits_;  // of the step being planned
   std::priority_queue<step_end, std::vector<step_end>, std::greater<step_end>> ends_;
   std::uint64_t order_ = 0, decisions_ = 0;
   sim_result result_;
