@@ -47,6 +47,14 @@ prefix_hit kv_cache_manager::find_prefix(std::span<const block_hash> hashes, int
   return hit;
 }
 
+int kv_cache_manager::prefix_length(std::span<const block_hash> hashes, int max_blocks) const {
+  if (!cfg_.prefix_caching) return 0;
+  const std::size_t n = std::min(hashes.size(), std::size_t(std::max(max_blocks, 0)));
+  std::size_t i = 0;
+  while (i < n && by_hash_.count(hashes[i])) ++i;
+  return int(i);
+}
+
 void kv_cache_manager::attach_prefix(seq_id s, const prefix_hit& hit) {
   auto& t = tables_[s];
   if (!t.empty()) throw std::logic_error("attach_prefix: the sequence already holds blocks");

@@ -78,6 +78,9 @@ class kv_cache_manager {
   // The longest run of leading `hashes` that is cached, capped at `max_blocks`. Counts in no
   // statistic: a waiting sequence is looked up every step until it is admitted.
   prefix_hit find_prefix(std::span<const block_hash> hashes, int max_blocks) const;
+  // find_prefix's blocks().size() without building the hit: what a router weighs every replica
+  // by on every request.
+  int prefix_length(std::span<const block_hash> hashes, int max_blocks) const;
   // Starts sequence `s`'s table with a hit found in this same step (nothing changed since).
   void attach_prefix(seq_id s, const prefix_hit& hit);
   // Records one admission's lookup: `query` tokens asked, `hit` tokens found.

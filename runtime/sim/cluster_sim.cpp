@@ -95,7 +95,7 @@ class sim_cluster {
       l.waiting_prompt_tokens = int(std::min<std::int64_t>(rep.waiting_tokens, std::numeric_limits<int>::max()));
       l.free_blocks = rep.kv.num_free();
       l.total_blocks = rep.kv.num_blocks();
-      l.cached_blocks = prefix ? int(rep.kv.find_prefix(reqs_[i].blocks, int(reqs_[i].blocks.size())).blocks.size()) : 0;
+      l.cached_blocks = prefix ? rep.kv.prefix_length(reqs_[i].blocks, int(reqs_[i].blocks.size())) : 0;
     }
     const routing::route_request rq{i, reqs_[i].prompt_tokens, 0, bs()};
     const auto d = policy_(rq, loads_, cfg_.params, decisions_++);

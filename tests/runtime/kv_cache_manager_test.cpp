@@ -120,6 +120,11 @@ BOOST_AUTO_TEST_CASE(eviction_takes_the_least_recently_freed_and_a_tail_before_i
   BOOST_TEST(ev[0].hashes == (std::vector<block_hash>{hashes_of(a, k)[1]}));
   BOOST_TEST(m.find_prefix(hashes_of(a, k), 9).blocks.size() == 1u);  // a's head survives
   BOOST_TEST(m.find_prefix(hashes_of(b, k), 9).blocks.size() == 2u);
+  // The length alone, as a router asks it, agrees, capped the same way.
+  BOOST_TEST(m.prefix_length(hashes_of(a, k), 9) == 1);
+  BOOST_TEST(m.prefix_length(hashes_of(b, k), 9) == 2);
+  BOOST_TEST(m.prefix_length(hashes_of(b, k), 1) == 1);
+  BOOST_TEST(m.prefix_length(hashes_of(tokens(8, 555), k), 9) == 0);
   // A hit on a free block takes it out of the middle of the list.
   m.attach_prefix(4, m.find_prefix(hashes_of(b, k), 9));
   BOOST_TEST(m.pool().free_list() == (blocks({0})));
