@@ -1,12 +1,18 @@
 // The cluster simulation (runtime/sim/cluster_sim.h) against figures worked out by hand: step
 // counts and times from the scheduler's budget and chunk, tokens one step apart, prefix hits
 // that shorten a prompt's work, kv_aware routing to the replica holding a prefix, preemption
-// when KV runs out, and refusals of what cannot run.
+// when KV runs out, and refusals of what cannot run. And the step profile fitted to measured
+// steps (runtime/sim/step_fit.h): a profile is recovered from steps it generated, no coefficient
+// goes negative, `troupe bench engine --json` output gives its samples, and the profile file
+// round-trips and refuses what it cannot use.
 #define BOOST_TEST_MODULE cluster_sim
 #include <boost/test/unit_test.hpp>
 
 #include "runtime/common/error.h"
 #include "runtime/sim/cluster_sim.h"
+#include "runtime/sim/step_fit.h"
+
+#include <nlohmann/json.hpp>
 
 using namespace troupe;
 using namespace troupe::sim;
@@ -113,3 +119,104 @@ BOOST_AUTO_TEST_CASE(what_cannot_run_is_refused) {
   const std::vector<sim_request> backwards = {request(1, 10, 1, 0), request(0, 10, 1, 1)};
   BOOST_CHECK_THROW(simulate(one_replica(), p, backwards), input_error);
 }
+
+BOOST_AUTO_TEST_CASE(a_full_replica_queues_in_arrival_order_and_the_router_sees_the_queue) {
+  const step_profile p{1 * ms, 0, 0};
+  auto c = one_replica();
+  c.sched.max_num_seqs = 2;
+  // Five 10-token answers at once on one replica with two sequence slots. 0 starts a step as it
+  // arrives, so 1 joins the next (first token at 2 ms); each then takes 10 steps, its prefill
+  // step yielding its first token. 2 takes 0's slot when 0 ends at 10 ms, 3 takes 1's at 11 ms,
+  // and 4 takes 2's at 20 ms: later arrivals never overtake.
+  std::vector<sim_request> reqs;
+  for (int i = 0; i < 5; ++i) reqs.push_back(request(0, 32, 10, std::size_t(i)));
+  const auto r = simulate(c, p, reqs);
+  const double first[] = {1, 2, 11, 12, 21};
+  for (std::size_t i = 0; i < 5; ++i) BOOST_TEST(r.requests[i].ttft_s == first[i] * ms, boost::test_tools::tolerance(1e-12));
+  // Two replicas, least_loaded: 0 and 1 fill replica 0 and 1; 2 then goes where the queue is
+  // shorter, and with both queues even, the next goes to the other one.
+  c.replicas = 2;
+  c.sched.max_num_seqs = 1;
+  const auto two = simulate(c, p, reqs);
+  BOOST_TEST(two.requests[0].replica != two.requests[1].replica);
+  BOOST_TEST(two.requests[2].replica != two.requests[3].replica);
+}
+
+BOOST_AUTO_TEST_SUITE(step_fit)
+
+namespace fitting {
+
+std::vector<step_sample> generated(const step_profile& p) {
+  std::vector<step_sample> out;
+  for (std::int64_t b : {1, 4, 16, 32}) out.push_back({b, b * 129, p.seconds(b, b * 129)});  // decode at context 128
+  out.push_back({512, 512 * 513 / 2, p.seconds(512, 512 * 513 / 2)});                      // one prefill
+  return out;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const input_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace fitting
+
+BOOST_AUTO_TEST_CASE(a_profile_is_recovered_from_the_steps_it_timed) {
+  const step_profile truth{2e-3, 50e-6, 3e-9};
+  const step_profile fit = fit_step_profile(fitting::generated(truth));
+  BOOST_TEST(fit.base_s == truth.base_s, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(fit.per_token_s == truth.per_token_s, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(fit.per_context_s == truth.per_context_s, boost::test_tools::tolerance(1e-6));
+  const auto file = fit_profile_file(fitting::generated(truth), "test");
+  BOOST_TEST(file.worst_error < 1e-6);
+  BOOST_TEST(file.samples == 5u);
+}
+
+BOOST_AUTO_TEST_CASE(no_coefficient_goes_negative) {
+  // Steps that get cheaper with more tokens (noise, a warm cache): an unconstrained fit gives a
+  // negative cost per token; the fit drops that term and keeps the rest.
+  const std::vector<step_sample> s = {{1, 100, 5e-3}, {8, 800, 4.5e-3}, {32, 3200, 4e-3}};
+  const step_profile fit = fit_step_profile(s);
+  BOOST_TEST(fit.base_s > 0);
+  BOOST_TEST(fit.per_token_s >= 0);
+  BOOST_TEST(fit.per_context_s >= 0);
+  BOOST_TEST(fit.seconds(8, 800) > 0);
+  BOOST_TEST(fitting::error_of([] { fit_step_profile(std::vector<step_sample>{}); }).find("no measured step") != std::string::npos);
+  BOOST_TEST(fitting::error_of([] { fit_step_profile(std::vector<step_sample>{{4, 10, -1}}); }).find("positive") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(troupe_bench_engine_json_gives_its_steps) {
+  const auto bench = nlohmann::json::parse(R"({"prefill": {"tokens": 512, "tokens_per_second": 1024},
+    "decode": [{"batch": 1, "context": 128, "step_ms": 20}, {"batch": 16, "context": 128, "step_ms": 30}]})");
+  const auto s = engine_bench_samples(bench, "b.json");
+  BOOST_TEST_REQUIRE(s.size() == 3u);
+  BOOST_TEST(s[0].tokens == 512);
+  BOOST_TEST(s[0].context_reads == 512 * 513 / 2);
+  BOOST_TEST(s[0].seconds == 0.5, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(s[2].tokens == 16);
+  BOOST_TEST(s[2].context_reads == 16 * 129);
+  BOOST_TEST(s[2].seconds == 0.03, boost::test_tools::tolerance(1e-12));
+  auto broken = bench;
+  broken["decode"][1].erase("step_ms");
+  BOOST_TEST(fitting::error_of([&] { engine_bench_samples(broken, "b.json"); }).find("b.json: decode[].step_ms") != std::string::npos);
+  BOOST_TEST(fitting::error_of([] { engine_bench_samples(nlohmann::json::object(), "x.json"); }).find("x.json: no prefill") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(the_profile_file_round_trips_and_names_what_is_wrong) {
+  const auto f = fit_profile_file(fitting::generated({1e-3, 20e-6, 1e-9}), "bench engine on models/kjv");
+  const auto back = parse_profile_file(format_profile_file(f), "p.json");
+  BOOST_TEST(back.step.base_s == f.step.base_s);
+  BOOST_TEST(back.step.per_token_s == f.step.per_token_s);
+  BOOST_TEST(back.step.per_context_s == f.step.per_context_s);
+  BOOST_TEST(back.source == "bench engine on models/kjv");
+  BOOST_TEST(fitting::error_of([] { parse_profile_file("{", "p.json"); }).find("p.json: not JSON") != std::string::npos);
+  BOOST_TEST(fitting::error_of([] { parse_profile_file(R"({"step": {"base_s": 1, "per_token_s": -1, "per_context_s": 0}})", "p.json"); })
+                 .find("step.per_token_s") != std::string::npos);
+  BOOST_TEST(fitting::error_of([] { parse_profile_file(R"({"step": {"base_s": 0, "per_token_s": 0, "per_context_s": 0}})", "p.json"); })
+                 .find("no time") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

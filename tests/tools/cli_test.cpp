@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
@@ -164,7 +165,7 @@ BOOST_AUTO_TEST_CASE(every_command_answers_help_with_its_usage_and_does_nothing_
     at = end + 1;
   }
   for (const char* c : {"serve", "node", "launch", "admin", "admin keygen", "generate", "model synth", "model quantize", "bench engine",
-                        "bench runtime", "bench serve", "bench kv-transfer", "bench autoscale", "bench collectives", "eval perplexity", "info"})
+                        "bench runtime", "bench serve", "bench kv-transfer", "bench autoscale", "bench collectives", "bench sim", "deploy kubernetes", "eval perplexity", "info"})
     BOOST_TEST((std::find(commands.begin(), commands.end(), c) != commands.end()), c << " not listed in " << top.out);
   for (const std::string& cmd : commands) {
     for (const char* flag : {"--help", "-h"}) {
@@ -206,6 +207,35 @@ BOOST_AUTO_TEST_CASE(bench_runtime_reports_without_a_log_line_per_request_unless
   for (std::size_t at = verbose.out.find("request_end"); at != std::string::npos; at = verbose.out.find("request_end", at + 1))
     ++lines;
   BOOST_TEST(lines == 40u, verbose.out);
+}
+
+// The simulator's profile as a user makes it: troupe bench engine fits one to the steps it
+// timed, and troupe bench sim runs on it; a profile that is not one is refused by name.
+BOOST_AUTO_TEST_CASE(bench_engine_fits_a_step_profile_that_bench_sim_runs_on) {
+  const std::string profile = std::string(TROUPE_BINARY_DIR) + "/cli-step-profile.json";
+  std::filesystem::remove(profile);
+  run_result fit = troupe_cmd("bench engine --model " + std::string(TROUPE_SOURCE_DIR) +
+                              "/models/kjv --batches 1,8 --steps 2 --prompt 128 --context 64 --fit-profile " + profile);
+  BOOST_TEST_REQUIRE(fit.status == 0, fit.out);
+  BOOST_TEST(fit.out.find("step profile: ") != std::string::npos, fit.out);
+  const auto written = nlohmann::json::parse(std::ifstream(profile));
+  BOOST_TEST(written["samples"].get<int>() == 3);  // the prefill and two decode batches
+  BOOST_TEST(written["step"]["base_s"].get<double>() + written["step"]["per_token_s"].get<double>() > 0);
+  run_result sim = troupe_cmd("bench sim --replicas 1,4 --requests 300 --json --profile " + profile);
+  BOOST_TEST_REQUIRE(sim.status == 0, sim.out);
+  const auto rows = nlohmann::json::parse(sim.out.substr(sim.out.find('{')))["rows"];
+  BOOST_TEST_REQUIRE(rows.size() == 2u);
+  for (const auto& row : rows) {
+    BOOST_TEST(row["requests"].get<int>() == 300);
+    BOOST_TEST(row["ttft_p50_s"].get<double>() > 0);
+  }
+  std::ofstream(profile) << "{\"step\": {\"base_s\": -1}}";
+  run_result bad = troupe_cmd("bench sim --replicas 1 --requests 10 --profile " + profile);
+  BOOST_TEST(bad.status != 0);
+  BOOST_TEST(bad.out.find(profile + ": step.base_s") != std::string::npos, bad.out);
+  bad = troupe_cmd("bench sim --replicas 0");
+  BOOST_TEST(bad.status != 0);
+  BOOST_TEST(bad.out.find("--replicas") != std::string::npos, bad.out);
 }
 
 // troupe eval perplexity scores a text with the model's tokenizer and gives the library's figure

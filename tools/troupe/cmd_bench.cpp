@@ -1,5 +1,6 @@
 // troupe bench engine: prefill and decode throughput against the machine's own roofline.
 #include <algorithm>
+#include <fstream>
 #include <functional>
 #include <chrono>
 #include <map>
@@ -16,6 +17,7 @@
 #include "runtime/kv/block_hash.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/op_profile.h"
+#include "runtime/sim/step_fit.h"
 #include "tools/troupe/args.h"
 #include "tools/troupe/commands.h"
 #include "tools/troupe/model_folder.h"
@@ -269,7 +271,21 @@ void print_engine_report(const nlohmann::json& j) {
                 100 * d["compute_peak_fraction"].get<double>(), d["speedup_vs_batch_1"].get<double>());
 }
 
+// --fit-profile FILE: the simulator's step profile fitted to the steps just measured.
+void write_step_profile(const nlohmann::json& bench, const std::string& path, const std::string& model) {
+  const auto samples = sim::engine_bench_samples(bench, "troupe bench engine");
+  const auto f = sim::fit_profile_file(samples, "troupe bench engine --model " + model + " on " +
+                                                    bench["machine"]["isa"].get<std::string>() + ", " +
+                                                    std::to_string(bench["machine"]["threads"].get<int>()) + " threads");
+  std::ofstream out(path);
+  out << sim::format_profile_file(f);
+  if (!out) throw input_error("--fit-profile: cannot write " + path);
+  std::fprintf(stderr, "step profile: %.3f ms + %.2f us/token + %.3f ns/context position (worst error %.0f%% over %zu steps) -> %s\n",
+               f.step.base_s * 1e3, f.step.per_token_s * 1e6, f.step.per_context_s * 1e9, 100 * f.worst_error, f.samples, path.c_str());
+}
+
 }  // namespace
+
 
 int cmd_bench_engine(const args& a) {
   auto dir = a.get("model");
@@ -349,6 +365,7 @@ int cmd_bench_engine(const args& a) {
     std::printf("%s\n", j.dump(2).c_str());
   else
     print_engine_report(j);
+  if (const auto out = a.get("fit-profile")) write_step_profile(j, *out, *dir);
   return 0;
 }
 

@@ -16,6 +16,7 @@ void declare_bench_engine(command& bench) {
       .option("steps", "N", "decode steps per batch (default 8)")
       .option("verify", "K", "also time each batch as a speculative verify step of K proposals per sequence (1 + K rows each)")
       .option("kv-dtype", "f32|f16|bf16|int8", "the KV cache's element type (default: the weights'; int8: a scale per token and head)")
+      .option("fit-profile", "FILE", "also write the cluster simulator's step profile fitted to the steps measured (troupe bench sim --profile)")
       .flag("json", "one JSON object on stdout")
       .flag("profile", "time each operation of the forward");
   bench.sub("runtime", "the control plane under load, or the time outside the forward", "[options]",
@@ -117,6 +118,17 @@ void declare_bench_rest(command& bench) {
       .option("itl-slo", "S", "the ITL a request must meet (default: the autoscaler's, else 0.1 s)")
       .flag("json", "one JSON object on stdout")
       .log_flags("warn");
+  bench.sub("sim", "how fast the cluster simulator runs: simulated requests per wall second by cluster size", "[options]",
+            "Runs the cluster simulator (the router's policy, the scheduler and the KV cache manager of every replica, in "
+            "virtual time) on a seeded synthetic workload whose arrival rate grows with the cluster, and reports wall time, "
+            "simulated requests per wall second, and the simulated TTFT and ITL at each size.",
+            cmd_bench_sim)
+      .option("replicas", "32,256,1000", "the cluster sizes")
+      .option("requests", "N", "requests per size (default 1000000)")
+      .option("rate", "R", "requests/s per replica (default 4)")
+      .option("policy", "NAME", "the router's policy: least_loaded (default), kv_aware, round_robin")
+      .option("profile", "FILE", "the step profile (troupe bench engine --fit-profile); default: 4 ms + 30 us/token + 2 ns/context position")
+      .flag("json", "one JSON object on stdout");
   bench.sub("collectives", "all-reduce and all-to-all per backend, and TP/PP step times", "[options]",
             "All-reduce and all-to-all latency and bandwidth of the collectives backends that run here (Gloo between "
             "processes over loopback TCP, shared memory between threads), per message size, against memcpy bandwidth in "

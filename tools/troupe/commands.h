@@ -17,6 +17,7 @@ int cmd_bench_engine(const args& a);       // troupe bench engine
 int cmd_bench_runtime(const args& a);      // troupe bench runtime
 int cmd_bench_serve(const args& a);        // troupe bench serve
 int cmd_bench_kv(const args& a);           // troupe bench kv-transfer
+int cmd_bench_sim(const args& a);          // troupe bench sim
 int cmd_bench_structured(const args& a);   // troupe bench structured
 int cmd_bench_autoscale(const args& a);    // troupe bench autoscale
 int cmd_bench_collectives(const args& a);  // troupe bench collectives

@@ -1,0 +1,142 @@
+#include "runtime/sim/step_fit.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "runtime/common/error.h"
+
+namespace troupe::sim {
+
+namespace {
+
+constexpr int fit_terms = 3;  // base, per token, per context position
+
+std::array<double, fit_terms> fit_row(const step_sample& s) { return {1.0, double(s.tokens), double(s.context_reads)}; }
+
+// Least squares over the columns in `use`, each scaled to its largest value so that a column of
+// ones and one of millions are solved alike; unused columns get 0. Gaussian elimination with
+// partial pivoting on the normal equations (at most 3x3). A singular column (all zero, or a
+// multiple of one kept before it) gets 0.
+std::array<double, fit_terms> fit_solve(std::span<const step_sample> samples, const std::array<bool, fit_terms>& use) {
+  std::array<double, fit_terms> scale{};
+  for (const auto& s : samples) {
+    const auto r = fit_row(s);
+    for (int j = 0; j < fit_terms; ++j) scale[std::size_t(j)] = std::max(scale[std::size_t(j)], std::abs(r[std::size_t(j)]));
+  }
+  double a[fit_terms][fit_terms + 1] = {};
+  for (const auto& s : samples) {
+    const auto r = fit_row(s);
+    for (int i = 0; i < fit_terms; ++i) {
+      if (!use[std::size_t(i)] || scale[std::size_t(i)] == 0) continue;
+      const double xi = r[std::size_t(i)] / scale[std::size_t(i)];
+      for (int j = 0; j < fit_terms; ++j)
+        if (use[std::size_t(j)] && scale[std::size_t(j)] > 0) a[i][j] += xi * r[std::size_t(j)] / scale[std::size_t(j)];
+      a[i][fit_terms] += xi * s.seconds;
+    }
+  }
+  std::array<double, fit_terms> x{};
+  std::array<bool, fit_terms> solved{};
+  for (int col = 0; col < fit_terms; ++col) {
+    int pivot = -1;
+    for (int i = col; i < fit_terms; ++i)
+      if (pivot < 0 || std::abs(a[i][col]) > std::abs(a[pivot][col])) pivot = i;
+    if (std::abs(a[pivot][col]) < 1e-12) continue;  // nothing left in this column
+    std::swap(a[pivot], a[col]);
+    for (int i = 0; i < fit_terms; ++i) {
+      if (i == col || a[i][col] == 0) continue;
+      const double f = a[i][col] / a[col][col];
+      for (int j = col; j <= fit_terms; ++j) a[i][j] -= f * a[col][j];
+    }
+    solved[std::size_t(col)] = true;
+  }
+  for (int i = 0; i < fit_terms; ++i)
+    if (solved[std::size_t(i)]) x[std::size_t(i)] = a[i][fit_terms] / a[i][i] / scale[std::size_t(i)];
+  return x;
+}
+
+double fit_predicted(const step_profile& p, const step_sample& s) { return p.seconds(s.tokens, s.context_reads); }
+
+}  // namespace
+
+step_profile fit_step_profile(std::span<const step_sample> samples) {
+  bool any = false;
+  for (const auto& s : samples) {
+    if (!(s.seconds > 0) || !std::isfinite(s.seconds)) throw input_error("step profile: a sample's time must be a positive number of seconds");
+    any = any || s.tokens > 0;
+  }
+  if (!any) throw input_error("step profile: no measured step with tokens to fit");
+  // Drop the most negative coefficient until none is: at most three solves.
+  std::array<bool, fit_terms> use{true, true, true};
+  std::array<double, fit_terms> x = fit_solve(samples, use);
+  for (int round = 0; round < fit_terms; ++round) {
+    const auto worst = std::min_element(x.begin(), x.end());
+    if (*worst >= 0) break;
+    use[std::size_t(worst - x.begin())] = false;
+    x = fit_solve(samples, use);
+  }
+  for (double& v : x) v = std::max(v, 0.0);
+  return {x[0], x[1], x[2]};
+}
+
+std::vector<step_sample> engine_bench_samples(const nlohmann::json& bench, const std::string& source) {
+  auto need = [&](const nlohmann::json& o, const char* key, const std::string& where) -> const nlohmann::json& {
+    if (!o.is_object() || !o.contains(key) || !o[key].is_number())
+      throw input_error(source + ": " + where + key + " is missing or not a number (is this troupe bench engine --json?)");
+    return o[key];
+  };
+  std::vector<step_sample> out;
+  if (!bench.is_object() || !bench.contains("prefill") || !bench.contains("decode") || !bench["decode"].is_array())
+    throw input_error(source + ": no prefill and decode results (is this troupe bench engine --json?)");
+  const auto& pre = bench["prefill"];
+  const std::int64_t p = need(pre, "tokens", "prefill.").get<std::int64_t>();
+  const double tps = need(pre, "tokens_per_second", "prefill.").get<double>();
+  if (p > 0 && tps > 0) out.push_back({p, p * (p + 1) / 2, double(p) / tps});
+  for (const auto& row : bench["decode"]) {
+    const std::int64_t b = need(row, "batch", "decode[].").get<std::int64_t>();
+    const std::int64_t c = need(row, "context", "decode[].").get<std::int64_t>();
+    out.push_back({b, b * (c + 1), need(row, "step_ms", "decode[].").get<double>() * 1e-3});
+  }
+  return out;
+}
+
+profile_file fit_profile_file(std::span<const step_sample> samples, const std::string& source) {
+  profile_file f;
+  f.step = fit_step_profile(samples);
+  f.samples = samples.size();
+  f.source = source;
+  for (const auto& s : samples) f.worst_error = std::max(f.worst_error, std::abs(fit_predicted(f.step, s) - s.seconds) / s.seconds);
+  return f;
+}
+
+std::string format_profile_file(const profile_file& p) {
+  return nlohmann::json{{"step", {{"base_s", p.step.base_s}, {"per_token_s", p.step.per_token_s}, {"per_context_s", p.step.per_context_s}}},
+                        {"samples", p.samples},
+                        {"worst_error", p.worst_error},
+                        {"source", p.source}}
+             .dump(2) +
+         "\n";
+}
+
+profile_file parse_profile_file(const std::string& text, const std::string& path) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw input_error(path + ": not JSON (a step profile is what troupe bench engine --fit-profile writes)");
+  if (!j.is_object() || !j.contains("step") || !j["step"].is_object()) throw input_error(path + ": no \"step\" object");
+  profile_file p;
+  for (auto [key, out] : {std::pair{"base_s", &p.step.base_s}, std::pair{"per_token_s", &p.step.per_token_s},
+                          std::pair{"per_context_s", &p.step.per_context_s}}) {
+    const auto& v = j["step"].value(key, nlohmann::json());
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+      throw input_error(path + ": step." + key + " must be a number of seconds, at least 0");
+    *out = v.get<double>();
+  }
+  if (p.step.base_s == 0 && p.step.per_token_s == 0 && p.step.per_context_s == 0) throw input_error(path + ": every step would take no time");
+  // What the fit was made from: shown, never computed with.
+  if (j.contains("samples") && j["samples"].is_number_unsigned()) p.samples = j["samples"].get<std::size_t>();
+  if (j.contains("worst_error") && j["worst_error"].is_number()) p.worst_error = j["worst_error"].get<double>();
+  if (j.contains("source") && j["source"].is_string()) p.source = j["source"].get<std::string>();
+  return p;
+}
+
+}  // namespace troupe::sim
