@@ -13,12 +13,17 @@ namespace {
 
 constexpr int fit_terms = 3;  // base, per token, per context position
 
-std::array<double, fit_terms> fit_row(const step_sample& s) { return {1.0, double(s.tokens), double(s.context_reads)}; }
+// A sample's row, divided by its measured time: the fit then minimizes relative errors, so a
+// 0.2 ms decode step counts as much as a 50 ms prefill (absolute errors would let the prefill
+// decide alone). Its target is then 1.
+std::array<double, fit_terms> fit_row(const step_sample& s) {
+  return {1.0 / s.seconds, double(s.tokens) / s.seconds, double(s.context_reads) / s.seconds};
+}
 
-// Least squares over the columns in `use`, each scaled to its largest value so that a column of
-// ones and one of millions are solved alike; unused columns get 0. Gaussian elimination with
-// partial pivoting on the normal equations (at most 3x3). A singular column (all zero, or a
-// multiple of one kept before it) gets 0.
+// Least squares over the rows above, in the columns `use` names, each column scaled to its
+// largest value so that a column of ones and one of millions are solved alike; unused columns
+// get 0. Gaussian elimination with partial pivoting on the normal equations (at most 3x3). A
+// singular column (all zero, or a multiple of one kept before it) gets 0.
 std::array<double, fit_terms> fit_solve(std::span<const step_sample> samples, const std::array<bool, fit_terms>& use) {
   std::array<double, fit_terms> scale{};
   for (const auto& s : samples) {
@@ -33,7 +38,7 @@ std::array<double, fit_terms> fit_solve(std::span<const step_sample> samples, co
       const double xi = r[std::size_t(i)] / scale[std::size_t(i)];
       for (int j = 0; j < fit_terms; ++j)
         if (use[std::size_t(j)] && scale[std::size_t(j)] > 0) a[i][j] += xi * r[std::size_t(j)] / scale[std::size_t(j)];
-      a[i][fit_terms] += xi * s.seconds;
+      a[i][fit_terms] += xi;
     }
   }
   std::array<double, fit_terms> x{};

@@ -1,8 +1,9 @@
 // The simulator's step profile fitted to steps measured on the hardware to predict, and the
 // profile file that carries it (`troupe bench engine --fit-profile FILE` writes one; `troupe
 // bench sim --profile FILE` and the planner read it). A sample is a step's tokens, the context
-// positions they read and its measured seconds; the fit is least squares over the samples with
-// every coefficient at least 0 (a negative cost per token would reward larger batches).
+// positions they read and its measured seconds; the fit is least squares of the relative errors
+// over the samples with every coefficient at least 0 (a negative cost per token would reward
+// larger batches).
 #pragma once
 #include <cstdint>
 #include <span>

@@ -342,7 +342,6 @@ int cmd_bench_engine(const args& a) {
   say(!json_out, "prefill %d tokens: %.1f tok/s, %.1f GFLOP/s = %.0f%% of compute peak\n", prompt_len, prefill_tps,
       prefill_flops / prefill_s / 1e9, 100 * prefill_frac);
   const double hash_s = block_hash_seconds_per_token(prompt_len, c.vocab_size);
-
   decode_plan dp{batches, context, steps, verify, kv_type, weight_bytes, flops_tok, head_flops, a.has("profile"), json_out};
   const nlohmann::json decode = decode_rows(*m, dp, [&](double pf, double hf, double af) { return compute_bound_s(pf, hf, af, int8_peak); },
                                             logits, ws);
