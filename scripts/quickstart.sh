@@ -29,9 +29,9 @@ if [ "$mode" = test ]; then
   asan_build=$!
   trap 'kill "$asan_build" 2>/dev/null || true' EXIT
 fi
-# The release tree builds the unit tests that run kernels; the sanitizer tree builds all of
-# them (tests/CMakeLists.txt: TROUPE_POLICY_UNIT_TESTS).
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTROUPE_POLICY_UNIT_TESTS=OFF
+# The release tree builds the integration tests; the sanitizer tree builds the unit tests
+# (tests/CMakeLists.txt: TROUPE_UNIT_TESTS).
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTROUPE_UNIT_TESTS=OFF
 cmake --build build -j"$(nproc)"
 
 if [ "$mode" = run ]; then
