@@ -2,6 +2,7 @@
 
 #include "runtime/common/log.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <unistd.h>
@@ -19,6 +20,23 @@ std::optional<std::string> args::get(const std::string& name) const {
   auto it = values_.find(name);
   if (it == values_.end()) return std::nullopt;
   return it->second;
+}
+
+std::vector<int> int_list(const int_list_spec& spec, const std::string& value) {
+  const std::string flag = std::string("--") + spec.flag;
+  std::vector<int> out;
+  for (std::size_t pos = 0; pos < value.size();) {
+    const std::size_t comma = std::min(value.find(',', pos), value.size());
+    try {
+      out.push_back(std::stoi(value.substr(pos, comma - pos)));
+    } catch (const std::exception&) {
+      throw input_error(flag + ": expected " + spec.what + " like " + spec.example + ", got '" + value + "'");
+    }
+    if (out.back() < spec.lo || out.back() > spec.hi)
+      throw input_error(flag + ": each " + spec.each + " must be " + std::to_string(spec.lo) + ".." + std::to_string(spec.hi) + spec.unit);
+    pos = comma + 1;
+  }
+  return out;
 }
 
 long long args::get_int(const std::string& name, long long fallback) const {

@@ -33,6 +33,18 @@ class args {
   std::vector<std::string> positional_;
 };
 
+// A flag's comma-separated integers, each in [lo, hi]; else input_error as "--FLAG: expected
+// WHAT like EXAMPLE, got '...'" or "--FLAG: each EACH must be LO..HI[ UNIT]".
+struct int_list_spec {
+  const char* flag;     // without dashes
+  const char* what;     // "MiB values"
+  const char* example;  // "1,4,16"
+  const char* each;     // "size"
+  int lo, hi;
+  const char* unit = "";  // " MiB"
+};
+std::vector<int> int_list(const int_list_spec& spec, const std::string& value);
+
 // --log-level LEVEL and --log-format text|json, when given, configure the process's log
 // (runtime/common/log.h); a bad value is an input_error naming the flag.
 void apply_log_flags(const args& a);

@@ -117,26 +117,10 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// --sizes: MiB values like 1,4,16, each 1..4096.
-std::vector<int> sizes_of(const std::string& s) {
-  std::vector<int> out;
-  for (std::size_t pos = 0; pos < s.size();) {
-    const std::size_t comma = std::min(s.find(',', pos), s.size());
-    try {
-      out.push_back(std::stoi(s.substr(pos, comma - pos)));
-    } catch (const std::exception&) {
-      throw input_error("--sizes: expected MiB values like 1,4,16, got '" + s + "'");
-    }
-    if (out.back() < 1 || out.back() > 4096) throw input_error("--sizes: each size must be 1..4096 MiB");
-    pos = comma + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 int cmd_bench_kv(const args& a) {
-  const std::vector<int> sizes_mib = sizes_of(a.get("sizes", "1,4,16,64,256"));
+  const std::vector<int> sizes_mib = int_list({"sizes", "MiB values", "1,4,16", "size", 1, 4096, " MiB"}, a.get("sizes", "1,4,16,64,256"));
   const int reps = int(a.get_int("reps", 5));
   if (reps < 1) throw input_error("--reps: must be positive");
   const bool json_out = a.has("json");

@@ -23,22 +23,6 @@ namespace troupe::cli {
 
 namespace {
 
-// --replicas: counts like 32,256,1000, each 1..100000.
-std::vector<int> counts_of(const std::string& s) {
-  std::vector<int> out;
-  for (std::size_t pos = 0; pos < s.size();) {
-    const std::size_t comma = std::min(s.find(',', pos), s.size());
-    try {
-      out.push_back(std::stoi(s.substr(pos, comma - pos)));
-    } catch (const std::exception&) {
-      throw input_error("--replicas: expected counts like 32,256,1000, got '" + s + "'");
-    }
-    if (out.back() < 1 || out.back() > 100000) throw input_error("--replicas: each count must be 1..100000");
-    pos = comma + 1;
-  }
-  return out;
-}
-
 // `requests` Poisson arrivals at `per_replica` requests/s per replica; prompts of 64-512 tokens
 // whose leading block is one of 64 shared system prompts, answers of 16-256 tokens.
 std::vector<sim::sim_request> workload(int replicas, std::size_t requests, double per_replica, int block_size) {
@@ -72,7 +56,7 @@ double percentile(std::vector<double> v, double p) {
 }  // namespace
 
 int cmd_bench_sim(const args& a) {
-  const std::vector<int> scales = counts_of(a.get("replicas", "32,256,1000"));
+  const std::vector<int> scales = int_list({"replicas", "counts", "32,256,1000", "count", 1, 100000}, a.get("replicas", "32,256,1000"));
   const long long requests = a.get_int("requests", 1000000);
   if (requests < 1) throw input_error("--requests: must be positive");
   const double per_replica = a.get_double("rate", 4.0);
