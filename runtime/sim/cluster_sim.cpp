@@ -1,13 +1,17 @@
 #include "runtime/sim/cluster_sim.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <limits>
 #include <queue>
 #include <set>
 
+#include "runtime/admission/admission.h"
 #include "runtime/common/error.h"
 #include "runtime/common/splitmix.h"
 #include "runtime/kv/kv_cache_manager.h"
+#include "runtime/routing/placement.h"
 
 namespace troupe::sim {
 
@@ -21,6 +25,7 @@ struct sim_seq {
   bool admitted_once = false;
   double first_s = -1, last_s = 0;
   int cached = 0, preemptions = 0;
+  bool kv_arrived = false;  // its prompt's KV came from a prefill replica: admitted computed
 };
 
 struct sim_replica {
@@ -35,12 +40,19 @@ struct sim_replica {
   bool busy = false;
 };
 
-struct step_end {
+// A replica's step ends, or a request's KV reaches the decode pool.
+struct sim_event {
+  static constexpr std::uint64_t no_handoff = ~std::uint64_t(0);
   double at = 0;
-  std::uint64_t order = 0;  // ties in time end in the order they were started
+  std::uint64_t order = 0;  // ties in time come in the order they were made
   std::uint32_t replica = 0;
-  bool operator>(const step_end& o) const { return at != o.at ? at > o.at : order > o.order; }
+  std::uint64_t handoff = no_handoff;  // the request whose KV arrives
+  bool operator>(const sim_event& o) const { return at != o.at ? at > o.at : order > o.order; }
 };
+
+admission::clock::time_point virtual_time(double s) {
+  return admission::clock::time_point(std::chrono::duration_cast<admission::clock::duration>(std::chrono::duration<double>(s)));
+}
 
 void sim_erase(std::vector<std::uint64_t>& v, std::uint64_t id) { v.erase(std::find(v.begin(), v.end(), id)); }
 
@@ -50,23 +62,32 @@ class sim_cluster {
       : cfg_(c), profile_(p), reqs_(reqs), policy_(routing::registry::global().get(c.policy)), seqs_(reqs.size()) {
     if (c.replicas < 1) throw input_error("simulation: at least one replica");
     if (c.kv_blocks < 1) throw input_error("simulation: kv_blocks must be positive");
+    if (c.prefill_replicas < 0 || c.prefill_replicas >= c.replicas)
+      throw input_error("simulation: prefill_replicas must leave at least one of the " + std::to_string(c.replicas) +
+                        " replicas to decode");
+    if (c.report_interval_s < 0) throw input_error("simulation: report_interval_s must not be negative");
+    admission_.max_queued = c.max_queued;
     replicas_.reserve(std::size_t(c.replicas));
     for (int i = 0; i < c.replicas; ++i) replicas_.emplace_back(c);
+    reported_.resize(replicas_.size());
     result_.requests.resize(reqs.size());
   }
 
   sim_result run() {
     std::size_t next = 0;
-    while (next < reqs_.size() || !ends_.empty()) {
+    while (next < reqs_.size() || !events_.empty()) {
       // Arrivals at the same time as a step's end come first: the step's next plan sees them.
-      if (next < reqs_.size() && (ends_.empty() || reqs_[next].arrival_s <= ends_.top().at)) {
+      if (next < reqs_.size() && (events_.empty() || reqs_[next].arrival_s <= events_.top().at)) {
         arrive(next, reqs_[next].arrival_s);
         ++next;
         continue;
       }
-      const step_end e = ends_.top();
-      ends_.pop();
-      finish_step(e.replica, e.at);
+      const sim_event e = events_.top();
+      events_.pop();
+      if (e.handoff != sim_event::no_handoff)
+        hand_off(e.handoff, e.at);
+      else
+        finish_step(e.replica, e.at);
     }
     return std::move(result_);
   }
@@ -74,33 +95,64 @@ class sim_cluster {
  private:
   int bs() const { return cfg_.sched.block_size; }
 
+  // The entry pool: every replica, or the prefill ones.
+  std::uint32_t entry_count() const { return std::uint32_t(cfg_.prefill_replicas > 0 ? cfg_.prefill_replicas : cfg_.replicas); }
+
   void arrive(std::size_t i, double now) {
-    const std::uint32_t r = route(i);
+    const admission::clock::time_point t = virtual_time(now);
+    if (!entry_queue_.admit(admission_, 0, t).admitted) {
+      result_.requests[i].refused = true;
+      ++result_.refused;
+      return;
+    }
+    entry_queue_.accepted();
     sim_seq& s = seqs_[i];
     s.req = i;
     s.num_tokens = reqs_[i].prompt_tokens;
+    const std::uint32_t r = route(i, 0, entry_count(), now);
     wait(replicas_[r], i);
     result_.requests[i].replica = r;
     start_step(r, now);
   }
 
-  std::uint32_t route(std::size_t i) {
-    const bool prefix = cfg_.policy == "kv_aware";
-    loads_.resize(replicas_.size());
+  // Request i's KV reached the decode pool: the router places it on a decode replica.
+  void hand_off(std::uint64_t i, double now) {
+    const std::uint32_t r = route(i, entry_count(), std::uint32_t(cfg_.replicas) - entry_count(), now);
+    seqs_[i].kv_arrived = true;
+    wait(replicas_[r], i);
+    start_step(r, now);
+  }
+
+  // What the replicas last reported (all of them, every report_interval_s; at every decision
+  // when 0), which the router's own placements since then add to.
+  void report_loads(double now) {
+    if (cfg_.report_interval_s > 0 && now < next_report_) return;
+    if (cfg_.report_interval_s > 0) next_report_ = (std::floor(now / cfg_.report_interval_s) + 1) * cfg_.report_interval_s;
     for (std::size_t r = 0; r < replicas_.size(); ++r) {
       const sim_replica& rep = replicas_[r];
-      routing::replica_load& l = loads_[r];
+      routing::replica_load& l = reported_[r];
       l.replica = replica_id{std::uint32_t(r)};
       l.running_seqs = int(rep.running.size());
       l.waiting_prompt_tokens = int(std::min<std::int64_t>(rep.waiting_tokens, std::numeric_limits<int>::max()));
       l.free_blocks = rep.kv.num_free();
       l.total_blocks = rep.kv.num_blocks();
-      l.cached_blocks = prefix ? rep.kv.prefix_length(reqs_[i].blocks, int(reqs_[i].blocks.size())) : 0;
     }
-    const routing::route_request rq{i, reqs_[i].prompt_tokens, 0, bs()};
+  }
+
+  // The router's policy over replicas [first, first + count) for request i.
+  std::uint32_t route(std::size_t i, std::uint32_t first, std::uint32_t count, double now) {
+    report_loads(now);
+    const bool prefix = cfg_.policy == "kv_aware" && seqs_[i].num_computed == 0;
+    loads_.assign(reported_.begin() + first, reported_.begin() + first + count);
+    for (std::uint32_t k = 0; k < count; ++k)
+      loads_[k].cached_blocks = prefix ? replicas_[first + k].kv.prefix_length(reqs_[i].blocks, int(reqs_[i].blocks.size())) : 0;
+    // What it brings to compute: its prompt, or after a handoff the one token past its KV.
+    const routing::route_request rq{i, seqs_[i].num_tokens - seqs_[i].num_computed, 0, bs()};
     const auto d = policy_(rq, loads_, cfg_.params, decisions_++);
     if (!d.index) throw input_error("simulation: policy " + cfg_.policy + " placed no request: " + d.why);
-    return std::uint32_t(*d.index);
+    const auto& chosen = loads_[*d.index];
+    routing::count_placement(reported_[first + *d.index], rq.prompt_tokens, chosen.cached_blocks * bs());
+    return first + std::uint32_t(*d.index);
   }
 
   // Plans and starts replica r's next step, if it is idle and has work.
@@ -116,6 +168,11 @@ class sim_cluster {
     hits_.clear();
     for (auto it = rep.waiting.begin(); it != rep.waiting.end() && hits_.size() < admissible; ++it) {
       const sim_seq& s = seqs_[*it];
+      if (s.kv_arrived) {  // blocks for all it has computed, taken from the free ones
+        waiting.push_back({*it, s.num_tokens, s.num_computed, 0, 0, *it, 0, -1});
+        hits_.emplace_back(*it, kv::prefix_hit{});
+        continue;
+      }
       kv::prefix_hit hit = rep.kv.find_prefix(reqs_[s.req].blocks, (s.num_tokens - 1) / bs());
       waiting.push_back({*it, s.num_tokens, hit.tokens(bs()), int(hit.blocks.size()), 0, *it, hit.evictable, -1});
       hits_.emplace_back(*it, std::move(hit));
@@ -137,20 +194,21 @@ class sim_cluster {
     }
     rep.step = plan.scheduled;
     rep.busy = true;
-    ends_.push({now + profile_.seconds(tokens, reads), order_++, r});
+    events_.push({now + profile_.seconds(tokens, reads), order_++, r});
     ++result_.steps;
   }
 
-  // Sequence `id` joins replica `rep`'s queue with nothing computed.
+  // Sequence `id` joins replica `rep`'s queue: nothing computed, or its KV just arrived.
   void wait(sim_replica& rep, std::uint64_t id) {
     rep.waiting.insert(id);
-    rep.waiting_tokens += seqs_[id].num_tokens;
+    rep.waiting_tokens += seqs_[id].num_tokens - seqs_[id].num_computed;
   }
 
   void apply(sim_replica& rep, const sched::step_plan& plan) {
     for (auto id : plan.preempted) {
       rep.kv.free(id);
       seqs_[id].num_computed = 0;
+      seqs_[id].kv_arrived = false;  // recomputed here
       ++seqs_[id].preemptions;
       sim_erase(rep.running, id);
       wait(rep, id);
@@ -158,8 +216,9 @@ class sim_cluster {
     for (auto id : plan.admitted) {
       sim_seq& s = seqs_[id];
       rep.waiting.erase(id);
-      rep.waiting_tokens -= s.num_tokens;
+      rep.waiting_tokens -= s.num_tokens - s.num_computed;
       rep.running.push_back(id);
+      if (s.kv_arrived) continue;
       const auto found = std::find_if(hits_.begin(), hits_.end(), [id](const auto& h) { return h.first == id; });
       const kv::prefix_hit& hit = found->second;
       if (!hit.blocks.empty()) rep.kv.attach_prefix(id, hit);
@@ -182,15 +241,20 @@ class sim_cluster {
       // No token ids: with events and offload off the cache keeps only the hashes.
       rep.kv.cache_blocks(sc.id, reqs_[s.req].blocks, {}, s.num_computed / bs());
       if (s.num_computed < s.num_tokens) continue;  // a prefill chunk short of the prompt's end
-      if (s.first_s < 0) s.first_s = now;
-      s.last_s = now;
-      if (++s.generated < reqs_[s.req].output_tokens) {
-        ++s.num_tokens;
-        continue;
+      if (s.first_s < 0) {
+        s.first_s = now;
+        entry_queue_.started(virtual_time(now));
       }
+      s.last_s = now;
+      const bool done = ++s.generated >= reqs_[s.req].output_tokens;
+      if (!done) ++s.num_tokens;
+      if (!done && r >= std::uint32_t(cfg_.prefill_replicas)) continue;
       rep.kv.free(sc.id);
       sim_erase(rep.running, sc.id);
-      record(s);
+      if (done)
+        record(s);
+      else  // a prefill replica's work on it is done: its KV moves to the decode pool
+        events_.push({now + cfg_.transfer.seconds(s.num_computed), order_++, 0, sc.id});
     }
     rep.step.clear();
     rep.busy = false;
@@ -214,9 +278,12 @@ class sim_cluster {
   const routing::policy& policy_;
   std::vector<sim_replica> replicas_;
   std::vector<sim_seq> seqs_;  // by request index, which is also the sequence's id
-  std::vector<routing::replica_load> loads_;
+  std::vector<routing::replica_load> reported_, loads_;
+  double next_report_ = 0;
+  admission::admission_config admission_;
+  admission::pool_queue entry_queue_;
   std::vector<std::pair<std::uint64_t, kv::prefix_hit>> hits_;  // of the step being planned
-  std::priority_queue<step_end, std::vector<step_end>, std::greater<step_end>> ends_;
+  std::priority_queue<sim_event, std::vector<sim_event>, std::greater<sim_event>> events_;
   std::uint64_t order_ = 0, decisions_ = 0;
   sim_result result_;
 };

@@ -7,10 +7,17 @@
 //  - A step lasts what the step profile says for its tokens and the context they read (the
 //    profile is fitted from `troupe bench engine` on the hardware to predict).
 // A step's last computed position of a sequence yields its next token, as in the engine.
+//  - Disaggregated (prefill_replicas > 0): arrivals go to the prefill replicas, whose step that
+//    yields a request's first token also ends its stay there; its KV then travels for what the
+//    transfer profile says for its tokens, and the router places it on a decode replica, which
+//    admits it with its prompt computed.
+//  - The router sees loads as the replicas last reported them (every report_interval_s),
+//    plus what it placed since (routing::count_placement), as the real router does.
+//  - Admission (admission::pool_queue, the real code): a pool holding max_queued requests
+//    that have no first token yet refuses the next; a refused request is counted, not run.
 //
-// What it leaves out (the note in docs/performance.md): the router sees loads without the
-// delay of load reports, replicas are aggregated (prefill and decode in one), and a request's
-// first token costs no frontend time.
+// What it leaves out (the note in docs/performance.md): the autoscaler (pools keep their
+// size), and a request's first token costs no frontend time.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -34,6 +41,14 @@ struct step_profile {
   }
 };
 
+// Seconds to move a request's KV from a prefill replica to a decode replica: a fixed cost and
+// one per token (fitted from `troupe bench kv-transfer`).
+struct transfer_profile {
+  double base_s = 0;
+  double per_token_s = 0;
+  double seconds(std::int64_t tokens) const { return base_s + per_token_s * double(tokens); }
+};
+
 struct sim_request {
   double arrival_s = 0;
   int prompt_tokens = 1;
@@ -44,12 +59,16 @@ struct sim_request {
 };
 
 struct sim_config {
-  int replicas = 1;
+  int replicas = 1;          // in all
+  int prefill_replicas = 0;  // of those, the prefill pool's; 0: aggregated (prefill and decode in one)
   sched::scheduler_config sched;
   int kv_blocks = 4096;  // per replica
   bool prefix_caching = true;
   std::string policy = "least_loaded";
   routing::policy_params params;
+  double report_interval_s = 0;  // replicas report loads this often; 0: the router sees them as they are
+  int max_queued = 0;            // per pool, requests without a first token; 0: no bound
+  transfer_profile transfer;     // disaggregated only
 };
 
 struct request_outcome {
@@ -58,18 +77,20 @@ struct request_outcome {
   double mean_itl_s = 0;  // (last - first token) / (tokens - 1); 0 for one token
   int cached_tokens = 0;  // of its prompt, found in its replica's prefix cache when first admitted
   int preemptions = 0;
-  std::uint32_t replica = 0;
+  std::uint32_t replica = 0;  // the (prefill) replica that computed its prompt
+  bool refused = false;       // by admission: never ran, its times are 0
 };
 
 struct sim_result {
   std::vector<request_outcome> requests;  // in the order given
   double end_s = 0;                       // virtual time of the last token
   std::uint64_t steps = 0;                // over all replicas
+  std::size_t refused = 0;
 };
 
 // Runs `requests` (in arrival order) to their last token. Throws input_error for a policy the
-// registry does not know, a configuration plan_step cannot run (no replica, no blocks), or a
-// request that can never fit a replica's KV blocks.
+// registry does not know, a configuration plan_step cannot run (no replica, no blocks, no
+// decode replica beside the prefill ones), or a request that can never fit a replica's KV blocks.
 sim_result simulate(const sim_config& c, const step_profile& p, std::span<const sim_request> requests);
 
 // A prompt's block hashes at `block_size`: from the trace's prefix block ids (Mooncake's, each

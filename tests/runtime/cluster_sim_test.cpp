@@ -1,7 +1,8 @@
 // The cluster simulation (runtime/sim/cluster_sim.h) against figures worked out by hand: step
 // counts and times from the scheduler's budget and chunk, tokens one step apart, prefix hits
 // that shorten a prompt's work, kv_aware routing to the replica holding a prefix, preemption
-// when KV runs out, and refusals of what cannot run. And the step profile fitted to measured
+// when KV runs out, refusals of what cannot run, the KV handoff of a disaggregated pair, loads
+// seen as last reported, and admission's bounded queue. And the step profile fitted to measured
 // steps (runtime/sim/step_fit.h): a profile is recovered from steps it generated, no coefficient
 // goes negative, `troupe bench engine --json` output gives its samples, and the profile file
 // round-trips and refuses what it cannot use.
@@ -140,6 +141,56 @@ BOOST_AUTO_TEST_CASE(a_full_replica_queues_in_arrival_order_and_the_router_sees_
   const auto two = simulate(c, p, reqs);
   BOOST_TEST(two.requests[0].replica != two.requests[1].replica);
   BOOST_TEST(two.requests[2].replica != two.requests[3].replica);
+}
+
+BOOST_AUTO_TEST_CASE(disaggregated_the_kv_travels_to_a_decode_replica_after_the_first_token) {
+  const step_profile p{1 * ms, 0, 0};
+  auto c = one_replica();
+  c.replicas = 3;
+  c.prefill_replicas = 1;
+  c.transfer = {5 * ms, 1e-6};  // 5 ms and 1 µs per token: 64 tokens arrive 5.064 ms later
+  const std::vector<sim_request> reqs = {request(0, 64, 4, 0), request(0, 64, 4, 1)};
+  const auto r = simulate(c, p, reqs);
+  // Prefill: 0's prompt in the step it arrived to (1 ms), 1's in the next (2 ms). Then each
+  // decodes on its own decode replica from its arrival there, one step per token.
+  BOOST_TEST(r.requests[0].ttft_s == 1 * ms, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(r.requests[1].ttft_s == 2 * ms, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(r.requests[0].e2e_s == (1 + 5.064 + 3) * ms, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(r.requests[1].e2e_s == (2 + 5.064 + 3) * ms, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(r.requests[0].replica == 0u);  // computed by the prefill replica
+  BOOST_TEST(r.steps == 8u);                 // two prefills, six decode steps (no recompute)
+  c.prefill_replicas = 3;                    // nothing left to decode
+  BOOST_CHECK_THROW(simulate(c, p, reqs), input_error);
+}
+
+BOOST_AUTO_TEST_CASE(the_router_sees_loads_as_last_reported_plus_its_own_placements) {
+  const step_profile p{1 * ms, 0, 0};
+  auto c = one_replica();
+  c.replicas = 2;
+  // 0 runs on replica 0 and ends at 2 ms; 1 comes at 100 ms. Seeing loads as they are, the
+  // router finds both idle and takes the first; with reports every 10 s, it still counts 0 on
+  // replica 0 (its own placement since the report at 0) and sends 1 to replica 1.
+  const std::vector<sim_request> reqs = {request(0, 32, 2, 0), request(0.1, 32, 2, 1)};
+  BOOST_TEST(simulate(c, p, reqs).requests[1].replica == 0u);
+  c.report_interval_s = 10;
+  BOOST_TEST(simulate(c, p, reqs).requests[1].replica == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_full_queue_refuses_and_what_was_refused_never_runs) {
+  const step_profile p{1 * ms, 0, 0};
+  auto c = one_replica();
+  c.max_queued = 1;  // one request without a first token at a time
+  // 0 is queued until its first token at 1 ms: 1 and 2 at the same instant find the queue full;
+  // 3, after it, is taken.
+  const std::vector<sim_request> reqs = {request(0, 32, 2, 0), request(0, 32, 2, 1), request(0, 32, 2, 2), request(0.5, 32, 2, 3)};
+  const auto r = simulate(c, p, reqs);
+  BOOST_TEST(r.refused == 2u);
+  BOOST_TEST(!r.requests[0].refused);
+  BOOST_TEST(r.requests[1].refused);
+  BOOST_TEST(r.requests[2].refused);
+  BOOST_TEST(!r.requests[3].refused);
+  BOOST_TEST(r.requests[3].ttft_s == 1 * ms, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(r.steps == 4u);  // two requests of two tokens
 }
 
 BOOST_AUTO_TEST_SUITE(step_fit)
