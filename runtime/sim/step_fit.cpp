@@ -115,13 +115,28 @@ profile_file fit_profile_file(std::span<const step_sample> samples, const std::s
   return f;
 }
 
+transfer_fit fit_transfer(std::span<const transfer_sample> samples, const std::string& source) {
+  std::vector<step_sample> as_steps;
+  for (const auto& t : samples) as_steps.push_back({std::int64_t(t.bytes), 0, t.seconds});
+  const step_profile f = fit_step_profile(as_steps);
+  return {f.base_s, f.per_token_s, source};
+}
+
+transfer_profile profile_file::transfer_cost(const std::string& path) const {
+  if (!transfer) throw input_error(path + ": no \"transfer\" fit to price a disaggregated topology (troupe bench kv-transfer --fit-profile " + path + ")");
+  if (!(kv_bytes_per_token > 0)) throw input_error(path + ": no kv_bytes_per_token to price a KV transfer (troupe bench engine --fit-profile writes it)");
+  return {transfer->base_s, transfer->per_byte_s * kv_bytes_per_token};
+}
+
 std::string format_profile_file(const profile_file& p) {
-  return nlohmann::json{{"step", {{"base_s", p.step.base_s}, {"per_token_s", p.step.per_token_s}, {"per_context_s", p.step.per_context_s}}},
-                        {"samples", p.samples},
-                        {"worst_error", p.worst_error},
-                        {"source", p.source}}
-             .dump(2) +
-         "\n";
+  nlohmann::json j{{"step", {{"base_s", p.step.base_s}, {"per_token_s", p.step.per_token_s}, {"per_context_s", p.step.per_context_s}}},
+                   {"samples", p.samples},
+                   {"worst_error", p.worst_error},
+                   {"source", p.source},
+                   {"kv_bytes_per_token", p.kv_bytes_per_token},
+                   {"tensor_parallel", p.tensor_parallel}};
+  if (p.transfer) j["transfer"] = {{"base_s", p.transfer->base_s}, {"per_byte_s", p.transfer->per_byte_s}, {"source", p.transfer->source}};
+  return j.dump(2) + "\n";
 }
 
 profile_file parse_profile_file(const std::string& text, const std::string& path) {
@@ -141,6 +156,24 @@ profile_file parse_profile_file(const std::string& text, const std::string& path
   if (j.contains("samples") && j["samples"].is_number_unsigned()) p.samples = j["samples"].get<std::size_t>();
   if (j.contains("worst_error") && j["worst_error"].is_number()) p.worst_error = j["worst_error"].get<double>();
   if (j.contains("source") && j["source"].is_string()) p.source = j["source"].get<std::string>();
+  auto number = [&](const nlohmann::json& o, const char* key, const std::string& where) {
+    const auto& v = o.value(key, nlohmann::json());
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+      throw input_error(path + ": " + where + key + " must be a number, at least 0");
+    return v.get<double>();
+  };
+  if (j.contains("kv_bytes_per_token")) p.kv_bytes_per_token = number(j, "kv_bytes_per_token", "");
+  if (j.contains("tensor_parallel")) {
+    if (!j["tensor_parallel"].is_number_integer() || j["tensor_parallel"].get<int>() < 1)
+      throw input_error(path + ": tensor_parallel must be a whole number of ranks, at least 1");
+    p.tensor_parallel = j["tensor_parallel"].get<int>();
+  }
+  if (j.contains("transfer")) {
+    if (!j["transfer"].is_object()) throw input_error(path + ": \"transfer\" must be an object");
+    transfer_fit t{number(j["transfer"], "base_s", "transfer."), number(j["transfer"], "per_byte_s", "transfer."), ""};
+    if (j["transfer"].contains("source") && j["transfer"]["source"].is_string()) t.source = j["transfer"]["source"].get<std::string>();
+    p.transfer = t;
+  }
   return p;
 }
 

@@ -6,6 +6,7 @@
 // larger batches).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,14 +32,35 @@ step_profile fit_step_profile(std::span<const step_sample> samples);
 // Throws input_error naming `source` and the field when the object lacks them.
 std::vector<step_sample> engine_bench_samples(const nlohmann::json& bench, const std::string& source);
 
+// The KV transfer's cost per byte moved, fitted to `troupe bench kv-transfer` pulls (a pull of
+// B bytes in s seconds is a sample of B "tokens": the same fit, with no context term).
+struct transfer_fit {
+  double base_s = 0;
+  double per_byte_s = 0;
+  std::string source;  // the backend and machine it was measured on
+};
+struct transfer_sample {
+  double bytes = 0;
+  double seconds = 0;
+};
+transfer_fit fit_transfer(std::span<const transfer_sample> samples, const std::string& source);
+
 // The profile file: {"step": {"base_s", "per_token_s", "per_context_s"}, "samples": N,
 // "worst_error": the largest |fitted - measured| / measured over them, "source": what was
-// measured}. Reading throws input_error naming the path and the field.
+// measured, "kv_bytes_per_token": the model's KV per token, "tensor_parallel": the ranks of the
+// replica measured (1), "transfer": {"base_s", "per_byte_s", "source"} once `troupe bench
+// kv-transfer --fit-profile` added it}. Reading throws input_error naming the path and the field.
 struct profile_file {
   step_profile step;
   std::size_t samples = 0;
   double worst_error = 0;
   std::string source;
+  double kv_bytes_per_token = 0;  // 0: not recorded
+  int tensor_parallel = 1;
+  std::optional<transfer_fit> transfer;
+  // A request token's KV transfer cost; throws input_error naming `path` when the file has no
+  // transfer fit or no KV size per token to price it with.
+  transfer_profile transfer_cost(const std::string& path) const;
 };
 profile_file fit_profile_file(std::span<const step_sample> samples, const std::string& source);
 std::string format_profile_file(const profile_file& p);

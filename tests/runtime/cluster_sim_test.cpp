@@ -281,4 +281,24 @@ BOOST_AUTO_TEST_CASE(the_profile_file_round_trips_and_names_what_is_wrong) {
                  .find("no time") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(the_transfer_fit_prices_a_token_by_the_models_kv_bytes) {
+  // Pulls timed at 50 µs + 0.1 ns per byte (10 GB/s).
+  std::vector<transfer_sample> pulls;
+  for (double mib : {1.0, 4.0, 16.0, 64.0}) pulls.push_back({mib * 1048576, 50e-6 + mib * 1048576 * 1e-10});
+  auto f = fit_profile_file(fitting::generated({1e-3, 20e-6, 1e-9}), "bench engine");
+  BOOST_TEST(fitting::error_of([&] { f.transfer_cost("p.json"); }).find("troupe bench kv-transfer --fit-profile p.json") != std::string::npos);
+  f.transfer = fit_transfer(pulls, "tcp");
+  BOOST_TEST(f.transfer->base_s == 50e-6, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(f.transfer->per_byte_s == 1e-10, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(fitting::error_of([&] { f.transfer_cost("p.json"); }).find("kv_bytes_per_token") != std::string::npos);
+  f.kv_bytes_per_token = 32768;
+  f.tensor_parallel = 2;
+  const auto back = parse_profile_file(format_profile_file(f), "p.json");
+  BOOST_TEST(back.tensor_parallel == 2);
+  BOOST_TEST(back.transfer->source == "tcp");
+  BOOST_TEST(back.transfer_cost("p.json").per_token_s == 32768 * 1e-10, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(fitting::error_of([] { parse_profile_file(R"({"step": {"base_s": 1, "per_token_s": 0, "per_context_s": 0}, "tensor_parallel": 0})", "p.json"); })
+                 .find("tensor_parallel") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -274,9 +274,9 @@ void print_engine_report(const nlohmann::json& j) {
 // --fit-profile FILE: the simulator's step profile fitted to the steps just measured.
 void write_step_profile(const nlohmann::json& bench, const std::string& path, const std::string& model) {
   const auto samples = sim::engine_bench_samples(bench, "troupe bench engine");
-  const auto f = sim::fit_profile_file(samples, "troupe bench engine --model " + model + " on " +
-                                                    bench["machine"]["isa"].get<std::string>() + ", " +
-                                                    std::to_string(bench["machine"]["threads"].get<int>()) + " threads");
+  auto f = sim::fit_profile_file(samples, "troupe bench engine --model " + model + " on " + bench["machine"]["isa"].get<std::string>() +
+                                              ", " + std::to_string(bench["machine"]["threads"].get<int>()) + " threads");
+  f.kv_bytes_per_token = bench["kv_bytes_per_token"].get<double>();
   std::ofstream out(path);
   out << sim::format_profile_file(f);
   if (!out) throw input_error("--fit-profile: cannot write " + path);
@@ -349,6 +349,7 @@ int cmd_bench_engine(const args& a) {
       {"model", *dir},
       {"weights", {{"dtype", kernels::dtype_name(m->weight_type())}, {"format", weight_format}, {"bytes_per_step", weight_bytes}}},
       {"kv_dtype", kv_name},
+      {"kv_bytes_per_token", kv::kv_cache::bytes_per_token(kv_type, c.num_hidden_layers, c.num_key_value_heads, c.head_dim)},
       {"machine", {{"threads", kernels::num_threads()}, {"isa", kernels::isa_name(kernels::active_isa())},
                    {"read_bandwidth_gb_s", bw / 1e9}, {"fma_peak_gflop_s", peak / 1e9},
                    {"int8_dot_peak_gop_s", int8_peak > 0 ? nlohmann::json(int8_peak / 1e9) : nlohmann::json(nullptr)},

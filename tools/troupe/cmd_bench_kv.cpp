@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "runtime/common/error.h"
 #include "runtime/kv/transfer/pull.h"
 #include "runtime/kv/transfer/registry.h"
+#include "runtime/sim/step_fit.h"
 #include "tools/troupe/args.h"
 #include "tools/troupe/commands.h"
 
@@ -117,6 +119,26 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// --fit-profile FILE: the transfer cost fitted to the pulls just timed over `backend`, added to
+// the step profile `troupe bench engine --fit-profile FILE` wrote (the simulator prices a
+// handoff with both: bytes per token from the model, seconds per byte from here).
+void add_transfer_fit(const std::string& path, const std::string& backend, const nlohmann::json& rows) {
+  if (backend != "inproc" && backend != "shm" && backend != "tcp") throw input_error("--backend: inproc, shm or tcp, not " + backend);
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw input_error("--fit-profile: cannot read " + path + " (troupe bench engine --fit-profile " + path + " writes it first)");
+  sim::profile_file p = sim::parse_profile_file(text.str(), path);
+  std::vector<sim::transfer_sample> pulls;
+  for (const auto& r : rows) pulls.push_back({r["bytes"].get<double>(), r["bytes"].get<double>() / (r[backend + "_gbps"].get<double>() * 1e9)});
+  p.transfer = sim::fit_transfer(pulls, "troupe bench kv-transfer over " + backend);
+  std::ofstream out(path);
+  out << sim::format_profile_file(p);
+  if (!out) throw input_error("--fit-profile: cannot write " + path);
+  std::fprintf(stderr, "transfer: %.1f us + %.3f GB/s over %s -> %s\n", p.transfer->base_s * 1e6,
+               p.transfer->per_byte_s > 0 ? 1e-9 / p.transfer->per_byte_s : 0.0, backend.c_str(), path.c_str());
+}
+
 }  // namespace
 
 int cmd_bench_kv(const args& a) {
@@ -179,6 +201,7 @@ int cmd_bench_kv(const args& a) {
     rows.push_back(row);
   }
   registry::global().withdraw(local_source.key);
+  if (const auto path = a.get("fit-profile")) add_transfer_fit(*path, a.get("backend", "tcp"), rows);
   if (json_out) {
     nlohmann::json j{{"layout", {{"dtype", "f16"}, {"block_size", lay.block_size}, {"layers", lay.num_layers},
                                  {"kv_heads", lay.n_kv_heads}, {"head_dim", lay.head_dim}}},

@@ -86,6 +86,8 @@ void declare_bench_rest(command& bench) {
             cmd_bench_kv)
       .option("sizes", "1,4,16,64,256", "MiB of KV per transfer")
       .option("reps", "N", "timed pulls per size and backend (median; default 5)")
+      .option("fit-profile", "FILE", "add the transfer cost fitted to these pulls to a step profile (troupe bench engine --fit-profile FILE)")
+      .option("backend", "inproc|shm|tcp", "the backend --fit-profile fits (default tcp: between nodes)")
       .flag("json", "one JSON object on stdout instead of the table");
   bench.sub("structured", "what constrained decoding costs: compile, mask per token, tok/s with a schema", "[options]",
             "Over the JSON Schema corpus on a real model: compile time per schema (cold), the token mask per token per "
