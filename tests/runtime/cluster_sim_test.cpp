@@ -11,6 +11,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/sim/cluster_sim.h"
+#include "runtime/sim/planner.h"
 #include "runtime/sim/step_fit.h"
 
 #include <nlohmann/json.hpp>
@@ -299,6 +300,108 @@ BOOST_AUTO_TEST_CASE(the_transfer_fit_prices_a_token_by_the_models_kv_bytes) {
   BOOST_TEST(back.transfer_cost("p.json").per_token_s == 32768 * 1e-10, boost::test_tools::tolerance(1e-6));
   BOOST_TEST(fitting::error_of([] { parse_profile_file(R"({"step": {"base_s": 1, "per_token_s": 0, "per_context_s": 0}, "tensor_parallel": 0})", "p.json"); })
                  .find("tensor_parallel") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(planning)
+
+namespace {
+
+std::string plan_error(const std::string& spec) {
+  try {
+    parse_slo(spec);
+  } catch (const input_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// 160 requests at 40 a second: prompts of 200 to 1,600 tokens, answers of 10 to 200.
+std::vector<sim_request> small_trace() {
+  std::vector<sim_request> out;
+  for (int i = 0; i < 160; ++i)
+    out.push_back(request(i / 40.0, 200 + (i * 613) % 1400, 10 + (i * 89) % 190, std::size_t(i)));
+  return out;
+}
+
+// A replica at 100 µs a token, and one of two ranks at 55 µs; the handoff at 4 GB/s.
+plan_space small_space() {
+  plan_space s;
+  s.max_replicas = 5;
+  s.chunks = {256, 512};
+  s.budgets = {512, 2048};
+  profile_file one;
+  one.step = {0.2 * ms, 100e-6, 0};
+  one.kv_bytes_per_token = 3072;
+  one.transfer = transfer_fit{0.25 * ms, 2.5e-10, "tcp"};
+  profile_file two = one;
+  two.step = {0.15 * ms, 55e-6, 0};
+  two.tensor_parallel = 2;
+  s.profiles = {one, two};
+  s.base.kv_blocks = 2048;
+  return s;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(an_slo_is_read_with_its_percentiles_and_units_and_refused_naming_the_part) {
+  const auto slo = parse_slo("ttft_p99=2s,itl_p99.9=100ms,e2e_p50=1.5m");
+  BOOST_TEST_REQUIRE(slo.size() == 3u);
+  BOOST_TEST((slo[0].metric == slo_metric::ttft));
+  BOOST_TEST(slo[0].percentile == 0.99, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(slo[0].limit_s == 2.0);
+  BOOST_TEST((slo[1].metric == slo_metric::itl));
+  BOOST_TEST(slo[1].percentile == 0.999, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(slo[1].limit_s == 0.1, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(slo[2].limit_s == 90.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(format_slo(parse_slo("ttft_p99=2s,itl_p99=100ms")) == "ttft_p99=2s,itl_p99=100ms");
+  BOOST_TEST(plan_error("ttft_p99=2").find("ttft_p99=2: the limit") != std::string::npos);
+  BOOST_TEST(plan_error("tpot_p99=2s").find("the metric is ttft, itl or e2e") != std::string::npos);
+  BOOST_TEST(plan_error("ttft_p0=2s").find("the percentile") != std::string::npos);
+  BOOST_TEST(plan_error("").find("no target") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(the_planner_finds_what_a_brute_force_search_finds_trying_fewer) {
+  const auto trace = small_trace();
+  const plan_space s = small_space();
+  // SLOs whose answers differ in kind (with these profiles: 4 aggregated; 3 prefill + 1 decode; 3
+  // replicas of two ranks; 1 + 1), so that the search is held to brute force in each mode.
+  bool disaggregated = false, two_ranks = false;
+  for (const char* spec : {"ttft_p99=1s,itl_p99=50ms", "ttft_p99=2s,itl_p99=30ms", "ttft_p99=200ms,itl_p99=20ms", "itl_p99=15ms"}) {
+    const auto slo = parse_slo(spec);
+    const plan_result searched = plan(s, slo, trace), every = brute_force_plan(s, slo, trace);
+    BOOST_TEST_REQUIRE(every.found, spec);
+    BOOST_TEST_REQUIRE(searched.found, spec);
+    BOOST_TEST(searched.best.candidate.describe(s) == every.best.candidate.describe(s), spec);
+    BOOST_TEST(searched.best.devices == every.best.devices, spec);
+    disaggregated = disaggregated || searched.best.candidate.prefill_replicas > 0;
+    two_ranks = two_ranks || searched.best.candidate.profile == 1;
+    BOOST_TEST(searched.best.devices > 1, spec << ": one replica already meets it; the case tests nothing");
+    BOOST_TEST(searched.tried.size() < every.tried.size(), spec);
+    // The frontier: devices rise and goodput with them; the cheapest meeting the SLO is on it.
+    for (std::size_t i = 1; i < searched.pareto.size(); ++i) {
+      BOOST_TEST(searched.pareto[i].devices > searched.pareto[i - 1].devices);
+      BOOST_TEST(searched.pareto[i].goodput > searched.pareto[i - 1].goodput);
+    }
+  }
+  BOOST_TEST(disaggregated);
+  BOOST_TEST(two_ranks);
+}
+
+BOOST_AUTO_TEST_CASE(the_topology_written_names_the_pools_and_the_scheduler_chosen) {
+  const plan_space s = small_space();
+  topology_options o;
+  o.kv_blocks = 2048;
+  o.kv_bytes_per_token = 3072;
+  o.comment = "two lines\nof comment";
+  const std::string t = plan_topology_toml(s, plan_candidate{2, 5, 256, 2048, 1}, o);
+  BOOST_TEST(t.rfind("# two lines\n# of comment\n", 0) == 0, t);
+  BOOST_TEST(t.find("name = \"prefill\"\nrole = \"prefill\"\nreplicas = 2\nnodes = [\"prefill-0\", \"prefill-1\"]\ntensor_parallel = 2") != std::string::npos, t);
+  BOOST_TEST(t.find("name = \"decode\"\nrole = \"decode\"\nreplicas = 3\n") != std::string::npos, t);
+  BOOST_TEST(t.find("max_batched_tokens = 2048\n") != std::string::npos, t);
+  BOOST_TEST(t.find("chunk = 256\n") != std::string::npos, t);
+  BOOST_TEST(t.find("kv_memory = \"96MiB\"") != std::string::npos, t);  // 2048 blocks x 16 tokens x 3 KiB
 }
 
 BOOST_AUTO_TEST_SUITE_END()
