@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <iomanip>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
@@ -165,7 +166,7 @@ BOOST_AUTO_TEST_CASE(every_command_answers_help_with_its_usage_and_does_nothing_
     at = end + 1;
   }
   for (const char* c : {"serve", "node", "launch", "admin", "admin keygen", "generate", "model synth", "model quantize", "bench engine",
-                        "bench runtime", "bench serve", "bench kv-transfer", "bench autoscale", "bench collectives", "bench sim", "deploy kubernetes", "eval perplexity", "info"})
+                        "bench runtime", "bench serve", "bench kv-transfer", "bench autoscale", "bench collectives", "bench sim", "deploy kubernetes", "plan", "eval perplexity", "info"})
     BOOST_TEST((std::find(commands.begin(), commands.end(), c) != commands.end()), c << " not listed in " << top.out);
   for (const std::string& cmd : commands) {
     for (const char* flag : {"--help", "-h"}) {
@@ -210,8 +211,9 @@ BOOST_AUTO_TEST_CASE(bench_runtime_reports_without_a_log_line_per_request_unless
 }
 
 // The simulator's profile as a user makes it: troupe bench engine fits one to the steps it
-// timed, and troupe bench sim runs on it; a profile that is not one is refused by name.
-BOOST_AUTO_TEST_CASE(bench_engine_fits_a_step_profile_that_bench_sim_runs_on) {
+// timed, troupe bench kv-transfer adds the handoff's cost, and troupe bench sim and troupe plan
+// run on it; a profile that is not one is refused by name.
+BOOST_AUTO_TEST_CASE(bench_engine_fits_a_step_profile_that_bench_sim_and_plan_run_on) {
   const std::string profile = std::string(TROUPE_BINARY_DIR) + "/cli-step-profile.json";
   std::filesystem::remove(profile);
   run_result fit = troupe_cmd("bench engine --model " + std::string(TROUPE_SOURCE_DIR) +
@@ -229,6 +231,35 @@ BOOST_AUTO_TEST_CASE(bench_engine_fits_a_step_profile_that_bench_sim_runs_on) {
     BOOST_TEST(row["requests"].get<int>() == 300);
     BOOST_TEST(row["ttft_p50_s"].get<double>() > 0);
   }
+  // The KV transfer's fit joins it, and troupe plan sizes a cluster for a trace in Azure's format
+  // with it: the topology it writes is one troupe deploy kubernetes turns into manifests.
+  run_result kv = troupe_cmd("bench kv-transfer --sizes 1,4 --reps 2 --fit-profile " + profile);
+  BOOST_TEST_REQUIRE(kv.status == 0, kv.out);
+  const auto with_transfer = nlohmann::json::parse(std::ifstream(profile));
+  BOOST_TEST(with_transfer["transfer"]["per_byte_s"].get<double>() > 0);
+  BOOST_TEST(with_transfer["kv_bytes_per_token"].get<double>() > 0);
+  const std::string trace = std::string(TROUPE_BINARY_DIR) + "/cli-plan-trace.csv", topo = std::string(TROUPE_BINARY_DIR) + "/cli-plan.toml";
+  {
+    std::ofstream t(trace);
+    t << "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+    for (int i = 0; i < 200; ++i)  // 40 short requests a second for 5 s: a loaded machine's profile serves them
+      t << "2024-05-10 00:00:0" << i / 40 << "." << std::setw(7) << std::setfill('0') << (i % 40) * 250000 << "," << 16 + (i * 37) % 48 << ","
+        << 4 + (i * 13) % 12 << "\n";
+  }
+  std::filesystem::remove(topo);
+  run_result plan = troupe_cmd("plan --trace " + trace + " --slo ttft_p99=10s,itl_p99=1s --max-replicas 4 --chunks 512 --budgets 2048 "
+                               "--json --profile " + profile + " -o " + topo);
+  BOOST_TEST_REQUIRE(plan.status == 0, plan.out);
+  const auto planned = nlohmann::json::parse(plan.out.substr(plan.out.find('{')));
+  BOOST_TEST(planned["requests"].get<int>() == 200);
+  BOOST_TEST(planned["best"]["meets"].get<bool>());
+  BOOST_TEST_REQUIRE(std::filesystem::exists(topo));
+  run_result deploy = troupe_cmd("deploy kubernetes " + topo + " -o " + std::string(TROUPE_BINARY_DIR) + "/cli-plan-k8s");
+  BOOST_TEST(deploy.status == 0, deploy.out);
+  run_result unmet = troupe_cmd("plan --trace " + trace + " --slo ttft_p99=1us --max-replicas 2 --profile " + profile + " -o " + topo + ".none");
+  BOOST_TEST(unmet.status == 1, unmet.out);
+  BOOST_TEST(unmet.out.find("no topology of at most 2 replicas meets the SLO") != std::string::npos, unmet.out);
+  BOOST_TEST(!std::filesystem::exists(topo + ".none"));
   std::ofstream(profile) << "{\"step\": {\"base_s\": -1}}";
   run_result bad = troupe_cmd("bench sim --replicas 1 --requests 10 --profile " + profile);
   BOOST_TEST(bad.status != 0);

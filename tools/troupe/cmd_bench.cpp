@@ -324,7 +324,6 @@ int cmd_bench_engine(const args& a) {
   };
   model::forward_workspace ws;
   std::vector<float> logits(std::size_t(c.vocab_size) * std::size_t(std::max(32, *std::max_element(batches.begin(), batches.end()))));
-
   // Prefill: one sequence, prompt_len tokens, best of 3 after a warm-up.
   const double prefill_s = prefill_seconds(*m, kv_type, prompt_len, logits, ws);
   if (a.has("profile")) say(!json_out, "  prefill profile (3 runs): %s\n", model::op_profile::report().c_str());

@@ -205,6 +205,34 @@ void declare_deploy(command& root) {
       .option("prometheus", "URL", "the Prometheus KEDA queries (default http://prometheus-operated.monitoring.svc:9090)");
 }
 
+void declare_plan(command& root) {
+  root.sub("plan", "the cheapest topology that serves a trace within an SLO, by simulating the cluster",
+           "--trace FILE --slo ttft_p99=2s,itl_p99=100ms --profile FILE[,FILE...] [options]",
+           "Simulates the cluster (the router's policy, the scheduler and the KV cache manager of every replica, in virtual "
+           "time, priced by step and KV transfer profiles measured on the target hardware) over aggregated and disaggregated "
+           "topologies, replicas per pool, prefill chunks, step token budgets and the tensor-parallel degrees of the profiles "
+           "given; prints the cheapest topology meeting the SLO, the Pareto table of devices against goodput and SLO "
+           "attainment with a plot, and writes the topology (docs/performance.md).",
+           cmd_plan)
+      .option("trace", "FILE", "the requests: an Azure LLM inference trace, Mooncake JSONL, BurstGPT or troupe CSV (required)")
+      .option("slo", "SPEC", "percentile limits, comma-separated: ttft_pP, itl_pP, e2e_pP = a time (required; as ttft_p99=2s,itl_p99=100ms)")
+      .option("profile", "FILE[,FILE]", "step profiles (troupe bench engine --fit-profile; a transfer fit from troupe bench kv-transfer "
+                                         "--fit-profile for disaggregated topologies), one per tensor-parallel degree (required)")
+      .option("max-replicas", "N", "replicas per topology at most, all pools together (default 8)")
+      .option("modes", "agg,disagg", "which topologies to search (default both; disagg without a transfer fit is skipped, or refused when named)")
+      .option("chunks", "256,512,1024", "prefill chunks to try (tokens of one request per step)")
+      .option("budgets", "1024,2048,4096", "step token budgets to try")
+      .option("policy", "NAME", "the router's policy (default least_loaded)")
+      .option("kv-blocks", "N", "KV blocks of 16 tokens per replica (default 4096)")
+      .option("max-seqs", "N", "running sequences per replica at most (default 128)")
+      .option("report-interval", "S", "seconds between replicas' load reports (default 0: the router sees loads as they are)")
+      .option("model", "DIR", "the model path written into the topology (default models/kjv)")
+      .option("o,out", "FILE", "where to write the chosen topology (default plan.toml)")
+      .option("plot", "FILE.svg", "also draw every topology tried, devices against goodput, as SVG")
+      .flag("exhaustive", "simulate every point of the space instead of searching it (slower; the same answer when more replicas never hurt)")
+      .flag("json", "the result as one JSON object on stdout");
+}
+
 void declare_eval(command& root) {
   command eval = root.sub("eval", "measure a model's quality", "perplexity [options]", "");
   eval.sub("perplexity", "a model's teacher-forced perplexity on a text (the quality gate)", "--text FILE [options]",
@@ -233,6 +261,7 @@ void declare_commands(command_line& cl) {
   declare_bench(root);
   declare_eval(root);
   declare_deploy(root);
+  declare_plan(root);
   root.sub("info", "what this build and machine offer (ISA, threads, CUDA)", "",
            "Prints what this build and machine offer: the instruction set in use, threads, CUDA devices.", cmd_info);
   root.footer("troupe COMMAND --help shows a command's flags; troupe --version prints the version.");

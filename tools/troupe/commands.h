@@ -23,6 +23,7 @@ int cmd_bench_autoscale(const args& a);    // troupe bench autoscale
 int cmd_bench_collectives(const args& a);  // troupe bench collectives
 int cmd_eval_perplexity(const args& a);    // troupe eval perplexity
 int cmd_deploy_kubernetes(const args& a);  // troupe deploy kubernetes
+int cmd_plan(const args& a);               // troupe plan
 int cmd_info(const args& a);               // troupe info
 
 }  // namespace troupe::cli
