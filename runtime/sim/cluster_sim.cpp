@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <queue>
 #include <set>
@@ -38,6 +39,13 @@ struct sim_replica {
   std::int64_t waiting_tokens = 0;  // what the router sees: the waiting sequences' tokens
   std::vector<sched::scheduled_seq> step;  // the step being computed
   bool busy = false;
+  bool in_turn = false;  // waiting in its device's turns
+};
+
+// Replicas sharing a device: whether one is computing a step, and who waits for a turn.
+struct sim_device {
+  bool busy = false;
+  std::deque<std::uint32_t> turns;
 };
 
 // A replica's step ends, or a request's KV reaches the decode pool.
@@ -70,6 +78,11 @@ class sim_cluster {
     replicas_.reserve(std::size_t(c.replicas));
     for (int i = 0; i < c.replicas; ++i) replicas_.emplace_back(c);
     reported_.resize(replicas_.size());
+    if (!c.device.empty() && c.device.size() != replicas_.size())
+      throw input_error("simulation: a device for each of the " + std::to_string(c.replicas) + " replicas, not " + std::to_string(c.device.size()));
+    std::uint32_t devices = 0;
+    for (auto d : c.device) devices = std::max(devices, d + 1);
+    devices_.resize(devices);
     result_.requests.resize(reqs.size());
   }
 
@@ -159,6 +172,14 @@ class sim_cluster {
   void start_step(std::uint32_t r, double now) {
     sim_replica& rep = replicas_[r];
     if (rep.busy) return;
+    sim_device* dev = cfg_.device.empty() ? nullptr : &devices_[cfg_.device[r]];
+    if (dev && dev->busy) {  // another replica's step holds the device: wait for a turn
+      if (!rep.in_turn && (!rep.waiting.empty() || !rep.running.empty())) {
+        rep.in_turn = true;
+        dev->turns.push_back(r);
+      }
+      return;
+    }
     std::vector<sched::seq_snapshot> running, waiting;
     for (auto id : rep.running)
       running.push_back({id, seqs_[id].num_tokens, seqs_[id].num_computed, rep.kv.num_blocks_of(id), 0, id, 0, rep.kv.num_exclusive(id)});
@@ -194,6 +215,7 @@ class sim_cluster {
     }
     rep.step = plan.scheduled;
     rep.busy = true;
+    if (dev) dev->busy = true;
     events_.push({now + profile_.seconds(tokens, reads), order_++, r});
     ++result_.steps;
   }
@@ -258,6 +280,16 @@ class sim_cluster {
     }
     rep.step.clear();
     rep.busy = false;
+    if (!cfg_.device.empty()) {  // the device goes to the replicas waiting for it first
+      sim_device& dev = devices_[cfg_.device[r]];
+      dev.busy = false;
+      while (!dev.busy && !dev.turns.empty()) {
+        const std::uint32_t next = dev.turns.front();
+        dev.turns.pop_front();
+        replicas_[next].in_turn = false;
+        start_step(next, now);
+      }
+    }
     start_step(r, now);
   }
 
@@ -277,6 +309,7 @@ class sim_cluster {
   std::span<const sim_request> reqs_;
   const routing::policy& policy_;
   std::vector<sim_replica> replicas_;
+  std::vector<sim_device> devices_;
   std::vector<sim_seq> seqs_;  // by request index, which is also the sequence's id
   std::vector<routing::replica_load> reported_, loads_;
   double next_report_ = 0;

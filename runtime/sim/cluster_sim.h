@@ -16,6 +16,9 @@
 //  - Admission (admission::pool_queue, the real code): a pool holding max_queued requests
 //    that have no first token yet refuses the next; a refused request is counted, not run.
 //
+//  - Replicas may share a device (several replicas in one process on a CPU): their steps then
+//    take turns.
+//
 // What it leaves out (the note in docs/performance.md): the autoscaler (pools keep their
 // size), and a request's first token costs no frontend time.
 #pragma once
@@ -69,6 +72,9 @@ struct sim_config {
   double report_interval_s = 0;  // replicas report loads this often; 0: the router sees them as they are
   int max_queued = 0;            // per pool, requests without a first token; 0: no bound
   transfer_profile transfer;     // disaggregated only
+  // Replicas that share one device (its cores, or its GPU) by the device's index, per replica:
+  // they take turns, one step at a time, in the order they became ready. Empty: a device each.
+  std::vector<std::uint32_t> device;
 };
 
 struct request_outcome {

@@ -194,6 +194,25 @@ BOOST_AUTO_TEST_CASE(a_full_queue_refuses_and_what_was_refused_never_runs) {
   BOOST_TEST(r.steps == 4u);  // two requests of two tokens
 }
 
+BOOST_AUTO_TEST_CASE(replicas_sharing_a_device_take_turns_step_by_step) {
+  const step_profile p{1 * ms, 0, 0};
+  auto c = one_replica();
+  c.replicas = 2;
+  const std::vector<sim_request> reqs = {request(0, 32, 3, 0), request(0, 32, 3, 1)};
+  const auto apart = simulate(c, p, reqs);
+  BOOST_TEST(apart.requests[1].e2e_s == 3 * ms, boost::test_tools::tolerance(1e-12));  // each on its own
+  c.device = {0, 0};
+  // 0 steps at 0-1, 2-3, 4-5 ms; 1 waits for its turns at 1-2, 3-4, 5-6.
+  const auto shared = simulate(c, p, reqs);
+  BOOST_TEST(shared.requests[0].replica != shared.requests[1].replica);
+  BOOST_TEST(shared.requests[0].ttft_s == 1 * ms, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(shared.requests[1].ttft_s == 2 * ms, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(shared.requests[0].e2e_s == 5 * ms, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(shared.requests[1].e2e_s == 6 * ms, boost::test_tools::tolerance(1e-12));
+  c.device = {0};
+  BOOST_CHECK_THROW(simulate(c, p, reqs), input_error);
+}
+
 BOOST_AUTO_TEST_SUITE(step_fit)
 
 namespace fitting {
