@@ -207,16 +207,18 @@ class sim_cluster {
                           " KV blocks of " + std::to_string(bs()) + " tokens");
       return;
     }
-    std::int64_t tokens = 0, reads = 0;
+    std::int64_t tokens = 0, reads = 0, decode = 0;
     for (const auto& sc : plan.scheduled) {
-      const std::int64_t n = sc.num_new_tokens, before = seqs_[sc.id].num_computed;
+      const sim_seq& s = seqs_[sc.id];
+      const std::int64_t n = sc.num_new_tokens, before = s.num_computed;
       tokens += n;
       reads += n * before + n * (n + 1) / 2;
+      decode += s.generated > 0 && n == 1 && before == s.num_tokens - 1;  // the token it generated last
     }
     rep.step = plan.scheduled;
     rep.busy = true;
     if (dev) dev->busy = true;
-    events_.push({now + profile_.seconds(tokens, reads), order_++, r});
+    events_.push({now + profile_.seconds(tokens, reads, decode), order_++, r});
     ++result_.steps;
   }
 
@@ -296,8 +298,8 @@ class sim_cluster {
   void record(const sim_seq& s) {
     const sim_request& q = reqs_[s.req];
     request_outcome& o = result_.requests[s.req];
-    o.ttft_s = s.first_s - q.arrival_s;
-    o.e2e_s = s.last_s - q.arrival_s;
+    o.ttft_s = s.first_s - q.arrival_s + cfg_.first_token_s;
+    o.e2e_s = s.last_s - q.arrival_s + cfg_.first_token_s;
     o.mean_itl_s = s.generated > 1 ? (s.last_s - s.first_s) / (s.generated - 1) : 0;
     o.cached_tokens = s.cached;
     o.preemptions = s.preemptions;

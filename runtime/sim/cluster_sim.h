@@ -33,14 +33,19 @@
 
 namespace troupe::sim {
 
-// Seconds of one engine step on the target hardware: a fixed cost, a cost per token computed
-// and one per context position those tokens read (attention).
+// Seconds of one engine step on the target hardware: a fixed cost, a cost per token computed,
+// one per context position those tokens read (attention), and what a decode token (a running
+// sequence's next one) costs beyond a prompt's token: decode rows run as matrix-vector work and
+// attention per sequence, not as one matrix product.
 struct step_profile {
   double base_s = 0;
   double per_token_s = 0;
   double per_context_s = 0;
-  double seconds(std::int64_t tokens, std::int64_t context_reads) const {
-    return tokens == 0 ? 0.0 : base_s + per_token_s * double(tokens) + per_context_s * double(context_reads);
+  double per_decode_token_s = 0;
+  double seconds(std::int64_t tokens, std::int64_t context_reads, std::int64_t decode_tokens = 0) const {
+    return tokens == 0 ? 0.0
+                       : base_s + per_token_s * double(tokens) + per_context_s * double(context_reads) +
+                             per_decode_token_s * double(decode_tokens);
   }
 };
 
@@ -72,6 +77,9 @@ struct sim_config {
   double report_interval_s = 0;  // replicas report loads this often; 0: the router sees them as they are
   int max_queued = 0;            // per pool, requests without a first token; 0: no bound
   transfer_profile transfer;     // disaggregated only
+  // What serving adds to a request's first token beyond its steps (the frontend: HTTP,
+  // tokenizing, the first chunk on the wire), from `troupe bench serve --fit-profile`.
+  double first_token_s = 0;
   // Replicas that share one device (its cores, or its GPU) by the device's index, per replica:
   // they take turns, one step at a time, in the order they became ready. Empty: a device each.
   std::vector<std::uint32_t> device;

@@ -247,7 +247,8 @@ plan_point evaluate(const plan_space& s, const plan_candidate& c, const std::vec
   cfg.sched.long_prefill_chunk = c.chunk;
   cfg.sched.max_num_batched_tokens = c.budget;
   if (c.prefill_replicas > 0) cfg.transfer = prof.transfer_cost(prof.source);
-  const sim_result r = simulate(cfg, prof.step, requests);
+  if (prof.serving) cfg.first_token_s = prof.serving->first_token_s;
+  const sim_result r = simulate(cfg, prof.served_step(), requests);
 
   plan_point p{c, c.devices(s), false, 0, 0, {}, r.refused};
   const double ttft_limit = plan_limit_for(slo, slo_metric::ttft), itl_limit = plan_limit_for(slo, slo_metric::itl),
@@ -266,8 +267,10 @@ plan_point evaluate(const plan_space& s, const plan_candidate& c, const std::vec
     p.observed.push_back(plan_percentile(v, t.percentile));
     p.meets = p.meets && p.observed.back() <= t.limit_s;
   }
-  const double span = requests.empty() ? 0 : requests.back().arrival_s - requests.front().arrival_s;
-  p.goodput = double(met) / (span > 0 ? span : std::max(r.end_s, 1e-9));
+  // Over the run, first arrival to last token, as `troupe bench serve` measures it: a cluster
+  // that falls behind takes longer than the trace and serves fewer per second.
+  const double span = requests.empty() ? 0 : std::max(r.end_s, requests.back().arrival_s) - requests.front().arrival_s;
+  p.goodput = span > 0 ? double(met) / span : 0;
   p.attainment = requests.empty() ? 1 : double(met) / double(requests.size());
   return p;
 }

@@ -11,13 +11,13 @@ namespace troupe::sim {
 
 namespace {
 
-constexpr int fit_terms = 3;  // base, per token, per context position
+constexpr int fit_terms = 4;  // base, per token, per context position, per decode token
 
 // A sample's row, divided by its measured time: the fit then minimizes relative errors, so a
 // 0.2 ms decode step counts as much as a 50 ms prefill (absolute errors would let the prefill
 // decide alone). Its target is then 1.
 std::array<double, fit_terms> fit_row(const step_sample& s) {
-  return {1.0 / s.seconds, double(s.tokens) / s.seconds, double(s.context_reads) / s.seconds};
+  return {1.0 / s.seconds, double(s.tokens) / s.seconds, double(s.context_reads) / s.seconds, double(s.decode_tokens) / s.seconds};
 }
 
 // Least squares over the rows above, in the columns `use` names, each column scaled to its
@@ -61,7 +61,7 @@ std::array<double, fit_terms> fit_solve(std::span<const step_sample> samples, co
   return x;
 }
 
-double fit_predicted(const step_profile& p, const step_sample& s) { return p.seconds(s.tokens, s.context_reads); }
+double fit_predicted(const step_profile& p, const step_sample& s) { return p.seconds(s.tokens, s.context_reads, s.decode_tokens); }
 
 }  // namespace
 
@@ -72,8 +72,8 @@ step_profile fit_step_profile(std::span<const step_sample> samples) {
     any = any || s.tokens > 0;
   }
   if (!any) throw input_error("step profile: no measured step with tokens to fit");
-  // Drop the most negative coefficient until none is: at most three solves.
-  std::array<bool, fit_terms> use{true, true, true};
+  // Drop the most negative coefficient until none is: at most four solves.
+  std::array<bool, fit_terms> use{true, true, true, true};
   std::array<double, fit_terms> x = fit_solve(samples, use);
   for (int round = 0; round < fit_terms; ++round) {
     const auto worst = std::min_element(x.begin(), x.end());
@@ -82,7 +82,7 @@ step_profile fit_step_profile(std::span<const step_sample> samples) {
     x = fit_solve(samples, use);
   }
   for (double& v : x) v = std::max(v, 0.0);
-  return {x[0], x[1], x[2]};
+  return {x[0], x[1], x[2], x[3]};
 }
 
 std::vector<step_sample> engine_bench_samples(const nlohmann::json& bench, const std::string& source) {
@@ -101,7 +101,7 @@ std::vector<step_sample> engine_bench_samples(const nlohmann::json& bench, const
   for (const auto& row : bench["decode"]) {
     const std::int64_t b = need(row, "batch", "decode[].").get<std::int64_t>();
     const std::int64_t c = need(row, "context", "decode[].").get<std::int64_t>();
-    out.push_back({b, b * (c + 1), need(row, "step_ms", "decode[].").get<double>() * 1e-3});
+    out.push_back({b, b * (c + 1), need(row, "step_ms", "decode[].").get<double>() * 1e-3, b});
   }
   return out;
 }
@@ -122,6 +122,12 @@ transfer_fit fit_transfer(std::span<const transfer_sample> samples, const std::s
   return {f.base_s, f.per_token_s, source};
 }
 
+step_profile profile_file::served_step() const {
+  step_profile s = step;
+  if (serving) s.base_s += serving->step_s;
+  return s;
+}
+
 transfer_profile profile_file::transfer_cost(const std::string& path) const {
   if (!transfer) throw input_error(path + ": no \"transfer\" fit to price a disaggregated topology (troupe bench kv-transfer --fit-profile " + path + ")");
   if (!(kv_bytes_per_token > 0)) throw input_error(path + ": no kv_bytes_per_token to price a KV transfer (troupe bench engine --fit-profile writes it)");
@@ -129,13 +135,16 @@ transfer_profile profile_file::transfer_cost(const std::string& path) const {
 }
 
 std::string format_profile_file(const profile_file& p) {
-  nlohmann::json j{{"step", {{"base_s", p.step.base_s}, {"per_token_s", p.step.per_token_s}, {"per_context_s", p.step.per_context_s}}},
+  nlohmann::json j{{"step", {{"base_s", p.step.base_s}, {"per_token_s", p.step.per_token_s}, {"per_context_s", p.step.per_context_s},
+                             {"per_decode_token_s", p.step.per_decode_token_s}}},
                    {"samples", p.samples},
                    {"worst_error", p.worst_error},
                    {"source", p.source},
                    {"kv_bytes_per_token", p.kv_bytes_per_token},
                    {"tensor_parallel", p.tensor_parallel}};
   if (p.transfer) j["transfer"] = {{"base_s", p.transfer->base_s}, {"per_byte_s", p.transfer->per_byte_s}, {"source", p.transfer->source}};
+  if (p.serving)
+    j["serving"] = {{"step_s", p.serving->step_s}, {"first_token_s", p.serving->first_token_s}, {"source", p.serving->source}};
   return j.dump(2) + "\n";
 }
 
@@ -150,6 +159,12 @@ profile_file parse_profile_file(const std::string& text, const std::string& path
     if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
       throw input_error(path + ": step." + key + " must be a number of seconds, at least 0");
     *out = v.get<double>();
+  }
+  if (j["step"].contains("per_decode_token_s")) {  // files written before it have none: 0
+    const auto& v = j["step"]["per_decode_token_s"];
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+      throw input_error(path + ": step.per_decode_token_s must be a number of seconds, at least 0");
+    p.step.per_decode_token_s = v.get<double>();
   }
   if (p.step.base_s == 0 && p.step.per_token_s == 0 && p.step.per_context_s == 0) throw input_error(path + ": every step would take no time");
   // What the fit was made from: shown, never computed with.
@@ -173,6 +188,12 @@ profile_file parse_profile_file(const std::string& text, const std::string& path
     transfer_fit t{number(j["transfer"], "base_s", "transfer."), number(j["transfer"], "per_byte_s", "transfer."), ""};
     if (j["transfer"].contains("source") && j["transfer"]["source"].is_string()) t.source = j["transfer"]["source"].get<std::string>();
     p.transfer = t;
+  }
+  if (j.contains("serving")) {
+    if (!j["serving"].is_object()) throw input_error(path + ": \"serving\" must be an object");
+    profile_file::serving_fit f{number(j["serving"], "step_s", "serving."), number(j["serving"], "first_token_s", "serving."), ""};
+    if (j["serving"].contains("source") && j["serving"]["source"].is_string()) f.source = j["serving"]["source"].get<std::string>();
+    p.serving = f;
   }
   return p;
 }

@@ -21,6 +21,7 @@ struct step_sample {
   std::int64_t tokens = 0;
   std::int64_t context_reads = 0;
   double seconds = 0;
+  std::int64_t decode_tokens = 0;  // of `tokens`, running sequences' next tokens
 };
 
 // Throws input_error when there is no sample with tokens, or a sample's time is not a positive
@@ -28,7 +29,7 @@ struct step_sample {
 step_profile fit_step_profile(std::span<const step_sample> samples);
 
 // The steps `troupe bench engine --json` measured: its prefill (one step of its prompt, reading
-// p(p+1)/2 positions) and each decode row (batch B at context C: B tokens reading B(C+1)).
+// p(p+1)/2 positions) and each decode row (batch B at context C: B decode tokens reading B(C+1)).
 // Throws input_error naming `source` and the field when the object lacks them.
 std::vector<step_sample> engine_bench_samples(const nlohmann::json& bench, const std::string& source);
 
@@ -49,7 +50,9 @@ transfer_fit fit_transfer(std::span<const transfer_sample> samples, const std::s
 // "worst_error": the largest |fitted - measured| / measured over them, "source": what was
 // measured, "kv_bytes_per_token": the model's KV per token, "tensor_parallel": the ranks of the
 // replica measured (1), "transfer": {"base_s", "per_byte_s", "source"} once `troupe bench
-// kv-transfer --fit-profile` added it}. Reading throws input_error naming the path and the field.
+// kv-transfer --fit-profile` added it, "serving": {"step_s", "first_token_s", "source"} once
+// `troupe bench serve --fit-profile` added it}. Reading throws input_error naming the path and
+// the field.
 struct profile_file {
   step_profile step;
   std::size_t samples = 0;
@@ -58,6 +61,15 @@ struct profile_file {
   double kv_bytes_per_token = 0;  // 0: not recorded
   int tensor_parallel = 1;
   std::optional<transfer_fit> transfer;
+  // What a server adds to each step and to a request's first token beyond the forward passes
+  // (scheduling, streaming, the frontend), measured at concurrency 1 where nothing queues.
+  struct serving_fit {
+    double step_s = 0, first_token_s = 0;
+    std::string source;
+  };
+  std::optional<serving_fit> serving;
+  // The step as served: the fitted forward plus the serving's cost per step.
+  step_profile served_step() const;
   // A request token's KV transfer cost; throws input_error naming `path` when the file has no
   // transfer fit or no KV size per token to price it with.
   transfer_profile transfer_cost(const std::string& path) const;

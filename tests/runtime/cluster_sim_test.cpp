@@ -177,6 +177,18 @@ BOOST_AUTO_TEST_CASE(the_router_sees_loads_as_last_reported_plus_its_own_placeme
   BOOST_TEST(simulate(c, p, reqs).requests[1].replica == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(decode_steps_pay_the_decode_term_and_first_tokens_the_frontend) {
+  const step_profile p{1 * ms, 0, 0, 0.5 * ms};  // a decode token costs 0.5 ms more than a prompt token
+  auto c = one_replica();
+  c.first_token_s = 2 * ms;
+  const std::vector<sim_request> reqs = {request(0, 64, 3, 0)};
+  const auto r = simulate(c, p, reqs);
+  // Prefill 1 ms, two decode steps of 1.5 ms; the frontend adds 2 ms before the client sees any.
+  BOOST_TEST(r.requests[0].ttft_s == 3 * ms, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(r.requests[0].e2e_s == 6 * ms, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(r.requests[0].mean_itl_s == 1.5 * ms, boost::test_tools::tolerance(1e-12));
+}
+
 BOOST_AUTO_TEST_CASE(a_full_queue_refuses_and_what_was_refused_never_runs) {
   const step_profile p{1 * ms, 0, 0};
   auto c = one_replica();
@@ -257,6 +269,32 @@ BOOST_AUTO_TEST_CASE(small_steps_count_as_much_as_large_ones) {
   BOOST_TEST(f.step.seconds(1, 129) < 0.26e-3 * 1.3);
 }
 
+BOOST_AUTO_TEST_CASE(decode_tokens_get_a_cost_of_their_own_and_the_same_measurements_give_it) {
+  // The kjv steps as bench engine's JSON gives them (decode rows at context 128 are decode
+  // tokens): decode costs more per token than the prefill, so a fit with the decode term is
+  // closer than one without, and predicts batch 1 within 15%.
+  nlohmann::json bench{{"prefill", {{"tokens", 512}, {"tokens_per_second", 512 / 44.4e-3}}}, {"decode", nlohmann::json::array()}};
+  for (auto [b, ms] : {std::pair{1, 0.26}, {4, 0.53}, {16, 2.02}, {32, 4.43}})
+    bench["decode"].push_back({{"batch", b}, {"context", 128}, {"step_ms", ms}});
+  const auto samples = engine_bench_samples(bench, "kjv.json");
+  BOOST_TEST(samples[1].decode_tokens == 1);
+  const auto with = fit_profile_file(samples, "kjv");
+  auto without = samples;
+  for (auto& x : without) x.decode_tokens = 0;
+  BOOST_TEST(with.worst_error < fit_profile_file(without, "kjv").worst_error);
+  BOOST_TEST(with.step.per_decode_token_s > 0);
+  BOOST_TEST(with.step.seconds(1, 129, 1) == 0.26e-3, boost::test_tools::tolerance(0.15));
+  // And a truth with every term is recovered from steps that vary each.
+  const step_profile truth{1e-3, 40e-6, 2e-9, 30e-6};
+  std::vector<step_sample> varied;
+  for (std::int64_t b : {1, 8, 32})
+    for (std::int64_t c : {64, 512}) varied.push_back({b, b * (c + 1), truth.seconds(b, b * (c + 1), b), b});
+  for (std::int64_t p : {128, 512}) varied.push_back({p, p * (p + 1) / 2, truth.seconds(p, p * (p + 1) / 2), 0});
+  const step_profile fit = fit_step_profile(varied);
+  BOOST_TEST(fit.per_decode_token_s == truth.per_decode_token_s, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(fit.per_context_s == truth.per_context_s, boost::test_tools::tolerance(1e-6));
+}
+
 BOOST_AUTO_TEST_CASE(no_coefficient_goes_negative) {
   // Steps that get cheaper with more tokens (noise, a warm cache): an unconstrained fit gives a
   // negative cost per token; the fit drops that term and keeps the rest.
@@ -317,6 +355,13 @@ BOOST_AUTO_TEST_CASE(the_transfer_fit_prices_a_token_by_the_models_kv_bytes) {
   BOOST_TEST(back.tensor_parallel == 2);
   BOOST_TEST(back.transfer->source == "tcp");
   BOOST_TEST(back.transfer_cost("p.json").per_token_s == 32768 * 1e-10, boost::test_tools::tolerance(1e-6));
+  // What serving adds (troupe bench serve --fit-profile): to every step, and to first tokens.
+  f.step.per_decode_token_s = 7e-6;
+  f.serving = profile_file::serving_fit{0.2e-3, 5e-3, "bench serve"};
+  const auto served = parse_profile_file(format_profile_file(f), "p.json");
+  BOOST_TEST(served.step.per_decode_token_s == 7e-6);
+  BOOST_TEST(served.serving->first_token_s == 5e-3);
+  BOOST_TEST(served.served_step().base_s == f.step.base_s + 0.2e-3, boost::test_tools::tolerance(1e-9));
   BOOST_TEST(fitting::error_of([] { parse_profile_file(R"({"step": {"base_s": 1, "per_token_s": 0, "per_context_s": 0}, "tensor_parallel": 0})", "p.json"); })
                  .find("tensor_parallel") != std::string::npos);
 }

@@ -280,8 +280,11 @@ void write_step_profile(const nlohmann::json& bench, const std::string& path, co
   std::ofstream out(path);
   out << sim::format_profile_file(f);
   if (!out) throw input_error("--fit-profile: cannot write " + path);
-  std::fprintf(stderr, "step profile: %.3f ms + %.2f us/token + %.3f ns/context position (worst error %.0f%% over %zu steps) -> %s\n",
-               f.step.base_s * 1e3, f.step.per_token_s * 1e6, f.step.per_context_s * 1e9, 100 * f.worst_error, f.samples, path.c_str());
+  std::fprintf(stderr,
+               "step profile: %.3f ms + %.2f us/token + %.3f ns/context position + %.2f us/decode token (worst error %.0f%% over %zu "
+               "steps) -> %s\n",
+               f.step.base_s * 1e3, f.step.per_token_s * 1e6, f.step.per_context_s * 1e9, f.step.per_decode_token_s * 1e6,
+               100 * f.worst_error, f.samples, path.c_str());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/metrics/metrics.h"
+#include "runtime/sim/step_fit.h"
 #include "tools/troupe/args.h"
 #include "tools/troupe/bench_serve/client.h"
 #include "tools/troupe/bench_serve/dataset.h"
@@ -345,6 +346,36 @@ bool against_baseline(const args& a, bench::client_options co, const std::vector
   return b.s.failed == 0;
 }
 
+// --fit-profile FILE (at --concurrency 1, where nothing queues): what serving adds to the
+// forward the profile prices, per request the median of (its mean inter-token time - a decode
+// step at its context) and of (its TTFT - its prompt's prefill as one step), added to FILE.
+void add_serving_fit(const std::string& path, const bench::client_options& co, const std::vector<bench::request_result>& results) {
+  if (co.max_concurrency != 1) throw input_error("--fit-profile: measures a server with nothing queued: --concurrency 1");
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw input_error("--fit-profile: cannot read " + path + " (troupe bench engine --fit-profile " + path + " writes it first)");
+  sim::profile_file p = sim::parse_profile_file(text.str(), path);
+  std::vector<double> step, first;
+  for (const auto& r : results) {
+    if (!r.ok || r.output_tokens < 2) continue;
+    const std::int64_t prompt = r.prompt_tokens, context = prompt + r.output_tokens / 2;
+    step.push_back((r.e2e - r.ttft) / (r.output_tokens - 1) - p.step.seconds(1, context + 1, 1));
+    first.push_back(r.ttft - p.step.seconds(prompt, prompt * (prompt + 1) / 2));
+  }
+  if (step.empty()) throw input_error("--fit-profile: no request of two tokens or more succeeded");
+  auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(v.size() / 2), v.end());
+    return std::max(0.0, v[v.size() / 2]);
+  };
+  p.serving = sim::profile_file::serving_fit{median(step), median(first), "troupe bench serve --concurrency 1, " + std::to_string(step.size()) + " requests"};
+  std::ofstream out(path);
+  out << sim::format_profile_file(p);
+  if (!out) throw input_error("--fit-profile: cannot write " + path);
+  std::fprintf(stderr, "serving: %.3f ms per step, %.3f ms per first token beyond the forward -> %s\n", p.serving->step_s * 1e3,
+               p.serving->first_token_s * 1e3, path.c_str());
+}
+
 }  // namespace
 
 int cmd_bench_serve(const args& a) {
@@ -395,6 +426,7 @@ int cmd_bench_serve(const args& a) {
   if (s.failed > 0)
     std::fprintf(stderr, "bench serve: %s of %zu requests failed; the server said:\n%s", s.completed == 0 ? "all" : std::to_string(s.failed).c_str(),
                  results.size(), first_errors(results, 5).c_str());
+  if (auto fit = a.get("fit-profile")) add_serving_fit(*fit, co, results);
   const bool baseline_ok = !(a.has("baseline") || a.has("canary-split")) || stopped || against_baseline(a, co, plan, goal, quiet, s, j);
   if (auto out = a.get("json")) {
     std::ofstream(*out) << j.dump(2) << "\n";

@@ -43,7 +43,7 @@ sim::step_profile read_profile(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (!in) throw input_error("--profile: cannot read " + path);
-  return sim::parse_profile_file(text.str(), path).step;
+  return sim::parse_profile_file(text.str(), path).served_step();
 }
 
 double percentile(std::vector<double> v, double p) {
