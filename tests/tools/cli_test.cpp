@@ -269,6 +269,67 @@ BOOST_AUTO_TEST_CASE(bench_engine_fits_a_step_profile_that_bench_sim_and_plan_ru
   BOOST_TEST(bad.out.find("--replicas") != std::string::npos, bad.out);
 }
 
+// The simulator against the real cluster on one trace (tools/bench/sim_accuracy.sh is the
+// benchmark, its error table in docs/performance.md): for one replica (configs/local.toml), two
+// with kv_aware routing, and one prefill + one decode replica (configs/disagg.toml), `troupe plan
+// --config` on a profile measured here predicts the TTFT and TPOT medians troupe bench serve
+// measures within a factor of 3, and goodput within 25%: bounds a machine busy with other tests
+// keeps (the benchmark's errors are below 35% at the median).
+BOOST_AUTO_TEST_CASE(the_simulator_predicts_the_real_cluster_on_the_same_trace) {
+  const std::string dir = std::string(TROUPE_BINARY_DIR) + "/sim-accuracy", model = std::string(TROUPE_SOURCE_DIR) + "/models/kjv";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string profile = dir + "/profile.json";
+  run_result r = troupe_cmd("bench engine --model " + model + " --batches 1,4,16 --steps 4 --prompt 256 --fit-profile " + profile);
+  BOOST_TEST_REQUIRE(r.status == 0, r.out);
+  r = troupe_cmd("bench kv-transfer --sizes 1,4 --reps 3 --backend inproc --fit-profile " + profile);
+  BOOST_TEST_REQUIRE(r.status == 0, r.out);
+  {
+    test::serve_process calibrate({std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml", "--model", model});
+    BOOST_TEST_REQUIRE(calibrate.port() != 0);
+    r = troupe_cmd("bench serve --url http://127.0.0.1:" + std::to_string(calibrate.port()) + " --concurrency 1 --requests 8 "
+                   "--prompt-len 128 --output-len 32 --quiet --fit-profile " + profile);
+    BOOST_TEST_REQUIRE(r.status == 0, r.out);
+  }
+  {  // 30 requests at 5 a second, the same in bench serve's JSONL and the simulator's CSV
+    std::ofstream jsonl(dir + "/trace.jsonl"), csv(dir + "/trace.csv");
+    csv << "seconds,prompt_tokens,max_tokens\n";
+    for (int i = 0; i < 30; ++i) {
+      const double at = 0.2 * i + 0.05 * ((i * 7) % 3);
+      const int prompt = 64 + (i * 53) % 192, output = 16 + (i * 11) % 32;
+      jsonl << nlohmann::json{{"timestamp", at}, {"prompt_len", prompt}, {"output_len", output}}.dump() << "\n";
+      csv << at << "," << prompt << "," << output << "\n";
+    }
+  }
+  std::string two = dir + "/kv-aware.toml";
+  {
+    std::ifstream in(std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    text.replace(text.find("replicas = 1"), 12, "replicas = 2");
+    text.replace(text.find("policy = \"least_loaded\""), 23, "policy = \"kv_aware\"");
+    std::ofstream(two) << text;
+  }
+  for (const std::string& topology : {std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml", two, std::string(TROUPE_SOURCE_DIR) + "/configs/disagg.toml"}) {
+    const std::string real = dir + "/real.json";
+    {
+      test::serve_process serve({topology, "--model", model});
+      BOOST_TEST_REQUIRE(serve.port() != 0);
+      r = troupe_cmd("bench serve --url http://127.0.0.1:" + std::to_string(serve.port()) + " --trace " + dir +
+                     "/trace.jsonl --goodput 'ttft:2000 tpot:200' --quiet --json " + real);
+      BOOST_TEST_REQUIRE(r.status == 0, r.out);
+    }
+    r = troupe_cmd("plan --config " + topology + " --model " + model + " --trace " + dir + "/trace.csv --slo ttft_p99=2s,itl_p99=200ms --json --profile " + profile);
+    BOOST_TEST_REQUIRE(r.status == 0, r.out);
+    const auto measured = nlohmann::json::parse(std::ifstream(real));
+    const auto predicted = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+    const std::pair<double, double> pairs[] = {{predicted["ttft_s"]["p50"].get<double>() * 1e3, measured["p50_ttft_ms"].get<double>()},
+                                               {predicted["itl_s"]["p50"].get<double>() * 1e3, measured["p50_tpot_ms"].get<double>()}};
+    for (const auto& [sim, got] : pairs) BOOST_TEST((sim > got / 3 && sim < got * 3), topology << ": simulated " << sim << " ms, measured " << got << " ms");
+    const double good = measured["request_goodput"].get<double>(), sim_good = predicted["goodput"].get<double>();
+    BOOST_TEST(std::abs(sim_good - good) < 0.25 * good, topology << ": goodput simulated " << sim_good << ", measured " << good);
+  }
+}
+
 // troupe eval perplexity scores a text with the model's tokenizer and gives the library's figure
 // for the same tokens; a missing or unreadable text is an error naming it.
 BOOST_AUTO_TEST_CASE(eval_perplexity_gives_the_librarys_figure_and_refuses_bad_input) {

@@ -4,12 +4,19 @@
 // plot, optionally an SVG plot, and writes the chosen topology for `troupe deploy kubernetes`.
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <set>
+#include <thread>
 #include <fstream>
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/thread_pool.h"
 #include "runtime/common/error.h"
+#include "runtime/kv/kv_cache.h"
 #include "runtime/sim/planner.h"
+#include "topology/engine_settings.h"
+#include "topology/topology.h"
 #include "tools/troupe/args.h"
 #include "tools/troupe/commands.h"
 
@@ -157,6 +164,108 @@ std::string plot_svg(const sim::plan_space& s, const sim::plan_result& r, const 
   return o.str();
 }
 
+// --config: what the simulator runs for a topology: its pools (one aggregated, or one prefill
+// and one decode), scheduler, KV blocks (kv_memory over the model's KV per token), router and
+// admission. On the CPU backend, replicas placed on one node share its cores (one device) when
+// their kernel threads (TROUPE_THREADS, as a node started here would use) outnumber this
+// machine's cores; else each has its own.
+sim::sim_config sim_config_of(const topology::topology_config& t, const sim::profile_file& profile, const std::string& profile_path) {
+  sim::sim_config c;
+  const topology::pool_spec *both = nullptr, *prefill = nullptr, *decode = nullptr;
+  for (const auto& p : t.pools) {
+    const topology::pool_spec*& slot = p.role == topology::pool_role::both ? both : p.role == topology::pool_role::prefill ? prefill : decode;
+    if (slot || !p.model.empty())
+      throw input_error("--config: pool " + p.name + ": the simulator runs one pool that does both, or one prefill and one decode pool");
+    slot = &p;
+  }
+  if (both ? (prefill || decode) : !(prefill && decode))
+    throw input_error("--config: the simulator runs one pool that does both, or one prefill and one decode pool");
+  std::vector<const topology::pool_spec*> pools = both ? std::vector{both} : std::vector{prefill, decode};
+  std::map<std::string, std::uint32_t> node_device;
+  for (const auto* p : pools)
+    for (int i = 0; i < p->replicas; ++i) {
+      const std::string& node = p->nodes[std::size_t(i) % p->nodes.size()];
+      c.device.push_back(node_device.emplace(node, std::uint32_t(node_device.size())).first->second);
+    }
+  c.replicas = int(c.device.size());
+  std::map<std::uint32_t, int> on_device;
+  for (auto d : c.device) ++on_device[d];
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  bool crowded = false;
+  for (const auto& [d, n] : on_device) crowded = crowded || n * kernels::num_threads() > cores;
+  if (t.model.backend != topology::backend_kind::cpu || !crowded) c.device.clear();  // a device per replica
+  c.prefill_replicas = both ? 0 : prefill->replicas;
+  c.sched = t.scheduler.limits;
+  c.prefix_caching = t.scheduler.prefix_caching;
+  const model::model_config m = topology::sim_shape(t);
+  c.kv_blocks = kv::kv_cache::blocks_in(t.scheduler.kv_memory_bytes, c.sched.block_size, t.scheduler.kv_dtype, m.num_hidden_layers,
+                                        m.num_key_value_heads, m.head_dim);
+  c.policy = t.router.policy;
+  c.params = t.router.params;
+  c.max_queued = t.admission.cfg.max_queued;
+  if (profile.serving) c.first_token_s = profile.serving->first_token_s;
+  if (prefill) {
+    const double kv_bytes = double(kv::kv_cache::bytes_per_token(t.scheduler.kv_dtype, m.num_hidden_layers, m.num_key_value_heads, m.head_dim));
+    sim::profile_file priced = profile;
+    priced.kv_bytes_per_token = kv_bytes;  // the topology's KV type, not the one measured
+    c.transfer = priced.transfer_cost(profile_path);
+  }
+  return c;
+}
+
+nlohmann::json spread(std::vector<double> v) {
+  nlohmann::json j = nlohmann::json::object();
+  for (auto [name, p] : {std::pair{"p50", 0.5}, std::pair{"p90", 0.9}, std::pair{"p99", 0.99}}) {
+    if (v.empty()) break;
+    const std::size_t k = std::min(v.size() - 1, std::size_t(std::ceil(p * double(v.size()))) - 1);
+    std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k), v.end());
+    j[name] = v[k];
+  }
+  return j;
+}
+
+// troupe plan --config TOPOLOGY: one topology's predicted latencies and goodput on the trace.
+int predict_topology(const args& a, const std::string& path, const std::vector<sim::slo_target>& slo, const workload::public_trace& trace) {
+  const auto profiles = split_commas(a.get("profile", ""));
+  if (profiles.size() != 1) throw input_error("--config: one --profile, measured for the topology's replicas");
+  const sim::profile_file profile = sim::parse_profile_file(read_file_text(profiles[0], "profile"), profiles[0]);
+  topology::topology_config topo = topology::load_topology(path);
+  if (const auto model = a.get("model")) topo.model.path = *model;  // as troupe serve --model
+  const sim::sim_config cfg = sim_config_of(topo, profile, profiles[0]);
+  const auto requests = sim::trace_requests(trace, cfg.sched.block_size);
+  const sim::sim_result r = sim::simulate(cfg, profile.served_step(), requests);
+  std::vector<double> ttft, itl, e2e;
+  double ttft_limit = INFINITY, itl_limit = INFINITY, e2e_limit = INFINITY;
+  for (const auto& t : slo)
+    (t.metric == sim::slo_metric::ttft ? ttft_limit : t.metric == sim::slo_metric::itl ? itl_limit : e2e_limit) = t.limit_s;
+  std::size_t met = 0;
+  for (const auto& o : r.requests) {
+    if (o.refused) continue;
+    ttft.push_back(o.ttft_s);
+    e2e.push_back(o.e2e_s);
+    if (o.mean_itl_s > 0) itl.push_back(o.mean_itl_s);
+    met += o.ttft_s <= ttft_limit && o.mean_itl_s <= itl_limit && o.e2e_s <= e2e_limit;
+  }
+  const double duration = r.end_s - requests.front().arrival_s;
+  const nlohmann::json j{{"config", path}, {"requests", requests.size()}, {"refused", r.refused}, {"replicas", cfg.replicas},
+                         {"prefill_replicas", cfg.prefill_replicas}, {"kv_blocks", cfg.kv_blocks},
+                         {"devices", cfg.device.empty() ? cfg.replicas : int(std::set(cfg.device.begin(), cfg.device.end()).size())},
+                         {"duration_s", duration}, {"ttft_s", spread(ttft)}, {"itl_s", spread(itl)}, {"e2e_s", spread(e2e)},
+                         {"goodput", duration > 0 ? double(met) / duration : 0.0}, {"attainment", double(met) / double(requests.size())}};
+  if (a.has("json")) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s on %s: %zu requests, %zu refused, over %.1f s simulated\n", path.c_str(), profiles[0].c_str(), requests.size(), r.refused, duration);
+  for (auto [key, name] : {std::pair{"ttft_s", "TTFT"}, std::pair{"itl_s", "ITL"}, std::pair{"e2e_s", "E2E"}})
+    if (!j[key].empty())
+      std::printf("  %-4s p50 %s  p90 %s  p99 %s\n", name, seconds_text(j[key]["p50"].get<double>()).c_str(),
+                  seconds_text(j[key]["p90"].get<double>()).c_str(), seconds_text(j[key]["p99"].get<double>()).c_str());
+  std::printf("  goodput %.2f requests/s, attainment %.1f%% (%s)\n", j["goodput"].get<double>(), 100 * j["attainment"].get<double>(),
+              sim::format_slo(slo).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int cmd_plan(const args& a) {
@@ -165,10 +274,11 @@ int cmd_plan(const args& a) {
   const auto slo_spec = a.get("slo");
   if (!slo_spec) throw input_error("--slo is required, as ttft_p99=2s,itl_p99=100ms");
   const std::vector<sim::slo_target> slo = sim::parse_slo(*slo_spec);
-  const plan_inputs in = read_space(a);
-  const sim::plan_space& s = in.space;
   const workload::public_trace trace = workload::read_public_trace(*trace_path);
   if (trace.arrivals.empty()) throw input_error("--trace: " + *trace_path + " holds no request");
+  if (const auto config = a.get("config")) return predict_topology(a, *config, slo, trace);
+  const plan_inputs in = read_space(a);
+  const sim::plan_space& s = in.space;
   const auto requests = sim::trace_requests(trace, s.base.sched.block_size);
   std::fputs(in.disagg_note.c_str(), stderr);
 

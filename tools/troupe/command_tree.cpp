@@ -226,9 +226,10 @@ void declare_plan(command& root) {
       .option("kv-blocks", "N", "KV blocks of 16 tokens per replica (default 4096)")
       .option("max-seqs", "N", "running sequences per replica at most (default 128)")
       .option("report-interval", "S", "seconds between replicas' load reports (default 0: the router sees loads as they are)")
-      .option("model", "DIR", "the model path written into the topology (default models/kjv)")
+      .option("model", "DIR", "the model path written into the topology (default models/kjv); with --config, the model it serves")
       .option("o,out", "FILE", "where to write the chosen topology (default plan.toml)")
       .option("plot", "FILE.svg", "also draw every topology tried, devices against goodput, as SVG")
+      .option("config", "TOPOLOGY", "predict this topology's latencies and goodput on the trace instead of searching (one --profile)")
       .flag("exhaustive", "simulate every point of the space instead of searching it (slower; the same answer when more replicas never hurt)")
       .flag("json", "the result as one JSON object on stdout");
 }

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The cluster simulator against the real CPU cluster (docs/performance.md): one seeded trace
+# (Poisson arrivals at RATE requests/s, default 4, for REQUESTS requests, default 240; prompts of
+# 64-512 tokens, answers of 16-128) replayed by troupe bench serve into troupe serve on the
+# committed kjv model for three topologies:
+#  - configs/local.toml: one replica doing prefill and decode;
+#  - configs/kv-aware.toml: two replicas, kv_aware routing;
+#  - configs/disagg.toml: one prefill and one decode replica.
+# and simulated by `troupe plan --config` on a profile measured in the same run (troupe bench
+# engine --fit-profile, troupe bench kv-transfer --fit-profile --backend inproc: these topologies
+# are one process; troupe bench serve --concurrency 1 --fit-profile on other requests for what
+# serving adds to the forward). Prints TTFT and TPOT (a request's mean inter-token latency) at p50, p90 and
+# p99, and goodput (ttft <= 1 s and tpot <= 50 ms), predicted against measured, with each
+# prediction's error. Writes docs/bench/sim-accuracy-{profile.json,TOPOLOGY-real.json,
+# TOPOLOGY-sim.json}.
+#
+# usage: RATE=4 REQUESTS=240 tools/bench/sim_accuracy.sh     (after building: cmake --build build)
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then  # usage_from_header: the comment above, nothing run
+  sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-docs/bench}
+rate=${RATE:-4}
+requests=${REQUESTS:-240}
+port=18690
+tmp=$(mktemp -d)
+. tools/bench/serve_lib.sh
+trap '[ -n "$server" ] && kill $server 2>/dev/null; rm -rf "$tmp"' EXIT
+mkdir -p "$out"
+
+profile=$out/sim-accuracy-profile.json
+build/troupe bench engine --model models/kjv --kv-dtype f32 --fit-profile "$profile" > /dev/null
+build/troupe bench kv-transfer --sizes 1,4,16 --backend inproc --fit-profile "$profile" > /dev/null
+# What serving adds beyond the forward, on one replica with nothing queued (other requests than the trace's).
+serve configs/local.toml
+build/troupe bench serve --url "http://127.0.0.1:$port" --concurrency 1 --requests 24 --prompt-len 256 --prompt-dist uniform \
+    --output-len 64 --seed 3 --quiet --fit-profile "$profile" > /dev/null
+stop
+
+# The same requests in bench serve's JSONL and in the simulator's CSV.
+/usr/bin/python3 - "$tmp" "$rate" "$requests" <<'PY'
+import json, random, sys
+tmp, rate, n = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+rng = random.Random(11)
+t = 0.0
+with open(f"{tmp}/trace.jsonl", "w") as jl, open(f"{tmp}/trace.csv", "w") as csv:
+    csv.write("seconds,prompt_tokens,max_tokens\n")
+    for i in range(n):
+        prompt, output = rng.randint(64, 512), rng.randint(16, 128)
+        jl.write(json.dumps({"timestamp": round(t, 4), "prompt_len": prompt, "output_len": output}) + "\n")
+        csv.write(f"{t:.4f},{prompt},{output}\n")
+        t += rng.expovariate(rate)
+PY
+
+for topo in local kv-aware disagg; do
+  serve configs/$topo.toml
+  build/troupe bench serve --url "http://127.0.0.1:$port" --trace "$tmp/trace.jsonl" --goodput "ttft:1000 tpot:50" --quiet \
+      --json "$out/sim-accuracy-$topo-real.json" > /dev/null
+  stop
+  build/troupe plan --config configs/$topo.toml --trace "$tmp/trace.csv" --slo ttft_p99=1s,itl_p99=50ms --profile "$profile" \
+      --json > "$out/sim-accuracy-$topo-sim.json"
+done
+
+/usr/bin/python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+profile = json.load(open(f"{out}/sim-accuracy-profile.json"))
+s = profile["step"]
+print(f"profile: {s['base_s']*1e3:.3f} ms + {s['per_token_s']*1e6:.1f} us/token + {s['per_context_s']*1e9:.2f} ns/context position "
+      f"+ {s['per_decode_token_s']*1e6:.1f} us/decode token (worst fit error {100*profile['worst_error']:.0f}%); {profile['source']}")
+v = profile["serving"]
+print(f"serving: {v['step_s']*1e3:.3f} ms per step, {v['first_token_s']*1e3:.3f} ms per first token ({v['source']})")
+print("| topology | metric | simulated | measured | error |")
+print("|---|---|---|---|---|")
+worst = 0
+for topo in ("local", "kv-aware", "disagg"):
+    real = json.load(open(f"{out}/sim-accuracy-{topo}-real.json"))
+    sim = json.load(open(f"{out}/sim-accuracy-{topo}-sim.json"))
+    rows = [(f"TTFT {p}", sim["ttft_s"][p] * 1e3, real[f"{p}_ttft_ms"], "ms") for p in ("p50", "p90", "p99")]
+    rows += [(f"TPOT {p}", sim["itl_s"][p] * 1e3, real[f"{p}_tpot_ms"], "ms") for p in ("p50", "p90", "p99")]
+    rows.append(("goodput", sim["goodput"], real["request_goodput"] or 0.0, "req/s"))
+    for name, predicted, measured, unit in rows:
+        err = (predicted - measured) / measured if measured else float("inf")
+        worst = max(worst, abs(err))
+        print(f"| {topo} | {name} | {predicted:.2f} {unit} | {measured:.2f} {unit} | {100*err:+.0f}% |")
+print(f"largest error: {100*worst:.0f}%")
+PY
