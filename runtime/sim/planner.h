@@ -10,7 +10,7 @@
 // every point of the same space; the test holds the two to the same answer.
 //
 // A request meets the SLO when its TTFT and its mean ITL are within every limit given for them;
-// goodput counts those per second of the trace. A topology meets the SLO when each percentile
+// goodput counts those per second of the run (first arrival to last token). A topology meets the SLO when each percentile
 // asked for (ttft_p99 = 2 s: the 99th percentile of TTFT over all requests) is within its limit;
 // a request refused by admission or never finished counts as endless.
 #pragma once
@@ -61,7 +61,7 @@ struct plan_point {
   plan_candidate candidate;
   int devices = 0;
   bool meets = false;
-  double goodput = 0;     // requests meeting the SLO per second of the trace
+  double goodput = 0;     // requests meeting the SLO per second of the run
   double attainment = 0;  // their share of all requests
   std::vector<double> observed;  // per slo_target, the percentile simulated (seconds; inf: endless)
   std::size_t refused = 0;
