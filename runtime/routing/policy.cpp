@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "runtime/common/error.h"
+#include "runtime/routing/kv_aware_cost.h"
 
 namespace troupe::routing {
 
@@ -45,6 +46,17 @@ decision least_loaded(const route_request& r, std::span<const replica_load> repl
   return {best, "least_loaded: replica " + to_string(replicas[*best].replica) + " scores " + std::to_string(best_score), "load"};
 }
 
+kv_aware_weights kv_aware_weights::of(const policy_params& p) {
+  return {param(p, "prefix_weight", 1.0), param(p, "token_weight", 1.0 / 256), param(p, "running_weight", 1.0),
+          param(p, "usage_weight", 0.0)};
+}
+
+double kv_aware_weights::cost(const route_request& r, const replica_load& x) const {
+  const double cached = double(std::min(x.cached_blocks * r.block_size, r.prompt_tokens));
+  const double use = x.total_blocks > 0 ? 1.0 - double(x.free_blocks) / x.total_blocks : 0.0;
+  return token * (x.waiting_prompt_tokens + r.prompt_tokens - prefix * cached) + running * x.running_seqs + usage * use;
+}
+
 decision kv_aware(const route_request& r, std::span<const replica_load> replicas, const policy_params& p,
                   std::uint64_t index) {
   const bool incomplete = std::any_of(replicas.begin(), replicas.end(), [](const replica_load& x) {
@@ -57,16 +69,13 @@ decision kv_aware(const route_request& r, std::span<const replica_load> replicas
     if (d.index) d.reason = "index_incomplete";
     return d;
   }
-  const double w_prefix = param(p, "prefix_weight", 1.0), w_tok = param(p, "token_weight", 1.0 / 256),
-               w_run = param(p, "running_weight", 1.0), w_use = param(p, "usage_weight", 0.0);
+  const kv_aware_weights w = kv_aware_weights::of(p);
   std::optional<std::size_t> best;
   double best_cost = 0;
   for (std::size_t i = 0; i < replicas.size(); ++i) {
     const auto& x = replicas[i];
     if (!x.alive) continue;
-    const double cached = double(std::min(x.cached_blocks * r.block_size, r.prompt_tokens));
-    const double usage = x.total_blocks > 0 ? 1.0 - double(x.free_blocks) / x.total_blocks : 0.0;
-    const double cost = w_tok * (x.waiting_prompt_tokens + r.prompt_tokens - w_prefix * cached) + w_run * x.running_seqs + w_use * usage;
+    const double cost = w.cost(r, x);
     if (!best || cost < best_cost || (cost == best_cost && x.replica < replicas[*best].replica)) {
       best = i;
       best_cost = cost;

@@ -7,11 +7,13 @@
 #include <limits>
 #include <queue>
 #include <set>
+#include <unordered_map>
 
 #include "runtime/admission/admission.h"
 #include "runtime/common/error.h"
 #include "runtime/common/splitmix.h"
 #include "runtime/kv/kv_cache_manager.h"
+#include "runtime/routing/kv_aware_cost.h"
 #include "runtime/routing/placement.h"
 
 namespace troupe::sim {
@@ -152,15 +154,83 @@ class sim_cluster {
     }
   }
 
+  // Only replicas that cached a chain starting with request i's first block can hold any of its
+  // prefix (a replica that evicted it since is dropped). What a replica holds of a chain is a
+  // prefix of it: a block is freed only after every block that extends it (a sequence holds a
+  // whole chain and frees it tail first), and the cache evicts the least recently freed first.
+  // So its length is found by bisection, the whole prompt tried first: most replicas hold all of
+  // a shared system prompt, and one lookup tells.
+  void look_up_prefix(std::size_t i, std::uint32_t first, std::uint32_t count, const routing::route_request& rq) {
+    const auto found = first_block_holders_.find(reqs_[i].blocks.front());
+    if (found == first_block_holders_.end()) return;
+    auto& holders = found->second;
+    candidates_.clear();
+    for (auto r : holders)
+      if (r >= first && r < first + count) candidates_.push_back({0.0, r});
+    if (cfg_.bound_prefix_lookups)
+      bound_candidates(i, first, count, rq);  // leaves the ones it asked
+    else
+      for (const auto& c : candidates_) loads_[c.second - first].cached_blocks = held_blocks(replicas_[c.second].kv, reqs_[i].blocks);
+    for (const auto& c : candidates_)
+      if (loads_[c.second - first].cached_blocks == 0) holders.erase(std::find(holders.begin(), holders.end(), c.second));  // evicted since
+  }
+
+  // Keeps the candidates that could beat the best cost known exactly (a replica holding none of
+  // the prompt) even if they held all of it, in order of that best case, asking each as it
+  // goes: a candidate whose best case is worse than a cost already found cannot be chosen, and
+  // one whose best case only ties it loses the tie when its id is higher (kv_aware's rule).
+  void bound_candidates(std::size_t i, std::uint32_t first, std::uint32_t count, const routing::route_request& rq) {
+    const auto w = routing::kv_aware_weights::of(cfg_.params);
+    for (auto& c : candidates_) {
+      routing::replica_load all = loads_[c.second - first];
+      all.cached_blocks = int(reqs_[i].blocks.size());
+      c.first = w.cost(rq, all);
+      loads_[c.second - first].cached_blocks = -1;  // marks a candidate
+    }
+    std::pair<double, std::uint32_t> best{std::numeric_limits<double>::infinity(), 0};
+    for (std::uint32_t k = 0; k < count; ++k)
+      if (loads_[k].alive && loads_[k].cached_blocks == 0) best = std::min(best, {w.cost(rq, loads_[k]), first + k});
+    for (auto& c : candidates_) loads_[c.second - first].cached_blocks = 0;
+    const auto later = std::greater<std::pair<double, std::uint32_t>>();  // a heap of the cheapest best case first
+    std::make_heap(candidates_.begin(), candidates_.end(), later);
+    auto end = candidates_.end();
+    while (end != candidates_.begin() && candidates_.front() <= best) {
+      std::pop_heap(candidates_.begin(), end, later);
+      --end;
+      const std::uint32_t r = end->second;
+      loads_[r - first].cached_blocks = held_blocks(replicas_[r].kv, reqs_[i].blocks);
+      if (loads_[r - first].alive) best = std::min(best, {w.cost(rq, loads_[r - first]), r});
+    }
+    candidates_.erase(candidates_.begin(), end);  // keeps the ones asked
+  }
+
+  // How many leading blocks of `blocks` a replica's cache holds. What it holds of a chain is a
+  // prefix of it: a block is freed only after every block that extends it (a sequence holds a
+  // whole chain and frees it tail first), and the cache evicts the least recently freed first.
+  // So it is found by bisection, the whole prompt tried first: most replicas hold all of a
+  // shared system prompt, and one lookup tells.
+  static int held_blocks(const kv::kv_cache_manager& cache, std::span<const kv::block_hash> blocks) {
+    auto holds = [&](std::size_t n) { return cache.prefix_length(blocks.subspan(n - 1, 1), 1) == 1; };  // its n-th block
+    std::size_t lo = 0, hi = blocks.size();  // it holds lo blocks, at most hi
+    if (holds(hi)) return int(hi);
+    for (--hi; lo < hi;) {
+      const std::size_t mid = (lo + hi + 1) / 2;
+      if (holds(mid))
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    return int(lo);
+  }
+
   // The router's policy over replicas [first, first + count) for request i.
   std::uint32_t route(std::size_t i, std::uint32_t first, std::uint32_t count, double now) {
     report_loads(now);
-    const bool prefix = cfg_.policy == "kv_aware" && seqs_[i].num_computed == 0;
     loads_.assign(reported_.begin() + first, reported_.begin() + first + count);
-    for (std::uint32_t k = 0; k < count; ++k)
-      loads_[k].cached_blocks = prefix ? replicas_[first + k].kv.prefix_length(reqs_[i].blocks, int(reqs_[i].blocks.size())) : 0;
+    for (auto& l : loads_) l.cached_blocks = 0;
     // What it brings to compute: its prompt, or after a handoff the one token past its KV.
     const routing::route_request rq{i, seqs_[i].num_tokens - seqs_[i].num_computed, 0, bs()};
+    if (prefix_aware_ && seqs_[i].num_computed == 0 && !reqs_[i].blocks.empty()) look_up_prefix(i, first, count, rq);
     const auto d = policy_(rq, loads_, cfg_.params, decisions_++);
     if (!d.index) throw input_error("simulation: policy " + cfg_.policy + " placed no request: " + d.why);
     const auto& chosen = loads_[*d.index];
@@ -181,8 +251,12 @@ class sim_cluster {
       return;
     }
     std::vector<sched::seq_snapshot> running, waiting;
+    // With a block free for each running sequence and for every block the budget can fill, this
+    // step preempts nobody, and what each would give back (a walk over its blocks) is not needed.
+    const bool roomy = rep.kv.num_free() >= int(rep.running.size()) + cfg_.sched.max_num_batched_tokens / bs() + 1;
     for (auto id : rep.running)
-      running.push_back({id, seqs_[id].num_tokens, seqs_[id].num_computed, rep.kv.num_blocks_of(id), 0, id, 0, rep.kv.num_exclusive(id)});
+      running.push_back({id, seqs_[id].num_tokens, seqs_[id].num_computed, rep.kv.num_blocks_of(id), 0, id, 0,
+                         roomy ? -1 : rep.kv.num_exclusive(id)});
     // No more can be admitted than there are sequence slots and tokens in the budget.
     const std::size_t admissible = std::size_t(std::max(0, std::min(cfg_.sched.max_num_seqs - int(rep.running.size()),
                                                                     cfg_.sched.max_num_batched_tokens)));
@@ -264,6 +338,10 @@ class sim_cluster {
       s.num_computed += sc.num_new_tokens;
       // No token ids: with events and offload off the cache keeps only the hashes.
       rep.kv.cache_blocks(sc.id, reqs_[s.req].blocks, {}, s.num_computed / bs());
+      if (prefix_aware_ && s.num_computed >= bs() && s.num_computed - sc.num_new_tokens < bs() && cfg_.prefix_caching) {
+        auto& holders = first_block_holders_[reqs_[s.req].blocks.front()];
+        if (std::find(holders.begin(), holders.end(), r) == holders.end()) holders.push_back(r);
+      }
       if (s.num_computed < s.num_tokens) continue;  // a prefill chunk short of the prompt's end
       if (s.first_s < 0) {
         s.first_s = now;
@@ -314,6 +392,10 @@ class sim_cluster {
   std::vector<sim_device> devices_;
   std::vector<sim_seq> seqs_;  // by request index, which is also the sequence's id
   std::vector<routing::replica_load> reported_, loads_;
+  const bool prefix_aware_ = cfg_.policy == "kv_aware";
+  // By first block: the replicas that cached a chain starting with it.
+  std::unordered_map<kv::block_hash, std::vector<std::uint32_t>> first_block_holders_;
+  std::vector<std::pair<double, std::uint32_t>> candidates_;  // of the arrival being routed
   double next_report_ = 0;
   admission::admission_config admission_;
   admission::pool_queue entry_queue_;

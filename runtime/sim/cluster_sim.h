@@ -83,6 +83,10 @@ struct sim_config {
   // Replicas that share one device (its cores, or its GPU) by the device's index, per replica:
   // they take turns, one step at a time, in the order they became ready. Empty: a device each.
   std::vector<std::uint32_t> device;
+  // kv_aware: ask a replica's cache how much of a prompt it holds only when holding all of it
+  // could make that replica the policy's choice (the same choice, far fewer lookups at 1,000
+  // replicas); false asks every replica holding its first block.
+  bool bound_prefix_lookups = true;
 };
 
 struct request_outcome {

@@ -99,6 +99,30 @@ BOOST_AUTO_TEST_CASE(kv_aware_routing_sends_a_prefix_to_the_replica_that_holds_i
   BOOST_TEST(ll.requests[2].cached_tokens == 0);
 }
 
+BOOST_AUTO_TEST_CASE(kv_aware_asks_fewer_caches_and_chooses_as_if_it_asked_them_all) {
+  // 16 replicas, 400 requests over 8 system prompts of 2 Mooncake blocks, prompts of 200 to
+  // 1,400 tokens, kept busy: with the lookups bounded every request lands where asking every
+  // replica's cache sends it, with the same times.
+  const step_profile p{1 * ms, 20e-6, 0};
+  auto c = one_replica();
+  c.replicas = 16;
+  c.policy = "kv_aware";
+  c.kv_blocks = 256;  // small enough to evict
+  std::vector<sim_request> reqs;
+  for (int i = 0; i < 400; ++i)
+    reqs.push_back(request(i * 2 * ms, 200 + (i * 379) % 1200, 8 + i % 24, std::size_t(i), {std::int64_t(i % 8), 50 + std::int64_t(i % 8)}));
+  const auto bounded = simulate(c, p, reqs);
+  c.bound_prefix_lookups = false;
+  const auto every = simulate(c, p, reqs);
+  int hits = 0;
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    BOOST_TEST(bounded.requests[i].replica == every.requests[i].replica, "request " << i);
+    BOOST_TEST(bounded.requests[i].e2e_s == every.requests[i].e2e_s);
+    hits += bounded.requests[i].cached_tokens > 0;
+  }
+  BOOST_TEST(hits > 200);  // the prefixes were found: the case tests the lookups
+}
+
 BOOST_AUTO_TEST_CASE(when_kv_runs_out_requests_are_preempted_and_still_finish) {
   const step_profile p{1 * ms, 0, 0};
   auto c = one_replica();
