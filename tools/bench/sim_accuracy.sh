@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The cluster simulator against the real CPU cluster (docs/performance.md): one seeded trace
-# (Poisson arrivals at RATE requests/s, default 4, for REQUESTS requests, default 240; prompts of
+# (Poisson arrivals at RATE requests/s, default 2, for REQUESTS requests, default 240; prompts of
 # 64-512 tokens, answers of 16-128) replayed by troupe bench serve into troupe serve on the
 # committed kjv model for three topologies:
 #  - configs/local.toml: one replica doing prefill and decode;
@@ -13,8 +13,11 @@
 # p99, and goodput (ttft <= 1 s and tpot <= 50 ms), predicted against measured, with each
 # prediction's error. Writes docs/bench/sim-accuracy-{profile.json,TOPOLOGY-real.json,
 # TOPOLOGY-sim.json}.
+# Every process runs with TROUPE_THREADS=1 (unless set): each replica computes on a core of its
+# own, as replicas on GPUs of their own do. With both cores each, two replicas in one process
+# contend for one kernel thread pool op by op, which the simulator models only as taking turns.
 #
-# usage: RATE=4 REQUESTS=240 tools/bench/sim_accuracy.sh     (after building: cmake --build build)
+# usage: RATE=2 REQUESTS=240 tools/bench/sim_accuracy.sh     (after building: cmake --build build)
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then  # usage_from_header: the comment above, nothing run
   sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'
   exit 0
@@ -22,7 +25,8 @@ fi
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-docs/bench}
-rate=${RATE:-4}
+rate=${RATE:-2}
+export TROUPE_THREADS=${TROUPE_THREADS:-1}
 requests=${REQUESTS:-240}
 port=18690
 tmp=$(mktemp -d)
