@@ -260,6 +260,10 @@ BOOST_AUTO_TEST_CASE(bench_engine_fits_a_step_profile_that_bench_sim_and_plan_ru
   BOOST_TEST(unmet.status == 1, unmet.out);
   BOOST_TEST(unmet.out.find("no topology of at most 2 replicas meets the SLO") != std::string::npos, unmet.out);
   BOOST_TEST(!std::filesystem::exists(topo + ".none"));
+  run_result mixed = troupe_cmd("plan --config " + std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml --chunks 512 --trace " + trace +
+                                " --slo ttft_p99=1s --profile " + profile);
+  BOOST_TEST(mixed.status == 1, mixed.out);
+  BOOST_TEST(mixed.out.find("--chunks: a search setting") != std::string::npos, mixed.out);
   std::ofstream(profile) << "{\"step\": {\"base_s\": -1}}";
   run_result bad = troupe_cmd("bench sim --replicas 1 --requests 10 --profile " + profile);
   BOOST_TEST(bad.status != 0);

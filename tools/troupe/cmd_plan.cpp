@@ -226,6 +226,9 @@ nlohmann::json spread(std::vector<double> v) {
 
 // troupe plan --config TOPOLOGY: one topology's predicted latencies and goodput on the trace.
 int predict_topology(const args& a, const std::string& path, const std::vector<sim::slo_target>& slo, const workload::public_trace& trace) {
+  for (const char* flag : {"max-replicas", "modes", "chunks", "budgets", "policy", "kv-blocks", "max-seqs", "report-interval", "out",
+                           "plot", "exhaustive"})
+    if (a.has(flag)) throw input_error(std::string("--") + flag + ": a search setting; with --config the topology gives it");
   const auto profiles = split_commas(a.get("profile", ""));
   if (profiles.size() != 1) throw input_error("--config: one --profile, measured for the topology's replicas");
   const sim::profile_file profile = sim::parse_profile_file(read_file_text(profiles[0], "profile"), profiles[0]);
@@ -335,9 +338,9 @@ int cmd_plan(const args& a) {
     std::printf("\nno topology of at most %d replicas meets the SLO: raise --max-replicas or relax --slo\n", s.max_replicas);
     return 1;
   }
-  std::printf("\ncheapest meeting the SLO: %s on %d devices, goodput %.2f requests/s, attainment %.1f%%\nwrote %s (troupe deploy "
+  std::printf("\ncheapest meeting the SLO: %s on %d device%s, goodput %.2f requests/s, attainment %.1f%%\nwrote %s (troupe deploy "
               "kubernetes %s -o DIR turns it into manifests)\n",
-              r.best.candidate.describe(s).c_str(), r.best.devices, r.best.goodput, 100 * r.best.attainment, out_path.c_str(),
+              r.best.candidate.describe(s).c_str(), r.best.devices, r.best.devices == 1 ? "" : "s", r.best.goodput, 100 * r.best.attainment, out_path.c_str(),
               out_path.c_str());
   return 0;
 }
