@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "runtime/common/error.h"
 
@@ -196,6 +198,20 @@ profile_file parse_profile_file(const std::string& text, const std::string& path
     p.serving = f;
   }
   return p;
+}
+
+profile_file read_profile_file(const std::string& path, const std::string& flag) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw input_error("--" + flag + ": cannot read " + path + " (troupe bench engine --fit-profile " + path + " writes one)");
+  return parse_profile_file(text.str(), path);
+}
+
+void write_profile_file(const std::string& path, const profile_file& p, const std::string& flag) {
+  std::ofstream out(path);
+  out << format_profile_file(p);
+  if (!out) throw input_error("--" + flag + ": cannot write " + path);
 }
 
 }  // namespace troupe::sim

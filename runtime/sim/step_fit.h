@@ -77,5 +77,9 @@ struct profile_file {
 profile_file fit_profile_file(std::span<const step_sample> samples, const std::string& source);
 std::string format_profile_file(const profile_file& p);
 profile_file parse_profile_file(const std::string& text, const std::string& path);
+// The file at `path`, read or (re)written whole: input_error as "--FLAG: cannot read PATH" (or
+// write) when the file cannot be, and as parse_profile_file when it is not a profile.
+profile_file read_profile_file(const std::string& path, const std::string& flag);
+void write_profile_file(const std::string& path, const profile_file& p, const std::string& flag);
 
 }  // namespace troupe::sim

@@ -233,7 +233,7 @@ BOOST_AUTO_TEST_CASE(bench_engine_fits_a_step_profile_that_bench_sim_and_plan_ru
   }
   // The KV transfer's fit joins it, and troupe plan sizes a cluster for a trace in Azure's format
   // with it: the topology it writes is one troupe deploy kubernetes turns into manifests.
-  run_result kv = troupe_cmd("bench kv-transfer --sizes 1,4 --reps 2 --fit-profile " + profile);
+  run_result kv = troupe_cmd("bench kv-transfer --sizes 1,16 --reps 3 --fit-profile " + profile);
   BOOST_TEST_REQUIRE(kv.status == 0, kv.out);
   const auto with_transfer = nlohmann::json::parse(std::ifstream(profile));
   BOOST_TEST(with_transfer["transfer"]["per_byte_s"].get<double>() > 0);

@@ -277,9 +277,7 @@ void write_step_profile(const nlohmann::json& bench, const std::string& path, co
   auto f = sim::fit_profile_file(samples, "troupe bench engine --model " + model + " on " + bench["machine"]["isa"].get<std::string>() +
                                               ", " + std::to_string(bench["machine"]["threads"].get<int>()) + " threads");
   f.kv_bytes_per_token = bench["kv_bytes_per_token"].get<double>();
-  std::ofstream out(path);
-  out << sim::format_profile_file(f);
-  if (!out) throw input_error("--fit-profile: cannot write " + path);
+  sim::write_profile_file(path, f, "fit-profile");
   std::fprintf(stderr,
                "step profile: %.3f ms + %.2f us/token + %.3f ns/context position + %.2f us/decode token (worst error %.0f%% over %zu "
                "steps) -> %s\n",

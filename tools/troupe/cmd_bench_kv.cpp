@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -124,17 +123,11 @@ double median(std::vector<double> v) {
 // handoff with both: bytes per token from the model, seconds per byte from here).
 void add_transfer_fit(const std::string& path, const std::string& backend, const nlohmann::json& rows) {
   if (backend != "inproc" && backend != "shm" && backend != "tcp") throw input_error("--backend: inproc, shm or tcp, not " + backend);
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in) throw input_error("--fit-profile: cannot read " + path + " (troupe bench engine --fit-profile " + path + " writes it first)");
-  sim::profile_file p = sim::parse_profile_file(text.str(), path);
+  sim::profile_file p = sim::read_profile_file(path, "fit-profile");
   std::vector<sim::transfer_sample> pulls;
   for (const auto& r : rows) pulls.push_back({r["bytes"].get<double>(), r["bytes"].get<double>() / (r[backend + "_gbps"].get<double>() * 1e9)});
   p.transfer = sim::fit_transfer(pulls, "troupe bench kv-transfer over " + backend);
-  std::ofstream out(path);
-  out << sim::format_profile_file(p);
-  if (!out) throw input_error("--fit-profile: cannot write " + path);
+  sim::write_profile_file(path, p, "fit-profile");
   std::fprintf(stderr, "transfer: %.1f us + %.3f GB/s over %s -> %s\n", p.transfer->base_s * 1e6,
                p.transfer->per_byte_s > 0 ? 1e-9 / p.transfer->per_byte_s : 0.0, backend.c_str(), path.c_str());
 }

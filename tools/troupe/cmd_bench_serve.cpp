@@ -351,11 +351,7 @@ bool against_baseline(const args& a, bench::client_options co, const std::vector
 // step at its context) and of (its TTFT - its prompt's prefill as one step), added to FILE.
 void add_serving_fit(const std::string& path, const bench::client_options& co, const std::vector<bench::request_result>& results) {
   if (co.max_concurrency != 1) throw input_error("--fit-profile: measures a server with nothing queued: --concurrency 1");
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in) throw input_error("--fit-profile: cannot read " + path + " (troupe bench engine --fit-profile " + path + " writes it first)");
-  sim::profile_file p = sim::parse_profile_file(text.str(), path);
+  sim::profile_file p = sim::read_profile_file(path, "fit-profile");
   std::vector<double> step, first;
   for (const auto& r : results) {
     if (!r.ok || r.output_tokens < 2) continue;
@@ -369,9 +365,7 @@ void add_serving_fit(const std::string& path, const bench::client_options& co, c
     return std::max(0.0, v[v.size() / 2]);
   };
   p.serving = sim::profile_file::serving_fit{median(step), median(first), "troupe bench serve --concurrency 1, " + std::to_string(step.size()) + " requests"};
-  std::ofstream out(path);
-  out << sim::format_profile_file(p);
-  if (!out) throw input_error("--fit-profile: cannot write " + path);
+  sim::write_profile_file(path, p, "fit-profile");
   std::fprintf(stderr, "serving: %.3f ms per step, %.3f ms per first token beyond the forward -> %s\n", p.serving->step_s * 1e3,
                p.serving->first_token_s * 1e3, path.c_str());
 }

@@ -8,8 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/error.h"
@@ -38,14 +36,6 @@ std::vector<sim::sim_request> workload(int replicas, std::size_t requests, doubl
   return out;
 }
 
-sim::step_profile read_profile(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in) throw input_error("--profile: cannot read " + path);
-  return sim::parse_profile_file(text.str(), path).served_step();
-}
-
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   const std::size_t k = std::min(v.size() - 1, std::size_t(p * double(v.size() - 1) + 0.5));
@@ -66,7 +56,7 @@ int cmd_bench_sim(const args& a) {
   cfg.sched.max_num_batched_tokens = 2048;
   cfg.sched.long_prefill_chunk = 512;
   cfg.kv_blocks = 4096;
-  const sim::step_profile profile = a.has("profile") ? read_profile(*a.get("profile")) : sim::step_profile{4e-3, 30e-6, 2e-9};
+  const sim::step_profile profile = a.has("profile") ? sim::read_profile_file(*a.get("profile"), "profile").served_step() : sim::step_profile{4e-3, 30e-6, 2e-9};
   const bool json_out = a.has("json");
 
   nlohmann::json rows = nlohmann::json::array();

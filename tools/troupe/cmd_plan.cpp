@@ -24,14 +24,6 @@ namespace troupe::cli {
 
 namespace {
 
-std::string read_file_text(const std::string& path, const char* flag) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in) throw input_error(std::string("--") + flag + ": cannot read " + path);
-  return text.str();
-}
-
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream in(s);
@@ -67,7 +59,7 @@ plan_inputs read_space(const args& a) {
   if (!profiles) throw input_error("--profile FILE is required (troupe bench engine --fit-profile FILE writes one)");
   in.profile_paths = split_commas(*profiles);
   for (const auto& path : in.profile_paths) {
-    s.profiles.push_back(sim::parse_profile_file(read_file_text(path, "profile"), path));
+    s.profiles.push_back(sim::read_profile_file(path, "profile"));
     const auto& p = s.profiles.back();
     if (s.disaggregated && !(p.transfer && p.kv_bytes_per_token > 0)) {
       const std::string why = path + " has no KV transfer fit (troupe bench kv-transfer --fit-profile " + path + ")";
@@ -231,7 +223,7 @@ int predict_topology(const args& a, const std::string& path, const std::vector<s
     if (a.has(flag)) throw input_error(std::string("--") + flag + ": a search setting; with --config the topology gives it");
   const auto profiles = split_commas(a.get("profile", ""));
   if (profiles.size() != 1) throw input_error("--config: one --profile, measured for the topology's replicas");
-  const sim::profile_file profile = sim::parse_profile_file(read_file_text(profiles[0], "profile"), profiles[0]);
+  const sim::profile_file profile = sim::read_profile_file(profiles[0], "profile");
   topology::topology_config topo = topology::load_topology(path);
   if (const auto model = a.get("model")) topo.model.path = *model;  // as troupe serve --model
   const sim::sim_config cfg = sim_config_of(topo, profile, profiles[0]);
