@@ -9,7 +9,10 @@
 #include <set>
 #include <unordered_map>
 
+#include "runtime/admin/cluster_status.h"
 #include "runtime/admission/admission.h"
+#include "runtime/admission/pool_latencies.h"
+#include "runtime/autoscale/signals.h"
 #include "runtime/common/error.h"
 #include "runtime/common/splitmix.h"
 #include "runtime/kv/kv_cache_manager.h"
@@ -42,6 +45,9 @@ struct sim_replica {
   std::vector<sched::scheduled_seq> step;  // the step being computed
   bool busy = false;
   bool in_turn = false;  // waiting in its device's turns
+  bool provisioned = true, draining = false;  // the autoscaler's: started (or starting), leaving
+  double ready_at = 0;                        // when a replica it started serves
+  bool has_work() const { return !running.empty() || !waiting.empty(); }
 };
 
 // Replicas sharing a device: whether one is computing a step, and who waits for a turn.
@@ -57,6 +63,7 @@ struct sim_event {
   std::uint64_t order = 0;  // ties in time come in the order they were made
   std::uint32_t replica = 0;
   std::uint64_t handoff = no_handoff;  // the request whose KV arrives
+  bool tick = false;                   // the autoscaler looks
   bool operator>(const sim_event& o) const { return at != o.at ? at > o.at : order > o.order; }
 };
 
@@ -72,16 +79,23 @@ class sim_cluster {
       : cfg_(c), profile_(p), reqs_(reqs), policy_(routing::registry::global().get(c.policy)), seqs_(reqs.size()) {
     if (c.replicas < 1) throw input_error("simulation: at least one replica");
     if (c.kv_blocks < 1) throw input_error("simulation: kv_blocks must be positive");
+    if (c.autoscale.enabled && c.prefill_replicas > 0) throw input_error("simulation: the autoscaler scales an aggregated pool only");
+    if (c.autoscale.enabled && (c.autoscale_min < 1 || c.autoscale_min > c.replicas || (c.autoscale_max > 0 && c.autoscale_max < c.replicas)))
+      throw input_error("simulation: autoscale_min <= replicas <= autoscale_max, and autoscale_min >= 1");
     if (c.prefill_replicas < 0 || c.prefill_replicas >= c.replicas)
       throw input_error("simulation: prefill_replicas must leave at least one of the " + std::to_string(c.replicas) +
                         " replicas to decode");
     if (c.report_interval_s < 0) throw input_error("simulation: report_interval_s must not be negative");
     admission_.max_queued = c.max_queued;
-    replicas_.reserve(std::size_t(c.replicas));
-    for (int i = 0; i < c.replicas; ++i) replicas_.emplace_back(c);
+    const int slots = c.autoscale.enabled ? std::max(c.replicas, c.autoscale_max) : c.replicas;
+    replicas_.reserve(std::size_t(slots));
+    for (int i = 0; i < slots; ++i) replicas_.emplace_back(c);
+    for (int i = c.replicas; i < slots; ++i) replicas_[std::size_t(i)].provisioned = false;
+    if (c.autoscale.enabled) events_.push({interval_s(), order_++, 0, sim_event::no_handoff, true});
     reported_.resize(replicas_.size());
     if (!c.device.empty() && c.device.size() != replicas_.size())
-      throw input_error("simulation: a device for each of the " + std::to_string(c.replicas) + " replicas, not " + std::to_string(c.device.size()));
+      throw input_error("simulation: a device for each of the " + std::to_string(replicas_.size()) + " replicas, not " +
+                        std::to_string(c.device.size()));
     std::uint32_t devices = 0;
     for (auto d : c.device) devices = std::max(devices, d + 1);
     devices_.resize(devices);
@@ -99,19 +113,96 @@ class sim_cluster {
       }
       const sim_event e = events_.top();
       events_.pop();
-      if (e.handoff != sim_event::no_handoff)
+      if (e.tick)
+        look(e.at, next < reqs_.size());
+      else if (e.handoff != sim_event::no_handoff)
         hand_off(e.handoff, e.at);
       else
         finish_step(e.replica, e.at);
     }
+    if (!cfg_.autoscale.enabled) result_.replica_seconds = double(replicas_.size()) * (result_.end_s - (reqs_.empty() ? 0 : reqs_.front().arrival_s));
     return std::move(result_);
   }
 
  private:
   int bs() const { return cfg_.sched.block_size; }
 
-  // The entry pool: every replica, or the prefill ones.
-  std::uint32_t entry_count() const { return std::uint32_t(cfg_.prefill_replicas > 0 ? cfg_.prefill_replicas : cfg_.replicas); }
+  // The entry pool: every replica (the autoscaler's slots included), or the prefill ones.
+  std::uint32_t entry_count() const { return std::uint32_t(cfg_.prefill_replicas > 0 ? std::size_t(cfg_.prefill_replicas) : replicas_.size()); }
+
+  double interval_s() const { return std::chrono::duration<double>(cfg_.autoscale.interval).count(); }
+
+  // The autoscaler looks: the pool's signals from its replicas and recent latencies, its
+  // decision, and the replicas started or drained for it; it looks again while work is left.
+  void look(double now, bool arrivals_left) {
+    int provisioned = 0;
+    std::vector<admin::replica_status> status(replicas_.size());
+    for (std::size_t r = 0; r < replicas_.size(); ++r) {
+      const sim_replica& rep = replicas_[r];
+      provisioned += rep.provisioned;
+      admin::replica_status& s = status[r];
+      s.id = std::uint32_t(r);
+      s.name = "main-" + std::to_string(r);
+      s.pool = "main";
+      s.role = "both";
+      s.registered = s.alive = rep.provisioned && now >= rep.ready_at;
+      s.starting = rep.provisioned && now < rep.ready_at;
+      s.stopped = !rep.provisioned;
+      s.draining = rep.draining;
+      s.has_load = s.alive;
+      s.load.running = int(rep.running.size());
+      s.load.waiting = int(rep.waiting.size());
+      s.load.total_blocks = rep.kv.num_blocks();
+      s.load.used_blocks = rep.kv.num_blocks() - rep.kv.num_free();
+    }
+    result_.replica_seconds += provisioned * (now - last_look_);
+    last_look_ = now;
+    const int top = cfg_.autoscale_max > 0 ? cfg_.autoscale_max : cfg_.replicas;
+    const admin::pool_bounds bounds{"main", cfg_.autoscale_min, top, cfg_.sched.max_num_seqs, 0};
+    const auto t = virtual_time(now);
+    const auto fresh = std::max(cfg_.autoscale.up_for, cfg_.autoscale.down_for);  // as the autoscaler actor asks
+    const autoscale::pool_signals sig = autoscale::signals_of(status, {bounds}, latencies_.at(t), fresh).at("main");
+    const autoscale::decision d = autoscale::decide(cfg_.autoscale, sig, autoscale_memory_, t);
+    if (d.target != sig.serving) scale(now, d.target, d.reason);
+    bool work = arrivals_left;
+    for (const auto& rep : replicas_) work = work || rep.has_work() || rep.busy;
+    if (work) events_.push({now + interval_s(), order_++, 0, sim_event::no_handoff, true});
+  }
+
+  // The pool is to have `to` replicas, those starting counted (as the admin actor's scale sets a
+  // pool's size, not a number to add): up, drained replicas serve again, then stopped slots
+  // start; down, the last serving drain.
+  void scale(double now, int to, const std::string& why) {
+    int from = 0;
+    for (const auto& rep : replicas_) from += rep.provisioned && !rep.draining;
+    if (from == to) return;
+    result_.scaling.push_back({now, from, to, why});
+    for (std::size_t r = 0; r < replicas_.size() && from < to; ++r)
+      if (replicas_[r].provisioned && replicas_[r].draining) {
+        replicas_[r].draining = false;
+        ++from;
+      }
+    for (std::size_t r = 0; r < replicas_.size() && from < to; ++r)
+      if (!replicas_[r].provisioned) {
+        replicas_[r].provisioned = true;
+        replicas_[r].ready_at = now + cfg_.replica_start_s;
+        ++from;
+      }
+    for (std::size_t r = replicas_.size(); r-- > 0 && from > to;)
+      if (replicas_[r].provisioned && !replicas_[r].draining && now >= replicas_[r].ready_at) {
+        replicas_[r].draining = true;
+        stop_if_drained(std::uint32_t(r));
+        --from;
+      }
+  }
+
+  // A drained replica stops, its cache with it: started again, it starts empty.
+  void stop_if_drained(std::uint32_t r) {
+    sim_replica& rep = replicas_[r];
+    if (!rep.draining || rep.has_work() || rep.busy) return;
+    rep = sim_replica(cfg_);
+    rep.provisioned = false;
+  }
 
   void arrive(std::size_t i, double now) {
     const admission::clock::time_point t = virtual_time(now);
@@ -147,6 +238,7 @@ class sim_cluster {
       const sim_replica& rep = replicas_[r];
       routing::replica_load& l = reported_[r];
       l.replica = replica_id{std::uint32_t(r)};
+      l.alive = rep.provisioned && !rep.draining && now >= rep.ready_at;
       l.running_seqs = int(rep.running.size());
       l.waiting_prompt_tokens = int(std::min<std::int64_t>(rep.waiting_tokens, std::numeric_limits<int>::max()));
       l.free_blocks = rep.kv.num_free();
@@ -346,6 +438,7 @@ class sim_cluster {
       if (s.first_s < 0) {
         s.first_s = now;
         entry_queue_.started(virtual_time(now));
+        if (cfg_.autoscale.enabled) latencies_.first_token("main", now - reqs_[s.req].arrival_s + cfg_.first_token_s, virtual_time(now));
       }
       s.last_s = now;
       const bool done = ++s.generated >= reqs_[s.req].output_tokens;
@@ -360,6 +453,7 @@ class sim_cluster {
     }
     rep.step.clear();
     rep.busy = false;
+    if (cfg_.autoscale.enabled) stop_if_drained(r);
     if (!cfg_.device.empty()) {  // the device goes to the replicas waiting for it first
       sim_device& dev = devices_[cfg_.device[r]];
       dev.busy = false;
@@ -380,6 +474,7 @@ class sim_cluster {
     o.e2e_s = s.last_s - q.arrival_s + cfg_.first_token_s;
     o.mean_itl_s = s.generated > 1 ? (s.last_s - s.first_s) / (s.generated - 1) : 0;
     o.cached_tokens = s.cached;
+    if (cfg_.autoscale.enabled && s.generated > 1) latencies_.between_tokens("main", o.mean_itl_s, virtual_time(s.last_s));
     o.preemptions = s.preemptions;
     result_.end_s = std::max(result_.end_s, s.last_s);
   }
@@ -399,6 +494,9 @@ class sim_cluster {
   double next_report_ = 0;
   admission::admission_config admission_;
   admission::pool_queue entry_queue_;
+  admission::pool_latencies latencies_;  // the autoscaler's TTFT and ITL signals
+  autoscale::pool_memory autoscale_memory_;
+  double last_look_ = 0;
   std::vector<std::pair<std::uint64_t, kv::prefix_hit>> hits_;  // of the step being planned
   std::priority_queue<sim_event, std::vector<sim_event>, std::greater<sim_event>> events_;
   std::uint64_t order_ = 0, decisions_ = 0;

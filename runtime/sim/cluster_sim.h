@@ -18,15 +18,17 @@
 //
 //  - Replicas may share a device (several replicas in one process on a CPU): their steps then
 //    take turns.
-//
-// What it leaves out (the note in docs/performance.md): the autoscaler (pools keep their
-// size), and a request's first token costs no frontend time.
+//  - The autoscaler (autoscale::signals_of and autoscale::decide, the real code) on an
+//    aggregated pool: every interval it reads the replicas' states and loads and the recent
+//    TTFT and ITL (admission::pool_latencies), and starts or drains replicas.
+// A request's first token costs what the profile's serving fit says beyond its steps.
 #pragma once
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "runtime/autoscale/autoscale.h"
 #include "runtime/kv/block_hash.h"
 #include "runtime/routing/policy.h"
 #include "runtime/sched/scheduler.h"
@@ -87,6 +89,13 @@ struct sim_config {
   // could make that replica the policy's choice (the same choice, far fewer lookups at 1,000
   // replicas); false asks every replica holding its first block.
   bool bound_prefix_lookups = true;
+  // With autoscale.enabled (an aggregated pool only): `replicas` serve at the start, and the
+  // autoscaler keeps between autoscale_min and autoscale_max (0: replicas) serving. A replica it
+  // adds serves replica_start_s later (0: a warm one); one it removes drains (takes no new
+  // request, finishes what it holds) and stops.
+  autoscale::autoscale_config autoscale;
+  int autoscale_min = 1, autoscale_max = 0;
+  double replica_start_s = 0;
 };
 
 struct request_outcome {
@@ -104,6 +113,15 @@ struct sim_result {
   double end_s = 0;                       // virtual time of the last token
   std::uint64_t steps = 0;                // over all replicas
   std::size_t refused = 0;
+  // The autoscaler's changes, and the replica-seconds the pool was provisioned for (serving,
+  // starting, or draining what it holds); with a fixed pool, replicas times the run.
+  struct scale_event {
+    double at_s = 0;
+    int from = 0, to = 0;
+    std::string reason;
+  };
+  std::vector<scale_event> scaling;
+  double replica_seconds = 0;
 };
 
 // Runs `requests` (in arrival order) to their last token. Throws input_error for a policy the

@@ -9,6 +9,8 @@
 #define BOOST_TEST_MODULE cluster_sim
 #include <boost/test/unit_test.hpp>
 
+#include <set>
+
 #include "runtime/common/error.h"
 #include "runtime/sim/cluster_sim.h"
 #include "runtime/sim/planner.h"
@@ -100,7 +102,7 @@ BOOST_AUTO_TEST_CASE(kv_aware_routing_sends_a_prefix_to_the_replica_that_holds_i
 }
 
 BOOST_AUTO_TEST_CASE(kv_aware_asks_fewer_caches_and_chooses_as_if_it_asked_them_all) {
-  // 16 replicas, 400 requests over 8 system prompts of 2 Mooncake blocks, prompts of 200 to
+  // 16 replicas, 200 requests over 8 system prompts of 2 Mooncake blocks, prompts of 200 to
   // 1,400 tokens, kept busy: with the lookups bounded every request lands where asking every
   // replica's cache sends it, with the same times.
   const step_profile p{1 * ms, 20e-6, 0};
@@ -109,7 +111,7 @@ BOOST_AUTO_TEST_CASE(kv_aware_asks_fewer_caches_and_chooses_as_if_it_asked_them_
   c.policy = "kv_aware";
   c.kv_blocks = 256;  // small enough to evict
   std::vector<sim_request> reqs;
-  for (int i = 0; i < 400; ++i)
+  for (int i = 0; i < 200; ++i)
     reqs.push_back(request(i * 2 * ms, 200 + (i * 379) % 1200, 8 + i % 24, std::size_t(i), {std::int64_t(i % 8), 50 + std::int64_t(i % 8)}));
   const auto bounded = simulate(c, p, reqs);
   c.bound_prefix_lookups = false;
@@ -120,7 +122,7 @@ BOOST_AUTO_TEST_CASE(kv_aware_asks_fewer_caches_and_chooses_as_if_it_asked_them_
     BOOST_TEST(bounded.requests[i].e2e_s == every.requests[i].e2e_s);
     hits += bounded.requests[i].cached_tokens > 0;
   }
-  BOOST_TEST(hits > 200);  // the prefixes were found: the case tests the lookups
+  BOOST_TEST(hits > 100);  // the prefixes were found: the case tests the lookups
 }
 
 BOOST_AUTO_TEST_CASE(when_kv_runs_out_requests_are_preempted_and_still_finish) {
@@ -247,6 +249,49 @@ BOOST_AUTO_TEST_CASE(replicas_sharing_a_device_take_turns_step_by_step) {
   BOOST_TEST(shared.requests[1].e2e_s == 6 * ms, boost::test_tools::tolerance(1e-12));
   c.device = {0};
   BOOST_CHECK_THROW(simulate(c, p, reqs), input_error);
+}
+
+BOOST_AUTO_TEST_CASE(the_autoscaler_adds_replicas_under_a_burst_and_drains_them_after) {
+  const step_profile p{1 * ms, 50e-6, 0};
+  auto c = one_replica();
+  c.replicas = 1;
+  c.autoscale.enabled = true;
+  c.autoscale.interval = std::chrono::milliseconds(100);
+  c.autoscale.queue_up = 2;
+  c.autoscale.up_for = std::chrono::milliseconds(200);
+  c.autoscale.down_for = std::chrono::milliseconds(1000);
+  c.autoscale.cooldown = std::chrono::milliseconds(300);
+  c.autoscale_max = 4;
+  c.replica_start_s = 0.5;
+  c.sched.max_num_seqs = 4;
+  // 3 seconds of 40 requests/s of 400-token prompts (about 2 replicas' worth), then one request
+  // every 2 s for 10 s.
+  std::vector<sim_request> reqs;
+  for (int i = 0; i < 120; ++i) reqs.push_back(request(i * 0.025, 400, 40, std::size_t(i)));
+  for (int i = 0; i < 5; ++i) reqs.push_back(request(4.0 + 2 * i, 400, 40, std::size_t(120 + i)));
+  const auto r = simulate(c, p, reqs);
+  BOOST_TEST_REQUIRE(!r.scaling.empty());
+  BOOST_TEST(r.scaling.front().to > 1);                 // up, under the burst
+  BOOST_TEST(r.scaling.front().at_s < 3.0);
+  BOOST_TEST(r.scaling.back().to < r.scaling.back().from);  // and down once it is over
+  BOOST_TEST(r.scaling.back().at_s > 3.0);
+  std::set<std::uint32_t> used;
+  for (const auto& o : r.requests) {
+    BOOST_TEST(o.e2e_s > 0);
+    used.insert(o.replica);
+  }
+  BOOST_TEST(used.size() > 1u);  // the replicas it started took requests
+  // Provisioned for less than the largest pool all along, more than the smallest.
+  BOOST_TEST(r.replica_seconds < 4 * r.end_s);
+  BOOST_TEST(r.replica_seconds > r.end_s);
+  // A replica added serves only once started: none took a request in its first 0.5 s.
+  for (std::size_t i = 0; i < reqs.size(); ++i)
+    if (r.requests[i].replica != 0) BOOST_TEST(reqs[i].arrival_s >= r.scaling.front().at_s + 0.5 - 1e-9, "request " << i);
+  auto fixed = c;
+  fixed.autoscale.enabled = false;
+  const auto one = simulate(fixed, p, reqs);
+  BOOST_TEST(one.scaling.empty());
+  BOOST_TEST(one.replica_seconds == one.end_s - reqs.front().arrival_s, boost::test_tools::tolerance(1e-9));
 }
 
 BOOST_AUTO_TEST_SUITE(step_fit)
@@ -416,7 +461,7 @@ std::vector<sim_request> small_trace() {
 // A replica at 100 µs a token, and one of two ranks at 55 µs; the handoff at 4 GB/s.
 plan_space small_space() {
   plan_space s;
-  s.max_replicas = 5;
+  s.max_replicas = 4;
   s.chunks = {256, 512};
   s.budgets = {512, 2048};
   profile_file one;
@@ -453,10 +498,11 @@ BOOST_AUTO_TEST_CASE(an_slo_is_read_with_its_percentiles_and_units_and_refused_n
 BOOST_AUTO_TEST_CASE(the_planner_finds_what_a_brute_force_search_finds_trying_fewer) {
   const auto trace = small_trace();
   const plan_space s = small_space();
-  // SLOs whose answers differ in kind (with these profiles: 4 aggregated; 3 prefill + 1 decode; 3
-  // replicas of two ranks; 1 + 1), so that the search is held to brute force in each mode.
+  // SLOs whose answers differ in kind (with these profiles: 3 prefill + 1 decode; 3 replicas of
+  // two ranks; 1 + 1), so that the search is held to brute force in each mode (and each search
+  // tries aggregated shapes on its way).
   bool disaggregated = false, two_ranks = false;
-  for (const char* spec : {"ttft_p99=1s,itl_p99=50ms", "ttft_p99=2s,itl_p99=30ms", "ttft_p99=200ms,itl_p99=20ms", "itl_p99=15ms"}) {
+  for (const char* spec : {"ttft_p99=2s,itl_p99=30ms", "ttft_p99=200ms,itl_p99=20ms", "itl_p99=15ms"}) {
     const auto slo = parse_slo(spec);
     const plan_result searched = plan(s, slo, trace), every = brute_force_plan(s, slo, trace);
     BOOST_TEST_REQUIRE(every.found, spec);

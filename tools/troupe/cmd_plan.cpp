@@ -195,6 +195,13 @@ sim::sim_config sim_config_of(const topology::topology_config& t, const sim::pro
   c.policy = t.router.policy;
   c.params = t.router.params;
   c.max_queued = t.admission.cfg.max_queued;
+  if (t.autoscaler.cfg.enabled) {  // its replicas start warm (the pool's warm_replicas keep them loaded)
+    if (!both) throw input_error("--config: [autoscaler]: the simulator scales a pool that does both only");
+    c.autoscale = t.autoscaler.cfg;
+    c.autoscale_min = both->min_replicas;
+    c.autoscale_max = both->max_replicas;
+    c.device.clear();  // slots beyond the replicas at the start: a device each
+  }
   if (profile.serving) c.first_token_s = profile.serving->first_token_s;
   if (prefill) {
     const double kv_bytes = double(kv::kv_cache::bytes_per_token(t.scheduler.kv_dtype, m.num_hidden_layers, m.num_key_value_heads, m.head_dim));
@@ -246,7 +253,8 @@ int predict_topology(const args& a, const std::string& path, const std::vector<s
                          {"prefill_replicas", cfg.prefill_replicas}, {"kv_blocks", cfg.kv_blocks},
                          {"devices", cfg.device.empty() ? cfg.replicas : int(std::set(cfg.device.begin(), cfg.device.end()).size())},
                          {"duration_s", duration}, {"ttft_s", spread(ttft)}, {"itl_s", spread(itl)}, {"e2e_s", spread(e2e)},
-                         {"goodput", duration > 0 ? double(met) / duration : 0.0}, {"attainment", double(met) / double(requests.size())}};
+                         {"goodput", duration > 0 ? double(met) / duration : 0.0}, {"attainment", double(met) / double(requests.size())},
+                         {"replica_seconds", r.replica_seconds}, {"scale_events", r.scaling.size()}};
   if (a.has("json")) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
