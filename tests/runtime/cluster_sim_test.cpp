@@ -450,10 +450,10 @@ std::string plan_error(const std::string& spec) {
   return "";
 }
 
-// 160 requests at 40 a second: prompts of 200 to 1,600 tokens, answers of 10 to 200.
+// 100 requests at 40 a second: prompts of 200 to 1,600 tokens, answers of 10 to 200.
 std::vector<sim_request> small_trace() {
   std::vector<sim_request> out;
-  for (int i = 0; i < 160; ++i)
+  for (int i = 0; i < 100; ++i)
     out.push_back(request(i / 40.0, 200 + (i * 613) % 1400, 10 + (i * 89) % 190, std::size_t(i)));
   return out;
 }

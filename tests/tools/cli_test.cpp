@@ -291,14 +291,14 @@ BOOST_AUTO_TEST_CASE(the_simulator_predicts_the_real_cluster_on_the_same_trace) 
   {
     test::serve_process calibrate({std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml", "--model", model});
     BOOST_TEST_REQUIRE(calibrate.port() != 0);
-    r = troupe_cmd("bench serve --url http://127.0.0.1:" + std::to_string(calibrate.port()) + " --concurrency 1 --requests 8 "
+    r = troupe_cmd("bench serve --url http://127.0.0.1:" + std::to_string(calibrate.port()) + " --concurrency 1 --requests 4 "
                    "--prompt-len 128 --output-len 32 --quiet --fit-profile " + profile);
     BOOST_TEST_REQUIRE(r.status == 0, r.out);
   }
-  {  // 30 requests at 5 a second, the same in bench serve's JSONL and the simulator's CSV
+  {  // 20 requests at 5 a second, the same in bench serve's JSONL and the simulator's CSV
     std::ofstream jsonl(dir + "/trace.jsonl"), csv(dir + "/trace.csv");
     csv << "seconds,prompt_tokens,max_tokens\n";
-    for (int i = 0; i < 30; ++i) {
+    for (int i = 0; i < 20; ++i) {
       const double at = 0.2 * i + 0.05 * ((i * 7) % 3);
       const int prompt = 64 + (i * 53) % 192, output = 16 + (i * 11) % 32;
       jsonl << nlohmann::json{{"timestamp", at}, {"prompt_len", prompt}, {"output_len", output}}.dump() << "\n";
