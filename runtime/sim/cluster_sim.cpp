@@ -272,7 +272,7 @@ class sim_cluster {
   // goes: a candidate whose best case is worse than a cost already found cannot be chosen, and
   // one whose best case only ties it loses the tie when its id is higher (kv_aware's rule).
   void bound_candidates(std::size_t i, std::uint32_t first, std::uint32_t count, const routing::route_request& rq) {
-    const auto w = routing::kv_aware_weights::of(cfg_.params);
+    const auto& w = kv_weights_;
     for (auto& c : candidates_) {
       routing::replica_load all = loads_[c.second - first];
       all.cached_blocks = int(reqs_[i].blocks.size());
@@ -488,6 +488,7 @@ class sim_cluster {
   std::vector<sim_seq> seqs_;  // by request index, which is also the sequence's id
   std::vector<routing::replica_load> reported_, loads_;
   const bool prefix_aware_ = cfg_.policy == "kv_aware";
+  const routing::kv_aware_weights kv_weights_ = routing::kv_aware_weights::of(cfg_.params);  // read once, not per arrival
   // By first block: the replicas that cached a chain starting with it.
   std::unordered_map<kv::block_hash, std::vector<std::uint32_t>> first_block_holders_;
   std::vector<std::pair<double, std::uint32_t>> candidates_;  // of the arrival being routed

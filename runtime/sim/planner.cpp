@@ -61,15 +61,6 @@ slo_target slo_parse_target(const std::string& part) {
   return t;
 }
 
-// The nearest-rank percentile: the smallest value at least a share p of them do not exceed.
-double plan_percentile(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  const std::size_t rank = std::size_t(std::ceil(p * double(v.size())));
-  const std::size_t k = std::min(v.size() - 1, rank == 0 ? 0 : rank - 1);
-  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k), v.end());
-  return v[k];
-}
-
 // A request's limit for a metric: the tightest of the targets naming it.
 double plan_limit_for(const std::vector<slo_target>& slo, slo_metric m) {
   double l = plan_endless;
@@ -191,6 +182,21 @@ class plan_search {
 
 }  // namespace
 
+double nearest_rank(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  const std::size_t rank = std::size_t(std::ceil(p * double(v.size())));
+  const std::size_t k = std::min(v.size() - 1, rank == 0 ? 0 : rank - 1);
+  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k), v.end());
+  return v[k];
+}
+
+slo_limits::slo_limits(const std::vector<slo_target>& slo)
+    : ttft_s(plan_limit_for(slo, slo_metric::ttft)), itl_s(plan_limit_for(slo, slo_metric::itl)), e2e_s(plan_limit_for(slo, slo_metric::e2e)) {}
+
+bool slo_limits::met(const request_outcome& o) const {
+  return !o.refused && o.ttft_s <= ttft_s && o.mean_itl_s <= itl_s && o.e2e_s <= e2e_s;
+}
+
 std::vector<slo_target> parse_slo(const std::string& spec) {
   std::vector<slo_target> out;
   std::stringstream in(spec);
@@ -251,20 +257,19 @@ plan_point evaluate(const plan_space& s, const plan_candidate& c, const std::vec
   const sim_result r = simulate(cfg, prof.served_step(), requests);
 
   plan_point p{c, c.devices(s), false, 0, 0, {}, r.refused};
-  const double ttft_limit = plan_limit_for(slo, slo_metric::ttft), itl_limit = plan_limit_for(slo, slo_metric::itl),
-               e2e_limit = plan_limit_for(slo, slo_metric::e2e);
+  const slo_limits limits(slo);
   std::vector<double> ttft, itl, e2e;
   std::size_t met = 0;
   for (const auto& o : r.requests) {
     ttft.push_back(o.refused ? plan_endless : o.ttft_s);
     itl.push_back(o.refused ? plan_endless : o.mean_itl_s);
     e2e.push_back(o.refused ? plan_endless : o.e2e_s);
-    met += !o.refused && o.ttft_s <= ttft_limit && o.mean_itl_s <= itl_limit && o.e2e_s <= e2e_limit;
+    met += limits.met(o);
   }
   p.meets = true;
   for (const auto& t : slo) {
     auto& v = t.metric == slo_metric::ttft ? ttft : t.metric == slo_metric::itl ? itl : e2e;
-    p.observed.push_back(plan_percentile(v, t.percentile));
+    p.observed.push_back(nearest_rank(v, t.percentile));
     p.meets = p.meets && p.observed.back() <= t.limit_s;
   }
   // Over the run, first arrival to last token, as `troupe bench serve` measures it: a cluster

@@ -37,6 +37,17 @@ struct slo_target {
 std::vector<slo_target> parse_slo(const std::string& spec);
 std::string format_slo(const std::vector<slo_target>& slo);
 
+// What one request must meet: per metric, the tightest limit the targets give (none: endless).
+struct slo_limits {
+  double ttft_s, itl_s, e2e_s;
+  explicit slo_limits(const std::vector<slo_target>& slo);
+  bool met(const request_outcome& o) const;  // a refused request meets nothing
+};
+
+// The nearest-rank percentile (0 < p <= 1): the smallest value that at least a share p of `v`
+// does not exceed; 0 for none. Reorders `v`.
+double nearest_rank(std::vector<double>& v, double p);
+
 struct plan_space {
   int max_replicas = 8;  // per candidate, all pools together
   std::vector<int> chunks{256, 512, 1024};

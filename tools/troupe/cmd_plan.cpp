@@ -214,12 +214,8 @@ sim::sim_config sim_config_of(const topology::topology_config& t, const sim::pro
 
 nlohmann::json spread(std::vector<double> v) {
   nlohmann::json j = nlohmann::json::object();
-  for (auto [name, p] : {std::pair{"p50", 0.5}, std::pair{"p90", 0.9}, std::pair{"p99", 0.99}}) {
-    if (v.empty()) break;
-    const std::size_t k = std::min(v.size() - 1, std::size_t(std::ceil(p * double(v.size()))) - 1);
-    std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k), v.end());
-    j[name] = v[k];
-  }
+  if (!v.empty())
+    for (auto [name, p] : {std::pair{"p50", 0.5}, std::pair{"p90", 0.9}, std::pair{"p99", 0.99}}) j[name] = sim::nearest_rank(v, p);
   return j;
 }
 
@@ -237,16 +233,14 @@ int predict_topology(const args& a, const std::string& path, const std::vector<s
   const auto requests = sim::trace_requests(trace, cfg.sched.block_size);
   const sim::sim_result r = sim::simulate(cfg, profile.served_step(), requests);
   std::vector<double> ttft, itl, e2e;
-  double ttft_limit = INFINITY, itl_limit = INFINITY, e2e_limit = INFINITY;
-  for (const auto& t : slo)
-    (t.metric == sim::slo_metric::ttft ? ttft_limit : t.metric == sim::slo_metric::itl ? itl_limit : e2e_limit) = t.limit_s;
+  const sim::slo_limits limits(slo);
   std::size_t met = 0;
   for (const auto& o : r.requests) {
     if (o.refused) continue;
     ttft.push_back(o.ttft_s);
     e2e.push_back(o.e2e_s);
     if (o.mean_itl_s > 0) itl.push_back(o.mean_itl_s);
-    met += o.ttft_s <= ttft_limit && o.mean_itl_s <= itl_limit && o.e2e_s <= e2e_limit;
+    met += limits.met(o);
   }
   const double duration = r.end_s - requests.front().arrival_s;
   const nlohmann::json j{{"config", path}, {"requests", requests.size()}, {"refused", r.refused}, {"replicas", cfg.replicas},
