@@ -12,8 +12,11 @@ namespace troupe::actors {
 
 namespace {
 
+// A draining replica always gets its next turn: it runs no step but hands off what is left and
+// answers its drain, even when nothing is left to compute (the step in flight as the drain came
+// finished its last request).
 void schedule_step(scheduler_actor::stateful_pointer<scheduler_state> self) {
-  if (self->state.step_pending || !self->state.engine->has_work()) return;
+  if (self->state.step_pending || !(self->state.engine->has_work() || self->state.draining)) return;
   self->state.step_pending = true;
   if (self->state.injected_delay.count() > 0)
     self->delayed_send(self, self->state.injected_delay, step_atom::value);

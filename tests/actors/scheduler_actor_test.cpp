@@ -94,3 +94,34 @@ BOOST_AUTO_TEST_CASE(a_bad_request_is_refused_with_its_reason) {
                [&](caf::error& err) { BOOST_TEST(sys.render(err).find("prompt is empty") != std::string::npos, sys.render(err)); });
   self->send_exit(sched, caf::exit_reason::user_shutdown);
 }
+
+// A drain that arrives while a step is in flight, the step that finishes the replica's last
+// request, is answered once that step ends: nothing is left to hand off, so the replica is empty.
+// (It was never answered: the step's end scheduled no further step with nothing left to run, and
+// only a step checked a draining replica for emptiness; a rollout's swap then waited forever.)
+BOOST_AUTO_TEST_CASE(a_drain_during_the_step_that_finishes_the_last_request_is_answered) {
+  config cfg;
+  caf::actor_system sys{cfg};
+  sim::gpu_spec slow;
+  slow.step_overhead_s = 0.2;  // each step in flight for 200 ms: the drain arrives during it
+  auto sched = sys.spawn(sim_scheduler, small_model()->config(), slow, test::engine_cfg(64, 512));
+  caf::scoped_actor self{sys};
+  engine::request r;
+  r.id = "last";
+  r.prompt = {5, 6, 7, 8};
+  r.params.temperature = 0;
+  r.params.max_tokens = 1;  // finished by its first step
+  // The reply comes after the scheduler queued its step to itself: the drain is queued behind it.
+  self->request(sched, request_timeout, submit_atom::value, r, caf::actor_cast<token_sink>(self))
+      .receive([](bool accepted) { BOOST_TEST_REQUIRE(accepted); }, [&](caf::error& err) { BOOST_FAIL(sys.render(err)); });
+  bool drained = false;
+  self->request(sched, request_timeout, drain_atom::value)
+      .receive([&](bool d) { drained = d; }, [&](caf::error& err) { BOOST_FAIL("no answer to the drain: " << sys.render(err)); });
+  BOOST_TEST(drained);
+  self->receive([&](token_batch& b) {
+    BOOST_TEST_REQUIRE(b.updates.size() == 1u);
+    BOOST_TEST(b.updates[0].finished);
+    BOOST_TEST(int(b.updates[0].reason) == int(engine::finish_reason::length));  // it ran to the end, not handed off
+  }, caf::after(request_timeout) >> [] { BOOST_FAIL("no token batch"); });
+  self->send_exit(sched, caf::exit_reason::user_shutdown);
+}
