@@ -508,7 +508,7 @@ BOOST_AUTO_TEST_CASE(a_good_canary_is_promoted_and_a_slow_one_rolled_back_with_n
   auto& c = the_cluster();
   steady_load load(c.http, 4);
   // Bounds a loaded two-core machine's noise stays within (a fresh replica's first requests run
-  // slower), and that a step delay of 150 ms (ten times a step here) breaks.
+  // slower).
   const auto good = admin_cli("rollout decode --model " + c.model_dir + " --revision r5 --canary 50% --step 50%:1s --min-requests 5"
                               " --max-ttft-ratio 20 --max-itl-ratio 20" + quality_flags(), 300);
   BOOST_TEST_REQUIRE(good.status == 0, good.text);
@@ -524,8 +524,11 @@ BOOST_AUTO_TEST_CASE(a_good_canary_is_promoted_and_a_slow_one_rolled_back_with_n
   BOOST_TEST(serving_keys() == key, admin_cli("status").text);
   BOOST_TEST(admin_cli("status").json["pools"][0]["replicas"] == 2);  // back to its size
 
+  // The canary is slowed by 600 ms a step, whatever the machine's load makes a step: a loaded
+  // two-core machine's steps of 60-170 ms kept a 150 ms delay under a bound of 4x, and the gate
+  // never decided. 2x is crossed while the baseline's steps stay under 600 ms.
   const auto slow = admin_cli("rollout decode --model " + c.model_dir + " --revision r6 --canary 50% --step 50%:10m --min-requests 5"
-                              " --max-ttft-ratio 4 --max-itl-ratio 4", 300);
+                              " --max-ttft-ratio 2 --max-itl-ratio 2", 300);
   BOOST_TEST_REQUIRE(slow.status == 0, slow.text);
   const std::string slow_key = slow.json["model_key"].get<std::string>();
   std::string canary;
@@ -533,7 +536,7 @@ BOOST_AUTO_TEST_CASE(a_good_canary_is_promoted_and_a_slow_one_rolled_back_with_n
   for (const auto& r : during.json["replicas"])
     if (r["state"] == "running" && r["model_key"] == slow_key) canary = r["name"].get<std::string>();
   BOOST_TEST_REQUIRE(!canary.empty(), slow_key + " in " + during.text);
-  BOOST_TEST_REQUIRE(admin_cli("slow " + canary + " 150").status == 0);
+  BOOST_TEST_REQUIRE(admin_cli("slow " + canary + " 600").status == 0);
   const auto back = rollout_until("decode", {"promoted", "rolled_back", "failed"});
   BOOST_TEST_REQUIRE(back["phase"] == "rolled_back", back.dump());
   std::string reasons;
