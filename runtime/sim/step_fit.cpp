@@ -100,6 +100,12 @@ std::vector<step_sample> engine_bench_samples(const nlohmann::json& bench, const
   const std::int64_t p = need(pre, "tokens", "prefill.").get<std::int64_t>();
   const double tps = need(pre, "tokens_per_second", "prefill.").get<double>();
   if (p > 0 && tps > 0) out.push_back({p, p * (p + 1) / 2, double(p) / tps});
+  if (bench.contains("prefill_fit") && bench["prefill_fit"].is_array())  // shorter prompts: the context term apart from the token's
+    for (const auto& row : bench["prefill_fit"]) {
+      const std::int64_t n = need(row, "tokens", "prefill_fit[].").get<std::int64_t>();
+      const double secs = need(row, "seconds", "prefill_fit[].").get<double>();
+      if (n > 0 && secs > 0) out.push_back({n, n * (n + 1) / 2, secs});
+    }
   for (const auto& row : bench["decode"]) {
     const std::int64_t b = need(row, "batch", "decode[].").get<std::int64_t>();
     const std::int64_t c = need(row, "context", "decode[].").get<std::int64_t>();

@@ -29,7 +29,9 @@ struct step_sample {
 step_profile fit_step_profile(std::span<const step_sample> samples);
 
 // The steps `troupe bench engine --json` measured: its prefill (one step of its prompt, reading
-// p(p+1)/2 positions) and each decode row (batch B at context C: B decode tokens reading B(C+1)).
+// p(p+1)/2 positions), the shorter prefills of "prefill_fit" when present (--fit-profile times a
+// quarter and a half of the prompt, so attention's quadratic cost is told apart from the
+// per-token one) and each decode row (batch B at context C: B decode tokens reading B(C+1)).
 // Throws input_error naming `source` and the field when the object lacks them.
 std::vector<step_sample> engine_bench_samples(const nlohmann::json& bench, const std::string& source);
 

@@ -388,6 +388,19 @@ BOOST_AUTO_TEST_CASE(troupe_bench_engine_json_gives_its_steps) {
   BOOST_TEST(s[2].tokens == 16);
   BOOST_TEST(s[2].context_reads == 16 * 129);
   BOOST_TEST(s[2].seconds == 0.03, boost::test_tools::tolerance(1e-12));
+  // --fit-profile's shorter prefills are steps too: with them the context term is found.
+  auto lengths = bench;
+  const step_profile truth{1e-3, 50e-6, 20e-9, 0};
+  lengths["prefill"]["tokens_per_second"] = 512 / truth.seconds(512, 512 * 513 / 2);
+  lengths["prefill_fit"] = nlohmann::json::array();
+  for (std::int64_t n : {128, 256}) lengths["prefill_fit"].push_back({{"tokens", n}, {"seconds", truth.seconds(n, n * (n + 1) / 2)}});
+  lengths["decode"] = nlohmann::json::array();
+  for (std::int64_t b : {1, 16}) lengths["decode"].push_back({{"batch", b}, {"context", 128}, {"step_ms", truth.seconds(b, b * 129) * 1e3}});
+  const auto ls = engine_bench_samples(lengths, "b.json");
+  BOOST_TEST_REQUIRE(ls.size() == 5u);
+  BOOST_TEST(ls[1].tokens == 128);
+  BOOST_TEST(ls[1].context_reads == 128 * 129 / 2);
+  BOOST_TEST(fit_step_profile(ls).per_context_s == truth.per_context_s, boost::test_tools::tolerance(1e-6));
   auto broken = bench;
   broken["decode"][1].erase("step_ms");
   BOOST_TEST(fitting::error_of([&] { engine_bench_samples(broken, "b.json"); }).find("b.json: decode[].step_ms") != std::string::npos);

@@ -221,7 +221,7 @@ BOOST_AUTO_TEST_CASE(bench_engine_fits_a_step_profile_that_bench_sim_and_plan_ru
   BOOST_TEST_REQUIRE(fit.status == 0, fit.out);
   BOOST_TEST(fit.out.find("step profile: ") != std::string::npos, fit.out);
   const auto written = nlohmann::json::parse(std::ifstream(profile));
-  BOOST_TEST(written["samples"].get<int>() == 3);  // the prefill and two decode batches
+  BOOST_TEST(written["samples"].get<int>() == 5);  // prefills of 128, 32 and 64 tokens, and two decode batches
   BOOST_TEST(written["step"]["base_s"].get<double>() + written["step"]["per_token_s"].get<double>() > 0);
   run_result sim = troupe_cmd("bench sim --replicas 1,4 --requests 300 --json --profile " + profile);
   BOOST_TEST_REQUIRE(sim.status == 0, sim.out);

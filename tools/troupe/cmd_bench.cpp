@@ -361,6 +361,11 @@ int cmd_bench_engine(const args& a) {
                    {"format_ceiling_fraction", prefill_ceiling > 0 ? nlohmann::json(prefill_ceiling) : nlohmann::json(nullptr)}}},
       {"decode", decode},
   };
+  if (a.has("fit-profile")) {  // one prefill length cannot tell attention's quadratic cost from the per-token one
+    j["prefill_fit"] = nlohmann::json::array();
+    for (int n : {prompt_len / 4, prompt_len / 2})
+      if (n >= 16) j["prefill_fit"].push_back({{"tokens", n}, {"seconds", prefill_seconds(*m, kv_type, n, logits, ws)}});
+  }
   if (json_out)
     std::printf("%s\n", j.dump(2).c_str());
   else

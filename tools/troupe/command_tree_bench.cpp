@@ -16,7 +16,8 @@ void declare_bench_engine(command& bench) {
       .option("steps", "N", "decode steps per batch (default 8)")
       .option("verify", "K", "also time each batch as a speculative verify step of K proposals per sequence (1 + K rows each)")
       .option("kv-dtype", "f32|f16|bf16|int8", "the KV cache's element type (default: the weights'; int8: a scale per token and head)")
-      .option("fit-profile", "FILE", "also write the cluster simulator's step profile fitted to the steps measured (troupe bench sim --profile)")
+      .option("fit-profile", "FILE", "also write the cluster simulator's step profile fitted to the steps measured and to prefills of a "
+                                     "quarter and a half of the prompt (troupe bench sim --profile)")
       .flag("json", "one JSON object on stdout")
       .flag("profile", "time each operation of the forward");
   bench.sub("runtime", "the control plane under load, or the time outside the forward", "[options]",
