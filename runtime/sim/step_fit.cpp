@@ -139,7 +139,7 @@ step_profile profile_file::served_step() const {
 transfer_profile profile_file::transfer_cost(const std::string& path) const {
   if (!transfer) throw input_error(path + ": no \"transfer\" fit to price a disaggregated topology (troupe bench kv-transfer --fit-profile " + path + ")");
   if (!(kv_bytes_per_token > 0)) throw input_error(path + ": no kv_bytes_per_token to price a KV transfer (troupe bench engine --fit-profile writes it)");
-  return {transfer->base_s, transfer->per_byte_s * kv_bytes_per_token};
+  return {transfer->base_s + (serving ? serving->handoff_s : 0.0), transfer->per_byte_s * kv_bytes_per_token};
 }
 
 std::string format_profile_file(const profile_file& p) {
@@ -151,8 +151,10 @@ std::string format_profile_file(const profile_file& p) {
                    {"kv_bytes_per_token", p.kv_bytes_per_token},
                    {"tensor_parallel", p.tensor_parallel}};
   if (p.transfer) j["transfer"] = {{"base_s", p.transfer->base_s}, {"per_byte_s", p.transfer->per_byte_s}, {"source", p.transfer->source}};
-  if (p.serving)
+  if (p.serving) {
     j["serving"] = {{"step_s", p.serving->step_s}, {"first_token_s", p.serving->first_token_s}, {"source", p.serving->source}};
+    if (p.serving->handoff_s > 0) j["serving"]["handoff_s"] = p.serving->handoff_s;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -201,6 +203,7 @@ profile_file parse_profile_file(const std::string& text, const std::string& path
     if (!j["serving"].is_object()) throw input_error(path + ": \"serving\" must be an object");
     profile_file::serving_fit f{number(j["serving"], "step_s", "serving."), number(j["serving"], "first_token_s", "serving."), ""};
     if (j["serving"].contains("source") && j["serving"]["source"].is_string()) f.source = j["serving"]["source"].get<std::string>();
+    if (j["serving"].contains("handoff_s")) f.handoff_s = number(j["serving"], "handoff_s", "serving.");
     p.serving = f;
   }
   return p;

@@ -53,7 +53,8 @@ transfer_fit fit_transfer(std::span<const transfer_sample> samples, const std::s
 // measured, "kv_bytes_per_token": the model's KV per token, "tensor_parallel": the ranks of the
 // replica measured (1), "transfer": {"base_s", "per_byte_s", "source"} once `troupe bench
 // kv-transfer --fit-profile` added it, "serving": {"step_s", "first_token_s", "source"} once
-// `troupe bench serve --fit-profile` added it}. Reading throws input_error naming the path and
+// `troupe bench serve --fit-profile` added it, and "handoff_s" once it ran against a
+// disaggregated server}. Reading throws input_error naming the path and
 // the field.
 struct profile_file {
   step_profile step;
@@ -68,12 +69,16 @@ struct profile_file {
   struct serving_fit {
     double step_s = 0, first_token_s = 0;
     std::string source;
+    // What a served disaggregated handoff adds to the KV copy the transfer fit prices (the
+    // receiver's claim, the pull's thread, the messages between the replicas), fitted by the
+    // same command against a disaggregated server; 0 until then.
+    double handoff_s = 0;
   };
   std::optional<serving_fit> serving;
   // The step as served: the fitted forward plus the serving's cost per step.
   step_profile served_step() const;
-  // A request token's KV transfer cost; throws input_error naming `path` when the file has no
-  // transfer fit or no KV size per token to price it with.
+  // A request token's KV transfer cost, a served handoff's own included; throws input_error
+  // naming `path` when the file has no transfer fit or no KV size per token to price it with.
   transfer_profile transfer_cost(const std::string& path) const;
 };
 profile_file fit_profile_file(std::span<const step_sample> samples, const std::string& source);

@@ -444,6 +444,17 @@ BOOST_AUTO_TEST_CASE(the_transfer_fit_prices_a_token_by_the_models_kv_bytes) {
   BOOST_TEST(served.step.per_decode_token_s == 7e-6);
   BOOST_TEST(served.serving->first_token_s == 5e-3);
   BOOST_TEST(served.served_step().base_s == f.step.base_s + 0.2e-3, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(served.serving->handoff_s == 0.0);  // none fitted: the copy alone
+  BOOST_TEST(served.transfer_cost("p.json").base_s == f.transfer->base_s, boost::test_tools::tolerance(1e-9));
+  // A disaggregated server's handoff (troupe bench serve --fit-profile against one) adds to every transfer.
+  f.serving->handoff_s = 1.5e-3;
+  const auto handed = parse_profile_file(format_profile_file(f), "p.json");
+  BOOST_TEST(handed.serving->handoff_s == 1.5e-3);
+  BOOST_TEST(handed.transfer_cost("p.json").base_s == f.transfer->base_s + 1.5e-3, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(fitting::error_of([] {
+               parse_profile_file(R"({"step": {"base_s": 1, "per_token_s": 0, "per_context_s": 0},
+                                      "serving": {"step_s": 0, "first_token_s": 0, "handoff_s": -1}})", "p.json");
+             }).find("serving.handoff_s") != std::string::npos);
   BOOST_TEST(fitting::error_of([] { parse_profile_file(R"({"step": {"base_s": 1, "per_token_s": 0, "per_context_s": 0}, "tensor_parallel": 0})", "p.json"); })
                  .find("tensor_parallel") != std::string::npos);
 }
