@@ -271,6 +271,16 @@ void print_engine_report(const nlohmann::json& j) {
                 100 * d["compute_peak_fraction"].get<double>(), d["speedup_vs_batch_1"].get<double>());
 }
 
+// Prefills of a quarter and a half of the prompt, for the step profile: one prefill length
+// cannot tell attention's quadratic cost from the per-token one.
+nlohmann::json shorter_prefills(const model::llama_model& m, kernels::dtype kv_type, int prompt_len, std::vector<float>& logits,
+                                model::forward_workspace& ws) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (int n : {prompt_len / 4, prompt_len / 2})
+    if (n >= 16) rows.push_back({{"tokens", n}, {"seconds", prefill_seconds(m, kv_type, n, logits, ws)}});
+  return rows;
+}
+
 // --fit-profile FILE: the simulator's step profile fitted to the steps just measured.
 void write_step_profile(const nlohmann::json& bench, const std::string& path, const std::string& model) {
   const auto samples = sim::engine_bench_samples(bench, "troupe bench engine");
@@ -301,8 +311,7 @@ int cmd_bench_engine(const args& a) {
   model::op_profile::enable(a.has("profile"));
   say(!json_out, "measuring memory read bandwidth and compute peaks (%d threads, %s)...\n", kernels::num_threads(),
       kernels::isa_name(kernels::active_isa()));
-  const double bw = kernels::measure_read_bandwidth();
-  const double peak = kernels::measure_fma_peak();
+  const double bw = kernels::measure_read_bandwidth(), peak = kernels::measure_fma_peak();
   say(!json_out, "loading %s...\n", dir->c_str());
   auto m = model::llama_model::load(*dir);
   const auto& c = m->config();
@@ -361,11 +370,7 @@ int cmd_bench_engine(const args& a) {
                    {"format_ceiling_fraction", prefill_ceiling > 0 ? nlohmann::json(prefill_ceiling) : nlohmann::json(nullptr)}}},
       {"decode", decode},
   };
-  if (a.has("fit-profile")) {  // one prefill length cannot tell attention's quadratic cost from the per-token one
-    j["prefill_fit"] = nlohmann::json::array();
-    for (int n : {prompt_len / 4, prompt_len / 2})
-      if (n >= 16) j["prefill_fit"].push_back({{"tokens", n}, {"seconds", prefill_seconds(*m, kv_type, n, logits, ws)}});
-  }
+  if (a.has("fit-profile")) j["prefill_fit"] = shorter_prefills(*m, kv_type, prompt_len, logits, ws);
   if (json_out)
     std::printf("%s\n", j.dump(2).c_str());
   else
