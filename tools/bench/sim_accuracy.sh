@@ -6,14 +6,16 @@
 #  - configs/local.toml: one replica doing prefill and decode;
 #  - configs/kv-aware.toml: two replicas, kv_aware routing;
 #  - configs/disagg.toml: one prefill and one decode replica.
-# and simulated by `troupe plan --config` on a profile measured in the same run (troupe bench
-# engine --fit-profile, troupe bench kv-transfer --fit-profile --backend inproc: these topologies
-# are one process; troupe bench serve --concurrency 1 --fit-profile on other requests, against
-# configs/local.toml for what serving adds to the forward, then against configs/disagg.toml for
-# what a handoff adds to the KV copy). Prints TTFT and TPOT (a request's mean inter-token latency) at p50, p90 and
-# p99, and goodput (ttft <= 1 s and tpot <= 50 ms), predicted against measured, with each
-# prediction's error. Writes docs/bench/sim-accuracy-{profile.json,TOPOLOGY-real.json,
-# TOPOLOGY-sim.json}.
+# and simulated by `troupe plan --config` on a profile measured right before that topology's
+# replay, so the machine is measured as the replay finds it (troupe bench engine --fit-profile,
+# troupe bench kv-transfer --fit-profile --backend inproc: these topologies are one process;
+# troupe bench serve --concurrency 1 --fit-profile on other requests, against the topology's
+# server for what serving adds to the forward, or for the disaggregated one against
+# configs/local.toml first and then against it for what a handoff adds to the KV copy). Before
+# any measuring, each server's KV pools are written once over. Prints TTFT and TPOT (a request's
+# mean inter-token latency) at p50, p90 and p99, and goodput (ttft <= 1 s and tpot <= 50 ms),
+# predicted against measured, with each prediction's error. Writes
+# docs/bench/sim-accuracy-TOPOLOGY-{profile,real,sim}.json.
 # Every process runs with TROUPE_THREADS=1 (unless set): each replica computes on a core of its
 # own, as replicas on GPUs of their own do. With both cores each, two replicas in one process
 # contend for one kernel thread pool op by op, which the simulator models only as taking turns.
@@ -35,9 +37,6 @@ tmp=$(mktemp -d)
 trap '[ -n "$server" ] && kill $server 2>/dev/null; rm -rf "$tmp"' EXIT
 mkdir -p "$out"
 
-profile=$out/sim-accuracy-profile.json
-build/troupe bench engine --model models/kjv --kv-dtype f32 --fit-profile "$profile" > /dev/null
-build/troupe bench kv-transfer --sizes 1,4,16 --backend inproc --fit-profile "$profile" > /dev/null
 # Requests of 512 tokens that write every replica's KV pool once and a quarter: the measured run
 # then finds its memory touched, as a server that has run a while does. (On a virtual machine
 # whose memory the host backs lazily, a first pass over a fresh pool made KV pulls 3-10 times
@@ -58,18 +57,16 @@ warm_up() {
       --prompt-len 512 --prompt-dist uniform --output-len 2 --seed 99 --quiet > /dev/null
 }
 
-# What serving adds beyond the forward, on one replica with nothing queued (other requests than the trace's).
-serve configs/local.toml
-warm_up configs/local.toml
-build/troupe bench serve --url "http://127.0.0.1:$port" --concurrency 1 --requests 24 --prompt-len 256 --prompt-dist uniform \
-    --output-len 64 --seed 3 --quiet --fit-profile "$profile" > /dev/null
-stop
-# What a served handoff adds to the KV copy, on the disaggregated pair with nothing queued.
-serve configs/disagg.toml
-warm_up configs/disagg.toml
-build/troupe bench serve --url "http://127.0.0.1:$port" --concurrency 1 --requests 24 --prompt-len 256 --prompt-dist uniform \
-    --output-len 64 --seed 3 --quiet --fit-profile "$profile" > /dev/null
-stop
+# A profile of the machine as it is now: steps, the KV copy (into $1).
+fit_steps() {
+  build/troupe bench engine --model models/kjv --kv-dtype f32 --steps 32 --fit-profile "$1" > /dev/null
+  build/troupe bench kv-transfer --sizes 1,4,16 --backend inproc --fit-profile "$1" > /dev/null
+}
+# What serving adds beyond the forward (into $1), on the server up now, with nothing queued.
+fit_serving() {
+  build/troupe bench serve --url "http://127.0.0.1:$port" --concurrency 1 --requests 24 --prompt-len 256 --prompt-dist uniform \
+      --output-len 64 --seed 3 --quiet --fit-profile "$1" > /dev/null
+}
 
 # The same requests in bench serve's JSONL and in the simulator's CSV.
 /usr/bin/python3 - "$tmp" "$rate" "$requests" <<'PY'
@@ -87,8 +84,18 @@ with open(f"{tmp}/trace.jsonl", "w") as jl, open(f"{tmp}/trace.csv", "w") as csv
 PY
 
 for topo in local kv-aware disagg; do
+  profile=$out/sim-accuracy-$topo-profile.json
+  rm -f "$profile"
+  fit_steps "$profile"
+  if [ $topo = disagg ]; then  # the serving fit on an aggregated server; the handoff's on this one
+    serve configs/local.toml
+    warm_up configs/local.toml
+    fit_serving "$profile"
+    stop
+  fi
   serve configs/$topo.toml
   warm_up configs/$topo.toml
+  fit_serving "$profile"
   build/troupe bench serve --url "http://127.0.0.1:$port" --trace "$tmp/trace.jsonl" --goodput "ttft:1000 tpot:50" --quiet \
       --json "$out/sim-accuracy-$topo-real.json" > /dev/null
   stop
@@ -99,13 +106,13 @@ done
 /usr/bin/python3 - "$out" <<'PY'
 import json, sys
 out = sys.argv[1]
-profile = json.load(open(f"{out}/sim-accuracy-profile.json"))
-s = profile["step"]
-print(f"profile: {s['base_s']*1e3:.3f} ms + {s['per_token_s']*1e6:.1f} us/token + {s['per_context_s']*1e9:.2f} ns/context position "
-      f"+ {s['per_decode_token_s']*1e6:.1f} us/decode token (worst fit error {100*profile['worst_error']:.0f}%); {profile['source']}")
-v = profile["serving"]
-print(f"serving: {v['step_s']*1e3:.3f} ms per step, {v['first_token_s']*1e3:.3f} ms per first token, "
-      f"{v.get('handoff_s', 0)*1e3:.3f} ms per handoff beyond the KV copy ({v['source']})")
+for topo in ("local", "kv-aware", "disagg"):
+    profile = json.load(open(f"{out}/sim-accuracy-{topo}-profile.json"))
+    s, v = profile["step"], profile["serving"]
+    print(f"{topo}: {s['base_s']*1e3:.3f} ms + {s['per_token_s']*1e6:.1f} us/token + {s['per_context_s']*1e9:.2f} ns/context position "
+          f"+ {s['per_decode_token_s']*1e6:.1f} us/decode token (worst fit error {100*profile['worst_error']:.0f}%); serving "
+          f"{v['step_s']*1e3:.3f} ms per step, {v['first_token_s']*1e3:.3f} ms per first token, "
+          f"{v.get('handoff_s', 0)*1e3:.3f} ms per handoff beyond the KV copy")
 print("| topology | metric | simulated | measured | error |")
 print("|---|---|---|---|---|")
 worst = 0
