@@ -305,6 +305,15 @@ BOOST_AUTO_TEST_CASE(the_simulator_predicts_the_real_cluster_on_the_same_trace) 
     BOOST_TEST(r.out.find("handoff: ") != std::string::npos, r.out);
     BOOST_TEST(nlohmann::json::parse(std::ifstream(profile))["serving"]["step_s"].get<double>() == step_s);
   }
+  const auto handoff = nlohmann::json::parse(std::ifstream(profile))["serving"].value("handoff_s", 0.0);
+  {  // the aggregated fit again: its own figures anew, the handoff's kept
+    test::serve_process calibrate({std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml", "--model", model});
+    BOOST_TEST_REQUIRE(calibrate.port() != 0);
+    r = troupe_cmd("bench serve --url http://127.0.0.1:" + std::to_string(calibrate.port()) + " --concurrency 1 --requests 4 "
+                   "--prompt-len 128 --output-len 32 --quiet --fit-profile " + profile);
+    BOOST_TEST_REQUIRE(r.status == 0, r.out);
+    BOOST_TEST(nlohmann::json::parse(std::ifstream(profile))["serving"].value("handoff_s", 0.0) == handoff);
+  }
   {  // 20 requests at 5 a second, the same in bench serve's JSONL and the simulator's CSV
     std::ofstream jsonl(dir + "/trace.jsonl"), csv(dir + "/trace.csv");
     csv << "seconds,prompt_tokens,max_tokens\n";

@@ -390,8 +390,9 @@ void add_serving_fit(const std::string& path, const bench::client_options& co, c
     first.push_back(r.ttft - p.step.seconds(prompt, prompt * (prompt + 1) / 2));
   }
   if (step.empty()) throw input_error("--fit-profile: no request of two tokens or more succeeded");
+  const double handoff_s = p.serving ? p.serving->handoff_s : 0.0;  // a disaggregated server's, fitted before: kept
   p.serving = sim::profile_file::serving_fit{median_at_least_0(step), median_at_least_0(first),
-                                             "troupe bench serve --concurrency 1, " + std::to_string(step.size()) + " requests"};
+                                             "troupe bench serve --concurrency 1, " + std::to_string(step.size()) + " requests", handoff_s};
   sim::write_profile_file(path, p, "fit-profile");
   std::fprintf(stderr, "serving: %.3f ms per step, %.3f ms per first token beyond the forward -> %s\n", p.serving->step_s * 1e3,
                p.serving->first_token_s * 1e3, path.c_str());
