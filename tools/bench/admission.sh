@@ -7,10 +7,8 @@
 # (429) with the time it took to be refused (rejection latency), and the server's peak RSS.
 # JSON in $out.
 #   tools/bench/admission.sh [OUT_DIR]
-if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then  # usage_from_header: the comment above, nothing run
-  sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'
-  exit 0
-fi
+. "$(dirname "$0")/usage.sh"
+usage_from_header "$@"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-build/bench-admission}

@@ -12,10 +12,8 @@
 # disaggregation wins on ITL p99 here. Writes docs/bench/interference-{disagg,agg}-{decode,prefill}-RUN.json.
 #
 # usage: RUNS=3 tools/bench/interference.sh     (after building: cmake --build build)
-if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then  # usage_from_header: the comment above, nothing run
-  sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'
-  exit 0
-fi
+. "$(dirname "$0")/usage.sh"
+usage_from_header "$@"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-docs/bench}

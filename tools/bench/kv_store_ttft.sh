@@ -7,10 +7,8 @@
 # request's blocks reach the store before its pair arrives. Writes docs/bench/store-cpu-*.json.
 #
 # usage: tools/bench/kv_store_ttft.sh     (after building: cmake --build build)
-if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then  # usage_from_header: the comment above, nothing run
-  sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'
-  exit 0
-fi
+. "$(dirname "$0")/usage.sh"
+usage_from_header "$@"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-docs/bench}

@@ -6,10 +6,8 @@
 # plots (-latency.png, -cdf.png) and prints a table.
 #
 # usage: tools/bench/prefix_routing.sh sim|cpu     (after building: cmake --build build)
-if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then  # usage_from_header: the comment above, nothing run
-  sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'
-  exit 0
-fi
+. "$(dirname "$0")/usage.sh"
+usage_from_header "$@"
 set -euo pipefail
 backend=${1:?usage: tools/bench/prefix_routing.sh sim|cpu}
 cd "$(dirname "$0")/../.."

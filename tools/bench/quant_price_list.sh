@@ -10,10 +10,8 @@
 #   MODEL=models/kjv     a Hugging Face llama folder with heldout.txt (or TEXT=FILE)
 #   MIXES="q8_0 q6_k q5_k_m q4_k_m iq4_xs q4_0 q3_k_m q2_k"   FOLDERS="q8_0 q4_0 int8 q6_k q4_k_m iq4_xs"
 #   KV="f32 f16 bf16 int8"   OUT=/tmp/troupe-price-list (the quantized copies; removed after)
-if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then  # usage_from_header: the comment above, nothing run
-  sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'
-  exit 0
-fi
+. "$(dirname "$0")/usage.sh"
+usage_from_header "$@"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 model=${MODEL:-models/kjv}

@@ -17,10 +17,8 @@
 # RUNS times each (default 3); writes docs/bench/rollout.json and prints the medians.
 #
 # usage: RUNS=3 tools/bench/rollout.sh     (after building: cmake --build build)
-if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then  # usage_from_header: the comment above, nothing run
-  sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'
-  exit 0
-fi
+. "$(dirname "$0")/usage.sh"
+usage_from_header "$@"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-docs/bench}

@@ -21,10 +21,8 @@
 # contend for one kernel thread pool op by op, which the simulator models only as taking turns.
 #
 # usage: RATE=2 REQUESTS=240 tools/bench/sim_accuracy.sh     (after building: cmake --build build)
-if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then  # usage_from_header: the comment above, nothing run
-  sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'
-  exit 0
-fi
+. "$(dirname "$0")/usage.sh"
+usage_from_header "$@"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-docs/bench}

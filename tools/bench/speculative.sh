@@ -24,10 +24,8 @@
 #   CONCURRENCY="1 4 16 32"  METHODS="off ngram draft"  PROMPT_LEN=128  OUTPUT_LEN=128
 #   REQUESTS=N                  requests per run (default: twice the concurrency, at least 8)
 #   K=4  ROUNDS=1  NAME=kjv  OUT=docs/bench
-if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then  # usage_from_header: the comment above, nothing run
-  sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'
-  exit 0
-fi
+. "$(dirname "$0")/usage.sh"
+usage_from_header "$@"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-docs/bench}

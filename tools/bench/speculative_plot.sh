@@ -3,11 +3,9 @@
 # target and proposer, speculation off at 1. Needs gnuplot (scripts/install-deps.sh installs it).
 #
 # usage: tools/bench/speculative_plot.sh OUT.png TABLE.tsv...   (e.g. docs/bench/speculative-*.tsv)
-if [ "${1:-}" = --help ] || [ "${1:-}" = -h ] || [ $# -lt 2 ]; then  # usage_from_header: the comment above
-  sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'
-  [ $# -lt 2 ] && [ "${1:-}" != --help ] && [ "${1:-}" != -h ] && exit 2
-  exit 0
-fi
+. "$(dirname "$0")/usage.sh"
+usage_from_header "$@"
+[ $# -ge 2 ] || { usage; exit 2; }
 set -euo pipefail
 png=$1
 shift
