@@ -209,6 +209,38 @@ profile_file parse_profile_file(const std::string& text, const std::string& path
   return p;
 }
 
+namespace {
+
+double median_at_least_0(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(v.size() / 2), v.end());
+  return std::max(0.0, v[v.size() / 2]);
+}
+
+// Where a request's decode steps are priced: halfway through its answer.
+std::int64_t mid_context(const served_request& r) { return r.prompt_tokens + r.output_tokens / 2; }
+
+}  // namespace
+
+profile_file::serving_fit fit_serving(const profile_file& p, std::span<const served_request> served, const std::string& source) {
+  std::vector<double> step, first;
+  for (const auto& r : served) {
+    step.push_back((r.e2e_s - r.ttft_s) / (r.output_tokens - 1) - p.step.seconds(1, mid_context(r) + 1, 1));
+    first.push_back(r.ttft_s - p.step.seconds(r.prompt_tokens, r.prompt_tokens * (r.prompt_tokens + 1) / 2));
+  }
+  return {median_at_least_0(std::move(step)), median_at_least_0(std::move(first)), source, p.serving ? p.serving->handoff_s : 0.0};
+}
+
+double fit_handoff(const profile_file& p, std::span<const served_request> served, const std::string& path) {
+  profile_file bare = p;  // the copy alone: no handoff fitted before
+  bare.serving->handoff_s = 0;
+  const transfer_profile copy = bare.transfer_cost(path);
+  const step_profile step = p.served_step();
+  std::vector<double> handoff;
+  for (const auto& r : served)
+    handoff.push_back(r.e2e_s - r.ttft_s - (r.output_tokens - 1) * step.seconds(1, mid_context(r) + 1, 1) - copy.seconds(r.prompt_tokens));
+  return median_at_least_0(std::move(handoff));
+}
+
 profile_file read_profile_file(const std::string& path, const std::string& flag) {
   std::ifstream in(path);
   std::ostringstream text;

@@ -82,6 +82,22 @@ struct profile_file {
   transfer_profile transfer_cost(const std::string& path) const;
 };
 profile_file fit_profile_file(std::span<const step_sample> samples, const std::string& source);
+
+// A request served with nothing queued (`troupe bench serve --concurrency 1 --fit-profile`): its
+// prompt and output tokens (two or more), its TTFT and its end, seconds from its start.
+struct served_request {
+  std::int64_t prompt_tokens = 0;
+  int output_tokens = 2;
+  double ttft_s = 0, e2e_s = 0;
+};
+// What serving adds beyond the forward p.step prices, from `served` (not empty): the medians,
+// at least 0, of each request's mean inter-token time less a decode step at its context and of
+// its TTFT less its prompt's prefill as one step. A handoff p fitted before is kept.
+profile_file::serving_fit fit_serving(const profile_file& p, std::span<const served_request> served, const std::string& source);
+// What a served disaggregated handoff adds to the copy p's transfer fit prices, from `served` (not
+// empty, p with a serving fit): the median, at least 0, of each request's time from its first
+// token to its last less its decode steps as served and less the copy. Throws as transfer_cost.
+double fit_handoff(const profile_file& p, std::span<const served_request> served, const std::string& path);
 std::string format_profile_file(const profile_file& p);
 profile_file parse_profile_file(const std::string& text, const std::string& path);
 // The file at `path`, read or (re)written whole: input_error as "--FLAG: cannot read PATH" (or

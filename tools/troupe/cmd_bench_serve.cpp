@@ -346,53 +346,33 @@ bool against_baseline(const args& a, bench::client_options co, const std::vector
   return b.s.failed == 0;
 }
 
-double median_at_least_0(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(v.size() / 2), v.end());
-  return std::max(0.0, v[v.size() / 2]);
-}
-
-// Against a disaggregated server: per request, the time from its first token to its last less
-// its decode steps as served and less the KV copy the transfer fit prices, is its handoff's own
-// cost (the receiver's claim, the pull's thread, the messages); their median goes into FILE.
-void add_handoff_fit(const std::string& path, sim::profile_file& p, const std::vector<bench::request_result>& results) {
-  if (!p.serving)
-    throw input_error("--fit-profile: " + path + " has no serving fit yet; a disaggregated server's handoff is measured on top of it: "
-                      "run this against an aggregated server first");
-  p.serving->handoff_s = 0;
-  const sim::transfer_profile copy = p.transfer_cost(path);
-  const sim::step_profile served = p.served_step();
-  std::vector<double> handoff;
-  for (const auto& r : results) {
-    if (!r.ok || r.output_tokens < 2) continue;
-    const std::int64_t context = r.prompt_tokens + r.output_tokens / 2;
-    handoff.push_back(r.e2e - r.ttft - (r.output_tokens - 1) * served.seconds(1, context + 1, 1) - copy.seconds(r.prompt_tokens));
-  }
-  if (handoff.empty()) throw input_error("--fit-profile: no request of two tokens or more succeeded");
-  p.serving->handoff_s = median_at_least_0(std::move(handoff));
-  sim::write_profile_file(path, p, "fit-profile");
-  std::fprintf(stderr, "handoff: %.3f ms beyond the KV copy -> %s\n", p.serving->handoff_s * 1e3, path.c_str());
+// The requests of two tokens or more that succeeded, as the profile's fits take them.
+std::vector<sim::served_request> served_requests(const std::vector<bench::request_result>& results) {
+  std::vector<sim::served_request> out;
+  for (const auto& r : results)
+    if (r.ok && r.output_tokens >= 2) out.push_back({r.prompt_tokens, r.output_tokens, r.ttft, r.e2e});
+  if (out.empty()) throw input_error("--fit-profile: no request of two tokens or more succeeded");
+  return out;
 }
 
 // --fit-profile FILE (at --concurrency 1, where nothing queues): what serving adds to the
-// forward the profile prices, per request the median of (its mean inter-token time - a decode
-// step at its context) and of (its TTFT - its prompt's prefill as one step), added to FILE.
-// When the server moved the requests' KV (`kv_moved`: disaggregated), its handoff instead.
+// forward the profile prices (sim::fit_serving), added to FILE; when the server moved the
+// requests' KV (`kv_moved`: disaggregated), what its handoff adds to the copy (sim::fit_handoff).
 void add_serving_fit(const std::string& path, const bench::client_options& co, const std::vector<bench::request_result>& results,
                      bool kv_moved) {
   if (co.max_concurrency != 1) throw input_error("--fit-profile: measures a server with nothing queued: --concurrency 1");
   sim::profile_file p = sim::read_profile_file(path, "fit-profile");
-  if (kv_moved) return add_handoff_fit(path, p, results);
-  std::vector<double> step, first;
-  for (const auto& r : results) {
-    if (!r.ok || r.output_tokens < 2) continue;
-    const std::int64_t prompt = r.prompt_tokens, context = prompt + r.output_tokens / 2;
-    step.push_back((r.e2e - r.ttft) / (r.output_tokens - 1) - p.step.seconds(1, context + 1, 1));
-    first.push_back(r.ttft - p.step.seconds(prompt, prompt * (prompt + 1) / 2));
+  if (kv_moved && !p.serving)
+    throw input_error("--fit-profile: " + path + " has no serving fit yet; a disaggregated server's handoff is measured on top of it: "
+                      "run this against an aggregated server first");
+  const auto served = served_requests(results);
+  if (kv_moved) {
+    p.serving->handoff_s = sim::fit_handoff(p, served, path);
+    sim::write_profile_file(path, p, "fit-profile");
+    std::fprintf(stderr, "handoff: %.3f ms beyond the KV copy -> %s\n", p.serving->handoff_s * 1e3, path.c_str());
+    return;
   }
-  if (step.empty()) throw input_error("--fit-profile: no request of two tokens or more succeeded");
-  const double handoff_s = p.serving ? p.serving->handoff_s : 0.0;  // a disaggregated server's, fitted before: kept
-  p.serving = sim::profile_file::serving_fit{median_at_least_0(step), median_at_least_0(first),
-                                             "troupe bench serve --concurrency 1, " + std::to_string(step.size()) + " requests", handoff_s};
+  p.serving = sim::fit_serving(p, served, "troupe bench serve --concurrency 1, " + std::to_string(served.size()) + " requests");
   sim::write_profile_file(path, p, "fit-profile");
   std::fprintf(stderr, "serving: %.3f ms per step, %.3f ms per first token beyond the forward -> %s\n", p.serving->step_s * 1e3,
                p.serving->first_token_s * 1e3, path.c_str());
