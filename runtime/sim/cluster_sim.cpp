@@ -467,12 +467,22 @@ class sim_cluster {
     start_step(r, now);
   }
 
+  // One of `draws` for request `req` (0 when there are none): the same request draws the same.
+  static double drawn(const std::vector<double>& draws, std::size_t req, std::uint64_t salt) {
+    return draws.empty() ? 0.0 : draws[splitmix64(std::uint64_t(req) * 2 + salt) % draws.size()];
+  }
+
   void record(const sim_seq& s) {
     const sim_request& q = reqs_[s.req];
     request_outcome& o = result_.requests[s.req];
-    o.ttft_s = s.first_s - q.arrival_s + cfg_.first_token_s;
-    o.e2e_s = s.last_s - q.arrival_s + cfg_.first_token_s;
-    o.mean_itl_s = s.generated > 1 ? (s.last_s - s.first_s) / (s.generated - 1) : 0;
+    // What the client sees: the steps' times, what serving adds, and this request's own spread
+    // (never a token before the step that made it).
+    const double first = s.first_s + std::max(0.0, cfg_.first_token_s + drawn(cfg_.first_token_jitter_s, s.req, 0));
+    const double stream = s.generated > 1 ? cfg_.stream_s : 0;
+    const double last = std::max(s.last_s + stream + drawn(cfg_.itl_jitter_s, s.req, 1) * double(s.generated - 1), s.last_s) + (first - s.first_s);
+    o.ttft_s = first - q.arrival_s;
+    o.e2e_s = last - q.arrival_s;
+    o.mean_itl_s = s.generated > 1 ? (last - first) / (s.generated - 1) : 0;
     o.cached_tokens = s.cached;
     if (cfg_.autoscale.enabled && s.generated > 1) latencies_.between_tokens("main", o.mean_itl_s, virtual_time(s.last_s));
     o.preemptions = s.preemptions;

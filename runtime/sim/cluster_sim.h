@@ -21,7 +21,8 @@
 //  - The autoscaler (autoscale::signals_of and autoscale::decide, the real code) on an
 //    aggregated pool: every interval it reads the replicas' states and loads and the recent
 //    TTFT and ITL (admission::pool_latencies), and starts or drains replicas.
-// A request's first token costs what the profile's serving fit says beyond its steps.
+// A request's first token, and its stream to its last, cost what the profile's serving fit says
+// beyond its steps.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -82,6 +83,14 @@ struct sim_config {
   // What serving adds to a request's first token beyond its steps (the frontend: HTTP,
   // tokenizing, the first chunk on the wire), from `troupe bench serve --fit-profile`.
   double first_token_s = 0;
+  // What serving adds once to a request's last token beyond its first's (tokens its stream held
+  // back, from the same fit): its e2e and its mean inter-token time over its answer.
+  double stream_s = 0;
+  // How much one request's serving strays from those typical figures on the machine measured
+  // (the same fit's requests, one by one): a request draws one of each, by its index, and its
+  // first token comes that much later (or earlier) and each of its later tokens that much per
+  // token. Only what its client sees moves: a replica is not held by it. Empty: no spread.
+  std::vector<double> first_token_jitter_s, itl_jitter_s;
   // Replicas that share one device (its cores, or its GPU) by the device's index, per replica:
   // they take turns, one step at a time, in the order they became ready. Empty: a device each.
   std::vector<std::uint32_t> device;

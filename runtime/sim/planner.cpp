@@ -253,7 +253,7 @@ plan_point evaluate(const plan_space& s, const plan_candidate& c, const std::vec
   cfg.sched.long_prefill_chunk = c.chunk;
   cfg.sched.max_num_batched_tokens = c.budget;
   if (c.prefill_replicas > 0) cfg.transfer = prof.transfer_cost(prof.source);
-  if (prof.serving) cfg.first_token_s = prof.serving->first_token_s;
+  prof.price_serving(cfg);
   const sim_result r = simulate(cfg, prof.served_step(), requests);
 
   plan_point p{c, c.devices(s), false, 0, 0, {}, r.refused};

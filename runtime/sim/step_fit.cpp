@@ -136,6 +136,14 @@ step_profile profile_file::served_step() const {
   return s;
 }
 
+void profile_file::price_serving(sim_config& c) const {
+  if (!serving) return;
+  c.first_token_s = serving->first_token_s;
+  c.stream_s = serving->stream_s;
+  c.first_token_jitter_s = serving->first_token_jitter_s;
+  c.itl_jitter_s = serving->itl_jitter_s;
+}
+
 transfer_profile profile_file::transfer_cost(const std::string& path) const {
   if (!transfer) throw input_error(path + ": no \"transfer\" fit to price a disaggregated topology (troupe bench kv-transfer --fit-profile " + path + ")");
   if (!(kv_bytes_per_token > 0)) throw input_error(path + ": no kv_bytes_per_token to price a KV transfer (troupe bench engine --fit-profile writes it)");
@@ -154,9 +162,29 @@ std::string format_profile_file(const profile_file& p) {
   if (p.serving) {
     j["serving"] = {{"step_s", p.serving->step_s}, {"first_token_s", p.serving->first_token_s}, {"source", p.serving->source}};
     if (p.serving->handoff_s > 0) j["serving"]["handoff_s"] = p.serving->handoff_s;
+    if (p.serving->stream_s > 0) j["serving"]["stream_s"] = p.serving->stream_s;
+    if (!p.serving->first_token_jitter_s.empty()) j["serving"]["first_token_jitter_s"] = p.serving->first_token_jitter_s;
+    if (!p.serving->itl_jitter_s.empty()) j["serving"]["itl_jitter_s"] = p.serving->itl_jitter_s;
   }
   return j.dump(2) + "\n";
 }
+
+namespace {
+
+// serving.KEY: a list of finite numbers of seconds (of either sign), at most 4,096; absent: empty.
+std::vector<double> seconds_list(const nlohmann::json& serving, const char* key, const std::string& path) {
+  std::vector<double> out;
+  if (!serving.contains(key)) return out;
+  const auto& v = serving[key];
+  if (!v.is_array() || v.size() > 4096) throw input_error(path + ": serving." + key + " must be a list of at most 4096 numbers of seconds");
+  for (const auto& x : v) {
+    if (!x.is_number() || !std::isfinite(x.get<double>())) throw input_error(path + ": serving." + key + " must hold numbers of seconds");
+    out.push_back(x.get<double>());
+  }
+  return out;
+}
+
+}  // namespace
 
 profile_file parse_profile_file(const std::string& text, const std::string& path) {
   const auto j = nlohmann::json::parse(text, nullptr, false);
@@ -204,6 +232,9 @@ profile_file parse_profile_file(const std::string& text, const std::string& path
     profile_file::serving_fit f{number(j["serving"], "step_s", "serving."), number(j["serving"], "first_token_s", "serving."), ""};
     if (j["serving"].contains("source") && j["serving"]["source"].is_string()) f.source = j["serving"]["source"].get<std::string>();
     if (j["serving"].contains("handoff_s")) f.handoff_s = number(j["serving"], "handoff_s", "serving.");
+    if (j["serving"].contains("stream_s")) f.stream_s = number(j["serving"], "stream_s", "serving.");
+    f.first_token_jitter_s = seconds_list(j["serving"], "first_token_jitter_s", path);
+    f.itl_jitter_s = seconds_list(j["serving"], "itl_jitter_s", path);
     p.serving = f;
   }
   return p;
@@ -219,15 +250,45 @@ double median_at_least_0(std::vector<double> v) {
 // Where a request's decode steps are priced: halfway through its answer.
 std::int64_t mid_context(const served_request& r) { return r.prompt_tokens + r.output_tokens / 2; }
 
+// y = slope x + intercept through points (x, y), by medians (Theil-Sen): the slope is the median
+// of the slopes between every two points of different x (all x equal: the median of y / x, the
+// intercept 0), at least 0; the intercept the median of y - slope x, at least 0.
+struct median_line {
+  double slope = 0, intercept = 0;
+};
+median_line fit_median_line(std::span<const std::pair<double, double>> xy) {
+  std::vector<double> slopes;
+  for (std::size_t i = 0; i < xy.size(); ++i)
+    for (std::size_t j = i + 1; j < xy.size(); ++j)
+      if (xy[i].first != xy[j].first) slopes.push_back((xy[j].second - xy[i].second) / (xy[j].first - xy[i].first));
+  if (slopes.empty()) {
+    for (const auto& [x, y] : xy) slopes.push_back(y / x);
+    return {median_at_least_0(std::move(slopes)), 0};
+  }
+  const double slope = median_at_least_0(std::move(slopes));
+  std::vector<double> intercepts;
+  for (const auto& [x, y] : xy) intercepts.push_back(y - slope * x);
+  return {slope, median_at_least_0(std::move(intercepts))};
+}
+
 }  // namespace
 
 profile_file::serving_fit fit_serving(const profile_file& p, std::span<const served_request> served, const std::string& source) {
-  std::vector<double> step, first;
+  std::vector<std::pair<double, double>> decode;  // (decode steps, first-to-last-token time less their forward)
+  std::vector<double> first;
   for (const auto& r : served) {
-    step.push_back((r.e2e_s - r.ttft_s) / (r.output_tokens - 1) - p.step.seconds(1, mid_context(r) + 1, 1));
+    const double steps = r.output_tokens - 1;
+    decode.emplace_back(steps, r.e2e_s - r.ttft_s - steps * p.step.seconds(1, mid_context(r) + 1, 1));
     first.push_back(r.ttft_s - p.step.seconds(r.prompt_tokens, r.prompt_tokens * (r.prompt_tokens + 1) / 2));
   }
-  return {median_at_least_0(std::move(step)), median_at_least_0(std::move(first)), source, p.serving ? p.serving->handoff_s : 0.0};
+  const median_line line = fit_median_line(decode);
+  profile_file::serving_fit f{line.slope, median_at_least_0(first), source, p.serving ? p.serving->handoff_s : 0.0};
+  f.stream_s = line.intercept;
+  for (std::size_t i = 0; i < served.size(); ++i) {
+    f.first_token_jitter_s.push_back(first[i] - f.first_token_s);
+    f.itl_jitter_s.push_back((decode[i].second - f.stream_s) / decode[i].first - f.step_s);
+  }
+  return f;
 }
 
 double fit_handoff(const profile_file& p, std::span<const served_request> served, const std::string& path) {
@@ -237,7 +298,8 @@ double fit_handoff(const profile_file& p, std::span<const served_request> served
   const step_profile step = p.served_step();
   std::vector<double> handoff;
   for (const auto& r : served)
-    handoff.push_back(r.e2e_s - r.ttft_s - (r.output_tokens - 1) * step.seconds(1, mid_context(r) + 1, 1) - copy.seconds(r.prompt_tokens));
+    handoff.push_back(r.e2e_s - r.ttft_s - (r.output_tokens - 1) * step.seconds(1, mid_context(r) + 1, 1) - p.serving->stream_s -
+                      copy.seconds(r.prompt_tokens));
   return median_at_least_0(std::move(handoff));
 }
 

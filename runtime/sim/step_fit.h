@@ -52,9 +52,9 @@ transfer_fit fit_transfer(std::span<const transfer_sample> samples, const std::s
 // "worst_error": the largest |fitted - measured| / measured over them, "source": what was
 // measured, "kv_bytes_per_token": the model's KV per token, "tensor_parallel": the ranks of the
 // replica measured (1), "transfer": {"base_s", "per_byte_s", "source"} once `troupe bench
-// kv-transfer --fit-profile` added it, "serving": {"step_s", "first_token_s", "source"} once
-// `troupe bench serve --fit-profile` added it, and "handoff_s" once it ran against a
-// disaggregated server}. Reading throws input_error naming the path and
+// kv-transfer --fit-profile` added it, "serving": {"step_s", "first_token_s", "source", and
+// "stream_s", "first_token_jitter_s" and "itl_jitter_s" (lists) when fitted} once `troupe bench serve --fit-profile` added it, and "handoff_s" once
+// it ran against a disaggregated server}. Reading throws input_error naming the path and
 // the field.
 struct profile_file {
   step_profile step;
@@ -73,10 +73,22 @@ struct profile_file {
     // receiver's claim, the pull's thread, the messages between the replicas), fitted by the
     // same command against a disaggregated server; 0 until then.
     double handoff_s = 0;
+    // What a request's stream adds once between its first token and its last beyond its steps:
+    // tokens the delivery path holds and hands on in bursts (a step's tokens wait for a worker
+    // of the actor system), so its last token reaches the client later than it was computed.
+    // Spread over a short answer's few tokens it raises that request's mean inter-token time
+    // most. 0 when the requests fitted all had one length (it is then not told from step_s).
+    double stream_s = 0;
+    // Each fitted request's own figures less the typical ones above: its TTFT's and its mean
+    // inter-token time's (sim_config's jitter). Empty in files written before them.
+    std::vector<double> first_token_jitter_s, itl_jitter_s;
   };
   std::optional<serving_fit> serving;
   // The step as served: the fitted forward plus the serving's cost per step.
   step_profile served_step() const;
+  // Into `c`: what serving adds to a request's first token and to its stream, and how much
+  // requests stray from that (nothing without a serving fit).
+  void price_serving(sim_config& c) const;
   // A request token's KV transfer cost, a served handoff's own included; throws input_error
   // naming `path` when the file has no transfer fit or no KV size per token to price it with.
   transfer_profile transfer_cost(const std::string& path) const;
@@ -90,13 +102,20 @@ struct served_request {
   int output_tokens = 2;
   double ttft_s = 0, e2e_s = 0;
 };
-// What serving adds beyond the forward p.step prices, from `served` (not empty): the medians,
-// at least 0, of each request's mean inter-token time less a decode step at its context and of
-// its TTFT less its prompt's prefill as one step. A handoff p fitted before is kept.
+// What serving adds beyond the forward p.step prices, from `served` (not empty). Per request,
+// its first-to-last-token time less its decode steps (each priced at its mid-answer context) is
+// a line in its decode steps: serving's cost per step is the slope and the stream's the
+// intercept, fitted as medians (the median of the slopes between every two requests of
+// different lengths, then the median intercept), so a few requests the machine slowed move
+// neither. With one answer length only, the per-step cost is the median per step and the
+// stream's 0. The first token's is the median of each TTFT less its prompt's prefill as one
+// step. Every figure is at least 0. Each request's own TTFT and mean inter-token time less
+// what those figures give it are its jitters. A handoff p fitted before is kept.
 profile_file::serving_fit fit_serving(const profile_file& p, std::span<const served_request> served, const std::string& source);
 // What a served disaggregated handoff adds to the copy p's transfer fit prices, from `served` (not
 // empty, p with a serving fit): the median, at least 0, of each request's time from its first
-// token to its last less its decode steps as served and less the copy. Throws as transfer_cost.
+// token to its last less its decode steps as served, its stream and the copy. Throws as
+// transfer_cost.
 double fit_handoff(const profile_file& p, std::span<const served_request> served, const std::string& path);
 std::string format_profile_file(const profile_file& p);
 profile_file parse_profile_file(const std::string& text, const std::string& path);

@@ -215,6 +215,46 @@ BOOST_AUTO_TEST_CASE(decode_steps_pay_the_decode_term_and_first_tokens_the_front
   BOOST_TEST(r.requests[0].mean_itl_s == 1.5 * ms, boost::test_tools::tolerance(1e-12));
 }
 
+BOOST_AUTO_TEST_CASE(a_streams_cost_weighs_on_a_short_answer_most) {
+  const step_profile p{1 * ms, 0, 0};
+  auto c = one_replica();
+  c.stream_s = 3 * ms;  // its last token reaches the client 3 ms after it was computed
+  const std::vector<sim_request> reqs = {request(0, 64, 4, 0), request(1, 64, 31, 1), request(2, 64, 1, 2)};
+  const auto r = simulate(c, p, reqs);
+  BOOST_TEST(r.requests[0].mean_itl_s == 2 * ms, boost::test_tools::tolerance(1e-12));  // (3 steps + 3 ms) / 3
+  BOOST_TEST(r.requests[1].mean_itl_s == 1.1 * ms, boost::test_tools::tolerance(1e-12));  // (30 steps + 3 ms) / 30
+  BOOST_TEST(r.requests[0].e2e_s == 7 * ms, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(r.requests[0].ttft_s == 1 * ms, boost::test_tools::tolerance(1e-12));  // the first token is not held
+  BOOST_TEST(r.requests[2].e2e_s == 1 * ms, boost::test_tools::tolerance(1e-12));  // one token: no stream after it
+}
+
+BOOST_AUTO_TEST_CASE(each_request_draws_its_own_spread_by_its_index_and_no_token_comes_before_its_step) {
+  const step_profile p{1 * ms, 0, 0};
+  auto c = one_replica();
+  c.first_token_s = 2 * ms;
+  c.first_token_jitter_s = {-1 * ms, 1 * ms, -5 * ms};  // the last would put a token before its step
+  c.itl_jitter_s = {0.5 * ms, 0.25 * ms, -2 * ms};  // the last would put tokens before their steps
+  std::vector<sim_request> reqs;
+  for (int i = 0; i < 40; ++i) reqs.push_back(request(i, 64, 5, std::size_t(i)));  // alone: 1 ms steps
+  const auto r = simulate(c, p, reqs);
+  std::set<double> ttfts, itls;
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    const auto& o = r.requests[i];
+    ttfts.insert(std::round(o.ttft_s * 1e6) / 1e6);
+    itls.insert(std::round(o.mean_itl_s * 1e6) / 1e6);
+    BOOST_TEST(o.ttft_s >= 1 * ms - 1e-12);     // its prefill's step
+    BOOST_TEST(o.mean_itl_s >= 1 * ms - 1e-12);  // its decode steps'
+    BOOST_TEST(o.e2e_s >= o.ttft_s + 4 * o.mean_itl_s - 1e-9);
+  }
+  // 2 ms less 1, plus 1, or held at the step (1 ms); 1 ms a token plus 0.5, plus 0.25, or held
+  // at its steps' (1 ms).
+  BOOST_TEST((ttfts == std::set<double>{1e-3 + 1e-3, 1e-3 + 3e-3, 1e-3}));
+  BOOST_TEST((itls == std::set<double>{1.5e-3, 1.25e-3, 1e-3}));
+  // The same requests draw the same.
+  const auto again = simulate(c, p, reqs);
+  for (std::size_t i = 0; i < reqs.size(); ++i) BOOST_TEST(again.requests[i].ttft_s == r.requests[i].ttft_s);
+}
+
 BOOST_AUTO_TEST_CASE(a_full_queue_refuses_and_what_was_refused_never_runs) {
   const step_profile p{1 * ms, 0, 0};
   auto c = one_replica();
@@ -457,6 +497,70 @@ BOOST_AUTO_TEST_CASE(the_transfer_fit_prices_a_token_by_the_models_kv_bytes) {
              }).find("serving.handoff_s") != std::string::npos);
   BOOST_TEST(fitting::error_of([] { parse_profile_file(R"({"step": {"base_s": 1, "per_token_s": 0, "per_context_s": 0}, "tensor_parallel": 0})", "p.json"); })
                  .find("tensor_parallel") != std::string::npos);
+}
+
+namespace {
+
+// Requests served at concurrency 1 on a forward `fwd`, where serving adds `step_s` per decode
+// step, `stream_s` per request and `first_s` to its first token; answers of `outputs` tokens.
+std::vector<served_request> served_on(const step_profile& fwd, double step_s, double stream_s, double first_s, const std::vector<int>& outputs) {
+  std::vector<served_request> out;
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    served_request r;
+    r.prompt_tokens = 100 + 20 * std::int64_t(i);
+    r.output_tokens = outputs[i];
+    r.ttft_s = fwd.seconds(r.prompt_tokens, r.prompt_tokens * (r.prompt_tokens + 1) / 2) + first_s;
+    double decode = 0;
+    for (int t = 1; t < r.output_tokens; ++t) decode += fwd.seconds(1, r.prompt_tokens + r.output_tokens / 2 + 1, 1) + step_s;
+    r.e2e_s = r.ttft_s + decode + stream_s;
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_serving_fit_tells_a_streams_cost_from_a_steps_and_a_few_slow_requests_move_neither) {
+  profile_file p;
+  p.step = {0.1 * ms, 50e-6, 0, 30e-6};
+  // 0.2 ms a step, 2.5 ms a stream, 4 ms a first token, over answers of 16 to 128 tokens.
+  auto served = served_on(p.step, 0.2 * ms, 2.5 * ms, 4 * ms, {16, 24, 40, 64, 96, 128, 20, 50, 80, 110});
+  served[3].e2e_s += 30 * ms;  // two requests the machine slowed
+  served[7].e2e_s += 10 * ms;
+  const auto f = fit_serving(p, served, "bench serve");
+  BOOST_TEST(f.step_s == 0.2 * ms, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(f.stream_s == 2.5 * ms, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(f.first_token_s == 4 * ms, boost::test_tools::tolerance(1e-6));
+  // One length only: the stream cannot be told from the steps; it is spread over them.
+  const auto same = fit_serving(p, served_on(p.step, 0.2 * ms, 2.5 * ms, 4 * ms, {33, 33, 33}), "bench serve");
+  BOOST_TEST(same.stream_s == 0.0);
+  BOOST_TEST(same.step_s == 0.2 * ms + 2.5 * ms / 32, boost::test_tools::tolerance(1e-6));
+  // Each request's spread about those: none but the two slowed ones' inter-token times.
+  BOOST_TEST_REQUIRE(f.itl_jitter_s.size() == served.size());
+  BOOST_TEST(f.itl_jitter_s[3] == 30 * ms / 63, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(f.itl_jitter_s[7] == 10 * ms / 49, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(std::abs(f.itl_jitter_s[0]) < 1e-9);
+  BOOST_TEST(std::abs(f.first_token_jitter_s[5]) < 1e-9);
+  // Kept in the file, and priced into the simulator with the first token's.
+  p.serving = f;
+  const auto back = parse_profile_file(format_profile_file(p), "p.json");
+  BOOST_TEST(back.serving->stream_s == f.stream_s, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(back.serving->itl_jitter_s.size() == served.size());
+  sim_config c;
+  back.price_serving(c);
+  BOOST_TEST(c.stream_s == f.stream_s, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(c.first_token_s == f.first_token_s, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(c.itl_jitter_s[3] == f.itl_jitter_s[3], boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(fitting::error_of([] {
+               parse_profile_file(R"({"step": {"base_s": 1, "per_token_s": 0, "per_context_s": 0},
+                                      "serving": {"step_s": 0, "first_token_s": 0, "itl_jitter_s": [0.1, "x"]}})", "p.json");
+             }).find("serving.itl_jitter_s") != std::string::npos);
+  // A disaggregated server's handoff is what its requests take beyond steps, stream and copy.
+  p.kv_bytes_per_token = 1000;
+  p.transfer = transfer_fit{0, 1e-9, "inproc"};  // 1 µs a token
+  auto handed = served_on(p.served_step(), 0, 2.5 * ms, 4 * ms, {16, 64, 128});
+  for (auto& r : handed) r.e2e_s += 1.5 * ms + double(r.prompt_tokens) * 1e-6;
+  BOOST_TEST(fit_handoff(p, handed, "p.json") == 1.5 * ms, boost::test_tools::tolerance(1e-6));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

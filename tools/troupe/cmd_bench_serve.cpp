@@ -374,8 +374,8 @@ void add_serving_fit(const std::string& path, const bench::client_options& co, c
   }
   p.serving = sim::fit_serving(p, served, "troupe bench serve --concurrency 1, " + std::to_string(served.size()) + " requests");
   sim::write_profile_file(path, p, "fit-profile");
-  std::fprintf(stderr, "serving: %.3f ms per step, %.3f ms per first token beyond the forward -> %s\n", p.serving->step_s * 1e3,
-               p.serving->first_token_s * 1e3, path.c_str());
+  std::fprintf(stderr, "serving: %.3f ms per step, %.3f ms per first token, %.3f ms per stream beyond the forward -> %s\n",
+               p.serving->step_s * 1e3, p.serving->first_token_s * 1e3, p.serving->stream_s * 1e3, path.c_str());
 }
 
 }  // namespace

@@ -202,7 +202,7 @@ sim::sim_config sim_config_of(const topology::topology_config& t, const sim::pro
     c.autoscale_max = both->max_replicas;
     c.device.clear();  // slots beyond the replicas at the start: a device each
   }
-  if (profile.serving) c.first_token_s = profile.serving->first_token_s;
+  profile.price_serving(c);
   if (prefill) {
     const double kv_bytes = double(kv::kv_cache::bytes_per_token(t.scheduler.kv_dtype, m.num_hidden_layers, m.num_key_value_heads, m.head_dim));
     sim::profile_file priced = profile;

@@ -69,8 +69,10 @@ void declare_bench_serve(command& bench) {
       .flag("chat", "/v1/chat/completions, the prompt as one user message")
       .option("goodput", "\"ttft:MS tpot:MS e2el:MS\"", "the SLO a request must meet to count as goodput")
       .option("fit-profile", "FILE", "with --concurrency 1: add what serving costs beyond the forward to a step profile "
-                                     "(troupe bench engine --fit-profile FILE); against a disaggregated server, what a "
-                                     "handoff costs beyond the KV copy (after an aggregated server's fit)")
+                                     "(troupe bench engine --fit-profile FILE): per step, per first token and per stream (told "
+                                     "apart from the step's with answers of several lengths, as --output-dist uniform gives); "
+                                     "against a disaggregated server, what a handoff costs beyond the KV copy (after an "
+                                     "aggregated server's fit)")
       .option("json", "FILE", "write the report as JSON")
       .flag("detailed", "with --json: every request's timings too")
       .option("plot", "PREFIX", "draw the latency distributions with gnuplot")
