@@ -60,10 +60,11 @@ fit_steps() {
   build/troupe bench engine --model models/kjv --kv-dtype f32 --steps 32 --fit-profile "$1" > /dev/null
   build/troupe bench kv-transfer --sizes 1,4,16 --backend inproc --fit-profile "$1" > /dev/null
 }
-# What serving adds beyond the forward (into $1), on the server up now, with nothing queued.
+# What serving adds beyond the forward (into $1), on the server up now, with nothing queued: per
+# step, per first token and per stream (answers of 36 to 108 tokens tell the two apart).
 fit_serving() {
-  build/troupe bench serve --url "http://127.0.0.1:$port" --concurrency 1 --requests 24 --prompt-len 256 --prompt-dist uniform \
-      --output-len 64 --seed 3 --quiet --fit-profile "$1" > /dev/null
+  build/troupe bench serve --url "http://127.0.0.1:$port" --concurrency 1 --requests 32 --prompt-len 256 --prompt-dist uniform \
+      --output-len 72 --output-dist uniform --seed 3 --quiet --fit-profile "$1" > /dev/null
 }
 
 # The same requests in bench serve's JSONL and in the simulator's CSV.
@@ -109,7 +110,7 @@ for topo in ("local", "kv-aware", "disagg"):
     s, v = profile["step"], profile["serving"]
     print(f"{topo}: {s['base_s']*1e3:.3f} ms + {s['per_token_s']*1e6:.1f} us/token + {s['per_context_s']*1e9:.2f} ns/context position "
           f"+ {s['per_decode_token_s']*1e6:.1f} us/decode token (worst fit error {100*profile['worst_error']:.0f}%); serving "
-          f"{v['step_s']*1e3:.3f} ms per step, {v['first_token_s']*1e3:.3f} ms per first token, "
+          f"{v['step_s']*1e3:.3f} ms per step, {v['first_token_s']*1e3:.3f} ms per first token, {v.get('stream_s', 0)*1e3:.3f} ms per stream, "
           f"{v.get('handoff_s', 0)*1e3:.3f} ms per handoff beyond the KV copy")
 print("| topology | metric | simulated | measured | error |")
 print("|---|---|---|---|---|")
