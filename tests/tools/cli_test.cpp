@@ -292,8 +292,9 @@ BOOST_AUTO_TEST_CASE(the_simulator_predicts_the_real_cluster_on_the_same_trace) 
     test::serve_process calibrate({std::string(TROUPE_SOURCE_DIR) + "/configs/local.toml", "--model", model});
     BOOST_TEST_REQUIRE(calibrate.port() != 0);
     r = troupe_cmd("bench serve --url http://127.0.0.1:" + std::to_string(calibrate.port()) + " --concurrency 1 --requests 4 "
-                   "--prompt-len 128 --output-len 32 --quiet --fit-profile " + profile);
+                   "--prompt-len 128 --output-len 32 --output-dist uniform --quiet --fit-profile " + profile);
     BOOST_TEST_REQUIRE(r.status == 0, r.out);
+    BOOST_TEST(r.out.find("every answer had") == std::string::npos, r.out);  // several lengths: the stream's cost told apart
   }
   const double step_s = nlohmann::json::parse(std::ifstream(profile))["serving"]["step_s"].get<double>();
   {  // against a disaggregated server: what a handoff adds beyond the KV copy, the serving fit kept
@@ -313,6 +314,8 @@ BOOST_AUTO_TEST_CASE(the_simulator_predicts_the_real_cluster_on_the_same_trace) 
                    "--prompt-len 128 --output-len 32 --quiet --fit-profile " + profile);
     BOOST_TEST_REQUIRE(r.status == 0, r.out);
     BOOST_TEST(nlohmann::json::parse(std::ifstream(profile))["serving"].value("handoff_s", 0.0) == handoff);
+    // One answer length: the stream's cost is not told apart, and the command says so.
+    BOOST_TEST(r.out.find("every answer had 32 tokens") != std::string::npos, r.out);
   }
   {  // 20 requests at 5 a second, the same in bench serve's JSONL and the simulator's CSV
     std::ofstream jsonl(dir + "/trace.jsonl"), csv(dir + "/trace.csv");
