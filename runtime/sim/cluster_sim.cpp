@@ -476,10 +476,11 @@ class sim_cluster {
     const sim_request& q = reqs_[s.req];
     request_outcome& o = result_.requests[s.req];
     // What the client sees: the steps' times, what serving adds, and this request's own spread
-    // (never a token before the step that made it).
-    const double first = s.first_s + std::max(0.0, cfg_.first_token_s + drawn(cfg_.first_token_jitter_s, s.req, 0));
-    const double stream = s.generated > 1 ? cfg_.stream_s : 0;
-    const double last = std::max(s.last_s + stream + drawn(cfg_.itl_jitter_s, s.req, 1) * double(s.generated - 1), s.last_s) + (first - s.first_s);
+    // (never a token before the step that made it). Every token waits as long as its first; its
+    // last waits its stream too.
+    const double held = std::max(0.0, cfg_.first_token_s + drawn(cfg_.first_token_jitter_s, s.req, 0));
+    const double streamed = std::max(0.0, cfg_.stream_s + drawn(cfg_.itl_jitter_s, s.req, 1) * double(s.generated - 1));
+    const double first = s.first_s + held, last = s.last_s + held + (s.generated > 1 ? streamed : 0);
     o.ttft_s = first - q.arrival_s;
     o.e2e_s = last - q.arrival_s;
     o.mean_itl_s = s.generated > 1 ? (last - first) / (s.generated - 1) : 0;

@@ -13,6 +13,9 @@ namespace troupe::sim {
 
 namespace {
 
+// A prefill of n tokens as one step: each reads the positions up to its own.
+step_sample prefill_step(std::int64_t n, double seconds) { return {n, n * (n + 1) / 2, seconds}; }
+
 constexpr int fit_terms = 4;  // base, per token, per context position, per decode token
 
 // A sample's row, divided by its measured time: the fit then minimizes relative errors, so a
@@ -99,12 +102,12 @@ std::vector<step_sample> engine_bench_samples(const nlohmann::json& bench, const
   const auto& pre = bench["prefill"];
   const std::int64_t p = need(pre, "tokens", "prefill.").get<std::int64_t>();
   const double tps = need(pre, "tokens_per_second", "prefill.").get<double>();
-  if (p > 0 && tps > 0) out.push_back({p, p * (p + 1) / 2, double(p) / tps});
+  if (p > 0 && tps > 0) out.push_back(prefill_step(p, double(p) / tps));
   if (bench.contains("prefill_fit") && bench["prefill_fit"].is_array())  // shorter prompts: the context term apart from the token's
     for (const auto& row : bench["prefill_fit"]) {
       const std::int64_t n = need(row, "tokens", "prefill_fit[].").get<std::int64_t>();
       const double secs = need(row, "seconds", "prefill_fit[].").get<double>();
-      if (n > 0 && secs > 0) out.push_back({n, n * (n + 1) / 2, secs});
+      if (n > 0 && secs > 0) out.push_back(prefill_step(n, secs));
     }
   for (const auto& row : bench["decode"]) {
     const std::int64_t b = need(row, "batch", "decode[].").get<std::int64_t>();
@@ -144,10 +147,16 @@ void profile_file::price_serving(sim_config& c) const {
   c.itl_jitter_s = serving->itl_jitter_s;
 }
 
-transfer_profile profile_file::transfer_cost(const std::string& path) const {
+transfer_profile profile_file::copy_cost(const std::string& path) const {
   if (!transfer) throw input_error(path + ": no \"transfer\" fit to price a disaggregated topology (troupe bench kv-transfer --fit-profile " + path + ")");
   if (!(kv_bytes_per_token > 0)) throw input_error(path + ": no kv_bytes_per_token to price a KV transfer (troupe bench engine --fit-profile writes it)");
-  return {transfer->base_s + (serving ? serving->handoff_s : 0.0), transfer->per_byte_s * kv_bytes_per_token};
+  return {transfer->base_s, transfer->per_byte_s * kv_bytes_per_token};
+}
+
+transfer_profile profile_file::transfer_cost(const std::string& path) const {
+  transfer_profile t = copy_cost(path);
+  if (serving) t.base_s += serving->handoff_s;
+  return t;
 }
 
 std::string format_profile_file(const profile_file& p) {
@@ -247,8 +256,10 @@ double median_at_least_0(std::vector<double> v) {
   return std::max(0.0, v[v.size() / 2]);
 }
 
-// Where a request's decode steps are priced: halfway through its answer.
-std::int64_t mid_context(const served_request& r) { return r.prompt_tokens + r.output_tokens / 2; }
+// A served request's decode steps on `step`, each priced at the context halfway through its answer.
+double decode_seconds(const step_profile& step, const served_request& r) {
+  return double(r.output_tokens - 1) * step.seconds(1, r.prompt_tokens + r.output_tokens / 2 + 1, 1);
+}
 
 // y = slope x + intercept through points (x, y), by medians (Theil-Sen): the slope is the median
 // of the slopes between every two points of different x (all x equal: the median of y / x, the
@@ -273,13 +284,16 @@ median_line fit_median_line(std::span<const std::pair<double, double>> xy) {
 
 }  // namespace
 
+bool tells_stream_apart(std::span<const served_request> served) {
+  return std::any_of(served.begin(), served.end(), [&](const served_request& r) { return r.output_tokens != served.front().output_tokens; });
+}
+
 profile_file::serving_fit fit_serving(const profile_file& p, std::span<const served_request> served, const std::string& source) {
   std::vector<std::pair<double, double>> decode;  // (decode steps, first-to-last-token time less their forward)
   std::vector<double> first;
   for (const auto& r : served) {
-    const double steps = r.output_tokens - 1;
-    decode.emplace_back(steps, r.e2e_s - r.ttft_s - steps * p.step.seconds(1, mid_context(r) + 1, 1));
-    first.push_back(r.ttft_s - p.step.seconds(r.prompt_tokens, r.prompt_tokens * (r.prompt_tokens + 1) / 2));
+    decode.emplace_back(r.output_tokens - 1, r.e2e_s - r.ttft_s - decode_seconds(p.step, r));
+    first.push_back(r.ttft_s - fit_predicted(p.step, prefill_step(r.prompt_tokens, 0)));
   }
   const median_line line = fit_median_line(decode);
   profile_file::serving_fit f{line.slope, median_at_least_0(first), source, p.serving ? p.serving->handoff_s : 0.0};
@@ -292,14 +306,11 @@ profile_file::serving_fit fit_serving(const profile_file& p, std::span<const ser
 }
 
 double fit_handoff(const profile_file& p, std::span<const served_request> served, const std::string& path) {
-  profile_file bare = p;  // the copy alone: no handoff fitted before
-  bare.serving->handoff_s = 0;
-  const transfer_profile copy = bare.transfer_cost(path);
+  const transfer_profile copy = p.copy_cost(path);
   const step_profile step = p.served_step();
   std::vector<double> handoff;
   for (const auto& r : served)
-    handoff.push_back(r.e2e_s - r.ttft_s - (r.output_tokens - 1) * step.seconds(1, mid_context(r) + 1, 1) - p.serving->stream_s -
-                      copy.seconds(r.prompt_tokens));
+    handoff.push_back(r.e2e_s - r.ttft_s - decode_seconds(step, r) - p.serving->stream_s - copy.seconds(r.prompt_tokens));
   return median_at_least_0(std::move(handoff));
 }
 

@@ -92,6 +92,8 @@ struct profile_file {
   // A request token's KV transfer cost, a served handoff's own included; throws input_error
   // naming `path` when the file has no transfer fit or no KV size per token to price it with.
   transfer_profile transfer_cost(const std::string& path) const;
+  // The copy alone, as transfer_cost but without the served handoff's cost.
+  transfer_profile copy_cost(const std::string& path) const;
 };
 profile_file fit_profile_file(std::span<const step_sample> samples, const std::string& source);
 
@@ -112,6 +114,9 @@ struct served_request {
 // step. Every figure is at least 0. Each request's own TTFT and mean inter-token time less
 // what those figures give it are its jitters. A handoff p fitted before is kept.
 profile_file::serving_fit fit_serving(const profile_file& p, std::span<const served_request> served, const std::string& source);
+// Whether `served` (not empty) has answers of more than one length, which fit_serving needs to
+// tell a stream's cost from a step's.
+bool tells_stream_apart(std::span<const served_request> served);
 // What a served disaggregated handoff adds to the copy p's transfer fit prices, from `served` (not
 // empty, p with a serving fit): the median, at least 0, of each request's time from its first
 // token to its last less its decode steps as served, its stream and the copy. Throws as

@@ -376,12 +376,11 @@ void add_serving_fit(const std::string& path, const bench::client_options& co, c
   sim::write_profile_file(path, p, "fit-profile");
   std::fprintf(stderr, "serving: %.3f ms per step, %.3f ms per first token, %.3f ms per stream beyond the forward -> %s\n",
                p.serving->step_s * 1e3, p.serving->first_token_s * 1e3, p.serving->stream_s * 1e3, path.c_str());
-  const int length = served.front().output_tokens;
-  if (std::all_of(served.begin(), served.end(), [&](const sim::served_request& r) { return r.output_tokens == length; }))
+  if (!sim::tells_stream_apart(served))
     std::fprintf(stderr,
                  "serving: every answer had %d tokens, so a stream's cost is not told from a step's (the step's holds it); "
                  "--output-dist uniform gives answers of several lengths\n",
-                 length);
+                 served.front().output_tokens);
 }
 
 }  // namespace
