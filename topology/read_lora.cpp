@@ -27,7 +27,7 @@ std::optional<std::string> lora_unsupported(const topology_config& t) {
 }
 
 std::optional<std::string> add_lora_adapter(topology_config& t, lora_spec::adapter a) {
-  if (a.name.empty() || a.name.size() > 256) return "name: expected 1 to 256 characters";
+  if (auto why = served_name_problem(a.name)) return "name: " + *why;
   const auto& fe = t.frontend;
   if (a.name == fe.model_name || std::find(fe.model_aliases.begin(), fe.model_aliases.end(), a.name) != fe.model_aliases.end())
     return "name: \"" + a.name + "\" is the base model's served name";

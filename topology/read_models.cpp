@@ -137,7 +137,7 @@ void read_models(const reader& r, const toml::table& root, topology_config& t) {
       const std::string name(key.str());
       const std::string prefix = "models." + name + ".";
       if (!value.is_table()) r.fail(&value, "models." + name, std::string("expected a [models.NAME] table, got ") + type_name(value));
-      if (name.empty() || name.size() > 64) r.fail(&value, "models." + name, "a model's name has 1 to 64 characters");
+      if (auto why = served_name_problem(name, 64)) r.fail(&value, "models", "a model's name: " + *why);
       t.more_models.push_back(read_model_table(r, *value.as_table(), prefix, name, &t.model));
     }
   resolve_fallback(r, *m, "model.", t.model, t);

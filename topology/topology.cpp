@@ -59,6 +59,45 @@ bool topology_config::is_head(const std::string& name) const {
   return false;
 }
 
+namespace {
+
+// A name as an error may quote it: control characters escaped, at most 40 characters.
+std::string quoted(const std::string& name) {
+  std::string out = "\"";
+  for (std::size_t i = 0; i < name.size() && i < 40; ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + (name.size() > 40 ? "...\"" : "\"");
+}
+
+}  // namespace
+
+std::optional<std::string> dns_label_problem(const std::string& name, std::size_t max) {
+  if (name.empty()) return std::string("a name cannot be empty");
+  if (name.size() > max) return quoted(name) + " has " + std::to_string(name.size()) + " characters; at most " + std::to_string(max);
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  for (char c : name)
+    if (!alnum(c) && c != '-')
+      return quoted(name) + " is not an RFC 1123 name: only lower-case letters, digits and '-' (it reaches DNS names, "
+             "file names and generated scripts)";
+  if (!alnum(name.front()) || !alnum(name.back())) return quoted(name) + " is not an RFC 1123 name: it must start and end with a letter or digit";
+  return std::nullopt;
+}
+
+std::optional<std::string> served_name_problem(const std::string& name, std::size_t max) {
+  if (name.empty() || name.size() > max) return "expected a name of 1 to " + std::to_string(max) + " characters";
+  for (char c : name)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return quoted(name) + " holds a control character";
+  return std::nullopt;
+}
+
 namespace detail {  // the control plane's sections: [admission], [autoscaler], [admin], [kv_events] (read_control.cpp)
 void read_admission(const reader& r, const toml::table& root, topology_config& t);
 void read_autoscaler(const reader& r, const toml::table& root, topology_config& t);
@@ -87,6 +126,7 @@ void read_nodes(const reader& r, const toml::table& root, topology_config& t) {
     r.only_keys(nt, "nodes.", {"name", "address", "head", "admin", "admin_events"});
     node_spec s;
     s.name = r.string(nt, "name", "nodes.", std::nullopt);
+    if (auto why = dns_label_problem(s.name)) r.fail(nt.get("name"), "nodes.name", *why);
     s.admin_endpoint = r.string(nt, "admin", "nodes.", std::string());
     s.admin_events = r.string(nt, "admin_events", "nodes.", std::string());
     s.line = int(nt.source().begin.line);
@@ -188,6 +228,7 @@ void read_pools(const reader& r, const toml::table& root, topology_config& t) {
                                  "speculative"});
     pool_spec p;
     p.name = r.string(pt, "name", "pools.", std::nullopt);
+    if (auto why = dns_label_problem(p.name, max_pool_name)) r.fail(pt.get("name"), "pools.name", *why);
     p.line = int(pt.source().begin.line);
     if (!names.insert(p.name).second) r.fail(pt.get("name"), "pools.name", "duplicate pool name \"" + p.name + "\"");
     detail::read_pool_model(r, pt, t, p);
@@ -389,7 +430,7 @@ void read_frontend(const reader& r, const toml::table& root, topology_config& t)
   if (!f) return;
   r.only_keys(*f, "frontend.",
               {"address", "model_name", "max_requests", "retry_after", "max_body", "metric_prefix", "api_keys", "api_key_routes", "public_prompts", "tenant_by_user",
-               "shutdown_grace", "request_trace", "request_trace_max", "ttft_slo", "itl_slo"});
+               "shutdown_grace", "request_trace", "request_trace_max", "ttft_slo", "itl_slo", "header_timeout", "max_unread"});
   t.frontend.tenant_by_user = r.boolean(*f, "tenant_by_user", "frontend.", true);
   auto& fe = t.frontend;
   if (const toml::node* a = f->get("address")) {
@@ -417,6 +458,15 @@ void read_frontend(const reader& r, const toml::table& root, topology_config& t)
       *out = std::chrono::duration_cast<std::chrono::milliseconds>(r.duration(*n, std::string("frontend.") + key));
       if (out->count() <= 0) r.fail(n, std::string("frontend.") + key, "must be positive");
     }
+  if (const toml::node* n = f->get("header_timeout")) {
+    fe.header_timeout = std::chrono::duration_cast<std::chrono::seconds>(r.duration(*n, "frontend.header_timeout"));
+    if (fe.header_timeout.count() < 1) r.fail(n, "frontend.header_timeout", "must be at least 1s");
+  }
+  if (const toml::node* n = f->get("max_unread")) {
+    const double bytes = r.size(*n, "frontend.max_unread");
+    if (bytes < 1024) r.fail(n, "frontend.max_unread", "must be at least 1KiB");
+    fe.max_unread = std::size_t(bytes);
+  }
   if (const toml::node* n = f->get("max_body")) {
     const double bytes = r.size(*n, "frontend.max_body");
     if (bytes < 1024) r.fail(n, "frontend.max_body", "must be at least 1KiB");
@@ -531,7 +581,7 @@ std::optional<std::string> assign_model_names(frontend_spec& fe, const std::vect
   if (names.empty()) return "expected at least one name";
   if (names.size() > 16) return "at most 16 names";
   for (std::size_t i = 0; i < names.size(); ++i) {
-    if (names[i].empty() || names[i].size() > 256) return "expected names of 1 to 256 characters";
+    if (auto why = served_name_problem(names[i])) return *why;
     if (std::find(names.begin(), names.begin() + std::ptrdiff_t(i), names[i]) != names.begin() + std::ptrdiff_t(i))
       return "\"" + names[i] + "\" is named twice";
   }

@@ -178,6 +178,8 @@ struct frontend_spec {
   // streams still open then end with an error event and [DONE].
   std::chrono::milliseconds shutdown_grace{30000};
   std::size_t max_body = std::size_t(4) << 20;
+  std::chrono::seconds header_timeout{10};       // a request's header whole within this of its first byte
+  std::size_t max_unread = std::size_t(1) << 20;  // an answer's bytes a client may leave unread before it counts as gone
   std::string metric_prefix = "troupe:";
   // Bearer tokens the OpenAI routes require (none: open, as on loopback by default).
   std::vector<std::string> api_keys;
@@ -215,9 +217,9 @@ struct kv_events_spec {
   // (any address then); without, they bind to loopback only.
   std::string secret_key;                    // the server's CURVE secret key file (troupe admin keygen)
   std::vector<std::string> authorized_keys;  // Z85 public keys of the subscribers let in
-  // Whether stored blocks carry their token ids (vLLM's format does); false publishes hashes
-  // only, so no subscriber learns a tenant's prompt.
-  bool token_ids = true;
+  // Whether stored blocks carry their token ids (vLLM's format may); false (the default)
+  // publishes hashes only, so no subscriber learns a tenant's prompt. True needs CURVE.
+  bool token_ids = false;
   bool enabled() const { return !endpoint.empty(); }
   bool curve() const { return !secret_key.empty(); }
 };
@@ -307,6 +309,18 @@ struct topology_config {
   std::vector<const node_spec*> heads() const;
   bool is_head(const std::string& name) const;
 };
+
+// Why `name` cannot name a node or a pool, none when it can. Such names reach DNS names, pod
+// and file names, labels, generated scripts and PromQL: each is an RFC 1123 label (lower-case
+// letters, digits and '-', starting and ending with a letter or digit) of 1 to `max` characters.
+std::optional<std::string> dns_label_problem(const std::string& name, std::size_t max = 63);
+// The longest pool name: its replicas' names ("<pool>-<index>") and its pods' label key
+// ("troupe.dev/pool-<pool>") stay RFC 1123 labels of at most 63 characters.
+inline constexpr std::size_t max_pool_name = 50;
+// Why a name a client sends back to us (a served model name, an adapter, a [models.NAME]) cannot
+// be one: empty, over `max` bytes, or with a control character (a NUL, a newline) that would cut
+// a log line, a metric label or a header. None when it can.
+std::optional<std::string> served_name_problem(const std::string& name, std::size_t max = 256);
 
 // Reads and validates a topology file. Throws input_error as "FILE:LINE: KEY: what is wrong"
 // for a syntax error, a wrong type, an unknown key, a missing required key, a duplicate name,

@@ -128,18 +128,63 @@ BOOST_AUTO_TEST_CASE(the_prestop_hook_drains_each_pods_own_replicas_within_its_g
   const auto d = deploy_config("two-heads.toml");
   const json& sts = d.named("StatefulSet", "troupe-main");
   const std::string script = container_of(sts)["lifecycle"]["preStop"]["exec"]["command"][2];
-  BOOST_TEST(script.find("troupe-main-0) replicas=\"main-0\"") != std::string::npos, script);
-  BOOST_TEST(script.find("troupe-main-1) replicas=\"main-1\"") != std::string::npos, script);
-  BOOST_TEST(script.find("main-2") == std::string::npos, script);  // a stopped slot holds nothing
+  // The pod's replicas and the heads come from files of the config volume, chosen by the pod's name.
+  const json& data = d.named("ConfigMap", "troupe-topology")["data"];
+  BOOST_TEST(data["drain.troupe-main-0"] == "main-0\n");
+  BOOST_TEST(data["drain.troupe-main-1"] == "main-1\n");
+  BOOST_TEST(data.dump().find("main-2") == std::string::npos);  // a stopped slot holds nothing
   // Both heads are tried in turn.
-  BOOST_TEST(script.find("troupe-head-0.troupe-cluster.default.svc.cluster.local troupe-head-1.") != std::string::npos, script);
+  BOOST_TEST(data["drain.heads"] == "troupe-head-0.troupe-cluster.default.svc.cluster.local\ntroupe-head-1.troupe-cluster.default.svc.cluster.local\n");
+  BOOST_TEST(script.find("/etc/troupe/config/drain/\"$POD_NAME\"") != std::string::npos, script);
   BOOST_TEST(script.find("--server-key /etc/troupe/admin/server.pub") != std::string::npos, script);
+  json items = json::array();
+  for (const auto& v : sts["spec"]["template"]["spec"]["volumes"])
+    if (v["name"] == "config") items = v["configMap"]["items"];
+  BOOST_TEST(items.dump().find(R"({"key":"drain.troupe-main-1","path":"drain/troupe-main-1"})") != std::string::npos, items.dump());
   // Grace: one drain of request timeout x 2 (30 s -> 60 s) at each of 2 heads, and the stop.
   const int grace = sts["spec"]["template"]["spec"]["terminationGracePeriodSeconds"];
   BOOST_TEST(grace >= 2 * 60 + 10);
   // A pool with one replica has nowhere to drain to: no hook.
   const auto one = deploy_config("disagg-two-nodes.toml");
   BOOST_TEST(!container_of(one.named("StatefulSet", "troupe-decode")).contains("lifecycle"));
+}
+
+// A pool named `main$(touch /tmp/PWNED)` was written into the preStop hook's `sh -c` script
+// inside double quotes. Names are now RFC 1123 labels, refused at the topology's edge, and the
+// script is the same text whatever the topology names.
+BOOST_AUTO_TEST_CASE(names_that_reach_a_shell_a_yaml_document_or_a_path_are_rfc_1123_labels) {
+  const std::string text = config_text("two-heads.toml");
+  auto with_pool = [&](const std::string& name) {
+    std::string t = text;
+    const std::string from = "name = \"main\"";
+    t.replace(t.find(from), from.size(), "name = \"" + name + "\"");
+    for (std::size_t at = 0; (at = t.find("\"main\"", at)) != std::string::npos; at += name.size() + 2) t.replace(at, 6, "\"" + name + "\"");
+    return t;
+  };
+  auto refusal = [&](const std::string& t) -> std::string {
+    try {
+      parse_topology(t, "t.toml");
+    } catch (const input_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  BOOST_TEST(refusal(with_pool("main")).empty());
+  for (const std::string bad : {"main$(touch /tmp/PWNED)", "main\\u0000x", "Main", "main_pool", "-main", "main-", "a b", "main\\n"}) {
+    const std::string why = refusal(with_pool(bad));
+    BOOST_TEST(why.find("pools.name") != std::string::npos, bad << ": " << why);
+  }
+  const std::string long_name = refusal(with_pool(std::string(5000, 'a')));
+  BOOST_TEST(long_name.find("5000 characters; at most 50") != std::string::npos, long_name);
+  BOOST_TEST(long_name.size() < 300);  // the name is not echoed whole
+  std::string node = text;
+  node.replace(node.find("name = \"head-a\""), 15, "name = \"h;rm -rf /\"");
+  BOOST_TEST(refusal(node).find("nodes.name") != std::string::npos, refusal(node));
+  // The script never holds a name: two topologies with other names have the same hook.
+  const std::string script = container_of(deploy_config("two-heads.toml").named("StatefulSet", "troupe-main"))["lifecycle"]["preStop"]["exec"]["command"][2];
+  const std::string other = container_of(deploy_config("kubernetes.toml").named("StatefulSet", "troupe-main"))["lifecycle"]["preStop"]["exec"]["command"][2];
+  BOOST_TEST(script.find("main") == std::string::npos, script);
+  BOOST_TEST(script == other);
 }
 
 BOOST_AUTO_TEST_CASE(probes_say_whether_the_pod_serves) {
@@ -175,8 +220,7 @@ BOOST_AUTO_TEST_CASE(a_pool_whose_replicas_are_pods_is_scaled_by_keda_between_it
   const std::string query = so["spec"]["triggers"][0]["metadata"]["query"];
   BOOST_TEST(query.find("troupe:replica_num_requests_waiting{replica=~\"main-[0-9]+\"}") != std::string::npos, query);
   // A pod KEDA adds drains its own replica when KEDA removes it again.
-  const std::string script = container_of(sts)["lifecycle"]["preStop"]["exec"]["command"][2];
-  BOOST_TEST(script.find("troupe-main-3) replicas=\"main-3\"") != std::string::npos, script);
+  BOOST_TEST(d.named("ConfigMap", "troupe-topology")["data"]["drain.troupe-main-3"] == "main-3\n");
   // Every replica with a pod serves: how many pods there are is Kubernetes' to say.
   const auto pods = d.pod_topology();
   BOOST_TEST(pods.pools[0].replicas == 4);

@@ -87,11 +87,16 @@ topology::deploy::kubernetes_options options_of(const args& a, const topology::t
   o.models_claim = a.get("models-claim", "");
   o.tls_secret = a.get("tls-secret", "");
   o.prometheus = a.get("prometheus", o.prometheus);
-  for (const std::string* v : {&o.name, &o.ns})
+  // Each reaches object names, DNS names and the pods' files: RFC 1123, checked before anything is written.
+  if (auto why = topology::dns_label_problem(o.name, 30)) throw input_error("--name: " + *why + " (pods' names are made from it)");
+  if (auto why = topology::dns_label_problem(o.ns)) throw input_error("--namespace: " + *why);
+  for (const auto& [flag, v] : {std::pair{"--models-claim", &o.models_claim}, std::pair{"--tls-secret", &o.tls_secret}})
+    if (!v->empty())
+      if (auto why = topology::dns_label_problem(*v, 253)) throw input_error(std::string(flag) + ": " + *why);
+  for (const auto& [flag, v] : {std::pair{"--image", &o.image}, std::pair{"--prometheus", &o.prometheus}})
     for (char c : *v)
-      if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '-'))
-        throw input_error("--name and --namespace: \"" + *v + "\" is not a DNS label (lower-case letters, digits and '-')");
-  if (o.name.empty() || o.name.size() > 30) throw input_error("--name: 1 to 30 characters (pods' names are made from it)");
+      if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f || c == '"' || c == '\\' || v->size() > 512)
+        throw input_error(std::string(flag) + ": expected up to 512 characters with no space, quote, backslash or control character");
   for (const auto* m : t.models()) {
     if (t.model.backend != topology::backend_kind::sim) o.weight_bytes[m->name] = weight_bytes(*m);
     if (!m->chat_template.empty()) {

@@ -12,6 +12,8 @@ json config_map(const topology_config& t, const std::string& text, const std::ve
                 const kubernetes_secrets& s) {
   json data = {{"topology.toml", pod_topology(t, text, groups, o, s)}};
   for (const auto& [path, content] : o.files) data["file." + base_name(path)] = content;
+  for (const auto& g : groups)
+    for (const auto& [key, text] : drain_files(t, groups, g, o)) data[key] = text;
   return {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", metadata(o, o.name + "-topology", "config")}, {"data", data}};
 }
 
@@ -58,7 +60,7 @@ std::vector<manifest> services(const topology_config& t, const kubernetes_option
 json disruption_budget(const kubernetes_options& o, const std::string& pool) {
   return {{"apiVersion", "policy/v1"},
           {"kind", "PodDisruptionBudget"},
-          {"metadata", metadata(o, o.name + "-" + dns_name(pool), "pool")},
+          {"metadata", metadata(o, o.name + "-" + pool, "pool")},
           {"spec", {{"maxUnavailable", 1}, {"selector", {{"matchLabels", {{"app.kubernetes.io/instance", o.name}, {pool_label(pool), "serves"}}}}}}}};
 }
 
@@ -112,7 +114,7 @@ std::vector<manifest> kubernetes_manifests(const topology_config& t, const std::
   for (auto& m : secrets(o, s)) out.push_back(std::move(m));
   for (auto& m : services(t, o)) out.push_back(std::move(m));
   for (const auto& g : groups) out.push_back({"statefulset-" + g.statefulset + ".yaml", statefulset(t, groups, g, o)});
-  for (const auto& p : t.pools) out.push_back({"pdb-" + dns_name(p.name) + ".yaml", disruption_budget(o, p.name)});
+  for (const auto& p : t.pools) out.push_back({"pdb-" + p.name + ".yaml", disruption_budget(o, p.name)});
   out.push_back({"servicemonitor.yaml", service_monitor(o)});
   out.push_back({"configmap-dashboard.yaml", dashboard_config_map(t, o)});
   for (const auto& g : groups)

@@ -13,18 +13,7 @@ json metadata(const kubernetes_options& o, const std::string& name, const std::s
   return {{"name", name}, {"namespace", o.ns}, {"labels", labels(o, component)}};
 }
 
-std::string dns_name(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    const char l = char(std::tolower(static_cast<unsigned char>(c)));
-    out += std::isalnum(static_cast<unsigned char>(l)) ? l : '-';
-  }
-  while (!out.empty() && out.back() == '-') out.pop_back();
-  while (!out.empty() && out.front() == '-') out.erase(out.begin());
-  return out.empty() ? "x" : out;
-}
-
-std::string pool_label(const std::string& pool) { return "troupe.dev/pool-" + dns_name(pool); }
+std::string pool_label(const std::string& pool) { return "troupe.dev/pool-" + pool; }
 
 std::string base_name(const std::string& path) {
   std::string p = path;

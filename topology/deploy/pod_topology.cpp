@@ -80,7 +80,7 @@ std::vector<pod_group> plan_pods(const topology_config& t, const kubernetes_opti
     auto same = std::find_if(groups.begin() + 1, groups.end(), [&](const pod_group& g) { return g.pools == pools; });
     if (same == groups.end()) {
       std::string name = o.name;
-      for (const auto& p : pools) name += "-" + detail::dns_name(p);
+      for (const auto& p : pools) name += "-" + p;
       if (pools.empty()) name += "-idle";
       // A StatefulSet's name leaves room for its pods' ordinals and controller-revision-hash.
       if (name.size() > 48) name = o.name + "-nodes-" + std::to_string(groups.size());

@@ -125,23 +125,15 @@ std::vector<std::string> drainable(const topology_config& t, const pod_group& g,
   return out;
 }
 
-// A shell script: which replicas this pod holds (by its name), then a drain of each through
-// the first head that answers. A drain that fails leaves the rest to the process's own stop.
-std::string prestop_script(const topology_config& t, const std::vector<pod_group>& groups, const pod_group& g,
-                           const kubernetes_options& o) {
-  std::string cases;
-  for (std::size_t k = 0; k < g.nodes.size(); ++k) {
-    std::string list;
-    for (auto& r : drainable(t, g, g.nodes[k])) list += (list.empty() ? "" : " ") + r;
-    if (!list.empty()) cases += "  " + g.pod(k) + ") replicas=\"" + list + "\" ;;\n";
-  }
-  if (cases.empty()) return "";
-  std::string heads;
-  for (std::size_t k = 0; k < groups.front().nodes.size(); ++k) heads += (k ? " " : "") + pod_host(o, groups.front().pod(k));
-  const int timeout = drain_seconds(t);
-  return "replicas=\"\"\ncase \"$POD_NAME\" in\n" + cases + "esac\nfor r in $replicas; do\n  for h in " + heads +
-         "; do\n    troupe admin --endpoint tcp://$h:" + std::to_string(admin_port) + " --server-key /etc/troupe/admin/server.pub" +
-         " --key /etc/troupe/admin/client.key --timeout " + std::to_string(timeout) + " drain \"$r\" && break\n  done\ndone\nexit 0\n";
+// The preStop hook: a drain of each replica this pod holds through the first head that answers.
+// A drain that fails leaves the rest to the process's own stop. Names never enter the script:
+// the pod's replicas and the heads' hosts are files of the config volume (drain_files), read
+// by the pod's own name, which Kubernetes sets.
+std::string prestop_script(const topology_config& t) {
+  return "f=" + std::string(config_dir) + "/drain/\"$POD_NAME\"\n[ -f \"$f\" ] || exit 0\nfor r in $(cat \"$f\"); do\n"
+         "  for h in $(cat " + config_dir + "/drain/heads); do\n    troupe admin --endpoint \"tcp://$h:" + std::to_string(admin_port) +
+         "\" --server-key /etc/troupe/admin/server.pub --key /etc/troupe/admin/client.key --timeout " + std::to_string(drain_seconds(t)) +
+         " drain \"$r\" && break\n  done\ndone\nexit 0\n";
 }
 
 // Long enough for every drain the preStop hook may try (each replica, at each head in turn) and
@@ -165,9 +157,10 @@ json volume_mounts(const topology_config& t) {
   return m;
 }
 
-json volumes(const topology_config& t, const pod_group& g, const kubernetes_options& o) {
+json volumes(const topology_config& t, const std::vector<pod_group>& groups, const pod_group& g, const kubernetes_options& o) {
   json items = {{{"key", "topology.toml"}, {"path", "topology.toml"}}};
   for (const auto& [path, text] : o.files) items.push_back({{"key", "file." + base_name(path)}, {"path", "files/" + base_name(path)}});
+  for (const auto& [key, text] : drain_files(t, groups, g, o)) items.push_back({{"key", key}, {"path", "drain/" + key.substr(6)}});
   const pod_memory mem = memory_of(t, g, o);
   json v = {{{"name", "config"}, {"configMap", {{"name", o.name + "-topology"}, {"items", items}}}},
             {{"name", "tls"}, {"secret", {{"secretName", o.tls_secret.empty() ? o.name + "-tls" : o.tls_secret}, {"defaultMode", 0440}}}},
@@ -197,8 +190,7 @@ json container(const topology_config& t, const std::vector<pod_group>& groups, c
                   {{"name", "admin"}, {"containerPort", admin_port}},
                   {{"name", "admin-events"}, {"containerPort", admin_port + 1}}};
   add_probes(c, g);
-  if (const std::string script = prestop_script(t, groups, g, o); !script.empty())
-    c["lifecycle"] = {{"preStop", {{"exec", {{"command", {"sh", "-c", script}}}}}}};
+  if (!drain_files(t, groups, g, o).empty()) c["lifecycle"] = {{"preStop", {{"exec", {{"command", {"sh", "-c", prestop_script(t)}}}}}}};
   return c;
 }
 
@@ -211,6 +203,21 @@ json pod_labels(const pod_group& g, const kubernetes_options& o) {
 
 }  // namespace
 
+std::map<std::string, std::string> drain_files(const topology_config& t, const std::vector<pod_group>& groups, const pod_group& g,
+                                               const kubernetes_options& o) {
+  std::map<std::string, std::string> out;
+  for (std::size_t k = 0; k < g.nodes.size(); ++k) {
+    std::string list;
+    for (auto& r : drainable(t, g, g.nodes[k])) list += r + "\n";
+    if (!list.empty()) out["drain." + g.pod(k)] = list;
+  }
+  if (out.empty()) return out;
+  std::string heads;
+  for (std::size_t k = 0; k < groups.front().nodes.size(); ++k) heads += pod_host(o, groups.front().pod(k)) + "\n";
+  out["drain.heads"] = heads;
+  return out;
+}
+
 int drain_seconds(const topology_config& t) { return std::max(30, int(2 * t.timeouts.request.count() / 1000)); }
 
 json statefulset(const topology_config& t, const std::vector<pod_group>& groups, const pod_group& g, const kubernetes_options& o) {
@@ -220,7 +227,7 @@ json statefulset(const topology_config& t, const std::vector<pod_group>& groups,
                {{"terminationGracePeriodSeconds", grace_seconds(t, groups, g)},
                 {"securityContext", {{"runAsNonRoot", true}, {"runAsUser", 10001}, {"runAsGroup", 10001}, {"fsGroup", 10001}}},
                 {"containers", {container(t, groups, g, o)}},
-                {"volumes", volumes(t, g, o)}}}};
+                {"volumes", volumes(t, groups, g, o)}}}};
   json spec = {{"serviceName", o.name + "-cluster"},
                {"replicas", g.replicas},
                // Pods start together: a node waits for its heads by itself, and a head serves
