@@ -125,10 +125,16 @@ class parser {
   // {n}, {n,}, {n,m}; false (and nothing consumed) where '{' is not a quantifier.
   bool bounds(int& lo, int& hi) {
     std::size_t j = i_ + 1;
+    // Every digit is read: a count too large for the automaton is refused, never reread as text.
     auto number = [&](int& v) {
       const std::size_t from = j;
       long long x = 0;
-      while (j < p_.size() && p_[j] >= '0' && p_[j] <= '9' && j - from < 7) x = x * 10 + (p_[j++] - '0');
+      while (j < p_.size() && p_[j] >= '0' && p_[j] <= '9') {
+        x = std::min<long long>(x * 10 + (p_[j++] - '0'), 1LL << 40);
+      }
+      if (j > from && x > budget_.max_nfa_states)
+        fail("the repetition count " + std::string(p_.substr(from, std::min<std::size_t>(j - from, 20))) +
+             (j - from > 20 ? "..." : "") + " is above " + std::to_string(budget_.max_nfa_states) + ", what the automaton may hold");
       v = int(x);
       return j > from;
     };

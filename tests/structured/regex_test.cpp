@@ -84,6 +84,11 @@ BOOST_AUTO_TEST_CASE(what_is_not_supported_is_refused_by_name) {
   has("*a", "'*' has nothing to repeat");
   has("a^b", "'^' is only supported at the pattern's ends");
   has("a{3,2}", "the bound is below the count");
+  // A count of more digits than a quantifier was read with came back as literal text (HTTP 200
+  // with the braces in the answer): every digit is read, and a count past the budget refused.
+  has("a{2147483647}", "the repetition count 2147483647 is above 100000");
+  has("a{1,99999999999999999999999}", "the repetition count 99999999999999999999... is above 100000");
+  has("a{100001}", "the repetition count 100001 is above 100000");
   has("\\xzz", "\\x needs two hex digits");
   has("a\\x4", "\\x needs two hex digits");
   has("a\\", "a pattern cannot end in '\\'");
