@@ -186,7 +186,11 @@ void read_kv_events(const reader& r, const toml::table& root, topology_config& t
   ev.authorized_keys = read_authorized_keys(r, *k, "kv_events.");
   if (ev.curve() != !ev.authorized_keys.empty())
     r.fail(k, "kv_events.secret_key", "CURVE needs both secret_key (the server's) and authorized_keys (the subscribers')");
-  ev.token_ids = r.boolean(*k, "token_ids", "kv_events.", true);
+  // Token ids tell any subscriber every tenant's prompt: only to subscribers that hold a key.
+  ev.token_ids = r.boolean(*k, "token_ids", "kv_events.", false);
+  if (ev.token_ids && !ev.curve())
+    r.fail(k->get("token_ids"), "kv_events.token_ids",
+           "publishing token ids needs CURVE (secret_key and authorized_keys): without it any local process reads every tenant's prompt");
   ev.endpoint = r.string(*k, "endpoint", "kv_events.", std::nullopt);
   if (!ev.curve()) check_loopback_endpoint(r, k->get("endpoint"), "kv_events.endpoint", ev.endpoint);
   ev.replay_endpoint = r.string(*k, "replay_endpoint", "kv_events.", std::string());

@@ -326,6 +326,11 @@ BOOST_AUTO_TEST_CASE(kv_aware_toml_has_caching_routing_and_events_on_loopback) {
   BOOST_TEST(t.kv_events.endpoint == "tcp://127.0.0.1:5557");
   BOOST_TEST(t.kv_events.replay_endpoint == "tcp://127.0.0.1:5558");
   BOOST_TEST(t.kv_events.topic == "kv-events");
+  // Token ids told any local subscriber every tenant's prompt (64 ids from one BlockStored event
+  // gave a victim's prompt back through /detokenize): hashes alone by default, ids only with CURVE.
+  BOOST_TEST(!t.kv_events.token_ids);
+  BOOST_TEST(error_of(minimal + "\n[kv_events]\nendpoint = \"tcp://127.0.0.1:5557\"\ntoken_ids = true\n").find(
+                 "kv_events.token_ids: publishing token ids needs CURVE") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(prefix_caching_tenants_public_prompts_and_events_are_checked) {
