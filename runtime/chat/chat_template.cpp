@@ -6,6 +6,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/common/json.h"
+#include "runtime/common/regular_file.h"
 
 namespace troupe::chat {
 
@@ -26,20 +27,14 @@ std::optional<chat_template> chat_template::load(const std::string& model_dir, c
   const std::string path = model_dir + "/tokenizer_config.json";
   nlohmann::json cfg = nlohmann::json::object();
   if (std::filesystem::exists(path)) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    cfg = parse_json(ss.str(), path);
+    cfg = parse_json(read_regular_file(path, max_tokenizer_file_bytes, "tokenizer_config.json"), path);
     if (!cfg.is_object()) throw input_error(path + ": expected a JSON object");
   }
   const std::string jinja_file = !override_file.empty() ? override_file : model_dir + "/chat_template.jinja";
   if (!override_file.empty() || std::filesystem::exists(jinja_file)) {
-    std::ifstream in(jinja_file);
-    if (!in) throw input_error(jinja_file + ": cannot open the chat template");
-    std::stringstream ss;
-    ss << in.rdbuf();
+    const std::string text = read_regular_file(jinja_file, max_json_file_bytes, "chat template");
     try {
-      return chat_template(ss.str(), token_field(cfg, "bos_token"), token_field(cfg, "eos_token"));
+      return chat_template(text, token_field(cfg, "bos_token"), token_field(cfg, "eos_token"));
     } catch (const template_error& e) {
       throw input_error(jinja_file + ": " + e.what());
     }

@@ -6,6 +6,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/common/json.h"
+#include "runtime/common/regular_file.h"
 #include "runtime/model/model_config.h"
 
 namespace troupe::model {
@@ -14,10 +15,7 @@ generation_config load_generation_config(const std::string& dir) {
   generation_config g;
   const std::string path = dir + "/generation_config.json";
   if (!std::filesystem::exists(path)) return g;
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const nlohmann::json j = parse_json(ss.str(), path);
+  const nlohmann::json j = parse_json(read_regular_file(path, max_json_file_bytes, "generation_config.json"), path);
   if (!j.is_object()) throw input_error(path + ": expected a JSON object");
   if (j.contains("eos_token_id")) g.eos_token_ids = eos_ids_of(j["eos_token_id"], path);
   auto number = [&](const char* key) -> std::optional<double> {

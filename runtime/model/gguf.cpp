@@ -13,6 +13,7 @@
 #include "kernels/cpu/kquant.h"
 #include "kernels/cpu/quant.h"
 #include "runtime/common/error.h"
+#include "runtime/common/regular_file.h"
 
 namespace troupe::model {
 
@@ -153,13 +154,11 @@ void check_no_overlap(const std::vector<entry>& entries, const std::string& path
 }  // namespace
 
 gguf_file::gguf_file(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw input_error(path + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  ::fstat(fd, &st);
-  size_ = std::size_t(st.st_size);
-  if (size_ > 0) map_ = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
+  {
+    const regular_file f(path, max_weights_file_bytes, "GGUF file");
+    size_ = f.size();
+    if (size_ > 0) map_ = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, f.fd(), 0);
+  }
   if (map_ == MAP_FAILED) {
     map_ = nullptr;
     throw input_error(path + ": mmap failed: " + std::strerror(errno));

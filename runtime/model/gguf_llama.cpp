@@ -1,6 +1,7 @@
 #include "runtime/model/gguf_llama.h"
 
 #include <filesystem>
+#include <cmath>
 #include <cstring>
 #include <regex>
 
@@ -33,7 +34,8 @@ int int_key(const gguf_file& g, const std::string& key, std::optional<int> fallb
 double float_key(const gguf_file& g, const std::string& key, double fallback) {
   const nlohmann::json* v = find(g, key);
   if (!v) return fallback;
-  if (!v->is_number()) throw input_error(g.path() + ": metadata '" + key + "' must be a number, not " + v->dump());
+  if (!v->is_number() || !std::isfinite(v->get<double>()))
+    throw input_error(g.path() + ": metadata '" + key + "' must be a finite number, not " + v->dump());
   return v->get<double>();
 }
 
@@ -72,6 +74,7 @@ model_config gguf_llama_config(const gguf_file& g) {
   c.tie_word_embeddings = t.find("output.weight") == t.end();
   if (find(g, "tokenizer.ggml.bos_token_id")) c.bos_token_id = int_key(g, "tokenizer.ggml.bos_token_id", 0, 0);
   if (find(g, "tokenizer.ggml.eos_token_id")) c.eos_token_ids = {int_key(g, "tokenizer.ggml.eos_token_id", 0, 0)};
+  check_model_config(g.path(), c);
   return c;
 }
 

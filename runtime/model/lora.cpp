@@ -15,6 +15,8 @@
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/thread_pool.h"
 #include "runtime/common/error.h"
+#include "runtime/common/json.h"
+#include "runtime/common/regular_file.h"
 #include "runtime/kv/block_hash.h"
 #include "runtime/model/safetensors.h"
 
@@ -50,14 +52,23 @@ struct lora_config {
   double alpha = 8;
   bool rslora = false;
   std::string base_model;
+  // rank_pattern: a module whose name ends in a key's pattern has that rank instead of r.
+  std::vector<std::pair<std::regex, int>> rank_pattern;
+
+  // The rank adapter_config.json gives module `name` ("model.layers.0.self_attn.q_proj"), as
+  // PEFT matches rank_pattern's keys: the first whose pattern ends the name at a dot.
+  int rank_of(const std::string& name) const {
+    for (const auto& [re, r] : rank_pattern)
+      if (std::regex_match(name, re)) return r;
+    return rank;
+  }
 };
 
 bool empty_or_null(const nlohmann::json& j) { return j.is_null() || (j.is_object() || j.is_array() ? j.empty() : false); }
 
 lora_config read_config(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw input_error(path + ": cannot be read (a PEFT adapter folder has adapter_config.json)");
-  const nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+  if (!std::filesystem::exists(path)) throw input_error(path + ": cannot be read (a PEFT adapter folder has adapter_config.json)");
+  const nlohmann::json j = parse_json(read_regular_file(path, max_json_file_bytes, "adapter_config.json"), path);
   if (!j.is_object()) throw input_error(path + ": not a JSON object");
   auto refuse = [&](const std::string& key, const std::string& why) { throw input_error(path + ": " + key + ": " + why); };
   if (j.contains("peft_type") && j["peft_type"] != "LORA") refuse("peft_type", "only LORA adapters are served, not " + j["peft_type"].dump());
@@ -71,6 +82,17 @@ lora_config read_config(const std::string& path) {
   if (j.contains("r")) {
     if (!j["r"].is_number_integer() || j["r"].get<long long>() < 1) refuse("r", "expected a positive integer");
     c.rank = j["r"].get<int>();
+  }
+  if (j.contains("rank_pattern") && !empty_or_null(j["rank_pattern"])) {
+    if (!j["rank_pattern"].is_object()) refuse("rank_pattern", "expected an object of module pattern -> rank");
+    for (const auto& [key, v] : j["rank_pattern"].items()) {
+      if (!v.is_number_integer() || v.get<long long>() < 1) refuse("rank_pattern", "\"" + key + "\": expected a positive integer");
+      try {
+        c.rank_pattern.emplace_back(std::regex("(.*\\.)?(" + key + ")"), v.get<int>());
+      } catch (const std::regex_error&) {
+        refuse("rank_pattern", "\"" + key + "\" is not a pattern");
+      }
+    }
   }
   if (j.contains("lora_alpha")) {
     if (!j["lora_alpha"].is_number() || !(j["lora_alpha"].get<double>() > 0)) refuse("lora_alpha", "expected a positive number");
@@ -174,6 +196,13 @@ lora_adapter read_lora_adapter(const std::string& dir, const model_config& base)
       if (m.a.empty() || m.b.empty())
         throw input_error(file + ": layer " + std::to_string(l) + " " + lora_target_name(t) + ": has lora_" + (m.a.empty() ? "B" : "A") +
                           " without its lora_" + (m.a.empty() ? "A" : "B"));
+      // The scale is alpha / r: a file whose matrices have another rank than its config says
+      // would be served scaled wrong, silently.
+      const bool attention = t == lora_target::q_proj || t == lora_target::k_proj || t == lora_target::v_proj || t == lora_target::o_proj;
+      const std::string module = "model.layers." + std::to_string(l) + (attention ? ".self_attn." : ".mlp.") + lora_target_name(t);
+      if (m.rank != c.rank_of(module))
+        throw input_error(file + ": layer " + std::to_string(l) + " " + lora_target_name(t) + ": its matrices have rank " +
+                          std::to_string(m.rank) + ", but adapter_config.json says r = " + std::to_string(c.rank_of(module)));
       m.scale = c.rslora ? c.alpha / std::sqrt(double(m.rank)) : c.alpha / double(m.rank);
       std::vector<float> scaled(m.a);
       for (auto& v : scaled) v = float(v * m.scale);
@@ -193,9 +222,9 @@ std::string lora_fingerprint(const std::string& dir) {
   std::vector<std::uint8_t> bytes;
   for (const char* name : {"adapter_config.json", "adapter_model.safetensors"}) {
     const std::string path = (fs::path(dir) / name).string();
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw input_error(path + ": cannot be read (a PEFT adapter folder has " + name + ")");
-    bytes.insert(bytes.end(), std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    if (!fs::exists(path)) throw input_error(path + ": cannot be read (a PEFT adapter folder has " + name + ")");
+    const std::string text = read_regular_file(path, max_weights_file_bytes, name);
+    bytes.insert(bytes.end(), text.begin(), text.end());
     bytes.push_back(0);  // where one file ends, so that bytes moved between them change the hash
   }
   char hex[17];

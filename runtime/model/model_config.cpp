@@ -155,8 +155,9 @@ void read_rope_scaling(const json& j, const std::string& source, model_config& c
   }
 }
 
-// What the kernels and the KV layout need of the shapes, named by key.
-void check_shape(const std::string& source, const model_config& c) {
+}  // namespace
+
+void check_model_config(const std::string& source, const model_config& c) {
   auto positive_real = [&](double v, const char* key) {
     if (!(v > 0) || !std::isfinite(v)) throw input_error(source + ": '" + key + "' must be a positive number, got " + std::to_string(v));
   };
@@ -197,8 +198,6 @@ void check_shape(const std::string& source, const model_config& c) {
     throw input_error(source + ": more than 16 query heads per KV head is not supported");
 }
 
-}  // namespace
-
 model_config parse_model_config(const std::string& text, const std::string& source) {
   const json j = parse_json(text, source);
   if (!j.is_object()) throw input_error(source + ": expected a JSON object");
@@ -231,7 +230,7 @@ model_config parse_model_config(const std::string& text, const std::string& sour
   if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = int_of(j["bos_token_id"], "bos_token_id", source);
   if (j.contains("eos_token_id")) c.eos_token_ids = eos_ids_of(j["eos_token_id"], source);
   read_rope_scaling(j, source, c);
-  check_shape(source, c);
+  check_model_config(source, c);
   return c;
 }
 

@@ -82,6 +82,10 @@ std::vector<int> eos_ids_of(const nlohmann::json& v, const std::string& source);
 
 // Parses config.json text; `source` names it in errors.
 model_config parse_model_config(const std::string& text, const std::string& source);
+// What the kernels and the KV layout need of a config however it was read (config.json, GGUF
+// metadata): positive finite rope_theta and rms_norm_eps, positive sizes, heads that divide.
+// Throws input_error "<source>: 'KEY' ..." naming the first that is wrong.
+void check_model_config(const std::string& source, const model_config& c);
 
 // The config.json text for `c` (what the model synthesizer writes).
 std::string to_config_json(const model_config& c);

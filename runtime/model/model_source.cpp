@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "runtime/common/error.h"
+#include "runtime/common/regular_file.h"
 #include "runtime/model/generation_config.h"
 #include "runtime/model/gguf_llama.h"
 #include "runtime/model/pooling.h"
@@ -14,11 +15,8 @@ namespace troupe::model {
 model_config load_model_config(const std::string& dir) {
   if (is_gguf_path(dir)) return gguf_llama_config(gguf_file(dir));
   const std::string path = dir + "/config.json";
-  std::ifstream in(path);
-  if (!in) throw input_error(path + ": cannot open (is '" + dir + "' a Hugging Face model folder?)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  model_config c = parse_model_config(ss.str(), path);
+  if (!std::filesystem::exists(path)) throw input_error(path + ": cannot open (is '" + dir + "' a Hugging Face model folder?)");
+  model_config c = parse_model_config(read_regular_file(path, max_json_file_bytes, "config.json"), path);
   for (int id : load_generation_config(dir).eos_token_ids)
     if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) c.eos_token_ids.push_back(id);
   c.pooling = load_pooling_config(dir);

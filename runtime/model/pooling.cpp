@@ -8,17 +8,14 @@
 
 #include "runtime/common/error.h"
 #include "runtime/common/json.h"
+#include "runtime/common/regular_file.h"
 
 namespace troupe::model {
 
 namespace {
 
 nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw input_error(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_json(ss.str(), path);
+  return parse_json(read_regular_file(path, max_json_file_bytes, "model file"), path);
 }
 
 bool flag(const nlohmann::json& j, const std::string& path, const char* key) {

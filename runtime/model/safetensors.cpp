@@ -17,6 +17,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/common/json.h"
+#include "runtime/common/regular_file.h"
 
 namespace troupe::model {
 
@@ -83,10 +84,7 @@ std::vector<std::string> model_safetensors_files(const std::string& dir) {
   std::vector<std::string> paths;
   const std::string index = dir + "/model.safetensors.index.json";
   if (std::filesystem::exists(index)) {
-    std::ifstream in(index);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const nlohmann::json j = parse_json(ss.str(), index);
+    const nlohmann::json j = parse_json(read_regular_file(index, max_json_file_bytes, "safetensors index"), index);
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       throw input_error(index + ": expected an object with a \"weight_map\" of tensor name -> file");
     std::set<std::string> files;
@@ -108,17 +106,12 @@ std::vector<std::string> model_safetensors_files(const std::string& dir) {
 }
 
 safetensors_file::safetensors_file(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw input_error(path + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  ::fstat(fd, &st);
-  size_ = std::size_t(st.st_size);
-  if (size_ < 8) {
-    ::close(fd);
-    throw input_error(path + ": too short to be a safetensors file");
+  {
+    const regular_file f(path, max_weights_file_bytes, "safetensors file");
+    size_ = f.size();
+    if (size_ < 8) throw input_error(path + ": too short to be a safetensors file");
+    map_ = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, f.fd(), 0);
   }
-  map_ = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
   if (map_ == MAP_FAILED) {
     map_ = nullptr;
     throw input_error(path + ": mmap failed: " + std::strerror(errno));
@@ -170,6 +163,17 @@ void safetensors_file::read_header() {
       throw input_error(path + ": tensor '" + name + "' has a malformed header entry: " + e.what());
     }
   }
+  // Two tensors over the same bytes are a corrupt (or crafted) table, never a real file: a write
+  // to one would be the other's too, and the output changes silently.
+  std::vector<const tensor_info*> by_offset;
+  for (const auto& [name, t] : tensors_)
+    if (t.bytes > 0) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const tensor_info* a, const tensor_info* b) { return a->data < b->data; });
+  for (std::size_t i = 1; i < by_offset.size(); ++i)
+    if (by_offset[i - 1]->data + by_offset[i - 1]->bytes > by_offset[i]->data)
+      throw input_error(path + ": tensors '" + by_offset[i - 1]->name + "' and '" + by_offset[i]->name + "' overlap (data_offsets " +
+                        std::to_string(by_offset[i - 1]->data - data) + " + " + std::to_string(by_offset[i - 1]->bytes) +
+                        " bytes and " + std::to_string(by_offset[i]->data - data) + ")");
   if (auto m = header.find("__metadata__"); m != header.end() && m->is_object()) read_formats(*m);
 }
 

@@ -11,6 +11,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/common/json.h"
+#include "runtime/common/regular_file.h"
 #include "runtime/tokenizer/byte_level.h"
 #include "runtime/tokenizer/regex.h"
 #include "runtime/tokenizer/unicode.h"
@@ -373,11 +374,7 @@ tokenizer::tokenizer(std::unique_ptr<impl> p) : p_(std::move(p)) {}
 tokenizer::~tokenizer() = default;
 
 std::unique_ptr<tokenizer> tokenizer::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw input_error(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return from_json(ss.str(), path);
+  return from_json(read_regular_file(path, max_tokenizer_file_bytes, "tokenizer.json"), path);
 }
 
 std::unique_ptr<tokenizer> tokenizer::from_json(const std::string& text, const std::string& source) {

@@ -4,6 +4,7 @@
 #define BOOST_TEST_MODULE lora
 #include <boost/test/unit_test.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -167,6 +168,12 @@ BOOST_AUTO_TEST_CASE(what_is_not_honoured_is_refused_by_name) {
   BOOST_TEST(refusal("alpha", with("alpha_pattern", {{"q_proj", 8}}), usual()).find("alpha_pattern") != std::string::npos);
   BOOST_TEST(refusal("prefix", with("peft_type", "PREFIX_TUNING"), usual()).find("peft_type") != std::string::npos);
   BOOST_TEST(refusal("r", with("r", 0), usual()).find("r: expected a positive integer") != std::string::npos);
+  // An r that disagrees with the matrices' rank was served with the wrong scale, silently.
+  BOOST_TEST(refusal("rank", with("r", 4), usual()).find("have rank 2, but adapter_config.json says r = 4") != std::string::npos);
+  // rank_pattern gives a module its own rank, matched as PEFT matches it (the name's end).
+  BOOST_TEST(refusal("ranks", with("rank_pattern", {{"q_proj", 4}}), usual()).find("q_proj: its matrices have rank 2, but adapter_config.json says r = 4") != std::string::npos);
+  BOOST_TEST(refusal("pattern", with("rank_pattern", {{"layers.1.mlp.down_proj", 4}}), usual()).find("layer 1 down_proj") != std::string::npos);
+  BOOST_TEST(refusal("matching", with("rank_pattern", {{"v_proj", 4}}), usual()).empty());
 
   auto tensors = usual();
   tensors.push_back({"base_model.model.lm_head.lora_A.weight", {2, 8}});
@@ -191,6 +198,32 @@ BOOST_AUTO_TEST_CASE(a_folder_without_an_adapter_says_what_is_missing) {
   } catch (const input_error& e) {
     BOOST_TEST(std::string(e.what()).find("adapter_config.json") != std::string::npos);
   }
+  fs::remove_all(dir);
+}
+
+// An adapter_model.safetensors that was a symlink to /dev/zero grew the server to 22 GB until
+// the kernel killed it, and a FIFO would block the replica reading it: only regular files of a
+// size known before reading are read, and the rest are refused at once, by what they are.
+BOOST_AUTO_TEST_CASE(an_adapter_file_that_is_a_device_or_a_fifo_is_refused_before_it_is_read) {
+  const auto dir = adapter("device", usual_config, usual());
+  const fs::path weights = dir / "adapter_model.safetensors";
+  auto refused = [&]() -> std::string {
+    try {
+      read_lora_adapter(dir.string(), small());
+    } catch (const input_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  fs::remove(weights);
+  fs::create_symlink("/dev/zero", weights);
+  BOOST_TEST(refused().find("adapter_model.safetensors: is not a regular file (a device)") != std::string::npos, refused());
+  fs::remove(weights);
+  BOOST_TEST_REQUIRE(::mkfifo(weights.c_str(), 0600) == 0);
+  BOOST_TEST(refused().find("is not a regular file (a FIFO)") != std::string::npos, refused());
+  fs::remove(dir / "adapter_config.json");
+  fs::create_symlink("/dev/zero", dir / "adapter_config.json");
+  BOOST_TEST(refused().find("adapter_config.json: is not a regular file (a device)") != std::string::npos, refused());
   fs::remove_all(dir);
 }
 

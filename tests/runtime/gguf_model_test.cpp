@@ -160,6 +160,14 @@ BOOST_AUTO_TEST_CASE(files_that_do_not_fit_are_errors_naming_the_tensor_or_key) 
   expect_error(write_gguf(dir, "rope.gguf", std::nullopt, [](test::gguf_writer& w) { w.str("llama.rope.scaling.type", "yarn"); }),
                "llama.rope.scaling.type");
   expect_error((scratch / "missing.gguf").string(), "cannot open");
+  // A NaN or negative rope base loaded silently and turned every rotation into NaN.
+  expect_error(write_gguf(dir, "nan.gguf", std::nullopt, [](test::gguf_writer& w) { w.f32("llama.rope.freq_base", std::nanf("")); }),
+               "metadata 'llama.rope.freq_base' must be a finite number");
+  expect_error(write_gguf(dir, "neg.gguf", std::nullopt, [](test::gguf_writer& w) { w.f32("llama.rope.freq_base", -1.0f); }),
+               "'rope_theta' must be a positive number");
+  expect_error(write_gguf(dir, "eps.gguf", std::nullopt,
+                          [](test::gguf_writer& w) { w.f32("llama.attention.layer_norm_rms_epsilon", INFINITY); }),
+               "layer_norm_rms_epsilon' must be a finite number");
   // More layers in the metadata than in the file: the error spoke of safetensors files.
   expect_error(write_gguf(dir, "blocks.gguf", std::nullopt, [](test::gguf_writer& w) { w.u32("llama.block_count", 40); }),
                "is missing from the GGUF file");

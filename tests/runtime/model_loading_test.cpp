@@ -2,6 +2,8 @@
 #define BOOST_TEST_MODULE model_loading
 #include <boost/test/unit_test.hpp>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,6 +15,7 @@
 #include "runtime/model/safetensors.h"
 #include "tests/support/models.h"
 #include "runtime/model/model_source.h"
+#include "runtime/model/model_tokenizer.h"
 
 using namespace troupe;
 namespace fs = std::filesystem;
@@ -196,4 +199,45 @@ BOOST_AUTO_TEST_CASE(bad_safetensors_headers_are_refused_without_leaking_the_map
   const std::size_t before = mappings();
   for (int i = 0; i < 200; ++i) BOOST_CHECK_THROW(model::safetensors_file{floats}, input_error);
   BOOST_TEST(mappings() <= before + 2);
+}
+
+// Two tensors whose data_offsets overlap loaded silently: each read the other's bytes, and the
+// output changed. Such a table is never a real file.
+BOOST_AUTO_TEST_CASE(safetensors_whose_tensors_overlap_are_refused) {
+  const std::string overlap = safetensors_with_header(
+      "overlap", R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}, "b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})");
+  try {
+    model::safetensors_file f{overlap};
+    BOOST_FAIL("overlapping tensors were read");
+  } catch (const input_error& e) {
+    BOOST_TEST(std::string(e.what()).find("tensors 'a' and 'b' overlap (data_offsets 0 + 12 bytes and 8)") != std::string::npos, e.what());
+  }
+  const std::string adjacent = safetensors_with_header(
+      "adjacent", R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})");
+  BOOST_TEST(model::safetensors_file{adjacent}.tensors().size() == 2u);
+}
+
+// A model folder's files are read only as regular files: config.json or a weights file that is
+// a symlink to /dev/zero, or a FIFO, is refused by what it is before a byte is read (reading it
+// "to the end" never ended, or blocked until a writer came).
+BOOST_AUTO_TEST_CASE(model_files_that_are_devices_or_fifos_are_refused_before_they_are_read) {
+  const std::string dir = scratch_copy("device");
+  fs::remove(dir + "/model.safetensors");
+  fs::create_symlink("/dev/zero", dir + "/model.safetensors");
+  expect_load_error(dir, {"model.safetensors: is not a regular file (a device)"});
+  fs::remove(dir + "/model.safetensors");
+  BOOST_TEST_REQUIRE(::mkfifo((dir + "/model.safetensors").c_str(), 0600) == 0);
+  expect_load_error(dir, {"model.safetensors: is not a regular file (a FIFO)"});
+  fs::remove(dir + "/config.json");
+  BOOST_TEST_REQUIRE(::mkfifo((dir + "/config.json").c_str(), 0600) == 0);
+  expect_load_error(dir, {"config.json: is not a regular file (a FIFO)"});
+  const std::string tok = scratch_copy("tokenizer-device");
+  fs::remove(tok + "/tokenizer.json");
+  fs::create_symlink("/dev/zero", tok + "/tokenizer.json");
+  try {
+    model::load_tokenizer(tok);
+    BOOST_ERROR("a tokenizer.json on /dev/zero was read");
+  } catch (const input_error& e) {
+    BOOST_TEST(std::string(e.what()).find("tokenizer.json: is not a regular file (a device)") != std::string::npos, e.what());
+  }
 }
