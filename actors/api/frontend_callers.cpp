@@ -1,5 +1,6 @@
 #include "actors/api/frontend_callers.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 
@@ -25,9 +26,12 @@ std::int8_t split_side_of(const http::request& rq) {
 
 int key_index(const frontend_config& cfg, const http::request& rq) {
   const std::string auth = rq.header_value("authorization");
-  const std::string prefix = "Bearer ";
-  if (auth.compare(0, prefix.size(), prefix) != 0) return -1;
-  const std::string given = auth.substr(prefix.size());
+  // RFC 9110: the scheme is case-insensitive ("bearer", "BEARER"), and one or more spaces follow it.
+  if (auth.size() < 7 || !std::equal(auth.begin(), auth.begin() + 6, "bearer", [](char a, char b) {
+        return std::tolower(static_cast<unsigned char>(a)) == b;
+      }) || auth[6] != ' ')
+    return -1;
+  const std::string given = auth.substr(auth.find_first_not_of(' ', 6) == std::string::npos ? auth.size() : auth.find_first_not_of(' ', 6));
   int found = -1;
   for (std::size_t i = 0; i < cfg.api_keys.size(); ++i)  // every key, no early exit to time
     if (constant_time_equal(cfg.api_keys[i], given)) found = int(i);

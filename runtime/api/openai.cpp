@@ -367,7 +367,13 @@ completion_request parse_request(const std::string& body, endpoint kind, const s
     const fields sf{*so};
     r.include_usage = sf.boolean("include_usage").value_or(false);
   }
-  if (auto u = f.string("user")) r.user = *u;
+  if (auto u = f.string("user")) {
+    // It names the tenant in metrics, logs and the cache key: text, not bytes.
+    if (u->size() > 256) bad_field("user", "at most 256 bytes");
+    for (char c : *u)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) bad_field("user", "must not hold control characters");
+    r.user = *u;
+  }
   if (auto sp = f.boolean("speculate")) r.speculate = *sp;
   if (auto fb = f.boolean("allow_fallback")) r.allow_fallback = *fb;
   check_no_effect_fields(f, r);

@@ -13,6 +13,7 @@ std::string escape_label(const std::string& v) {
     if (c == '\\') out += "\\\\";
     else if (c == '"') out += "\\\"";
     else if (c == '\n') out += "\\n";
+    else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) out += "\xef\xbf\xbd";  // U+FFFD: the format has no escape for these
     else out += c;
   }
   return out;

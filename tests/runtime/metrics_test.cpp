@@ -76,3 +76,10 @@ BOOST_AUTO_TEST_CASE(a_family_holds_a_bounded_number_of_series) {
   BOOST_TEST(lines == 2 + label_bounds::max_series + 1);  // HELP, TYPE, the series, and "other"
   BOOST_TEST(c.value({{"tenant", "other"}, {"priority", "other"}}) == double(2500 - label_bounds::max_series));
 }
+
+// The text format escapes only \, " and newline: a NUL or another control character in a label
+// value (a tenant name from a model file or an older client) would cut or corrupt the scrape.
+BOOST_AUTO_TEST_CASE(control_characters_in_label_values_never_reach_the_text) {
+  BOOST_TEST(escape_label(std::string("a\0b\x1b\x7f", 5)) == "a\xef\xbf\xbd" "b\xef\xbf\xbd\xef\xbf\xbd");
+  BOOST_TEST(escape_label("tab\there") == "tab\xef\xbf\xbdhere");
+}
