@@ -395,6 +395,7 @@ int cmd_bench_serve(const args& a) {
   bench::client_options co = client_options_of(a, *url);
   if (a.has("canary-split")) co.split = "canary";
   bench::server_info info = bench::discover(co);
+  co.tokenize_field = info.tokenize_field;
   co.model = a.get("model", info.model);
   if (a.has("max-model-len")) info.max_model_len = int(a.get_int("max-model-len", 0));
   planned_workload pw = plan_requests(a, co, info);

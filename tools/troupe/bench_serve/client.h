@@ -23,6 +23,9 @@ struct client_options {
   double request_timeout_s = 1800;
   std::string api_key;       // sent as 'Authorization: Bearer KEY' when set
   std::string split;         // sent as 'X-Troupe-Split: SIDE' when set (canary or baseline)
+  // The field /tokenize takes text in: "prompt" (vLLM, troupe serve) or "content" (llama.cpp's
+  // server), as discover() found.
+  std::string tokenize_field = "prompt";
 };
 
 // Parses http://HOST:PORT[/PREFIX]; throws input_error otherwise.

@@ -31,6 +31,21 @@ json with_model(const client_options& o, json body) {
   return body;
 }
 
+// A /tokenize body for `text` in the server's form (vLLM's add_special_tokens, llama.cpp's add_special).
+json tokenize_body(const client_options& o, const std::string& text, bool special) {
+  if (o.tokenize_field == "content") return with_model(o, {{"content", text}, {"add_special", special}});
+  json body = {{"prompt", text}};
+  if (!special) body["add_special_tokens"] = false;
+  return with_model(o, body);
+}
+
+// The tokens a /tokenize answer counts: "count" (vLLM, troupe serve) or the "tokens" list; -1 for neither.
+int token_count(const json& j) {
+  if (j.contains("count") && j["count"].is_number_integer()) return j["count"].get<int>();
+  if (j.contains("tokens") && j["tokens"].is_array()) return int(j["tokens"].size());
+  return -1;
+}
+
 }  // namespace
 
 server_info discover(const client_options& o) {
@@ -49,17 +64,26 @@ server_info discover(const client_options& o) {
   client_options named = o;
   if (named.model.empty()) named.model = s.model;
   try {
-    const json plain = post(named, "/tokenize", with_model(named, {{"prompt", "x"}, {"add_special_tokens", false}}));
-    s.tokenizes = plain.contains("count") && plain["count"].is_number_integer();
-    if (!s.tokenizes) s.tokenize_error = "/tokenize answered without a count";
+    json plain = post(named, "/tokenize", tokenize_body(named, "x", false));
+    // llama.cpp's server reads "content" and answers a body without it with no tokens.
+    if (!plain.contains("count") && token_count(plain) <= 0) {
+      client_options content = named;
+      content.tokenize_field = "content";
+      const json other = post(content, "/tokenize", tokenize_body(content, "x", false));
+      if (token_count(other) > 0) plain = other, named.tokenize_field = "content";
+    }
+    s.tokenize_field = named.tokenize_field;
+    s.tokenizes = token_count(plain) > 0;
+    if (!s.tokenizes) s.tokenize_error = "/tokenize answered neither a count nor tokens";
     if (s.max_model_len == 0 && plain.contains("max_model_len") && plain["max_model_len"].is_number_integer())
       s.max_model_len = plain["max_model_len"].get<int>();
     try {
       const json msgs = json::array({{{"role", "user"}, {"content", "x"}}});
       const json chat = post(named, "/tokenize", with_model(named, {{"messages", msgs}}));
-      s.chat_overhead = std::max(0, chat.value("count", 0) - plain.value("count", 0));
+      s.chat_overhead = std::max(0, token_count(chat) - token_count(plain));
     } catch (const input_error&) {
-      // a model without a chat template: --chat requests will be refused, and say why
+      // a model without a chat template (or a server that templates no messages): --chat
+      // requests will be refused, and say why
     }
   } catch (const input_error& e) {
     s.tokenize_error = e.what();
@@ -76,7 +100,7 @@ std::vector<std::int32_t> tokenize_text(const client_options& o, std::string_vie
       const auto nl = text.rfind('\n', end);
       if (nl != std::string_view::npos && nl > at) end = nl + 1;
     }
-    const json j = post(o, "/tokenize", with_model(o, {{"prompt", std::string(text.substr(at, end - at))}, {"add_special_tokens", false}}));
+    const json j = post(o, "/tokenize", tokenize_body(o, std::string(text.substr(at, end - at)), false));
     if (!j.contains("tokens") || !j["tokens"].is_array()) throw input_error("POST /tokenize: the answer has no tokens");
     for (const auto& t : j["tokens"]) out.push_back(t.get<std::int32_t>());
     at = end;
@@ -85,14 +109,14 @@ std::vector<std::int32_t> tokenize_text(const client_options& o, std::string_vie
 }
 
 int count_tokens(const client_options& o, const std::string& text) {
-  const json j = post(o, "/tokenize", with_model(o, {{"prompt", text}}));
-  return j.value("count", 0);
+  return std::max(0, token_count(post(o, "/tokenize", tokenize_body(o, text, true))));
 }
 
 std::string detokenize(const client_options& o, const std::vector<std::int32_t>& ids) {
   const json j = post(o, "/detokenize", with_model(o, {{"tokens", ids}}));
-  if (!j.contains("prompt") || !j["prompt"].is_string()) throw input_error("POST /detokenize: the answer has no prompt");
-  return j["prompt"].get<std::string>();
+  const char* field = o.tokenize_field == "content" ? "content" : "prompt";  // llama.cpp answers {"content": ...}
+  if (!j.contains(field) || !j[field].is_string()) throw input_error(std::string("POST /detokenize: the answer has no ") + field);
+  return j[field].get<std::string>();
 }
 
 }  // namespace troupe::bench

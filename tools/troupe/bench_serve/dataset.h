@@ -17,12 +17,15 @@ struct server_info {
   std::string model;       // the first model /v1/models lists ("" if it lists none)
   int max_model_len = 0;   // its context, from /v1/models; 0 when the server does not say
   int vocab_size = 0;      // its vocabulary, where /v1/models says (troupe serve does)
-  bool tokenizes = false;  // POST /tokenize answers (troupe serve and vLLM do)
+  bool tokenizes = false;  // POST /tokenize answers (troupe serve, vLLM and llama.cpp's server do)
+  std::string tokenize_field = "prompt";  // what it takes text in (client_options::tokenize_field)
   int chat_overhead = 0;   // tokens the chat template adds around one user message
   std::string tokenize_error;  // why not, when it does not
 };
 
-// Asks GET /v1/models and POST /tokenize. Throws input_error if the server cannot be reached.
+// Asks GET /v1/models and POST /tokenize: vLLM's form ({"prompt"} -> {"count", "tokens"}), or
+// llama.cpp's server's ({"content"} -> {"tokens"}). Throws input_error if the server cannot be
+// reached.
 server_info discover(const client_options& o);
 
 // `text` as the server tokenizes it (no special tokens), sent in pieces of at most 64 KiB cut
