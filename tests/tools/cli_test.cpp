@@ -35,6 +35,12 @@ run_result troupe_cmd(const std::string& args) {
   return {r.status, r.output};
 }
 
+// The same, run in folder `dir`.
+run_result run_in(const std::string& dir, const std::string& args) {
+  const auto r = test::run_command("cd '" + dir + "' && " + std::string(TROUPE_BINARY_DIR) + "/troupe " + args + " 2>&1");
+  return {r.status, r.output};
+}
+
 }  // namespace
 
 namespace {
@@ -256,6 +262,18 @@ BOOST_AUTO_TEST_CASE(bench_engine_fits_a_step_profile_that_bench_sim_and_plan_ru
   BOOST_TEST_REQUIRE(std::filesystem::exists(topo));
   run_result deploy = troupe_cmd("deploy kubernetes " + topo + " -o " + std::string(TROUPE_BINARY_DIR) + "/cli-plan-k8s");
   BOOST_TEST(deploy.status == 0, deploy.out);
+  // Without -o nothing is written where the command runs (it wrote plan.toml there): the
+  // topology comes back in the answer.
+  const std::string cwd = std::string(TROUPE_BINARY_DIR) + "/cli-plan-cwd";
+  std::filesystem::remove_all(cwd);
+  std::filesystem::create_directories(cwd);
+  const run_result printed = run_in(cwd, "plan --trace " + trace + " --slo ttft_p99=10s,itl_p99=1s --max-replicas 4 --chunks 512 --budgets 2048 "
+                                          "--json --profile " + profile);
+  BOOST_TEST_REQUIRE(printed.status == 0, printed.out);
+  BOOST_TEST(std::filesystem::is_empty(cwd));
+  const auto answer = nlohmann::json::parse(printed.out.substr(printed.out.find('{')));
+  BOOST_TEST(answer["topology_file"].is_null());
+  BOOST_TEST(answer["topology"].get<std::string>().find("[[pools]]") != std::string::npos);
   run_result unmet = troupe_cmd("plan --trace " + trace + " --slo ttft_p99=1us --max-replicas 2 --profile " + profile + " -o " + topo + ".none");
   BOOST_TEST(unmet.status == 1, unmet.out);
   BOOST_TEST(unmet.out.find("no topology of at most 2 replicas meets the SLO") != std::string::npos, unmet.out);

@@ -280,13 +280,15 @@ int cmd_plan(const args& a) {
   std::fputs(in.disagg_note.c_str(), stderr);
 
   const sim::plan_result r = a.has("exhaustive") ? sim::brute_force_plan(s, slo, requests) : sim::plan(s, slo, requests);
-  const std::string out_path = a.get("out", "plan.toml");
+  // Nothing is written where the command happens to run: the topology goes to --out, else to stdout.
+  const std::optional<std::string> out_path = a.get("out");
   const bool json_out = a.has("json");
   if (const auto svg = a.get("plot")) {
     std::ofstream f(*svg);
     f << plot_svg(s, r, "troupe plan: " + *trace_path + ", " + sim::format_slo(slo));
     if (!f) throw input_error("--plot: cannot write " + *svg);
   }
+  std::string topology_text;
   if (r.found) {
     std::ostringstream comment;
     comment << "Written by troupe plan --trace " << *trace_path << " --slo " << sim::format_slo(slo) << "\n"
@@ -301,9 +303,12 @@ int cmd_plan(const args& a) {
     t.max_seqs = s.base.sched.max_num_seqs;
     t.block_size = s.base.sched.block_size;
     t.comment = comment.str();
-    std::ofstream f(out_path);
-    f << sim::plan_topology_toml(s, r.best.candidate, t);
-    if (!f) throw input_error("--out: cannot write " + out_path);
+    topology_text = sim::plan_topology_toml(s, r.best.candidate, t);
+    if (out_path) {
+      std::ofstream f(*out_path);
+      f << topology_text;
+      if (!f) throw input_error("--out: cannot write " + *out_path);
+    }
   }
   if (json_out) {
     nlohmann::json pareto = nlohmann::json::array(), tried = nlohmann::json::array();
@@ -315,7 +320,8 @@ int cmd_plan(const args& a) {
                                        {"slo", sim::format_slo(slo)},
                                        {"found", r.found},
                                        {"best", r.found ? point_json(s, slo, r.best) : nlohmann::json(nullptr)},
-                                       {"topology_file", r.found ? nlohmann::json(out_path) : nlohmann::json(nullptr)},
+                                       {"topology_file", r.found && out_path ? nlohmann::json(*out_path) : nlohmann::json(nullptr)},
+                                       {"topology", r.found ? nlohmann::json(topology_text) : nlohmann::json(nullptr)},
                                        {"pareto", pareto},
                                        {"tried", tried}}
                             .dump(2)
@@ -332,10 +338,12 @@ int cmd_plan(const args& a) {
     std::printf("\nno topology of at most %d replicas meets the SLO: raise --max-replicas or relax --slo\n", s.max_replicas);
     return 1;
   }
-  std::printf("\ncheapest meeting the SLO: %s on %d device%s, goodput %.2f requests/s, attainment %.1f%%\nwrote %s (troupe deploy "
-              "kubernetes %s -o DIR turns it into manifests)\n",
-              r.best.candidate.describe(s).c_str(), r.best.devices, r.best.devices == 1 ? "" : "s", r.best.goodput, 100 * r.best.attainment, out_path.c_str(),
-              out_path.c_str());
+  std::printf("\ncheapest meeting the SLO: %s on %d device%s, goodput %.2f requests/s, attainment %.1f%%\n",
+              r.best.candidate.describe(s).c_str(), r.best.devices, r.best.devices == 1 ? "" : "s", r.best.goodput, 100 * r.best.attainment);
+  if (out_path)
+    std::printf("wrote %s (troupe deploy kubernetes %s -o DIR turns it into manifests)\n", out_path->c_str(), out_path->c_str());
+  else
+    std::printf("\nits topology (-o FILE writes it to a file):\n\n%s", topology_text.c_str());
   return 0;
 }
 
