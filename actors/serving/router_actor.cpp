@@ -295,7 +295,9 @@ void on_report(router_state& st, replica_id replica, const load_report& r) {
   }
   const routing::replica_report rep{r.running_seqs, r.waiting_prompt_tokens, r.used_blocks, r.total_blocks, r.draining, r.parked};
   if (const auto parked = st.book.report(replica, rep, std::chrono::steady_clock::now()))
-    log::info(*parked ? "replica_parked" : "replica_unparked", {{"replica", name_of(st.cfg, replica)}, {"by", "another head"}});
+    // Learnt from the replica, not told here: another head's console, or a replica that came back
+    // with its own state (a restart, a rejoin after a cut link). Which, this router cannot tell.
+    log::info(*parked ? "replica_parked" : "replica_unparked", {{"replica", name_of(st.cfg, replica)}, {"from", "its load report"}});
 }
 
 // A canary rollout's split of a model's senders, or its end (a share of 0)
