@@ -1,5 +1,6 @@
 #include "actors/control/admin_client.h"
 
+#include <cerrno>
 #include <stdexcept>
 
 #include <zmq.hpp>
@@ -33,6 +34,16 @@ void secure(zmq::socket_t& s, const admin_client_config& c) {
   s.set(zmq::sockopt::curve_secretkey, c.secret_key);
 }
 
+// zmq::poll, with a signal's EINTR as admin_interrupted rather than zmq's "Interrupted system call".
+int poll_once(zmq::pollitem_t& item, std::chrono::milliseconds wait) {
+  try {
+    return zmq::poll(&item, 1, wait);
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) throw admin_interrupted();
+    throw;
+  }
+}
+
 }  // namespace
 
 admin_client::admin_client(admin_client_config cfg) : cfg_(std::move(cfg)), z_(std::make_unique<sockets>()) {
@@ -55,7 +66,7 @@ admin::reply admin_client::call(const std::string& cmd, const std::vector<std::s
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     zmq::pollitem_t item{z_->dealer.handle(), 0, ZMQ_POLLIN, 0};
-    if (left.count() <= 0 || zmq::poll(&item, 1, left) == 0)
+    if (left.count() <= 0 || poll_once(item, left) == 0)
       throw std::runtime_error("no reply from " + cfg_.endpoint + " within " + std::to_string(cfg_.timeout.count() / 1000) +
                                " s (no admin endpoint there, or this client's key is not authorized)");
     std::vector<zmq::message_t> f;
@@ -80,7 +91,11 @@ std::optional<nlohmann::json> admin_client::next_event(std::chrono::milliseconds
     z_->subscribed = true;
   }
   zmq::pollitem_t item{z_->sub.handle(), 0, ZMQ_POLLIN, 0};
-  if (zmq::poll(&item, 1, wait) == 0) return std::nullopt;
+  try {
+    if (poll_once(item, wait) == 0) return std::nullopt;
+  } catch (const admin_interrupted&) {
+    return std::nullopt;  // the caller checks its own flag
+  }
   zmq::message_t m;
   if (!z_->sub.recv(m)) return std::nullopt;
   return admin::decode_event(std::string_view(static_cast<const char*>(m.data()), m.size()));

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,11 @@ struct admin_client_config {
   std::chrono::milliseconds timeout{30000};
 };
 
+// A wait for an answer cut short by a signal: the command was sent and may still take effect.
+struct admin_interrupted : std::runtime_error {
+  admin_interrupted() : std::runtime_error("interrupted: the command was sent and may still take effect; its answer was not waited for") {}
+};
+
 class admin_client {
  public:
   explicit admin_client(admin_client_config cfg);
@@ -30,9 +36,10 @@ class admin_client {
   admin_client& operator=(const admin_client&) = delete;
 
   // Sends a command and waits for its reply; throws std::runtime_error when none comes within
-  // the timeout (no server there, or not an authorized key: CURVE gives no answer to those).
+  // the timeout (no server there, or not an authorized key: CURVE gives no answer to those),
+  // and admin_interrupted when a signal (Ctrl-C) cuts the wait short.
   admin::reply call(const std::string& cmd, const std::vector<std::string>& args = {});
-  // The next event (subscribing on first use), or nullopt after `wait`.
+  // The next event (subscribing on first use), or nullopt after `wait` or a signal.
   std::optional<nlohmann::json> next_event(std::chrono::milliseconds wait);
 
  private:

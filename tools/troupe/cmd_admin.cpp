@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <utility>
 #include "actors/control/admin_client.h"
 #include "actors/control/admin_endpoint.h"
 #include "runtime/admin/console_text.h"
@@ -67,21 +68,55 @@ std::string event_line(const nlohmann::json& e) {
 
 volatile std::sig_atomic_t interrupted = 0;
 
-int watch(actors::admin_client& c, bool json, long long count, double seconds) {
-  interrupted = 0;
-  auto previous = std::signal(SIGINT, [](int) { interrupted = 1; });  // Ctrl-C ends the watch, not the console
+// While it lives, SIGINT (Ctrl-C) sets `interrupted` instead of ending the process, and a wait in
+// progress returns (no SA_RESTART): a watch, a top or the console stop what they wait for.
+class interrupt_guard {
+ public:
+  interrupt_guard() {
+    interrupted = 0;
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { interrupted = 1; };
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &old_);
+  }
+  ~interrupt_guard() { ::sigaction(SIGINT, &old_, nullptr); }
+  interrupt_guard(const interrupt_guard&) = delete;
+  interrupt_guard& operator=(const interrupt_guard&) = delete;
+
+ private:
+  struct sigaction old_ {};
+};
+
+// A line typed on the console's terminal, if one is complete (the terminal is line-buffered
+// between prompts): read whole, without its newline.
+std::optional<std::string> typed_line() {
+  pollfd p{STDIN_FILENO, POLLIN, 0};
+  if (::poll(&p, 1, 0) != 1 || !(p.revents & (POLLIN | POLLHUP))) return std::nullopt;
+  std::string line;
+  for (char c; ::read(STDIN_FILENO, &c, 1) == 1 && c != '\n';) line += c;
+  return line;
+}
+
+// Follows the event stream until Ctrl-C, `count` events or `seconds`; in the console (`typed`
+// set) also until a line is typed, which then comes back in *typed to be run next.
+int watch(actors::admin_client& c, bool json, long long count, double seconds, std::string* typed = nullptr) {
+  interrupt_guard guard;  // Ctrl-C ends the watch, not the console
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                             std::chrono::duration<double>(seconds > 0 ? seconds : 1e9));
-  std::fprintf(stderr, "watching events (Ctrl-C to stop)\n");
+  std::fprintf(stderr, typed ? "watching events (Enter or Ctrl-C stops)\n" : "watching events (Ctrl-C to stop)\n");
   for (long long seen = 0; count <= 0 || seen < count;) {
     if (interrupted || std::chrono::steady_clock::now() >= until) break;
+    if (typed)
+      if (auto line = typed_line()) {
+        *typed = *line;
+        break;
+      }
     auto e = c.next_event(std::chrono::milliseconds(200));
     if (!e) continue;
     ++seen;
     std::printf("%s\n", json ? e->dump().c_str() : event_line(*e).c_str());
     std::fflush(stdout);
   }
-  std::signal(SIGINT, previous);
   return 0;
 }
 
@@ -100,13 +135,17 @@ int terminal_width() {
 // terminal's width, asked again each frame so a resize applies). Ctrl-C (or --count frames,
 // --for seconds) ends it.
 int top(actors::admin_client& c, const std::string& endpoint, long long count, double seconds) {
-  interrupted = 0;
-  auto previous = std::signal(SIGINT, [](int) { interrupted = 1; });
+  interrupt_guard guard;
   const auto start = std::chrono::steady_clock::now();
   for (long long frame = 0; count <= 0 || frame < count; ++frame) {
     if (interrupted || (seconds > 0 && std::chrono::steady_clock::now() - start >= std::chrono::duration<double>(seconds))) break;
     const auto t0 = std::chrono::steady_clock::now();
-    const admin::reply r = c.call("status");
+    admin::reply r;
+    try {
+      r = c.call("status");
+    } catch (const actors::admin_interrupted&) {
+      break;
+    }
     const std::time_t now = std::time(nullptr);
     char clock[16];
     std::strftime(clock, sizeof clock, "%H:%M:%S", std::localtime(&now));
@@ -119,16 +158,50 @@ int top(actors::admin_client& c, const std::string& endpoint, long long count, d
     const auto next = t0 + std::chrono::seconds(1);
     while (!interrupted && std::chrono::steady_clock::now() < next) std::this_thread::sleep_until(std::min(next, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)));
   }
-  std::signal(SIGINT, previous);
   return 0;
 }
 
-// Runs one command line; returns its exit code (1: the server refused it).
-int run_one(actors::admin_client& c, const std::vector<std::string>& words, bool json, long long count, double seconds,
-            const std::string& endpoint) {
+// The console's own `watch` and `top` flags (--count N, --for S, --json), taken out of `words`;
+// the command line's come parsed.
+struct follow_flags {
+  long long count = 0;
+  double seconds = 0;
+  bool json = false;
+};
+
+follow_flags follow_flags_of(std::vector<std::string>& words, follow_flags f) {
+  std::vector<std::string> rest{words.front()};
+  for (std::size_t i = 1; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (w == "--json") {
+      f.json = true;
+    } else if ((w == "--count" || w == "--for") && i + 1 < words.size()) {
+      char* end = nullptr;
+      const double v = std::strtod(words[i + 1].c_str(), &end);
+      if (*end != '\0' || !(v >= 0)) throw input_error(w + ": expected a non-negative number, got \"" + words[i + 1] + "\"");
+      if (w == "--count")
+        f.count = static_cast<long long>(v);
+      else
+        f.seconds = v;
+      ++i;
+    } else {
+      throw input_error(words.front() + ": unknown argument \"" + w + "\" (it takes --count N, --for SECONDS and --json)");
+    }
+  }
+  words = rest;
+  return f;
+}
+
+// Runs one command line; returns its exit code (1: the server refused it). In the console,
+// `typed` takes a line typed during a watch, to run next.
+int run_one(actors::admin_client& c, std::vector<std::string> words, bool json, long long count, double seconds,
+            const std::string& endpoint, std::string* typed = nullptr) {
   if (words.empty()) return 0;
-  if (words[0] == "watch") return watch(c, json, count, seconds);
-  if (words[0] == "top") return top(c, endpoint, count, seconds);
+  if (words[0] == "watch" || words[0] == "top") {
+    const follow_flags f = follow_flags_of(words, {count, seconds, json});
+    if (words[0] == "top") return top(c, endpoint, f.count, f.seconds);
+    return watch(c, f.json, f.count, f.seconds, typed);
+  }
   const std::vector<std::string> rest(words.begin() + 1, words.end());
   const admin::reply r = c.call(words[0], rest);
   if (!r.ok) {
@@ -150,23 +223,45 @@ std::vector<std::string> split(const std::string& line) {
   return w;
 }
 
+// Ctrl-C at the prompt drops the line being typed and gives a new prompt, as a shell does
+// (readline calls this after a signal interrupted its read).
+int on_prompt_signal() {
+  if (!interrupted) return 0;
+  interrupted = 0;
+  ::rl_replace_line("", 0);
+  ::rl_crlf();
+  ::rl_on_new_line();
+  ::rl_redisplay();
+  return 0;
+}
+
 int console(actors::admin_client& c, bool json, const std::string& endpoint) {
   std::printf("troupe admin console: help lists the commands, quit ends\n");
+  interrupt_guard guard;  // Ctrl-C stops the command running, never the console
+  ::rl_signal_event_hook = on_prompt_signal;
+  std::string next;  // a line typed during a watch, run next
   for (;;) {
-    char* raw = ::readline("troupe> ");
-    if (!raw) break;  // end of input
-    const std::string line = raw;
-    std::free(raw);
+    std::string line;
+    if (!next.empty()) {
+      line = std::exchange(next, "");
+    } else {
+      char* raw = ::readline("troupe> ");
+      if (!raw) break;  // end of input
+      line = raw;
+      std::free(raw);
+    }
     const auto words = split(line);
     if (words.empty()) continue;
     ::add_history(line.c_str());
     if (words[0] == "quit" || words[0] == "exit") break;
+    interrupted = 0;
     try {
-      run_one(c, words, json, 0, 0, endpoint);
+      run_one(c, words, json, 0, 0, endpoint, &next);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "troupe admin: %s\n", e.what());
     }
   }
+  ::rl_signal_event_hook = nullptr;
   return 0;
 }
 
