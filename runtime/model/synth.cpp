@@ -3,7 +3,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "kernels/cpu/thread_pool.h"
 #include "runtime/common/error.h"
@@ -196,6 +199,47 @@ void synthesize(const synth_options& o, const progress_fn& progress) {
   w.close();
   std::filesystem::rename(tmp, o.out + "/model.safetensors", ec);
   if (ec) throw input_error(o.out + "/model.safetensors: cannot rename into place: " + ec.message());
+}
+
+void synthesize_lora(const model_config& c, const std::string& out, int rank, std::uint32_t seed) {
+  namespace fs = std::filesystem;
+  if (rank < 1 || rank > 1024) throw input_error("a LoRA rank is 1 to 1024, not " + std::to_string(rank));
+  static const char* const modules[][2] = {{"self_attn", "q_proj"}, {"self_attn", "k_proj"}, {"self_attn", "v_proj"},
+                                           {"self_attn", "o_proj"}, {"mlp", "gate_proj"},    {"mlp", "up_proj"},
+                                           {"mlp", "down_proj"}};
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  {
+    std::ofstream config(fs::path(out) / "adapter_config.json");
+    config << nlohmann::json{{"peft_type", "LORA"}, {"r", rank}, {"lora_alpha", 2 * rank}, {"bias", "none"}}.dump();
+    if (!config) throw input_error(out + ": cannot write adapter_config.json");
+  }
+  safetensors_writer w;
+  std::vector<std::vector<float>> data;
+  auto values = [](std::size_t n, std::uint32_t s) {
+    std::mt19937 g(s);
+    std::uniform_real_distribution<float> u(-0.1f, 0.1f);
+    std::vector<float> v(n);
+    for (auto& x : v) x = u(g);
+    return v;
+  };
+  for (int l = 0; l < c.num_hidden_layers; ++l)
+    for (const auto& m : modules) {
+      const std::string name = "base_model.model.model.layers." + std::to_string(l) + "." + m[0] + "." + m[1];
+      const std::string t = m[1];
+      const int in = t == "o_proj" ? c.q_dim() : t == "down_proj" ? c.intermediate_size : c.hidden_size;
+      const int rows = t == "q_proj"                        ? c.q_dim()
+                       : (t == "k_proj" || t == "v_proj")     ? c.kv_dim()
+                       : (t == "gate_proj" || t == "up_proj") ? c.intermediate_size
+                                                              : c.hidden_size;
+      w.declare(name + ".lora_A.weight", kernels::dtype::f32, {rank, in});
+      w.declare(name + ".lora_B.weight", kernels::dtype::f32, {rows, rank});
+      data.push_back(values(std::size_t(rank) * std::size_t(in), seed++));
+      data.push_back(values(std::size_t(rows) * std::size_t(rank), seed++));
+    }
+  w.open((fs::path(out) / "adapter_model.safetensors").string());
+  for (const auto& d : data) w.write(d.data(), d.size() * sizeof(float));
+  w.close();
 }
 
 }  // namespace troupe::model

@@ -31,4 +31,10 @@ using progress_fn = std::function<void(std::size_t, std::size_t)>;
 // written.
 void synthesize(const synth_options& opts, const progress_fn& progress = {});
 
+// A LoRA adapter in PEFT's folder layout for a base shaped `base`: rank `rank` (lora_alpha twice
+// that) on every projection of every layer, each matrix uniform in +-0.1 drawn from its own seed
+// (`seed`, then one more per matrix), written to `out` (adapter_config.json and
+// adapter_model.safetensors). For the docs' examples and the tests; it adapts nothing learnt.
+void synthesize_lora(const model_config& base, const std::string& out, int rank = 4, std::uint32_t seed = 11);
+
 }  // namespace troupe::model

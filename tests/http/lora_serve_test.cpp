@@ -295,3 +295,18 @@ BOOST_AUTO_TEST_CASE(vllm_lora_flags_serve_adapters) {
   BOOST_TEST(full.status == 400);
   BOOST_TEST(full.body.find("max_adapters") != std::string::npos, full.body);
 }
+
+// docs/lora.md named a folder the clone does not have: its commands now start from one the
+// command line writes (`troupe model synth-lora`), and serve it as the page says.
+BOOST_AUTO_TEST_CASE(the_docs_adapter_is_written_by_the_command_line_and_served) {
+  const std::string exe = std::string(TROUPE_BINARY_DIR) + "/troupe";
+  const std::string kjv = std::string(TROUPE_SOURCE_DIR) + "/models/kjv", out = (dir / "kjv-psalms-lora").string();
+  fs::remove_all(out);
+  const auto wrote = test::run_command(exe + " model synth-lora --base " + kjv + " --out " + out + " 2>&1");
+  BOOST_TEST_REQUIRE(wrote.status == 0, wrote.output);
+  test::serve_process server({kjv, "--enable-lora", "--lora-modules", "kjv-psalms=" + out, "--max-loras", "4"});
+  BOOST_TEST_REQUIRE(server.port() != 0);
+  const auto r = test::post_json(server.port(), "/v1/completions", {{"model", "kjv-psalms"}, {"prompt", "The LORD"}, {"max_tokens", 4}});
+  BOOST_TEST(r.status == 200, r.body);
+  BOOST_TEST(json::parse(r.body)["model"] == "kjv-psalms");
+}

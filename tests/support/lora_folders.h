@@ -12,45 +12,14 @@
 
 #include "runtime/model/lora.h"
 #include "runtime/model/safetensors.h"
+#include "runtime/model/synth.h"
 
 namespace troupe::test {
 
-inline std::vector<float> lora_values(std::size_t n, std::uint32_t seed, float range) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(-range, range);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(g);
-  return v;
-}
-
 // An adapter of rank 4 (lora_alpha 8) on every projection of every layer of a model shaped `c`,
-// written to `dir`; `seed` picks its matrices.
+// written to `dir`; `seed` picks its matrices (model::synthesize_lora).
 inline std::filesystem::path write_lora_adapter(const std::filesystem::path& dir, const model::model_config& c, std::uint32_t seed = 11) {
-  static const char* const modules[][2] = {{"self_attn", "q_proj"}, {"self_attn", "k_proj"}, {"self_attn", "v_proj"},
-                                           {"self_attn", "o_proj"}, {"mlp", "gate_proj"},    {"mlp", "up_proj"},
-                                           {"mlp", "down_proj"}};
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "adapter_config.json")
-      << nlohmann::json{{"peft_type", "LORA"}, {"r", 4}, {"lora_alpha", 8}, {"bias", "none"}}.dump();
-  model::safetensors_writer w;
-  std::vector<std::vector<float>> data;
-  for (int l = 0; l < c.num_hidden_layers; ++l)
-    for (const auto& m : modules) {
-      const std::string name = "base_model.model.model.layers." + std::to_string(l) + "." + m[0] + "." + m[1];
-      const std::string t = m[1];
-      const int in = t == "o_proj" ? c.q_dim() : t == "down_proj" ? c.intermediate_size : c.hidden_size;
-      const int out = t == "q_proj"                       ? c.q_dim()
-                      : (t == "k_proj" || t == "v_proj")   ? c.kv_dim()
-                      : (t == "gate_proj" || t == "up_proj") ? c.intermediate_size
-                                                           : c.hidden_size;
-      w.declare(name + ".lora_A.weight", kernels::dtype::f32, {4, in});
-      w.declare(name + ".lora_B.weight", kernels::dtype::f32, {out, 4});
-      data.push_back(lora_values(std::size_t(4 * in), seed++, 0.1f));
-      data.push_back(lora_values(std::size_t(out * 4), seed++, 0.1f));
-    }
-  w.open((dir / "adapter_model.safetensors").string());
-  for (const auto& d : data) w.write(d.data(), d.size() * sizeof(float));
-  w.close();
+  model::synthesize_lora(c, dir.string(), 4, seed);
   return dir;
 }
 

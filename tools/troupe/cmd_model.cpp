@@ -4,6 +4,7 @@
 #include "runtime/common/error.h"
 #include "runtime/model/gguf_export.h"
 #include "runtime/model/gguf_mix.h"
+#include "runtime/model/model_source.h"
 #include "runtime/model/quantize.h"
 #include "runtime/model/synth.h"
 #include "tools/troupe/model_folder.h"
@@ -73,6 +74,17 @@ int cmd_model_synth(const args& a) {
   model::synthesize(o, [](std::size_t d, std::size_t t) { progress_bar("synth", d, t); });
   std::printf("wrote %s (preset %s, arch %s, dtype %s, seed %llu)\n", o.out.c_str(), o.preset.c_str(), o.arch.c_str(),
               dt.c_str(), static_cast<unsigned long long>(o.seed));
+  return 0;
+}
+
+int cmd_model_synth_lora(const args& a) {
+  const auto base = a.get("base");
+  const auto out = a.get("out");
+  if (!base || !out) throw input_error("--base MODEL and --out DIR are required");
+  const int rank = int(a.get_int("rank", 4));
+  const auto seed = std::uint32_t(a.get_int("seed", 11));
+  model::synthesize_lora(model::load_model_config(*base), *out, rank, seed);
+  std::printf("wrote %s: a rank-%d LoRA adapter with random matrices on every projection of %s\n", out->c_str(), rank, base->c_str());
   return 0;
 }
 

@@ -170,6 +170,14 @@ void declare_model(command& root) {
       .option("seed", "N", "the weights' seed (default 0)")
       .flag("tied", "tie the LM head to the embedding table")
       .option("rope-scaling", "llama3", "Llama 3.1's rotary scaling");
+  model.sub("synth-lora", "write a LoRA adapter with deterministic random matrices for a base model", "--base MODEL --out DIR [options]",
+            "Writes a PEFT adapter folder (adapter_config.json, adapter_model.safetensors) shaped for the base model, with random "
+            "matrices on every projection: what docs/lora.md serves. It adapts nothing learnt.",
+            cmd_model_synth_lora)
+      .option("base", "MODEL", "the base model folder or GGUF file it is shaped for (required)")
+      .option("out", "DIR", "where to write it (required)")
+      .option("rank", "N", "its rank (default 4; lora_alpha is twice it)")
+      .option("seed", "N", "the matrices' seed (default 11)");
   model.sub("quantize", "write a copy of a model with quantized weights: a folder, or a GGUF file in llama.cpp's mixes",
             "--type TYPE --model DIR --out DIR|FILE.gguf",
             "To a folder: a copy whose attention and MLP projections are quantized: q8_0 and q4_0 are GGML's blocks of 32 "
@@ -227,7 +235,7 @@ void declare_plan(command& root) {
       .option("max-seqs", "N", "running sequences per replica at most (default 128)")
       .option("report-interval", "S", "seconds between replicas' load reports (default 0: the router sees loads as they are)")
       .option("model", "DIR", "the model path written into the topology (default models/kjv); with --config, the model it serves")
-      .option("o,out", "FILE", "where to write the chosen topology (default plan.toml)")
+      .option("o,out", "FILE", "where to write the chosen topology (default: printed after the table, or as \"topology\" with --json)")
       .option("plot", "FILE.svg", "also draw every topology tried, devices against goodput, as SVG")
       .option("config", "TOPOLOGY", "predict this topology's latencies and goodput on the trace instead of searching (one --profile)")
       .flag("exhaustive", "simulate every point of the space instead of searching it (slower; the same answer when more replicas never hurt)")

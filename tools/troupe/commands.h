@@ -12,6 +12,7 @@ int cmd_admin(const args& a);              // troupe admin [COMMAND [ARGS]]
 int cmd_admin_keygen(const args& a);       // troupe admin keygen [PREFIX]
 int cmd_generate(const args& a);           // troupe generate
 int cmd_model_synth(const args& a);        // troupe model synth
+int cmd_model_synth_lora(const args& a);   // troupe model synth-lora
 int cmd_model_quantize(const args& a);     // troupe model quantize
 int cmd_bench_engine(const args& a);       // troupe bench engine
 int cmd_bench_runtime(const args& a);      // troupe bench runtime
