@@ -94,8 +94,7 @@ struct frontend_state {
   admission::tenant_budgets budgets;  // per tenant, bounded
   std::function<io_stats()> io;  // the HTTP server's CPU and connections
   double actor_cpu = 0;  // CPU seconds spent in the actor's handlers
-  std::vector<caf::actor> preparers;  // detached: templates and tokenizers run there
-  std::size_t next_preparer = 0;
+  preparer_pool preparers;  // detached: templates, tokenizers and grammars run there
   bool draining = false;  // shutting down: new requests are refused
   int cut_off = 0;        // requests ended by the end of the grace period
   std::vector<caf::response_promise> drained;  // answered once nothing is in flight
@@ -303,11 +302,6 @@ void on_update(frontend_ptr self, token_update& u) {
   }
 }
 
-caf::actor next_preparer(frontend_ptr self) {
-  auto& st = self->state;
-  return st.preparers[st.next_preparer++ % st.preparers.size()];
-}
-
 void handle_completion(frontend_ptr self, const std::shared_ptr<http::exchange>& ex, api::endpoint kind) {
   auto& st = self->state;
   prepared p;
@@ -322,7 +316,7 @@ void handle_completion(frontend_ptr self, const std::shared_ptr<http::exchange>&
   p.kind = kind;
   p.arrived = clock::now();
   ++st.preparing;
-  self->send(next_preparer(self), prepare_job{st.models, std::make_shared<prepared>(std::move(p))});
+  self->send(st.preparers.pick(ex->req().body), prepare_job{st.models, std::make_shared<prepared>(std::move(p))});
 }
 
 // What echo puts first: the prompt as the client sent it, or its tokens' text.
@@ -649,7 +643,7 @@ void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
     }
     if (path == "/tokenize" || path == "/detokenize") {
       need_method(rq, path, {"POST"});
-      self->send(next_preparer(self), tokenize_job{st.models, ex, path == "/detokenize"});
+      self->send(self->state.preparers.pick(ex->req().body), tokenize_job{st.models, ex, path == "/detokenize"});
       return;
     }
     if (path == "/v1/models") {
@@ -722,7 +716,7 @@ caf::behavior frontend_actor(caf::stateful_actor<frontend_state>* self, frontend
   st.owner = std::move(owner);
   st.router = std::move(router);
   st.models = model_table_of(st.cfg);
-  for (int i = 0; i < preparer_threads; ++i) st.preparers.push_back(self->spawn<caf::detached + caf::linked>(preparer));
+  st.preparers.spawn(self);
   st.started = std::int64_t(unix_seconds());
   std::random_device rd;
   char salt[16];

@@ -175,6 +175,22 @@ void run_tokenize(const model_table& models, const std::shared_ptr<http::exchang
 
 }  // namespace
 
+bool may_compile_grammar(const std::string& body) {
+  for (const char* field : {"\"response_format\"", "\"guided_", "\"structured_outputs\"", "\"tools\""})
+    if (body.find(field) != std::string::npos) return true;
+  return false;
+}
+
+void preparer_pool::spawn(caf::local_actor* owner) {
+  for (int i = 0; i < preparer_threads; ++i) plain_.push_back(owner->spawn<caf::detached + caf::linked>(preparer));
+  grammar_.push_back(owner->spawn<caf::detached + caf::linked>(preparer));
+}
+
+caf::actor preparer_pool::pick(const std::string& body) {
+  if (may_compile_grammar(body)) return grammar_[next_grammar_++ % grammar_.size()];
+  return plain_[next_plain_++ % plain_.size()];
+}
+
 caf::behavior preparer(caf::event_based_actor* self) {
   return {
       [=](prepare_job& j) {

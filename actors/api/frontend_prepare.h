@@ -90,6 +90,24 @@ constexpr int preparer_threads = 2;
 
 caf::behavior preparer(caf::event_based_actor* self);
 
+// Two lanes of preparers: a request that may compile a grammar (its body names a structured
+// output or tools) goes to the grammar lane, so that a schema compiling up to its budget never
+// holds up a request that needs none; each lane takes its jobs in turn.
+class preparer_pool {
+ public:
+  // Spawns the preparers, linked to `owner` (they go with it).
+  void spawn(caf::local_actor* owner);
+  // The preparer for a request with this body (empty: no body, as /tokenize's lane).
+  caf::actor pick(const std::string& body);
+
+ private:
+  std::vector<caf::actor> plain_, grammar_;
+  std::size_t next_plain_ = 0, next_grammar_ = 0;
+};
+// Whether a request body may ask for a grammar: any of the structured-output fields or tools
+// appears in it (a prompt that merely quotes one goes to the grammar lane, at no harm).
+bool may_compile_grammar(const std::string& body);
+
 // What the preparers read of each model: the served names, the tokenizer and chat template, the
 // tool-call format, and the public prompts' token prefixes (plain and in the chat form); the
 // adapters go with [model]'s.

@@ -1,3 +1,4 @@
+#include "runtime/common/json.h"
 #include "runtime/api/structured_output.h"
 
 #include <set>
@@ -86,7 +87,7 @@ sampling::output_constraint parse_output_constraint(const json& body, const std:
   if (const auto it = body.find("guided_decoding_backend"); it != body.end() && !it->is_null() && !it->is_string())
     bad_field("guided_decoding_backend", "expected a string");
   if (!any) return {};
-  const ojson ordered = ojson::parse(raw);  // the body parsed already: this cannot fail
+  const ojson ordered = parse_ordered_json(raw, "the request body");  // parsed already: this cannot fail
   std::vector<found> out;
   if (body.contains("response_format") && !body["response_format"].is_null())
     from_response_format(body["response_format"], ordered["response_format"], out);

@@ -1,3 +1,4 @@
+#include "runtime/common/json.h"
 #include "runtime/api/tools.h"
 
 #include <functional>
@@ -121,7 +122,7 @@ struct tool_defs {
 };
 
 tool_defs hoist_tool_schemas(const tool_request& t, const std::string& raw, const std::function<bool(std::size_t)>& keep) {
-  const ojson raw_tools = ojson::parse(raw)["tools"];  // the body parsed already: this cannot fail
+  const ojson raw_tools = parse_ordered_json(raw, "the request body")["tools"];  // parsed already: this cannot fail
   tool_defs out;
   for (std::size_t i = 0; i < t.tools.size(); ++i) {
     if (!keep(i)) continue;

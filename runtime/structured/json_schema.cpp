@@ -406,12 +406,13 @@ std::int32_t compiler::object_rule(const ojson& s, const std::string& path, int 
   const std::int32_t w = ws();
   const ojson props = s.contains("properties") ? s["properties"] : ojson::object();
   if (!props.is_object()) refuse(path + "/properties", "expected an object");
-  std::set<std::string> required;
+  std::set<std::string> required, names;  // names: an ordered object's lookups are linear
+  for (auto it = props.begin(); it != props.end(); ++it) names.insert(it.key());
   if (s.contains("required")) {
     if (!s["required"].is_array()) refuse(path + "/required", "expected an array of names");
     for (const auto& n : s["required"]) {
       if (!n.is_string()) refuse(path + "/required", "expected an array of names");
-      if (!props.contains(n.get<std::string>())) refuse(path + "/required", "'" + n.get<std::string>() + "' is not in properties");
+      if (!names.count(n.get<std::string>())) refuse(path + "/required", "'" + n.get<std::string>() + "' is not in properties");
       required.insert(n.get<std::string>());
     }
   }
@@ -530,13 +531,7 @@ std::int32_t compiler::ref_rule(const std::string& ref, const std::string& path,
 
 // A schema's text as a document: too deep or not JSON is an input_error.
 ojson parse_schema(std::string_view text) {
-  if (json_depth(text, max_json_depth) > max_json_depth)
-    throw input_error("JSON Schema: nested deeper than " + std::to_string(max_json_depth) + " levels");
-  try {
-    return ojson::parse(text);
-  } catch (const std::exception& e) {
-    throw input_error(std::string("JSON Schema: not valid JSON: ") + e.what());
-  }
+  return parse_ordered_json(text, "JSON Schema");
 }
 
 }  // namespace

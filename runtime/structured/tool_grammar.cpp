@@ -2,6 +2,7 @@
 // it the text ends with, as in string matching): every byte is allowed, and the one that would
 // complete the marker leads into the calls instead. Llama 3's calls are the whole answer or none
 // of it, so only the answer's opening is watched there.
+#include "runtime/common/json.h"
 #include "runtime/structured/tool_grammar.h"
 
 #include <bitset>
@@ -153,12 +154,7 @@ std::int32_t opening_calls(tool_rules& t, bool parallel) {
 }  // namespace
 
 std::shared_ptr<const grammar> compile_tool_grammar(std::string_view source, const grammar_budget& budget) {
-  ojson doc;
-  try {
-    doc = ojson::parse(source);
-  } catch (const std::exception& e) {
-    throw input_error(std::string("tool grammar: not valid JSON: ") + e.what());
-  }
+  const ojson doc = parse_ordered_json(source, "tool grammar");
   if (!doc.contains("calls") || !doc["calls"].is_array() || doc["calls"].empty())
     throw input_error("tool grammar: 'calls' must list at least one tool");
   const std::string format = doc.value("format", "hermes");
