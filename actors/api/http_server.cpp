@@ -91,8 +91,13 @@ class session : public std::enable_shared_from_this<session> {
   void write(std::string data, bool last, bool probe = false) {
     if (closed_) return;
     if (!probe) answering_ = true;
+    unsent_bytes_ += data.size();
     queue_.push_back(std::move(data));
     ++st_.unsent;
+    if (unsent_bytes_ > st_.cfg.max_unsent_bytes && queue_.size() > 1) {  // a client that does not read what it asked for
+      client_gone();
+      return close();
+    }
     if (last) finishing_ = true;
     if (!writing_) write_next();
   }
@@ -117,18 +122,34 @@ class session : public std::enable_shared_from_this<session> {
   bool closed() const { return closed_; }
 
  private:
+  // Waits for a request's first byte (the idle timeout), then its header (the header timeout),
+  // then its body (the idle timeout again): a sender too slow for either is closed.
   void read_request() {
     parser_.emplace();
     parser_->body_limit(st_.cfg.max_body);
     parser_->header_limit(64 * 1024);
-    arm_idle_timer();  // slow senders are closed after the timeout too
+    if (buf_.size() > 0) return read_header();
+    arm_idle_timer();
     auto self = shared_from_this();
-    beast::http::async_read(sock_, buf_, *parser_, [self](beast::error_code ec, std::size_t) { self->on_request(ec); });
+    sock_.async_read_some(buf_.prepare(4096), [self](beast::error_code ec, std::size_t n) {
+      if (ec) return self->on_request(ec);
+      self->buf_.commit(n);
+      self->read_header();
+    });
+  }
+  void read_header() {
+    arm_idle_timer(st_.cfg.header_timeout_s);
+    auto self = shared_from_this();
+    beast::http::async_read_header(sock_, buf_, *parser_, [self](beast::error_code ec, std::size_t) {
+      if (ec) return self->on_request(ec);
+      self->arm_idle_timer();
+      beast::http::async_read(self->sock_, self->buf_, *self->parser_, [self](beast::error_code e, std::size_t) { self->on_request(e); });
+    });
   }
 
-  // A connection that is not answering a request is closed once the idle timeout passes.
-  void arm_idle_timer() {
-    timer_.expires_after(std::chrono::seconds(st_.cfg.idle_timeout_s));
+  // A connection that is not answering a request is closed once the idle timeout (or `seconds`) passes.
+  void arm_idle_timer(int seconds = 0) {
+    timer_.expires_after(std::chrono::seconds(seconds > 0 ? seconds : st_.cfg.idle_timeout_s));
     auto self = shared_from_this();
     timer_.async_wait([self](beast::error_code ec) {
       if (!ec && !self->busy_) self->close();
@@ -239,6 +260,7 @@ class session : public std::enable_shared_from_this<session> {
     writing_ = true;
     auto self = shared_from_this();
     asio::async_write(sock_, asio::buffer(queue_.front()), [self](beast::error_code ec, std::size_t) {
+      self->unsent_bytes_ -= self->queue_.front().size();
       self->queue_.pop_front();
       --self->st_.unsent;
       if (ec || self->closed_) {
@@ -308,6 +330,7 @@ class session : public std::enable_shared_from_this<session> {
   asio::steady_timer probe_timer_{sock_.get_executor()};  // see arm_hangup_probe
   std::shared_ptr<session_exchange> ex_;
   std::deque<std::string> queue_;
+  std::size_t unsent_bytes_ = 0;  // in queue_
   std::array<char, 16384> discard_;
   bool writing_ = false, finishing_ = false, busy_ = false, watching_ = false, closed_ = false, keep_alive_ = true;
   bool http11_ = true, answering_ = false, probed_ = false;  // the request's version; answer begun; probe sent

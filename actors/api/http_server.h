@@ -45,7 +45,8 @@ class exchange {
   virtual void add_header(header h) = 0;
   virtual void send(std::string data) = 0;                         // one chunk of the stream
   virtual void end_stream() = 0;
-  // Called once (on the I/O thread) if the client disconnects before the answer is complete.
+  // Called once (on the I/O thread) if the client disconnects before the answer is complete, or
+  // leaves more than server_config::max_unsent_bytes of it unread.
   virtual void on_gone(std::function<void()> f) = 0;
   virtual bool gone() const = 0;
 };
@@ -57,6 +58,13 @@ struct server_config {
   std::uint16_t port = 8000;  // 0: any free port
   std::size_t max_body = std::size_t(4) << 20;
   int idle_timeout_s = 75;  // a keep-alive connection without a request is closed after this
+  // A request's header must be whole this long after its first byte (slowloris: a header sent a
+  // byte at a time held its connection for the whole idle timeout); its body then has the
+  // idle timeout.
+  int header_timeout_s = 10;
+  // What an answer may have queued unsent for a client that does not read it: past this the
+  // client counts as gone (its requests end, freeing their batch slots) and the connection closes.
+  std::size_t max_unsent_bytes = std::size_t(1) << 20;
 };
 
 class server {

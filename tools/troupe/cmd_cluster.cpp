@@ -407,6 +407,8 @@ actors::frontend_config frontend_config_of(const args& a, const topology::topolo
   fc.http.host = a.get("host", topo.frontend.host);
   fc.http.port = a.get_port("port", topo.frontend.port);
   fc.http.max_body = topo.frontend.max_body;
+  fc.http.header_timeout_s = int(topo.frontend.header_timeout.count());
+  fc.http.max_unsent_bytes = topo.frontend.max_unread;
   fc.models.clear();
   const auto specs = topo.models();
   for (std::size_t i = 0; i < specs.size(); ++i) {
