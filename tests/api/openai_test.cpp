@@ -96,7 +96,6 @@ BOOST_AUTO_TEST_CASE(each_bad_field_is_named) {
   // A raw NUL in `user` reached the /metrics text as a tenant label.
   BOOST_TEST(param_of({{"prompt", "x"}, {"user", std::string("ac\0me", 5)}}) == "user");
   BOOST_TEST(param_of({{"prompt", "x"}, {"user", "a\nb"}}) == "user");
-  BOOST_TEST(param_of({{"prompt", "x"}, {"user", std::string(300, 'u')}}) == "user");
   BOOST_TEST(param_of({{"messages", json::array()}}, endpoint::chat) == "messages");
   BOOST_TEST(param_of({{"messages", {{{"content", "x"}}}}}, endpoint::chat) == "messages[0].role");
   BOOST_TEST(param_of({{"messages", {{{"role", "user"}, {"content", 5}}}}}, endpoint::chat) == "messages[0].content");
