@@ -9,6 +9,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include <time.h>
 
 #include <atomic>
@@ -94,14 +96,21 @@ class session : public std::enable_shared_from_this<session> {
     unsent_bytes_ += data.size();
     queue_.push_back(std::move(data));
     ++st_.unsent;
-    if (unsent_bytes_ > st_.cfg.max_unsent_bytes && queue_.size() > 1) {  // a client that does not read what it asked for
+    if (streaming_ && unsent_bytes_ + kernel_unsent() > st_.cfg.max_unsent_bytes) {  // a client that does not read its stream
       client_gone();
       return close();
     }
     if (last) finishing_ = true;
     if (!writing_) write_next();
   }
+  // Bytes the kernel holds for the client, unsent or unacknowledged (it grows a loopback
+  // socket's buffer to megabytes, so an unread stream may sit there rather than in queue_).
+  std::size_t kernel_unsent() {
+    int n = 0;
+    return ::ioctl(sock_.native_handle(), SIOCOUTQ, &n) == 0 && n > 0 ? std::size_t(n) : 0;
+  }
   void stream_header(const std::string& content_type, const std::vector<header>& headers) {
+    streaming_ = true;
     std::string out = "HTTP/1.1 200 OK\r\nContent-Type: " + content_type + "\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n";
     for (auto& h : headers) out += h.name + ": " + h.value + "\r\n";
     write(out + "Connection: " + (keep_alive_ ? "keep-alive" : "close") + "\r\n\r\n", false);
@@ -176,7 +185,7 @@ class session : public std::enable_shared_from_this<session> {
     auto msg = parser_->release();
     keep_alive_ = msg.keep_alive();
     http11_ = msg.version() >= 11;
-    answering_ = probed_ = false;
+    answering_ = probed_ = streaming_ = false;
     request r{std::string(msg.method_string()), std::string(msg.target()), std::move(msg.body()), {}};
     for (const auto& f : msg) {
       std::string name(f.name_string());
@@ -334,6 +343,7 @@ class session : public std::enable_shared_from_this<session> {
   std::array<char, 16384> discard_;
   bool writing_ = false, finishing_ = false, busy_ = false, watching_ = false, closed_ = false, keep_alive_ = true;
   bool http11_ = true, answering_ = false, probed_ = false;  // the request's version; answer begun; probe sent
+  bool streaming_ = false;  // the answer is a stream (server-sent events)
 };
 
 void session_exchange::post(std::function<void(session&)> f) {

@@ -13,6 +13,9 @@
 #include <sys/time.h>
 
 #include <chrono>
+#include <thread>
+#include <sstream>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 
@@ -48,7 +51,10 @@ double await_metric(std::uint16_t port, const std::string& name, double want) {
 struct raw_conn {
   asio::io_context ioc;
   asio::ip::tcp::socket sock{ioc};
-  explicit raw_conn(std::uint16_t port, int timeout_s = 20) {
+  // rcvbuf > 0: the receive buffer (and so the window the server may fill) set before connecting.
+  explicit raw_conn(std::uint16_t port, int timeout_s = 20, int rcvbuf = 0) {
+    sock.open(asio::ip::tcp::v4());
+    if (rcvbuf > 0) ::setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
     sock.connect({asio::ip::make_address("127.0.0.1"), port});
     timeval tv{timeout_s, 0};
     ::setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -261,6 +267,118 @@ BOOST_AUTO_TEST_CASE(api_keys_guard_the_openai_routes) {
   BOOST_TEST(test::http_request(serve.port(), "GET", "/v1/models").status == 401);
   BOOST_TEST(test::http_request(serve.port(), "POST", "/v1/completions", body, {{"Authorization", "Bearer wrong"}}).status == 401);
   BOOST_TEST(test::http_request(serve.port(), "POST", "/v1/completions", body, {{"Authorization", "Bearer sekrit"}}).status == 200);
+  // The scheme is case-insensitive (RFC 9110): "bearer" in lower case was refused.
+  for (const char* scheme : {"bearer sekrit", "BEARER sekrit", "Bearer  sekrit"})
+    BOOST_TEST(test::http_request(serve.port(), "POST", "/v1/completions", body, {{"Authorization", scheme}}).status == 200, scheme);
+  BOOST_TEST(test::http_request(serve.port(), "POST", "/v1/completions", body, {{"Authorization", "Basic sekrit"}}).status == 401);
   BOOST_TEST(test::http_request(serve.port(), "GET", "/health").status == 200);
   BOOST_TEST(test::http_request(serve.port(), "GET", "/metrics").status == 200);
+}
+
+// local.toml with `frontend` lines added (a [frontend] table of them).
+std::string config_with_frontend(const std::string& name, const std::string& frontend) {
+  std::ifstream in(local_toml());
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string path = std::string(TROUPE_BINARY_DIR) + "/" + name + ".toml";
+  std::ofstream(path) << text.str() << "\n[frontend]\n" << frontend;
+  return path;
+}
+
+// Waits until the server closes `c` (a read gives EOF or a reset) or `limit` passes; true if it did.
+bool closed_by_server(raw_conn& c, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  char buf[4096];
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{c.sock.native_handle(), POLLIN, 200};
+    if (::poll(&p, 1, 200) == 1) {
+      const ssize_t n = ::recv(c.sock.native_handle(), buf, sizeof buf, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return true;
+    }
+  }
+  return false;
+}
+
+// Slowloris: a thousand connections each sending its header a byte at a time were held for the
+// whole idle timeout (75 s). A header must now be whole within header_timeout of its first
+// byte; the server meanwhile answers others and lets go of every such connection.
+BOOST_AUTO_TEST_CASE(headers_sent_a_byte_at_a_time_are_cut_off_at_the_header_timeout) {
+  test::serve_process serve({config_with_frontend("slowloris", "header_timeout = \"2s\"\n"), "--model", model_dir()});
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const std::string header = "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + std::string(64, 'a');
+  std::vector<std::unique_ptr<raw_conn>> slow;
+  for (int i = 0; i < 1000; ++i) {
+    slow.push_back(std::make_unique<raw_conn>(serve.port(), 60));
+    slow.back()->send(header.substr(0, 1));
+  }
+  // Each sends one more byte every half second: never idle, never whole.
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    for (std::size_t at = 1; !stop && at < header.size(); ++at) {
+      for (auto& c : slow) {
+        boost::system::error_code ec;
+        asio::write(c->sock, asio::buffer(header.substr(at, 1)), ec);
+      }
+      for (int k = 0; k < 5 && !stop; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the trickle's pace, not a wait for the server
+    }
+  });
+  BOOST_TEST(test::http_request(serve.port(), "GET", "/health").status == 200);  // served meanwhile
+  int closed = 0;
+  for (auto& c : slow) closed += closed_by_server(*c, std::chrono::seconds(45));
+  stop = true;
+  trickle.join();
+  BOOST_TEST(closed == 1000);
+  BOOST_TEST(await_metric(serve.port(), "troupe:http_connections_open", 1) == 1);
+}
+
+// A client that asks for a stream and never reads it held its batch slot for the whole answer;
+// many of them held every slot while reading clients waited. Past max_unread bytes unread the
+// client counts as gone: its request ends (its slot and KV freed) and its connection closes.
+BOOST_AUTO_TEST_CASE(a_stream_nobody_reads_ends_once_its_unread_bytes_pass_the_bound) {
+  test::serve_process serve({config_with_frontend("unread", "max_unread = \"4KiB\"\n"), "--model", model_dir()});
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  const std::string body =
+      json{{"prompt", std::vector<int>(8, 11)}, {"max_tokens", 1000}, {"stream", true}, {"ignore_eos", true}, {"logprobs", 5}}.dump();
+  std::vector<std::unique_ptr<raw_conn>> idle;
+  for (int i = 0; i < 4; ++i) {
+    idle.push_back(std::make_unique<raw_conn>(serve.port(), 60, 1024));  // a receive window that fills at once
+    idle.back()->send(post_text("/v1/completions", body));
+  }
+  // Each request ends long before its 1,000 tokens: the server lets go of it.
+  BOOST_TEST(await_metric(serve.port(), "troupe:num_requests_running", 0) == 0);
+  BOOST_TEST(metric(serve.port(), "troupe:kv_cache_usage_perc") == 0);
+  BOOST_TEST(metric(serve.port(), "troupe:generation_tokens_total") < 4 * 500);
+  BOOST_TEST(await_metric(serve.port(), "troupe:http_connections_open", 1) == 1);
+  // A client that reads gets its whole answer meanwhile.
+  const auto r = test::post_json(serve.port(), "/v1/completions", {{"prompt", {1, 2}}, {"max_tokens", 16}, {"ignore_eos", true}});
+  BOOST_TEST(r.status == 200, r.body);
+}
+
+// Grammars compiled on the preparers every request shares: two hostile schemas filled both and
+// every other client waited behind them. Requests that may compile a grammar have a lane of
+// their own, so a plain request is answered while a queue of them still compiles.
+BOOST_AUTO_TEST_CASE(grammars_compiling_hold_up_no_request_that_needs_none) {
+  test::serve_process serve({local_toml(), "--model", model_dir()});
+  BOOST_TEST_REQUIRE(serve.port() != 0);
+  // A pattern whose automaton grows past its budget: about half a second of compiling, then a 400.
+  const std::string hostile = json{{"prompt", "x"}, {"max_tokens", 1}, {"guided_regex", "(.*a.{10}){3}"}}.dump();
+  std::vector<std::unique_ptr<raw_conn>> schemas;
+  for (int i = 0; i < 8; ++i) {
+    schemas.push_back(std::make_unique<raw_conn>(serve.port(), 300));
+    schemas.back()->send(post_text("/v1/completions", hostile));
+  }
+  const auto plain = test::post_json(serve.port(), "/v1/completions", {{"prompt", {1, 2}}, {"max_tokens", 1}});
+  BOOST_TEST(plain.status == 200, plain.body);
+  // When the plain request was answered, most schemas were still compiling or waiting for their
+  // turn (sharing the preparers, it waited for half of them).
+  int answered = 0;
+  for (auto& c : schemas) {
+    pollfd p{c->sock.native_handle(), POLLIN, 0};
+    answered += ::poll(&p, 1, 0) == 1;
+  }
+  BOOST_TEST(answered <= 3, answered << " of 8 grammars were answered before the plain request");
+  for (auto& c : schemas) {
+    const std::string got = c->read_until_count("\r\n\r\n", 1);
+    BOOST_TEST(got.rfind("HTTP/1.1 400", 0) == 0u, got.substr(0, 200));
+  }
 }

@@ -192,6 +192,26 @@ BOOST_AUTO_TEST_CASE(a_run_against_troupe_serve_accounts_for_every_request_and_t
   BOOST_TEST(vs["versus_baseline"].size() == 12u);
 }
 
+// A load generator for any OpenAI-compatible server: against llama.cpp's server it stopped
+// with "the server does not tokenize (/tokenize answered without a count)", since that server
+// takes {"content"} and answers {"tokens": [...]}. Both forms are read now; the peer speaks
+// llama.cpp's (tests/tools/llama_server_peer.py).
+BOOST_AUTO_TEST_CASE(a_server_that_tokenizes_as_llama_cpp_does_is_benchmarked) {
+  test::child_process peer({"/usr/bin/python3", std::string(TROUPE_SOURCE_DIR) + "/tests/tools/llama_server_peer.py"});
+  std::string line;
+  BOOST_TEST_REQUIRE(peer.wait_for_line("listening on", &line));
+  const std::string port = std::to_string(std::stoi(line.substr(line.rfind(' ') + 1)));
+  const std::string out = std::string(TROUPE_BINARY_DIR) + "/bench-serve-llama-cpp.json";
+  const auto r = test::run_command(std::string(TROUPE_BINARY_DIR) + "/troupe bench serve --url http://127.0.0.1:" + port +
+                                   " --requests 6 --concurrency 2 --prompt-len 24 --output-len 5 --quiet --json " + out + " 2>&1");
+  BOOST_TEST_REQUIRE(r.status == 0, r.output);
+  std::ifstream in(out);
+  const auto j = nlohmann::json::parse(in);
+  BOOST_TEST(j["completed"] == 6);
+  BOOST_TEST(j["total_input_tokens"] == 6 * 24);  // prompts of the planned length, by the server's own tokens
+  BOOST_TEST(j["total_output_tokens"] == 6 * 5);
+}
+
 // A background load that runs for exactly as long as something else takes: SIGINT stops the
 // sending, the requests in flight finish, and the report covers the ones sent, none failed.
 BOOST_AUTO_TEST_CASE(a_signal_stops_sending_and_the_report_covers_what_was_sent) {
