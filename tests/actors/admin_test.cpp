@@ -17,6 +17,7 @@
 #include <zmq.hpp>
 
 #include <pty.h>
+#include <poll.h>
 #include <sys/wait.h>
 
 #include "actors/control/admin_client.h"
@@ -638,6 +639,69 @@ std::string top_in_pty(const char* frames, const winsize* ws, int& status) {
   ::waitpid(pid, &status, 0);
   ::close(master);
   return screen;
+}
+
+// What a pseudo-terminal's program wrote until `needle` appears `count` times in all of it (or
+// `limit` passes, or the program exits), appended to `out`; whether it appeared.
+bool pty_read_until(int master, std::string& out, const std::string& needle, int count, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  auto seen = [&] {
+    int n = 0;
+    for (std::size_t p = out.find(needle); p != std::string::npos; p = out.find(needle, p + 1)) ++n;
+    return n;
+  };
+  char buf[4096];
+  while (seen() < count && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 200) != 1) continue;
+    const ssize_t n = ::read(master, buf, sizeof buf);
+    if (n <= 0) break;  // EIO once it exits
+    out.append(buf, std::size_t(n));
+  }
+  return seen() >= count;
+}
+
+// The interactive console in a pseudo-terminal. `watch --for 2` typed there streamed for over a
+// minute (the console read no flags of its own) and swallowed what was typed meanwhile; Ctrl-C
+// printed "Interrupted system call". Now the watch ends by itself, a typed line ends it and
+// runs, and Ctrl-C stops a watch or clears the prompt, the console carrying on.
+BOOST_AUTO_TEST_CASE(the_console_follows_what_is_typed_and_survives_ctrl_c) {
+  the_cluster();
+  int master = -1;
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  BOOST_TEST_REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::execl(troupe_exe.c_str(), troupe_exe.c_str(), "admin", "--endpoint", admin_endpoint().c_str(), "--events", events_endpoint().c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::string out;
+  auto type = [&](const std::string& text) { BOOST_TEST_REQUIRE(::write(master, text.data(), text.size()) == ssize_t(text.size())); };
+  const std::string prompt = "troupe> ";
+  BOOST_TEST_REQUIRE(pty_read_until(master, out, prompt, 1, std::chrono::seconds(30)), out);
+  type("watch --for 2\n");
+  BOOST_TEST(pty_read_until(master, out, prompt, 2, std::chrono::seconds(30)), "watch --for 2 did not end: " << out);
+  type("watch\n");
+  BOOST_TEST_REQUIRE(pty_read_until(master, out, "Enter or Ctrl-C stops", 1, std::chrono::seconds(30)), out);
+  type("status\n");  // ends the watch, then runs
+  BOOST_TEST(pty_read_until(master, out, "decode-1", 1, std::chrono::seconds(30)), "status typed during a watch did not run: " << out);
+  BOOST_TEST(pty_read_until(master, out, prompt, 3, std::chrono::seconds(30)), out);
+  type("watch\n");
+  BOOST_TEST_REQUIRE(pty_read_until(master, out, "Enter or Ctrl-C stops", 3, std::chrono::seconds(30)), out);
+  type("\x03");  // Ctrl-C during a watch
+  BOOST_TEST(pty_read_until(master, out, prompt, 4, std::chrono::seconds(30)), "Ctrl-C did not end the watch: " << out);
+  type("sta\x03");  // Ctrl-C at the prompt drops the line
+  BOOST_TEST(pty_read_until(master, out, prompt, 5, std::chrono::seconds(30)), out);
+  type("status\n");
+  BOOST_TEST(pty_read_until(master, out, "decode-1", 2, std::chrono::seconds(30)), "the console no longer answers: " << out);
+  type("quit\n");
+  int status = 0;
+  pty_read_until(master, out, "\x01never", 1, std::chrono::seconds(10));  // to its exit
+  ::waitpid(pid, &status, 0);
+  ::close(master);
+  BOOST_TEST(WIFEXITED(status));
+  BOOST_TEST(out.find("Interrupted system call") == std::string::npos, out);
+  BOOST_TEST(out.find("unknown argument") == std::string::npos, out);
 }
 
 // `top` in a pseudo-terminal: a cleared screen with every replica, its state and KV use.
