@@ -352,7 +352,7 @@ void read_cluster(const reader& r, const toml::table& root, topology_config& t) 
 void read_timeouts(const reader& r, const toml::table& root, topology_config& t) {
   const toml::table* to = r.table(root, "timeouts", "");
   if (!to) return;
-  r.only_keys(*to, "timeouts.", {"heartbeat", "connection", "request", "migration_limit", "step",
+  r.only_keys(*to, "timeouts.", {"heartbeat", "suspect", "connection", "request", "migration_limit", "step",
                                        "group_restarts", "group_restart_window"});
   auto ms = [&](const char* key, std::chrono::milliseconds& out) {
     if (const toml::node* n = to->get(key)) {
@@ -362,6 +362,7 @@ void read_timeouts(const reader& r, const toml::table& root, topology_config& t)
     }
   };
   ms("heartbeat", t.timeouts.heartbeat);
+  ms("suspect", t.timeouts.suspect);
   ms("connection", t.timeouts.connection);
   ms("request", t.timeouts.request);
   ms("step", t.timeouts.step);
@@ -371,6 +372,12 @@ void read_timeouts(const reader& r, const toml::table& root, topology_config& t)
   if (t.timeouts.connection <= t.timeouts.heartbeat)
     r.fail(to->get("connection") ? to->get("connection") : to, "timeouts.connection",
            "must be longer than timeouts.heartbeat, or a live link is declared dead between two heartbeats");
+  if (!to->get("suspect")) {  // not given: the default, or half a shorter connection timeout
+    t.timeouts.suspect = std::min(t.timeouts.suspect, t.timeouts.connection / 2);
+  } else if (t.timeouts.connection <= t.timeouts.suspect) {
+    r.fail(to->get("suspect"), "timeouts.suspect",
+           "must be shorter than timeouts.connection: a replica is suspect before its link is declared dead");
+  }
 }
 
 // frontend.model_name: a name, or a list of names whose first is the name answers carry and the

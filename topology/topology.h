@@ -140,9 +140,14 @@ struct kv_transfer_spec {
   bool shared_memory = true;      // caches in shared-memory segments (same-host pulls by mapping)
 };
 
+// A peer is judged in two stages (docs/runtime.md, "Telling slow from dead"): silent past
+// `suspect`, its replicas are placed on only if no other can take a request; silent past
+// `connection`, its link is closed and it is dead (its requests move). The defaults hold on a
+// host at load average 30 on two cores; a process that ends is noticed at once either way.
 struct timeouts_spec {
   std::chrono::milliseconds heartbeat{1000};    // middleman heartbeat interval
-  std::chrono::milliseconds connection{5000};   // a silent link is dead after this
+  std::chrono::milliseconds suspect{3000};      // a replica this long without a load report is suspect
+  std::chrono::milliseconds connection{15000};  // a silent link is dead after this
   std::chrono::milliseconds request{30000};     // every request between actors
   int migration_limit = 3;                      // times one request may move before it fails
   std::chrono::milliseconds step{120000};       // a forward step slower than this restarts its group

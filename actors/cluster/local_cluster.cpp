@@ -112,6 +112,7 @@ router_config router_config_of(const topology::topology_config& topo, const std:
   rc.policy = topo.router.policy;
   rc.params = topo.router.params;
   rc.request_timeout = topo.timeouts.request;
+  rc.suspect_after = topo.timeouts.suspect;
   rc.names = topology::names_of(topo);
   for (const auto& p : topology::place_replicas(topo)) {
     if (p.role != topology::pool_role::both) rc.roles[p.replica] = p.role;

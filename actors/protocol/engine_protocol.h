@@ -199,6 +199,7 @@ using slow_atom = caf::atom_constant<caf::atom("slow")>;
 using replica_atom = caf::atom_constant<caf::atom("replica")>;
 using retire_atom = caf::atom_constant<caf::atom("retire")>;
 using lora_atom = caf::atom_constant<caf::atom("lora")>;
+using held_atom = caf::atom_constant<caf::atom("held")>;
 
 // The scheduler of one replica.
 using scheduler_actor = caf::typed_actor<
@@ -217,6 +218,10 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<release_atom, std::string>,
     // End a request now and free its blocks; its final update (reason "abort") follows.
     caf::reacts_to<abort_atom, std::string>,
+    // The ids of the requests here whose tokens go to `sink` (queued or running), answered after
+    // every message the sink's owner sent before: how a request owner reconciles its book with
+    // the replica's (a request one lost is moved, one the other lost is aborted).
+    caf::replies_to<held_atom, token_sink>::with<std::vector<std::string>>,
     // The replica's current load.
     caf::replies_to<load_atom>::with<load_report>,
     // Load LoRA adapter NAME from the PEFT folder DIR (read on this replica's host): replies with

@@ -39,6 +39,7 @@ using migrations_atom = caf::atom_constant<caf::atom("migrations")>;
 using requests_atom = caf::atom_constant<caf::atom("requests")>;
 using latency_atom = caf::atom_constant<caf::atom("latency")>;
 using figures_atom = caf::atom_constant<caf::atom("figures")>;
+using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 
 // What each replica's requests saw since a moment (runtime/admission/replica_figures.h), for a
 // canary rollout's comparison.
@@ -86,6 +87,9 @@ using owner_actor = caf::typed_actor<
     // Each replica's figures since `since` (seconds on the head's steady clock, owner_clock_s).
     caf::replies_to<figures_atom, double>::with<std::vector<replica_figures>>,
     // Placements and migrations go to this sink from now on (the admin console's `watch`).
-    caf::reacts_to<watch_atom, admin_event_sink>>;
+    caf::reacts_to<watch_atom, admin_event_sink>,
+    // Internal, every owner_config::sweep: the book held against the router's live replicas and
+    // each replica's own (held_atom), so that every request ends.
+    caf::reacts_to<sweep_atom>>;
 
 }  // namespace troupe::actors

@@ -77,12 +77,13 @@ struct replica_view {
   std::uint32_t generation = 0;   // how many times it registered (1: never restarted)
   bool parked = false;            // in the warm pool: alive, placed on by nobody
   bool stopped = false;           // stopped on purpose (a scale-down), until it registers again
+  bool suspect = false;           // alive, but silent past timeouts.suspect: placed on only if no other can take it
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, replica_view& x) {
   return f(caf::meta::type_name("replica_view"), x.replica, x.scheduler, x.alive, x.draining, x.generation, x.parked,
-           x.stopped);
+           x.stopped, x.suspect);
 }
 
 // What the router has done, for /metrics and the admin console. Labels are fixed sets.

@@ -136,24 +136,31 @@ void submit(owner_ptr self, const std::string& id, const route_reply& rep, const
             std::shared_ptr<promise> initial) {
   const auto sink = caf::actor_cast<token_sink>(self);
   const auto timeout = self->state.cfg.request_timeout;
+  if (auto it = self->state.requests.find(id); it != self->state.requests.end()) it->second.sent = ++self->state.sends;
   auto submitted = holder ? self->request(rep.scheduler, timeout, handoff_atom::value, req, holder, sink)
                           : self->request(rep.scheduler, timeout, submit_atom::value, req, sink);
   std::move(submitted).then(
       [=](bool) {
         if (initial) initial->deliver(true);
         tell_admin(self, [&] { return admin::placement_event{id, rep.replica, rep.why, bool(holder)}; });
-        // Aborted while it was being placed: the replica must not run it for nobody.
-        if (!self->state.requests.count(id)) self->send(rep.scheduler, abort_atom::value, id);
+        // Aborted while it was being placed, or moved on since (this answer came late): the
+        // replica must not run it for nobody.
+        auto it = self->state.requests.find(id);
+        if (it == self->state.requests.end() || it->second.scheduler != rep.scheduler) self->send(rep.scheduler, abort_atom::value, id);
       },
       [=](caf::error& err) {
         if (holder) self->send(caf::actor_cast<scheduler_actor>(holder), release_atom::value, id);
-        // The replica died between the router's choice and the submission: the request is not
-        // bad, it moves as a request lost with its replica does, once (if the down message came
-        // first, it has moved already).
-        if (err.category() == caf::atom("system") && err.code() == static_cast<std::uint8_t>(caf::sec::request_receiver_down)) {
+        auto it = self->state.requests.find(id);
+        const bool still_there = it != self->state.requests.end() && it->second.scheduler == rep.scheduler;
+        const bool system = err.category() == caf::atom("system");
+        // The replica died between the router's choice and the submission, or never answered
+        // (a stalled or cut-off host): the request is not bad, it moves as a request lost with
+        // its replica does, once (if the down message came first, it has moved already). An
+        // answer about a placement the request has left since is stale: it lives elsewhere.
+        if (!still_there || (system && (err.code() == static_cast<std::uint8_t>(caf::sec::request_receiver_down) ||
+                                        err.code() == static_cast<std::uint8_t>(caf::sec::request_timeout)))) {
           if (initial) initial->deliver(true);
-          auto it = self->state.requests.find(id);
-          if (it != self->state.requests.end() && it->second.scheduler == rep.scheduler) migrate(self, id);
+          if (still_there) migrate(self, id);
           return;
         }
         // A bad request is refused everywhere: do not move it around.
@@ -254,6 +261,7 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
             req.kv_from = std::move(kv);
             const caf::actor holder = held_by ? *held_by : caf::actor{};
             r.scheduler = rep.scheduler;
+            r.sent = 0;  // until submit() sends it there
             r.replica = rep.replica;
             if (r.replicas.size() < 64) r.replicas.push_back(rep.replica.value);  // bounded: a request moves a few times at most
             r.prompt_done = false;
@@ -298,6 +306,10 @@ namespace {
 // The replica holding requests went down: each moves to another (recomputed, or pulled from
 // a KV holder still alive).
 void on_replica_down(owner_ptr self, const caf::down_msg& dm) {
+  // A replica that comes back (its node rejoined after a cut link) has the same address and
+  // must be monitored anew: kept here, its next death went unnoticed and its requests ran
+  // for nobody, their clients waiting forever.
+  self->state.watched.erase(dm.source);
   std::vector<std::string> lost;
   std::string replica;
   for (auto& [id, r] : self->state.requests)
@@ -326,6 +338,7 @@ caf::result<bool> submit(owner_ptr self, const engine::request& req, token_sink 
 void abort_request(owner_ptr self, const std::string& id) {
     auto it = self->state.requests.find(id);
     if (it == self->state.requests.end()) return;
+    it->second.aborted = true;
     if (it->second.scheduler) {
       self->send(it->second.scheduler, abort_atom::value, id);  // its final update follows
     } else {
@@ -457,6 +470,63 @@ std::vector<request_view> requests_view(owner_ptr self, std::uint32_t limit) {
     return out;
 }
 
+// A request the book holds on a replica that no longer has it (or is no longer live): moved
+// as a request lost with its replica is, or ended if its client had given up on it.
+void recover(owner_ptr self, const std::string& id, const std::string& why) {
+  auto it = self->state.requests.find(id);
+  if (it == self->state.requests.end()) return;
+  log::warn("request_unaccounted", {{"id", id}, {"trace", it->second.request.trace_id},
+                                    {"replica", replica_name(self, it->second.replica.value)}, {"reason", why}});
+  if (it->second.aborted) return fail(self, id, "aborted", nullptr);
+  migrate(self, id);
+}
+
+// A live replica's answer to which of this owner's requests it holds (asked once every
+// submission numbered `asked` or before had reached it): the book's requests there that it
+// lacks are recovered, and the ones it runs that the book places elsewhere (or ended) are
+// aborted there.
+void settle(owner_ptr self, const scheduler_actor& s, const std::vector<std::string>& held, std::uint64_t asked) {
+  auto& st = self->state;
+  const std::set<std::string> there(held.begin(), held.end());
+  std::vector<std::string> lost;
+  for (const auto& [id, r] : st.requests)
+    if (r.scheduler == s && r.sent > 0 && r.sent <= asked && !there.count(id)) lost.push_back(id);
+  for (const auto& id : lost) recover(self, id, "its replica does not hold it");
+  for (const auto& id : held) {
+    auto it = st.requests.find(id);
+    if (it != st.requests.end() && it->second.scheduler == s) continue;
+    log::info("stale_request_aborted", {{"id", id}, {"reason", it == st.requests.end() ? "it ended" : "it runs elsewhere"}});
+    self->send(s, abort_atom::value, id);
+  }
+}
+
+// The book against the replicas: requests on a replica the router no longer counts live are
+// recovered; each live replica says which of ours it holds (settle).
+void reconcile(owner_ptr self, const std::vector<scheduler_actor>& live) {
+  auto& st = self->state;
+  std::set<caf::actor_addr> alive;
+  for (const auto& s : live) alive.insert(s.address());
+  std::vector<std::string> lost;
+  for (const auto& [id, r] : st.requests)
+    if (r.scheduler && r.sent > 0 && !alive.count(r.scheduler.address())) lost.push_back(id);
+  for (const auto& id : lost) recover(self, id, "its replica is no longer live");
+  // Every live replica, also those the book places nothing on: one may run a request of ours
+  // that the book has moved elsewhere or ended.
+  const auto sink = caf::actor_cast<token_sink>(self);
+  const std::uint64_t asked = st.sends;
+  for (const auto& s : live)
+    self->request(s, st.cfg.request_timeout, held_atom::value, sink)
+        .then([=](const std::vector<std::string>& held) { settle(self, s, held, asked); },
+              [](caf::error&) {});  // no answer: its down message, or the router's verdict at the next sweep
+}
+
+void sweep(owner_ptr self) {
+  auto& st = self->state;
+  self->delayed_send(self, st.cfg.sweep, sweep_atom::value);
+  self->request(st.router, st.cfg.request_timeout, replicas_atom::value)
+      .then([=](const std::vector<scheduler_actor>& live) { reconcile(self, live); }, [](caf::error&) {});
+}
+
 }  // namespace
 
 owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_state> self, router_actor router,
@@ -464,6 +534,7 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
   self->state.cfg = cfg;
   self->state.router = std::move(router);
   self->set_down_handler([=](const caf::down_msg& dm) { on_replica_down(self, dm); });
+  if (cfg.sweep.count() > 0) self->delayed_send(self, cfg.sweep, sweep_atom::value);
   return {
       [=](submit_atom, const engine::request& req, token_sink client) { return submit(self, req, std::move(client)); },
       [=](abort_atom, const std::string& id) { abort_request(self, id); },
@@ -473,6 +544,7 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
       [=](watch_atom, admin_event_sink sink) { self->state.events = std::move(sink); },
       [=](latency_atom) { return self->state.latencies.at(std::chrono::steady_clock::now()); },
       [=](figures_atom, double since) { return self->state.figures.since(since); },
+      [=](sweep_atom) { sweep(self); },
   };
 }
 

@@ -32,6 +32,9 @@ struct owner_config {
   // for the wait a fallback rule predicts (admission::predicted_wait_s).
   std::map<std::string, int> pool_slots;
   topology::replica_names names;               // for logs
+  // How often the book is held against the replicas (0: never): a request whose replica died
+  // unnoticed, or lost it, moves; one a replica runs for nobody here is aborted there.
+  std::chrono::milliseconds sweep{2000};
 };
 
 struct owned_request {
@@ -54,6 +57,8 @@ struct owned_request {
   bool fell_back = false;       // admission sent it to its model's fallback (once at most)
   bool prompt_done = false;     // this placement's first token came (told to the router)
   bool prefilled = false;       // handed off by a prefill replica: decode replicas only from now
+  std::uint64_t sent = 0;       // the owner's submission count when it was sent to `scheduler` (0: not yet)
+  bool aborted = false;         // its client gave up on it: it ends, wherever it is
   // Where that replica holds its KV (the handle, not the bytes), until a decode replica takes
   // it; the holder frees it when the receiver says, or when told the request went elsewhere.
   kv::connector::lease<caf::actor, replica_id> kv;
@@ -65,7 +70,8 @@ struct owner_state {
   router_actor router;
   std::map<std::string, owned_request> requests;
   bounded_log<migration_event> migrations{10000};  // the most recent, for tests, metrics and the console
-  std::set<caf::actor_addr> watched;  // schedulers this actor monitors
+  std::set<caf::actor_addr> watched;  // schedulers this actor monitors (a rejoined one is monitored anew)
+  std::uint64_t sends = 0;            // submissions sent to replicas, counted (owned_request::sent)
   admin_event_sink events;            // the admin console's, if one watches
   std::map<std::string, admission::pool_queue> queues;  // by pool: admitted, not yet started
   std::uint64_t admitted = 0, refused = 0, fallbacks = 0;

@@ -106,8 +106,9 @@ route_reply route(router_ptr self, const route_query& q) {
   c.loads = st.book.loads();
   c.roles = &st.cfg.roles;
   c.models = st.cfg.models.empty() ? nullptr : &st.cfg.models;
-  c.held_back = [&st](replica_id r) { return st.book.held_back(r); };
-  c.any_held_back = st.book.any_held_back();
+  // Suspect replicas are passed over while another can take the request.
+  c.held_back = [&st](replica_id r) { return st.book.held_back(r) || st.book.suspect(r); };
+  c.any_held_back = st.book.any_held_back() || st.book.any_suspect();
   c.index = &st.index;
   c.kv_aware = st.kv_aware;
   for (const auto& [id, store] : st.stores) c.stores.push_back(id);
@@ -116,7 +117,12 @@ route_reply route(router_ptr self, const route_query& q) {
   c.decision_index = st.decisions++;
   c.block_size = st.cfg.block_size;
   c.disaggregation = st.cfg.disaggregation;
-  const routing::placement p = routing::place(c, pq);
+  routing::placement p = routing::place(c, pq);
+  if (!p.slot && st.book.any_suspect()) {  // only suspect ones can: better slow than refused
+    c.held_back = [&st](replica_id r) { return st.book.held_back(r); };
+    c.any_held_back = st.book.any_held_back();
+    p = routing::place(c, pq);
+  }
   if (!p.reason.empty() && st.reasons.size() < 64) ++st.reasons[p.reason];
   route_reply r;
   r.prefill_only = p.prefill_only;
@@ -163,6 +169,7 @@ caf::result<bool> register_replica(router_ptr self, replica_id replica, schedule
   st.replicas.resize(st.book.size());
   self->monitor(s);
   st.replicas[i] = s;
+  st.book.heard(replica, std::chrono::steady_clock::now());
   st.index.drop(replica);  // an earlier life's blocks are not this one's
   log::info("replica_registered", {{"replica", name_of(st.cfg, replica)}, {"generation", st.book.generation(replica)}});
   if (st.events) self->send(st.events, event_atom::value, admin::replica_changed{replica, true});
@@ -274,7 +281,7 @@ std::vector<replica_view> view_of(router_state& st) {
   for (std::size_t i = 0; i < st.replicas.size(); ++i) {
     const replica_id r = st.book.loads()[i].replica;
     out.push_back({r, st.replicas[i], st.book.loads()[i].alive && st.replicas[i], st.book.draining(r), st.book.generation(r),
-                   st.book.parked(r), st.book.stopped(r)});
+                   st.book.parked(r), st.book.stopped(r), st.book.suspect(r)});
   }
   return out;
 }
@@ -289,6 +296,7 @@ void add_store(router_ptr self, replica_id id, kv_store_actor store) {
 // A replica's load report: its figures, and its draining and parked flags unless this router was
 // told otherwise lately (a drain or park another head's console made).
 void on_report(router_state& st, replica_id replica, const load_report& r) {
+  st.book.heard(replica, std::chrono::steady_clock::now());
   if (!r.model_key.empty()) {  // every poll carries it; it changes only with a new replica
     auto& key = st.revisions[replica];
     if (key != r.model_key) key = r.model_key;
@@ -333,6 +341,13 @@ void poll(router_ptr self) {
               [](caf::error&) {});  // a dead replica is handled by its down message
   }
   self->delayed_send(self, st.cfg.poll_interval, poll_atom::value);
+  for (const auto& [replica, suspect] : st.book.judge(std::chrono::steady_clock::now(), st.cfg.suspect_after)) {
+    if (suspect)
+      log::warn("replica_suspect", {{"replica", name_of(st.cfg, replica)},
+                                    {"silent_for_more_than_s", std::chrono::duration<double>(st.cfg.suspect_after).count()}});
+    else
+      log::info("replica_trusted", {{"replica", name_of(st.cfg, replica)}});
+  }
 }
 
 }  // namespace

@@ -25,6 +25,9 @@ struct router_config {
   routing::policy_params params;
   std::chrono::milliseconds poll_interval{50};  // how often replicas are asked for their load
   std::chrono::milliseconds request_timeout{30000};
+  // A replica silent (no load report) for longer than this is suspect: new requests go elsewhere
+  // while another can take them (routing::replica_registry::judge).
+  std::chrono::milliseconds suspect_after{3000};
   // Replica id -> its pool's role (absent: both). With prefill replicas live, a new request
   // goes to one of them and is handed off to a decode (or both) replica after its prefill;
   // without, it runs whole on a decode or both replica.

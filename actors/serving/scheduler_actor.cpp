@@ -312,6 +312,13 @@ void abort_request(scheduler_actor::stateful_pointer<scheduler_state> self, cons
   if (self->state.engine->abort(id)) schedule_step(self);
 }
 
+std::vector<std::string> held_for(scheduler_actor::stateful_pointer<scheduler_state> self, const token_sink& sink) {
+  std::vector<std::string> ids;
+  for (const auto& [id, s] : self->state.sinks)
+    if (s.address() == sink.address()) ids.push_back(id);
+  return ids;
+}
+
 // A router follows this replica's KV events from now on, starting from everything it holds
 kv_snapshot subscribe_kv(scheduler_actor::stateful_pointer<scheduler_state> self, replica_id replica, kv_event_sink sink) {
   auto& st = self->state;
@@ -358,6 +365,7 @@ scheduler_actor::behavior_type scheduler_behavior(scheduler_actor::stateful_poin
       [=](resume_atom) { resume(self); },
       [=](kv_sources_atom, std::vector<kv::transfer::kv_source>& sources) { set_sources(self, sources); },
       [=](abort_atom, const std::string& id) { abort_request(self, id); },
+      [=](held_atom, const token_sink& sink) { return held_for(self, sink); },
       [=](load_atom) { return report_of(self->state); },
       [=](lora_atom, const std::string& name, const std::string& dir) { return load_adapter(self, name, dir); },
       [=](lora_atom, const std::string& identity) { return unload_adapter(self, identity); },

@@ -24,8 +24,30 @@ std::size_t replica_registry::enroll(replica_id r) {
   draining_.erase(r);
   reported_draining_.erase(r);
   stopped_.erase(r);
+  suspects_.erase(r);
   ++registrations_[r];
   return *i;
+}
+
+void replica_registry::heard(replica_id r, clock::time_point now) {
+  heard_at_[r] = now;
+}
+
+std::vector<std::pair<replica_id, bool>> replica_registry::judge(clock::time_point now, clock::duration after) {
+  std::vector<std::pair<replica_id, bool>> changed;
+  for (const auto& l : loads_) {
+    if (!l.alive) continue;
+    const auto at = heard_at_.find(l.replica);
+    if (at == heard_at_.end()) continue;  // not heard from since it registered: its first report decides
+    const bool silent = now - at->second > after;
+    if (silent == (suspects_.count(l.replica) > 0)) continue;
+    if (silent)
+      suspects_.insert(l.replica);
+    else
+      suspects_.erase(l.replica);
+    changed.emplace_back(l.replica, silent);
+  }
+  return changed;
 }
 
 std::optional<std::size_t> replica_registry::retire(replica_id r) {
@@ -33,6 +55,8 @@ std::optional<std::size_t> replica_registry::retire(replica_id r) {
   if (!i || !registrations_.count(r)) return std::nullopt;  // alive, or its end seen first
   loads_[*i].alive = false;
   draining_.erase(r);
+  suspects_.erase(r);
+  heard_at_.erase(r);
   stopped_.insert(r);
   return i;
 }

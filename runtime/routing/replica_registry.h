@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "runtime/common/ids.h"
@@ -42,7 +43,11 @@ class replica_registry {
   std::optional<std::size_t> slot(replica_id r) const;
   std::size_t size() const { return loads_.size(); }
   // The replica in `slot` died: never chosen until it registers anew.
-  void down(std::size_t slot) { loads_[slot].alive = false; }
+  void down(std::size_t slot) {
+    loads_[slot].alive = false;
+    suspects_.erase(loads_[slot].replica);
+    heard_at_.erase(loads_[slot].replica);
+  }
   // Scaled down on purpose: stopped, not dead. The slot it was in, if it had registered.
   std::optional<std::size_t> retire(replica_id r);
 
@@ -56,6 +61,17 @@ class replica_registry {
   std::optional<bool> report(replica_id r, const replica_report& rep, clock::time_point now);
   // A request's prompt computed (or the request finished) there, before its next report.
   void progress(replica_id r, int prompt_tokens, bool finished);
+
+  // The failure detector's first stage. A replica heard from (a load report, its registration)
+  // is trusted; one silent for longer than `after` is suspect: new requests go elsewhere while
+  // another live replica can take them, but its own run on (a busy or briefly stopped host is
+  // slow, not dead). Dead is the link's verdict (a longer silence: the connection timeout), or
+  // its process ending. judge() returns the replicas whose standing changed, and to what
+  // (true: now suspect), for the caller to log.
+  void heard(replica_id r, clock::time_point now);
+  std::vector<std::pair<replica_id, bool>> judge(clock::time_point now, clock::duration after);
+  bool suspect(replica_id r) const { return suspects_.count(r) > 0; }
+  bool any_suspect() const { return !suspects_.empty(); }
 
   // Placed on by nobody now: draining (told or reported), or parked.
   bool held_back(replica_id r) const { return draining_.count(r) || parked_.count(r) || reported_draining_.count(r); }
@@ -81,6 +97,8 @@ class replica_registry {
   std::set<replica_id> parked_;             // the warm pool
   std::set<replica_id> stopped_;            // scaled down, not dead
   std::map<replica_id, clock::time_point> told_at_;  // when this router was last told (drain, resume, park)
+  std::map<replica_id, clock::time_point> heard_at_;  // when each live replica was last heard from
+  std::set<replica_id> suspects_;
 };
 
 }  // namespace troupe::routing

@@ -320,7 +320,7 @@ std::string plan_topology_toml(const plan_space& s, const plan_candidate& c, con
     const double bytes = double(o.kv_blocks) * o.block_size * o.kv_bytes_per_token;
     t << "kv_memory = \"" << std::int64_t(std::ceil(bytes / 1048576)) << "MiB\"   # " << o.kv_blocks << " blocks, as simulated\n";
   }
-  t << "\n[router]\npolicy = \"" << o.policy << "\"\n\n[timeouts]\nheartbeat = \"250ms\"\nconnection = \"2s\"\nrequest = \"30s\"\n";
+  t << "\n[router]\npolicy = \"" << o.policy << "\"\n\n[timeouts]\nheartbeat = \"1s\"\nsuspect = \"3s\"\nconnection = \"15s\"\nrequest = \"30s\"\n";
   return t.str();
 }
 

@@ -200,3 +200,27 @@ BOOST_AUTO_TEST_CASE(short_prompts_skip_the_prefill_pool_when_asked) {
   BOOST_TEST_REQUIRE(got.loads.size() == 2u);
   BOOST_TEST(got.loads[0].generated_tokens == long_prompts);  // one first token per long prompt
 }
+
+// A replica running a request for this head's request owner that its book places nowhere (a
+// placement it gave up on after a stall, whose answer came late) ran it for nobody to the end.
+// The owner holds its book against each replica's every sweep and aborts such a request there.
+BOOST_AUTO_TEST_CASE(a_request_a_replica_runs_for_nobody_is_aborted_there) {
+  config cfg;
+  caf::actor_system sys{cfg};
+  local_cluster cluster(sys, local_topology(1), small_model(), nullptr);
+  caf::scoped_actor self{sys};
+  auto r = test::mixed_requests(1, small_model()->config().vocab_size, true)[0];
+  r.id = "stale";
+  r.params.max_tokens = 3000;
+  r.params.ignore_eos = true;
+  const auto replica = cluster.schedulers().at(0);
+  self->request(replica, std::chrono::seconds(30), submit_atom::value, r, caf::actor_cast<token_sink>(cluster.owner()))
+      .receive([](bool ok) { BOOST_TEST(ok); }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  load_report l;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  do {
+    self->request(replica, std::chrono::seconds(30), load_atom::value).receive([&](load_report& x) { l = x; }, [&](caf::error& e) { BOOST_FAIL(sys.render(e)); });
+  } while ((l.running_seqs > 0 || l.waiting_seqs > 0) && std::chrono::steady_clock::now() < deadline);
+  BOOST_TEST(l.running_seqs == 0);
+  BOOST_TEST(l.generated_tokens < 3000u, "it ran to the end: " << l.generated_tokens << " tokens");
+}

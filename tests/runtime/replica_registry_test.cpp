@@ -82,3 +82,35 @@ BOOST_AUTO_TEST_CASE(a_retired_replica_is_stopped_not_dead) {
   book.enroll(replica_id(4));  // scaled up again
   BOOST_TEST(!book.stopped(replica_id(4)));
 }
+
+// The failure detector's first stage: a replica silent past the threshold is suspect (once, not
+// at every look), trusted again when heard from, and forgotten when it dies or is retired. A
+// registration counts as being heard from.
+BOOST_AUTO_TEST_CASE(a_silent_replica_is_suspect_until_it_is_heard_from_again) {
+  replica_registry book;
+  book.enroll(replica_id(1));
+  book.enroll(replica_id(2));
+  book.heard(replica_id(1), t0);
+  book.heard(replica_id(2), t0);
+  BOOST_TEST(book.judge(t0 + 3s, 3s).empty());  // exactly the threshold: not yet
+  book.heard(replica_id(2), t0 + 2s);
+  const auto changed = book.judge(t0 + 4s, 3s);
+  BOOST_TEST_REQUIRE(changed.size() == 1u);
+  BOOST_TEST(changed[0].first == replica_id(1));
+  BOOST_TEST(changed[0].second);
+  BOOST_TEST(book.suspect(replica_id(1)));
+  BOOST_TEST(!book.suspect(replica_id(2)));
+  BOOST_TEST(book.any_suspect());
+  BOOST_TEST(book.loads()[0].alive);         // suspect is not dead: its requests stay
+  BOOST_TEST(book.judge(t0 + 5500ms, 3s).size() == 1u);  // now 2 as well
+  BOOST_TEST(book.judge(t0 + 6s, 3s).empty());       // reported once
+  book.heard(replica_id(1), t0 + 7s);
+  const auto back = book.judge(t0 + 7s, 3s);
+  BOOST_TEST_REQUIRE(back.size() == 1u);
+  BOOST_TEST((back[0].first == replica_id(1) && !back[0].second));
+  book.down(*book.slot(replica_id(2)));
+  BOOST_TEST(!book.suspect(replica_id(2)));
+  BOOST_TEST(book.judge(t0 + 60s, 3s).size() == 1u);  // the dead one is not judged; 1 is silent again
+  book.enroll(replica_id(1));
+  BOOST_TEST(!book.suspect(replica_id(1)));  // a new life starts trusted
+}

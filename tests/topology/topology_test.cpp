@@ -59,7 +59,10 @@ BOOST_AUTO_TEST_CASE(local_toml_is_one_process_on_the_cpu) {
   BOOST_TEST(t.scheduler.kv_memory_bytes == std::size_t(512) << 20);
   BOOST_TEST(t.router.policy == "least_loaded");
   BOOST_TEST(t.router.params.at("token_weight") == 0.004);
-  BOOST_TEST(t.timeouts.connection.count() == 5000);
+  // A peer silent 3 s is suspect, 15 s dead: the defaults that do not flap on a busy host.
+  BOOST_TEST(t.timeouts.heartbeat.count() == 1000);
+  BOOST_TEST(t.timeouts.suspect.count() == 3000);
+  BOOST_TEST(t.timeouts.connection.count() == 15000);
 }
 
 BOOST_AUTO_TEST_CASE(defaults_fill_what_a_minimal_file_leaves_out) {
@@ -114,6 +117,9 @@ BOOST_AUTO_TEST_CASE(sizes_durations_and_syntax) {
   topology_config t = parse_topology(minimal + "\n[scheduler]\nkv_memory = \"2GiB\"\n[timeouts]\nheartbeat = \"250ms\"\nconnection = \"2s\"\n", "t.toml");
   BOOST_TEST(t.scheduler.kv_memory_bytes == std::size_t(2) << 30);
   BOOST_TEST(t.timeouts.heartbeat.count() == 250);
+  BOOST_TEST(t.timeouts.suspect.count() == 1000);  // not given: half the connection timeout
+  BOOST_TEST(error_of(minimal + "\n[timeouts]\nsuspect = \"20s\"\n").find("timeouts.suspect: must be shorter than timeouts.connection") !=
+             std::string::npos);
   BOOST_TEST(error_of(minimal + "\n[timeouts]\nheartbeat = \"soon\"\n").find("timeouts.heartbeat: expected a duration") != std::string::npos);
   BOOST_TEST(error_of(minimal + "\n[timeouts]\nheartbeat = \"5s\"\nconnection = \"1s\"\n").find("must be longer") != std::string::npos);
   BOOST_TEST(error_of("[model\npath = 1").find("t.toml:1:") == 0);
