@@ -391,6 +391,8 @@ caf::expected<placed_replica> agent_of(const node_registry_state& st, replica_id
 void register_warm(node_registry_actor::stateful_pointer<node_registry_state> self, replica_id replica, scheduler_actor s,
                    std::function<void(std::optional<caf::error>)> done) {
   auto& st = self->state;
+  st.scaled_up.insert(replica);
+  st.retired.erase(replica);
   self->send(st.router, park_atom::value, replica);
   self->request(st.router, st.topo.timeouts.request, replica_atom::value, replica, std::move(s))
       .then([=](bool) { done(std::nullopt); }, [=](caf::error& e) { done(e); });
@@ -437,6 +439,8 @@ caf::result<bool> stop_on_node(node_registry_actor::stateful_pointer<node_regist
   auto found = agent_of(st, replica);
   if (!found) return found.error();
   const node_agent_actor agent = found->agent;
+  st.retired.insert(replica);
+  st.scaled_up.erase(replica);
   auto rp = self->make_response_promise<bool>();
   self->request(st.router, st.topo.timeouts.request, retire_atom::value, replica)
       .then(
@@ -540,6 +544,8 @@ caf::result<std::string> load_revision_on_nodes(node_registry_actor::stateful_po
 }
 
 void retire_replica(node_registry_actor::stateful_pointer<node_registry_state> self, replica_id replica) {
+  self->state.retired.insert(replica);
+  self->state.scaled_up.erase(replica);
   self->request(self->state.router, self->state.topo.timeouts.request, retire_atom::value, replica)
       .then([](bool) {}, [](caf::error&) {});
 }
@@ -566,9 +572,11 @@ caf::result<join_reply> admit_node(node_registry_actor::stateful_pointer<node_re
   for (std::size_t i = 0; i < j.stores.size() && i < models.size(); ++i)
     if (j.stores[i]) self->send(st.router, store_atom::value, store_id_of(st.topo, node, models[i]->name), j.stores[i]);
   const node_agent_actor agent = j.agent;
+  // What the node runs: the topology's started replicas, less those scaled down, plus those
+  // scaled up (left out, a replica a scale-up had started stayed dead after its node rejoined).
   std::vector<replica_id> mine;
   for (auto& p : topology::place_replicas(st.topo))
-    if (p.node == node && p.started) mine.push_back(p.replica);
+    if (p.node == node && ((p.started && !st.retired.count(p.replica)) || st.scaled_up.count(p.replica))) mine.push_back(p.replica);
   auto rp = self->make_response_promise<join_reply>();
   const std::uint64_t generation = st.generation;
   if (mine.empty()) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 #include <map>
+#include <set>
 #include <optional>
 
 #include "actors/protocol/node_protocol.h"
@@ -96,6 +97,10 @@ struct node_registry_state {
   std::map<std::string, node_agent_actor> local;  // the agents of the nodes hosted in the head's process
   std::uint64_t generation = 0;                   // this head's start (see join_reply)
   caf::actor directory;  // told of every node that joins (node_directory), for groups' ranks
+  // Replicas started past the topology's own (a scale-up, here or at another head) and those
+  // stopped on purpose (a scale-down): what a node that joins again must run is the topology's
+  // started replicas less the retired, plus the scaled up.
+  std::set<replica_id> scaled_up, retired;
   static inline const char* name = "troupe.node_registry";
 };
 

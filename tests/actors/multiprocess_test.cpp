@@ -254,3 +254,56 @@ BOOST_AUTO_TEST_CASE(disaggregated_across_processes_gives_the_same_tokens) {
 BOOST_AUTO_TEST_CASE(sigkill_of_the_prefill_node_loses_no_token) {
   fail_a_node_mid_generation(true, fault::sigkill, "disagg-two-nodes.toml", 1);
 }
+
+namespace {
+
+// Whether the head's router holds replica `id` alive now.
+bool alive_at_head(caf::scoped_actor& self, const local_cluster& head, std::uint32_t id) {
+  bool alive = false;
+  self->request(head.router(), std::chrono::seconds(30), view_atom::value)
+      .receive(
+          [&](const std::vector<replica_view>& views) {
+            for (const auto& v : views) alive |= v.replica == replica_id(id) && v.alive;
+          },
+          [](caf::error&) {});
+  return alive;
+}
+
+}  // namespace
+
+// A replica a scale-up started (`troupe admin scale decode 3`) stayed dead after its node's link
+// flapped, while the topology's own replicas rejoined: the node's join registered only those.
+// A node that joins again now runs what the head had it run.
+BOOST_AUTO_TEST_CASE(a_scaled_up_replica_rejoins_with_its_node) {
+  const std::string model_dir = test::synth_model("tiny-llama-f32", test::preset("tiny"));
+  const std::string config_path = std::string(TROUPE_SOURCE_DIR) + "/configs/admin.toml";
+  auto topo = topology::load_topology(config_path);
+  topo.model.path = model_dir;
+  topo.admin = {};  // no admin endpoint here: the registry is asked directly
+  topo.timeouts.heartbeat = std::chrono::milliseconds(200);
+  topo.timeouts.suspect = std::chrono::seconds(1);
+  topo.timeouts.connection = std::chrono::seconds(2);
+  config cfg(topo);
+  caf::actor_system sys{cfg};
+  local_cluster head(sys, topo, nullptr, nullptr, placement_mode::head_node_only);
+  const std::uint16_t port = head.publish("127.0.0.1", 0);
+  const std::string token = "multiprocess-scale-token-" + std::to_string(::getpid());
+  ::setenv("TROUPE_CLUSTER_TOKEN", token.c_str(), 1);
+  head.admit({token, model::model_fingerprint(model_dir)});
+  const std::string troupe = std::string(TROUPE_BINARY_DIR) + "/troupe";
+  auto node = [&](const std::string& name) {
+    return std::vector<std::string>{troupe, "node", config_path, "--name", name, "--head", "127.0.0.1:" + std::to_string(port), "--model", model_dir};
+  };
+  test::child_process node_a(node("node-a")), node_b(node("node-b"));
+  BOOST_TEST_REQUIRE(node_a.wait_for_line("ready"));
+  BOOST_TEST_REQUIRE(node_b.wait_for_line("ready"));
+  caf::scoped_actor self{sys};
+  self->request(head.registry(), std::chrono::seconds(60), spawn_replica_atom::value, replica_id(2))
+      .receive([](bool ok) { BOOST_TEST(ok); }, [&](caf::error& e) { BOOST_FAIL("scale up: " << sys.render(e)); });
+  BOOST_TEST_REQUIRE(alive_at_head(self, head, 2));  // decode-2, on node-a
+  node_a.kill(SIGSTOP);
+  BOOST_TEST_REQUIRE(eventually([&] { return !alive_at_head(self, head, 0); }), "node-a's link never timed out");
+  node_a.kill(SIGCONT);
+  BOOST_TEST_REQUIRE(eventually([&] { return alive_at_head(self, head, 0); }), "node-a never rejoined");
+  BOOST_TEST(eventually([&] { return alive_at_head(self, head, 2); }, std::chrono::seconds(30)), "decode-2 stayed dead");
+}
