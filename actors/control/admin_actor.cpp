@@ -437,7 +437,10 @@ admin_actor::behavior_type admin(admin_actor::stateful_pointer<admin_state> self
       },
       [=](autoscaler_atom, autoscaler_actor a) { self->state.autoscaler = std::move(a); },
       [=](tick_atom) {  // samples loads (tokens/s) and notices deaths and restarts for `watch`
-        refresh(self, [=] { rollout_tick(self); });  // canaries judged on fresh revisions
+        refresh(self, [=] {
+          guard_drains(self);
+          rollout_tick(self);  // canaries judged on fresh revisions
+        });
         self->delayed_send(self, self->state.cfg.sample_interval, tick_atom::value);
       },
   };

@@ -65,6 +65,9 @@ using swap_done = std::function<void(std::optional<std::string> error, nlohmann:
 // each process was started with), `want` of them (a canary's), or all when negative, as `swap`
 // does; `done` gets the result or why not (admin_swap.cpp).
 void swap_pool(admin_ptr self, const admin::swap_request& req, int want, swap_done done);
+// Undoes the drain of a replica a swap is retiring when no other replica of its pool serves
+// (admin_state::guarded_drains): called after each refresh of the tick.
+void guard_drains(admin_ptr self);
 
 // `swap POOL --model DIR [--revision R]` (admin_swap.cpp)
 void cmd_swap(admin_ptr self, std::uint64_t token, const std::string& cmd, const std::vector<std::string>& args);

@@ -64,6 +64,9 @@ struct admin_state {
   std::vector<pool_latency> latency;               // each pool's, from the request owner
   autoscaler_actor autoscaler;                     // if the topology runs one
   std::set<std::string> swapping;                  // pools a `swap` is replacing now (one at a time each)
+  // Replicas a swap drains now, by index, with their pool: the drain is undone if no other
+  // replica of the pool serves (admin_ops::guard_drains), so the old revision serves on.
+  std::map<std::size_t, std::string> guarded_drains;
   std::map<std::string, std::shared_ptr<rollout_run>> rollouts;
   // This process of the head (its start, ns since the epoch): a record of an earlier one is a
   // rollout this head ran before it restarted.

@@ -14,6 +14,7 @@
 #include "actors/protocol/error_text.h"
 #include "actors/protocol/node_protocol.h"
 #include "runtime/admin/swap_plan.h"
+#include "runtime/common/log.h"
 
 namespace troupe::actors::admin_ops {
 
@@ -61,9 +62,11 @@ void finish(admin_ptr self, const job_ptr& job, const std::optional<std::string>
 
 std::string name_of(admin_ptr self, std::size_t i) { return self->state.replicas[i].name; }
 
-// Drains replica `old` (its requests move on) and stops it.
+// Drains replica `old` (its requests move on) and stops it; guarded meanwhile (guard_drains).
 void retire(admin_ptr self, std::size_t old, step_done then) {
+  self->state.guarded_drains[old] = self->state.replicas[old].pool;
   drain(self, old, [=](std::optional<std::string> error) {
+    self->state.guarded_drains.erase(old);
     if (error) return then("draining " + name_of(self, old) + ": " + *error);
     stop_replica(self, old, then);
   });
@@ -144,6 +147,17 @@ std::optional<std::string> unswappable(admin_ptr self, const admin::swap_request
 }
 
 }  // namespace
+
+void guard_drains(admin_ptr self) {
+  auto& st = self->state;
+  std::vector<std::size_t> draining;
+  for (const auto& [i, pool] : st.guarded_drains) draining.push_back(i);
+  for (auto i : admin::drains_to_undo(st.replicas, draining)) {
+    log::warn("swap_drain_undone", {{"replica", st.replicas[i].name}, {"pool", st.replicas[i].pool}, {"why", "no other replica of the pool serves"}});
+    self->send(st.cfg.router, resume_atom::value, replica_id{st.replicas[i].id});
+    if (st.schedulers[i]) self->send(st.schedulers[i], resume_atom::value);
+  }
+}
 
 void swap_pool(admin_ptr self, const admin::swap_request& req, int want, swap_done done) {
   auto job = std::make_shared<swap_job>();

@@ -40,6 +40,7 @@ using requests_atom = caf::atom_constant<caf::atom("requests")>;
 using latency_atom = caf::atom_constant<caf::atom("latency")>;
 using figures_atom = caf::atom_constant<caf::atom("figures")>;
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
+using place_atom = caf::atom_constant<caf::atom("place")>;
 
 // What each replica's requests saw since a moment (runtime/admission/replica_figures.h), for a
 // canary rollout's comparison.
@@ -90,6 +91,8 @@ using owner_actor = caf::typed_actor<
     caf::reacts_to<watch_atom, admin_event_sink>,
     // Internal, every owner_config::sweep: the book held against the router's live replicas and
     // each replica's own (held_atom), so that every request ends.
-    caf::reacts_to<sweep_atom>>;
+    caf::reacts_to<sweep_atom>,
+    // Internal: a moving request no replica could take is placed again.
+    caf::reacts_to<place_atom, std::string, replica_id>>;
 
 }  // namespace troupe::actors

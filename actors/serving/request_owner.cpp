@@ -226,6 +226,27 @@ admitted_as admit_new(owner_ptr self, const std::string& id, owned_request& r, c
   return admitted_as::admitted;
 }
 
+// No replica can take request `id` now. A new one is refused at once (503 with Retry-After: the
+// client may go elsewhere); one that is moving (its replica died, or it was handed off) has a
+// client waiting on its stream, so it is placed again every 250 ms until a replica takes it
+// (one restarting, a node rejoining, a drain undone) or the request timeout has passed since it
+// lost its place; then it ends with an error.
+void unplaced(owner_ptr self, const std::string& id, const std::shared_ptr<promise>& initial, const std::string& why) {
+  auto it = self->state.requests.find(id);
+  if (it == self->state.requests.end()) return;
+  owned_request& r = it->second;
+  const auto now = std::chrono::steady_clock::now();
+  if (!initial && !r.seeking) {
+    log::warn("request_waits_for_a_replica", {{"id", id}, {"trace", r.request.trace_id}, {"why", why}});
+    r.seeking = true;
+    r.seeking_since = now;
+  }
+  if (initial || now - r.seeking_since > self->state.cfg.request_timeout)
+    return fail(self, id, "no replica can take it (" + why + ")", initial.get(), serve_errc::unavailable);
+  // The replica it left may come back (restarted, rejoined): a new life, no longer avoided.
+  self->delayed_send(self, std::chrono::milliseconds(250), place_atom::value, id, no_replica);
+}
+
 // Routes the request and submits it with the tokens streamed so far. `initial` is set for the
 // client's own submission; migrations pass null.
 void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_ptr<promise> initial) {
@@ -247,8 +268,9 @@ void place(owner_ptr self, const std::string& id, replica_id avoid, std::shared_
           [=](const route_reply& rep) {
             auto it = self->state.requests.find(id);
             if (it == self->state.requests.end()) return;  // aborted meanwhile
-            if (!rep.placed) return fail(self, id, "no replica can take it (" + rep.why + ")", initial.get(), serve_errc::unavailable);
+            if (!rep.placed) return unplaced(self, id, initial, rep.why);
             owned_request& r = it->second;
+            r.seeking = false;
             auto& st = self->state;
             if (initial && (st.cfg.admission.max_queued > 0 || !st.cfg.fallbacks.empty()))  // a new request
               if (admit_new(self, id, r, rep, avoid, initial) != admitted_as::admitted) return;
@@ -545,6 +567,7 @@ owner_actor::behavior_type request_owner(owner_actor::stateful_pointer<owner_sta
       [=](latency_atom) { return self->state.latencies.at(std::chrono::steady_clock::now()); },
       [=](figures_atom, double since) { return self->state.figures.since(since); },
       [=](sweep_atom) { sweep(self); },
+      [=](place_atom, const std::string& id, replica_id avoid) { place(self, id, avoid, nullptr); },
   };
 }
 

@@ -59,6 +59,8 @@ struct owned_request {
   bool prefilled = false;       // handed off by a prefill replica: decode replicas only from now
   std::uint64_t sent = 0;       // the owner's submission count when it was sent to `scheduler` (0: not yet)
   bool aborted = false;         // its client gave up on it: it ends, wherever it is
+  bool seeking = false;         // moving, and no replica could take it yet (placed again until the request timeout)
+  std::chrono::steady_clock::time_point seeking_since;
   // Where that replica holds its KV (the handle, not the bytes), until a decode replica takes
   // it; the holder frees it when the receiver says, or when told the request went elsewhere.
   kv::connector::lease<caf::actor, replica_id> kv;

@@ -74,4 +74,15 @@ swap_step next_swap_step(const std::vector<replica_status>& replicas, const std:
   return step;
 }
 
+std::vector<std::size_t> drains_to_undo(const std::vector<replica_status>& replicas, const std::vector<std::size_t>& draining) {
+  std::vector<std::size_t> out;
+  for (auto i : draining) {
+    bool other = false;
+    for (std::size_t j = 0; j < replicas.size() && !other; ++j)
+      other = j != i && replicas[j].pool == replicas[i].pool && replicas[j].alive && state_of(replicas[j]) == "running";
+    if (!other) out.push_back(i);
+  }
+  return out;
+}
+
 }  // namespace troupe::admin

@@ -10,6 +10,8 @@
 //   - a pool with one serving replica and no stopped slot is refused: draining it would leave
 //     its requests nowhere to go (max_replicas > replicas gives a swap its room);
 //   - warm replicas of another revision are restarted warm;
+//   - a replica is drained only while another of its pool serves: a drain left with nowhere to
+//     send its requests is undone (drains_to_undo);
 //   - a replica with no load report yet counts as another revision (replacing it is safe);
 //     dead and starting ones restart with the new revision (their node agents have it).
 #pragma once
@@ -43,5 +45,10 @@ struct swap_step {
 // serves on (so the canary's share of replicas follows its share of traffic); the last old one
 // stays, and a stopped slot starts the canary beside it (add_spare); warm ones are left alone.
 swap_step next_swap_step(const std::vector<replica_status>& replicas, const std::string& pool, const std::string& key, int want = -1);
+
+// Of the replicas a swap is draining (`draining`, indexes), those whose drain must be undone: no
+// other replica of their pool serves (the new ones died, or their node's link was cut), so their
+// requests would have nowhere to go. The old revision then serves on and the swap step fails.
+std::vector<std::size_t> drains_to_undo(const std::vector<replica_status>& replicas, const std::vector<std::size_t>& draining);
 
 }  // namespace troupe::admin

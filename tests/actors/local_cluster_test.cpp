@@ -224,3 +224,14 @@ BOOST_AUTO_TEST_CASE(a_request_a_replica_runs_for_nobody_is_aborted_there) {
   BOOST_TEST(l.running_seqs == 0);
   BOOST_TEST(l.generated_tokens < 3000u, "it ran to the end: " << l.generated_tokens << " tokens");
 }
+
+// A moving request that found no live replica ended at once in "no replica can take it", its
+// client's stream cut: its only replica died, or (a swap's drain, a node's link cut) the others
+// were not serving just then. It now waits for a replica (here the one its node agent restarts)
+// up to the request timeout, and ends with exactly the undisturbed run's tokens.
+BOOST_AUTO_TEST_CASE(requests_whose_only_replica_died_wait_for_its_restart) {
+  const auto reqs = test::mixed_requests(8, small_model()->config().vocab_size, true, 120);
+  const run_result got = run(local_topology(1), reqs, 40);
+  BOOST_TEST(got.migrations.size() > 0u);
+  check_same(reqs, engine_outputs(reqs), got);
+}

@@ -263,6 +263,21 @@ BOOST_AUTO_TEST_CASE(a_swap_replaces_through_a_spare_slot_first_then_in_place_th
   BOOST_TEST(int(next_swap_step(rs, "d", "new").what) == int(kind::done));
 }
 
+// Under load on a busy machine a swap drained the last old replica while the new ones, on one
+// node whose link had been declared dead, were not alive: 16 requests ended in "no replica can
+// take it". A drain that leaves its pool with no other serving replica is undone.
+BOOST_AUTO_TEST_CASE(a_swap_undoes_a_drain_that_leaves_its_pool_nothing_serving) {
+  std::vector<replica_status> rs{member("d-0", "d", "dead", "new"), member("d-1", "d", "running", "old"),
+                                 member("d-2", "d", "dead", "new"), member("p-0", "p", "running", "old")};
+  rs[1].draining = true;
+  BOOST_TEST(drains_to_undo(rs, {1}) == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+  rs[2] = member("d-2", "d", "running", "new");  // a new replica serves: the drain goes on
+  BOOST_TEST(drains_to_undo(rs, {1}).empty());
+  rs[2] = member("d-2", "d", "warm", "new");  // warm (parked) does not take requests
+  BOOST_TEST(drains_to_undo(rs, {1}).size() == 1u);
+  BOOST_TEST(drains_to_undo(rs, {}).empty());
+}
+
 BOOST_AUTO_TEST_CASE(a_swap_of_a_lone_replica_without_a_spare_slot_is_refused) {
   const std::vector<replica_status> rs{member("d-0", "d", "running", "old")};
   const auto s = next_swap_step(rs, "d", "new");
