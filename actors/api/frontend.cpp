@@ -7,6 +7,7 @@
 #include "actors/protocol/error_text.h"
 #include "actors/api/frontend_callers.h"
 #include "actors/api/frontend_metrics.h"
+#include "actors/api/frontend_health.h"
 #include "actors/api/frontend_models.h"
 #include "actors/api/frontend_prepare.h"
 #include "actors/protocol/serve_error.h"
@@ -668,15 +669,7 @@ void handle(frontend_ptr self, const std::shared_ptr<http::exchange>& ex) {
       if (st.draining)
         return ex->respond(503, "application/json", dump({{"status", "shutting down"}}),
                            {{"Retry-After", std::to_string(st.cfg.retry_after_s)}});
-      self->request(st.router, st.cfg.request_timeout, live_atom::value)
-          .then(
-              [=](std::uint32_t n) {
-                if (n > 0) return ex->respond(200, "application/json", dump({{"status", "ok"}, {"replicas_live", n}}));
-                ex->respond(503, "application/json", dump({{"status", "unavailable"}, {"replicas_live", 0}}),
-                            {{"Retry-After", std::to_string(self->state.cfg.retry_after_s)}});
-              },
-              [=](caf::error& e) { send_error(self, ex, api::api_error(503, "router: " + error_message(self->system(), e))); });
-      return;
+      return answer_health(self, st.cfg, st.router, ex);
     }
     if (path == "/metrics") {
       need_method(rq, path, {"GET", "HEAD"});

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,6 +55,7 @@ struct frontend_config {
   int max_requests = 4096;            // in flight; beyond it, 429 with Retry-After
   admission::admission_config admission;  // tenants' request rates and token budgets (the queue bound: the owner)
   topology::replica_names replica_names;  // the topology's: the `replica` label
+  std::set<std::uint32_t> started_replicas;  // those the topology starts: /health names the ones not alive
   int retry_after_s = 1;              // Retry-After of 429 and 503
   // [frontend] ttft_slo and itl_slo (0: not set): what troupe:slo_requests_total judges by.
   std::chrono::milliseconds ttft_slo{0}, itl_slo{0};

@@ -178,10 +178,12 @@ caf::expected<scheduler_actor> start_replica(agent_ptr self, replica_id replica,
 void on_replica_death(agent_ptr self, replica_id replica, const std::string& why) {
   auto& st = self->state;
   const auto d = st.history[replica].on_death(st.restarts, supervision::restart_history::clock::now());
-  if (d.give_up) {
-    log::error("replica_given_up", {{"node", st.node}, {"replica", replica.value}, {"reason", why},
-                                    {"restarts_within_period", d.recent},
-                                    {"period_s", std::chrono::duration<double>(st.restarts.period).count()}});
+  if (d.paused) {  // it keeps dying: a pause, then it is tried again
+    log::error("replica_paused", {{"node", st.node}, {"replica", replica.value}, {"reason", why},
+                                  {"restarts_within_period", d.recent},
+                                  {"period_s", std::chrono::duration<double>(st.restarts.period).count()},
+                                  {"restart_in_s", std::chrono::duration<double>(d.delay).count()}});
+    self->delayed_send(self, d.delay, respawn_atom::value, replica);
     return;
   }
   log::warn("replica_died", {{"node", st.node}, {"replica", replica.value}, {"reason", why},

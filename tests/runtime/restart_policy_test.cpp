@@ -11,7 +11,7 @@ using namespace troupe::supervision;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-BOOST_AUTO_TEST_CASE(backoff_doubles_to_its_cap_and_the_intensity_gives_up) {
+BOOST_AUTO_TEST_CASE(backoff_doubles_to_its_cap_and_past_the_intensity_it_pauses) {
   restart_policy p;
   p.max_restarts = 4;
   p.period = seconds(60);
@@ -22,12 +22,44 @@ BOOST_AUTO_TEST_CASE(backoff_doubles_to_its_cap_and_the_intensity_gives_up) {
   const milliseconds want[] = {milliseconds(500), milliseconds(1000), milliseconds(2000), milliseconds(3000)};
   for (int i = 0; i < 4; ++i) {
     const auto d = h.on_death(p, t0 + seconds(i));
-    BOOST_TEST(!d.give_up);
+    BOOST_TEST(!d.paused);
     BOOST_TEST(d.recent == i);
     BOOST_TEST(d.delay.count() == want[i].count());
   }
-  BOOST_TEST(h.on_death(p, t0 + seconds(5)).give_up);  // the fifth death within a minute
-  BOOST_TEST(h.restarts() == 4);
+  // The fifth death within a minute: `troupe launch` gave the process up for good (a node still
+  // down 140 s later while /health said 200). Now a pause, then a fresh count.
+  const auto paused = h.on_death(p, t0 + seconds(5));
+  BOOST_TEST(paused.paused);
+  BOOST_TEST(paused.delay.count() == p.pause.count());
+  BOOST_TEST(h.restarts() == 5);
+}
+
+// A child that keeps dying pauses longer each time (doubling to max_pause); one that then lives a
+// whole period starts over with the short backoff.
+BOOST_AUTO_TEST_CASE(pauses_in_a_row_double_and_a_calm_period_ends_them) {
+  restart_policy p;
+  p.max_restarts = 1;
+  p.period = seconds(10);
+  p.pause = seconds(20);
+  p.max_pause = seconds(50);
+  restart_history h;
+  auto t = restart_history::clock::time_point{} + seconds(100);
+  BOOST_TEST(!h.on_death(p, t).paused);  // the one restart the period allows
+  t += seconds(1);
+  // Each later death comes right after the restart that ended a pause (which counts in the new
+  // period): a longer pause each time.
+  const long long pauses[] = {20, 40, 50, 50};
+  for (long long want : pauses) {
+    const auto d = h.on_death(p, t);
+    BOOST_TEST_REQUIRE(d.paused);
+    BOOST_TEST(std::chrono::duration_cast<seconds>(d.delay).count() == want);
+    t += d.delay + seconds(1);
+  }
+  t += seconds(60);  // a calm period
+  BOOST_TEST(!h.on_death(p, t).paused);
+  const auto d = h.on_death(p, t + seconds(1));
+  BOOST_TEST(d.paused);
+  BOOST_TEST(std::chrono::duration_cast<seconds>(d.delay).count() == 20);
 }
 
 BOOST_AUTO_TEST_CASE(deaths_spread_wider_than_the_period_restart_forever) {
@@ -38,12 +70,12 @@ BOOST_AUTO_TEST_CASE(deaths_spread_wider_than_the_period_restart_forever) {
   auto t = restart_history::clock::time_point{} + seconds(100);
   for (int i = 0; i < 20; ++i, t += seconds(6)) {  // never 3 within 10 s
     const auto d = h.on_death(p, t);
-    BOOST_TEST_REQUIRE(!d.give_up, "death " << i);
+    BOOST_TEST_REQUIRE(!d.paused, "death " << i);
     BOOST_TEST(d.recent <= 1);
   }
-  // Three within the period: the third gives up.
-  BOOST_TEST(!h.on_death(p, t).give_up);
-  BOOST_TEST(h.on_death(p, t + milliseconds(1)).give_up);
+  // Three within the period: the third pauses.
+  BOOST_TEST(!h.on_death(p, t).paused);
+  BOOST_TEST(h.on_death(p, t + milliseconds(1)).paused);
 }
 
 // A node pod's readiness (troupe node --status-file): ready while any replica serves, and

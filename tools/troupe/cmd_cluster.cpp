@@ -422,6 +422,8 @@ actors::frontend_config frontend_config_of(const args& a, const topology::topolo
   fc.itl_slo = topo.frontend.itl_slo;
   fc.admission = topo.admission.cfg;
   fc.replica_names = topology::names_of(topo);
+  for (const auto& p : topology::place_replicas(topo))
+    if (p.started) fc.started_replicas.insert(p.replica.value);
   fc.metric_prefix = topo.frontend.metric_prefix;
   fc.request_timeout = topo.timeouts.request;
   fc.api_keys = topo.frontend.api_keys;

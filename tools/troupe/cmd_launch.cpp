@@ -41,6 +41,7 @@ struct launch_plan {
   std::vector<std::string> model_flag;      // --model and the log flags: every process
   std::vector<std::string> head_flags;      // what only the heads take
   std::vector<std::string> tls_flags;       // the launch's own certificate, across namespaces
+  supervision::restart_policy restarts;     // --restart-pause sets its pause
   // Head k's node registry port: --registry-port's N + k, else the topology's.
   int registry_port(std::size_t k) const { return registry_base > 0 ? registry_base + int(k) : int(topo.heads()[k]->port); }
 };
@@ -99,6 +100,11 @@ launch_plan plan_launch(const args& a) {
   if (auto m = a.get("model")) lp.model_flag = {"--model", *m};
   if (auto g = a.get("shutdown-grace")) lp.head_flags = {"--shutdown-grace", *g};
   a.get_duration("shutdown-grace");  // a bad value is refused before anything starts
+  if (auto pause = a.get_duration("restart-pause")) {
+    if (pause->count() <= 0) throw input_error("--restart-pause: must be positive");
+    lp.restarts.pause = *pause;
+    lp.restarts.max_pause = std::max(lp.restarts.max_pause, *pause);
+  }
   for (const char* f : {"log-level", "log-format"})  // every process logs alike
     if (auto v = a.get(f)) lp.model_flag.insert(lp.model_flag.end(), {std::string("--") + f, *v});
   return lp;
@@ -154,12 +160,11 @@ void start_nodes(const launch_plan& lp, netns_star* star, std::map<pid_t, proc>&
 }
 
 // Every process that dies is started again (a head too: the nodes keep their replicas and
-// rejoin it) after a backoff, as an OTP supervisor would, until it dies more often than the
-// restart intensity allows (runtime/supervision); each decision is printed when it is made.
+// rejoin it) after a backoff, as an OTP supervisor would; one that dies more often than the
+// restart intensity allows is paused, then tried again (runtime/supervision). Each decision is
+// printed when it is made.
 // Returns on SIGINT or SIGTERM (sent on to every process) with the launch's exit code.
-int supervise(sigset_t& set, std::map<pid_t, proc>& procs) {
-  int exit_code = 0;
-  const supervision::restart_policy policy;
+int supervise(sigset_t& set, std::map<pid_t, proc>& procs, const supervision::restart_policy& policy) {
   std::map<std::string, supervision::restart_history> history;
   std::vector<std::pair<std::chrono::steady_clock::time_point, proc>> due;  // restarts waiting out their backoff
   for (;;) {
@@ -176,7 +181,7 @@ int supervise(sigset_t& set, std::map<pid_t, proc>& procs) {
       std::printf("troupe launch: stopping\n");
       std::fflush(stdout);
       for (auto& [p, pr] : procs) ::kill(p, SIGTERM);
-      return exit_code;
+      return 0;
     }
     for (pid_t pid; (pid = ::waitpid(-1, nullptr, WNOHANG)) > 0;) {
       auto it = procs.find(pid);
@@ -184,15 +189,14 @@ int supervise(sigset_t& set, std::map<pid_t, proc>& procs) {
       proc pr = it->second;
       procs.erase(it);
       const auto d = history[pr.name].on_death(policy, std::chrono::steady_clock::now());
-      if (d.give_up) {
-        std::printf("troupe launch: %s (pid %d) died %d times within %lld s; not restarting it\n", pr.name.c_str(), int(pid),
-                    d.recent + 1, (long long)std::chrono::duration_cast<std::chrono::seconds>(policy.period).count());
-        if (pr.head) exit_code = 1;
-      } else {
+      if (d.paused)
+        std::printf("troupe launch: %s (pid %d) died %d times within %lld s; pausing %.0f s before restarting it\n", pr.name.c_str(),
+                    int(pid), d.recent + 1, (long long)std::chrono::duration_cast<std::chrono::seconds>(policy.period).count(),
+                    std::chrono::duration<double>(d.delay).count());
+      else
         std::printf("troupe launch: %s (pid %d) died; restarting it in %.1f s\n", pr.name.c_str(), int(pid),
                     std::chrono::duration<double>(d.delay).count());
-        due.emplace_back(std::chrono::steady_clock::now() + d.delay, pr);
-      }
+      due.emplace_back(std::chrono::steady_clock::now() + d.delay, pr);
       std::fflush(stdout);
     }
     const auto now = std::chrono::steady_clock::now();
@@ -256,7 +260,7 @@ int cmd_launch(const args& a) {
   std::map<pid_t, proc> procs;
   start_heads(lp, a, procs);
   start_nodes(lp, star.get(), procs);
-  const int exit_code = supervise(set, procs);
+  const int exit_code = supervise(set, procs, lp.restarts);
   stop_all(procs, a.get_duration("shutdown-grace").value_or(lp.topo.frontend.shutdown_grace));
   if (!tls_dir.empty()) std::filesystem::remove_all(tls_dir);
   std::fflush(stdout);

@@ -64,7 +64,7 @@ void declare_cluster(command& root) {
   tls_flags(node).log_flags("info");
   root.sub("launch", "start every node of a topology as local processes and keep them running", "CONFIG [options]",
            "Starts every node of a topology as local processes (the head as `troupe serve`) and restarts any that dies, "
-           "with backoff, until Ctrl-C.",
+           "with backoff (and a pause when one keeps dying), until Ctrl-C.",
            cmd_launch)
       .positional("CONFIG", "the topology file")
       .flag("netns", "each node in a network namespace of its own (needs root)")
@@ -73,6 +73,8 @@ void declare_cluster(command& root) {
       .option("registry-port", "N", "the head's node registry port (head k: N + k); the nodes are told")
       .option("admin-port", "N", "the head's admin endpoint, events at N + 1 (head k: N + 2k)")
       .option("shutdown-grace", "S", "the heads' grace for requests in flight on Ctrl-C (see troupe serve --help)")
+      .option("restart-pause", "DURATION", "a process that dies more than 5 times within 60 s is paused this long, then tried again; "
+                                           "the pause doubles while it keeps dying (default 60s, at most 10m)")
       .log_flags("info (passed to every process it starts)");
 }
 
