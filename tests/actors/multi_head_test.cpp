@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "actors/control/admin_client.h"
+#include "runtime/metrics/metrics.h"
 #include "runtime/engine/engine.h"
 #include "topology/topology.h"
 #include "tests/support/http_client.h"
@@ -136,21 +137,33 @@ BOOST_AUTO_TEST_CASE(killing_one_head_loses_nothing_through_the_other_and_a_rest
       }
     }));
   }
-  {
-    boost::asio::io_context ioc;
-    boost::asio::ip::tcp::socket s(ioc);
-    s.connect({boost::asio::ip::make_address("127.0.0.1"), head_a->port()});
-    const std::string body = json{{"prompt", prompt_of(1)}, {"max_tokens", 200}, {"stream", true}, {"ignore_eos", true}}.dump();
-    const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-                            std::to_string(body.size()) + "\r\n\r\n" + body;
-    boost::asio::write(s, boost::asio::buffer(req));
-    std::string got;
-    char buf[4096];
-    while (got.find("\"text\"") == std::string::npos) got.append(buf, s.read_some(boost::asio::buffer(buf)));
-  }
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::socket stream(ioc);  // a stream through head-a, cut by its death
+  stream.connect({boost::asio::ip::make_address("127.0.0.1"), head_a->port()});
+  const json stream_body = {{"prompt", prompt_of(1)}, {"max_tokens", 200}, {"stream", true}, {"ignore_eos", true}, {"temperature", 0}};
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                          std::to_string(stream_body.dump().size()) + "\r\n\r\n" + stream_body.dump();
+  boost::asio::write(stream, boost::asio::buffer(req));
+  std::string streamed;
+  char buf[4096];
+  while (streamed.find("\"text\"") == std::string::npos) streamed.append(buf, stream.read_some(boost::asio::buffer(buf)));
   const auto killed = clock_type::now();
   head_a->child().kill(SIGKILL);
   head_a->child().reap();
+  // What its client sees (docs/runtime.md, "Several heads"): the connection ends without the
+  // stream's end, no finish_reason, no [DONE], no last chunk, which clients report as an error
+  // (the official SDKs throw); the same request sent again to the other head is answered whole.
+  for (boost::system::error_code ec; !ec;) {
+    const std::size_t n = stream.read_some(boost::asio::buffer(buf), ec);
+    streamed.append(buf, n);
+  }
+  BOOST_TEST(streamed.find("data: [DONE]") == std::string::npos);
+  BOOST_TEST(streamed.find("\r\n0\r\n\r\n") == std::string::npos, "a cut stream ended like a finished one");
+  BOOST_TEST(streamed.find("\"finish_reason\":\"length\"") == std::string::npos);
+  json retry_body = stream_body;
+  retry_body.erase("stream");
+  const auto retried = test::post_json(head_b.port(), "/v1/completions", retry_body);
+  BOOST_TEST(retried.status == 200, retried.body);
 
   int lost = 0, wrong = 0;
   for (int i = 0; i < n; ++i) {
@@ -168,6 +181,13 @@ BOOST_AUTO_TEST_CASE(killing_one_head_loses_nothing_through_the_other_and_a_rest
   for (auto& f : through_a) a_done += f.get().status == 200;
   BOOST_TEST_MESSAGE("through the killed head: " << a_done << " of " << n << " had finished before the kill");
   BOOST_TEST(await_replicas(head_b.port(), 2));  // the nodes kept their replicas
+  // The nodes aborted the dead head's requests (their owner is gone): nothing runs for nobody.
+  const auto running_deadline = clock_type::now() + std::chrono::seconds(60);
+  double running = -1;
+  do {
+    running = metrics::sum_samples(test::http_request(head_b.port(), "GET", "/metrics").body, "troupe:num_requests_running").value_or(-1);
+  } while (running != 0 && clock_type::now() < running_deadline);
+  BOOST_TEST(running == 0);
 
   // The same head again: the nodes rejoin it and it serves.
   head_a = c.start("head-a");
