@@ -15,6 +15,7 @@
 #include "runtime/model/fingerprint.h"
 #include "tests/support/cluster_run.h"
 #include "tests/support/engine_factory.h"
+#include "tests/support/eventually.h"
 #include "tests/support/models.h"
 #include "tests/support/process.h"
 #include "tools/troupe/netns.h"
@@ -38,16 +39,6 @@ std::thread stop_for(test::child_process& p, std::chrono::seconds d) {
     std::this_thread::sleep_for(d);  // the stall's length, the fault itself
     p.kill(SIGCONT);
   });
-}
-
-// Polls `done` (a question to the cluster) until it holds or `limit` passes; whether it held.
-bool eventually(const std::function<bool()>& done, std::chrono::seconds limit = std::chrono::seconds(60)) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the polling's pace
-  }
-  return true;
 }
 
 // `flap_first`: before the requests, node-a is stopped (SIGSTOP) until its link times out and
@@ -127,9 +118,9 @@ void fail_a_node_mid_generation(bool greedy, fault how, const std::string& confi
       self->receive([&](token_batch& b) { for (auto& u : b.updates) ended += u.finished; },
                     caf::after(std::chrono::seconds(120)) >> [&] { BOOST_FAIL("no tokens for 120 s"); });
     node_a.kill(SIGSTOP);
-    BOOST_TEST_REQUIRE(eventually([&] { return head.live_replicas() == 1u; }), "node-a's link never timed out");
+    BOOST_TEST_REQUIRE(test::eventually([&] { return head.live_replicas() == 1u; }), "node-a's link never timed out");
     node_a.kill(SIGCONT);
-    BOOST_TEST_REQUIRE(eventually([&] { return head.live_replicas() == 2u; }), "node-a never rejoined");
+    BOOST_TEST_REQUIRE(test::eventually([&] { return head.live_replicas() == 2u; }), "node-a never rejoined");
   }
   for (auto& r : reqs)
     self->request(head.owner(), std::chrono::seconds(30), submit_atom::value, r, sink)
@@ -302,8 +293,8 @@ BOOST_AUTO_TEST_CASE(a_scaled_up_replica_rejoins_with_its_node) {
       .receive([](bool ok) { BOOST_TEST(ok); }, [&](caf::error& e) { BOOST_FAIL("scale up: " << sys.render(e)); });
   BOOST_TEST_REQUIRE(alive_at_head(self, head, 2));  // decode-2, on node-a
   node_a.kill(SIGSTOP);
-  BOOST_TEST_REQUIRE(eventually([&] { return !alive_at_head(self, head, 0); }), "node-a's link never timed out");
+  BOOST_TEST_REQUIRE(test::eventually([&] { return !alive_at_head(self, head, 0); }), "node-a's link never timed out");
   node_a.kill(SIGCONT);
-  BOOST_TEST_REQUIRE(eventually([&] { return alive_at_head(self, head, 0); }), "node-a never rejoined");
-  BOOST_TEST(eventually([&] { return alive_at_head(self, head, 2); }, std::chrono::seconds(30)), "decode-2 stayed dead");
+  BOOST_TEST_REQUIRE(test::eventually([&] { return alive_at_head(self, head, 0); }), "node-a never rejoined");
+  BOOST_TEST(test::eventually([&] { return alive_at_head(self, head, 2); }, std::chrono::seconds(30)), "decode-2 stayed dead");
 }

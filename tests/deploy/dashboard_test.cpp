@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/support/eventually.h"
 #include "tests/support/http_client.h"
 
 using namespace troupe;
@@ -174,16 +175,13 @@ BOOST_AUTO_TEST_CASE(every_panel_query_returns_data_from_a_real_prometheus) {
   BOOST_TEST_REQUIRE(prom.ready());
   // Two waves: rates need a series to grow between scrapes, so the second wave's increments
   // land in series Prometheus has already seen (each wave ends with one cancelled stream).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
   auto cancelled_seen = [&](double n) {
     const auto r = prom.query("sum(troupe:request_success_total{finished_reason=\"abort\"})");
     return !r["data"]["result"].empty() && std::stod(r["data"]["result"][0]["value"][1].get<std::string>()) >= n;
   };
   for (int wave = 1; wave <= 2; ++wave) {
     load(serve.port());
-    while (!cancelled_seen(wave) && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // polling a deadline, not synchronising
-    BOOST_TEST_REQUIRE(cancelled_seen(wave));
+    BOOST_TEST_REQUIRE(test::eventually([&] { return cancelled_seen(wave); }, std::chrono::seconds(90), std::chrono::milliseconds(200)));
   }
   // Replicas' counters (steps, drafts, prefix lookups) come with their load reports: Prometheus
   // has the second wave's once it has the steps the server counts when they settle.
@@ -192,9 +190,7 @@ BOOST_AUTO_TEST_CASE(every_panel_query_returns_data_from_a_real_prometheus) {
     const auto r = prom.query("sum(troupe:replica_engine_steps_total)");
     return !r["data"]["result"].empty() && std::stod(r["data"]["result"][0]["value"][1].get<std::string>()) >= steps;
   };
-  while (!steps_seen() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // polling a deadline, not synchronising
-  BOOST_TEST_REQUIRE(steps_seen());
+  BOOST_TEST_REQUIRE(test::eventually(steps_seen, std::chrono::seconds(90), std::chrono::milliseconds(200)));
   const auto names = prom.names();
   const auto queries = panel_queries();
   BOOST_TEST(queries.size() >= 40u);
