@@ -67,6 +67,11 @@ void fail_a_node_mid_generation(bool greedy, fault how, const std::string& confi
     topo.timeouts.suspect = std::chrono::seconds(1);
     topo.timeouts.connection = std::chrono::seconds(2);
   }
+  if (how == fault::link_cut) {  // a cut link found dead after 4 s of silence rather than 15 (the test's time)
+    topo.timeouts.heartbeat = std::chrono::milliseconds(500);
+    topo.timeouts.suspect = std::chrono::seconds(2);
+    topo.timeouts.connection = std::chrono::seconds(4);
+  }
   config cfg(topo);
   caf::actor_system sys{cfg};
   local_cluster head(sys, topo, nullptr, nullptr, placement_mode::head_node_only);

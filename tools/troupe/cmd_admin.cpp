@@ -223,32 +223,57 @@ std::vector<std::string> split(const std::string& line) {
   return w;
 }
 
-// Ctrl-C at the prompt drops the line being typed and gives a new prompt, as a shell does
-// (readline calls this after a signal interrupted its read).
-int on_prompt_signal() {
-  if (!interrupted) return 0;
-  interrupted = 0;
-  ::rl_replace_line("", 0);
-  ::rl_crlf();
-  ::rl_on_new_line();
-  ::rl_redisplay();
-  return 0;
+// One line typed at the prompt (readline's editing and history), or nullopt at the end of
+// input. Ctrl-C drops the line being typed and gives a new prompt, as a shell does: readline's
+// callback interface, so the wait is ours and a signal always interrupts it.
+std::optional<std::string> prompt_line(const char* prompt) {
+  static std::optional<std::string> line;
+  static bool done = false, eof = false;
+  line.reset();
+  done = eof = false;
+  ::rl_callback_handler_install(prompt, [](char* l) {
+    done = true;
+    if (!l) {
+      eof = true;
+    } else {
+      line = l;
+      std::free(l);
+    }
+    ::rl_callback_handler_remove();
+  });
+  while (!done) {
+    pollfd p{STDIN_FILENO, POLLIN, 0};
+    const int n = ::poll(&p, 1, 200);
+    if (interrupted) {
+      interrupted = 0;
+      ::rl_free_line_state();
+      ::rl_callback_sigcleanup();
+      ::rl_replace_line("", 0);
+      std::fputs("^C\n", stdout);
+      std::fflush(stdout);
+      ::rl_on_new_line();
+      ::rl_redisplay();
+      continue;
+    }
+    if (n == 1) ::rl_callback_read_char();
+  }
+  if (eof) return std::nullopt;
+  return line;
 }
 
 int console(actors::admin_client& c, bool json, const std::string& endpoint) {
   std::printf("troupe admin console: help lists the commands, quit ends\n");
   interrupt_guard guard;  // Ctrl-C stops the command running, never the console
-  ::rl_signal_event_hook = on_prompt_signal;
-  std::string next;  // a line typed during a watch, run next
+  ::rl_catch_signals = 0;  // the guard's handler takes SIGINT, also while a line is read
+  std::string next;        // a line typed during a watch, run next
   for (;;) {
     std::string line;
     if (!next.empty()) {
       line = std::exchange(next, "");
     } else {
-      char* raw = ::readline("troupe> ");
-      if (!raw) break;  // end of input
-      line = raw;
-      std::free(raw);
+      auto typed = prompt_line("troupe> ");
+      if (!typed) break;  // end of input
+      line = *typed;
     }
     const auto words = split(line);
     if (words.empty()) continue;
@@ -261,7 +286,6 @@ int console(actors::admin_client& c, bool json, const std::string& endpoint) {
       std::fprintf(stderr, "troupe admin: %s\n", e.what());
     }
   }
-  ::rl_signal_event_hook = nullptr;
   return 0;
 }
 
