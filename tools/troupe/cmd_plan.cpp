@@ -265,6 +265,25 @@ int predict_topology(const args& a, const std::string& path, const std::vector<s
 
 }  // namespace
 
+// The cheapest topology found, as TOML with a comment saying how it was chosen.
+std::string chosen_topology(const args& a, const plan_inputs& in, const sim::plan_space& s, const std::vector<sim::slo_target>& slo,
+                            const sim::plan_result& r, const std::string& trace_path) {
+  std::ostringstream comment;
+  comment << "Written by troupe plan --trace " << trace_path << " --slo " << sim::format_slo(slo) << "\n"
+          << "The cheapest topology meeting the SLO in simulation: " << r.best.candidate.describe(s) << "; goodput "
+          << r.best.goodput << " requests/s, attainment " << 100 * r.best.attainment << "%.\n"
+          << "Step profile: " << in.profile_paths[r.best.candidate.profile] << " (" << s.profiles[r.best.candidate.profile].source << ").";
+  sim::topology_options t;
+  t.model = a.get("model", "models/kjv");
+  t.kv_blocks = s.base.kv_blocks;
+  t.kv_bytes_per_token = s.profiles[r.best.candidate.profile].kv_bytes_per_token;
+  t.policy = s.base.policy;
+  t.max_seqs = s.base.sched.max_num_seqs;
+  t.block_size = s.base.sched.block_size;
+  t.comment = comment.str();
+  return sim::plan_topology_toml(s, r.best.candidate, t);
+}
+
 int cmd_plan(const args& a) {
   const auto trace_path = a.get("trace");
   if (!trace_path) throw input_error("--trace FILE is required (Azure, Mooncake, BurstGPT or troupe CSV)");
@@ -288,27 +307,11 @@ int cmd_plan(const args& a) {
     f << plot_svg(s, r, "troupe plan: " + *trace_path + ", " + sim::format_slo(slo));
     if (!f) throw input_error("--plot: cannot write " + *svg);
   }
-  std::string topology_text;
-  if (r.found) {
-    std::ostringstream comment;
-    comment << "Written by troupe plan --trace " << *trace_path << " --slo " << sim::format_slo(slo) << "\n"
-            << "The cheapest topology meeting the SLO in simulation: " << r.best.candidate.describe(s) << "; goodput "
-            << r.best.goodput << " requests/s, attainment " << 100 * r.best.attainment << "%.\n"
-            << "Step profile: " << in.profile_paths[r.best.candidate.profile] << " (" << s.profiles[r.best.candidate.profile].source << ").";
-    sim::topology_options t;
-    t.model = a.get("model", "models/kjv");
-    t.kv_blocks = s.base.kv_blocks;
-    t.kv_bytes_per_token = s.profiles[r.best.candidate.profile].kv_bytes_per_token;
-    t.policy = s.base.policy;
-    t.max_seqs = s.base.sched.max_num_seqs;
-    t.block_size = s.base.sched.block_size;
-    t.comment = comment.str();
-    topology_text = sim::plan_topology_toml(s, r.best.candidate, t);
-    if (out_path) {
-      std::ofstream f(*out_path);
-      f << topology_text;
-      if (!f) throw input_error("--out: cannot write " + *out_path);
-    }
+  const std::string topology_text = r.found ? chosen_topology(a, in, s, slo, r, *trace_path) : std::string();
+  if (r.found && out_path) {
+    std::ofstream f(*out_path);
+    f << topology_text;
+    if (!f) throw input_error("--out: cannot write " + *out_path);
   }
   if (json_out) {
     nlohmann::json pareto = nlohmann::json::array(), tried = nlohmann::json::array();
