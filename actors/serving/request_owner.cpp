@@ -309,6 +309,7 @@ void migrate(owner_ptr self, const std::string& id) {
   auto it = self->state.requests.find(id);
   if (it == self->state.requests.end()) return;
   owned_request& r = it->second;
+  if (r.aborted) return fail(self, id, "aborted", nullptr);  // its client left: it ends, it does not move
   if (r.migrations >= self->state.cfg.migration_limit)
     return fail(self, id, "its replica died and it already moved " + std::to_string(r.migrations) + " times", nullptr);
   ++r.migrations;
@@ -499,7 +500,6 @@ void recover(owner_ptr self, const std::string& id, const std::string& why) {
   if (it == self->state.requests.end()) return;
   log::warn("request_unaccounted", {{"id", id}, {"trace", it->second.request.trace_id},
                                     {"replica", replica_name(self, it->second.replica.value)}, {"reason", why}});
-  if (it->second.aborted) return fail(self, id, "aborted", nullptr);
   migrate(self, id);
 }
 
