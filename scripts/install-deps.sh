@@ -66,6 +66,13 @@ gguf_ref=tests/model/gguf-reference
 if [ ! -d "$gguf_ref/node_modules/@huggingface/gguf" ] || [ "$gguf_ref/package-lock.json" -nt "$gguf_ref/node_modules" ]; then
   (cd "$gguf_ref" && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# llama.cpp (node-llama-cpp's prebuilt CPU build; the optional GPU builds are left out, and its
+# install script, which would look for a build to download, is not run), the independent
+# implementation tests/model/llama_cpp_reference_test checks every model family against.
+llama_ref=tests/model/llama-cpp-reference
+if [ ! -d "$llama_ref/node_modules/node-llama-cpp" ] || [ "$llama_ref/package-lock.json" -nt "$llama_ref/node_modules" ]; then
+  (cd "$llama_ref" && npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error)
+fi
 # Kubernetes' object schemas (and KEDA's, the Prometheus operator's) for tests/deploy/kubernetes_schema_test.
 k8s=tests/deploy/kubernetes
 if [ ! -d "$k8s/node_modules/kubernetes-models" ] || [ "$k8s/package-lock.json" -nt "$k8s/node_modules" ]; then

@@ -6,7 +6,7 @@
 #include <map>
 
 #include "runtime/common/splitmix.h"
-#include "runtime/model/gguf_llama.h"
+#include "runtime/model/gguf_import.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/model/model_source.h"
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -12,7 +13,8 @@
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/thread_pool.h"
 #include "runtime/common/error.h"
-#include "runtime/model/gguf_llama.h"
+#include "runtime/model/family.h"
+#include "runtime/model/gguf_import.h"
 #include "runtime/model/gguf_mix.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/safetensors.h"
@@ -69,11 +71,21 @@ struct gguf_place {
   int interleave_heads = 0;
 };
 
-std::optional<gguf_place> place_of(const std::string& hf, const model_config& c) {
-  auto name = gguf_tensor_name(hf);
-  if (!name) return std::nullopt;
-  const bool q = name->find(".attn_q.") != std::string::npos, k = name->find(".attn_k.") != std::string::npos;
-  return gguf_place{*name, q ? c.num_attention_heads : k ? c.num_key_value_heads : 0};
+// By the family's table (family.h): model.layers.N.<hf>.{weight,bias} is blk.N.<gguf>.{weight,bias}.
+std::optional<gguf_place> place_of(const std::string& hf, const model_config& c, const family& fam) {
+  if (hf == "model.embed_tokens.weight") return gguf_place{"token_embd.weight"};
+  if (hf == "model.norm.weight") return gguf_place{"output_norm.weight"};
+  if (hf == "lm_head.weight") return gguf_place{"output.weight"};
+  static const std::regex layer(R"(model\.layers\.(\d+)\.(.+)\.(weight|bias))");
+  std::smatch m;
+  if (!std::regex_match(hf, m, layer)) return std::nullopt;
+  for (auto& [gguf_part, hf_part] : fam.layer_tensors) {
+    if (m[2].str() != hf_part) continue;
+    const bool q = gguf_part == "attn_q", k = gguf_part == "attn_k";
+    const int heads = !fam.gguf_interleaves_rope ? 0 : q ? c.num_attention_heads : k ? c.num_key_value_heads : 0;
+    return gguf_place{"blk." + m[1].str() + "." + gguf_part + "." + m[3].str(), heads};
+  }
+  return std::nullopt;
 }
 
 // The order llama.cpp writes: the embedding table, each block's tensors, the final norm, the head.
@@ -84,24 +96,31 @@ int order_of(const std::string& gguf_name) {
 }
 
 struct planned {
-  const tensor_info* t;
+  const tensor_info* t;       // the folder's tensor, or null for one made here (rope_freqs)
+  std::vector<float> values;  // ... whose values are these
   gguf_place place;
   std::uint32_t type;
+  std::vector<std::int64_t> shape;
   std::size_t rows, len, bytes;
 };
 
-// One tensor's data in its GGUF type: rows interleaved per head where asked, then quantized.
+// One tensor's data in its GGUF type: rows (a bias's elements) interleaved per head where
+// asked, then quantized.
 std::string tensor_data(const planned& p, const model_config& c) {
-  const kernels::dtype dt = p.t->type();
-  std::vector<float> x(p.rows * p.len);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = kernels::load_as_f32(p.t->data, dt, i);
+  std::vector<float> x = p.values;
+  if (p.t) {
+    const kernels::dtype dt = p.t->type();
+    x.resize(p.rows * p.len);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = kernels::load_as_f32(p.t->data, dt, i);
+  }
   if (p.place.interleave_heads > 0) {  // row h*d + 2j + s of the file is row h*d + s*d/2 + j here
+    const std::size_t row = p.shape.size() == 1 ? 1 : p.len;
     std::vector<float> y(x.size());
     const int heads = p.place.interleave_heads, d = c.head_dim;
     for (int h = 0; h < heads; ++h)
       for (int s = 0; s < 2; ++s)
         for (int j = 0; j < d / 2; ++j)
-          std::memcpy(&y[std::size_t(h * d + 2 * j + s) * p.len], &x[std::size_t(h * d + s * d / 2 + j) * p.len], p.len * 4);
+          std::memcpy(&y[std::size_t(h * d + 2 * j + s) * row], &x[std::size_t(h * d + s * d / 2 + j) * row], row * 4);
     x.swap(y);
   }
   std::string out(p.bytes, '\0');
@@ -111,16 +130,31 @@ std::string tensor_data(const planned& p, const model_config& c) {
   return out;
 }
 
-void check_exportable(const model_config& c, const std::string& in) {
-  auto refuse = [&](const std::string& why) { throw input_error(in + ": " + why + "; GGUF export writes the llama layout only"); };
-  if (c.architecture != "LlamaForCausalLM" && c.architecture != "MistralForCausalLM") refuse("architecture " + c.architecture);
+const family& check_exportable(const model_config& c, const std::string& in) {
+  const family* fam = family_named(c.family);
+  auto refuse = [&](const std::string& why) {
+    throw input_error(in + ": " + why + "; GGUF export writes dense " + known_gguf_architectures() + " models");
+  };
+  if (!fam || fam->gguf_architecture.empty()) refuse("architecture " + c.architecture);
   if (c.weight_quant) refuse(std::string("already quantized (") + kernels::quant_name(*c.weight_quant) + "); export the original weights");
   if (!c.weight_mix.empty()) refuse("already quantized (" + c.weight_mix + "); export the original weights");
   if (c.moe) refuse("a mixture-of-experts model");
-  if (c.attention_bias) refuse("attention biases");
-  if (c.qk_norm) refuse("query/key norms");
-  if (c.rope_scaling) refuse("RoPE scaling (Troupe's GGUF reader does not read it back)");
-  if (c.head_dim * c.num_attention_heads != c.hidden_size) refuse("a head size other than hidden_size / num_attention_heads");
+  if (c.rope_scaling && c.rope_scaling->type != "llama3" && c.rope_scaling->type != "linear")
+    refuse("RoPE scaling " + c.rope_scaling->type);
+  return *fam;
+}
+
+// RoPE scaling as llama.cpp's converter writes it: linear as rope.scaling.*; llama3's as a
+// divisor per frequency in rope_freqs.weight (written with the tensors).
+std::vector<float> rope_freq_factors(const model_config& c) {
+  if (!c.rope_scaling || c.rope_scaling->type != "llama3") return {};
+  model_config plain = c;
+  plain.rope_scaling.reset();
+  plain.rope_freq_factors.clear();
+  const auto base = plain.rope_inv_freq(), scaled = c.rope_inv_freq();
+  std::vector<float> out(base.size());
+  for (std::size_t i = 0; i < base.size(); ++i) out[i] = float(base[i] / scaled[i]);
+  return out;
 }
 
 void add_tokenizer(const std::string& in, const model_config& c, metadata& m) {
@@ -155,58 +189,88 @@ void add_tokenizer(const std::string& in, const model_config& c, metadata& m) {
 }  // namespace
 
 std::uint32_t gguf_file_type(const std::string& mix) {
-  static const std::pair<const char*, std::uint32_t> types[] = {{"q4_0", 2},    {"q8_0", 7},    {"q2_k", 10},   {"q3_k_m", 12},
-                                                                {"q4_k_m", 15}, {"q5_k_m", 17}, {"q6_k", 18},   {"iq4_xs", 30}};
+  static const std::pair<const char*, std::uint32_t> types[] = {{"f32", 0},     {"f16", 1},     {"q4_0", 2},   {"q8_0", 7},
+                                                                {"q2_k", 10},   {"q3_k_m", 12}, {"q4_k_m", 15}, {"q5_k_m", 17},
+                                                                {"q6_k", 18},   {"iq4_xs", 30}};
   for (auto& [name, t] : types)
     if (mix == name) return t;
   gguf_mix_type(mix, "output.weight", 1, 256);  // throws naming the known mixes
   return 0;
 }
 
-quantize_report export_gguf(const gguf_export_options& o, const std::function<void(std::size_t, std::size_t)>& progress) {
-  const std::uint32_t file_type = gguf_file_type(o.mix);
-  if (is_gguf_path(o.in)) throw input_error(o.in + ": is a GGUF file; GGUF export reads a Hugging Face model folder");
-  const model_config c = load_model_config(o.in);
-  check_exportable(c, o.in);
-  std::vector<std::unique_ptr<safetensors_file>> files;
-  for (auto& p : model_safetensors_files(o.in)) files.push_back(std::make_unique<safetensors_file>(p));
-  if (files.empty()) throw input_error(o.in + ": no *.safetensors files");
+namespace {
 
+// Every tensor of the folder in its place and type, in the order llama.cpp writes them.
+std::vector<planned> plan_export(const gguf_export_options& o, const model_config& c, const family& fam,
+                                 const std::vector<std::unique_ptr<safetensors_file>>& files, quantize_report& rep) {
   std::vector<planned> plan;
-  quantize_report rep;
   for (auto& f : files)
     for (auto& [name, t] : f->tensors()) {
-      auto place = place_of(name, c);
-      if (!place) throw input_error(t.file + ": tensor '" + name + "' has no place in a GGUF llama file");
+      auto place = place_of(name, c, fam);
+      if (!place) throw input_error(t.file + ": tensor '" + name + "' has no place in a GGUF " + fam.gguf_architecture + " file");
       if (c.tie_word_embeddings && place->name == "output.weight") continue;  // llama.cpp writes no head for a tied model
       t.type();  // a float dtype, else an error naming the tensor
       const bool matrix = t.shape.size() == 2;
       const std::size_t rows = matrix ? std::size_t(t.shape[0]) : 1, len = std::size_t(t.shape.back());
-      const std::uint32_t type = matrix ? gguf_mix_type(o.mix, place->name, c.num_hidden_layers, std::int64_t(len)) : 0;
-      if (type != 0 && len % 32 != 0)
+      const std::uint32_t type = !matrix ? 0 : o.mix == "f32" ? 0 : o.mix == "f16" ? 1
+                                                            : gguf_mix_type(o.mix, place->name, c.num_hidden_layers, std::int64_t(len));
+      if (type > 1 && len % 32 != 0)
         throw input_error(t.file + ": tensor '" + name + "' has rows of " + std::to_string(len) + " weights; GGUF blocks need a multiple of 32");
-      plan.push_back({&t, *place, type, rows, len, rows * ggml_row_bytes(type, len)});
+      plan.push_back({&t, {}, *place, type, t.shape, rows, len, rows * ggml_row_bytes(type, len)});
       rep.bytes_in += t.bytes;
-      rep.bytes_out += plan.back().bytes;
-      (type == 0 ? rep.tensors_copied : rep.tensors_quantized) += 1;
     }
+  if (auto factors = rope_freq_factors(c); !factors.empty()) {
+    const std::size_t n = factors.size();
+    plan.push_back({nullptr, std::vector<float>(factors.begin(), factors.end()), {"rope_freqs.weight"}, 0, {std::int64_t(n)}, 1, n, n * 4});
+  }
+  for (auto& p : plan) {
+    rep.bytes_out += p.bytes;
+    (p.type == 0 ? rep.tensors_copied : rep.tensors_quantized) += 1;
+  }
   std::stable_sort(plan.begin(), plan.end(), [](const planned& a, const planned& b) { return order_of(a.place.name) < order_of(b.place.name); });
+  return plan;
+}
+
+// The hyperparameters under the family's prefix, as llama.cpp's converter writes them.
+void add_hparams(const model_config& c, const family& fam, metadata& m) {
+  const std::string a = fam.gguf_architecture + ".";
+  m.u32(a + "context_length", std::uint32_t(c.max_position_embeddings));
+  m.u32(a + "embedding_length", std::uint32_t(c.hidden_size));
+  m.u32(a + "block_count", std::uint32_t(c.num_hidden_layers));
+  m.u32(a + "feed_forward_length", std::uint32_t(c.intermediate_size));
+  m.u32(a + "attention.head_count", std::uint32_t(c.num_attention_heads));
+  m.u32(a + "attention.head_count_kv", std::uint32_t(c.num_key_value_heads));
+  m.u32(a + "attention.key_length", std::uint32_t(c.head_dim));
+  m.u32(a + "attention.value_length", std::uint32_t(c.head_dim));
+  m.u32(a + "rope.dimension_count", std::uint32_t(c.head_dim));
+  m.f32(a + "attention.layer_norm_rms_epsilon", float(c.rms_norm_eps));
+  m.f32(a + "rope.freq_base", float(c.rope_theta));
+  if (c.rope_scaling && c.rope_scaling->type == "linear") {
+    m.str(a + "rope.scaling.type", "linear");
+    m.f32(a + "rope.scaling.factor", float(c.rope_scaling->factor));
+  }
+  m.u32(a + "vocab_size", std::uint32_t(c.vocab_size));
+}
+
+}  // namespace
+
+quantize_report export_gguf(const gguf_export_options& o, const std::function<void(std::size_t, std::size_t)>& progress) {
+  const std::uint32_t file_type = gguf_file_type(o.mix);
+  if (is_gguf_path(o.in)) throw input_error(o.in + ": is a GGUF file; GGUF export reads a Hugging Face model folder");
+  const model_config c = load_model_config(o.in);
+  const family& fam = check_exportable(c, o.in);
+  std::vector<std::unique_ptr<safetensors_file>> files;
+  for (auto& p : model_safetensors_files(o.in)) files.push_back(std::make_unique<safetensors_file>(p));
+  if (files.empty()) throw input_error(o.in + ": no *.safetensors files");
+  quantize_report rep;
+  const std::vector<planned> plan = plan_export(o, c, fam, files, rep);
 
   metadata m;
-  m.str("general.architecture", "llama");
+  m.str("general.architecture", fam.gguf_architecture);
   m.str("general.name", fs::path(o.in).filename().string());
   m.u32("general.file_type", file_type);
   m.u32("general.quantization_version", 2);
-  m.u32("llama.context_length", std::uint32_t(c.max_position_embeddings));
-  m.u32("llama.embedding_length", std::uint32_t(c.hidden_size));
-  m.u32("llama.block_count", std::uint32_t(c.num_hidden_layers));
-  m.u32("llama.feed_forward_length", std::uint32_t(c.intermediate_size));
-  m.u32("llama.attention.head_count", std::uint32_t(c.num_attention_heads));
-  m.u32("llama.attention.head_count_kv", std::uint32_t(c.num_key_value_heads));
-  m.u32("llama.rope.dimension_count", std::uint32_t(c.head_dim));
-  m.f32("llama.attention.layer_norm_rms_epsilon", float(c.rms_norm_eps));
-  m.f32("llama.rope.freq_base", float(c.rope_theta));
-  m.u32("llama.vocab_size", std::uint32_t(c.vocab_size));
+  add_hparams(c, fam, m);
   add_tokenizer(o.in, c, m);
 
   metadata head;  // magic, counts, metadata, tensor table
@@ -218,8 +282,8 @@ quantize_report export_gguf(const gguf_export_options& o, const std::function<vo
   std::uint64_t offset = 0;
   for (auto& p : plan) {
     head.text(p.place.name);
-    head.pod(std::uint32_t(p.t->shape.size()));
-    for (auto d = p.t->shape.rbegin(); d != p.t->shape.rend(); ++d) head.pod(std::uint64_t(*d));  // innermost first
+    head.pod(std::uint32_t(p.shape.size()));
+    for (auto d = p.shape.rbegin(); d != p.shape.rend(); ++d) head.pod(std::uint64_t(*d));  // innermost first
     head.pod(p.type);
     head.pod(offset);
     offset = (offset + p.bytes + alignment - 1) / alignment * alignment;

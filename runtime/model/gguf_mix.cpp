@@ -4,6 +4,7 @@
 #include <cstring>
 #include <regex>
 
+#include "kernels/cpu/dtype.h"
 #include "kernels/cpu/kquant.h"
 #include "kernels/cpu/quant.h"
 #include "runtime/common/error.h"
@@ -90,6 +91,7 @@ std::size_t ggml_row_bytes(std::uint32_t type, std::size_t len) {
   if (auto k = kernels::kquant_of_ggml(type)) return len / kernels::kquant_block * kernels::kquant_block_bytes(*k);
   if (type == q4_0) return kernels::quant_row_bytes(kernels::quant_type::q4_0, len);
   if (type == q8_0) return kernels::quant_row_bytes(kernels::quant_type::q8_0, len);
+  if (type == 1) return len * 2;  // F16
   return len * 4;  // F32
 }
 
@@ -97,6 +99,8 @@ void quantize_ggml_row(std::uint32_t type, const float* in, std::size_t len, std
   if (auto k = kernels::kquant_of_ggml(type)) kernels::quantize_kquant_row(*k, in, len, out);
   else if (type == q4_0) kernels::quantize_row(kernels::quant_type::q4_0, in, len, out, nullptr);
   else if (type == q8_0) kernels::quantize_row(kernels::quant_type::q8_0, in, len, out, nullptr);
+  else if (type == 1)
+    for (std::size_t i = 0; i < len; ++i) kernels::store_from_f32(out, kernels::dtype::f16, i, in[i]);
   else std::memcpy(out, in, len * 4);
 }
 

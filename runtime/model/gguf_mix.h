@@ -35,7 +35,7 @@ std::uint32_t gguf_mix_type(const std::string& mix, const std::string& name, int
 // blk.3.ffn_down.weight), or nothing for a tensor a GGUF llama file has no place for.
 std::optional<std::string> gguf_tensor_name(const std::string& hf_name);
 
-// What the mixes' types are, for a writer: F32 (0), Q4_0 (2), Q8_0 (8), the K-quants and IQ4_XS.
+// What the mixes' types are, for a writer: F32 (0), F16 (1), Q4_0 (2), Q8_0 (8), the K-quants and IQ4_XS.
 // Bytes of one row of `len` weights (`len` a multiple of the type's block).
 std::size_t ggml_row_bytes(std::uint32_t type, std::size_t len);
 // One row quantized, as llama.cpp lays it out (without an importance matrix); copied for F32.

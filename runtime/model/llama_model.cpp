@@ -20,7 +20,7 @@
 #include "runtime/common/error.h"
 #include "runtime/common/json.h"
 #include "runtime/model/gguf.h"
-#include "runtime/model/gguf_llama.h"
+#include "runtime/model/gguf_import.h"
 #include "runtime/model/lora.h"
 #include "runtime/model/op_profile.h"
 #include "runtime/model/model_source.h"
@@ -274,7 +274,7 @@ struct layer_reader {
   // expert whole on every rank); else every expert, each sliced like a dense MLP.
   std::unique_ptr<moe_weights> moe(const std::string& p) {
     const auto& mc = *cfg.moe;
-    const bool mixtral = cfg.architecture == "MixtralForCausalLM";
+    const bool mixtral = mc.layout == moe_layout::mixtral;
     const std::string block = p + (mixtral ? "block_sparse_moe." : "mlp.");
     auto m = std::make_unique<moe_weights>();
     m->router = pack_rows({&idx.get(block + "gate.weight", {mc.num_experts, cfg.hidden_size})});
@@ -304,7 +304,7 @@ std::unique_ptr<llama_model> llama_model::load(const std::string& dir, const std
   m->dir_ = dir;
   if (is_gguf_path(dir)) {  // parsed once: the config and the tensors come from the same file
     m->gguf_ = std::make_unique<gguf_file>(dir);
-    m->cfg_ = gguf_llama_config(*m->gguf_);
+    m->cfg_ = gguf_model_config(*m->gguf_);
   } else {
     m->cfg_ = load_model_config(dir);
   }
@@ -321,7 +321,7 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
   std::vector<tensor_info> from_gguf;      // a GGUF file's tensors under Hugging Face names
   std::vector<std::vector<std::uint8_t>> unpermuted;  // their storage where it differs from the file's
   if (gguf_) {
-    from_gguf = gguf_llama_tensors(*gguf_, cfg_, unpermuted);
+    from_gguf = gguf_model_tensors(*gguf_, cfg_, unpermuted);
   } else {
     const std::vector<std::string> paths = model_safetensors_files(dir);
     if (paths.empty()) throw input_error(dir + ": no *.safetensors files");

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "runtime/common/error.h"
+#include "runtime/model/family.h"
 #include "runtime/model/gguf_mix.h"
 #include "runtime/common/json.h"
 
@@ -18,9 +19,6 @@ namespace troupe::model {
 using nlohmann::json;
 
 namespace {
-
-const char* const supported[] = {"LlamaForCausalLM",    "MistralForCausalLM",  "Qwen2ForCausalLM",
-                                 "MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM"};
 
 // An int from JSON, refused (not truncated) when it is not an integer or past 32 bits.
 int int_of(const json& v, const std::string& key, const std::string& source) {
@@ -69,6 +67,8 @@ std::vector<double> model_config::rope_inv_freq() const {
   const int half = head_dim / 2;
   std::vector<double> f(half);
   for (int i = 0; i < half; ++i) f[i] = 1.0 / std::pow(rope_theta, double(2 * i) / head_dim);
+  if (rope_freq_factors.size() == f.size())
+    for (int i = 0; i < half; ++i) f[i] /= rope_freq_factors[i];
   if (!rope_scaling) return f;
   const auto& s = *rope_scaling;
   if (s.type == "linear") {
@@ -117,29 +117,6 @@ void read_quantization(const json& j, const std::string& source, model_config& c
   }
 }
 
-// A mixture of experts' keys, by architecture.
-void read_moe(const json& j, const std::string& source, model_config& c) {
-  if (c.architecture == "MixtralForCausalLM") {
-    moe_config m;
-    m.num_experts = required<int>(j, "num_local_experts", source);
-    m.experts_per_token = required<int>(j, "num_experts_per_tok", source);
-    m.expert_intermediate_size = c.intermediate_size;
-    m.normalize_top_k = true;
-    c.moe = m;
-  } else if (c.architecture == "Qwen2MoeForCausalLM" || c.architecture == "Qwen3MoeForCausalLM") {
-    moe_config m;
-    m.num_experts = required<int>(j, "num_experts", source);
-    m.experts_per_token = required<int>(j, "num_experts_per_tok", source);
-    m.expert_intermediate_size = required<int>(j, "moe_intermediate_size", source);
-    if (c.architecture == "Qwen2MoeForCausalLM")
-      m.shared_expert_intermediate_size = optional_key<int>(j, "shared_expert_intermediate_size", 0, source);
-    m.normalize_top_k = optional_key<bool>(j, "norm_topk_prob", false, source);
-    m.sparse_step = optional_key<int>(j, "decoder_sparse_step", 1, source);
-    m.mlp_only_layers = optional_key<std::vector<int>>(j, "mlp_only_layers", {}, source);
-    c.moe = m;
-  }
-}
-
 void read_rope_scaling(const json& j, const std::string& source, model_config& c) {
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     const auto& r = j["rope_scaling"];
@@ -178,7 +155,7 @@ void check_model_config(const std::string& source, const model_config& c) {
     const auto& m = *c.moe;
     positive(m.num_experts, "num_experts");
     positive(m.experts_per_token, "num_experts_per_tok");
-    positive(m.expert_intermediate_size, c.architecture == "MixtralForCausalLM" ? "intermediate_size" : "moe_intermediate_size");
+    positive(m.expert_intermediate_size, m.layout == moe_layout::mixtral ? "intermediate_size" : "moe_intermediate_size");
     positive(m.sparse_step, "decoder_sparse_step");
     if (m.shared_expert_intermediate_size < 0) positive(m.shared_expert_intermediate_size, "shared_expert_intermediate_size");
     if (m.experts_per_token > m.num_experts)
@@ -196,40 +173,46 @@ void check_model_config(const std::string& source, const model_config& c) {
     throw input_error(source + ": head_dim " + std::to_string(c.head_dim) + " is not supported (a multiple of 16, at most 256)");
   if (c.num_attention_heads / c.num_key_value_heads > 16)
     throw input_error(source + ": more than 16 query heads per KV head is not supported");
+  if (!c.rope_freq_factors.empty()) {
+    if (c.rope_freq_factors.size() != std::size_t(c.head_dim / 2))
+      throw input_error(source + ": 'rope_freqs' has " + std::to_string(c.rope_freq_factors.size()) + " factors, expected head_dim / 2 = " +
+                        std::to_string(c.head_dim / 2));
+    for (double f : c.rope_freq_factors) positive_real(f, "rope_freqs");
+  }
+  if (c.sliding_window < 0) positive(c.sliding_window, "sliding_window");
+  if (c.sliding_window > 0 && c.sliding_window < c.max_position_embeddings)
+    throw input_error(source + ": 'sliding_window' is " + std::to_string(c.sliding_window) + ", below max_position_embeddings (" +
+                      std::to_string(c.max_position_embeddings) + "): sliding-window attention is not built yet");
 }
 
 model_config parse_model_config(const std::string& text, const std::string& source) {
   const json j = parse_json(text, source);
   if (!j.is_object()) throw input_error(source + ": expected a JSON object");
+  const hf_keys k(j, source);
   model_config c;
   auto archs = required<std::vector<std::string>>(j, "architectures", source);
   if (archs.empty()) throw input_error(source + ": 'architectures' is empty");
   c.architecture = archs[0];
-  bool ok = false;
-  for (auto* s : supported) ok = ok || c.architecture == s;
-  if (!ok)
-    throw input_error(source + ": unsupported architecture '" + c.architecture +
-                      "' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, MixtralForCausalLM, "
-                      "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM)");
-  c.vocab_size = required<int>(j, "vocab_size", source);
-  c.hidden_size = required<int>(j, "hidden_size", source);
-  c.intermediate_size = required<int>(j, "intermediate_size", source);
-  c.num_hidden_layers = required<int>(j, "num_hidden_layers", source);
-  c.num_attention_heads = required<int>(j, "num_attention_heads", source);
-  c.num_key_value_heads = optional_key<int>(j, "num_key_value_heads", c.num_attention_heads, source);
-  c.head_dim = optional_key<int>(j, "head_dim", c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0, source);
-  c.max_position_embeddings = optional_key<int>(j, "max_position_embeddings", 4096, source);
-  c.rms_norm_eps = optional_key<double>(j, "rms_norm_eps", 1e-6, source);
-  c.rope_theta = optional_key<double>(j, "rope_theta", 10000.0, source);
-  c.tie_word_embeddings = optional_key<bool>(j, "tie_word_embeddings", false, source);
-  c.attention_bias = c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen2MoeForCausalLM" ||
-                     optional_key<bool>(j, "attention_bias", false, source);
-  c.qk_norm = c.architecture == "Qwen3MoeForCausalLM";
+  const family* fam = family_of_hf(c.architecture);
+  if (!fam) throw input_error(source + ": unsupported architecture '" + c.architecture + "' (supported: " + known_hf_architectures() + ")");
+  c.family = fam->name;
+  c.vocab_size = k.need_int("vocab_size");
+  c.hidden_size = k.need_int("hidden_size");
+  c.intermediate_size = k.need_int("intermediate_size");
+  c.num_hidden_layers = k.need_int("num_hidden_layers");
+  c.num_attention_heads = k.need_int("num_attention_heads");
+  c.num_key_value_heads = k.int_or("num_key_value_heads", c.num_attention_heads);
+  c.head_dim = k.int_or("head_dim", c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0);
+  c.max_position_embeddings = k.int_or("max_position_embeddings", 4096);
+  c.rms_norm_eps = k.real_or("rms_norm_eps", 1e-6);
+  c.rope_theta = k.real_or("rope_theta", 10000.0);
+  c.tie_word_embeddings = k.bool_or("tie_word_embeddings", false);
+  if (k.has("sliding_window") && k.bool_or("use_sliding_window", true)) c.sliding_window = k.need_int("sliding_window");
   read_quantization(j, source, c);
-  read_moe(j, source, c);
-  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = int_of(j["bos_token_id"], "bos_token_id", source);
+  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = k.need_int("bos_token_id");
   if (j.contains("eos_token_id")) c.eos_token_ids = eos_ids_of(j["eos_token_id"], source);
   read_rope_scaling(j, source, c);
+  if (fam->read_hf) fam->read_hf(k, c);
   check_model_config(source, c);
   return c;
 }
@@ -242,13 +225,9 @@ bool model_config::is_moe_layer(int l) const {
 
 namespace {
 
-const char* model_type_of(const std::string& arch) {
-  if (arch == "Qwen2ForCausalLM") return "qwen2";
-  if (arch == "MistralForCausalLM") return "mistral";
-  if (arch == "MixtralForCausalLM") return "mixtral";
-  if (arch == "Qwen2MoeForCausalLM") return "qwen2_moe";
-  if (arch == "Qwen3MoeForCausalLM") return "qwen3_moe";
-  return "llama";
+std::string family_of(const model_config& c) {
+  const family* f = c.family.empty() ? family_of_hf(c.architecture) : family_named(c.family);
+  return f ? f->name : "llama";
 }
 
 }  // namespace
@@ -256,7 +235,7 @@ const char* model_type_of(const std::string& arch) {
 std::string to_config_json(const model_config& c) {
   json j = {
       {"architectures", {c.architecture}},
-      {"model_type", model_type_of(c.architecture)},
+      {"model_type", family_of(c)},
       {"vocab_size", c.vocab_size},
       {"hidden_size", c.hidden_size},
       {"intermediate_size", c.intermediate_size},
@@ -270,21 +249,8 @@ std::string to_config_json(const model_config& c) {
       {"tie_word_embeddings", c.tie_word_embeddings},
       {"hidden_act", "silu"},
   };
-  if (c.architecture != "Qwen2ForCausalLM" && c.architecture != "Qwen2MoeForCausalLM") j["attention_bias"] = c.attention_bias;
-  if (c.moe) {
-    const auto& m = *c.moe;
-    j["num_experts_per_tok"] = m.experts_per_token;
-    if (c.architecture == "MixtralForCausalLM") {
-      j["num_local_experts"] = m.num_experts;
-    } else {
-      j["num_experts"] = m.num_experts;
-      j["moe_intermediate_size"] = m.expert_intermediate_size;
-      j["norm_topk_prob"] = m.normalize_top_k;
-      j["decoder_sparse_step"] = m.sparse_step;
-      j["mlp_only_layers"] = m.mlp_only_layers;
-      if (c.architecture == "Qwen2MoeForCausalLM") j["shared_expert_intermediate_size"] = m.shared_expert_intermediate_size;
-    }
-  }
+  if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
+  if (const family* f = family_named(family_of(c)); f && f->write_hf) f->write_hf(c, j);
   if (c.weight_quant) j["quantization_config"] = {{"quant_method", "troupe"}, {"weight_type", kernels::quant_name(*c.weight_quant)}};
   if (!c.weight_mix.empty()) j["quantization_config"] = {{"quant_method", "troupe"}, {"weight_type", c.weight_mix}};
   if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;

@@ -28,7 +28,10 @@ struct rope_scaling_config {
 //   scaled by sigmoid(shared_expert_gate · x); layers in mlp_only_layers, and those off the
 //   decoder_sparse_step, stay dense (intermediate_size).
 // - Qwen3-MoE: like Qwen2-MoE without the shared expert.
+enum class moe_layout { qwen, mixtral };  // tensor names: mlp.experts.E.gate_proj or block_sparse_moe.experts.E.w1
+
 struct moe_config {
+  moe_layout layout = moe_layout::qwen;
   int num_experts = 0;
   int experts_per_token = 0;
   int expert_intermediate_size = 0;
@@ -39,8 +42,8 @@ struct moe_config {
 };
 
 struct model_config {
-  std::string architecture;  // LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, MixtralForCausalLM,
-                             // Qwen2MoeForCausalLM, Qwen3MoeForCausalLM
+  std::string architecture;  // config.json's (LlamaForCausalLM, Qwen3ForCausalLM, ...); a GGUF file's family's first
+  std::string family;        // the registry's name of it (family.h): llama, qwen3, ...
   int vocab_size = 0;
   int hidden_size = 0;
   int intermediate_size = 0;
@@ -52,6 +55,11 @@ struct model_config {
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   std::optional<rope_scaling_config> rope_scaling;
+  // Divisors of each RoPE frequency ([head_dim / 2]), as llama.cpp's converter writes a scaling
+  // into a GGUF file (rope_freqs.weight); empty: none. Applied after rope_scaling.
+  std::vector<double> rope_freq_factors;
+  // Each layer attends to the last `sliding_window` positions only (0: to all of them).
+  int sliding_window = 0;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
   bool qk_norm = false;         // an RMSNorm over each query and key head before RoPE (Qwen3)

@@ -7,13 +7,13 @@
 #include "runtime/common/error.h"
 #include "runtime/common/regular_file.h"
 #include "runtime/model/generation_config.h"
-#include "runtime/model/gguf_llama.h"
+#include "runtime/model/gguf_import.h"
 #include "runtime/model/pooling.h"
 
 namespace troupe::model {
 
 model_config load_model_config(const std::string& dir) {
-  if (is_gguf_path(dir)) return gguf_llama_config(gguf_file(dir));
+  if (is_gguf_path(dir)) return gguf_model_config(gguf_file(dir));
   const std::string path = dir + "/config.json";
   if (!std::filesystem::exists(path)) throw input_error(path + ": cannot open (is '" + dir + "' a Hugging Face model folder?)");
   model_config c = parse_model_config(read_regular_file(path, max_json_file_bytes, "config.json"), path);

@@ -1,6 +1,6 @@
 // A model's configuration from where it lives: a Hugging Face folder (config.json, with
 // generation_config.json's end-of-sequence ids and the pooling files) or a GGUF file's metadata.
-// Apart from model_config.h so that the parsers it draws on (gguf_llama, generation_config) can
+// Apart from model_config.h so that the parsers it draws on (gguf_import, generation_config) can
 // use model_config without a cycle.
 #pragma once
 #include <string>

@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "runtime/model/gguf.h"
-#include "runtime/model/gguf_llama.h"
+#include "runtime/model/gguf_import.h"
 #include "runtime/tokenizer/gguf_vocab.h"
 
 namespace troupe::model {

@@ -10,7 +10,7 @@
 #include "kernels/cpu/dtype.h"
 #include "kernels/cpu/thread_pool.h"
 #include "runtime/common/error.h"
-#include "runtime/model/gguf_llama.h"
+#include "runtime/model/gguf_import.h"
 #include "runtime/model/gguf_mix.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/safetensors.h"

@@ -1,5 +1,7 @@
 #include "runtime/model/synth.h"
 
+#include "runtime/model/family.h"
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -81,7 +83,7 @@ std::vector<tensor_plan> plan_tensors(const model_config& c) {
       continue;
     }
     const auto& m = *c.moe;
-    const bool mixtral = c.architecture == "MixtralForCausalLM";
+    const bool mixtral = m.layout == moe_layout::mixtral;
     const std::string block = p + (mixtral ? "block_sparse_moe." : "mlp.");
     // A wide router init, so that top-k choices are clear rather than near-ties.
     t.push_back({block + "gate.weight", {m.num_experts, H}, uniform_std(2.0 / std::sqrt(double(H)))});
@@ -106,13 +108,14 @@ void write_text(const std::string& path, const std::string& text) {
 
 model_config synth_config(const synth_options& o) {
   model_config c;
-  if (o.arch == "llama") c.architecture = "LlamaForCausalLM";
-  else if (o.arch == "mistral") c.architecture = "MistralForCausalLM";
-  else if (o.arch == "qwen2") c.architecture = "Qwen2ForCausalLM";
-  else if (o.arch == "mixtral") c.architecture = "MixtralForCausalLM";
-  else if (o.arch == "qwen2_moe") c.architecture = "Qwen2MoeForCausalLM";
-  else if (o.arch == "qwen3_moe") c.architecture = "Qwen3MoeForCausalLM";
-  else throw input_error("unknown --arch '" + o.arch + "' (llama, mistral, qwen2, mixtral, qwen2_moe, qwen3_moe)");
+  const family* fam = family_named(o.arch);
+  if (!fam) {
+    std::string known;
+    for (const family* f : families()) known += (known.empty() ? "" : ", ") + f->name;
+    throw input_error("unknown --arch '" + o.arch + "' (" + known + ")");
+  }
+  c.architecture = fam->hf_architectures.front();
+  c.family = fam->name;
   if (o.preset == "tiny") {
     c.vocab_size = 512, c.hidden_size = 64, c.num_hidden_layers = 2, c.num_attention_heads = 4;
     c.num_key_value_heads = 2, c.intermediate_size = 160;
@@ -128,16 +131,15 @@ model_config synth_config(const synth_options& o) {
   } else {
     throw input_error("unknown --preset '" + o.preset + "' (tiny, small, 1b, moe)");
   }
-  c.head_dim = c.hidden_size / c.num_attention_heads;
+  c.head_dim = o.head_dim > 0 ? o.head_dim : c.hidden_size / c.num_attention_heads;
   c.max_position_embeddings = 4096;
   c.rms_norm_eps = 1e-5;
   c.rope_theta = o.llama3_rope_scaling ? 500000.0 : 10000.0;
   if (o.llama3_rope_scaling) c.rope_scaling = rope_scaling_config{"llama3", 8.0, 1.0, 4.0, 1024};
   c.tie_word_embeddings = o.tied_embeddings;
-  c.attention_bias = o.arch == "qwen2" || o.arch == "qwen2_moe";
-  c.qk_norm = o.arch == "qwen3_moe";
   if (o.arch == "mixtral" || o.arch == "qwen2_moe" || o.arch == "qwen3_moe") {
     moe_config m;
+    m.layout = o.arch == "mixtral" ? moe_layout::mixtral : moe_layout::qwen;
     m.num_experts = 8;
     m.experts_per_token = 2;
     m.expert_intermediate_size = o.arch == "mixtral" ? c.intermediate_size : c.intermediate_size / 4;
@@ -151,7 +153,8 @@ model_config synth_config(const synth_options& o) {
   const auto specials = tokenizer::synth_special_ids(c.vocab_size);
   c.bos_token_id = specials.bos;
   c.eos_token_ids = {specials.eos};
-  return c;
+  // What the family reads of its config.json (biases, norms, experts) is what the model is.
+  return parse_model_config(to_config_json(c), o.arch + " preset " + o.preset);
 }
 
 void synthesize(const synth_options& o, const progress_fn& progress) {

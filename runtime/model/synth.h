@@ -12,11 +12,12 @@ namespace troupe::model {
 
 struct synth_options {
   std::string preset = "small";  // tiny | small | 1b | moe
-  std::string arch = "llama";    // llama | mistral | qwen2 | mixtral | qwen2_moe | qwen3_moe
+  std::string arch = "llama";    // a family's name (family.h): llama, mistral, qwen2, qwen3, mixtral, ...
   kernels::dtype type = kernels::dtype::f32;
   std::uint64_t seed = 0;
   bool tied_embeddings = false;
   bool llama3_rope_scaling = false;
+  int head_dim = 0;  // each attention head's size; 0: hidden / heads (Qwen3 and Nemo give theirs apart)
   std::string out;  // folder to create or overwrite
 };
 

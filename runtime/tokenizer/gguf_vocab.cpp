@@ -156,7 +156,7 @@ gguf_tokenizer gguf_tokenizer_from_json(const json& j, const std::string& source
   const json& pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json();
   auto byte_level = [](const json& p) { return p.is_object() && p.value("type", "") == "ByteLevel"; };
   if (byte_level(pre)) {
-    t.pre = "gpt2";
+    t.pre = "gpt-2";  // llama.cpp's name for GPT-2's regex (it refuses "gpt2")
   } else if (pre.is_object() && pre.value("type", "") == "Sequence" && pre.contains("pretokenizers") &&
              pre["pretokenizers"].size() == 2 && byte_level(pre["pretokenizers"][1]) &&
              pre["pretokenizers"][0].value("type", "") == "Split") {

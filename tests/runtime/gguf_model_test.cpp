@@ -13,7 +13,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/model/fingerprint.h"
-#include "runtime/model/gguf_llama.h"
+#include "runtime/model/gguf_import.h"
 #include "runtime/model/gguf_mix.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/quantize.h"

@@ -75,6 +75,21 @@ BOOST_AUTO_TEST_CASE(unsupported_architecture) {
   auto dir = scratch_copy("arch");
   edit_config(dir, [](nlohmann::json& j) { j["architectures"] = {"GPT2LMHeadModel"}; });
   expect_load_error(dir, {"config.json", "GPT2LMHeadModel"});
+  // The error lists what the registry reads (model/families/registry.cpp), Qwen3 among them.
+  expect_load_error(dir, {"supported: LlamaForCausalLM", "Qwen3ForCausalLM"});
+}
+
+// A window below the context changes every output past it; sliding-window attention is not
+// built yet, so it is refused naming the key (a window at or past the context changes nothing;
+// Qwen2's configs carry one with use_sliding_window false).
+BOOST_AUTO_TEST_CASE(a_sliding_window_that_would_change_the_output_is_refused) {
+  auto dir = scratch_copy("window");
+  edit_config(dir, [](nlohmann::json& j) { j["sliding_window"] = 64, j["max_position_embeddings"] = 4096; });
+  expect_load_error(dir, {"config.json", "'sliding_window' is 64", "not built yet"});
+  edit_config(dir, [](nlohmann::json& j) { j["sliding_window"] = 64, j["use_sliding_window"] = false; });
+  BOOST_CHECK_NO_THROW(model::llama_model::load(dir));
+  edit_config(dir, [](nlohmann::json& j) { j["sliding_window"] = 4096, j.erase("use_sliding_window"); });
+  BOOST_CHECK_NO_THROW(model::llama_model::load(dir));
 }
 
 BOOST_AUTO_TEST_CASE(missing_and_ill_typed_config_keys) {

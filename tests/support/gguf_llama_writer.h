@@ -41,7 +41,7 @@ inline void add_gpt2_tokenizer(const std::string& dir, gguf_writer& w) {
   std::vector<std::string> merges;
   for (auto& m : j["model"]["merges"]) merges.push_back(m.is_array() ? m[0].get<std::string>() + " " + m[1].get<std::string>() : m.get<std::string>());
   w.str("tokenizer.ggml.model", "gpt2");
-  w.str("tokenizer.ggml.pre", "gpt2");
+  w.str("tokenizer.ggml.pre", "gpt-2");  // llama.cpp's name for GPT-2's pre-tokenizer (it refuses "gpt2")
   w.strings("tokenizer.ggml.tokens", tokens);
   w.i32s("tokenizer.ggml.token_type", types);
   w.strings("tokenizer.ggml.merges", merges);

@@ -23,7 +23,7 @@
 #include "tools/troupe/args.h"
 #include "tools/troupe/cluster_auth.h"
 #include "tools/troupe/commands.h"
-#include "runtime/model/gguf_llama.h"
+#include "runtime/model/gguf_import.h"
 #include "tools/troupe/model_folder.h"
 #include "tools/troupe/signals.h"
 #include "runtime/model/model_source.h"

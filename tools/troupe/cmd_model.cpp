@@ -68,6 +68,7 @@ int cmd_model_synth(const args& a) {
   const std::string rs = a.get("rope-scaling", "");
   if (!rs.empty() && rs != "llama3") throw input_error("unknown --rope-scaling '" + rs + "' (llama3)");
   o.llama3_rope_scaling = rs == "llama3";
+  o.head_dim = int(a.get_int("head-dim", 0));
   auto out = a.get("out");
   if (!out) throw input_error("--out DIR is required");
   o.out = *out;

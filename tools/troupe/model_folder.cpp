@@ -1,6 +1,6 @@
 #include "tools/troupe/model_folder.h"
 
-#include "runtime/model/gguf_llama.h"
+#include "runtime/model/gguf_import.h"
 #include "runtime/model/model_tokenizer.h"
 
 #include <unistd.h>

@@ -1,0 +1,20 @@
+// The families Troupe serves (family.h). A new family is its own file and one line here.
+#include "runtime/model/family.h"
+
+namespace troupe::model {
+
+const family& llama_family();
+const family& mistral_family();
+const family& mixtral_family();
+const family& qwen2_family();
+const family& qwen3_family();
+const family& qwen2_moe_family();
+const family& qwen3_moe_family();
+
+const std::vector<const family*>& families() {
+  static const std::vector<const family*> all = {&llama_family(),  &mistral_family(),   &mixtral_family(),   &qwen2_family(),
+                                                 &qwen3_family(),  &qwen2_moe_family(), &qwen3_moe_family()};
+  return all;
+}
+
+}  // namespace troupe::model

@@ -1,0 +1,54 @@
+// llama.cpp's next-token distribution at every position of token sequences, through
+// node-llama-cpp's prebuilt CPU build: the independent reference Troupe's model families are
+// checked against (tests/model/llama_cpp_reference_test.cpp).
+//
+// usage: node logprobs.mjs MODEL.gguf REQUEST.json OUT.bin
+//   REQUEST.json: {"sequences": [[token, ...], ...], "context": N, "vocab": V}
+//   OUT.bin: for each sequence, for each of its positions, the log-probabilities of the whole
+//   vocabulary as float32 (little-endian), position after position.
+// Prints {"positions": P, "fewest": F} when done: F, the fewest tokens any distribution gave
+// (V when every one was whole). Exits 3 if the model does not load (llama.cpp
+// refused it; its log says why on stderr).
+import {getLlama} from "node-llama-cpp";
+import fs from "node:fs";
+
+const [modelPath, requestPath, outPath] = process.argv.slice(2);
+if (!outPath) {
+  console.error("usage: node logprobs.mjs MODEL.gguf REQUEST.json OUT.bin");
+  process.exit(2);
+}
+const request = JSON.parse(fs.readFileSync(requestPath, "utf8"));
+const llama = await getLlama({gpu: false, build: "never", logLevel: "error", progressLogs: false});
+let model;
+try {
+  model = await llama.loadModel({modelPath, useMmap: true});
+} catch (e) {
+  console.error(String(e));
+  process.exit(3);
+}
+const vocab = request.vocab;
+// F32 keys and values and no flash attention: llama.cpp rounds nothing Troupe keeps in float.
+const context = await model.createContext({contextSize: request.context, batchSize: 512, sequences: 1, threads: 2,
+  flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32"});
+const out = fs.openSync(outPath, "w");
+let positions = 0, fewest = vocab;
+for (const tokens of request.sequences) {
+  const sequence = context.getSequence();
+  // temperature 1 and no top-k/top-p/min-p: the softmax of the logits, every token kept.
+  const items = tokens.map((t) => [t, {generateNext: {probabilities: true, options: {temperature: 1, topK: 0, topP: 1, minP: 0}}}]);
+  const results = await sequence.controlledEvaluate(items);
+  for (const r of results) {
+    const p = r.next.probabilities;
+    fewest = Math.min(fewest, p.size);
+    const row = new Float32Array(vocab).fill(-Infinity);
+    for (const [token, prob] of p) row[token] = Math.log(prob);
+    fs.writeSync(out, Buffer.from(row.buffer));
+    ++positions;
+  }
+  await sequence.clearHistory();
+  sequence.dispose();
+}
+fs.closeSync(out);
+console.log(JSON.stringify({positions, fewest}));
+await context.dispose();
+await model.dispose();
