@@ -68,9 +68,11 @@ TROUPE_INLINE void load_keys(vec16 (*kb)[chunks], const void* const* krows, int 
   }
 }
 
-// Each query head's 16 scaled scores against the block's keys, into p[g].
+// Each query head's 16 scaled scores against the block's keys, into p[g]; soft-capped when
+// `softcap` is set (Gemma 2: softcap * tanh(score / softcap)).
 template <int chunks>
-TROUPE_INLINE void score_block(float (*p)[key_block], const float* qh, const vec16 (*kb)[chunks], int group, int hd, float scale) {
+TROUPE_INLINE void score_block(float (*p)[key_block], const float* qh, const vec16 (*kb)[chunks], int group, int hd, float scale,
+                               float softcap) {
   for (int g = 0; g < group; ++g) {
     vec16 qv[chunks], d[key_block];
     for (int c = 0; c < chunks; ++c) qv[c] = load16(qh + g * hd + c * panel);
@@ -79,6 +81,8 @@ TROUPE_INLINE void score_block(float (*p)[key_block], const float* qh, const vec
       for (int c = 0; c < chunks; ++c) d[j] = fma16(qv[c], kb[j][c], d[j]);
     }
     store16(p[g], mul16(hsum16x16(d), splat16(scale)));
+    if (softcap > 0.0f)
+      for (int j = 0; j < key_block; ++j) p[g][j] = softcap * __builtin_tanhf(p[g][j] / softcap);
   }
 }
 
@@ -125,12 +129,13 @@ TROUPE_INLINE void accumulate_values(vec16 (*acc)[chunks], const float (*p)[key_
 // `chunks` (head_dim / 16) is a template parameter so the per-dimension loops unroll whole.
 template <int chunks>
 void attention_head(const float* q, int n_heads, const std::int32_t* pos,
-                    const std::int32_t* const* tables, const paged_kv_layer& kv, float scale,
+                    const std::int32_t* const* tables, const paged_kv_layer& kv, const attention_options& opt,
                     float* out, std::size_t t, int h) {
   const int group = n_heads / kv.n_kv_heads;
   const int hd = kv.head_dim;
   const std::int32_t* table = tables[t];
   const std::int32_t len = pos[t] + 1;
+  const std::int32_t first = opt.window > 0 && len > opt.window ? len - opt.window : 0;  // the window's oldest position
   vec16 acc[max_gqa_group][chunks];
   float m[max_gqa_group], l[max_gqa_group];
   alignas(64) float p[max_gqa_group][key_block];
@@ -152,12 +157,12 @@ void attention_head(const float* q, int n_heads, const std::int32_t* pos,
     }
     return cn;
   };
-  locate(0, 0);
-  for (std::int32_t c0 = 0, cur = 0; c0 < len; c0 += key_block, cur ^= 1) {
+  locate(first, 0);
+  for (std::int32_t c0 = first, cur = 0; c0 < len; c0 += key_block, cur ^= 1) {
     const int cn = len - c0 < key_block ? int(len - c0) : key_block;
     if (c0 + key_block < len) prefetch_rows(krows[cur ^ 1], vrows[cur ^ 1], locate(c0 + key_block, cur ^ 1), row_bytes);
     load_keys<chunks>(kb, krows[cur], cn, kv);
-    score_block<chunks>(p, qh, kb, group, hd, scale);
+    score_block<chunks>(p, qh, kb, group, hd, opt.scale, opt.softcap);
     softmax_block<chunks>(p, m, l, acc, group, cn);
     accumulate_values<chunks>(acc, p, vrows[cur], cn, group, kv);
   }
@@ -171,7 +176,7 @@ void attention_head(const float* q, int n_heads, const std::int32_t* pos,
 #undef TROUPE_INLINE
 
 using head_fn = void (*)(const float*, int, const std::int32_t*, const std::int32_t* const*,
-                         const paged_kv_layer&, float, float*, std::size_t, int);
+                         const paged_kv_layer&, const attention_options&, float*, std::size_t, int);
 
 template <int... C>
 constexpr auto head_table(std::integer_sequence<int, C...>) {
@@ -180,10 +185,10 @@ constexpr auto head_table(std::integer_sequence<int, C...>) {
 }
 
 void attention_task(const float* q, int n_heads, const std::int32_t* pos,
-                    const std::int32_t* const* tables, const paged_kv_layer& kv, float scale,
+                    const std::int32_t* const* tables, const paged_kv_layer& kv, const attention_options& opt,
                     float* out, std::size_t t, int h) {
   static constexpr auto table = head_table(std::make_integer_sequence<int, max_head_dim / panel>{});
-  table.f[kv.head_dim / panel - 1](q, n_heads, pos, tables, kv, scale, out, t, h);
+  table.f[kv.head_dim / panel - 1](q, n_heads, pos, tables, kv, opt, out, t, h);
 }
 
 }  // namespace troupe::kernels::TROUPE_ISA
@@ -194,18 +199,24 @@ void attention_task(const float* q, int n_heads, const std::int32_t* pos,
 
 TROUPE_DECLARE_ISA_VARIANTS(void, attention_task,
                             (const float*, int, const std::int32_t*, const std::int32_t* const*,
-                             const paged_kv_layer&, float, float*, std::size_t, int))
+                             const paged_kv_layer&, const attention_options&, float*, std::size_t, int))
 
 namespace troupe::kernels {
 
 void paged_attention(const float* q, std::size_t n_tokens, int n_heads, const std::int32_t* pos,
-                     const std::int32_t* const* tables, const paged_kv_layer& kv, float scale,
+                     const std::int32_t* const* tables, const paged_kv_layer& kv, const attention_options& opt,
                      float* out) {
   auto task = TROUPE_PICK_ISA(attention_task);
   const std::size_t heads = std::size_t(kv.n_kv_heads);
   parallel_for(n_tokens * heads, [&](std::size_t i) {
-    task(q, n_heads, pos, tables, kv, scale, out, i / heads, int(i % heads));
+    task(q, n_heads, pos, tables, kv, opt, out, i / heads, int(i % heads));
   });
+}
+
+void paged_attention(const float* q, std::size_t n_tokens, int n_heads, const std::int32_t* pos,
+                     const std::int32_t* const* tables, const paged_kv_layer& kv, float scale,
+                     float* out) {
+  paged_attention(q, n_tokens, n_heads, pos, tables, kv, attention_options{scale}, out);
 }
 
 }  // namespace troupe::kernels

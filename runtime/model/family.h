@@ -81,6 +81,11 @@ struct family {
   std::function<void(const gguf_keys&, model_config&)> read_gguf;
   // The family's own config.json keys for `c` (what the synthesizer writes; may be empty).
   std::function<void(const model_config&, nlohmann::json&)> write_hf;
+  // The family's own GGUF keys for `c`, as {suffix after "ARCH.": number} (what GGUF export
+  // writes beyond the shared ones: integers as u32, others as f32; may be empty).
+  std::function<nlohmann::json(const model_config&)> write_gguf;
+  // A synthesized model's recipe beyond the preset's sizes (window, caps; may be empty).
+  std::function<void(model_config&)> synth;
 };
 
 // Every family, in the registry's order.

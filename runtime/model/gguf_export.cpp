@@ -98,6 +98,7 @@ int order_of(const std::string& gguf_name) {
 struct planned {
   const tensor_info* t;       // the folder's tensor, or null for one made here (rope_freqs)
   std::vector<float> values;  // ... whose values are these
+  float shift = 0.0f;         // added to every value: a norm's offset (Gemma's folders store weight - 1)
   gguf_place place;
   std::uint32_t type;
   std::vector<std::int64_t> shape;
@@ -111,7 +112,7 @@ std::string tensor_data(const planned& p, const model_config& c) {
   if (p.t) {
     const kernels::dtype dt = p.t->type();
     x.resize(p.rows * p.len);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = kernels::load_as_f32(p.t->data, dt, i);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = kernels::load_as_f32(p.t->data, dt, i) + p.shift;
   }
   if (p.place.interleave_heads > 0) {  // row h*d + 2j + s of the file is row h*d + s*d/2 + j here
     const std::size_t row = p.shape.size() == 1 ? 1 : p.len;
@@ -141,6 +142,9 @@ const family& check_exportable(const model_config& c, const std::string& in) {
   if (c.moe) refuse("a mixture-of-experts model");
   if (c.rope_scaling && c.rope_scaling->type != "llama3" && c.rope_scaling->type != "linear")
     refuse("RoPE scaling " + c.rope_scaling->type);
+  if (c.layer_windows.empty() && c.sliding_window > 0 && c.sliding_window < c.max_position_embeddings)
+    refuse("a sliding window of " + std::to_string(c.sliding_window) + " on every layer (llama.cpp's " + fam->gguf_architecture +
+           " architecture has none, so the file would compute another model)");
   return *fam;
 }
 
@@ -216,12 +220,13 @@ std::vector<planned> plan_export(const gguf_export_options& o, const model_confi
                                                             : gguf_mix_type(o.mix, place->name, c.num_hidden_layers, std::int64_t(len));
       if (type > 1 && len % 32 != 0)
         throw input_error(t.file + ": tensor '" + name + "' has rows of " + std::to_string(len) + " weights; GGUF blocks need a multiple of 32");
-      plan.push_back({&t, {}, *place, type, t.shape, rows, len, rows * ggml_row_bytes(type, len)});
+      const bool norm = place->name.size() > 11 && place->name.compare(place->name.size() - 11, 11, "norm.weight") == 0;
+      plan.push_back({&t, {}, norm ? c.norm_offset : 0.0f, *place, type, t.shape, rows, len, rows * ggml_row_bytes(type, len)});
       rep.bytes_in += t.bytes;
     }
   if (auto factors = rope_freq_factors(c); !factors.empty()) {
     const std::size_t n = factors.size();
-    plan.push_back({nullptr, std::vector<float>(factors.begin(), factors.end()), {"rope_freqs.weight"}, 0, {std::int64_t(n)}, 1, n, n * 4});
+    plan.push_back({nullptr, std::vector<float>(factors.begin(), factors.end()), 0.0f, {"rope_freqs.weight"}, 0, {std::int64_t(n)}, 1, n, n * 4});
   }
   for (auto& p : plan) {
     rep.bytes_out += p.bytes;
@@ -250,6 +255,12 @@ void add_hparams(const model_config& c, const family& fam, metadata& m) {
     m.f32(a + "rope.scaling.factor", float(c.rope_scaling->factor));
   }
   m.u32(a + "vocab_size", std::uint32_t(c.vocab_size));
+  if (!fam.write_gguf) return;
+  const nlohmann::json own = fam.write_gguf(c);
+  for (auto& [key, value] : own.items()) {
+    if (value.is_number_integer()) m.u32(a + key, value.get<std::uint32_t>());
+    else m.f32(a + key, value.get<float>());
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/geglu.h"
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
@@ -225,6 +226,28 @@ std::vector<float> slice(std::vector<float> v, std::int64_t b, std::int64_t e) {
   return std::vector<float>(v.begin() + b, v.begin() + e);
 }
 
+// A norm's weights as the forward multiplies by them: Gemma's folders store weight - 1.
+std::vector<float> offset_norm(const model_config& c, std::vector<float> w) {
+  for (auto& x : w) x += c.norm_offset;
+  return w;
+}
+
+// A layer's norms. Sandwiched (Gemma 2/3): Hugging Face's post_attention_layernorm is on the
+// attention's output, and the MLP has pre_ and post_feedforward_layernorm; else
+// post_attention_layernorm is the one before the MLP (Llama).
+void read_norms(const tensor_index& idx, const model_config& c, const std::string& p, layer_weights& w) {
+  const std::int64_t H = c.hidden_size;
+  auto norm = [&](const std::string& name) { return offset_norm(c, idx.get(p + name + ".weight", {H}).to_f32()); };
+  w.input_norm = norm("input_layernorm");
+  if (!c.sandwich_norms) {
+    w.post_norm = norm("post_attention_layernorm");
+    return;
+  }
+  w.attn_out_norm = norm("post_attention_layernorm");
+  w.post_norm = norm("pre_feedforward_layernorm");
+  w.mlp_out_norm = norm("post_feedforward_layernorm");
+}
+
 // Reads one layer's weights as this rank holds them: its heads, KV heads and MLP features
 // (everything when whole). Quantized projections are whole (load_tensors checks it).
 struct layer_reader {
@@ -253,8 +276,8 @@ struct layer_reader {
     const auto o = in_blocks(o_all) ? o_all : cols_of(o_all, h0 * hd, h1 * hd, scratch);
     w.o = linear_of(idx, {&o}, Q);
     if (cfg.qk_norm) {
-      w.q_norm = idx.get(p + "self_attn.q_norm.weight", {hd}).to_f32();
-      w.k_norm = idx.get(p + "self_attn.k_norm.weight", {hd}).to_f32();
+      w.q_norm = offset_norm(cfg, idx.get(p + "self_attn.q_norm.weight", {hd}).to_f32());
+      w.k_norm = offset_norm(cfg, idx.get(p + "self_attn.k_norm.weight", {hd}).to_f32());
     }
   }
 
@@ -314,6 +337,7 @@ std::unique_ptr<llama_model> llama_model::load(const std::string& dir, const std
   m->shard_ = shard;
   m->load_tensors(dir, progress);
   m->inv_freq_ = m->cfg_.rope_inv_freq();
+  if (m->cfg_.local_rope_theta > 0) m->inv_freq_local_ = m->cfg_.rope_inv_freq(true);
   return m;
 }
 
@@ -353,8 +377,7 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     layer_weights w;
-    w.input_norm = idx.get(p + "input_layernorm.weight", {H}).to_f32();
-    w.post_norm = idx.get(p + "post_attention_layernorm.weight", {H}).to_f32();
+    read_norms(idx, cfg_, p, w);
     read.attention(p, w);
     if (!cfg_.is_moe_layer(l)) {
       auto dense = read.mlp(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", p + "mlp.down_proj.weight", I);
@@ -366,7 +389,7 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
     layers_.push_back(std::move(w));
     if (progress) progress(l + 1, cfg_.num_hidden_layers);
   }
-  final_norm_ = idx.get("model.norm.weight", {H}).to_f32();
+  final_norm_ = offset_norm(cfg_, idx.get("model.norm.weight", {H}).to_f32());
   if (cfg_.tie_word_embeddings || !idx.has("lm_head.weight")) {
     if (!cfg_.tie_word_embeddings)
       throw input_error(dir + ": tensor 'lm_head.weight' is missing and tie_word_embeddings is false");
@@ -478,9 +501,10 @@ void llama_model::embed(const forward_batch& b, forward_workspace& w) const {
   w.x.resize(T * H);
   op_timer timer(op::embed);
   const dtype et = embed_.type();
+  const float scale = float(cfg_.embedding_scale);  // Gemma: sqrt(hidden), in float as both references compute it
   for (std::size_t t = 0; t < T; ++t)
     for (std::size_t i = 0; i < H; ++i)
-      w.x[t * H + i] = kernels::load_as_f32(embed_.data, et, std::size_t(b.tokens[t]) * H + i);
+      w.x[t * H + i] = kernels::load_as_f32(embed_.data, et, std::size_t(b.tokens[t]) * H + i) * scale;
 }
 
 void llama_model::run_layers(const forward_batch& b, int first, int last, kv::kv_cache& cache,
@@ -492,75 +516,110 @@ void llama_model::run_layers(const forward_batch& b, int first, int last, kv::kv
   if (shard_.whole()) tp = nullptr;  // a group of one has nothing to add up
   // This rank's heads and features (all of them when whole).
   const std::size_t H = cfg_.hidden_size, I = std::size_t(inter_), hd = cfg_.head_dim;
-  const int n_heads = n_heads_, n_kv = n_kv_;
-  const std::size_t Q = std::size_t(n_heads) * hd, KV = std::size_t(n_kv) * hd, QKV = Q + 2 * KV, half = hd / 2;
+  const std::size_t Q = std::size_t(n_heads_) * hd, KV = std::size_t(n_kv_) * hd, half = hd / 2;
   if (first < 0 || last > num_layers() || first > last || w.x.size() != T * H)
     throw std::invalid_argument("run_layers: bad layer range or hidden state size");
-  if (cache.n_kv_heads() != n_kv) throw std::invalid_argument("run_layers: the cache holds another number of KV heads");
+  if (cache.n_kv_heads() != n_kv_) throw std::invalid_argument("run_layers: the cache holds another number of KV heads");
   w.h.resize(T * H);
-  w.qkv.resize(T * QKV);
+  w.qkv.resize(T * (Q + 2 * KV));
   w.q.resize(T * Q);
   w.k.resize(T * KV);
   w.attn.resize(T * Q);
   w.tmp.resize(T * H);
   w.gu.resize(T * 2 * I);
   w.act.resize(T * I);
-  w.cos.resize(T * half);
-  w.sin.resize(T * half);
   {
     op_timer timer(op::rope);
+    w.cos.resize(T * half);
+    w.sin.resize(T * half);
     kernels::rope_tables(b.positions.data(), T, inv_freq_.data(), half, w.cos.data(), w.sin.data());
+    if (!inv_freq_local_.empty()) {
+      w.cos_local.resize(T * half);
+      w.sin_local.resize(T * half);
+      kernels::rope_tables(b.positions.data(), T, inv_freq_local_.data(), half, w.cos_local.data(), w.sin_local.data());
+    }
   }
-  const float scale = 1.0f / std::sqrt(float(hd));
   const float eps = float(cfg_.rms_norm_eps);
-  const int bs = cache.block_size();
-
   for (int l = first; l < last; ++l) {
     const layer_weights& L = layers_[std::size_t(l)];
-    const int cl = l - first;  // the cache holds this range's layers only
     { op_timer timer(op::rmsnorm); kernels::rmsnorm(w.x.data(), T, H, L.input_norm.data(), eps, w.h.data()); }
-    {
-      op_timer timer(op::qkv_proj);
-      kernels::linear(w.h.data(), T, L.qkv, L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(), w.qkv.data());
-      add_lora(b, l, lora_target::q_proj, w.h.data(), H, w.qkv.data(), QKV, 0, w.lora);
-      add_lora(b, l, lora_target::k_proj, w.h.data(), H, w.qkv.data(), QKV, Q, w.lora);
-      add_lora(b, l, lora_target::v_proj, w.h.data(), H, w.qkv.data(), QKV, Q + KV, w.lora);
-    }
-    {
+    attention_sublayer(b, l, l - first, cache, w, tp);  // the cache holds this range's layers only
+    add_residual(L.attn_out_norm, T, w);
+    { op_timer timer(op::rmsnorm); kernels::rmsnorm(w.x.data(), T, H, L.post_norm.data(), eps, w.h.data()); }
+    mlp_sublayer(b, l, w, tp);
+    add_residual(L.mlp_out_norm, T, w);
+  }
+}
+
+// x += w.tmp, normed first when the family norms a sublayer's output (sandwich norms).
+void llama_model::add_residual(const std::vector<float>& out_norm, std::size_t T, forward_workspace& w) const {
+  const std::size_t H = cfg_.hidden_size;
+  if (!out_norm.empty()) {
+    op_timer timer(op::rmsnorm);
+    w.act.resize(std::max(w.act.size(), T * H));
+    kernels::rmsnorm(w.tmp.data(), T, H, out_norm.data(), float(cfg_.rms_norm_eps), w.act.data());
+    std::memcpy(w.tmp.data(), w.act.data(), T * H * 4);
+  }
+  op_timer timer(op::residual);
+  for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i];
+}
+
+// Layer l's attention over w.h, into w.tmp (summed over the tensor group): the q/k/v projection,
+// the per-head norms, RoPE (the windowed layers' own frequencies where they differ), the cache
+// write, paged attention (the layer's window, the family's scale and soft cap) and o_proj.
+void llama_model::attention_sublayer(const forward_batch& b, int l, int cl, kv::kv_cache& cache, forward_workspace& w,
+                                     collectives::communicator* tp) const {
+  const layer_weights& L = layers_[std::size_t(l)];
+  const std::size_t T = b.tokens.size(), H = cfg_.hidden_size, hd = cfg_.head_dim;
+  const std::size_t Q = std::size_t(n_heads_) * hd, KV = std::size_t(n_kv_) * hd, QKV = Q + 2 * KV;
+  const float eps = float(cfg_.rms_norm_eps);
+  {
+    op_timer timer(op::qkv_proj);
+    kernels::linear(w.h.data(), T, L.qkv, L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(), w.qkv.data());
+    add_lora(b, l, lora_target::q_proj, w.h.data(), H, w.qkv.data(), QKV, 0, w.lora);
+    add_lora(b, l, lora_target::k_proj, w.h.data(), H, w.qkv.data(), QKV, Q, w.lora);
+    add_lora(b, l, lora_target::v_proj, w.h.data(), H, w.qkv.data(), QKV, Q + KV, w.lora);
+  }
+  const int window = cfg_.window_of(l);
+  {
     op_timer timer(op::rope);
     for (std::size_t t = 0; t < T; ++t) {
       std::memcpy(&w.q[t * Q], &w.qkv[t * QKV], Q * 4);
       std::memcpy(&w.k[t * KV], &w.qkv[t * QKV + Q], KV * 4);
     }
-    if (!L.q_norm.empty()) {  // Qwen3: each head normalized on its own, before RoPE
+    if (!L.q_norm.empty()) {  // Qwen3, Gemma 3: each head normalized on its own, before RoPE
       w.tmp.resize(std::max(T * Q, T * H));
-      kernels::rmsnorm(w.q.data(), T * std::size_t(n_heads), hd, L.q_norm.data(), eps, w.tmp.data());
+      kernels::rmsnorm(w.q.data(), T * std::size_t(n_heads_), hd, L.q_norm.data(), eps, w.tmp.data());
       std::memcpy(w.q.data(), w.tmp.data(), T * Q * 4);
-      kernels::rmsnorm(w.k.data(), T * std::size_t(n_kv), hd, L.k_norm.data(), eps, w.tmp.data());
+      kernels::rmsnorm(w.k.data(), T * std::size_t(n_kv_), hd, L.k_norm.data(), eps, w.tmp.data());
       std::memcpy(w.k.data(), w.tmp.data(), T * KV * 4);
     }
-    kernels::rope(w.q.data(), T, std::size_t(n_heads), hd, w.cos.data(), w.sin.data());
-    kernels::rope(w.k.data(), T, std::size_t(n_kv), hd, w.cos.data(), w.sin.data());
-    }
-    {
+    const bool local = window > 0 && !inv_freq_local_.empty();
+    const float* cos = local ? w.cos_local.data() : w.cos.data();
+    const float* sin = local ? w.sin_local.data() : w.sin.data();
+    kernels::rope(w.q.data(), T, std::size_t(n_heads_), hd, cos, sin);
+    kernels::rope(w.k.data(), T, std::size_t(n_kv_), hd, cos, sin);
+  }
+  {
     op_timer timer(op::kv_write);
+    const int bs = cache.block_size();
     for (std::size_t t = 0; t < T; ++t) {
       const std::int32_t p = b.positions[t];
       cache.write(cl, b.tables[t][p / bs], p % bs, &w.k[t * KV], &w.qkv[t * QKV + Q + KV]);
     }
-    }
-    { op_timer timer(op::attention); kernels::paged_attention(w.q.data(), T, n_heads, b.positions.data(), b.tables.data(), cache.layer(cl), scale, w.attn.data()); }
-    {
-      op_timer timer(op::o_proj);
-      kernels::linear(w.attn.data(), T, L.o, nullptr, w.tmp.data());
-      add_lora(b, l, lora_target::o_proj, w.attn.data(), Q, w.tmp.data(), H, 0, w.lora);
-    }
-    if (tp) { op_timer timer(op::all_reduce); tp->all_reduce({w.tmp.data(), T * H}); }
-    { op_timer timer(op::residual); for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i]; }
-    { op_timer timer(op::rmsnorm); kernels::rmsnorm(w.x.data(), T, H, L.post_norm.data(), eps, w.h.data()); }
-    mlp_sublayer(b, l, w, tp);
-    { op_timer timer(op::residual); for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i]; }
   }
+  {
+    op_timer timer(op::attention);
+    const float scale = 1.0f / std::sqrt(float(cfg_.attention_scalar > 0 ? cfg_.attention_scalar : double(hd)));
+    const kernels::attention_options opt{scale, window, float(cfg_.attn_softcap)};
+    kernels::paged_attention(w.q.data(), T, n_heads_, b.positions.data(), b.tables.data(), cache.layer(cl), opt, w.attn.data());
+  }
+  {
+    op_timer timer(op::o_proj);
+    kernels::linear(w.attn.data(), T, L.o, nullptr, w.tmp.data());
+    add_lora(b, l, lora_target::o_proj, w.attn.data(), Q, w.tmp.data(), H, 0, w.lora);
+  }
+  if (tp) { op_timer timer(op::all_reduce); tp->all_reduce({w.tmp.data(), T * H}); }
 }
 
 // Layer l's MLP (dense or mixture of experts) over w.h, into w.tmp: summed over the tensor group
@@ -582,7 +641,11 @@ void llama_model::mlp_sublayer(const forward_batch& b, int l, forward_workspace&
       add_lora(b, l, lora_target::gate_proj, w.h.data(), H, w.gu.data(), 2 * I, 0, w.lora);
       add_lora(b, l, lora_target::up_proj, w.h.data(), H, w.gu.data(), 2 * I, I, w.lora);
     }
-    { op_timer timer(op::swiglu); kernels::swiglu(w.gu.data(), T, I, w.act.data()); }
+    {
+      op_timer timer(op::swiglu);
+      if (cfg_.gelu_mlp) kernels::geglu(w.gu.data(), T, I, w.act.data());
+      else kernels::swiglu(w.gu.data(), T, I, w.act.data());
+    }
     {
       op_timer timer(op::down_proj);
       kernels::linear(w.act.data(), T, L.down, nullptr, w.tmp.data());
@@ -602,7 +665,10 @@ void llama_model::head(const forward_batch& b, forward_workspace& w, float* logi
     w.logits_in.resize(R * H);
     for (std::size_t r = 0; r < R; ++r)
       kernels::rmsnorm(&w.x[std::size_t(b.logit_rows[r]) * H], 1, H, final_norm_.data(), eps, &w.logits_in[r * H]);
-    if (shard_.whole()) return kernels::linear(w.logits_in.data(), R, lm_head_, nullptr, logits);
+    if (shard_.whole()) {
+      kernels::linear(w.logits_in.data(), R, lm_head_, nullptr, logits);
+      return cap_logits(logits, R);
+    }
   }
   // Vocabulary-parallel: each rank computes its slice of every row, padded to the largest
   // slice so that one all-gather brings every rank's; then the rows are put back together.
@@ -625,6 +691,14 @@ void llama_model::head(const forward_batch& b, forward_workspace& w, float* logi
     for (std::size_t r = 0; r < R; ++r)
       std::memcpy(logits + r * V + std::size_t(v0), &w.logits_all[(k * R + r) * most], std::size_t(v1 - v0) * 4);
   }
+  cap_logits(logits, R);
+}
+
+// Gemma 2's final soft cap: logits become c * tanh(logit / c).
+void llama_model::cap_logits(float* logits, std::size_t rows) const {
+  if (cfg_.final_softcap <= 0) return;
+  const float c = float(cfg_.final_softcap);
+  for (std::size_t i = 0; i < rows * std::size_t(cfg_.vocab_size); ++i) logits[i] = c * std::tanh(logits[i] / c);
 }
 
 std::vector<std::vector<float>> llama_model::pool(const forward_workspace& w, const std::vector<row_span>& spans) const {

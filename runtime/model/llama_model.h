@@ -49,7 +49,7 @@ struct row_span {
 // Scratch buffers of a forward pass. One per caller: a model is shared read-only by every
 // replica in the process, each forwarding with its own workspace.
 struct forward_workspace {
-  std::vector<float> x, h, qkv, q, k, attn, tmp, gu, act, cos, sin, logits_in;
+  std::vector<float> x, h, qkv, q, k, attn, tmp, gu, act, cos, sin, cos_local, sin_local, logits_in;
   std::vector<float> logits_part, logits_all;  // a tensor-parallel rank's vocabulary slice, then every rank's
   std::vector<float> router, rows, rows_gu, rows_act, rows_out;  // mixture-of-experts layers
   std::vector<float> lora;  // LoRA adapters' intermediate rows (apply_lora)
@@ -75,7 +75,8 @@ struct moe_weights {
 };
 
 struct layer_weights {
-  std::vector<float> input_norm, post_norm;  // [hidden]
+  std::vector<float> input_norm, post_norm;  // [hidden]: before attention, before the MLP
+  std::vector<float> attn_out_norm, mlp_out_norm;  // [hidden] on their outputs (model_config::sandwich_norms) or empty
   std::vector<float> q_norm, k_norm;         // [head_dim] (Qwen3's per-head norms) or empty
   kernels::linear_weight qkv;                // [q_dim + 2 kv_dim][hidden], q then k then v
   std::vector<float> qkv_bias;               // [q_dim + 2 kv_dim] or empty
@@ -143,6 +144,10 @@ class llama_model {
  private:
   llama_model() = default;
   void load_tensors(const std::string& dir, const std::function<void(int, int)>& progress);
+  void attention_sublayer(const forward_batch& b, int l, int cache_layer, kv::kv_cache& cache, forward_workspace& w,
+                          collectives::communicator* tp) const;
+  void add_residual(const std::vector<float>& out_norm, std::size_t tokens, forward_workspace& w) const;
+  void cap_logits(float* logits, std::size_t rows) const;
   // Adds layer L's mixture-of-experts output for h ([T][hidden]) to out (zeroed by the caller).
   void mlp_sublayer(const forward_batch& b, int l, forward_workspace& w, collectives::communicator* tp) const;
   void moe_mlp(const moe_weights& L, const float* h, std::size_t T, float* out, forward_workspace& w) const;
@@ -164,7 +169,7 @@ class llama_model {
   std::vector<layer_weights> layers_;
   std::vector<float> final_norm_;
   kernels::linear_weight lm_head_;
-  std::vector<double> inv_freq_;
+  std::vector<double> inv_freq_, inv_freq_local_;  // RoPE frequencies: global layers', windowed layers' (when they differ)
 };
 
 // Tensor rank `shard` of the model in `dir`, loaded once per process while anyone holds it:

@@ -63,9 +63,13 @@ std::vector<int> eos_ids_of(const json& e, const std::string& source) {
   return out;
 }
 
-std::vector<double> model_config::rope_inv_freq() const {
+std::vector<double> model_config::rope_inv_freq(bool local) const {
   const int half = head_dim / 2;
   std::vector<double> f(half);
+  if (local && local_rope_theta > 0) {
+    for (int i = 0; i < half; ++i) f[i] = 1.0 / std::pow(local_rope_theta, double(2 * i) / head_dim);
+    return f;
+  }
   for (int i = 0; i < half; ++i) f[i] = 1.0 / std::pow(rope_theta, double(2 * i) / head_dim);
   if (rope_freq_factors.size() == f.size())
     for (int i = 0; i < half; ++i) f[i] /= rope_freq_factors[i];
@@ -180,9 +184,12 @@ void check_model_config(const std::string& source, const model_config& c) {
     for (double f : c.rope_freq_factors) positive_real(f, "rope_freqs");
   }
   if (c.sliding_window < 0) positive(c.sliding_window, "sliding_window");
-  if (c.sliding_window > 0 && c.sliding_window < c.max_position_embeddings)
-    throw input_error(source + ": 'sliding_window' is " + std::to_string(c.sliding_window) + ", below max_position_embeddings (" +
-                      std::to_string(c.max_position_embeddings) + "): sliding-window attention is not built yet");
+  if (!c.layer_windows.empty() && c.layer_windows.size() != std::size_t(c.num_hidden_layers))
+    throw input_error(source + ": " + std::to_string(c.layer_windows.size()) + " layer windows for " + std::to_string(c.num_hidden_layers) +
+                      " layers");
+  for (double v : {c.attention_scalar, c.attn_softcap, c.final_softcap, c.local_rope_theta})
+    if (!(v >= 0) || !std::isfinite(v)) throw input_error(source + ": a scale or soft cap is " + std::to_string(v) + "; it must be finite and not negative");
+  positive_real(c.embedding_scale, "embedding_scale");
 }
 
 model_config parse_model_config(const std::string& text, const std::string& source) {
@@ -247,7 +254,7 @@ std::string to_config_json(const model_config& c) {
       {"rms_norm_eps", c.rms_norm_eps},
       {"rope_theta", c.rope_theta},
       {"tie_word_embeddings", c.tie_word_embeddings},
-      {"hidden_act", "silu"},
+      {"hidden_act", c.gelu_mlp ? "gelu_pytorch_tanh" : "silu"},
   };
   if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
   if (const family* f = family_named(family_of(c)); f && f->write_hf) f->write_hf(c, j);

@@ -58,8 +58,21 @@ struct model_config {
   // Divisors of each RoPE frequency ([head_dim / 2]), as llama.cpp's converter writes a scaling
   // into a GGUF file (rope_freqs.weight); empty: none. Applied after rope_scaling.
   std::vector<double> rope_freq_factors;
-  // Each layer attends to the last `sliding_window` positions only (0: to all of them).
+  // Each layer attends to the last `sliding_window` positions only (0: to all of them), or,
+  // with layer_windows, the layers whose entry is not 0.
   int sliding_window = 0;
+  std::vector<int> layer_windows;  // [layers]: each layer's window (0: global); empty: sliding_window for all
+
+  // The layer recipe beyond Llama's, as the families set it (family.h); the forward composes
+  // its blocks from these and never asks the family's name.
+  float norm_offset = 0.0f;       // RMSNorms scale by (offset + weight): Gemma's folders store weight - 1
+  double embedding_scale = 1.0;   // token embeddings are multiplied by this (Gemma: sqrt(hidden))
+  bool gelu_mlp = false;          // the MLP's gate is GELU (tanh approximation; GeGLU), not SiLU
+  bool sandwich_norms = false;    // RMSNorms on the attention's and the MLP's outputs too (Gemma 2/3)
+  double attention_scalar = 0.0;  // scores scaled by 1 / sqrt(this) (Gemma's query_pre_attn_scalar); 0: head_dim
+  double attn_softcap = 0.0;      // scores soft-capped: c * tanh(s / c) (Gemma 2); 0: none
+  double final_softcap = 0.0;     // the same on the logits
+  double local_rope_theta = 0.0;  // the RoPE base of windowed layers, unscaled (Gemma 3); 0: as the others
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
   bool qk_norm = false;         // an RMSNorm over each query and key head before RoPE (Qwen3)
@@ -81,8 +94,13 @@ struct model_config {
   bool is_moe_layer(int l) const;
   int q_dim() const { return num_attention_heads * head_dim; }
   int kv_dim() const { return num_key_value_heads * head_dim; }
-  // RoPE inverse frequencies (head_dim / 2 of them) with rope_scaling applied, in double.
-  std::vector<double> rope_inv_freq() const;
+  // RoPE inverse frequencies (head_dim / 2 of them) with rope_scaling applied, in double; with
+  // `local`, those of the windowed layers (local_rope_theta, unscaled, when set).
+  std::vector<double> rope_inv_freq(bool local = false) const;
+  // Layer l's window (0: it attends to every position).
+  int window_of(int l) const {
+    return layer_windows.empty() ? sliding_window : layer_windows[std::size_t(l)];
+  }
 };
 
 // eos_token_id as Hugging Face writes it: an id, a list of ids, or null.

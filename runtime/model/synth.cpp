@@ -52,7 +52,7 @@ std::vector<tensor_plan> plan_tensors(const model_config& c) {
   // Logits get a standard deviation near 4 (the normalised hidden state has RMS ~1), so
   // greedy choices have clear winners rather than near-ties.
   const init vocab_init = uniform_std(4.0 / std::sqrt(double(H)));
-  const init norm_init{1.0, 0.1};
+  const init norm_init{1.0 - c.norm_offset, 0.1};  // the forward scales by offset + weight
   std::vector<tensor_plan> t;
   t.push_back({"model.embed_tokens.weight", {V, H}, vocab_init});
   for (int l = 0; l < c.num_hidden_layers; ++l) {
@@ -72,6 +72,10 @@ std::vector<tensor_plan> plan_tensors(const model_config& c) {
       t.push_back({p + "self_attn.k_norm.weight", {c.head_dim}, norm_init});
     }
     t.push_back({p + "post_attention_layernorm.weight", {H}, norm_init});
+    if (c.sandwich_norms) {  // Gemma 2/3: post_attention_layernorm is on the attention's output
+      t.push_back({p + "pre_feedforward_layernorm.weight", {H}, norm_init});
+      t.push_back({p + "post_feedforward_layernorm.weight", {H}, norm_init});
+    }
     // A SwiGLU MLP of `n` features under `prefix` with HF's names (Mixtral's w1/w3/w2 or gate/up/down).
     auto mlp = [&](const std::string& prefix, std::int64_t n, bool mixtral_names) {
       t.push_back({prefix + (mixtral_names ? "w1" : "gate_proj") + ".weight", {n, H}, uniform_std(1.0 / std::sqrt(double(H)))});
@@ -132,6 +136,7 @@ model_config synth_config(const synth_options& o) {
     throw input_error("unknown --preset '" + o.preset + "' (tiny, small, 1b, moe)");
   }
   c.head_dim = o.head_dim > 0 ? o.head_dim : c.hidden_size / c.num_attention_heads;
+  if (o.layers > 0) c.num_hidden_layers = o.layers;
   c.max_position_embeddings = 4096;
   c.rms_norm_eps = 1e-5;
   c.rope_theta = o.llama3_rope_scaling ? 500000.0 : 10000.0;
@@ -150,6 +155,7 @@ model_config synth_config(const synth_options& o) {
     }
     c.moe = m;
   }
+  if (fam->synth) fam->synth(c);
   const auto specials = tokenizer::synth_special_ids(c.vocab_size);
   c.bos_token_id = specials.bos;
   c.eos_token_ids = {specials.eos};

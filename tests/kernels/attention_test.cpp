@@ -65,7 +65,7 @@ struct cache_fixture {
 };
 
 std::vector<double> reference(const cache_fixture& c, const std::vector<float>& q, int n_heads,
-                              const std::vector<std::int32_t>& pos, float scale) {
+                              const std::vector<std::int32_t>& pos, float scale, int window = 0, double softcap = 0) {
   int group = n_heads / c.n_kv;
   std::vector<double> out(pos.size() * n_heads * c.hd, 0.0);
   for (std::size_t t = 0; t < pos.size(); ++t)
@@ -78,6 +78,8 @@ std::vector<double> reference(const cache_fixture& c, const std::vector<float>& 
         for (int i = 0; i < c.hd; ++i)
           d += double(q[(t * n_heads + h) * c.hd + i]) * c.k_held[(std::size_t(p) * c.n_kv + kvh) * c.hd + i];
         s[p] = d * scale;
+        if (softcap > 0) s[p] = softcap * std::tanh(s[p] / softcap);
+        if (window > 0 && pos[t] - p >= window) s[p] = -1e300;  // outside the window: no weight
         mx = std::max(mx, s[p]);
       }
       double sum = 0;
@@ -163,4 +165,37 @@ BOOST_AUTO_TEST_CASE(int8_kv_is_attention_over_the_values_it_holds_on_every_isa)
     for (int d = 0; d < q8.hd; ++d)
       BOOST_TEST_REQUIRE(std::fabs(q8.k_held[r * q8.hd + d] - exact[r * q8.hd + d]) <= amax / 127 * 0.502f);
   }
+}
+
+// Gemma's and Mistral's attention: a window of the last `window` positions (the token itself
+// included), and Gemma 2's soft cap on the scores; the rows before the window may hold anything.
+BOOST_AUTO_TEST_CASE(a_window_and_a_soft_cap_match_the_reference) {
+  const int len = 300, n_heads = 8;
+  cache_fixture c(len, dtype::f32, 5);
+  std::vector<std::int32_t> pos;
+  for (int p = 250; p < 300; ++p) pos.push_back(p);
+  for (int p : {0, 5, 31, 32, 33, 127}) pos.push_back(p);
+  std::vector<const std::int32_t*> tables(pos.size(), c.table.data());
+  auto q = random_floats(pos.size() * n_heads * c.hd, 9, 3.0f);
+  const float scale = 1.0f / std::sqrt(float(c.hd));
+  for (auto [window, softcap] : {std::pair<int, float>{32, 0.0f}, {0, 2.0f}, {33, 1.5f}, {1, 0.0f}}) {
+    std::vector<float> out(q.size());
+    paged_attention(q.data(), pos.size(), n_heads, pos.data(), tables.data(), c.layer(), attention_options{scale, window, softcap},
+                    out.data());
+    const auto ref = reference(c, q, n_heads, pos, scale, window, softcap);
+    for (std::size_t i = 0; i < out.size(); ++i)
+      BOOST_TEST_REQUIRE(std::abs(out[i] - ref[i]) < 2e-6, "window " << window << " softcap " << softcap << " element " << i);
+  }
+  // Outside the window the cache is never read: rows there may be garbage (later: freed blocks).
+  cache_fixture d = c;
+  for (int p = 0; p < 250 - 32; ++p)
+    for (int h = 0; h < d.n_kv; ++h) {
+      const std::size_t row = (std::size_t(d.table[p / d.block_size]) * d.block_size + p % d.block_size) * d.n_kv + h;
+      std::fill_n(reinterpret_cast<float*>(d.k.data()) + row * d.hd, d.hd, NAN);
+    }
+  const std::vector<std::int32_t> late(pos.begin(), pos.begin() + 50);
+  std::vector<float> a(late.size() * n_heads * c.hd), b(a.size());
+  paged_attention(q.data(), late.size(), n_heads, late.data(), tables.data(), c.layer(), attention_options{scale, 32}, a.data());
+  paged_attention(q.data(), late.size(), n_heads, late.data(), tables.data(), d.layer(), attention_options{scale, 32}, b.data());
+  BOOST_TEST(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
 }

@@ -8,6 +8,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/cpu/geglu.h"
 #include "kernels/cpu/swiglu.h"
 #include "tests/support/random.h"
 
@@ -93,6 +94,21 @@ BOOST_AUTO_TEST_CASE(swiglu_is_silu_gate_times_up) {
       for (std::size_t i = 0; i < dim; ++i) {
         double g = gu[r * 2 * dim + i], u = gu[r * 2 * dim + dim + i];
         BOOST_TEST_REQUIRE(std::abs(out[r * dim + i] - g / (1 + std::exp(-g)) * u) < 1e-5, "rows " << rows << " dim " << dim << " at " << r << ", " << i);
+      }
+  }
+}
+
+// Gemma's MLP gate against the formula in double (PyTorch's gelu(approximate="tanh")).
+BOOST_AUTO_TEST_CASE(geglu_is_tanh_gelu_gate_times_up) {
+  for (auto [rows, dim] : {std::pair<std::size_t, std::size_t>{4, 40}, {1, 2500}}) {
+    auto gu = random_floats(rows * 2 * dim, 5, 8.0f);
+    std::vector<float> out(rows * dim);
+    geglu(gu.data(), rows, dim, out.data());
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t i = 0; i < dim; ++i) {
+        const double g = gu[r * 2 * dim + i], u = gu[r * 2 * dim + dim + i];
+        const double want = 0.5 * g * (1 + std::tanh(std::sqrt(2 / M_PI) * (g + 0.044715 * g * g * g))) * u;
+        BOOST_TEST_REQUIRE(std::abs(out[r * dim + i] - want) < 1e-5 * (1 + std::abs(want)), "rows " << rows << " dim " << dim << " at " << r << ", " << i);
       }
   }
 }

@@ -69,6 +69,7 @@ int cmd_model_synth(const args& a) {
   if (!rs.empty() && rs != "llama3") throw input_error("unknown --rope-scaling '" + rs + "' (llama3)");
   o.llama3_rope_scaling = rs == "llama3";
   o.head_dim = int(a.get_int("head-dim", 0));
+  o.layers = int(a.get_int("layers", 0));
   auto out = a.get("out");
   if (!out) throw input_error("--out DIR is required");
   o.out = *out;

@@ -10,10 +10,13 @@ const family& qwen2_family();
 const family& qwen3_family();
 const family& qwen2_moe_family();
 const family& qwen3_moe_family();
+const family& gemma2_family();
+const family& gemma3_family();
 
 const std::vector<const family*>& families() {
   static const std::vector<const family*> all = {&llama_family(),  &mistral_family(),   &mixtral_family(),   &qwen2_family(),
-                                                 &qwen3_family(),  &qwen2_moe_family(), &qwen3_moe_family()};
+                                                 &qwen3_family(),  &qwen2_moe_family(), &qwen3_moe_family(),
+                                                 &gemma2_family(), &gemma3_family()};
   return all;
 }
 
