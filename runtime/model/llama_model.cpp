@@ -232,20 +232,22 @@ std::vector<float> offset_norm(const model_config& c, std::vector<float> w) {
   return w;
 }
 
-// A layer's norms. Sandwiched (Gemma 2/3): Hugging Face's post_attention_layernorm is on the
-// attention's output, and the MLP has pre_ and post_feedforward_layernorm; else
-// post_attention_layernorm is the one before the MLP (Llama).
+// A layer's norms (model_config::layer_norms). Before attention and MLP (Llama):
+// input_layernorm and post_attention_layernorm. Sandwiched (Gemma 2/3): post_attention_layernorm
+// is on the attention's output, and pre_/post_feedforward_layernorm surround the MLP. After only
+// (OLMo2): post_attention_layernorm and post_feedforward_layernorm on the outputs.
 void read_norms(const tensor_index& idx, const model_config& c, const std::string& p, layer_weights& w) {
   const std::int64_t H = c.hidden_size;
   auto norm = [&](const std::string& name) { return offset_norm(c, idx.get(p + name + ".weight", {H}).to_f32()); };
-  w.input_norm = norm("input_layernorm");
-  if (!c.sandwich_norms) {
+  using norms = model_config::norms;
+  if (c.layer_norms != norms::post) w.input_norm = norm("input_layernorm");
+  if (c.layer_norms == norms::pre) {
     w.post_norm = norm("post_attention_layernorm");
     return;
   }
   w.attn_out_norm = norm("post_attention_layernorm");
-  w.post_norm = norm("pre_feedforward_layernorm");
   w.mlp_out_norm = norm("post_feedforward_layernorm");
+  if (c.layer_norms == norms::sandwich) w.post_norm = norm("pre_feedforward_layernorm");
 }
 
 // Reads one layer's weights as this rank holds them: its heads, KV heads and MLP features
@@ -276,8 +278,9 @@ struct layer_reader {
     const auto o = in_blocks(o_all) ? o_all : cols_of(o_all, h0 * hd, h1 * hd, scratch);
     w.o = linear_of(idx, {&o}, Q);
     if (cfg.qk_norm) {
-      w.q_norm = offset_norm(cfg, idx.get(p + "self_attn.q_norm.weight", {hd}).to_f32());
-      w.k_norm = offset_norm(cfg, idx.get(p + "self_attn.k_norm.weight", {hd}).to_f32());
+      // Each head's (Qwen3, Gemma 3), or the whole projection's (OLMo2; only whole models hold it).
+      w.q_norm = offset_norm(cfg, idx.get(p + "self_attn.q_norm.weight", {cfg.qk_norm_whole ? Q : hd}).to_f32());
+      w.k_norm = offset_norm(cfg, idx.get(p + "self_attn.k_norm.weight", {cfg.qk_norm_whole ? KV : hd}).to_f32());
     }
   }
 
@@ -539,19 +542,27 @@ void llama_model::run_layers(const forward_batch& b, int first, int last, kv::kv
       kernels::rope_tables(b.positions.data(), T, inv_freq_local_.data(), half, w.cos_local.data(), w.sin_local.data());
     }
   }
-  const float eps = float(cfg_.rms_norm_eps);
   for (int l = first; l < last; ++l) {
     const layer_weights& L = layers_[std::size_t(l)];
-    { op_timer timer(op::rmsnorm); kernels::rmsnorm(w.x.data(), T, H, L.input_norm.data(), eps, w.h.data()); }
+    pre_norm(L.input_norm, T, w);
     attention_sublayer(b, l, l - first, cache, w, tp);  // the cache holds this range's layers only
     add_residual(L.attn_out_norm, T, w);
-    { op_timer timer(op::rmsnorm); kernels::rmsnorm(w.x.data(), T, H, L.post_norm.data(), eps, w.h.data()); }
+    pre_norm(L.post_norm, T, w);
     mlp_sublayer(b, l, w, tp);
     add_residual(L.mlp_out_norm, T, w);
   }
 }
 
-// x += w.tmp, normed first when the family norms a sublayer's output (sandwich norms).
+// w.h = a sublayer's input: x normed, or x itself where the family norms outputs only (OLMo2).
+void llama_model::pre_norm(const std::vector<float>& norm, std::size_t T, forward_workspace& w) const {
+  const std::size_t H = cfg_.hidden_size;
+  op_timer timer(op::rmsnorm);
+  if (norm.empty()) std::memcpy(w.h.data(), w.x.data(), T * H * 4);
+  else kernels::rmsnorm(w.x.data(), T, H, norm.data(), float(cfg_.rms_norm_eps), w.h.data());
+}
+
+// x += w.tmp: normed first where the family norms a sublayer's output (Gemma, OLMo2), scaled by
+// the residual multiplier (Granite).
 void llama_model::add_residual(const std::vector<float>& out_norm, std::size_t T, forward_workspace& w) const {
   const std::size_t H = cfg_.hidden_size;
   if (!out_norm.empty()) {
@@ -561,6 +572,11 @@ void llama_model::add_residual(const std::vector<float>& out_norm, std::size_t T
     std::memcpy(w.tmp.data(), w.act.data(), T * H * 4);
   }
   op_timer timer(op::residual);
+  if (cfg_.residual_scale != 1.0) {
+    const float r = float(cfg_.residual_scale);
+    for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i] * r;
+    return;
+  }
   for (std::size_t i = 0; i < T * H; ++i) w.x[i] += w.tmp[i];
 }
 
@@ -587,18 +603,21 @@ void llama_model::attention_sublayer(const forward_batch& b, int l, int cl, kv::
       std::memcpy(&w.q[t * Q], &w.qkv[t * QKV], Q * 4);
       std::memcpy(&w.k[t * KV], &w.qkv[t * QKV + Q], KV * 4);
     }
-    if (!L.q_norm.empty()) {  // Qwen3, Gemma 3: each head normalized on its own, before RoPE
+    if (!L.q_norm.empty()) {  // before RoPE: each head on its own (Qwen3, Gemma 3) or the whole projection (OLMo2)
+      const bool whole = cfg_.qk_norm_whole;
       w.tmp.resize(std::max(T * Q, T * H));
-      kernels::rmsnorm(w.q.data(), T * std::size_t(n_heads_), hd, L.q_norm.data(), eps, w.tmp.data());
+      kernels::rmsnorm(w.q.data(), whole ? T : T * std::size_t(n_heads_), whole ? Q : hd, L.q_norm.data(), eps, w.tmp.data());
       std::memcpy(w.q.data(), w.tmp.data(), T * Q * 4);
-      kernels::rmsnorm(w.k.data(), T * std::size_t(n_kv_), hd, L.k_norm.data(), eps, w.tmp.data());
+      kernels::rmsnorm(w.k.data(), whole ? T : T * std::size_t(n_kv_), whole ? KV : hd, L.k_norm.data(), eps, w.tmp.data());
       std::memcpy(w.k.data(), w.tmp.data(), T * KV * 4);
     }
-    const bool local = window > 0 && !inv_freq_local_.empty();
-    const float* cos = local ? w.cos_local.data() : w.cos.data();
-    const float* sin = local ? w.sin_local.data() : w.sin.data();
-    kernels::rope(w.q.data(), T, std::size_t(n_heads_), hd, cos, sin);
-    kernels::rope(w.k.data(), T, std::size_t(n_kv_), hd, cos, sin);
+    if (cfg_.layer_rope.empty() || cfg_.layer_rope[std::size_t(l)] != 0) {  // SmolLM3 leaves every fourth layer unrotated
+      const bool local = window > 0 && !inv_freq_local_.empty();
+      const float* cos = local ? w.cos_local.data() : w.cos.data();
+      const float* sin = local ? w.sin_local.data() : w.sin.data();
+      kernels::rope(w.q.data(), T, std::size_t(n_heads_), hd, cos, sin);
+      kernels::rope(w.k.data(), T, std::size_t(n_kv_), hd, cos, sin);
+    }
   }
   {
     op_timer timer(op::kv_write);
@@ -610,7 +629,8 @@ void llama_model::attention_sublayer(const forward_batch& b, int l, int cl, kv::
   }
   {
     op_timer timer(op::attention);
-    const float scale = 1.0f / std::sqrt(float(cfg_.attention_scalar > 0 ? cfg_.attention_scalar : double(hd)));
+    const float scale = cfg_.attention_multiplier > 0 ? float(cfg_.attention_multiplier)
+                                                      : 1.0f / std::sqrt(float(cfg_.attention_scalar > 0 ? cfg_.attention_scalar : double(hd)));
     const kernels::attention_options opt{scale, window, float(cfg_.attn_softcap)};
     kernels::paged_attention(w.q.data(), T, n_heads_, b.positions.data(), b.tables.data(), cache.layer(cl), opt, w.attn.data());
   }
@@ -694,8 +714,12 @@ void llama_model::head(const forward_batch& b, forward_workspace& w, float* logi
   cap_logits(logits, R);
 }
 
-// Gemma 2's final soft cap: logits become c * tanh(logit / c).
+// Granite's logits_scaling divides the logits; Gemma 2's final soft cap makes them c * tanh(logit / c).
 void llama_model::cap_logits(float* logits, std::size_t rows) const {
+  if (cfg_.logit_divisor != 1.0) {
+    const float d = float(cfg_.logit_divisor);
+    for (std::size_t i = 0; i < rows * std::size_t(cfg_.vocab_size); ++i) logits[i] /= d;
+  }
   if (cfg_.final_softcap <= 0) return;
   const float c = float(cfg_.final_softcap);
   for (std::size_t i = 0; i < rows * std::size_t(cfg_.vocab_size); ++i) logits[i] = c * std::tanh(logits[i] / c);

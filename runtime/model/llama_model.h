@@ -146,6 +146,7 @@ class llama_model {
   void load_tensors(const std::string& dir, const std::function<void(int, int)>& progress);
   void attention_sublayer(const forward_batch& b, int l, int cache_layer, kv::kv_cache& cache, forward_workspace& w,
                           collectives::communicator* tp) const;
+  void pre_norm(const std::vector<float>& norm, std::size_t tokens, forward_workspace& w) const;
   void add_residual(const std::vector<float>& out_norm, std::size_t tokens, forward_workspace& w) const;
   void cap_logits(float* logits, std::size_t rows) const;
   // Adds layer L's mixture-of-experts output for h ([T][hidden]) to out (zeroed by the caller).

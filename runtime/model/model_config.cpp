@@ -190,6 +190,12 @@ void check_model_config(const std::string& source, const model_config& c) {
   for (double v : {c.attention_scalar, c.attn_softcap, c.final_softcap, c.local_rope_theta})
     if (!(v >= 0) || !std::isfinite(v)) throw input_error(source + ": a scale or soft cap is " + std::to_string(v) + "; it must be finite and not negative");
   positive_real(c.embedding_scale, "embedding_scale");
+  positive_real(c.residual_scale, "residual_multiplier");
+  positive_real(c.logit_divisor, "logits_scaling");
+  if (!(c.attention_multiplier >= 0) || !std::isfinite(c.attention_multiplier))
+    throw input_error(source + ": 'attention_multiplier' must be a finite number, not negative");
+  if (!c.layer_rope.empty() && c.layer_rope.size() != std::size_t(c.num_hidden_layers))
+    throw input_error(source + ": " + std::to_string(c.layer_rope.size()) + " RoPE flags for " + std::to_string(c.num_hidden_layers) + " layers");
 }
 
 model_config parse_model_config(const std::string& text, const std::string& source) {

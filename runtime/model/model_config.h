@@ -68,7 +68,14 @@ struct model_config {
   float norm_offset = 0.0f;       // RMSNorms scale by (offset + weight): Gemma's folders store weight - 1
   double embedding_scale = 1.0;   // token embeddings are multiplied by this (Gemma: sqrt(hidden))
   bool gelu_mlp = false;          // the MLP's gate is GELU (tanh approximation; GeGLU), not SiLU
-  bool sandwich_norms = false;    // RMSNorms on the attention's and the MLP's outputs too (Gemma 2/3)
+  // Where a layer's RMSNorms sit: before attention and MLP (Llama), before and after both
+  // (Gemma 2/3), or after both only (OLMo2).
+  enum class norms { pre, sandwich, post } layer_norms = norms::pre;
+  bool qk_norm_whole = false;     // q_norm/k_norm span the whole projection, not each head (OLMo2)
+  double residual_scale = 1.0;    // sublayer outputs scaled before they join the residual (Granite)
+  double attention_multiplier = 0.0;  // the scores' scale itself, over attention_scalar (Granite)
+  double logit_divisor = 1.0;     // logits divided by this (Granite's logits_scaling)
+  std::vector<int> layer_rope;    // [layers]: 0 where a layer applies no RoPE (SmolLM3); empty: RoPE everywhere
   double attention_scalar = 0.0;  // scores scaled by 1 / sqrt(this) (Gemma's query_pre_attn_scalar); 0: head_dim
   double attn_softcap = 0.0;      // scores soft-capped: c * tanh(s / c) (Gemma 2); 0: none
   double final_softcap = 0.0;     // the same on the logits

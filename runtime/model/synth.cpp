@@ -57,7 +57,7 @@ std::vector<tensor_plan> plan_tensors(const model_config& c) {
   t.push_back({"model.embed_tokens.weight", {V, H}, vocab_init});
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
-    t.push_back({p + "input_layernorm.weight", {H}, norm_init});
+    if (c.layer_norms != model_config::norms::post) t.push_back({p + "input_layernorm.weight", {H}, norm_init});
     t.push_back({p + "self_attn.q_proj.weight", {Q, H}, uniform_std(1.0 / std::sqrt(double(H)))});
     t.push_back({p + "self_attn.k_proj.weight", {KV, H}, uniform_std(1.0 / std::sqrt(double(H)))});
     t.push_back({p + "self_attn.v_proj.weight", {KV, H}, uniform_std(1.0 / std::sqrt(double(H)))});
@@ -68,14 +68,13 @@ std::vector<tensor_plan> plan_tensors(const model_config& c) {
     }
     t.push_back({p + "self_attn.o_proj.weight", {H, Q}, uniform_std(1.0 / std::sqrt(double(Q)))});
     if (c.qk_norm) {
-      t.push_back({p + "self_attn.q_norm.weight", {c.head_dim}, norm_init});
-      t.push_back({p + "self_attn.k_norm.weight", {c.head_dim}, norm_init});
+      t.push_back({p + "self_attn.q_norm.weight", {c.qk_norm_whole ? Q : c.head_dim}, norm_init});
+      t.push_back({p + "self_attn.k_norm.weight", {c.qk_norm_whole ? KV : c.head_dim}, norm_init});
     }
     t.push_back({p + "post_attention_layernorm.weight", {H}, norm_init});
-    if (c.sandwich_norms) {  // Gemma 2/3: post_attention_layernorm is on the attention's output
-      t.push_back({p + "pre_feedforward_layernorm.weight", {H}, norm_init});
+    if (c.layer_norms != model_config::norms::pre)  // post_attention_layernorm is on the attention's output
       t.push_back({p + "post_feedforward_layernorm.weight", {H}, norm_init});
-    }
+    if (c.layer_norms == model_config::norms::sandwich) t.push_back({p + "pre_feedforward_layernorm.weight", {H}, norm_init});
     // A SwiGLU MLP of `n` features under `prefix` with HF's names (Mixtral's w1/w3/w2 or gate/up/down).
     auto mlp = [&](const std::string& prefix, std::int64_t n, bool mixtral_names) {
       t.push_back({prefix + (mixtral_names ? "w1" : "gate_proj") + ".weight", {n, H}, uniform_std(1.0 / std::sqrt(double(H)))});

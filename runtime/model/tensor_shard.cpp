@@ -11,6 +11,8 @@ std::optional<std::string> tensor_parallel_mismatch(const model_config& cfg, int
     return "tensor_parallel = " + n + " does not divide num_attention_heads = " + std::to_string(cfg.num_attention_heads);
   if (cfg.intermediate_size < size)
     return "tensor_parallel = " + n + " exceeds intermediate_size = " + std::to_string(cfg.intermediate_size);
+  if (cfg.qk_norm_whole && size > 1)  // a rank holds some heads; the norm's mean square is over all of them
+    return "tensor_parallel = " + n + ": " + cfg.architecture + " norms each whole query and key projection, which a rank holds part of";
   if (cfg.moe) {
     if (cfg.moe->expert_intermediate_size < size)
       return "tensor_parallel = " + n + " exceeds the experts' " + std::to_string(cfg.moe->expert_intermediate_size) + " features";
@@ -32,6 +34,8 @@ std::optional<std::string> expert_parallel_mismatch(const model_config& cfg, int
            " (attention is split over the same ranks)";
   if (cfg.num_attention_heads % size)
     return "expert_parallel = " + n + " does not divide num_attention_heads = " + std::to_string(cfg.num_attention_heads);
+  if (cfg.qk_norm_whole)
+    return "expert_parallel = " + n + ": " + cfg.architecture + " norms each whole query and key projection, which a rank holds part of";
   return std::nullopt;
 }
 

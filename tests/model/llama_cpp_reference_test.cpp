@@ -189,3 +189,12 @@ BOOST_AUTO_TEST_CASE(gemma2_agrees_with_llama_cpp) { check_family({.arch = "gemm
 // Gemma 3: five windowed layers to one global, the windowed ones on their own RoPE base, query
 // and key norms.
 BOOST_AUTO_TEST_CASE(gemma3_agrees_with_llama_cpp) { check_family({.arch = "gemma3", .head_dim = 32, .layers = 6, .tolerance = 1e-2}); }
+
+// Granite 3: embedding, residual, attention and logit multipliers (synthesized far from 1).
+BOOST_AUTO_TEST_CASE(granite_agrees_with_llama_cpp) { check_family({"granite"}); }
+
+// OLMo 2: norms after the sublayers only, query/key norms over the whole projections.
+BOOST_AUTO_TEST_CASE(olmo2_agrees_with_llama_cpp) { check_family({"olmo2"}); }
+
+// SmolLM3: every fourth layer without RoPE.
+BOOST_AUTO_TEST_CASE(smollm3_agrees_with_llama_cpp) { check_family({.arch = "smollm3", .layers = 4}); }

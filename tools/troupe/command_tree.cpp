@@ -167,7 +167,7 @@ void declare_model(command& root) {
             cmd_model_synth)
       .option("preset", "tiny|small|1b|moe", "the model's size (moe: sized for mixture-of-experts archs; default small)")
       .option("out", "DIR", "where to write it (required)")
-      .option("arch", "ARCH", "a family: llama (default), mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma2 or gemma3")
+      .option("arch", "ARCH", "a family: llama (default), mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma2, gemma3, granite, olmo2 or smollm3")
       .option("dtype", "f32|f16|bf16", "the weights' element type (default f32)")
       .option("seed", "N", "the weights' seed (default 0)")
       .flag("tied", "tie the LM head to the embedding table")
@@ -188,7 +188,7 @@ void declare_model(command& root) {
             "weights with an f16 scale, int8 has one f32 scale per output channel, and a mix (q2_k|q3_k_m|q4_k_m|q5_k_m|q6_k|"
             "iq4_xs) puts each projection in the K-quant or IQ4_XS format llama.cpp's mix of that name gives it; embeddings, "
             "norms, the LM head and the tokenizer are copied unchanged. To a .gguf file (any mix, q4_0, q8_0, or f16 and f32 "
-            "unquantized): a GGUF file of the model's family (llama, qwen2, qwen3, gemma2, gemma3) with its tokenizer and chat template, every tensor in the type the mix gives it, the head and embedding table "
+            "unquantized): a GGUF file of the model's family (llama, qwen2, qwen3, gemma2, gemma3, granite, olmo2, smollm3) with its tokenizer and chat template, every tensor in the type the mix gives it, the head and embedding table "
             "included; llama.cpp reads it, and so does every command that takes --model. Both quantize without an importance "
             "matrix (docs/quantization.md).",
             cmd_model_quantize)

@@ -43,7 +43,7 @@ std::vector<std::pair<std::string, std::string>> gemma_layer_tensors(bool qk_nor
 void gemma_recipe(model_config& c, int global_every) {
   c.embedding_scale = std::sqrt(double(c.hidden_size));
   c.gelu_mlp = true;
-  c.sandwich_norms = true;
+  c.layer_norms = model_config::norms::sandwich;
   c.layer_windows.assign(std::size_t(c.num_hidden_layers), 0);
   for (int l = 0; l < c.num_hidden_layers; ++l)
     if ((l + 1) % global_every != 0) c.layer_windows[std::size_t(l)] = c.sliding_window;
