@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The fault and control tests (ctest label `fault`: admin_test, cluster_auth_test, launch_test,
-# multi_head_test, multiprocess_test, the worker-group and process tests) on a busy machine: two
+# multi_head_test, multiprocess_test, the worker-group and process tests) on a busy machine, two at
+# a time (none runs alone any more: the failure detector tells a starved node from a dead one): two
 # busy loops, each pinned to a core, run beside them for as long as they run. Bugs users hit
 # (requests orphaned by a stalled host, heartbeats that flapped) showed only under load.
 #
