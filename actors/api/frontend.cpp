@@ -5,6 +5,7 @@
 #include <random>
 
 #include "actors/protocol/error_text.h"
+#include "actors/api/frontend_answer.h"
 #include "actors/api/frontend_callers.h"
 #include "actors/api/frontend_metrics.h"
 #include "actors/api/frontend_health.h"
@@ -44,40 +45,6 @@ using grace_over_atom = caf::atom_constant<caf::atom("graceover")>;
 struct io_stats {
   double cpu_seconds = 0;
   std::size_t open_connections = 0;
-};
-
-// What the sub-requests of one request share: one per choice (n, best_of, a list of prompts),
-// one in all for most requests.
-struct choice_group {
-  api::choice_plan plan;
-  std::vector<std::string> ids;     // sub-request k's id
-  std::vector<json> fulls;          // non-streaming: each one's answer
-  std::vector<double> cumulative;   // each one's summed logprob (best_of)
-  int left = 0;                     // not finished yet
-  bool began = false;               // the stream's 200 went out
-  bool failed = false;              // answered with an error: the others' ends are dropped
-  long long prompt_tokens = 0, completion_tokens = 0;  // a stream's usage
-  // /v1/embeddings: each input's vector as it finishes, and the answer's encoding.
-  bool embeddings = false, base64 = false;
-  std::vector<std::vector<float>> vectors;
-  std::string model;  // the served model that answers (the base's name or an adapter's)
-  const char* endpoint = nullptr;  // completions or chat, for the request trace (null: embeddings)
-};
-
-struct live_request {
-  std::shared_ptr<choice_group> group;
-  int sub = 0;             // which of the group's sub-requests
-  double cumulative = 0;   // its tokens' summed logprob
-  std::shared_ptr<http::exchange> ex;
-  std::unique_ptr<api::response_writer> w;
-  bool stream = false, include_usage = false, logprobs = false;
-  bool submitted = false, gone = false;
-  std::string text;                      // non-streaming: the whole output
-  std::vector<api::token_logprob> lps;   // non-streaming: every token's
-  int prompt_tokens = 0, output_tokens = 0;
-  clock::time_point arrived, first_token, last_token;
-  metrics::labels labels;
-  std::string fell_back_from;  // the model asked, when its fallback answers (labels name the fallback)
 };
 
 struct frontend_state {
@@ -193,6 +160,7 @@ void finish(frontend_ptr self, live_request& r, const token_update& u) {
     abort_others(self, r);
     return end_with_error(self, r, api::api_error(500, "the request failed while running: " + u.error, "", "server_error"));
   }
+  open_answer(r);  // tokens that came before the owner's acceptance
   choice_group& g = *r.group;
   --g.left;
   if (g.embeddings) {
@@ -291,6 +259,7 @@ void on_update(frontend_ptr self, token_update& u) {
   }
   if (r.gone) return;
   if (r.stream) {
+    open_answer(r);
     // One chunk per step for this request, also when its token completed no text yet (a
     // partial character, text held back against a stop string, or a model without a
     // tokenizer): clients see every token's timing.
@@ -372,19 +341,13 @@ void on_submit_failed(frontend_ptr self, const std::string& id, const caf::error
   check_drained(self);
 }
 
-void on_submitted(frontend_ptr self, const std::string& id, api::endpoint kind) {
+void on_submitted(frontend_ptr self, const std::string& id, api::endpoint) {
   auto it = self->state.live.find(id);
   if (it == self->state.live.end()) return;
   live_request& r = it->second;
   r.submitted = true;
   if (r.gone) return self->send(self->state.owner, abort_atom::value, id);
-  if (r.sub == 0) r.ex->add_header({"X-Troupe-Model", r.group->model});  // which model answers (its fallback's, under overload)
-  if (!r.stream) return;
-  if (!r.group->began) {
-    r.group->began = true;
-    r.ex->begin_stream("text/event-stream");
-  }
-  if (kind == api::endpoint::chat) sse(r.ex, r.w->role_chunk());
+  open_answer(r);
 }
 
 void submit_one(frontend_ptr self, engine::request er, api::endpoint kind) {
