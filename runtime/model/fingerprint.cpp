@@ -9,6 +9,7 @@
 #include "runtime/model/gguf_import.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/model/model_source.h"
+#include "runtime/model/config_json.h"
 
 namespace troupe::model {
 

@@ -8,6 +8,7 @@
 #include "runtime/common/json.h"
 #include "runtime/common/regular_file.h"
 #include "runtime/model/model_config.h"
+#include "runtime/model/config_json.h"
 
 namespace troupe::model {
 

@@ -1,9 +1,11 @@
 #include "runtime/model/gguf_export.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <vector>
 
@@ -65,13 +67,16 @@ class metadata {
   }
 };
 
-// HF tensor name -> GGUF name and the head count its rows are interleaved by (0: none).
+// HF tensor name -> GGUF name, the head count its rows are interleaved by (0: none), and for an
+// expert's projection, which expert it is (its rows go into the layer's stacked tensor).
 struct gguf_place {
   std::string name;
   int interleave_heads = 0;
+  int expert = -1;
 };
 
-// By the family's table (family.h): model.layers.N.<hf>.{weight,bias} is blk.N.<gguf>.{weight,bias}.
+// By the family's table (family.h): model.layers.N.<hf>.{weight,bias} is blk.N.<gguf>.{weight,bias};
+// a '*' in the table's Hugging Face name stands for the expert's index.
 std::optional<gguf_place> place_of(const std::string& hf, const model_config& c, const family& fam) {
   if (hf == "model.embed_tokens.weight") return gguf_place{"token_embd.weight"};
   if (hf == "model.norm.weight") return gguf_place{"output_norm.weight"};
@@ -79,11 +84,21 @@ std::optional<gguf_place> place_of(const std::string& hf, const model_config& c,
   static const std::regex layer(R"(model\.layers\.(\d+)\.(.+)\.(weight|bias))");
   std::smatch m;
   if (!std::regex_match(hf, m, layer)) return std::nullopt;
+  const std::string part = m[2].str(), gguf_prefix = "blk." + m[1].str() + ".";
   for (auto& [gguf_part, hf_part] : fam.layer_tensors) {
-    if (m[2].str() != hf_part) continue;
+    if (const auto star = hf_part.find('*'); star != std::string::npos) {
+      const std::string before = hf_part.substr(0, star), after = hf_part.substr(star + 1);
+      if (part.size() <= before.size() + after.size() || part.compare(0, before.size(), before) != 0 ||
+          part.compare(part.size() - after.size(), after.size(), after) != 0)
+        continue;
+      const std::string index = part.substr(before.size(), part.size() - before.size() - after.size());
+      if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos) continue;
+      return gguf_place{gguf_prefix + gguf_part + "." + m[3].str(), 0, std::stoi(index)};
+    }
+    if (part != hf_part) continue;
     const bool q = gguf_part == "attn_q", k = gguf_part == "attn_k";
     const int heads = !fam.gguf_interleaves_rope ? 0 : q ? c.num_attention_heads : k ? c.num_key_value_heads : 0;
-    return gguf_place{"blk." + m[1].str() + "." + gguf_part + "." + m[3].str(), heads};
+    return gguf_place{gguf_prefix + gguf_part + "." + m[3].str(), heads};
   }
   return std::nullopt;
 }
@@ -97,6 +112,7 @@ int order_of(const std::string& gguf_name) {
 
 struct planned {
   const tensor_info* t;       // the folder's tensor, or null for one made here (rope_freqs)
+  std::vector<const tensor_info*> experts;  // or the experts' tensors stacked into this one, in order
   std::vector<float> values;  // ... whose values are these
   float shift = 0.0f;         // added to every value: a norm's offset (Gemma's folders store weight - 1)
   gguf_place place;
@@ -113,6 +129,10 @@ std::string tensor_data(const planned& p, const model_config& c) {
     const kernels::dtype dt = p.t->type();
     x.resize(p.rows * p.len);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = kernels::load_as_f32(p.t->data, dt, i) + p.shift;
+  }
+  for (const tensor_info* e : p.experts) {
+    const kernels::dtype dt = e->type();
+    for (std::size_t i = 0; i < std::size_t(e->numel()); ++i) x.push_back(kernels::load_as_f32(e->data, dt, i));
   }
   if (p.place.interleave_heads > 0) {  // row h*d + 2j + s of the file is row h*d + s*d/2 + j here
     const std::size_t row = p.shape.size() == 1 ? 1 : p.len;
@@ -139,10 +159,14 @@ const family& check_exportable(const model_config& c, const std::string& in) {
   if (!fam || fam->gguf_architecture.empty()) refuse("architecture " + c.architecture);
   if (c.weight_quant) refuse(std::string("already quantized (") + kernels::quant_name(*c.weight_quant) + "); export the original weights");
   if (!c.weight_mix.empty()) refuse("already quantized (" + c.weight_mix + "); export the original weights");
-  if (c.moe) refuse("a mixture-of-experts model");
-  if (c.rope_scaling && c.rope_scaling->type != "llama3" && c.rope_scaling->type != "linear")
-    refuse("RoPE scaling " + c.rope_scaling->type);
-  if (c.layer_windows.empty() && c.sliding_window > 0 && c.sliding_window < c.max_position_embeddings)
+  if (c.moe && (!c.moe->mlp_only_layers.empty() || c.moe->sparse_step != 1))
+    refuse("dense layers among the experts' (mlp_only_layers, decoder_sparse_step): llama.cpp's files have experts in every layer");
+  if (c.rope_scaling && c.rope_scaling->type == "longrope" && fam->name != "phi3") refuse("RoPE scaling longrope outside Phi-3");
+  if (c.rope_scaling && c.rope_scaling->type == "yarn" &&
+      (c.rope_scaling->beta_fast != 32.0 || c.rope_scaling->beta_slow != 1.0 ||
+       std::abs(c.rope_scaling->attention_factor - (0.1 * std::log(c.rope_scaling->factor) + 1.0)) > 1e-9))
+    refuse("a YaRN scaling with its own ramp or attention factor (llama.cpp's files hold only the factor and the original context)");
+  if (fam->gguf_architecture == "llama" && c.sliding_window > 0 && c.sliding_window < c.max_position_embeddings)
     refuse("a sliding window of " + std::to_string(c.sliding_window) + " on every layer (llama.cpp's " + fam->gguf_architecture +
            " architecture has none, so the file would compute another model)");
   return *fam;
@@ -208,25 +232,53 @@ namespace {
 std::vector<planned> plan_export(const gguf_export_options& o, const model_config& c, const family& fam,
                                  const std::vector<std::unique_ptr<safetensors_file>>& files, quantize_report& rep) {
   std::vector<planned> plan;
+  std::map<std::string, std::map<int, const tensor_info*>> stacks;  // GGUF name -> expert -> its tensor
+  auto add = [&](const tensor_info* t, std::vector<const tensor_info*> experts, const gguf_place& place, std::vector<std::int64_t> shape) {
+    const bool matrix = shape.size() >= 2;
+    std::size_t values = t ? std::size_t(t->numel()) : 0;
+    for (const tensor_info* e : experts) values += std::size_t(e->numel());
+    const std::size_t len = std::size_t(shape.back()), rows = matrix ? values / len : 1;
+    const std::uint32_t type = !matrix ? 0 : o.mix == "f32" ? 0 : o.mix == "f16" ? 1
+                                                          : gguf_mix_type(o.mix, place.name, c.num_hidden_layers, std::int64_t(len));
+    if (type > 1 && len % 32 != 0)
+      throw input_error(place.name + ": rows of " + std::to_string(len) + " weights; GGUF blocks need a multiple of 32");
+    const bool norm = place.name.size() > 11 && place.name.compare(place.name.size() - 11, 11, "norm.weight") == 0;
+    plan.push_back({t, std::move(experts), {}, norm ? c.norm_offset : 0.0f, place, type, std::move(shape), rows, len, rows * ggml_row_bytes(type, len)});
+  };
   for (auto& f : files)
     for (auto& [name, t] : f->tensors()) {
       auto place = place_of(name, c, fam);
       if (!place) throw input_error(t.file + ": tensor '" + name + "' has no place in a GGUF " + fam.gguf_architecture + " file");
       if (c.tie_word_embeddings && place->name == "output.weight") continue;  // llama.cpp writes no head for a tied model
       t.type();  // a float dtype, else an error naming the tensor
-      const bool matrix = t.shape.size() == 2;
-      const std::size_t rows = matrix ? std::size_t(t.shape[0]) : 1, len = std::size_t(t.shape.back());
-      const std::uint32_t type = !matrix ? 0 : o.mix == "f32" ? 0 : o.mix == "f16" ? 1
-                                                            : gguf_mix_type(o.mix, place->name, c.num_hidden_layers, std::int64_t(len));
-      if (type > 1 && len % 32 != 0)
-        throw input_error(t.file + ": tensor '" + name + "' has rows of " + std::to_string(len) + " weights; GGUF blocks need a multiple of 32");
-      const bool norm = place->name.size() > 11 && place->name.compare(place->name.size() - 11, 11, "norm.weight") == 0;
-      plan.push_back({&t, {}, norm ? c.norm_offset : 0.0f, *place, type, t.shape, rows, len, rows * ggml_row_bytes(type, len)});
       rep.bytes_in += t.bytes;
+      if (place->expert >= 0) {
+        stacks[place->name][place->expert] = &t;
+        continue;
+      }
+      // Qwen2-MoE's shared expert gate: [1][hidden] in the folder, one row (F32) in llama.cpp's files.
+      const bool row = t.shape.size() == 2 && t.shape[0] == 1 && place->name.find("ffn_gate_inp_shexp") != std::string::npos;
+      add(&t, {}, *place, row ? std::vector<std::int64_t>{t.shape[1]} : t.shape);
     }
-  if (auto factors = rope_freq_factors(c); !factors.empty()) {
-    const std::size_t n = factors.size();
-    plan.push_back({nullptr, std::vector<float>(factors.begin(), factors.end()), 0.0f, {"rope_freqs.weight"}, 0, {std::int64_t(n)}, 1, n, n * 4});
+  for (auto& [name, by_expert] : stacks) {
+    std::vector<const tensor_info*> experts;
+    for (auto& [e, t] : by_expert) {
+      if (e != int(experts.size()) || t->shape != by_expert.begin()->second->shape)
+        throw input_error(t->file + ": the experts of " + name + " are not 0.." + std::to_string(by_expert.size() - 1) + " of one shape");
+      experts.push_back(t);
+    }
+    add(nullptr, experts, gguf_place{name}, {std::int64_t(experts.size()), experts[0]->shape[0], experts[0]->shape[1]});
+  }
+  // RoPE divisors as the converter writes them: Llama 3's in rope_freqs, longrope's in
+  // rope_factors_long and rope_factors_short.
+  auto divisors = [&](const std::string& name, const std::vector<double>& v) {
+    const std::size_t n = v.size();
+    plan.push_back({nullptr, {}, std::vector<float>(v.begin(), v.end()), 0.0f, {name}, 0, {std::int64_t(n)}, 1, n, n * 4});
+  };
+  if (auto factors = rope_freq_factors(c); !factors.empty()) divisors("rope_freqs.weight", {factors.begin(), factors.end()});
+  if (c.rope_scaling && c.rope_scaling->type == "longrope") {
+    divisors("rope_factors_long.weight", c.rope_scaling->long_factor);
+    divisors("rope_factors_short.weight", c.rope_scaling->short_factor);
   }
   for (auto& p : plan) {
     rep.bytes_out += p.bytes;
@@ -250,9 +302,11 @@ void add_hparams(const model_config& c, const family& fam, metadata& m) {
   m.u32(a + "rope.dimension_count", std::uint32_t(c.head_dim));
   m.f32(a + "attention.layer_norm_rms_epsilon", float(c.rms_norm_eps));
   m.f32(a + "rope.freq_base", float(c.rope_theta));
-  if (c.rope_scaling && c.rope_scaling->type == "linear") {
-    m.str(a + "rope.scaling.type", "linear");
+  if (c.rope_scaling && (c.rope_scaling->type == "linear" || c.rope_scaling->type == "yarn")) {
+    m.str(a + "rope.scaling.type", c.rope_scaling->type);
     m.f32(a + "rope.scaling.factor", float(c.rope_scaling->factor));
+    if (c.rope_scaling->type == "yarn")
+      m.u32(a + "rope.scaling.original_context_length", std::uint32_t(c.rope_scaling->original_max_position_embeddings));
   }
   m.u32(a + "vocab_size", std::uint32_t(c.vocab_size));
   if (!fam.write_gguf) return;

@@ -7,6 +7,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/model/family.h"
+#include "runtime/model/config_json.h"
 
 namespace troupe::model {
 
@@ -26,17 +27,22 @@ const family& family_of(const gguf_file& g) {
   return *f;
 }
 
-// RoPE scaling as llama.cpp's converter writes it: rope.scaling.type linear (with its factor), or
-// a llama3-style scaling baked into rope_freqs.weight, one divisor per frequency.
+// RoPE scaling as llama.cpp's converter writes it: rope.scaling.type linear or yarn (with its
+// factor and original context), or a llama3-style scaling baked into rope_freqs.weight, one
+// divisor per frequency.
 void read_rope(const gguf_keys& k, model_config& c) {
   c.rope_theta = k.real_or("rope.freq_base", 10000.0);
   if (const auto type = k.text("rope.scaling.type"); type && *type != "none") {
-    if (*type != "linear")
+    if (*type != "linear" && *type != "yarn")
       throw input_error(k.path() + ": metadata '" + k.key("rope.scaling.type") + "' is '" + *type +
-                        "'; RoPE scalings read from GGUF: none, linear (and llama3's, as rope_freqs.weight)");
+                        "'; RoPE scalings read from GGUF: none, linear, yarn (and llama3's, as rope_freqs.weight)");
     rope_scaling_config s;
-    s.type = "linear";
+    s.type = *type;
     s.factor = k.real_or("rope.scaling.factor", 1.0);
+    if (*type == "yarn") {  // llama.cpp's defaults: the ramp over 32..1 rotations, attention factor 0.1 ln(factor) + 1
+      s.original_max_position_embeddings = k.need_int("rope.scaling.original_context_length");
+      s.attention_factor = s.factor <= 1 ? 1.0 : 0.1 * std::log(s.factor) + 1.0;
+    }
     c.rope_scaling = s;
   }
   const auto& t = k.file().tensors();
@@ -53,8 +59,6 @@ void read_rope(const gguf_keys& k, model_config& c) {
 model_config gguf_model_config(const gguf_file& g) {
   const family& fam = family_of(g);
   const gguf_keys k(g, fam.gguf_architecture);
-  if (k.has("expert_count") && k.need_int("expert_count") > 1)
-    throw input_error(g.path() + ": metadata '" + k.key("expert_count") + "': mixture-of-experts GGUF files are not supported yet");
   model_config c;
   c.architecture = fam.hf_architectures.front();
   c.family = fam.name;
@@ -86,20 +90,33 @@ model_config gguf_model_config(const gguf_file& g) {
   if (tok.has("bos_token_id")) c.bos_token_id = tok.need_int("bos_token_id", 0);
   if (tok.has("eos_token_id")) c.eos_token_ids = {tok.need_int("eos_token_id", 0)};
   if (fam.read_gguf) fam.read_gguf(k, c);
+  if (k.has("expert_count") && k.need_int("expert_count") > 1 && !c.moe)
+    throw input_error(g.path() + ": metadata '" + k.key("expert_count") + "': this family's mixture-of-experts GGUF files are not supported");
   check_model_config(g.path(), c);
   return c;
+}
+
+std::optional<moe_config> gguf_moe(const gguf_keys& k, int expert_ff, moe_layout layout, bool normalize_top_k) {
+  if (!k.has("expert_count") || k.need_int("expert_count") <= 1) return std::nullopt;
+  moe_config m;
+  m.layout = layout;
+  m.num_experts = k.need_int("expert_count");
+  m.experts_per_token = k.need_int("expert_used_count");
+  m.expert_intermediate_size = expert_ff;
+  m.normalize_top_k = normalize_top_k;
+  return m;
 }
 
 namespace {
 
 // The Hugging Face name of GGUF tensor `name` in family `fam`; empty for one the config consumed
-// (rope_freqs.weight); throws for one the family does not name.
+// (rope_freqs, rope_factors_long/short); throws for one the family does not name.
 std::string hf_name_of(const gguf_file& g, const family& fam, const std::string& name, std::smatch& m) {
   static const std::regex layer(R"(blk\.(\d+)\.(\w+)\.(weight|bias))");
   if (name == "token_embd.weight") return "model.embed_tokens.weight";
   if (name == "output_norm.weight") return "model.norm.weight";
   if (name == "output.weight") return "lm_head.weight";
-  if (name == "rope_freqs.weight") return "";
+  if (name == "rope_freqs.weight" || name == "rope_factors_long.weight" || name == "rope_factors_short.weight") return "";
   if (std::regex_match(name, m, layer))
     for (auto& [gguf_part, hf_part] : fam.layer_tensors)
       if (m[2].str() == gguf_part) return "model.layers." + m[1].str() + "." + hf_part + "." + m[3].str();
@@ -141,6 +158,27 @@ void uninterleave(const gguf_tensor& t, int heads, int d, tensor_info& i, std::v
 
 }  // namespace
 
+namespace {
+
+// A stacked experts' tensor ([experts][rows][row], ffn_gate_exps and the like) as one view per
+// expert, under the family's name with the expert's index for its '*'.
+void split_experts(const tensor_info& stacked, std::vector<tensor_info>& out) {
+  if (stacked.shape.size() != 3 || stacked.shape[0] <= 0)
+    throw input_error(stacked.file + ": a stacked experts' tensor must have three dimensions");
+  const std::size_t n = std::size_t(stacked.shape[0]), each = stacked.bytes / n;
+  const auto star = stacked.name.find('*');
+  for (std::size_t e = 0; e < n; ++e) {
+    tensor_info v = stacked;
+    v.name = stacked.name.substr(0, star) + std::to_string(e) + stacked.name.substr(star + 1);
+    v.data = stacked.data + e * each;
+    v.bytes = each;
+    v.shape = {stacked.shape[1], stacked.shape[2]};
+    out.push_back(std::move(v));
+  }
+}
+
+}  // namespace
+
 std::vector<tensor_info> gguf_model_tensors(const gguf_file& g, const model_config& c,
                                             std::vector<std::vector<std::uint8_t>>& storage) {
   const family& fam = family_of(g);
@@ -155,6 +193,13 @@ std::vector<tensor_info> gguf_model_tensors(const gguf_file& g, const model_conf
     i.bytes = t.bytes;
     i.shape = t.shape;
     set_format(t, i);
+    if (i.name.find('*') != std::string::npos) {
+      split_experts(i, out);
+      continue;
+    }
+    // Qwen2-MoE's shared expert gate is [1][hidden] in Hugging Face's folders, one row in GGUF.
+    if (i.shape.size() == 1 && i.name.size() > 25 && i.name.compare(i.name.size() - 25, 25, "shared_expert_gate.weight") == 0)
+      i.shape = {1, i.shape[0]};
     const bool q = m.size() > 2 && m[2].str() == "attn_q", k = m.size() > 2 && m[2].str() == "attn_k";
     if (fam.gguf_interleaves_rope && (q || k)) uninterleave(t, q ? c.num_attention_heads : c.num_key_value_heads, c.head_dim, i, storage);
     out.push_back(std::move(i));

@@ -79,7 +79,8 @@ std::optional<std::string> gguf_tensor_name(const std::string& hf) {
   static const std::pair<const char*, const char*> parts[] = {
       {"input_layernorm", "attn_norm"}, {"post_attention_layernorm", "ffn_norm"}, {"self_attn.q_proj", "attn_q"},
       {"self_attn.k_proj", "attn_k"},   {"self_attn.v_proj", "attn_v"},           {"self_attn.o_proj", "attn_output"},
-      {"mlp.gate_proj", "ffn_gate"},    {"mlp.up_proj", "ffn_up"},                {"mlp.down_proj", "ffn_down"}};
+      {"mlp.gate_proj", "ffn_gate"},    {"mlp.up_proj", "ffn_up"},                {"mlp.down_proj", "ffn_down"},
+      {"self_attn.qkv_proj", "attn_qkv"}, {"mlp.gate_up_proj", "ffn_up"}};  // Phi-3's fused projections, as llama.cpp names them
   std::smatch m;
   if (!std::regex_match(hf, m, layer)) return std::nullopt;
   for (auto& [h, g] : parts)

@@ -262,9 +262,17 @@ struct layer_reader {
 
   void attention(const std::string& p, layer_weights& w) {
     const std::int64_t H = cfg.hidden_size, Q = cfg.q_dim(), KV = cfg.kv_dim(), hd = cfg.head_dim;
-    const auto q = rows_of(idx.get_linear(p + "self_attn.q_proj.weight", Q, H, quant), h0 * hd, h1 * hd);
-    const auto k = rows_of(idx.get_linear(p + "self_attn.k_proj.weight", KV, H, quant), g0 * hd, g1 * hd);
-    const auto v = rows_of(idx.get_linear(p + "self_attn.v_proj.weight", KV, H, quant), g0 * hd, g1 * hd);
+    tensor_info q, k, v;
+    if (cfg.fused_projections) {  // Phi-3: one qkv_proj, q then k then v rows
+      const auto& all = idx.get_linear(p + "self_attn.qkv_proj.weight", Q + 2 * KV, H, quant);
+      q = rows_of(all, h0 * hd, h1 * hd);
+      k = rows_of(all, Q + g0 * hd, Q + g1 * hd);
+      v = rows_of(all, Q + KV + g0 * hd, Q + KV + g1 * hd);
+    } else {
+      q = rows_of(idx.get_linear(p + "self_attn.q_proj.weight", Q, H, quant), h0 * hd, h1 * hd);
+      k = rows_of(idx.get_linear(p + "self_attn.k_proj.weight", KV, H, quant), g0 * hd, g1 * hd);
+      v = rows_of(idx.get_linear(p + "self_attn.v_proj.weight", KV, H, quant), g0 * hd, g1 * hd);
+    }
     w.qkv = linear_of(idx, {&q, &k, &v}, H);
     if (cfg.attention_bias) {
       for (const char* n : {"q_proj", "k_proj", "v_proj"}) {
@@ -284,13 +292,21 @@ struct layer_reader {
     }
   }
 
-  // A SwiGLU MLP of `n` features: this rank's range of them (all of them when `whole`).
+  // A SwiGLU MLP of `n` features: this rank's range of them (all of them when `whole`). With no
+  // `up_name`, `gate_name` is a fused gate_up tensor of 2n rows.
   mlp_weights mlp(const std::string& gate_name, const std::string& up_name, const std::string& down_name, std::int64_t n,
                   bool whole = false) {
     const std::int64_t H = cfg.hidden_size;
     const auto [f0, f1] = whole ? std::pair<std::int64_t, std::int64_t>{0, n} : shard_range(n, shard.rank, shard.size);
-    const auto gate = rows_of(idx.get_linear(gate_name, n, H, quant), f0, f1);
-    const auto up = rows_of(idx.get_linear(up_name, n, H, quant), f0, f1);
+    tensor_info gate, up;
+    if (up_name.empty()) {  // Phi-3: one gate_up_proj, the gate's rows then the up's
+      const auto& both = idx.get_linear(gate_name, 2 * n, H, quant);
+      gate = rows_of(both, f0, f1);
+      up = rows_of(both, n + f0, n + f1);
+    } else {
+      gate = rows_of(idx.get_linear(gate_name, n, H, quant), f0, f1);
+      up = rows_of(idx.get_linear(up_name, n, H, quant), f0, f1);
+    }
     const auto& down_all = idx.get_linear(down_name, H, n, quant);
     const auto down = in_blocks(down_all) ? down_all : cols_of(down_all, f0, f1, scratch);
     return mlp_weights{linear_of(idx, {&gate, &up}, H), linear_of(idx, {&down}, n)};
@@ -383,7 +399,8 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
     read_norms(idx, cfg_, p, w);
     read.attention(p, w);
     if (!cfg_.is_moe_layer(l)) {
-      auto dense = read.mlp(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", p + "mlp.down_proj.weight", I);
+      auto dense = cfg_.fused_projections ? read.mlp(p + "mlp.gate_up_proj.weight", "", p + "mlp.down_proj.weight", I)
+                                          : read.mlp(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", p + "mlp.down_proj.weight", I);
       w.gate_up = std::move(dense.gate_up);
       w.down = std::move(dense.down);
     } else {
@@ -536,6 +553,8 @@ void llama_model::run_layers(const forward_batch& b, int first, int last, kv::kv
     w.cos.resize(T * half);
     w.sin.resize(T * half);
     kernels::rope_tables(b.positions.data(), T, inv_freq_.data(), half, w.cos.data(), w.sin.data());
+    if (const float m = float(cfg_.rope_magnitude()); m != 1.0f)  // longrope's attention factor
+      for (std::size_t i = 0; i < T * half; ++i) w.cos[i] *= m, w.sin[i] *= m;
     if (!inv_freq_local_.empty()) {
       w.cos_local.resize(T * half);
       w.sin_local.resize(T * half);

@@ -1,4 +1,5 @@
-// The architecture hyper-parameters of a Hugging Face model folder (config.json).
+// The architecture hyper-parameters of a model however it was read (config.json: config_json.h;
+// GGUF metadata: gguf_import.h), and the recipe its family sets (family.h).
 #pragma once
 #include <optional>
 
@@ -11,13 +12,19 @@
 
 namespace troupe::model {
 
-// Llama-3 style frequency-dependent RoPE scaling ("rope_type": "llama3"), or plain linear.
+// RoPE scaling (rope_scaling.h): Llama 3's frequency-dependent one ("llama3"), plain "linear",
+// Phi-3's "longrope": a divisor per frequency, the long ones when the model's context passes the
+// original (the choice is fixed per model, as llama.cpp fixes it per context: the cache holds
+// keys rotated once), and every rotation scaled by attention_factor; or "yarn".
 struct rope_scaling_config {
-  std::string type;  // "llama3" or "linear"
+  std::string type;  // "llama3", "linear", "longrope" or "yarn"
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int original_max_position_embeddings = 8192;
+  std::vector<double> short_factor, long_factor;  // longrope: [head_dim / 2] each
+  double attention_factor = 1.0;                  // longrope, yarn: cos and sin multiplied by this
+  double beta_fast = 32.0, beta_slow = 1.0;       // yarn: the ramp's ends, in rotations over the original context
 };
 
 // A mixture-of-experts MLP: each token goes to `experts_per_token` of `num_experts` experts
@@ -76,6 +83,7 @@ struct model_config {
   double attention_multiplier = 0.0;  // the scores' scale itself, over attention_scalar (Granite)
   double logit_divisor = 1.0;     // logits divided by this (Granite's logits_scaling)
   std::vector<int> layer_rope;    // [layers]: 0 where a layer applies no RoPE (SmolLM3); empty: RoPE everywhere
+  bool fused_projections = false; // qkv_proj and gate_up_proj stored as one tensor each (Phi-3)
   double attention_scalar = 0.0;  // scores scaled by 1 / sqrt(this) (Gemma's query_pre_attn_scalar); 0: head_dim
   double attn_softcap = 0.0;      // scores soft-capped: c * tanh(s / c) (Gemma 2); 0: none
   double final_softcap = 0.0;     // the same on the logits
@@ -102,25 +110,17 @@ struct model_config {
   int q_dim() const { return num_attention_heads * head_dim; }
   int kv_dim() const { return num_key_value_heads * head_dim; }
   // RoPE inverse frequencies (head_dim / 2 of them) with rope_scaling applied, in double; with
-  // `local`, those of the windowed layers (local_rope_theta, unscaled, when set).
+  // `local`, those of the windowed layers (local_rope_theta, unscaled, when set). Defined with
+  // the scalings, in rope_scaling.cpp.
   std::vector<double> rope_inv_freq(bool local = false) const;
+  // What every rotation is scaled by (longrope's attention_factor; else 1).
+  double rope_magnitude() const {
+    return rope_scaling && (rope_scaling->type == "longrope" || rope_scaling->type == "yarn") ? rope_scaling->attention_factor : 1.0;
+  }
   // Layer l's window (0: it attends to every position).
   int window_of(int l) const {
     return layer_windows.empty() ? sliding_window : layer_windows[std::size_t(l)];
   }
 };
-
-// eos_token_id as Hugging Face writes it: an id, a list of ids, or null.
-std::vector<int> eos_ids_of(const nlohmann::json& v, const std::string& source);
-
-// Parses config.json text; `source` names it in errors.
-model_config parse_model_config(const std::string& text, const std::string& source);
-// What the kernels and the KV layout need of a config however it was read (config.json, GGUF
-// metadata): positive finite rope_theta and rms_norm_eps, positive sizes, heads that divide.
-// Throws input_error "<source>: 'KEY' ..." naming the first that is wrong.
-void check_model_config(const std::string& source, const model_config& c);
-
-// The config.json text for `c` (what the model synthesizer writes).
-std::string to_config_json(const model_config& c);
 
 }  // namespace troupe::model

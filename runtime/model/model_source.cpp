@@ -9,6 +9,7 @@
 #include "runtime/model/generation_config.h"
 #include "runtime/model/gguf_import.h"
 #include "runtime/model/pooling.h"
+#include "runtime/model/config_json.h"
 
 namespace troupe::model {
 

@@ -21,7 +21,8 @@ namespace troupe::model {
 namespace fs = std::filesystem;
 
 bool is_quantized_projection(const std::string& name) {
-  static const std::regex re(R"(model\.layers\.\d+\.(self_attn\.(q|k|v|o)_proj|mlp\.(gate|up|down)_proj)\.weight)");
+  // Phi-3's fused qkv_proj and gate_up_proj too.
+  static const std::regex re(R"(model\.layers\.\d+\.(self_attn\.(q|k|v|o|qkv)_proj|mlp\.(gate|up|down|gate_up)_proj)\.weight)");
   return std::regex_match(name, re);
 }
 

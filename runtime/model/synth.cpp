@@ -1,7 +1,5 @@
 #include "runtime/model/synth.h"
 
-#include "runtime/model/family.h"
-
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +12,8 @@
 #include "runtime/common/error.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/tokenizer/synth_vocab.h"
+#include "runtime/model/config_json.h"
+#include "runtime/model/family.h"
 
 namespace troupe::model {
 
@@ -58,9 +58,13 @@ std::vector<tensor_plan> plan_tensors(const model_config& c) {
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
     if (c.layer_norms != model_config::norms::post) t.push_back({p + "input_layernorm.weight", {H}, norm_init});
-    t.push_back({p + "self_attn.q_proj.weight", {Q, H}, uniform_std(1.0 / std::sqrt(double(H)))});
-    t.push_back({p + "self_attn.k_proj.weight", {KV, H}, uniform_std(1.0 / std::sqrt(double(H)))});
-    t.push_back({p + "self_attn.v_proj.weight", {KV, H}, uniform_std(1.0 / std::sqrt(double(H)))});
+    if (c.fused_projections) {
+      t.push_back({p + "self_attn.qkv_proj.weight", {Q + 2 * KV, H}, uniform_std(1.0 / std::sqrt(double(H)))});
+    } else {
+      t.push_back({p + "self_attn.q_proj.weight", {Q, H}, uniform_std(1.0 / std::sqrt(double(H)))});
+      t.push_back({p + "self_attn.k_proj.weight", {KV, H}, uniform_std(1.0 / std::sqrt(double(H)))});
+      t.push_back({p + "self_attn.v_proj.weight", {KV, H}, uniform_std(1.0 / std::sqrt(double(H)))});
+    }
     if (c.attention_bias) {
       t.push_back({p + "self_attn.q_proj.bias", {Q}, uniform_std(0.2)});
       t.push_back({p + "self_attn.k_proj.bias", {KV}, uniform_std(0.2)});
@@ -81,6 +85,11 @@ std::vector<tensor_plan> plan_tensors(const model_config& c) {
       t.push_back({prefix + (mixtral_names ? "w3" : "up_proj") + ".weight", {n, H}, uniform_std(1.0 / std::sqrt(double(H)))});
       t.push_back({prefix + (mixtral_names ? "w2" : "down_proj") + ".weight", {H, n}, uniform_std(1.0 / std::sqrt(double(n)))});
     };
+    if (!c.is_moe_layer(l) && c.fused_projections) {
+      t.push_back({p + "mlp.gate_up_proj.weight", {2 * I, H}, uniform_std(1.0 / std::sqrt(double(H)))});
+      t.push_back({p + "mlp.down_proj.weight", {H, I}, uniform_std(1.0 / std::sqrt(double(I)))});
+      continue;
+    }
     if (!c.is_moe_layer(l)) {
       mlp(p + "mlp.", I, false);
       continue;
@@ -140,6 +149,15 @@ model_config synth_config(const synth_options& o) {
   c.rms_norm_eps = 1e-5;
   c.rope_theta = o.llama3_rope_scaling ? 500000.0 : 10000.0;
   if (o.llama3_rope_scaling) c.rope_scaling = rope_scaling_config{"llama3", 8.0, 1.0, 4.0, 1024};
+  if (o.rope_scaling == "linear") c.rope_scaling = rope_scaling_config{"linear", 2.0};
+  if (o.rope_scaling == "yarn") {
+    rope_scaling_config s{"yarn", 4.0};
+    s.original_max_position_embeddings = 256;
+    s.attention_factor = 0.1 * std::log(4.0) + 1.0;
+    c.rope_scaling = s;
+  }
+  if (!o.rope_scaling.empty() && o.rope_scaling != "linear" && o.rope_scaling != "yarn" && o.rope_scaling != "llama3")
+    throw input_error("unknown --rope-scaling '" + o.rope_scaling + "' (llama3, linear, yarn)");
   c.tie_word_embeddings = o.tied_embeddings;
   if (o.arch == "mixtral" || o.arch == "qwen2_moe" || o.arch == "qwen3_moe") {
     moe_config m;

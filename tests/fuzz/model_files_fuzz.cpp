@@ -9,6 +9,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/model/model_config.h"
+#include "runtime/model/config_json.h"
 #include "runtime/model/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,8 +1,11 @@
 #!/usr/bin/python3
-"""An independent PyTorch implementation of the Llama / Mistral / Qwen2 forward pass, and of the
-mixture-of-experts families Mixtral / Qwen2-MoE / Qwen3-MoE (as Hugging Face transformers
+"""An independent PyTorch implementation of the Llama / Mistral / Qwen2 / Qwen3 forward pass, of
+the mixture-of-experts families Mixtral / Qwen2-MoE / Qwen3-MoE (as Hugging Face transformers
 defines them: softmax router, top-k, family-specific renormalization, Qwen2-MoE's gated shared
-expert, Qwen3's per-head q/k norms), used by
+expert, Qwen3's per-head q/k norms), and of Gemma 2 / Gemma 3 (scaled embeddings, (1 + w) norms
+before and after each sublayer, the tanh GELU, query_pre_attn_scalar, soft caps, sliding-window
+layers and Gemma 3's local RoPE base), Granite (its four multipliers), OLMo2 (norms after the
+sublayers, whole-projection q/k norms) and SmolLM3 (layers without RoPE), used by
 tests/runtime/model_reference_test.cpp to check Troupe's engine. Shares no code with it: reads
 the safetensors file and config.json itself and computes in float64.
 
@@ -51,8 +54,10 @@ def read_safetensors(path):
     return out
 
 
-def inv_freq(cfg):
+def inv_freq(cfg, base=None):
     hd = cfg.get('head_dim') or cfg['hidden_size'] // cfg['num_attention_heads']
+    if base is not None:  # Gemma 3's local layers: their own base, unscaled
+        return torch.tensor([1.0 / base ** (2 * i / hd) for i in range(hd // 2)], dtype=torch.float64)
     base = cfg.get('rope_theta', 10000.0)
     f = [1.0 / base ** (2 * i / hd) for i in range(hd // 2)]
     rs = cfg.get('rope_scaling')
@@ -70,7 +75,31 @@ def inv_freq(cfg):
                 s = (old / wl - lo) / (hi - lo)
                 out.append((1 - s) * x / factor + s * x)
         f = out
+    elif rs and rs.get('rope_type', rs.get('type')) == 'linear':
+        f = [x / rs['factor'] for x in f]
+    elif rs and rs.get('rope_type', rs.get('type')) == 'yarn':  # transformers' _compute_yarn_parameters
+        factor, orig = rs['factor'], rs.get('original_max_position_embeddings') or cfg['max_position_embeddings']
+        fast, slow = rs.get('beta_fast', 32), rs.get('beta_slow', 1)
+
+        def corr(rot):
+            return hd * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(base))
+        low, high = max(math.floor(corr(fast)), 0), min(math.ceil(corr(slow)), hd - 1)
+        if low == high:
+            high += 0.001
+        out = []
+        for i, x in enumerate(f):
+            extrapolate = 1 - min(max((i - low) / (high - low), 0), 1)
+            out.append(x / factor * (1 - extrapolate) + x * extrapolate)
+        f = out
     return torch.tensor(f, dtype=torch.float64)
+
+
+def rope_magnitude(cfg):
+    """What cos and sin are multiplied by: YaRN's attention factor (0.1 ln(factor) + 1 unless given)."""
+    rs = cfg.get('rope_scaling')
+    if rs and rs.get('rope_type', rs.get('type')) == 'yarn':
+        return rs.get('attention_factor') or (0.1 * math.log(rs['factor']) + 1.0 if rs['factor'] > 1 else 1.0)
+    return 1.0
 
 
 class Model:
@@ -81,71 +110,125 @@ class Model:
             if fn.endswith('.safetensors'):
                 self.w.update(read_safetensors(os.path.join(d, fn)))
         c = self.cfg
+        self.type = c.get('model_type', 'llama')
+        self.gemma = self.type in ('gemma2', 'gemma3', 'gemma3_text')
         self.h = c['num_attention_heads']
         self.kvh = c.get('num_key_value_heads', self.h)
         self.hd = c.get('head_dim') or c['hidden_size'] // self.h
         self.eps = c['rms_norm_eps']
         self.freq = inv_freq(c)
-        self.lm_head = self.w['model.embed_tokens.weight'] if c.get('tie_word_embeddings') else self.w['lm_head.weight']
+        self.magnitude = rope_magnitude(c)
+        self.local_freq = inv_freq(c, c.get('rope_local_base_freq', 10000.0)) if self.type.startswith('gemma3') else self.freq
+        tied = c.get('tie_word_embeddings', self.gemma or self.type == 'smollm3')
+        self.lm_head = self.w['model.embed_tokens.weight'] if tied else self.w['lm_head.weight']
+        layers = c['num_hidden_layers']
+        # Each layer's window (0: global): Gemma 2's even layers, Gemma 3's layer_types; Mistral's
+        # sliding_window on every layer.
+        if self.type == 'gemma2':
+            self.window = [c['sliding_window'] if l % 2 == 0 else 0 for l in range(layers)]
+        elif self.type.startswith('gemma3'):
+            kinds = c.get('layer_types') or ['sliding_attention' if (l + 1) % c.get('sliding_window_pattern', 6) else
+                                             'full_attention' for l in range(layers)]
+            self.window = [c['sliding_window'] if k == 'sliding_attention' else 0 for k in kinds]
+        elif c.get('sliding_window') and c.get('use_sliding_window', True):
+            self.window = [c['sliding_window']] * layers
+        else:
+            self.window = [0] * layers
+        self.rope_layers = c.get('no_rope_layers') or [1] * layers  # SmolLM3: 0 where a layer has no RoPE
+        scalar = c.get('query_pre_attn_scalar') or self.hd
+        self.scale = c.get('attention_multiplier') or 1.0 / math.sqrt(scalar)
 
     def norm(self, x, w):
+        if self.gemma:  # Gemma's RMSNorm scales by (1 + weight)
+            w = 1.0 + w
         return x / torch.sqrt((x * x).mean(-1, keepdim=True) + self.eps) * w
 
-    def rope(self, x, pos):  # x: [T, heads, hd]
-        ang = pos[:, None].double() * self.freq[None, :]
-        cos, sin = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
+    def rope(self, x, pos, freq):  # x: [T, heads, hd]
+        ang = pos[:, None].double() * freq[None, :]
+        m = self.magnitude if freq is self.freq else 1.0  # Gemma 3's local layers: unscaled
+        cos, sin = m * torch.cos(ang)[:, None, :], m * torch.sin(ang)[:, None, :]
         a, b = x[..., : self.hd // 2], x[..., self.hd // 2:]
         return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
 
     def forward(self, ids, cache):
         """ids: new tokens; cache: list per layer of (k, v) [T_past, kvh, hd]. Returns logits."""
-        return self.hidden(ids, cache) @ self.lm_head.T
+        logits = self.hidden(ids, cache) @ self.lm_head.T
+        logits = logits / self.cfg.get('logits_scaling', 1.0)  # Granite
+        cap = self.cfg.get('final_logit_softcapping')
+        return cap * torch.tanh(logits / cap) if cap else logits
+
+    def attention(self, l, h, pos, cache):
+        c, p, T = self.cfg, 'model.layers.%d.' % l, h.shape[0]
+        proj = {}
+        for n in ('q', 'k', 'v'):
+            y = h @ self.w[p + 'self_attn.%s_proj.weight' % n].T
+            if p + 'self_attn.%s_proj.bias' % n in self.w:
+                y = y + self.w[p + 'self_attn.%s_proj.bias' % n]
+            proj[n] = y
+        if self.type == 'olmo2':  # q/k norms over the whole projections
+            proj['q'] = self.norm(proj['q'], self.w[p + 'self_attn.q_norm.weight'])
+            proj['k'] = self.norm(proj['k'], self.w[p + 'self_attn.k_norm.weight'])
+        q = proj['q'].view(T, self.h, self.hd)
+        k = proj['k'].view(T, self.kvh, self.hd)
+        if self.type != 'olmo2' and p + 'self_attn.q_norm.weight' in self.w:  # Qwen3, Gemma 3: RMSNorm over each head
+            q = self.norm(q, self.w[p + 'self_attn.q_norm.weight'])
+            k = self.norm(k, self.w[p + 'self_attn.k_norm.weight'])
+        if self.rope_layers[l]:
+            freq = self.local_freq if self.window[l] else self.freq
+            q, k = self.rope(q, pos, freq), self.rope(k, pos, freq)
+        v = proj['v'].view(T, self.kvh, self.hd)
+        if cache[l] is not None:
+            k = torch.cat([cache[l][0], k])
+            v = torch.cat([cache[l][1], v])
+        cache[l] = (k, v)
+        S, g = k.shape[0], self.h // self.kvh
+        kk = k.repeat_interleave(g, dim=1)  # query head j uses KV head j // g
+        vv = v.repeat_interleave(g, dim=1)
+        scores = torch.einsum('thd,shd->hts', q, kk) * self.scale
+        cap = c.get('attn_logit_softcapping')
+        if cap:
+            scores = cap * torch.tanh(scores / cap)
+        key = torch.arange(S)[None, :]
+        mask = key > pos[:, None]
+        if self.window[l]:  # a window of the last `window` positions, the token's own included
+            mask = mask | (pos[:, None] - key >= self.window[l])
+        scores = scores.masked_fill(mask[None], float('-inf'))
+        att = torch.softmax(scores, dim=-1)
+        o = torch.einsum('hts,shd->thd', att, vv).reshape(T, self.h * self.hd)
+        return o @ self.w[p + 'self_attn.o_proj.weight'].T
 
     def hidden(self, ids, cache):
         """The last hidden states [T, hidden] after the final norm (what *Model returns)."""
+        c = self.cfg
         past = cache[0][0].shape[0] if cache[0] is not None else 0
-        T = len(ids)
-        pos = torch.arange(past, past + T)
+        pos = torch.arange(past, past + len(ids))
         x = self.w['model.embed_tokens.weight'][torch.tensor(ids)]
-        g = self.h // self.kvh
-        for l in range(self.cfg['num_hidden_layers']):
+        if self.gemma:
+            x = x * math.sqrt(c['hidden_size'])
+        x = x * c.get('embedding_multiplier', 1.0)  # Granite
+        r = c.get('residual_multiplier', 1.0)
+        for l in range(c['num_hidden_layers']):
             p = 'model.layers.%d.' % l
-            h = self.norm(x, self.w[p + 'input_layernorm.weight'])
-            proj = {}
-            for n in ('q', 'k', 'v'):
-                y = h @ self.w[p + 'self_attn.%s_proj.weight' % n].T
-                if p + 'self_attn.%s_proj.bias' % n in self.w:
-                    y = y + self.w[p + 'self_attn.%s_proj.bias' % n]
-                proj[n] = y
-            q = proj['q'].view(T, self.h, self.hd)
-            k = proj['k'].view(T, self.kvh, self.hd)
-            if p + 'self_attn.q_norm.weight' in self.w:  # Qwen3: RMSNorm over each head
-                q = self.norm(q, self.w[p + 'self_attn.q_norm.weight'])
-                k = self.norm(k, self.w[p + 'self_attn.k_norm.weight'])
-            q = self.rope(q, pos)
-            k = self.rope(k, pos)
-            v = proj['v'].view(T, self.kvh, self.hd)
-            if cache[l] is not None:
-                k = torch.cat([cache[l][0], k])
-                v = torch.cat([cache[l][1], v])
-            cache[l] = (k, v)
-            S = k.shape[0]
-            kk = k.repeat_interleave(g, dim=1)  # query head j uses KV head j // g
-            vv = v.repeat_interleave(g, dim=1)
-            scores = torch.einsum('thd,shd->hts', q, kk) / math.sqrt(self.hd)
-            mask = torch.arange(S)[None, :] > pos[:, None]
-            scores = scores.masked_fill(mask[None], float('-inf'))
-            att = torch.softmax(scores, dim=-1)
-            o = torch.einsum('hts,shd->thd', att, vv).reshape(T, self.h * self.hd)
-            x = x + o @ self.w[p + 'self_attn.o_proj.weight'].T
-            h = self.norm(x, self.w[p + 'post_attention_layernorm.weight'])
-            x = x + self.mlp(l, h)
+            if self.type == 'olmo2':  # norms after the sublayers only
+                x = x + self.norm(self.attention(l, x, pos, cache), self.w[p + 'post_attention_layernorm.weight'])
+                x = x + self.norm(self.mlp(l, x), self.w[p + 'post_feedforward_layernorm.weight'])
+            elif self.gemma:  # norms before and after both
+                a = self.attention(l, self.norm(x, self.w[p + 'input_layernorm.weight']), pos, cache)
+                x = x + self.norm(a, self.w[p + 'post_attention_layernorm.weight'])
+                m = self.mlp(l, self.norm(x, self.w[p + 'pre_feedforward_layernorm.weight']))
+                x = x + self.norm(m, self.w[p + 'post_feedforward_layernorm.weight'])
+            else:
+                x = x + r * self.attention(l, self.norm(x, self.w[p + 'input_layernorm.weight']), pos, cache)
+                x = x + r * self.mlp(l, self.norm(x, self.w[p + 'post_attention_layernorm.weight']))
         return self.norm(x, self.w['model.norm.weight'])
 
-    @staticmethod
-    def swiglu(h, gate_w, up_w, down_w):
+    def swiglu(self, h, gate_w, up_w, down_w):
         gate = h @ gate_w.T
-        return (gate * torch.sigmoid(gate) * (h @ up_w.T)) @ down_w.T
+        if self.gemma:  # GeGLU with PyTorch's gelu(approximate='tanh')
+            act = 0.5 * gate * (1 + torch.tanh(math.sqrt(2 / math.pi) * (gate + 0.044715 * gate ** 3)))
+        else:
+            act = gate * torch.sigmoid(gate)
+        return (act * (h @ up_w.T)) @ down_w.T
 
     def mlp(self, l, h):
         c = self.cfg

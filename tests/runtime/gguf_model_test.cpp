@@ -13,6 +13,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/model/fingerprint.h"
+#include "runtime/model/config_json.h"
 #include "runtime/model/gguf_import.h"
 #include "runtime/model/gguf_mix.h"
 #include "runtime/model/llama_model.h"
@@ -157,7 +158,7 @@ BOOST_AUTO_TEST_CASE(files_that_do_not_fit_are_errors_naming_the_tensor_or_key) 
                "GGUF tensor 'blk.0.ffn_gate.weight'");
   expect_error(write_gguf(dir, "arch.gguf", std::nullopt, [](test::gguf_writer& w) { w.str("general.architecture", "gpt2"); }),
                "general.architecture is 'gpt2'");
-  expect_error(write_gguf(dir, "rope.gguf", std::nullopt, [](test::gguf_writer& w) { w.str("llama.rope.scaling.type", "yarn"); }),
+  expect_error(write_gguf(dir, "rope.gguf", std::nullopt, [](test::gguf_writer& w) { w.str("llama.rope.scaling.type", "dynamic"); }),
                "llama.rope.scaling.type");
   expect_error((scratch / "missing.gguf").string(), "cannot open");
   // A NaN or negative rope base loaded silently and turned every rotation into NaN.

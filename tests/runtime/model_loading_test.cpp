@@ -11,6 +11,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/model/generation_config.h"
+#include "runtime/model/config_json.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/safetensors.h"
 #include "tests/support/models.h"

@@ -97,8 +97,8 @@ BOOST_AUTO_TEST_CASE(bad_input_is_an_error_naming_what_was_wrong) {
   expect("model quantize --type int8 --out /tmp/troupe-cli-x.gguf", "--type int8 has no GGUF type");
   expect("model quantize --type q4_k_s --out /tmp/troupe-cli-x", "unknown --type 'q4_k_s' (q8_0, q4_0, int8, or a mix");
   expect("model quantize --type q4_k_s --out /tmp/troupe-cli-x.gguf", "unknown quantization mix 'q4_k_s'");
-  expect("model quantize --type q4_k_m --out /tmp/troupe-cli-x.gguf --model " + test::synth_model("moe-qwen3_moe-f32", test::preset("moe", "qwen3_moe")),
-         "architecture Qwen3MoeForCausalLM; GGUF export writes dense llama, qwen2, qwen3");
+  expect("model quantize --type q4_k_m --out /tmp/troupe-cli-x.gguf --model " + test::synth_model("moe-qwen2-moe-f32", test::preset("moe", "qwen2_moe")),
+         "dense layers among the experts' (mlp_only_layers, decoder_sparse_step)");
   // A console with nothing to talk to said nothing for its whole 30 s request timeout.
   expect("admin status --endpoint tcp://127.0.0.1:" + std::to_string(test::free_port()), "no admin endpoint at tcp://127.0.0.1:");
   const std::string three = std::string(TROUPE_SOURCE_DIR) + "/configs/three-local.toml";

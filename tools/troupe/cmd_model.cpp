@@ -66,8 +66,8 @@ int cmd_model_synth(const args& a) {
   o.seed = std::uint64_t(a.get_int("seed", 0));
   o.tied_embeddings = a.has("tied");
   const std::string rs = a.get("rope-scaling", "");
-  if (!rs.empty() && rs != "llama3") throw input_error("unknown --rope-scaling '" + rs + "' (llama3)");
   o.llama3_rope_scaling = rs == "llama3";
+  o.rope_scaling = rs;  // linear and yarn; anything else is refused by the synthesizer
   o.head_dim = int(a.get_int("head-dim", 0));
   o.layers = int(a.get_int("layers", 0));
   auto out = a.get("out");

@@ -171,7 +171,7 @@ void declare_model(command& root) {
       .option("dtype", "f32|f16|bf16", "the weights' element type (default f32)")
       .option("seed", "N", "the weights' seed (default 0)")
       .flag("tied", "tie the LM head to the embedding table")
-      .option("rope-scaling", "llama3", "Llama 3.1's rotary scaling")
+      .option("rope-scaling", "llama3|linear|yarn", "a rotary scaling: Llama 3.1's, linear (factor 2), YaRN (factor 4 over 256 positions)")
       .option("head-dim", "N", "each attention head's size (default hidden size / heads)")
       .option("layers", "N", "the number of layers (default the preset's)");
   model.sub("synth-lora", "write a LoRA adapter with deterministic random matrices for a base model", "--base MODEL --out DIR [options]",

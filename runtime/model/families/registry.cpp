@@ -15,12 +15,13 @@ const family& gemma3_family();
 const family& granite_family();
 const family& olmo2_family();
 const family& smollm3_family();
+const family& phi3_family();
 
 const std::vector<const family*>& families() {
   static const std::vector<const family*> all = {&llama_family(),  &mistral_family(),   &mixtral_family(),   &qwen2_family(),
                                                  &qwen3_family(),  &qwen2_moe_family(), &qwen3_moe_family(),
                                                  &gemma2_family(), &gemma3_family(),  &granite_family(),   &olmo2_family(),
-                                                 &smollm3_family()};
+                                                 &smollm3_family(), &phi3_family()};
   return all;
 }
 
