@@ -19,46 +19,13 @@ namespace troupe::model {
 
 using nlohmann::json;
 
-namespace {
-
-// An int from JSON, refused (not truncated) when it is not an integer or past 32 bits.
-int int_of(const json& v, const std::string& key, const std::string& source) {
-  if (!v.is_number_integer()) throw input_error(source + ": key '" + key + "' has the wrong type (" + v.dump() + ")");
-  if (v.is_number_unsigned() ? v.get<std::uint64_t>() > std::uint64_t(INT_MAX)
-                             : (v.get<std::int64_t>() > INT_MAX || v.get<std::int64_t>() < INT_MIN))
-    throw input_error(source + ": key '" + key + "' is " + v.dump() + ", beyond what this runtime supports (" +
-                      std::to_string(INT_MAX) + ")");
-  return int(v.get<std::int64_t>());
-}
-
-template <typename T>
-T required(const json& j, const char* key, const std::string& source) {
-  if (!j.contains(key)) throw input_error(source + ": missing key '" + key + "'");
-  if constexpr (std::is_same_v<T, int>) {
-    return int_of(j.at(key), key, source);
-  } else {
-    try {
-      return j.at(key).get<T>();
-    } catch (const json::exception&) {
-      throw input_error(source + ": key '" + key + "' has the wrong type (" + j.at(key).dump() + ")");
-    }
-  }
-}
-
-template <typename T>
-T optional_key(const json& j, const char* key, T fallback, const std::string& source) {
-  if (!j.contains(key) || j.at(key).is_null()) return fallback;
-  return required<T>(j, key, source);
-}
-
-}  // namespace
 
 std::vector<int> eos_ids_of(const json& e, const std::string& source) {
   std::vector<int> out;
   if (e.is_null()) return out;
-  if (e.is_number_integer()) out.push_back(int_of(e, "eos_token_id", source));
+  if (e.is_number_integer()) out.push_back(json_int(e, "eos_token_id", source));
   else if (e.is_array())
-    for (auto& x : e) out.push_back(int_of(x, "eos_token_id", source));
+    for (auto& x : e) out.push_back(json_int(x, "eos_token_id", source));
   else
     throw input_error(source + ": key 'eos_token_id' has the wrong type (" + e.dump() + ")");
   return out;
@@ -157,9 +124,12 @@ model_config parse_model_config(const std::string& text, const std::string& sour
   if (!j.is_object()) throw input_error(source + ": expected a JSON object");
   const hf_keys k(j, source);
   model_config c;
-  auto archs = required<std::vector<std::string>>(j, "architectures", source);
+  if (!j.contains("architectures")) throw input_error(source + ": missing key 'architectures'");
+  const json& archs = j["architectures"];
+  if (!archs.is_array() || !std::all_of(archs.begin(), archs.end(), [](const json& a) { return a.is_string(); }))
+    throw input_error(source + ": key 'architectures' has the wrong type (" + archs.dump() + ")");
   if (archs.empty()) throw input_error(source + ": 'architectures' is empty");
-  c.architecture = archs[0];
+  c.architecture = archs[0].get<std::string>();
   const family* fam = family_of_hf(c.architecture);
   if (!fam) throw input_error(source + ": unsupported architecture '" + c.architecture + "' (supported: " + known_hf_architectures() + ")");
   c.family = fam->name;

@@ -10,10 +10,7 @@ namespace troupe::model {
 
 using nlohmann::json;
 
-namespace {
-
-// An int from JSON, refused (not truncated) when it is not an integer or past 32 bits.
-int key_int_of(const json& v, const std::string& key, const std::string& source) {
+int json_int(const json& v, const std::string& key, const std::string& source) {
   if (!v.is_number_integer()) throw input_error(source + ": key '" + key + "' has the wrong type (" + v.dump() + ")");
   if (v.is_number_unsigned() ? v.get<std::uint64_t>() > std::uint64_t(INT_MAX)
                              : (v.get<std::int64_t>() > INT_MAX || v.get<std::int64_t>() < INT_MIN))
@@ -21,6 +18,8 @@ int key_int_of(const json& v, const std::string& key, const std::string& source)
                       std::to_string(INT_MAX) + ")");
   return int(v.get<std::int64_t>());
 }
+
+namespace {
 
 [[noreturn]] void key_wrong_type(const std::string& source, const std::string& key, const json& v) {
   throw input_error(source + ": key '" + key + "' has the wrong type (" + v.dump() + ")");
@@ -32,7 +31,7 @@ bool hf_keys::has(const std::string& key) const { return j_.contains(key) && !j_
 
 int hf_keys::need_int(const std::string& key) const {
   if (!j_.contains(key)) throw input_error(source_ + ": missing key '" + key + "'");
-  return key_int_of(j_.at(key), key, source_);
+  return json_int(j_.at(key), key, source_);
 }
 
 int hf_keys::int_or(const std::string& key, int fallback) const { return has(key) ? need_int(key) : fallback; }
@@ -63,7 +62,7 @@ std::vector<int> hf_keys::ints_or(const std::string& key, std::vector<int> fallb
   const json& v = j_.at(key);
   if (!v.is_array()) key_wrong_type(source_, key, v);
   std::vector<int> out;
-  for (auto& x : v) out.push_back(key_int_of(x, key, source_));
+  for (auto& x : v) out.push_back(json_int(x, key, source_));
   return out;
 }
 
@@ -111,6 +110,16 @@ std::optional<std::string> gguf_keys::text(const std::string& suffix) const {
   if (it == g_.metadata().end()) return std::nullopt;
   if (!it->is_string()) throw input_error(path() + ": metadata '" + k + "' must be a string, not " + it->dump());
   return it->get<std::string>();
+}
+
+std::optional<std::vector<double>> gguf_keys::divisors(const std::string& tensor) const {
+  const auto& t = g_.tensors();
+  auto f = t.find(tensor);
+  if (f == t.end()) return std::nullopt;
+  if (f->second.type != ggml_type::f32 || f->second.shape.size() != 1)
+    throw input_error(path() + ": tensor '" + tensor + "' must be one row of F32 (a divisor per RoPE frequency)");
+  const auto* v = reinterpret_cast<const float*>(f->second.data);
+  return std::vector<double>(v, v + f->second.shape[0]);
 }
 
 }  // namespace troupe::model

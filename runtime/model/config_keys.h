@@ -15,6 +15,10 @@ namespace troupe::model {
 
 class gguf_file;
 
+// An int from JSON, refused (not truncated) when it is not an integer or past 32 bits; errors
+// name `source` and `key`.
+int json_int(const nlohmann::json& v, const std::string& key, const std::string& source);
+
 // config.json's keys, each refused naming the file and the key when of the wrong type.
 class hf_keys {
  public:
@@ -49,6 +53,9 @@ class gguf_keys {
   int int_or(const std::string& suffix, int fallback, std::int64_t least = 1) const;
   double real_or(const std::string& suffix, double fallback) const;
   std::optional<std::string> text(const std::string& suffix) const;
+  // A tensor of one F32 row holding a divisor per RoPE frequency (rope_freqs, rope_factors_long,
+  // rope_factors_short), or nothing when the file has none by that name.
+  std::optional<std::vector<double>> divisors(const std::string& tensor) const;
 
  private:
   const gguf_file& g_;

@@ -45,13 +45,7 @@ void read_rope(const gguf_keys& k, model_config& c) {
     }
     c.rope_scaling = s;
   }
-  const auto& t = k.file().tensors();
-  if (auto f = t.find("rope_freqs.weight"); f != t.end()) {
-    if (f->second.type != ggml_type::f32 || f->second.shape.size() != 1)
-      throw input_error(k.path() + ": tensor 'rope_freqs.weight' must be one row of F32 (a divisor per RoPE frequency)");
-    const auto* v = reinterpret_cast<const float*>(f->second.data);
-    c.rope_freq_factors.assign(v, v + f->second.shape[0]);
-  }
+  if (auto factors = k.divisors("rope_freqs.weight")) c.rope_freq_factors = std::move(*factors);
 }
 
 }  // namespace

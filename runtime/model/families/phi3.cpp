@@ -11,29 +11,21 @@
 
 #include "runtime/common/error.h"
 #include "runtime/model/family.h"
-#include "runtime/model/gguf.h"
 
 namespace troupe::model {
 
 namespace {
 
-std::vector<double> divisors_of(const gguf_keys& k, const std::string& name) {
-  const auto& t = k.file().tensors();
-  auto f = t.find(name);
-  if (f == t.end()) throw input_error(k.path() + ": tensor '" + name + "' is missing (longrope's divisors)");
-  if (f->second.type != ggml_type::f32 || f->second.shape.size() != 1)
-    throw input_error(k.path() + ": tensor '" + name + "' must be one row of F32 (a divisor per RoPE frequency)");
-  const auto* v = reinterpret_cast<const float*>(f->second.data);
-  return std::vector<double>(v, v + f->second.shape[0]);
-}
-
 // longrope from GGUF: the divisors' tensors, the factor and the original context from the keys.
 void read_gguf_longrope(const gguf_keys& k, model_config& c) {
-  if (!k.file().tensors().count("rope_factors_long.weight")) return;
+  auto long_factor = k.divisors("rope_factors_long.weight");
+  if (!long_factor) return;
+  auto short_factor = k.divisors("rope_factors_short.weight");
+  if (!short_factor) throw input_error(k.path() + ": tensor 'rope_factors_short.weight' is missing (longrope's divisors)");
   rope_scaling_config s;
   s.type = "longrope";
-  s.long_factor = divisors_of(k, "rope_factors_long.weight");
-  s.short_factor = divisors_of(k, "rope_factors_short.weight");
+  s.long_factor = std::move(*long_factor);
+  s.short_factor = std::move(*short_factor);
   s.original_max_position_embeddings = k.need_int("rope.scaling.original_context_length");
   s.attention_factor = k.real_or("rope.scaling.attn_factor", 1.0);
   c.rope_scaling = s;
