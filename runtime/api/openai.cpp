@@ -94,7 +94,7 @@ std::string message_text(const json& content, std::size_t index) {
   if (content.is_array()) {  // [{"type": "text", "text": ...}, ...]
     std::string out;
     for (const auto& part : content) {
-      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+      if (!holds(part, "type", "text") || !part.contains("text") || !part["text"].is_string())
         bad_field(field, "only text parts ({\"type\": \"text\", \"text\": ...}) are supported");
       out += part["text"].get<std::string>();
     }

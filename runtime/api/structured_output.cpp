@@ -31,7 +31,7 @@ struct found {
 void from_response_format(const json& rf, const ojson& raw_rf, std::vector<found>& out) {
   if (!rf.is_object()) bad_field("response_format", "expected an object");
   only_keys(rf, "response_format", {"type", "json_schema"});
-  const std::string type = rf.value("type", "");
+  const std::string type = rf.contains("type") && rf["type"].is_string() ? rf["type"].get<std::string>() : "";
   if (type == "text") return;
   if (type == "json_object") {
     out.push_back({"response_format", {kind::json_object, ""}});

@@ -30,7 +30,7 @@ void check_tool(const json& t, std::size_t i, std::set<std::string>& names) {
   const std::string at = "tools[" + std::to_string(i) + "]";
   if (!t.is_object()) bad_field(at, "expected an object {\"type\": \"function\", \"function\": {...}}");
   only_keys(t, at, {"type", "function"});
-  if (t.value("type", "") != "function") bad_field(at + ".type", "only \"function\" tools are supported");
+  if (!holds(t, "type", "function")) bad_field(at + ".type", "only \"function\" tools are supported");
   if (!t.contains("function") || !t["function"].is_object()) bad_field(at + ".function", "is required (an object)");
   const json& f = t["function"];
   only_keys(f, at + ".function", {"name", "description", "parameters", "strict"});
@@ -45,7 +45,10 @@ void check_tool(const json& t, std::size_t i, std::set<std::string>& names) {
   if (f.contains("strict") && !f["strict"].is_null() && !f["strict"].is_boolean()) bad_field(at + ".function.strict", "expected a boolean");
 }
 
-bool strict(const json& tool) { return tool["function"].value("strict", false) == true; }
+bool strict(const json& tool) {
+  const json& f = tool["function"];
+  return f.contains("strict") && f["strict"] == true;
+}
 
 // A tool's parameters schema in the client's order; {"type": "object"} when it has none.
 ojson parameters_of(const ojson& raw_tools, std::size_t i) {
@@ -94,7 +97,7 @@ tool_request parse_tools(const json& body) {
     if (c == "none") t.mode = tool_request::choice::none;
     else if (c == "auto") t.mode = t.tools.empty() ? tool_request::choice::none : tool_request::choice::automatic;
     else if (c == "required") t.mode = tool_request::choice::required;
-    else if (c.is_object() && c.value("type", "") == "function" && c.contains("function") && c["function"].is_object() &&
+    else if (holds(c, "type", "function") && c.contains("function") && c["function"].is_object() &&
              c["function"].contains("name") && c["function"]["name"].is_string()) {
       only_keys(c, "tool_choice", {"type", "function"});
       only_keys(c["function"], "tool_choice.function", {"name"});
@@ -223,7 +226,7 @@ void normalize_tool_calls(json& message, const std::string& at) {
     message.erase(it);
     return;
   }
-  if (message.value("role", "") != "assistant") bad_field(at + ".tool_calls", "only assistant messages carry tool calls");
+  if (!holds(message, "role", "assistant")) bad_field(at + ".tool_calls", "only assistant messages carry tool calls");
   if (!it->is_array() || it->size() > max_tools) bad_field(at + ".tool_calls", "expected an array of at most 128 tool calls");
   for (std::size_t j = 0; j < it->size(); ++j) {
     json& call = (*it)[j];
@@ -231,7 +234,7 @@ void normalize_tool_calls(json& message, const std::string& at) {
     if (!call.is_object()) bad_field(c, "expected an object {\"id\", \"type\": \"function\", \"function\": {...}}");
     only_keys(call, c, {"id", "type", "function", "index"});
     if (call.contains("id") && !call["id"].is_string()) bad_field(c + ".id", "expected a string");
-    if (call.value("type", "function") != "function") bad_field(c + ".type", "only \"function\" calls are supported");
+    if (call.contains("type") && !holds(call, "type", "function")) bad_field(c + ".type", "only \"function\" calls are supported");
     if (!call.contains("function") || !call["function"].is_object()) bad_field(c + ".function", "is required (an object)");
     json& f = call["function"];
     only_keys(f, c + ".function", {"name", "arguments"});

@@ -125,4 +125,10 @@ nlohmann::ordered_json parse_ordered_json(std::string_view text, const std::stri
   return std::move(b.root);
 }
 
+bool holds(const nlohmann::json& obj, const char* key, std::string_view want) {
+  if (!obj.is_object()) return false;
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_string() && it->get_ref<const std::string&>() == want;
+}
+
 }  // namespace troupe

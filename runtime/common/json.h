@@ -27,4 +27,9 @@ nlohmann::json parse_json(std::string_view text, const std::string& source, std:
 // keeps its first place and its last value, as parse_json keeps the last value.
 nlohmann::ordered_json parse_ordered_json(std::string_view text, const std::string& source, std::size_t max_depth = max_json_depth);
 
+// Whether `obj` is an object whose `key` holds the string `want`. Request fields are compared with
+// this, not nlohmann's value(key, default), which throws type_error when a client sends the key
+// with another type (`"type": 5`): a 500 and an abort in the fuzzer instead of a 400.
+bool holds(const nlohmann::json& obj, const char* key, std::string_view want);
+
 }  // namespace troupe

@@ -261,6 +261,28 @@ BOOST_AUTO_TEST_CASE(huge_numbers_and_invalid_utf8_in_errors_are_handled) {
   }
 }
 
+// A field sent with another type than the one compared against threw nlohmann's type_error out
+// of the parser (a 500 from the server, an abort in chat_render_fuzz) instead of a 400.
+BOOST_AUTO_TEST_CASE(a_typed_field_of_another_type_is_refused_by_name) {
+  const json user = {{"role", "user"}, {"content", "x"}};
+  const json tool = {{"type", "function"}, {"function", {{"name", "f"}}}};
+  auto chat = [&](json extra) {
+    json body = {{"messages", {user}}};
+    body.update(extra);
+    return param_of(body, endpoint::chat);
+  };
+  BOOST_TEST(param_of({{"messages", {{{"role", "user"}, {"content", {{{"type", 5}, {"text", "x"}}}}}}}}, endpoint::chat) ==
+             "messages[0].content");
+  BOOST_TEST(chat({{"tools", {{{"type", 5}, {"function", {{"name", "f"}}}}}}}) == "tools[0].type");
+  BOOST_TEST(chat({{"tools", {tool}}, {"tool_choice", {{"type", 3}}}}) == "tool_choice");
+  BOOST_TEST(chat({{"tools", {tool}}, {"tool_choice", {{"type", nullptr}}}}) == "tool_choice");
+  BOOST_TEST(chat({{"response_format", {{"type", 7}}}}) == "response_format.type");
+  const json call = {{"type", 1}, {"function", {{"name", "f"}, {"arguments", "{}"}}}};
+  BOOST_TEST(param_of({{"messages", {user, {{"role", "assistant"}, {"tool_calls", {call}}}}}}, endpoint::chat) ==
+             "messages[1].tool_calls[0].type");
+  BOOST_TEST(chat({{"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"strict", nullptr}}}}}}}) == "accepted");
+}
+
 // max_tokens 2^31 was clamped to 2^30 and the context error then spoke of "1073741824".
 BOOST_AUTO_TEST_CASE(a_max_tokens_too_large_is_refused_with_the_value_sent) {
   try {
