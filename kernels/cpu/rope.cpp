@@ -4,9 +4,9 @@
 
 namespace troupe::kernels {
 
-void rope(float* x, std::size_t tokens, std::size_t heads, std::size_t head_dim, const float* cos,
-          const float* sin) {
-  const std::size_t half = head_dim / 2;
+void rope(float* x, std::size_t tokens, std::size_t heads, std::size_t head_dim, std::size_t rotary_dim,
+          const float* cos, const float* sin) {
+  const std::size_t half = rotary_dim / 2;
   for (std::size_t t = 0; t < tokens; ++t) {
     const float* c = cos + t * half;
     const float* s = sin + t * half;

@@ -98,10 +98,13 @@ void check_model_config(const std::string& source, const model_config& c) {
     throw input_error(source + ": head_dim " + std::to_string(c.head_dim) + " is not supported (a multiple of 16, at most 256)");
   if (c.num_attention_heads / c.num_key_value_heads > 16)
     throw input_error(source + ": more than 16 query heads per KV head is not supported");
+  if (c.rotary_dim < 0 || c.rotary_dim > c.head_dim || c.rotary_dim % 2 != 0)
+    throw input_error(source + ": RoPE rotates " + std::to_string(c.rotary_dim) + " dimensions of each head; it needs an even number, at most head_dim " +
+                      std::to_string(c.head_dim));
   if (!c.rope_freq_factors.empty()) {
-    if (c.rope_freq_factors.size() != std::size_t(c.head_dim / 2))
-      throw input_error(source + ": 'rope_freqs' has " + std::to_string(c.rope_freq_factors.size()) + " factors, expected head_dim / 2 = " +
-                        std::to_string(c.head_dim / 2));
+    if (c.rope_freq_factors.size() != std::size_t(c.rotated_dims() / 2))
+      throw input_error(source + ": 'rope_freqs' has " + std::to_string(c.rope_freq_factors.size()) + " factors, expected one per rotated pair, " +
+                        std::to_string(c.rotated_dims() / 2));
     for (double f : c.rope_freq_factors) positive_real(f, "rope_freqs");
   }
   if (c.sliding_window < 0) positive(c.sliding_window, "sliding_window");

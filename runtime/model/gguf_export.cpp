@@ -19,6 +19,7 @@
 #include "runtime/model/gguf_import.h"
 #include "runtime/model/gguf_mix.h"
 #include "runtime/model/model_config.h"
+#include "runtime/model/rope_scaling.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/tokenizer/gguf_vocab.h"
 #include "runtime/model/model_source.h"
@@ -166,6 +167,8 @@ const family& check_exportable(const model_config& c, const std::string& in) {
       (c.rope_scaling->beta_fast != 32.0 || c.rope_scaling->beta_slow != 1.0 ||
        std::abs(c.rope_scaling->attention_factor - (0.1 * std::log(c.rope_scaling->factor) + 1.0)) > 1e-9))
     refuse("a YaRN scaling with its own ramp or attention factor (llama.cpp's files hold only the factor and the original context)");
+  if (fam->gguf_interleaves_rope && c.rotated_dims() != c.head_dim)
+    refuse("partial rotary embeddings in " + fam->gguf_architecture + " (its files interleave whole heads for RoPE)");
   if (fam->gguf_architecture == "llama" && c.sliding_window > 0 && c.sliding_window < c.max_position_embeddings)
     refuse("a sliding window of " + std::to_string(c.sliding_window) + " on every layer (llama.cpp's " + fam->gguf_architecture +
            " architecture has none, so the file would compute another model)");
@@ -299,9 +302,9 @@ void add_hparams(const model_config& c, const family& fam, metadata& m) {
   m.u32(a + "attention.head_count_kv", std::uint32_t(c.num_key_value_heads));
   m.u32(a + "attention.key_length", std::uint32_t(c.head_dim));
   m.u32(a + "attention.value_length", std::uint32_t(c.head_dim));
-  m.u32(a + "rope.dimension_count", std::uint32_t(c.head_dim));
+  m.u32(a + "rope.dimension_count", std::uint32_t(c.rotated_dims()));
   m.f32(a + "attention.layer_norm_rms_epsilon", float(c.rms_norm_eps));
-  m.f32(a + "rope.freq_base", float(c.rope_theta));
+  m.f32(a + "rope.freq_base", float(rope_base(c)));  // dynamic NTK: llama.cpp has no such type, only its base
   if (c.rope_scaling && (c.rope_scaling->type == "linear" || c.rope_scaling->type == "yarn")) {
     m.str(a + "rope.scaling.type", c.rope_scaling->type);
     m.f32(a + "rope.scaling.factor", float(c.rope_scaling->factor));

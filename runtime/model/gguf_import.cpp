@@ -66,8 +66,14 @@ model_config gguf_model_config(const gguf_file& g) {
     throw input_error(g.path() + ": metadata '" + k.key("attention.value_length") + "' differs from the key length " +
                       std::to_string(c.head_dim) + "; values and keys of one size are built");
   if (k.has("rope.dimension_count") && k.need_int("rope.dimension_count") != c.head_dim)
-    throw input_error(g.path() + ": metadata '" + k.key("rope.dimension_count") + "' is not the head size " + std::to_string(c.head_dim) +
-                      "; partial rotary embeddings are not supported");
+  {
+    // Partial rotary (Phi-4-mini); checked with the rest. Where the converter interleaved the
+    // query and key rows for RoPE (llama), it permuted whole heads: a part rotated is not built.
+    if (fam.gguf_interleaves_rope)
+      throw input_error(g.path() + ": metadata '" + k.key("rope.dimension_count") + "' is not the head size " + std::to_string(c.head_dim) +
+                        "; partial rotary embeddings are not supported for " + fam.gguf_architecture);
+    c.rotary_dim = k.need_int("rope.dimension_count");
+  }
   c.max_position_embeddings = k.int_or("context_length", 4096);
   c.rms_norm_eps = k.real_or("attention.layer_norm_rms_epsilon", 1e-5);
   read_rope(k, c);

@@ -536,7 +536,7 @@ void llama_model::run_layers(const forward_batch& b, int first, int last, kv::kv
   if (shard_.whole()) tp = nullptr;  // a group of one has nothing to add up
   // This rank's heads and features (all of them when whole).
   const std::size_t H = cfg_.hidden_size, I = std::size_t(inter_), hd = cfg_.head_dim;
-  const std::size_t Q = std::size_t(n_heads_) * hd, KV = std::size_t(n_kv_) * hd, half = hd / 2;
+  const std::size_t Q = std::size_t(n_heads_) * hd, KV = std::size_t(n_kv_) * hd, half = std::size_t(cfg_.rotated_dims()) / 2;
   if (first < 0 || last > num_layers() || first > last || w.x.size() != T * H)
     throw std::invalid_argument("run_layers: bad layer range or hidden state size");
   if (cache.n_kv_heads() != n_kv_) throw std::invalid_argument("run_layers: the cache holds another number of KV heads");
@@ -634,8 +634,9 @@ void llama_model::attention_sublayer(const forward_batch& b, int l, int cl, kv::
       const bool local = window > 0 && !inv_freq_local_.empty();
       const float* cos = local ? w.cos_local.data() : w.cos.data();
       const float* sin = local ? w.sin_local.data() : w.sin.data();
-      kernels::rope(w.q.data(), T, std::size_t(n_heads_), hd, cos, sin);
-      kernels::rope(w.k.data(), T, std::size_t(n_kv_), hd, cos, sin);
+      const std::size_t rot = std::size_t(cfg_.rotated_dims());
+      kernels::rope(w.q.data(), T, std::size_t(n_heads_), hd, rot, cos, sin);
+      kernels::rope(w.k.data(), T, std::size_t(n_kv_), hd, rot, cos, sin);
     }
   }
   {

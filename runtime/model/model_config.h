@@ -22,7 +22,7 @@ struct rope_scaling_config {
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int original_max_position_embeddings = 8192;
-  std::vector<double> short_factor, long_factor;  // longrope: [head_dim / 2] each
+  std::vector<double> short_factor, long_factor;  // longrope: [rotated_dims() / 2] each
   double attention_factor = 1.0;                  // longrope, yarn: cos and sin multiplied by this
   double beta_fast = 32.0, beta_slow = 1.0;       // yarn: the ramp's ends, in rotations over the original context
 };
@@ -62,7 +62,10 @@ struct model_config {
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   std::optional<rope_scaling_config> rope_scaling;
-  // Divisors of each RoPE frequency ([head_dim / 2]), as llama.cpp's converter writes a scaling
+  // How many of each head's dimensions RoPE rotates, the first ones (Phi-4-mini's
+  // partial_rotary_factor 0.75 of head_dim; GGUF's rope.dimension_count); 0: all of head_dim.
+  int rotary_dim = 0;
+  // Divisors of each RoPE frequency ([rotated_dims() / 2]), as llama.cpp's converter writes a scaling
   // into a GGUF file (rope_freqs.weight); empty: none. Applied after rope_scaling.
   std::vector<double> rope_freq_factors;
   // Each layer attends to the last `sliding_window` positions only (0: to all of them), or,
@@ -109,7 +112,8 @@ struct model_config {
   bool is_moe_layer(int l) const;
   int q_dim() const { return num_attention_heads * head_dim; }
   int kv_dim() const { return num_key_value_heads * head_dim; }
-  // RoPE inverse frequencies (head_dim / 2 of them) with rope_scaling applied, in double; with
+  int rotated_dims() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
+  // RoPE inverse frequencies (rotated_dims() / 2 of them) with rope_scaling applied, in double; with
   // `local`, those of the windowed layers (local_rope_theta, unscaled, when set). Defined with
   // the scalings, in rope_scaling.cpp.
   std::vector<double> rope_inv_freq(bool local = false) const;

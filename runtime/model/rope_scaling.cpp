@@ -39,7 +39,7 @@ void read_yarn(const hf_keys& k, rope_scaling_config& s) {
 // lie between beta_fast and beta_slow.
 void yarn_frequencies(const model_config& c, std::vector<double>& f) {
   const auto& s = *c.rope_scaling;
-  const double d = c.head_dim, base = c.rope_theta, orig = s.original_max_position_embeddings;
+  const double d = c.rotated_dims(), base = c.rope_theta, orig = s.original_max_position_embeddings;
   auto correction_dim = [&](double rotations) { return d * std::log(orig / (rotations * 2 * M_PI)) / (2 * std::log(base)); };
   const double low = std::max(0.0, std::floor(correction_dim(s.beta_fast)));
   const double high = std::min(d - 1, std::ceil(correction_dim(s.beta_slow)));
@@ -76,10 +76,8 @@ void read_rope_scaling(const json& j, const std::string& source, model_config& c
   rope_scaling_config s;
   s.type = k.has("rope_type") ? k.text_or("rope_type", "") : k.text_or("type", "");
   if (s.type == "su") s.type = "longrope";  // Phi-3's first configs' name for it
-  if (s.type == "dynamic")
-    throw input_error(source + ": rope_scaling type 'dynamic' is not supported: it rotates positions already cached anew as a sequence grows");
-  if (s.type != "llama3" && s.type != "linear" && s.type != "longrope" && s.type != "yarn" && s.type != "default")
-    throw input_error(source + ": rope_scaling type '" + s.type + "' is not supported (llama3, linear, longrope, yarn)");
+  if (s.type != "llama3" && s.type != "linear" && s.type != "longrope" && s.type != "yarn" && s.type != "dynamic" && s.type != "default")
+    throw input_error(source + ": rope_scaling type '" + s.type + "' is not supported (llama3, linear, longrope, yarn, dynamic)");
   s.factor = k.real_or("factor", 1.0);
   s.low_freq_factor = k.real_or("low_freq_factor", 1.0);
   s.high_freq_factor = k.real_or("high_freq_factor", 4.0);
@@ -103,20 +101,26 @@ void check_rope_scaling(const std::string& source, const model_config& c) {
   if (s.type == "yarn") positive(s.beta_fast, "beta_fast"), positive(s.beta_slow, "beta_slow");
   if (s.type != "longrope") return;
   for (const auto* v : {&s.short_factor, &s.long_factor}) {
-    if (v->size() != std::size_t(c.head_dim / 2))
-      throw input_error(source + ": rope_scaling's short_factor and long_factor need head_dim / 2 = " + std::to_string(c.head_dim / 2) +
-                        " entries, not " + std::to_string(v->size()));
+    if (v->size() != std::size_t(c.rotated_dims() / 2))
+      throw input_error(source + ": rope_scaling's short_factor and long_factor need one entry per rotated pair, " +
+                        std::to_string(c.rotated_dims() / 2) + ", not " + std::to_string(v->size()));
     for (double f : *v) positive(f, "short_factor/long_factor");
   }
 }
 
 std::vector<double> model_config::rope_inv_freq(bool local) const { return rope_frequencies(*this, local); }
 
+double rope_base(const model_config& c) {
+  if (!c.rope_scaling || c.rope_scaling->type != "dynamic" || c.rope_scaling->factor <= 1) return c.rope_theta;
+  const double f = c.rope_scaling->factor, d = c.rotated_dims();
+  return c.rope_theta * std::pow(f * f - (f - 1), d / (d - 2));
+}
+
 std::vector<double> rope_frequencies(const model_config& c, bool local) {
-  const int half = c.head_dim / 2;
+  const int dims = c.rotated_dims(), half = dims / 2;
   std::vector<double> f(static_cast<std::size_t>(half), 0.0);
-  const double base = local && c.local_rope_theta > 0 ? c.local_rope_theta : c.rope_theta;
-  for (int i = 0; i < half; ++i) f[std::size_t(i)] = 1.0 / std::pow(base, double(2 * i) / c.head_dim);
+  const double base = local && c.local_rope_theta > 0 ? c.local_rope_theta : rope_base(c);
+  for (int i = 0; i < half; ++i) f[std::size_t(i)] = 1.0 / std::pow(base, double(2 * i) / dims);
   if (local && c.local_rope_theta > 0) return f;  // Gemma 3's windowed layers: unscaled
   if (c.rope_freq_factors.size() == f.size())  // a GGUF file's rope_freqs
     for (int i = 0; i < half; ++i) f[std::size_t(i)] /= c.rope_freq_factors[std::size_t(i)];

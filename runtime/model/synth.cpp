@@ -145,19 +145,22 @@ model_config synth_config(const synth_options& o) {
   }
   c.head_dim = o.head_dim > 0 ? o.head_dim : c.hidden_size / c.num_attention_heads;
   if (o.layers > 0) c.num_hidden_layers = o.layers;
+  if (o.partial_rotary > 0) c.rotary_dim = int(o.partial_rotary * c.head_dim);
   c.max_position_embeddings = 4096;
   c.rms_norm_eps = 1e-5;
   c.rope_theta = o.llama3_rope_scaling ? 500000.0 : 10000.0;
   if (o.llama3_rope_scaling) c.rope_scaling = rope_scaling_config{"llama3", 8.0, 1.0, 4.0, 1024};
   if (o.rope_scaling == "linear") c.rope_scaling = rope_scaling_config{"linear", 2.0};
+  if (o.rope_scaling == "dynamic") c.rope_scaling = rope_scaling_config{"dynamic", 2.0};
   if (o.rope_scaling == "yarn") {
     rope_scaling_config s{"yarn", 4.0};
     s.original_max_position_embeddings = 256;
     s.attention_factor = 0.1 * std::log(4.0) + 1.0;
     c.rope_scaling = s;
   }
-  if (!o.rope_scaling.empty() && o.rope_scaling != "linear" && o.rope_scaling != "yarn" && o.rope_scaling != "llama3")
-    throw input_error("unknown --rope-scaling '" + o.rope_scaling + "' (llama3, linear, yarn)");
+  if (!o.rope_scaling.empty() && o.rope_scaling != "linear" && o.rope_scaling != "yarn" && o.rope_scaling != "llama3" &&
+      o.rope_scaling != "dynamic")
+    throw input_error("unknown --rope-scaling '" + o.rope_scaling + "' (llama3, linear, yarn, dynamic)");
   c.tie_word_embeddings = o.tied_embeddings;
   if (o.arch == "mixtral" || o.arch == "qwen2_moe" || o.arch == "qwen3_moe") {
     moe_config m;
@@ -177,7 +180,10 @@ model_config synth_config(const synth_options& o) {
   c.bos_token_id = specials.bos;
   c.eos_token_ids = {specials.eos};
   // What the family reads of its config.json (biases, norms, experts) is what the model is.
-  return parse_model_config(to_config_json(c), o.arch + " preset " + o.preset);
+  model_config read = parse_model_config(to_config_json(c), o.arch + " preset " + o.preset);
+  if (read.rotated_dims() != c.rotated_dims())
+    throw input_error("--partial-rotary: the " + o.arch + " family's config.json has no partial rotary (phi3 has)");
+  return read;
 }
 
 void synthesize(const synth_options& o, const progress_fn& progress) {

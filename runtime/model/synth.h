@@ -17,9 +17,10 @@ struct synth_options {
   std::uint64_t seed = 0;
   bool tied_embeddings = false;
   bool llama3_rope_scaling = false;
-  std::string rope_scaling;  // or "linear" (factor 2), "yarn" (factor 4 over an original 256 positions)
+  std::string rope_scaling;  // or "linear" (factor 2), "yarn" (factor 4 over an original 256 positions), "dynamic" (factor 2)
   int layers = 0;    // 0: the preset's
   int head_dim = 0;  // each attention head's size; 0: hidden / heads (Qwen3 and Nemo give theirs apart)
+  double partial_rotary = 0.0;  // the share of each head RoPE rotates (Phi-4-mini: 0.75); 0: all
   std::string out;  // folder to create or overwrite
 };
 

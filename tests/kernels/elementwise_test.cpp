@@ -54,6 +54,30 @@ BOOST_AUTO_TEST_CASE(rope_rotates_half_pairs_by_position_angle) {
   for (std::size_t i = 0; i < heads * hd; ++i) BOOST_TEST_REQUIRE(x[i] == orig[i]);
 }
 
+// Partial rotary (Phi-4-mini: 3/4 of each head): the first rotary_dim elements rotate in pairs
+// (i, i + rotary_dim/2); the rest of the head is untouched.
+BOOST_AUTO_TEST_CASE(partial_rope_rotates_the_first_dims_and_keeps_the_rest) {
+  const std::size_t heads = 2, hd = 16, rot = 12, half = rot / 2;
+  std::vector<int> pos = {0, 3, 700};
+  std::vector<double> inv_freq(half);
+  for (std::size_t i = 0; i < half; ++i) inv_freq[i] = 1.0 / std::pow(10000.0, 2.0 * i / rot);
+  std::vector<float> c(pos.size() * half), s(pos.size() * half);
+  rope_tables(pos.data(), pos.size(), inv_freq.data(), half, c.data(), s.data());
+  auto x = random_floats(pos.size() * heads * hd, 5);
+  const auto orig = x;
+  rope(x.data(), pos.size(), heads, hd, rot, c.data(), s.data());
+  for (std::size_t t = 0; t < pos.size(); ++t)
+    for (std::size_t h = 0; h < heads; ++h) {
+      const std::size_t at = (t * heads + h) * hd;
+      for (std::size_t i = 0; i < half; ++i) {
+        const double a = orig[at + i], b = orig[at + i + half], ang = pos[t] * inv_freq[i];
+        BOOST_TEST_REQUIRE(std::abs(x[at + i] - (a * std::cos(ang) - b * std::sin(ang))) < 1e-5);
+        BOOST_TEST_REQUIRE(std::abs(x[at + i + half] - (b * std::cos(ang) + a * std::sin(ang))) < 1e-5);
+      }
+      for (std::size_t i = rot; i < hd; ++i) BOOST_TEST_REQUIRE(x[at + i] == orig[at + i]);
+    }
+}
+
 // Rows shorter than the kernel's pieces of 1,024, and rows of several pieces with a short last one.
 // The vector exp runs the same IEEE steps everywhere: a gate's output has the same bits on every
 // ISA, and in a row's vector body or its tail; large gates of either sign stay finite.

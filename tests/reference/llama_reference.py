@@ -5,7 +5,8 @@ defines them: softmax router, top-k, family-specific renormalization, Qwen2-MoE'
 expert, Qwen3's per-head q/k norms), and of Gemma 2 / Gemma 3 (scaled embeddings, (1 + w) norms
 before and after each sublayer, the tanh GELU, query_pre_attn_scalar, soft caps, sliding-window
 layers and Gemma 3's local RoPE base), Granite (its four multipliers), OLMo2 (norms after the
-sublayers, whole-projection q/k norms) and SmolLM3 (layers without RoPE), used by
+sublayers, whole-projection q/k norms), SmolLM3 (layers without RoPE) and Phi-3 / Phi-4 (fused
+qkv and gate_up projections, longrope, Phi-4-mini's partial rotary), used by
 tests/runtime/model_reference_test.cpp to check Troupe's engine. Shares no code with it: reads
 the safetensors file and config.json itself and computes in float64.
 
@@ -54,13 +55,25 @@ def read_safetensors(path):
     return out
 
 
-def inv_freq(cfg, base=None):
+def rotary_dims(cfg):
+    """How many of each head's dimensions RoPE rotates: partial_rotary_factor of head_dim."""
     hd = cfg.get('head_dim') or cfg['hidden_size'] // cfg['num_attention_heads']
+    return int(hd * cfg.get('partial_rotary_factor', 1.0))
+
+
+def inv_freq(cfg, base=None):
+    hd = rotary_dims(cfg)
     if base is not None:  # Gemma 3's local layers: their own base, unscaled
         return torch.tensor([1.0 / base ** (2 * i / hd) for i in range(hd // 2)], dtype=torch.float64)
     base = cfg.get('rope_theta', 10000.0)
-    f = [1.0 / base ** (2 * i / hd) for i in range(hd // 2)]
     rs = cfg.get('rope_scaling')
+    if rs and rs.get('rope_type', rs.get('type')) == 'dynamic':
+        # transformers' _compute_dynamic_ntk_parameters at the longest sequence the scaling is for,
+        # max_position_embeddings x factor (what vLLM rotates every position by)
+        factor, max_pos = rs['factor'], cfg['max_position_embeddings']
+        seq = max_pos * factor
+        base = base * ((factor * seq / max_pos) - (factor - 1)) ** (hd / (hd - 2))
+    f = [1.0 / base ** (2 * i / hd) for i in range(hd // 2)]
     if rs and rs.get('rope_type', rs.get('type')) == 'llama3':
         factor, lo, hi = rs['factor'], rs['low_freq_factor'], rs['high_freq_factor']
         old = rs['original_max_position_embeddings']
@@ -77,6 +90,12 @@ def inv_freq(cfg, base=None):
         f = out
     elif rs and rs.get('rope_type', rs.get('type')) == 'linear':
         f = [x / rs['factor'] for x in f]
+    elif rs and rs.get('rope_type', rs.get('type')) in ('longrope', 'su'):
+        # Phi-3: the long divisors when the model's context passes the original one. (transformers
+        # switches on the current sequence's length instead; the tests' sequences pass it too.)
+        orig = cfg.get('original_max_position_embeddings') or rs['original_max_position_embeddings']
+        ext = rs['long_factor'] if cfg['max_position_embeddings'] > orig else rs['short_factor']
+        f = [x / e for x, e in zip(f, ext)]
     elif rs and rs.get('rope_type', rs.get('type')) == 'yarn':  # transformers' _compute_yarn_parameters
         factor, orig = rs['factor'], rs.get('original_max_position_embeddings') or cfg['max_position_embeddings']
         fast, slow = rs.get('beta_fast', 32), rs.get('beta_slow', 1)
@@ -99,6 +118,10 @@ def rope_magnitude(cfg):
     rs = cfg.get('rope_scaling')
     if rs and rs.get('rope_type', rs.get('type')) == 'yarn':
         return rs.get('attention_factor') or (0.1 * math.log(rs['factor']) + 1.0 if rs['factor'] > 1 else 1.0)
+    if rs and rs.get('rope_type', rs.get('type')) in ('longrope', 'su'):
+        orig = cfg.get('original_max_position_embeddings') or rs['original_max_position_embeddings']
+        grown = cfg['max_position_embeddings'] / orig
+        return rs.get('attention_factor') or (math.sqrt(1 + math.log(grown) / math.log(orig)) if grown > 1 else 1.0)
     return 1.0
 
 
@@ -115,6 +138,7 @@ class Model:
         self.h = c['num_attention_heads']
         self.kvh = c.get('num_key_value_heads', self.h)
         self.hd = c.get('head_dim') or c['hidden_size'] // self.h
+        self.rot = rotary_dims(c)
         self.eps = c['rms_norm_eps']
         self.freq = inv_freq(c)
         self.magnitude = rope_magnitude(c)
@@ -147,8 +171,9 @@ class Model:
         ang = pos[:, None].double() * freq[None, :]
         m = self.magnitude if freq is self.freq else 1.0  # Gemma 3's local layers: unscaled
         cos, sin = m * torch.cos(ang)[:, None, :], m * torch.sin(ang)[:, None, :]
-        a, b = x[..., : self.hd // 2], x[..., self.hd // 2:]
-        return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+        r = self.rot  # Phi-4-mini rotates the first 3/4 of each head; the rest passes through
+        a, b = x[..., : r // 2], x[..., r // 2: r]
+        return torch.cat([a * cos - b * sin, b * cos + a * sin, x[..., r:]], dim=-1)
 
     def forward(self, ids, cache):
         """ids: new tokens; cache: list per layer of (k, v) [T_past, kvh, hd]. Returns logits."""
@@ -160,7 +185,11 @@ class Model:
     def attention(self, l, h, pos, cache):
         c, p, T = self.cfg, 'model.layers.%d.' % l, h.shape[0]
         proj = {}
-        for n in ('q', 'k', 'v'):
+        if p + 'self_attn.qkv_proj.weight' in self.w:  # Phi-3: the three projections in one, rows q, k, v
+            qkv = h @ self.w[p + 'self_attn.qkv_proj.weight'].T
+            q_rows, kv_rows = self.h * self.hd, self.kvh * self.hd
+            proj = {'q': qkv[:, :q_rows], 'k': qkv[:, q_rows:q_rows + kv_rows], 'v': qkv[:, q_rows + kv_rows:]}
+        for n in ('q', 'k', 'v') if not proj else ():
             y = h @ self.w[p + 'self_attn.%s_proj.weight' % n].T
             if p + 'self_attn.%s_proj.bias' % n in self.w:
                 y = y + self.w[p + 'self_attn.%s_proj.bias' % n]
@@ -244,6 +273,10 @@ class Model:
                 n_exp = 0
         else:
             n_exp = 0
+        if n_exp == 0 and p + 'mlp.gate_up_proj.weight' in self.w:  # Phi-3: gate rows, then up rows
+            gu = self.w[p + 'mlp.gate_up_proj.weight']
+            half = gu.shape[0] // 2
+            return self.swiglu(h, gu[:half], gu[half:], self.w[p + 'mlp.down_proj.weight'])
         if n_exp == 0:
             return self.swiglu(h, self.w[p + 'mlp.gate_proj.weight'], self.w[p + 'mlp.up_proj.weight'],
                                self.w[p + 'mlp.down_proj.weight'])

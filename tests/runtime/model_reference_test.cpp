@@ -48,6 +48,11 @@ const std::vector<reference_case>& reference_cases() {
     smollm3.layers = 4;  // the fourth without RoPE
     auto yarn = test::preset("tiny", "qwen2");
     yarn.rope_scaling = "yarn";  // Qwen2.5's long contexts
+    auto phi4 = test::preset("tiny", "phi3");  // Phi-4-mini's shape: 3/4 of each head rotated, tied embeddings
+    phi4.partial_rotary = 0.75;
+    phi4.tied_embeddings = true;
+    auto dynamic = test::preset("tiny");
+    dynamic.rope_scaling = "dynamic";
     auto tied = test::preset("small");
     tied.tied_embeddings = true;
     tied.llama3_rope_scaling = true;
@@ -68,6 +73,9 @@ const std::vector<reference_case>& reference_cases() {
         {"tiny-smollm3-4-layers-f32", smollm3},
         {"tiny-qwen3-f32", test::preset("tiny", "qwen3")},
         {"tiny-qwen2-yarn-f32", yarn},
+        {"tiny-phi3-f32", test::preset("tiny", "phi3")},
+        {"tiny-llama-dynamic-ntk-f32", dynamic},
+        {"tiny-phi4-partial-rotary-tied-f32", phi4},
     };
   }();
   return cases;
@@ -195,3 +203,12 @@ BOOST_AUTO_TEST_CASE(smollm3_with_a_layer_without_rope) { check_against_referenc
 BOOST_AUTO_TEST_CASE(qwen3_dense_with_qk_norms) { check_against_reference("tiny-qwen3-f32", 1e-4); }
 
 BOOST_AUTO_TEST_CASE(qwen2_with_yarn) { check_against_reference("tiny-qwen2-yarn-f32", 1e-4); }
+
+// Phi-3: fused qkv and gate_up projections, longrope's long divisors and attention factor.
+BOOST_AUTO_TEST_CASE(phi3_with_fused_projections_and_longrope) { check_against_reference("tiny-phi3-f32", 1e-4); }
+
+// Phi-4-mini: RoPE on the first 12 of each head's 16 dimensions, tied embeddings.
+BOOST_AUTO_TEST_CASE(phi4_with_partial_rotary) { check_against_reference("tiny-phi4-partial-rotary-tied-f32", 1e-4); }
+
+// Dynamic NTK: every position rotated by the base reached at max_position_embeddings x factor.
+BOOST_AUTO_TEST_CASE(llama_with_dynamic_ntk) { check_against_reference("tiny-llama-dynamic-ntk-f32", 1e-4); }

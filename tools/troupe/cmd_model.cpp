@@ -67,8 +67,9 @@ int cmd_model_synth(const args& a) {
   o.tied_embeddings = a.has("tied");
   const std::string rs = a.get("rope-scaling", "");
   o.llama3_rope_scaling = rs == "llama3";
-  o.rope_scaling = rs;  // linear and yarn; anything else is refused by the synthesizer
+  o.rope_scaling = rs;  // linear, yarn and dynamic; anything else is refused by the synthesizer
   o.head_dim = int(a.get_int("head-dim", 0));
+  o.partial_rotary = a.get_double("partial-rotary", 0.0);
   o.layers = int(a.get_int("layers", 0));
   auto out = a.get("out");
   if (!out) throw input_error("--out DIR is required");

@@ -167,12 +167,13 @@ void declare_model(command& root) {
             cmd_model_synth)
       .option("preset", "tiny|small|1b|moe", "the model's size (moe: sized for mixture-of-experts archs; default small)")
       .option("out", "DIR", "where to write it (required)")
-      .option("arch", "ARCH", "a family: llama (default), mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma2, gemma3, granite, olmo2 or smollm3")
+      .option("arch", "ARCH", "a family: llama (default), mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma2, gemma3, granite, olmo2, smollm3 or phi3")
       .option("dtype", "f32|f16|bf16", "the weights' element type (default f32)")
       .option("seed", "N", "the weights' seed (default 0)")
       .flag("tied", "tie the LM head to the embedding table")
-      .option("rope-scaling", "llama3|linear|yarn", "a rotary scaling: Llama 3.1's, linear (factor 2), YaRN (factor 4 over 256 positions)")
+      .option("rope-scaling", "llama3|linear|yarn|dynamic", "a rotary scaling: Llama 3.1's, linear (factor 2), YaRN (factor 4 over 256 positions), dynamic NTK (factor 2)")
       .option("head-dim", "N", "each attention head's size (default hidden size / heads)")
+      .option("partial-rotary", "F", "the share of each head RoPE rotates (phi3 only; Phi-4-mini's 0.75; default all of it)")
       .option("layers", "N", "the number of layers (default the preset's)");
   model.sub("synth-lora", "write a LoRA adapter with deterministic random matrices for a base model", "--base MODEL --out DIR [options]",
             "Writes a PEFT adapter folder (adapter_config.json, adapter_model.safetensors) shaped for the base model, with random "

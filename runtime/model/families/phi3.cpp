@@ -31,6 +31,16 @@ void read_gguf_longrope(const gguf_keys& k, model_config& c) {
   c.rope_scaling = s;
 }
 
+// partial_rotary_factor: the share of each head RoPE rotates, a whole even number of dimensions.
+void read_partial_rotary(const hf_keys& k, model_config& c) {
+  const double share = k.real_or("partial_rotary_factor", 1.0);
+  const double dims = share * c.head_dim;
+  if (!(share > 0 && share <= 1) || dims != std::floor(dims) || int(dims) % 2 != 0)
+    throw input_error(k.source() + ": 'partial_rotary_factor' " + std::to_string(share) + " of head_dim " + std::to_string(c.head_dim) +
+                      " is not a whole, even number of dimensions");
+  if (share < 1) c.rotary_dim = int(dims);
+}
+
 }  // namespace
 
 const family& phi3_family() {
@@ -44,9 +54,7 @@ const family& phi3_family() {
       .gguf_interleaves_rope = false,
       .read_hf = [](const hf_keys& k, model_config& c) {
         c.fused_projections = true;
-        if (k.real_or("partial_rotary_factor", 1.0) != 1.0)
-          throw input_error(k.source() + ": 'partial_rotary_factor' is " + k.object().at("partial_rotary_factor").dump() +
-                            "; partial rotary embeddings are not supported");
+        read_partial_rotary(k, c);
       },
       .read_gguf = [](const gguf_keys& k, model_config& c) {
         c.fused_projections = true;
@@ -55,6 +63,7 @@ const family& phi3_family() {
       },
       .write_hf = [](const model_config& c, nlohmann::json& j) {
         if (c.rope_scaling) j["original_max_position_embeddings"] = c.rope_scaling->original_max_position_embeddings;
+        if (c.rotary_dim > 0 && c.rotary_dim != c.head_dim) j["partial_rotary_factor"] = double(c.rotary_dim) / c.head_dim;
       },
       .write_gguf = [](const model_config& c) {
         nlohmann::json j = nlohmann::json::object();
@@ -73,7 +82,7 @@ const family& phi3_family() {
         rope_scaling_config s;
         s.type = "longrope";
         s.original_max_position_embeddings = 256;
-        for (int i = 0; i < c.head_dim / 2; ++i) {
+        for (int i = 0; i < c.rotated_dims() / 2; ++i) {
           s.short_factor.push_back(1.0 + 0.05 * i);
           s.long_factor.push_back(1.0 + 0.5 * i);
         }
