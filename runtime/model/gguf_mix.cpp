@@ -56,7 +56,12 @@ std::uint32_t gguf_mix_type(const std::string& mix, const std::string& name, int
   std::smatch m;
   if (!std::regex_match(name, m, block)) return fitted(base, row_length);
   const int layer = std::stoi(m[1].str());
-  const std::string part = m[2].str();
+  std::string part = m[2].str();
+  // A mixture of experts' router stays F32, as llama.cpp keeps it; its stacked experts and shared
+  // expert take the mix's choice for the projection they are (ffn_down_exps is an ffn_down).
+  if (part.rfind("ffn_gate_inp", 0) == 0) return f32;
+  for (const char* proj : {"ffn_down", "ffn_gate", "ffn_up"})
+    if (part.rfind(proj, 0) == 0) part = proj;
   std::uint32_t type = base;
   if (mix == "q4_k_m" || mix == "q5_k_m") {
     if ((part == "attn_v" || part == "ffn_down") && more_bits(layer, layers)) type = q6_k;

@@ -387,8 +387,6 @@ void llama_model::load_tensors(const std::string& dir, const std::function<void(
   if (quantized && !shard_.whole())
     throw input_error(dir + ": a model with " + std::string(quant ? kernels::quant_name(*quant) : "quantized") +
                       " weights cannot be split across tensor-parallel ranks yet; serve it with tensor_parallel = 1");
-  if (quantized && cfg_.moe)
-    throw input_error(dir + ": quantized mixture-of-experts models are not supported");
   embed_ = idx.get_linear("model.embed_tokens.weight", V, H, std::nullopt);
   if (in_blocks(embed_)) embed_ = dequantized_f16(embed_, std::size_t(H), embed_store_);  // rows are read one token at a time
   weight_type_ = embed_.type();

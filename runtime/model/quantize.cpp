@@ -77,7 +77,9 @@ quantize_report quantize_model(const quantize_options& o, const std::function<vo
   if (cfg.weight_quant || !cfg.weight_mix.empty())
     throw input_error(o.in + ": already quantized (" + (cfg.weight_quant ? kernels::quant_name(*cfg.weight_quant) : cfg.weight_mix) +
                       "); quantize the original weights");
-  if (cfg.moe) throw input_error(o.in + ": quantized mixture-of-experts models are not supported");
+  if (cfg.moe)
+    throw input_error(o.in + ": a quantized folder of a mixture-of-experts model is not supported; write its GGUF file instead "
+                             "(--out FILE.gguf)");
   if (!o.mix.empty()) gguf_mix_type(o.mix, "output.weight", 1, 256);  // an unknown mix is an error naming the known ones
   if (fs::exists(o.out / fs::path("config.json")))
     throw input_error(o.out + ": already holds a model (config.json); choose an empty folder");
