@@ -151,6 +151,18 @@ BOOST_AUTO_TEST_CASE(rows_that_are_not_whole_super_blocks_fall_back_to_32_weight
   BOOST_CHECK_THROW(model::gguf_mix_type("q4_k_s", "output.weight", 8, 512), input_error);
 }
 
+// A mixture of experts in a mix: the router stays F32 (llama.cpp never quantizes ffn_gate_inp);
+// stacked and shared experts take the rule of the projection they are (ffn_down_exps is an
+// ffn_down, so the layers with more bits get Q6_K there too).
+BOOST_AUTO_TEST_CASE(a_mix_keeps_the_router_f32_and_treats_experts_as_their_projections) {
+  BOOST_TEST(model::gguf_mix_type("q4_k_m", "blk.1.ffn_gate_inp.weight", 8, 256) == 0u);
+  BOOST_TEST(model::gguf_mix_type("q4_k_m", "blk.1.ffn_gate_inp_shexp.weight", 8, 256) == 0u);
+  BOOST_TEST(model::gguf_mix_type("q4_k_m", "blk.0.ffn_down_exps.weight", 8, 512) == 14u);
+  BOOST_TEST(model::gguf_mix_type("q4_k_m", "blk.0.ffn_down_shexp.weight", 8, 512) == 14u);
+  BOOST_TEST(model::gguf_mix_type("q4_k_m", "blk.2.ffn_down_exps.weight", 8, 512) == 12u);
+  BOOST_TEST(model::gguf_mix_type("q4_k_m", "blk.3.ffn_gate_exps.weight", 8, 512) == 12u);
+}
+
 BOOST_AUTO_TEST_CASE(files_that_do_not_fit_are_errors_naming_the_tensor_or_key) {
   const auto dir = test::synth_model("tiny-llama-f16", test::preset("tiny", "llama", kernels::dtype::f16));
   // A config that disagrees with the tensors: the first tensor it shapes wrongly is named.
