@@ -172,6 +172,9 @@ BOOST_AUTO_TEST_CASE(files_that_do_not_fit_are_errors_naming_the_tensor_or_key) 
                "general.architecture is 'gpt2'");
   expect_error(write_gguf(dir, "rope.gguf", std::nullopt, [](test::gguf_writer& w) { w.str("llama.rope.scaling.type", "dynamic"); }),
                "llama.rope.scaling.type");
+  // A llama file interleaves whole heads for RoPE: a part of each rotated is refused, by key.
+  expect_error(write_gguf(dir, "rotary.gguf", std::nullopt, [](test::gguf_writer& w) { w.u32("llama.rope.dimension_count", 8); }),
+               "llama.rope.dimension_count");
   expect_error((scratch / "missing.gguf").string(), "cannot open");
   // A NaN or negative rope base loaded silently and turned every rotation into NaN.
   expect_error(write_gguf(dir, "nan.gguf", std::nullopt, [](test::gguf_writer& w) { w.f32("llama.rope.freq_base", std::nanf("")); }),

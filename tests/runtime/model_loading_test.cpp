@@ -147,6 +147,27 @@ BOOST_AUTO_TEST_CASE(sizes_past_32_bits_and_zero_rope_theta_are_refused) {
   expect_load_error(dir, {"'eos_token_id'"});
 }
 
+// Partial rotary (Phi-4-mini) must be a whole, even number of each head's dimensions, and a RoPE
+// scaling type not built is refused by name; dynamic NTK is built.
+BOOST_AUTO_TEST_CASE(partial_rotary_and_rope_types_are_read_or_refused_by_name) {
+  const std::string src = test::synth_model("tiny-phi3-f32", test::preset("tiny", "phi3"));
+  const std::string dir = std::string(TROUPE_BINARY_DIR) + "/test-models/broken-phi3-rotary";
+  fs::remove_all(dir);
+  fs::copy(src, dir, fs::copy_options::recursive);
+  edit_config(dir, [](nlohmann::json& j) {
+    j["partial_rotary_factor"] = 0.5;
+    j["rope_scaling"] = nullptr;
+  });
+  BOOST_TEST(model::llama_model::load(dir)->config().rotated_dims() == 8);  // of 16
+  edit_config(dir, [](nlohmann::json& j) { j["partial_rotary_factor"] = 0.3; });
+  expect_load_error(dir, {"config.json", "'partial_rotary_factor'", "not a whole, even number"});
+  auto llama = scratch_copy("rope-type");
+  edit_config(llama, [](nlohmann::json& j) { j["rope_scaling"] = {{"rope_type", "ntk-by-parts"}, {"factor", 2.0}}; });
+  expect_load_error(llama, {"config.json", "rope_scaling type 'ntk-by-parts'", "dynamic"});
+  edit_config(llama, [](nlohmann::json& j) { j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}}; });
+  BOOST_TEST(model::llama_model::load(llama)->config().rope_scaling->type == "dynamic");
+}
+
 // generation_config.json was not read: its end-of-sequence ids add to config.json's, and its
 // sampling becomes the default of what a request leaves out.
 BOOST_AUTO_TEST_CASE(generation_config_adds_eos_ids_and_sampling_defaults) {
