@@ -80,9 +80,9 @@ TROUPE_INLINE void score_block(float (*p)[key_block], const float* qh, const vec
       d[j] = zero16();
       for (int c = 0; c < chunks; ++c) d[j] = fma16(qv[c], kb[j][c], d[j]);
     }
-    store16(p[g], mul16(hsum16x16(d), splat16(scale)));
-    if (softcap > 0.0f)
-      for (int j = 0; j < key_block; ++j) p[g][j] = softcap * __builtin_tanhf(p[g][j] / softcap);
+    vec16 s = mul16(hsum16x16(d), splat16(scale));
+    if (softcap > 0.0f) s = mul16(tanh16(div16(s, splat16(softcap))), splat16(softcap));
+    store16(p[g], s);
   }
 }
 

@@ -122,6 +122,33 @@ BOOST_AUTO_TEST_CASE(swiglu_is_silu_gate_times_up) {
   }
 }
 
+// GeGLU's vector form (a sigmoid of twice the tanh's argument, two exps) gives the same bits on
+// every ISA and in the tail, and stays finite at large gates of either sign.
+BOOST_AUTO_TEST_CASE(geglu_gives_the_same_bits_on_every_isa_and_in_the_tail) {
+  const std::size_t dim = 37;
+  auto gu = random_floats(2 * dim, 9, 6.0f);
+  gu[0] = 200.0f, gu[1] = -200.0f, gu[2] = 0.0f, gu[3] = 1e20f;
+  std::vector<float> want(dim);
+  const isa saved = active_isa();
+  set_active_isa(isa::scalar);
+  geglu(gu.data(), 1, dim, want.data());
+  for (float v : want) BOOST_TEST_REQUIRE(std::isfinite(v));
+  BOOST_TEST(want[0] == 200.0f * gu[dim]);
+  BOOST_TEST(std::abs(want[1]) < 1e-30f);
+  BOOST_TEST(want[2] == 0.0f);
+  BOOST_TEST(want[3] == 1e20f * gu[dim + 3]);
+  for (isa i : {isa::scalar, isa::avx2, isa::avx512}) {
+    if (!set_active_isa(i)) continue;
+    std::vector<float> got(dim);
+    geglu(gu.data(), 1, dim, got.data());
+    BOOST_TEST_REQUIRE(std::memcmp(got.data(), want.data(), dim * 4) == 0, isa_name(i));
+    std::vector<float> row = {gu[33], 0, 0, 0, 0, gu[dim + 33], 0, 0, 0, 0}, out(5);
+    geglu(row.data(), 1, 5, out.data());  // element 33 again, first in a row of 5 (all tail)
+    BOOST_TEST_REQUIRE(std::memcmp(&out[0], &want[33], 4) == 0, isa_name(i));
+  }
+  set_active_isa(saved);
+}
+
 // Gemma's MLP gate against the formula in double (PyTorch's gelu(approximate="tanh")).
 BOOST_AUTO_TEST_CASE(geglu_is_tanh_gelu_gate_times_up) {
   for (auto [rows, dim] : {std::pair<std::size_t, std::size_t>{4, 40}, {1, 2500}}) {
