@@ -218,6 +218,19 @@ inline vec16 tanh16(vec16 x) {
   return mul16(div16(add16(one, mul16(e, minus)), add16(one, e)), sign);
 }
 
+// o[i] = f(a[i], b[i]) for n elements, 16 at a time; the tail goes through the same vector steps
+// (zero-padded), so an element's bits do not depend on where it sits (the gated MLPs' activations).
+template <class F>
+inline void map16(const float* a, const float* b, std::size_t n, float* o, F f) {
+  std::size_t i = 0;
+  for (; i + panel <= n; i += panel) store16(o + i, f(load16(a + i), load16(b + i)));
+  if (i == n) return;
+  float at[panel] = {}, bt[panel] = {}, ot[panel];
+  for (std::size_t j = i; j < n; ++j) at[j - i] = a[j], bt[j - i] = b[j];
+  store16(ot, f(load16(at), load16(bt)));
+  for (std::size_t j = i; j < n; ++j) o[j] = ot[j - i];
+}
+
 #if !defined(__AVX512F__)
 // out lane j = hsum16(d[j]).
 inline vec16 hsum16x16(const vec16* d) {

@@ -17,14 +17,7 @@ static inline vec16 silu_times(vec16 g, vec16 u) {
 }
 
 void swiglu_run(const float* g, const float* u, std::size_t n, float* o) {
-  std::size_t i = 0;
-  for (; i + panel <= n; i += panel) store16(o + i, silu_times(load16(g + i), load16(u + i)));
-  if (i == n) return;
-  // The tail through the same vector steps, so an element's bits do not depend on where it sits.
-  float gt[panel] = {}, ut[panel] = {}, ot[panel];
-  for (std::size_t j = i; j < n; ++j) gt[j - i] = g[j], ut[j - i] = u[j];
-  store16(ot, silu_times(load16(gt), load16(ut)));
-  for (std::size_t j = i; j < n; ++j) o[j] = ot[j - i];
+  map16(g, u, n, o, [](vec16 a, vec16 b) { return silu_times(a, b); });
 }
 
 }  // namespace troupe::kernels::TROUPE_ISA
