@@ -99,6 +99,9 @@ void check_rope_scaling(const std::string& source, const model_config& c) {
   positive(s.attention_factor, "attention_factor");
   positive(s.original_max_position_embeddings, "original_max_position_embeddings");
   if (s.type == "yarn") positive(s.beta_fast, "beta_fast"), positive(s.beta_slow, "beta_slow");
+  if (s.type == "dynamic" && (c.rotated_dims() <= 2 || !std::isfinite(rope_base(c))))
+    throw input_error(source + ": 'rope_scaling.factor' " + std::to_string(s.factor) + ": dynamic NTK needs more than 2 rotated dimensions and a "
+                      "stretched base that stays finite");
   if (s.type != "longrope") return;
   for (const auto* v : {&s.short_factor, &s.long_factor}) {
     if (v->size() != std::size_t(c.rotated_dims() / 2))

@@ -166,6 +166,8 @@ BOOST_AUTO_TEST_CASE(partial_rotary_and_rope_types_are_read_or_refused_by_name) 
   expect_load_error(llama, {"config.json", "rope_scaling type 'ntk-by-parts'", "dynamic"});
   edit_config(llama, [](nlohmann::json& j) { j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}}; });
   BOOST_TEST(model::llama_model::load(llama)->config().rope_scaling->type == "dynamic");
+  edit_config(llama, [](nlohmann::json& j) { j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 1e200}}; });
+  expect_load_error(llama, {"config.json", "'rope_scaling.factor'", "finite"});
 }
 
 // generation_config.json was not read: its end-of-sequence ids add to config.json's, and its
