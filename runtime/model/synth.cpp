@@ -171,7 +171,7 @@ model_config synth_config(const synth_options& o) {
     m.normalize_top_k = o.arch != "qwen2_moe";
     if (o.arch == "qwen2_moe") {
       m.shared_expert_intermediate_size = c.intermediate_size / 2;
-      m.mlp_only_layers = {0};  // one dense layer among the sparse ones, as the family allows
+      if (o.moe_dense_layer) m.mlp_only_layers = {0};  // one dense layer among the sparse ones, as the family allows
     }
     c.moe = m;
   }

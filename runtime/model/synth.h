@@ -20,6 +20,9 @@ struct synth_options {
   std::string rope_scaling;  // or "linear" (factor 2), "yarn" (factor 4 over an original 256 positions), "dynamic" (factor 2)
   int layers = 0;    // 0: the preset's
   int head_dim = 0;  // each attention head's size; 0: hidden / heads (Qwen3 and Nemo give theirs apart)
+  // Qwen2-MoE: layer 0 dense (mlp_only_layers), as the family allows; false: experts in every
+  // layer, as llama.cpp's files hold them.
+  bool moe_dense_layer = true;
   double partial_rotary = 0.0;  // the share of each head RoPE rotates (Phi-4-mini: 0.75); 0: all
   std::string out;  // folder to create or overwrite
 };

@@ -120,6 +120,7 @@ struct family_case {
   std::string type = "f32";  // the GGUF's mix: f32, or a quantized one (llama.cpp's types, both sides)
   int positions = 320;
   double tolerance = 1e-3;  // 1e-2 for GeGLU (see above)
+  bool moe_dense_layer = true;  // Qwen2-MoE's synthesized dense layer (llama.cpp's files have none)
 };
 
 // An F32 file: Troupe and llama.cpp agree within the case's tolerance everywhere, and the folder
@@ -205,7 +206,7 @@ void check_family(const family_case& c) {
   std::string name = c.arch;
   if (name.rfind("phi", 0) == 0) name = "p-h-i" + name.substr(3);
   const fs::path dir = scratch / (name + (c.llama3_rope ? "-llama3" : "") + (c.tied ? "-tied" : "") + c.rope_scaling +
-                                  (c.partial_rotary > 0 ? "-partial" : "") + c.preset);
+                                  (c.partial_rotary > 0 ? "-partial" : "") + (c.moe_dense_layer ? "" : "-sparse") + c.preset);
   const std::string gguf = dir.string() + "-" + c.type + ".gguf";
   model::synth_options o;
   o.preset = c.preset;
@@ -217,6 +218,7 @@ void check_family(const family_case& c) {
   o.llama3_rope_scaling = c.llama3_rope;
   o.rope_scaling = c.rope_scaling;
   o.partial_rotary = c.partial_rotary;
+  o.moe_dense_layer = c.moe_dense_layer;
   o.out = dir.string();
   model::synthesize(o);
   model::export_gguf({dir.string(), gguf, c.type});
@@ -275,6 +277,10 @@ BOOST_AUTO_TEST_CASE(smollm3_agrees_with_llama_cpp) { check_family({.arch = "smo
 BOOST_AUTO_TEST_CASE(mixtral_agrees_with_llama_cpp) { check_family({.arch = "mixtral", .preset = "moe"}); }
 
 BOOST_AUTO_TEST_CASE(qwen3_moe_agrees_with_llama_cpp) { check_family({.arch = "qwen3_moe", .preset = "moe"}); }
+
+// Qwen2-MoE: 8 experts, 2 a token, not renormalized, and a shared expert behind a sigmoid gate
+// (ffn_*_shexp, ffn_gate_inp_shexp); experts in every layer, as llama.cpp's files hold them.
+BOOST_AUTO_TEST_CASE(qwen2_moe_agrees_with_llama_cpp) { check_family({.arch = "qwen2_moe", .preset = "moe", .moe_dense_layer = false}); }
 
 // The mixtures of experts people download are quantized: Q4_K_M files of Qwen3-MoE and Mixtral
 // (stacked experts in K-quants and their fallbacks, the router in F32), read by both.
