@@ -81,7 +81,6 @@ void send_error(frontend_ptr self, const std::shared_ptr<http::exchange>& ex, co
   ex->respond(e.status(), "application/json", dump(e.body()), std::move(headers));
 }
 
-void sse(const std::shared_ptr<http::exchange>& ex, const json& j) { ex->send("data: " + dump(j) + "\n\n"); }
 
 std::vector<api::token_logprob> logprobs_of(const token_update& u) {
   std::vector<api::token_logprob> out;
@@ -341,7 +340,7 @@ void on_submit_failed(frontend_ptr self, const std::string& id, const caf::error
   check_drained(self);
 }
 
-void on_submitted(frontend_ptr self, const std::string& id, api::endpoint) {
+void on_submitted(frontend_ptr self, const std::string& id) {
   auto it = self->state.live.find(id);
   if (it == self->state.live.end()) return;
   live_request& r = it->second;
@@ -350,11 +349,11 @@ void on_submitted(frontend_ptr self, const std::string& id, api::endpoint) {
   open_answer(r);
 }
 
-void submit_one(frontend_ptr self, engine::request er, api::endpoint kind) {
+void submit_one(frontend_ptr self, engine::request er) {
   auto& st = self->state;
   const std::string id = er.id;
   self->request(st.owner, st.cfg.request_timeout, submit_atom::value, std::move(er), caf::actor_cast<token_sink>(self))
-      .then([=](bool) { on_submitted(self, id, kind); }, [=](caf::error& err) { on_submit_failed(self, id, err); });
+      .then([=](bool) { on_submitted(self, id); }, [=](caf::error& err) { on_submit_failed(self, id, err); });
 }
 
 void submit_embeddings(frontend_ptr self, prepared& p);
@@ -435,7 +434,7 @@ void submit(frontend_ptr self, prepared& p) {
     er.speculate = req.speculate;
     // One answer names one model: a request of several choices is never split between two.
     er.allow_fallback = req.allow_fallback && p.adapter.empty() && g->plan.size() == 1;
-    submit_one(self, std::move(er), kind);
+    submit_one(self, std::move(er));
   }
 }
 
@@ -479,7 +478,7 @@ void submit_embeddings(frontend_ptr self, prepared& p) {
     er.embed = true;
     er.params.max_tokens = 1;
     er.speculate = false;
-    submit_one(self, std::move(er), api::endpoint::embeddings);
+    submit_one(self, std::move(er));
   }
 }
 

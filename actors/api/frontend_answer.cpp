@@ -15,7 +15,9 @@ void open_answer(live_request& r) {
     r.group->began = true;
     r.ex->begin_stream("text/event-stream");
   }
-  if (r.group->endpoint && std::string(r.group->endpoint) == "chat") r.ex->send("data: " + dump(r.w->role_chunk()) + "\n\n");
+  if (r.group->endpoint && std::string(r.group->endpoint) == "chat") sse(r.ex, r.w->role_chunk());
 }
+
+void sse(const std::shared_ptr<http::exchange>& ex, const nlohmann::json& j) { ex->send("data: " + dump(j) + "\n\n"); }
 
 }  // namespace troupe::actors

@@ -61,4 +61,7 @@ struct live_request {
 // out ahead of the status line that way, and the client read its size as one.
 void open_answer(live_request& r);
 
+// One server-sent event carrying j.
+void sse(const std::shared_ptr<http::exchange>& ex, const nlohmann::json& j);
+
 }  // namespace troupe::actors

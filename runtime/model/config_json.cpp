@@ -191,6 +191,7 @@ std::string to_config_json(const model_config& c) {
   if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
   else if (!c.eos_token_ids.empty()) j["eos_token_id"] = c.eos_token_ids;
   if (c.rope_scaling) j["rope_scaling"] = rope_scaling_json(*c.rope_scaling);
+  if (c.rotated_dims() != c.head_dim) j["partial_rotary_factor"] = double(c.rotary_dim) / c.head_dim;
   return j.dump(2) + "\n";
 }
 

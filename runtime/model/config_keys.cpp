@@ -10,15 +10,6 @@ namespace troupe::model {
 
 using nlohmann::json;
 
-int json_int(const json& v, const std::string& key, const std::string& source) {
-  if (!v.is_number_integer()) throw input_error(source + ": key '" + key + "' has the wrong type (" + v.dump() + ")");
-  if (v.is_number_unsigned() ? v.get<std::uint64_t>() > std::uint64_t(INT_MAX)
-                             : (v.get<std::int64_t>() > INT_MAX || v.get<std::int64_t>() < INT_MIN))
-    throw input_error(source + ": key '" + key + "' is " + v.dump() + ", beyond what this runtime supports (" +
-                      std::to_string(INT_MAX) + ")");
-  return int(v.get<std::int64_t>());
-}
-
 namespace {
 
 [[noreturn]] void key_wrong_type(const std::string& source, const std::string& key, const json& v) {
@@ -26,6 +17,15 @@ namespace {
 }
 
 }  // namespace
+
+int json_int(const json& v, const std::string& key, const std::string& source) {
+  if (!v.is_number_integer()) key_wrong_type(source, key, v);
+  if (v.is_number_unsigned() ? v.get<std::uint64_t>() > std::uint64_t(INT_MAX)
+                             : (v.get<std::int64_t>() > INT_MAX || v.get<std::int64_t>() < INT_MIN))
+    throw input_error(source + ": key '" + key + "' is " + v.dump() + ", beyond what this runtime supports (" +
+                      std::to_string(INT_MAX) + ")");
+  return int(v.get<std::int64_t>());
+}
 
 bool hf_keys::has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }
 

@@ -65,14 +65,13 @@ model_config gguf_model_config(const gguf_file& g) {
   if (k.int_or("attention.value_length", c.head_dim) != c.head_dim)
     throw input_error(g.path() + ": metadata '" + k.key("attention.value_length") + "' differs from the key length " +
                       std::to_string(c.head_dim) + "; values and keys of one size are built");
-  if (k.has("rope.dimension_count") && k.need_int("rope.dimension_count") != c.head_dim)
-  {
-    // Partial rotary (Phi-4-mini); checked with the rest. Where the converter interleaved the
-    // query and key rows for RoPE (llama), it permuted whole heads: a part rotated is not built.
+  // Partial rotary (Phi-4-mini); checked with the rest. Where the converter interleaved the query
+  // and key rows for RoPE (llama), it permuted whole heads: a part rotated is not built.
+  if (const int rotated = k.int_or("rope.dimension_count", c.head_dim); rotated != c.head_dim) {
     if (fam.gguf_interleaves_rope)
       throw input_error(g.path() + ": metadata '" + k.key("rope.dimension_count") + "' is not the head size " + std::to_string(c.head_dim) +
                         "; partial rotary embeddings are not supported for " + fam.gguf_architecture);
-    c.rotary_dim = k.need_int("rope.dimension_count");
+    c.rotary_dim = rotated;
   }
   c.max_position_embeddings = k.int_or("context_length", 4096);
   c.rms_norm_eps = k.real_or("attention.layer_norm_rms_epsilon", 1e-5);
@@ -155,10 +154,6 @@ void uninterleave(const gguf_tensor& t, int heads, int d, tensor_info& i, std::v
         std::memcpy(buf.data() + std::size_t(h * d + s * d / 2 + j) * row, t.data + std::size_t(h * d + 2 * j + s) * row, row);
   i.data = buf.data();
 }
-
-}  // namespace
-
-namespace {
 
 // A stacked experts' tensor ([experts][rows][row], ffn_gate_exps and the like) as one view per
 // expert, under the family's name with the expert's index for its '*'.

@@ -65,9 +65,21 @@ void llama3_frequencies(const rope_scaling_config& s, std::vector<double>& f) {
   }
 }
 
+// partial_rotary_factor: the share of each head RoPE rotates (transformers reads it for every
+// model), a whole even number of dimensions.
+void read_partial_rotary(const hf_keys& k, model_config& c) {
+  const double share = k.real_or("partial_rotary_factor", 1.0);
+  const double dims = share * c.head_dim;
+  if (!(share > 0 && share <= 1) || dims != std::floor(dims) || int(dims) % 2 != 0)
+    throw input_error(k.source() + ": 'partial_rotary_factor' " + std::to_string(share) + " of head_dim " + std::to_string(c.head_dim) +
+                      " is not a whole, even number of dimensions");
+  if (share < 1) c.rotary_dim = int(dims);
+}
+
 }  // namespace
 
 void read_rope_scaling(const json& j, const std::string& source, model_config& c) {
+  read_partial_rotary(hf_keys(j, source), c);
   if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return;
   const json& r = j["rope_scaling"];
   if (!r.is_object()) throw input_error(source + ": key 'rope_scaling' must be an object, not " + r.dump());

@@ -21,8 +21,9 @@
 
 namespace troupe::model {
 
-// config.json's rope_scaling into c.rope_scaling (nothing for null or type "default"); throws
-// input_error naming the key for an unknown type or a wrong value.
+// config.json's rope_scaling into c.rope_scaling (nothing for null or type "default"), and its
+// partial_rotary_factor into c.rotary_dim (c.head_dim read first); throws input_error naming the
+// key for an unknown type or a wrong value.
 void read_rope_scaling(const nlohmann::json& config, const std::string& source, model_config& c);
 // What rope_scaling needs to hold for the forward: factors of the right count, positive.
 void check_rope_scaling(const std::string& source, const model_config& c);

@@ -180,10 +180,7 @@ model_config synth_config(const synth_options& o) {
   c.bos_token_id = specials.bos;
   c.eos_token_ids = {specials.eos};
   // What the family reads of its config.json (biases, norms, experts) is what the model is.
-  model_config read = parse_model_config(to_config_json(c), o.arch + " preset " + o.preset);
-  if (read.rotated_dims() != c.rotated_dims())
-    throw input_error("--partial-rotary: the " + o.arch + " family's config.json has no partial rotary (phi3 has)");
-  return read;
+  return parse_model_config(to_config_json(c), o.arch + " preset " + o.preset);
 }
 
 void synthesize(const synth_options& o, const progress_fn& progress) {

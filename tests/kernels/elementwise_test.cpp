@@ -78,6 +78,36 @@ BOOST_AUTO_TEST_CASE(partial_rope_rotates_the_first_dims_and_keeps_the_rest) {
     }
 }
 
+// A gated activation's output for one row of gate_up (gate then up, dim = gu.size() / 2) under the
+// scalar ISA, after checking that every other ISA gives the same bits, and element 33 the same
+// first in a row of 5 (all tail), then inside a row of 16 (all body).
+namespace {
+
+using gated_activation = void (*)(const float*, std::size_t, std::size_t, float*);
+std::vector<float> same_bits_on_every_isa_and_in_the_tail(gated_activation fn, const std::vector<float>& gu) {
+  const std::size_t dim = gu.size() / 2;
+  std::vector<float> want(dim);
+  const isa saved = active_isa();
+  set_active_isa(isa::scalar);
+  fn(gu.data(), 1, dim, want.data());
+  for (isa i : {isa::scalar, isa::avx2, isa::avx512}) {
+    if (!set_active_isa(i)) continue;
+    std::vector<float> got(dim);
+    fn(gu.data(), 1, dim, got.data());
+    BOOST_TEST_REQUIRE(std::memcmp(got.data(), want.data(), dim * 4) == 0, isa_name(i));
+    for (std::size_t len : {std::size_t(5), std::size_t(16)}) {
+      std::vector<float> row(2 * len, 0.0f), out(len);
+      row[0] = gu[33], row[len] = gu[dim + 33];
+      fn(row.data(), 1, len, out.data());
+      BOOST_TEST_REQUIRE(std::memcmp(&out[0], &want[33], 4) == 0, isa_name(i) << " row of " << len);
+    }
+  }
+  set_active_isa(saved);
+  return want;
+}
+
+}  // namespace
+
 // Rows shorter than the kernel's pieces of 1,024, and rows of several pieces with a short last one.
 // The vector exp runs the same IEEE steps everywhere: a gate's output has the same bits on every
 // ISA, and in a row's vector body or its tail; large gates of either sign stay finite.
@@ -85,28 +115,11 @@ BOOST_AUTO_TEST_CASE(swiglu_gives_the_same_bits_on_every_isa_and_in_the_tail) {
   const std::size_t dim = 37;  // two vectors and a tail of 5
   auto gu = random_floats(2 * dim, 7, 12.0f);
   gu[0] = 200.0f, gu[1] = -200.0f, gu[2] = 0.0f;
-  std::vector<float> want(dim);
-  const isa saved = active_isa();
-  set_active_isa(isa::scalar);
-  swiglu(gu.data(), 1, dim, want.data());
+  const auto want = same_bits_on_every_isa_and_in_the_tail(swiglu, gu);
   for (float v : want) BOOST_TEST_REQUIRE(std::isfinite(v));
   BOOST_TEST(want[0] == 200.0f * gu[dim]);
   BOOST_TEST(std::abs(want[1]) < 1e-30f);
   BOOST_TEST(want[2] == 0.0f);
-  for (isa i : {isa::scalar, isa::avx2, isa::avx512}) {
-    if (!set_active_isa(i)) continue;
-    std::vector<float> got(dim);
-    swiglu(gu.data(), 1, dim, got.data());
-    BOOST_TEST_REQUIRE(std::memcmp(got.data(), want.data(), dim * 4) == 0, isa_name(i));
-    // Element 33 again, first in a row of 5 (all tail), then inside a row of 16 (all body).
-    for (std::size_t len : {std::size_t(5), std::size_t(16)}) {
-      std::vector<float> row(2 * len, 0.0f), out(len);
-      row[0] = gu[33], row[len] = gu[dim + 33];
-      swiglu(row.data(), 1, len, out.data());
-      BOOST_TEST_REQUIRE(std::memcmp(&out[0], &want[33], 4) == 0, isa_name(i) << " row of " << len);
-    }
-  }
-  set_active_isa(saved);
 }
 
 BOOST_AUTO_TEST_CASE(swiglu_is_silu_gate_times_up) {
@@ -128,25 +141,12 @@ BOOST_AUTO_TEST_CASE(geglu_gives_the_same_bits_on_every_isa_and_in_the_tail) {
   const std::size_t dim = 37;
   auto gu = random_floats(2 * dim, 9, 6.0f);
   gu[0] = 200.0f, gu[1] = -200.0f, gu[2] = 0.0f, gu[3] = 1e20f;
-  std::vector<float> want(dim);
-  const isa saved = active_isa();
-  set_active_isa(isa::scalar);
-  geglu(gu.data(), 1, dim, want.data());
+  const auto want = same_bits_on_every_isa_and_in_the_tail(geglu, gu);
   for (float v : want) BOOST_TEST_REQUIRE(std::isfinite(v));
   BOOST_TEST(want[0] == 200.0f * gu[dim]);
   BOOST_TEST(std::abs(want[1]) < 1e-30f);
   BOOST_TEST(want[2] == 0.0f);
   BOOST_TEST(want[3] == 1e20f * gu[dim + 3]);
-  for (isa i : {isa::scalar, isa::avx2, isa::avx512}) {
-    if (!set_active_isa(i)) continue;
-    std::vector<float> got(dim);
-    geglu(gu.data(), 1, dim, got.data());
-    BOOST_TEST_REQUIRE(std::memcmp(got.data(), want.data(), dim * 4) == 0, isa_name(i));
-    std::vector<float> row = {gu[33], 0, 0, 0, 0, gu[dim + 33], 0, 0, 0, 0}, out(5);
-    geglu(row.data(), 1, 5, out.data());  // element 33 again, first in a row of 5 (all tail)
-    BOOST_TEST_REQUIRE(std::memcmp(&out[0], &want[33], 4) == 0, isa_name(i));
-  }
-  set_active_isa(saved);
 }
 
 // Gemma's MLP gate against the formula in double (PyTorch's gelu(approximate="tanh")).

@@ -5,8 +5,9 @@
 // factor. Phi-3-mini-4k attends to a sliding window (sliding_window). llama.cpp runs it with NEOX
 // RoPE (GGUF rows in Hugging Face's order) and keeps the fused tensors: attn_qkv, and ffn_up
 // holding gate and up; the divisors are rope_factors_long/short.weight, the factor
-// phi3.rope.scaling.attn_factor. Phi-4-mini rotates only part of each head
-// (partial_rotary_factor), which is refused by name: partial rotary embeddings are not built.
+// phi3.rope.scaling.attn_factor. Phi-4-mini rotates only the first three quarters of each head
+// (partial_rotary_factor 0.75, rope.dimension_count: read with RoPE's other keys for every
+// family) and ties its embeddings.
 #include <cmath>
 
 #include "runtime/common/error.h"
@@ -31,16 +32,6 @@ void read_gguf_longrope(const gguf_keys& k, model_config& c) {
   c.rope_scaling = s;
 }
 
-// partial_rotary_factor: the share of each head RoPE rotates, a whole even number of dimensions.
-void read_partial_rotary(const hf_keys& k, model_config& c) {
-  const double share = k.real_or("partial_rotary_factor", 1.0);
-  const double dims = share * c.head_dim;
-  if (!(share > 0 && share <= 1) || dims != std::floor(dims) || int(dims) % 2 != 0)
-    throw input_error(k.source() + ": 'partial_rotary_factor' " + std::to_string(share) + " of head_dim " + std::to_string(c.head_dim) +
-                      " is not a whole, even number of dimensions");
-  if (share < 1) c.rotary_dim = int(dims);
-}
-
 }  // namespace
 
 const family& phi3_family() {
@@ -52,10 +43,7 @@ const family& phi3_family() {
                         {"attn_qkv", "self_attn.qkv_proj"}, {"attn_output", "self_attn.o_proj"},
                         {"ffn_up", "mlp.gate_up_proj"},    {"ffn_down", "mlp.down_proj"}},
       .gguf_interleaves_rope = false,
-      .read_hf = [](const hf_keys& k, model_config& c) {
-        c.fused_projections = true;
-        read_partial_rotary(k, c);
-      },
+      .read_hf = [](const hf_keys&, model_config& c) { c.fused_projections = true; },
       .read_gguf = [](const gguf_keys& k, model_config& c) {
         c.fused_projections = true;
         c.sliding_window = k.int_or("attention.sliding_window", 0, 0);
@@ -63,7 +51,6 @@ const family& phi3_family() {
       },
       .write_hf = [](const model_config& c, nlohmann::json& j) {
         if (c.rope_scaling) j["original_max_position_embeddings"] = c.rope_scaling->original_max_position_embeddings;
-        if (c.rotary_dim > 0 && c.rotary_dim != c.head_dim) j["partial_rotary_factor"] = double(c.rotary_dim) / c.head_dim;
       },
       .write_gguf = [](const model_config& c) {
         nlohmann::json j = nlohmann::json::object();
