@@ -25,6 +25,10 @@ engine::engine_config engine_config_of(const topology_config& topo, const std::s
   ec.handoff_hold = topo.kv_transfer.hold;
   ec.on_transfer_failure = topo.kv_transfer.retry_on_failure ? engine::engine_config::transfer_failure::retry
                                                              : engine::engine_config::transfer_failure::recompute;
+  // KV that travels between a model's prefill and decode pools goes by whole layers: every
+  // replica of a disaggregated model keeps its windowed layers' KV for every position.
+  for (const auto& p : topo.pools)
+    if (p.model == model && p.role != pool_role::both) ec.free_windows = false;
   ec.max_adapters = topo.lora.max_adapters;
   for (const auto& a : topo.lora.adapters) ec.start_adapters.emplace_back(a.name, a.path);
   // Every process of the cluster computes the same key from the same topology (the join

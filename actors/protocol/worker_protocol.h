@@ -63,7 +63,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_cache_config& x) {
   auto type = static_cast<std::uint8_t>(x.type);
   auto load_type = actors::load_enum(type, x.type, kernels::last_dtype);
-  return f(caf::meta::type_name("kv_cache_config"), x.num_blocks, x.block_size, type, load_type, x.shared);
+  return f(caf::meta::type_name("kv_cache_config"), x.num_blocks, x.block_size, type, load_type, x.shared,
+           x.layer_group, x.layer_slot);
 }
 
 }  // namespace troupe::kv
@@ -108,7 +109,8 @@ typename Inspector::result_type inspect(Inspector& f, step_result& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, forward_plan& x) {
-  return f(caf::meta::type_name("forward_plan"), x.tokens, x.positions, x.seq_of_token, x.tables, x.logit_rows, x.sampling, x.pools);
+  return f(caf::meta::type_name("forward_plan"), x.tokens, x.positions, x.seq_of_token, x.tables, x.group_tables, x.logit_rows,
+           x.sampling, x.pools);
 }
 
 }  // namespace troupe::engine

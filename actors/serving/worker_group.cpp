@@ -156,7 +156,7 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
 local_rank start_rank(caf::actor_system& sys, const rank_spec& spec, std::shared_ptr<const model::llama_model> shard,
                       std::shared_ptr<collectives::fault_injector> tp, std::shared_ptr<collectives::communicator> comm,
                       bool over_tcp) {
-  auto cache = std::make_shared<kv::kv_cache>(spec.cache, spec.last - spec.first, shard->kv_heads(), shard->config().head_dim);
+  auto cache = std::make_shared<kv::kv_cache>(spec.cache.for_layers(spec.first, spec.last), spec.last - spec.first, shard->kv_heads(), shard->config().head_dim);
   auto& registry = kv::transfer::registry::global();
   local_rank out;
   out.cache = cache;

@@ -34,14 +34,24 @@ void remove_id(std::vector<std::uint64_t>& v, std::uint64_t id) { v.erase(std::r
 
 }  // namespace
 
+kv::window_groups kv_window_groups(const engine_config& cfg, const model::model_config& m) {
+  if (!cfg.free_windows || cfg.kv_offload) return {};
+  std::vector<int> windows;
+  for (int l = 0; l < m.num_hidden_layers; ++l) windows.push_back(m.window_of(l));
+  return kv::window_groups_of(windows);
+}
+
 int kv_pool_blocks(const engine_config& cfg, const model::model_config& m) {
   if (cfg.num_blocks > 0) return cfg.num_blocks;
-  return kv::kv_cache::blocks_in(cfg.kv_memory_bytes, cfg.sched.block_size, cfg.kv_type, m.num_hidden_layers,
-                                 m.num_key_value_heads, m.head_dim);
+  const auto g = kv_window_groups(cfg, m);  // a page holds one block of as many layers as it has slots
+  const int slots = g.split() ? 1 + *std::max_element(g.slot.begin(), g.slot.end()) : m.num_hidden_layers;
+  return kv::kv_cache::blocks_in(cfg.kv_memory_bytes, cfg.sched.block_size, cfg.kv_type, slots, m.num_key_value_heads,
+                                 m.head_dim);
 }
 
 kv::kv_cache_config kv_geometry(const engine_config& cfg, const model::model_config& m) {
-  return {kv_pool_blocks(cfg, m), cfg.sched.block_size, cfg.kv_type, cfg.kv_shared_memory};
+  const auto g = kv_window_groups(cfg, m);
+  return {kv_pool_blocks(cfg, m), cfg.sched.block_size, cfg.kv_type, cfg.kv_shared_memory, g.group, g.slot};
 }
 
 kv::transfer::kv_layout kv_layout_of(const engine_config& cfg, const model::model_config& m,
@@ -64,10 +74,13 @@ engine::engine(model::model_config shape, std::shared_ptr<const tokenizer::token
       tok_(std::move(tok)),
       cfg_(std::move(cfg)),
       exec_(std::move(exec)),
-      kv_({kv_pool_blocks(cfg_, mc_), cfg_.sched.block_size, cfg_.prefix_caching, cfg_.kv_offload && cfg_.prefix_caching}),
+      windows_(kv_window_groups(cfg_, mc_)),
+      kv_({kv_pool_blocks(cfg_, mc_), cfg_.sched.block_size, cfg_.prefix_caching, cfg_.kv_offload && cfg_.prefix_caching,
+           true, windows_.count, windows_.window}),
       outputs_(tok_.get(), mc_.eos_token_ids, cfg_.max_model_len > 0 ? cfg_.max_model_len : mc_.max_position_embeddings),
       root_(kv::root_hash(cfg_.model_key)) {
   if (cfg_.max_model_len <= 0) cfg_.max_model_len = mc_.max_position_embeddings;
+  cfg_.sched.pages_per_block = windows_.pages_per_block();
   // Positions past the model's own were never trained: serving them is silently wrong output.
   if (mc_.max_position_embeddings > 0 && cfg_.max_model_len > mc_.max_position_embeddings)
     throw input_error("max_model_len " + std::to_string(cfg_.max_model_len) + " is beyond the model's " +
@@ -107,7 +120,7 @@ void engine::add_request(request r) {
   auto adapter = adapter_of(r);
   const int len = int(r.prompt.size());
   const int most = std::min(len + r.params.max_tokens, cfg_.max_model_len);
-  const int need = kv::blocks_for(most, cfg_.sched.block_size);
+  const int need = pages_for(most);
   if (need > kv_.num_blocks())
     throw input_error("request '" + r.id + "': " + std::to_string(most) + " tokens need " + std::to_string(need) +
                       " KV blocks but the pool has " + std::to_string(kv_.num_blocks()));
@@ -144,6 +157,12 @@ void engine::add_request(request r) {
   s->adapter = std::move(adapter);
   s->constraint = std::move(constraint);
   if (cfg_.prefix_caching) kv::extend_block_hashes(s->hashes, s->tokens, cfg_.sched.block_size, s->keys);
+  if (!r.kv_from.empty() && windows_.split()) {
+    // Its KV comes by whole layers, which this cache does not hold: computed here instead (the
+    // same numbers), and the holder may let go of it at once.
+    if (on_transfer_) on_transfer_({r.id, {}, 0});
+    r.kv_from = {};
+  }
   if (!r.kv_from.empty()) {
     const int positions = r.kv_from.positions;  // at least its last token is computed here
     if (positions < 1 || positions > int(s->tokens.size()) - 1)
@@ -249,7 +268,7 @@ void engine::finish(sequence& s, finish_reason why, request_output& o) {
   // A request handed off with KV computed keeps its blocks until the receiver pulled them; one
   // that computed nothing here (still waiting) goes without a handle, or with the one it came
   // with if it was still waiting to pull it.
-  if (why == finish_reason::handoff && s.num_computed > 0 && !s.kv_in.expected()) {
+  if (why == finish_reason::handoff && s.num_computed > 0 && !s.kv_in.expected() && !windows_.split()) {
     o.kv.request = s.name;
     o.kv.layout = layout_;
     o.kv.sources = exec_->kv_sources();
@@ -299,7 +318,7 @@ sched::step_plan engine::plan_admissions(kv::prefix_lookup& look) {
     sequence& s = *seqs_.at(id);
     if (s.kv_in.in_flight()) continue;  // its blocks are reserved for the pull: not scheduled, not preempted
     sched::seq_snapshot snap{id, int(s.tokens.size()), s.num_computed, kv_.num_blocks_of(id), s.priority, s.arrival};
-    if (cfg_.prefix_caching) snap.exclusive_blocks = kv_.num_exclusive(id);  // else: all of them
+    if (cfg_.prefix_caching || windows_.split()) snap.exclusive_blocks = kv_.num_exclusive(id);  // else: all of them
     run.push_back(snap);
     if (cfg_.prefix_caching && s.num_computed < s.prompt_len) {  // a prefill: what it computes, others wait for
       kv::extend_block_hashes(s.hashes, std::span(s.tokens.data(), std::size_t(s.prompt_len)), bs, s.keys);
@@ -389,6 +408,8 @@ forward_plan engine::begin_step() {
     const auto& proposed = p.proposed.back();
     p.new_tokens.push_back(sc.num_new_tokens + int(proposed.size()));
     fp.tables.push_back(kv_.raw_table(sc.id));
+    fp.group_tables.resize(std::size_t(windows_.count));
+    for (int g = 1; g <= windows_.count; ++g) fp.group_tables[std::size_t(g - 1)].push_back(kv_.raw_group_table(sc.id, g));
     const std::size_t first_row = fp.tokens.size();
     for (int j = 0; j < p.new_tokens[i]; ++j) {  // its tokens, then the ones it verifies
       const int pos = s.num_computed + j;
@@ -523,7 +544,15 @@ void engine::add_score_rows(const sequence& s, int new_tokens, forward_plan& fp,
   p.score_count.push_back(count);
 }
 
+int engine::pages_for(int tokens) const {
+  const int bs = cfg_.sched.block_size, blocks = kv::blocks_for(tokens, bs);
+  if (!windows_.split()) return blocks;
+  const int in_window = kv::blocks_for(windows_.window + cfg_.sched.max_num_batched_tokens, bs) + 2;
+  return blocks + windows_.count * std::min(blocks, in_window);
+}
+
 void engine::cache_computed(sequence& s) {
+  kv_.slide(s.id, s.num_computed);   // the window pages of blocks behind its window go back
   if (!cfg_.prefix_caching) return;  // its blocks computed in full are findable from now on
   const int bs = cfg_.sched.block_size;
   kv::extend_block_hashes(s.hashes, std::span(s.tokens.data(), std::size_t(s.num_computed)), bs, s.keys);

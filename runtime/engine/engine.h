@@ -20,6 +20,7 @@
 #include "runtime/kv/kv_cache.h"
 #include "runtime/kv/kv_cache_manager.h"
 #include "runtime/kv/prefix_lookup.h"
+#include "runtime/kv/window_groups.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/sched/scheduler.h"
 #include "runtime/sim/cost_model.h"
@@ -59,6 +60,11 @@ struct engine_config {
   std::chrono::milliseconds handoff_hold{60000};
   // Offer cached blocks nobody holds any more to a KV store (take_offloads).
   bool kv_offload = false;
+  // A model with sliding-window and global layers keeps its windowed layers' KV only for the
+  // window (kv/window_groups.h). Off, or with kv_offload, every layer keeps every position: what
+  // a replica that sends or receives KV (a disaggregated pool's) needs, as transfers address
+  // whole layers. A replica with it on hands requests off without their KV (they recompute).
+  bool free_windows = true;
   // LoRA adapters loaded at most at once (engine::load_adapter); 0: none. `start_adapters`
   // (name, PEFT folder) are read and loaded when the engine is made.
   int max_adapters = 0;
@@ -82,7 +88,9 @@ struct transfer_record {
   double seconds = 0;
 };
 
-// How many KV blocks the config gives a model, and the geometry an executor sizes its cache by.
+// How many KV blocks (pages, with window groups) the config gives a model, and the geometry an
+// executor sizes its cache by.
+kv::window_groups kv_window_groups(const engine_config& cfg, const model::model_config& m);
 int kv_pool_blocks(const engine_config& cfg, const model::model_config& m);
 kv::kv_cache_config kv_geometry(const engine_config& cfg, const model::model_config& m);
 // The KV layout replicas of this config and model agree on, for caches split as `ranks`
@@ -212,6 +220,9 @@ class engine {
   bool constraint_ends(sequence& s, std::int32_t token) const;
   // Registers the sequence's blocks computed in full in the prefix cache.
   void cache_computed(sequence& s);
+  // The most pages a sequence of `tokens` tokens holds at once: its blocks, and with window
+  // groups each one's window pages while in its window or in the step computing it.
+  int pages_for(int tokens) const;
   void add_score_rows(const sequence& s, int new_tokens, forward_plan& fp, pending& p) const;
   // Adapters (engine_adapters.cpp): the one a request names (null for the base), and the span of
   // a sequence's rows [first, end of the plan) that runs with its adapter.
@@ -227,6 +238,7 @@ class engine {
   std::shared_ptr<const tokenizer::tokenizer> tok_;
   engine_config cfg_;
   std::unique_ptr<executor> exec_;
+  kv::window_groups windows_;
   kv::kv_cache_manager kv_;
   output_processor outputs_;
   std::map<std::uint64_t, std::unique_ptr<sequence>> seqs_;

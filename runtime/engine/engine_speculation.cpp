@@ -26,6 +26,8 @@ std::unique_ptr<speculative::proposer> draft_for(const engine_config& cfg, const
   if (cfg.speculative.how != speculative::method::draft || cfg.speculative.draft_model.empty()) return nullptr;
   kv::kv_cache_config blocks = kv_geometry(cfg, target.config());
   blocks.shared = false;  // the draft's KV never leaves the replica
+  blocks.layer_group.clear();  // nor is split: it is indexed by the target's global pages
+  blocks.layer_slot.clear();
   return speculative::load_draft(cfg.speculative.draft_model, target.dir(), target.config(), tok, blocks);
 }
 

@@ -23,6 +23,9 @@ struct forward_plan {
   std::vector<std::int32_t> positions;            // [T]
   std::vector<std::int32_t> seq_of_token;         // [T] index into tables
   std::vector<std::vector<std::int32_t>> tables;  // block ids of each scheduled sequence
+  // A cache split by window groups (kv/window_groups.h): [group - 1][sequence], the pages of
+  // each windowed group (-1 where a block is out of the sequence's window). Empty otherwise.
+  std::vector<std::vector<std::vector<std::int32_t>>> group_tables;
   std::vector<std::int32_t> logit_rows;           // tokens whose logits the step samples from
   std::vector<sampling::sampling_row> sampling;   // how to choose each logit row's token
   std::vector<model::row_span> pools;             // rows whose final hidden states are summed (embeddings)
@@ -41,6 +44,9 @@ inline model::forward_batch view(const forward_plan& p) {
   b.logit_rows = p.logit_rows;
   b.tables.reserve(p.tokens.size());
   for (auto s : p.seq_of_token) b.tables.push_back(p.tables[std::size_t(s)].data());
+  b.group_tables.resize(p.group_tables.size());
+  for (std::size_t g = 0; g < p.group_tables.size(); ++g)
+    for (auto s : p.seq_of_token) b.group_tables[g].push_back(p.group_tables[g][std::size_t(s)].data());
   for (const auto& a : p.adapters) b.adapters.push_back({a.first, a.count, a.adapter.get()});
   return b;
 }

@@ -43,7 +43,11 @@ std::vector<micro_batch> split_plan(forward_plan p, int parts) {
     for (std::size_t t = a; t < b; ++t) {
       const std::int32_t s = p.seq_of_token[t];
       auto [it, fresh] = seq_index.emplace(s, std::int32_t(mb.plan.tables.size()));
-      if (fresh) mb.plan.tables.push_back(p.tables[std::size_t(s)]);
+      if (fresh) {
+        mb.plan.tables.push_back(p.tables[std::size_t(s)]);
+        mb.plan.group_tables.resize(p.group_tables.size());
+        for (std::size_t g = 0; g < p.group_tables.size(); ++g) mb.plan.group_tables[g].push_back(p.group_tables[g][std::size_t(s)]);
+      }
       mb.plan.tokens.push_back(p.tokens[t]);
       mb.plan.positions.push_back(p.positions[t]);
       mb.plan.seq_of_token.push_back(it->second);

@@ -4,16 +4,28 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 namespace troupe::kv {
 
 using kernels::dtype;
 
+kv_cache_config kv_cache_config::for_layers(int first, int last) const {
+  kv_cache_config c = *this;
+  if (layer_group.empty()) return c;
+  c.layer_group.assign(layer_group.begin() + first, layer_group.begin() + last);
+  c.layer_slot.assign(layer_slot.begin() + first, layer_slot.begin() + last);
+  return c;
+}
+
 kv_cache::kv_cache(const kv_cache_config& cfg, int num_layers, int n_kv_heads, int head_dim)
     : cfg_(cfg), layers_(num_layers), n_kv_(n_kv_heads), hd_(head_dim) {
+  if (split() && (cfg.layer_group.size() != std::size_t(num_layers) || cfg.layer_slot.size() != std::size_t(num_layers)))
+    throw std::logic_error("kv_cache: window groups given for " + std::to_string(cfg.layer_group.size()) + " layers, the cache has " +
+                           std::to_string(num_layers));
   layer_bytes_ = std::size_t(cfg.num_blocks) * block_bytes();
   // Zero-filled so a bug that reads an unwritten slot is deterministic, not garbage.
-  const std::size_t bytes = 2 * layer_bytes_ * std::size_t(num_layers);
+  const std::size_t bytes = 2 * layer_bytes_ * std::size_t(num_slots());
   if (cfg.shared) {
     try {
       region_ = kv_region::create_shared(new_segment_name(), bytes);
@@ -93,6 +105,11 @@ void kv_cache::read(int layer, std::int32_t block, int slot, float* k_row, float
     k_row[i] = kernels::load_as_f32(k, cfg_.type, first + i);
     v_row[i] = kernels::load_as_f32(v, cfg_.type, first + i);
   }
+}
+
+int kv_cache::num_slots() const {
+  if (!split()) return layers_;
+  return layers_ == 0 ? 0 : 1 + *std::max_element(cfg_.layer_slot.begin(), cfg_.layer_slot.end());
 }
 
 std::size_t kv_cache::bytes_per_token() const { return bytes_per_token(cfg_.type, layers_, n_kv_, hd_); }

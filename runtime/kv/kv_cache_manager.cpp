@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "runtime/kv/window_groups.h"
+
 namespace troupe::kv {
 
 kv_cache_manager::kv_cache_manager(kv_manager_config cfg)
@@ -11,6 +13,13 @@ kv_cache_manager::kv_cache_manager(kv_manager_config cfg)
     parent_of_.assign(std::size_t(cfg.num_blocks), 0);
     has_parent_.assign(std::size_t(cfg.num_blocks), false);
     tokens_of_.assign(std::size_t(cfg.num_blocks) * std::size_t(cfg.block_size), 0);
+  }
+  if (cfg_.window_groups > 0) {
+    // A store copies global pages only; a windowed block's other pages would not travel.
+    if (cfg_.offload) throw std::logic_error("kv_cache_manager: window groups with offload");
+    window_of_.resize(std::size_t(cfg.num_blocks));
+    window_holders_.assign(std::size_t(cfg.num_blocks), 0);
+    owner_.assign(std::size_t(cfg.num_blocks), -1);
   }
 }
 
@@ -30,8 +39,38 @@ int kv_cache_manager::num_blocks_of(seq_id s) const { return int(table(s).size()
 
 int kv_cache_manager::num_exclusive(seq_id s) const {
   int n = 0;
-  for (block_id b : table(s)) n += pool_.ref_count(b) == 1 ? 1 : 0;
+  const auto& t = table(s);
+  for (block_id b : t) n += pool_.ref_count(b) == 1 ? 1 : 0;
+  if (cfg_.window_groups == 0) return n;
+  auto from = window_from_.find(s);
+  for (std::size_t j = from == window_from_.end() ? 0 : std::size_t(from->second); j < t.size(); ++j)
+    n += window_holders_[std::size_t(t[j].value)] == 1 ? cfg_.window_groups : 0;
   return n;
+}
+
+std::vector<std::int32_t> kv_cache_manager::raw_group_table(seq_id s, int g) const {
+  std::vector<std::int32_t> out;
+  const auto& t = table(s);
+  auto f = window_from_.find(s);
+  const std::size_t from = f == window_from_.end() ? 0 : std::size_t(f->second);
+  for (std::size_t j = 0; j < t.size(); ++j) {
+    const auto& w = window_of_[std::size_t(t[j].value)];
+    out.push_back(j < from || w.empty() ? -1 : w[std::size_t(g - 1)].value);
+  }
+  return out;
+}
+
+// The longest leading run of `blocks` (a prefix hit) whose last window has its pages: the next
+// token, at the hit's end, attends to those.
+int kv_cache_manager::window_cut(const std::vector<block_id>& blocks) const {
+  int k = int(blocks.size());
+  for (; k > 0; --k) {
+    const int from = first_block_in_window(k * cfg_.block_size, cfg_.window, cfg_.block_size);
+    bool whole = true;
+    for (int j = from; j < k && whole; ++j) whole = !window_of_[std::size_t(blocks[std::size_t(j)].value)].empty();
+    if (whole) break;
+  }
+  return k;
 }
 
 prefix_hit kv_cache_manager::find_prefix(std::span<const block_hash> hashes, int max_blocks) const {
@@ -42,14 +81,20 @@ prefix_hit kv_cache_manager::find_prefix(std::span<const block_hash> hashes, int
     auto it = by_hash_.find(hashes[i]);
     if (it == by_hash_.end()) break;
     hit.blocks.push_back(it->second);
-    hit.evictable += pool_.ref_count(it->second) == 0 ? 1 : 0;
   }
+  if (cfg_.window_groups > 0) hit.blocks.resize(std::size_t(window_cut(hit.blocks)));
+  const int k = int(hit.blocks.size());
+  for (block_id b : hit.blocks) hit.evictable += pool_.ref_count(b) == 0 ? 1 : 0;
+  if (cfg_.window_groups > 0)  // the window pages it takes from the free list
+    for (int j = first_block_in_window(k * cfg_.block_size, cfg_.window, cfg_.block_size); j < k; ++j)
+      hit.evictable += window_holders_[std::size_t(hit.blocks[std::size_t(j)].value)] == 0 ? cfg_.window_groups : 0;
   return hit;
 }
 
 int kv_cache_manager::prefix_length(std::span<const block_hash> hashes, int max_blocks) const {
   if (!cfg_.prefix_caching) return 0;
   const std::size_t n = std::min(hashes.size(), std::size_t(std::max(max_blocks, 0)));
+  if (cfg_.window_groups > 0) return int(find_prefix(hashes, max_blocks).blocks.size());
   std::size_t i = 0;
   while (i < n && by_hash_.count(hashes[i])) ++i;
   return int(i);
@@ -66,6 +111,48 @@ void kv_cache_manager::attach_prefix(seq_id s, const prefix_hit& hit) {
     t.push_back(b);
   }
   registered_[s] = int(hit.blocks.size());
+  if (cfg_.window_groups == 0) return;
+  const int k = int(t.size()), from = first_block_in_window(k * cfg_.block_size, cfg_.window, cfg_.block_size);
+  window_from_[s] = from;
+  for (int j = from; j < k; ++j) hold_window(t[std::size_t(j)]);
+}
+
+void kv_cache_manager::forget_window(block_id b) {
+  for (block_id p : window_of_[std::size_t(b.value)]) owner_[std::size_t(p.value)] = -1;
+  window_of_[std::size_t(b.value)].clear();
+}
+
+void kv_cache_manager::hold_window(block_id b) {
+  const auto& w = window_of_[std::size_t(b.value)];
+  if (w.empty()) throw std::logic_error("kv_cache_manager: a block in a window has no window pages");
+  if (window_holders_[std::size_t(b.value)]++ > 0) return;
+  for (block_id p : w) pool_.take(p);
+  window_pages_held_ += int(w.size());
+}
+
+void kv_cache_manager::release_window(block_id b) {
+  if (--window_holders_[std::size_t(b.value)] > 0) return;
+  const auto& w = window_of_[std::size_t(b.value)];
+  pool_.release(w);  // idle but still this block's: a prefix hit may take them again
+  window_pages_held_ -= int(w.size());
+}
+
+// `s` lets go of the window pages of its blocks from `from_block` on, tail first.
+void kv_cache_manager::release_windows(seq_id s, int from_block) {
+  if (cfg_.window_groups == 0) return;
+  auto f = window_from_.find(s);
+  auto t = tables_.find(s);
+  if (f == window_from_.end() || t == tables_.end()) return;
+  for (int j = int(t->second.size()) - 1; j >= std::max(f->second, from_block); --j) release_window(t->second[std::size_t(j)]);
+}
+
+void kv_cache_manager::slide(seq_id s, int computed) {
+  if (cfg_.window_groups == 0) return;
+  auto t = tables_.find(s);
+  if (t == tables_.end()) return;
+  int& from = window_from_[s];
+  const int next = std::min(first_block_in_window(computed, cfg_.window, cfg_.block_size), int(t->second.size()));
+  for (; from < next; ++from) release_window(t->second[std::size_t(from)]);
 }
 
 void kv_cache_manager::count_lookup(int query_tokens, int hit_tokens) {
@@ -85,11 +172,27 @@ void kv_cache_manager::evict(block_id b) {
 
 bool kv_cache_manager::allocate(seq_id s, int n) {
   if (n <= 0) return n == 0;
-  auto fresh = pool_.allocate(n);
-  if (int(fresh.size()) != n) return false;
-  for (block_id b : fresh) evict(b);
+  const int per = pages_per_block();
+  auto fresh = pool_.allocate(n * per);
+  if (int(fresh.size()) != n * per) return false;
+  for (block_id b : fresh) {
+    evict(b);
+    if (per == 1) continue;  // a page reused: whatever block it served (or whose window it was) forgets it
+    if (owner_[std::size_t(b.value)] >= 0) forget_window(block_id{owner_[std::size_t(b.value)]});
+    if (!window_of_[std::size_t(b.value)].empty()) forget_window(b);
+  }
   auto& t = tables_[s];
-  t.insert(t.end(), fresh.begin(), fresh.end());
+  if (per > 1) window_from_.emplace(s, 0);
+  for (int i = 0; i < n; ++i) {
+    const block_id b = fresh[std::size_t(i * per)];
+    t.push_back(b);
+    if (per == 1) continue;
+    auto& w = window_of_[std::size_t(b.value)];
+    w.assign(fresh.begin() + i * per + 1, fresh.begin() + (i + 1) * per);
+    for (block_id p : w) owner_[std::size_t(p.value)] = b.value;
+    window_holders_[std::size_t(b.value)] = 1;
+    window_pages_held_ += per - 1;
+  }
   return true;
 }
 
@@ -136,6 +239,8 @@ void kv_cache_manager::cache_blocks(seq_id s, std::span<const block_hash> hashes
 void kv_cache_manager::free(seq_id s) {
   auto it = tables_.find(s);
   if (it == tables_.end()) return;
+  release_windows(s, 0);
+  window_from_.erase(s);
   std::vector<block_id> tail_first(it->second.rbegin(), it->second.rend());
   pool_.release(tail_first);
   if (cfg_.offload)
@@ -150,6 +255,7 @@ void kv_cache_manager::truncate(seq_id s, int keep) {
   if (it == tables_.end() || int(it->second.size()) <= keep) return;
   if (auto r = registered_.find(s); r != registered_.end() && keep < r->second)
     throw std::logic_error("kv_cache_manager::truncate: would drop a registered block");
+  release_windows(s, keep);
   auto& t = it->second;
   std::vector<block_id> tail_first(t.rbegin(), t.rend() - keep);
   pool_.release(tail_first);

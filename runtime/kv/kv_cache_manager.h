@@ -8,6 +8,12 @@
 // own). A block whose last holder lets go returns to the free list but stays findable until the
 // pool needs it: eviction is least recently freed first, and a sequence's blocks are freed tail
 // first, so the head of a shared prefix is the last of it to go.
+//
+// Window groups (window_groups.h): the pool's blocks are pages. A sequence's table holds its
+// global pages; each of its blocks also has one page per windowed group, held while the block is
+// in the sequence's window (slide() gives them back as it moves on). A block's window pages stay
+// with it when nobody holds them, in the free list like a cached block, so a prefix hit can use
+// them; a hit is cut to the longest prefix whose last window still has its pages.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -32,6 +38,9 @@ struct kv_manager_config {
   // Record what is stored and removed for take_events. Off where nobody subscribes (the cluster
   // simulator): a stored event copies its blocks' token ids.
   bool events = true;
+  // Window groups: how many (0: none; every count below is then of blocks) and the widest window.
+  int window_groups = 0;
+  int window = 0;
 };
 
 // A cached block to copy to a KV store, pinned (not evictable) until unpin().
@@ -63,7 +72,7 @@ class kv_cache_manager {
   const kv_manager_config& config() const { return cfg_; }
   int block_size() const { return cfg_.block_size; }
   int num_blocks() const { return pool_.num_blocks(); }
-  int num_free() const { return pool_.num_free(); }  // includes cached blocks nobody holds
+  int num_free() const { return pool_.num_free(); }  // includes cached blocks (and pages) nobody holds
   int num_used() const { return pool_.num_used(); }
   int num_cached() const { return int(by_hash_.size()); }
   const block_pool& pool() const { return pool_; }
@@ -72,8 +81,15 @@ class kv_cache_manager {
   // The same as raw ids, as block tables travel in a forward_plan and to the kernels.
   std::vector<std::int32_t> raw_table(seq_id s) const;
   int num_blocks_of(seq_id s) const;
-  // Blocks of `s` no other sequence holds (what freeing it gives back).
+  // Pages of `s` no other sequence holds (what freeing it gives back).
   int num_exclusive(seq_id s) const;
+  // Pages a block costs when allocated: its global one and one per window group.
+  int pages_per_block() const { return 1 + cfg_.window_groups; }
+  // The pages of window group g (1 .. window_groups) of each block of `s`; -1 for blocks out of
+  // its window.
+  std::vector<std::int32_t> raw_group_table(seq_id s, int g) const;
+  // Window pages some sequence holds (the pages of blocks in a window).
+  int num_window_pages_held() const { return window_pages_held_; }
 
   // The longest run of leading `hashes` that is cached, capped at `max_blocks`. Counts in no
   // statistic: a waiting sequence is looked up every step until it is admitted.
@@ -86,9 +102,13 @@ class kv_cache_manager {
   // Records one admission's lookup: `query` tokens asked, `hit` tokens found.
   void count_lookup(int query_tokens, int hit_tokens);
 
-  // Appends `n` fresh blocks to `s`'s table, evicting the least recently freed cached blocks if
-  // it must. False (and nothing taken) if fewer than n are free.
+  // Appends `n` fresh blocks to `s`'s table (n * pages_per_block() pages), evicting the least
+  // recently freed cached blocks if it must. False (and nothing taken) if too few are free.
   bool allocate(seq_id s, int n);
+
+  // `s` has computed (and kept) its first `computed` positions: its blocks out of the window of
+  // the next one give back their window pages. Without window groups, nothing.
+  void slide(seq_id s, int computed);
 
   // Registers `s`'s full blocks whose KV is now computed: block i under hashes[i], for i below
   // `full_blocks`. A hash cached already (another copy of the same prefix) leaves this block
@@ -122,6 +142,11 @@ class kv_cache_manager {
 
  private:
   void evict(block_id b);
+  void forget_window(block_id b);
+  void hold_window(block_id b);
+  void release_window(block_id b);
+  int window_cut(const std::vector<block_id>& blocks) const;
+  void release_windows(seq_id s, int from_block);
 
   kv_manager_config cfg_;
   block_pool pool_;
@@ -137,6 +162,13 @@ class kv_cache_manager {
   std::vector<block_id> let_go_;
   prefix_stats stats_;
   std::vector<kv_event> events_;
+  // Window groups: each global page's window pages (empty: none), the sequences holding them,
+  // each window page's global page (-1: none), each sequence's first block it holds them for.
+  std::vector<std::vector<block_id>> window_of_;
+  std::vector<int> window_holders_;
+  std::vector<std::int32_t> owner_;
+  std::map<seq_id, int> window_from_;
+  int window_pages_held_ = 0;
 };
 
 }  // namespace troupe::kv

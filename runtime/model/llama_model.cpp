@@ -637,12 +637,18 @@ void llama_model::attention_sublayer(const forward_batch& b, int l, int cl, kv::
       kernels::rope(w.k.data(), T, std::size_t(n_kv_), hd, rot, cos, sin);
     }
   }
+  // A windowed layer of a cache split by window groups reads and writes its group's pages.
+  const int group = cache.group(cl);
+  if (group > 0 && std::size_t(group) > b.group_tables.size())
+    throw std::logic_error("forward: layer " + std::to_string(l) + " is in window group " + std::to_string(group) +
+                           " but the batch carries " + std::to_string(b.group_tables.size()) + " group tables");
+  const std::int32_t* const* tables = group == 0 ? b.tables.data() : b.group_tables[std::size_t(group - 1)].data();
   {
     op_timer timer(op::kv_write);
     const int bs = cache.block_size();
     for (std::size_t t = 0; t < T; ++t) {
       const std::int32_t p = b.positions[t];
-      cache.write(cl, b.tables[t][p / bs], p % bs, &w.k[t * KV], &w.qkv[t * QKV + Q + KV]);
+      cache.write(cl, tables[t][p / bs], p % bs, &w.k[t * KV], &w.qkv[t * QKV + Q + KV]);
     }
   }
   {
@@ -650,7 +656,7 @@ void llama_model::attention_sublayer(const forward_batch& b, int l, int cl, kv::
     const float scale = cfg_.attention_multiplier > 0 ? float(cfg_.attention_multiplier)
                                                       : 1.0f / std::sqrt(float(cfg_.attention_scalar > 0 ? cfg_.attention_scalar : double(hd)));
     const kernels::attention_options opt{scale, window, float(cfg_.attn_softcap)};
-    kernels::paged_attention(w.q.data(), T, n_heads_, b.positions.data(), b.tables.data(), cache.layer(cl), opt, w.attn.data());
+    kernels::paged_attention(w.q.data(), T, n_heads_, b.positions.data(), tables, cache.layer(cl), opt, w.attn.data());
   }
   {
     op_timer timer(op::o_proj);

@@ -38,6 +38,8 @@ struct forward_batch {
   std::vector<const std::int32_t*> tables;  // [T] block ids of the token's sequence
   std::vector<std::int32_t> logit_rows;     // indices into tokens whose logits are wanted
   std::vector<adapter_span> adapters;       // disjoint; on a whole model only (no tensor/expert split)
+  // [windowed group - 1][T]: its pages, for a cache split by window groups (kv/window_groups.h)
+  std::vector<std::vector<const std::int32_t*>> group_tables;
 };
 
 // Rows [first, first + count) of a forward's tokens, all of one sequence, whose hidden states

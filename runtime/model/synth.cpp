@@ -176,6 +176,12 @@ model_config synth_config(const synth_options& o) {
     c.moe = m;
   }
   if (fam->synth) fam->synth(c);
+  if (o.sliding_window > 0) {
+    if (c.sliding_window <= 0)
+      throw input_error("--sliding-window: family '" + o.arch + "' has no sliding-window layers (gemma2, gemma3 have)");
+    c.sliding_window = o.sliding_window;
+    for (int& w : c.layer_windows) w = w > 0 ? o.sliding_window : 0;
+  }
   const auto specials = tokenizer::synth_special_ids(c.vocab_size);
   c.bos_token_id = specials.bos;
   c.eos_token_ids = {specials.eos};

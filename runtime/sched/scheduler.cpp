@@ -35,19 +35,20 @@ step_plan plan_step(const scheduler_config& cfg, std::vector<seq_snapshot> runni
     const int n = tokens_this_step(cfg, s, budget);
     if (n <= 0) continue;
     const int need = kv::blocks_for(s.num_computed + n, cfg.block_size) - s.num_blocks;
-    while (need > free && end > i + 1) {
+    const int cost = std::max(need, 0) * cfg.pages_per_block;
+    while (cost > free && end > i + 1) {
       --end;  // the last in order gives its blocks to those ahead of it
       plan.preempted.push_back(running[end].id);
       free += running[end].releasable();
     }
-    if (need > free) {  // nobody behind it is left: it waits for blocks itself
+    if (cost > free) {  // nobody behind it is left: it waits for blocks itself
       plan.preempted.push_back(s.id);
       free += s.releasable();
       end = i;
       break;
     }
     plan.scheduled.push_back({s.id, n, std::max(need, 0)});
-    free -= std::max(need, 0);
+    free -= cost;
     budget -= n;
   }
   if (!plan.preempted.empty()) {
@@ -61,7 +62,7 @@ step_plan plan_step(const scheduler_config& cfg, std::vector<seq_snapshot> runni
     const int n = tokens_this_step(cfg, w, budget);
     if (n <= 0) break;
     const int need = kv::blocks_for(w.num_computed + n, cfg.block_size) - w.num_blocks;
-    const int cost = std::max(need, 0) + w.cached_free_blocks;
+    const int cost = std::max(need, 0) * cfg.pages_per_block + w.cached_free_blocks;
     if (cost > free) break;  // head-of-line: later arrivals do not overtake
     plan.scheduled.push_back({w.id, n, std::max(need, 0)});
     plan.admitted.push_back(w.id);

@@ -16,6 +16,9 @@ struct scheduler_config {
   int max_num_seqs = 128;             // running sequences at most
   int long_prefill_chunk = 512;       // at most this many tokens of one sequence per step
   int block_size = 16;                // tokens per KV block
+  // Pool units a new block takes: 1, or its pages under window groups (kv/window_groups.h). The
+  // free count, a hit's free blocks and what preemption gives back are in these units.
+  int pages_per_block = 1;
   queue_order order = queue_order::fcfs;
 };
 

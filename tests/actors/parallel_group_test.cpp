@@ -66,6 +66,26 @@ BOOST_AUTO_TEST_CASE(tensor_pipeline_and_micro_batched_groups_give_the_single_ra
   }
 }
 
+// A model with windowed layers (Gemma 3's five to one) keeps only its windows' KV pages: its
+// plans carry each window group's tables to every rank, and each stage's cache holds the pages of
+// its own layers' groups.
+BOOST_AUTO_TEST_CASE(window_pages_cross_tensor_and_pipeline_ranks_unchanged) {
+  auto opts = test::preset("tiny", "gemma3");
+  opts.layers = 6;
+  auto topo = grid(2, 2, 2);
+  topo.model.path = test::synth_model("tiny-gemma3-6-layers-f32", opts);
+  const auto m = std::shared_ptr<const model::llama_model>(model::llama_model::load(topo.model.path));
+  auto reqs = test::mixed_requests(12, m->config().vocab_size, true, 120);
+  for (auto& r : reqs) r.params.max_tokens = 40;  // past the 32-position windows
+  auto cfg = test::engine_cfg(512, 2048);
+  cfg.free_windows = false;  // every position kept: what the split must compute
+  auto e = engine::cpu_engine(m, nullptr, cfg);
+  const auto expected = engine::generate_all(e, reqs);
+  const auto got = test::run_cluster(topo, reqs, -1, {}, m);
+  BOOST_TEST(got.group0.ranks == 4u);
+  test::check_same(reqs, expected, got);
+}
+
 BOOST_AUTO_TEST_CASE(a_tensor_rank_dying_inside_a_collective_restarts_the_group_and_tokens_are_unchanged) {
   const auto reqs = greedy_requests();
   const auto expected = test::engine_outputs(reqs);

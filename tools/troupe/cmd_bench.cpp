@@ -15,6 +15,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "runtime/common/error.h"
 #include "runtime/kv/block_hash.h"
+#include "tools/troupe/kv_held.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/op_profile.h"
 #include "runtime/sim/step_fit.h"
@@ -262,6 +263,10 @@ void print_engine_report(const nlohmann::json& j) {
               100 * pre["compute_peak_fraction"].get<double>());
   if (ceiling > 0) std::printf("; the formats' scales allow at most %.0f%%", 100 * ceiling);
   std::printf(")\n");
+  if (const auto& h = j["kv_held"]; !h.is_null())
+    std::printf("KV held at %d positions: %.0f bytes/token with the windowed layers' pages freed, %.0f with every position kept (%.3fx)\n",
+                h["context"].get<int>(), h["window_pages_bytes_per_token"].get<double>(), h["every_position_bytes_per_token"].get<double>(),
+                h["ratio"].get<double>());
   std::printf("prompt block hashes: %.1f ns/token, %.4f%% of the prefill's time\n", pre["block_hash_ns_per_token"].get<double>(),
               100 * pre["block_hash_fraction"].get<double>());
   for (auto& d : j["decode"])
@@ -370,6 +375,7 @@ int cmd_bench_engine(const args& a) {
                    {"format_ceiling_fraction", prefill_ceiling > 0 ? nlohmann::json(prefill_ceiling) : nlohmann::json(nullptr)}}},
       {"decode", decode},
   };
+  j["kv_held"] = kv_held_per_token(c, kv_type, int(a.get_int("kv-context", 32768)));
   if (a.has("fit-profile")) j["prefill_fit"] = shorter_prefills(*m, kv_type, prompt_len, logits, ws);
   if (json_out)
     std::printf("%s\n", j.dump(2).c_str());

@@ -30,8 +30,8 @@ namespace {
 using steady = std::chrono::steady_clock;
 using go_atom = caf::atom_constant<caf::atom("go")>;
 
-struct bench_config : caf::actor_system_config {
-  bench_config() { actors::register_protocols(*this); }
+struct autoscale_bench : caf::actor_system_config {
+  autoscale_bench() { actors::register_protocols(*this); }
 };
 
 struct request_stat {
@@ -250,7 +250,7 @@ std::shared_ptr<replay_result> replay_trace(const args& a, topology::topology_co
   topo.admin = {};  // no sockets: the autoscaler and the admin actor only
   log::set_level(log::level::warn);  // a line per request would be most of the run's work
   apply_log_flags(a);
-  bench_config cfg;
+  autoscale_bench cfg;
   caf::actor_system sys{cfg};
   actors::local_cluster cluster(sys, topo, nullptr, nullptr);
   actors::admin_endpoint control(sys, topo, cluster.router(), cluster.owner(), cluster.registry());

@@ -70,6 +70,7 @@ int cmd_model_synth(const args& a) {
   o.rope_scaling = rs;  // linear, yarn and dynamic; anything else is refused by the synthesizer
   o.head_dim = int(a.get_int("head-dim", 0));
   o.partial_rotary = a.get_double("partial-rotary", 0.0);
+  o.sliding_window = int(a.get_int("sliding-window", 0));
   o.layers = int(a.get_int("layers", 0));
   auto out = a.get("out");
   if (!out) throw input_error("--out DIR is required");

@@ -16,6 +16,8 @@ void declare_bench_engine(command& bench) {
       .option("steps", "N", "decode steps per batch (default 8)")
       .option("verify", "K", "also time each batch as a speculative verify step of K proposals per sequence (1 + K rows each)")
       .option("kv-dtype", "f32|f16|bf16|int8", "the KV cache's element type (default: the weights'; int8: a scale per token and head)")
+      .option("kv-context", "N", "for a model with sliding-window and global layers: the KV one sequence of N positions holds per "
+                                 "position, its windowed layers' pages freed and every position kept (default 32768)")
       .option("fit-profile", "FILE", "also write the cluster simulator's step profile fitted to the steps measured and to prefills of a "
                                      "quarter and a half of the prompt (troupe bench sim --profile)")
       .flag("json", "one JSON object on stdout")
