@@ -300,8 +300,39 @@ void write_step_profile(const nlohmann::json& bench, const std::string& path, co
                100 * f.worst_error, f.samples, path.c_str());
 }
 
-}  // namespace
+// Prefill: one sequence, prompt_len tokens, best of 3 after a warm-up, against the time its work
+// needs at the machine's peaks (`compute_bound_s`: projection, head and attention FLOPs at a
+// projection rate).
+using compute_bound_fn = std::function<double(double, double, double, double)>;
+nlohmann::json prefill_row(const model::llama_model& m, kernels::dtype kv_type, int prompt_len, const compute_bound_fn& compute_bound_s,
+                           double int8_peak, double scaled_ceiling, std::vector<float>& logits, model::forward_workspace& ws,
+                           bool profile, bool json_out) {
+  const auto& c = m.config();
+  const double flops_tok = double(m.layer_flops_per_token()), head_flops = double(m.lm_head_flops());
+  const double prefill_s = prefill_seconds(m, kv_type, prompt_len, logits, ws);
+  if (profile) say(!json_out, "  prefill profile (3 runs): %s\n", model::op_profile::report().c_str());
+  const double attention = attention_flops(c, prompt_len, (prompt_len + 1) / 2.0);
+  const double flops = flops_tok * prompt_len + head_flops + attention;
+  const double tps = prompt_len / prefill_s;
+  const double frac = compute_bound_s(flops_tok * prompt_len, head_flops, attention, int8_peak) / prefill_s;
+  // The same pass's ceiling when the projections run at the scaled-dot rate: the most the
+  // formats' arithmetic allows, as a fraction of the peak-judged time.
+  const double ceiling = scaled_ceiling > 0 ? compute_bound_s(flops_tok * prompt_len, head_flops, attention, int8_peak) /
+                                                  compute_bound_s(flops_tok * prompt_len, head_flops, attention, scaled_ceiling)
+                                            : 0;
+  say(!json_out, "prefill %d tokens: %.1f tok/s, %.1f GFLOP/s = %.0f%% of compute peak\n", prompt_len, tps, flops / prefill_s / 1e9,
+      100 * frac);
+  const double hash_s = block_hash_seconds_per_token(prompt_len, c.vocab_size);
+  return {{"tokens", prompt_len},
+          {"tokens_per_second", tps},
+          {"gflop_s", flops / prefill_s / 1e9},
+          {"compute_peak_fraction", frac},
+          {"block_hash_ns_per_token", hash_s * 1e9},
+          {"block_hash_fraction", hash_s * prompt_len / prefill_s},
+          {"format_ceiling_fraction", ceiling > 0 ? nlohmann::json(ceiling) : nlohmann::json(nullptr)}};
+}
 
+}  // namespace
 
 int cmd_bench_engine(const args& a) {
   auto dir = a.get("model");
@@ -339,23 +370,8 @@ int cmd_bench_engine(const args& a) {
   };
   model::forward_workspace ws;
   std::vector<float> logits(std::size_t(c.vocab_size) * std::size_t(std::max(32, *std::max_element(batches.begin(), batches.end()))));
-  // Prefill: one sequence, prompt_len tokens, best of 3 after a warm-up.
-  const double prefill_s = prefill_seconds(*m, kv_type, prompt_len, logits, ws);
-  if (a.has("profile")) say(!json_out, "  prefill profile (3 runs): %s\n", model::op_profile::report().c_str());
-  const double prefill_attention = attention_flops(c, prompt_len, (prompt_len + 1) / 2.0);
-  const double prefill_flops = flops_tok * prompt_len + head_flops + prefill_attention;
-  const double prefill_tps = prompt_len / prefill_s;
-  const double prefill_frac = compute_bound_s(flops_tok * prompt_len, head_flops, prefill_attention, int8_peak) / prefill_s;
-  // The same pass's ceiling when the projections run at the scaled-dot rate: the most the
-  // formats' arithmetic allows, as a fraction of the peak-judged time.
-  const double prefill_ceiling =
-      scaled_ceiling > 0
-          ? compute_bound_s(flops_tok * prompt_len, head_flops, prefill_attention, int8_peak) /
-                compute_bound_s(flops_tok * prompt_len, head_flops, prefill_attention, scaled_ceiling)
-          : 0;
-  say(!json_out, "prefill %d tokens: %.1f tok/s, %.1f GFLOP/s = %.0f%% of compute peak\n", prompt_len, prefill_tps,
-      prefill_flops / prefill_s / 1e9, 100 * prefill_frac);
-  const double hash_s = block_hash_seconds_per_token(prompt_len, c.vocab_size);
+  const nlohmann::json prefill = prefill_row(*m, kv_type, prompt_len, compute_bound_s, int8_peak, scaled_ceiling, logits, ws, a.has("profile"),
+                                            json_out);
   decode_plan dp{batches, context, steps, verify, kv_type, weight_bytes, flops_tok, head_flops, a.has("profile"), json_out};
   const nlohmann::json decode = decode_rows(*m, dp, [&](double pf, double hf, double af) { return compute_bound_s(pf, hf, af, int8_peak); },
                                             logits, ws);
@@ -368,11 +384,7 @@ int cmd_bench_engine(const args& a) {
                    {"read_bandwidth_gb_s", bw / 1e9}, {"fma_peak_gflop_s", peak / 1e9},
                    {"int8_dot_peak_gop_s", int8_peak > 0 ? nlohmann::json(int8_peak / 1e9) : nlohmann::json(nullptr)},
                    {"kquant_scaled_dot_gop_s", scaled_ceiling > 0 ? nlohmann::json(scaled_ceiling / 1e9) : nlohmann::json(nullptr)}}},
-      {"prefill", {{"tokens", prompt_len}, {"tokens_per_second", prefill_tps}, {"gflop_s", prefill_flops / prefill_s / 1e9},
-                   {"compute_peak_fraction", prefill_frac},
-                   {"block_hash_ns_per_token", hash_s * 1e9},
-                   {"block_hash_fraction", hash_s * prompt_len / prefill_s},
-                   {"format_ceiling_fraction", prefill_ceiling > 0 ? nlohmann::json(prefill_ceiling) : nlohmann::json(nullptr)}}},
+      {"prefill", prefill},
       {"decode", decode},
   };
   j["kv_held"] = kv_held_per_token(c, kv_type, int(a.get_int("kv-context", 32768)));
