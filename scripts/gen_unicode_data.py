@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes runtime/tokenizer/unicode_data.inc: the Unicode tables the tokenizer needs
-(letters, numbers, white space for the pre-tokenizer regexes; canonical combining classes,
+(general categories, letters, numbers, white space for the pre-tokenizer regexes; canonical combining classes,
 decompositions and compositions for NFC), from Python's unicodedata.
 
 Run with Debian's python3: /usr/bin/python3 scripts/gen_unicode_data.py
@@ -28,6 +28,21 @@ def ranges(pred):
 def cat(cp):
     return unicodedata.category(chr(cp))
 
+
+# Every code point's general category, as runs of one category (Cn, unassigned, left out): the
+# \p{..} classes of the pre-tokenizer regexes. The order is unicode.h's general_category.
+CATEGORIES = ['Lu', 'Ll', 'Lt', 'Lm', 'Lo', 'Mn', 'Mc', 'Me', 'Nd', 'Nl', 'No', 'Pc', 'Pd', 'Ps', 'Pe', 'Pi',
+              'Pf', 'Po', 'Sm', 'Sc', 'Sk', 'So', 'Zs', 'Zl', 'Zp', 'Cc', 'Cf', 'Cs', 'Co', 'Cn']
+category_runs = []
+for cp in range(MAX):
+    c = cat(cp)
+    if c == 'Cn':
+        continue
+    k = CATEGORIES.index(c)
+    if category_runs and category_runs[-1][1] == cp - 1 and category_runs[-1][2] == k:
+        category_runs[-1] = (category_runs[-1][0], cp, k)
+    else:
+        category_runs.append((cp, cp, k))
 
 letters = ranges(lambda cp: cat(cp)[0] == 'L')
 numbers = ranges(lambda cp: cat(cp)[0] == 'N')
@@ -82,6 +97,10 @@ def emit_ranges(name, rs):
 emit_ranges('letter_ranges', letters)
 emit_ranges('number_ranges', numbers)
 emit_ranges('space_ranges', spaces)
+out.append('static const std::uint32_t category_runs[][3] = {')
+for i in range(0, len(category_runs), 5):
+    out.append('  ' + ' '.join('{0x%X, 0x%X, %d},' % r for r in category_runs[i:i + 5]))
+out.append('};')
 out.append('static const std::uint32_t ccc_ranges[][3] = {')
 for i in range(0, len(ccc), 5):
     out.append('  ' + ' '.join('{0x%X, 0x%X, %d},' % r for r in ccc[i:i + 5]))

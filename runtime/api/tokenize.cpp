@@ -97,7 +97,7 @@ json detokenize(const detokenize_request& r, const tokenizer::tokenizer* tok, in
     if (r.tokens[i] < 0 || (vocab_size > 0 && r.tokens[i] >= vocab_size))
       bad_field("tokens", "token " + std::to_string(i) + " is " + std::to_string(r.tokens[i]) + ", outside the vocabulary [0, " +
                         std::to_string(vocab_size) + ")");
-  return {{"prompt", tok->decode(r.tokens, true)}};
+  return {{"prompt", tok->detokenize(r.tokens, true)}};
 }
 
 }  // namespace troupe::api

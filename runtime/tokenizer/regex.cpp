@@ -1,5 +1,6 @@
 #include "runtime/tokenizer/regex.h"
 
+#include <algorithm>
 #include <functional>
 #include <vector>
 
@@ -8,20 +9,26 @@
 
 namespace troupe::tokenizer {
 
-// A character class: ranges plus named classes, optionally negated.
+// A character class: ranges, general categories (\p{..}: one bit per category; \P{..}: each
+// a set of categories the character must be outside of) and named classes, optionally negated.
 struct char_class {
-  enum named : unsigned { letter = 1, not_letter = 2, number = 4, not_number = 8, space = 16, not_space = 32, any_but_newline = 64 };
+  enum named : unsigned { space = 1, not_space = 2, any_but_newline = 4 };
   std::vector<std::pair<char32_t, char32_t>> ranges;
+  std::uint32_t categories = 0;
+  std::vector<std::uint32_t> outside;
   unsigned classes = 0;
   bool negated = false;
 
   bool matches(char32_t c) const {
     bool hit = false;
     for (auto& r : ranges) hit = hit || (c >= r.first && c <= r.second);
+    if (!hit && (categories || !outside.empty())) {
+      const std::uint32_t b = 1u << unsigned(category_of(c));
+      hit = (categories & b) != 0;
+      for (std::uint32_t m : outside) hit = hit || (m & b) == 0;
+    }
     if (!hit && classes) {
-      hit = ((classes & letter) && is_letter(c)) || ((classes & not_letter) && !is_letter(c)) ||
-            ((classes & number) && is_number(c)) || ((classes & not_number) && !is_number(c)) ||
-            ((classes & space) && is_space(c)) || ((classes & not_space) && !is_space(c)) ||
+      hit = ((classes & space) && is_space(c)) || ((classes & not_space) && !is_space(c)) ||
             ((classes & any_but_newline) && c != U'\n');
     }
     return hit != negated;
@@ -170,6 +177,17 @@ class parser {
     return chars(cc);
   }
 
+  // Under (?i:...), the ASCII letters of [lo, hi] in the other case (the patterns the families
+  // ship fold ASCII only: 's, 't, 're ...).
+  static void add_other_case(char_class& cc, char32_t lo, char32_t hi) {
+    const auto fold = [&](char32_t a, char32_t z, int shift) {
+      const char32_t l = std::max(lo, a), h = std::min(hi, z);
+      if (l <= h) cc.ranges.push_back({char32_t(int(l) + shift), char32_t(int(h) + shift)});
+    };
+    fold(U'a', U'z', -32);
+    fold(U'A', U'Z', 32);
+  }
+
   void add_literal(char_class& cc, char32_t c) {
     cc.ranges.push_back({c, c});
     if (case_insensitive_) {
@@ -192,9 +210,11 @@ class parser {
         while (!at_end() && p_[i_] != U'}') name.push_back(p_[i_++]);
         if (!eat(U'}')) fail("missing '}' in \\p{...}");
         bool neg = e == U'P';
-        if (name == U"L" || name == U"Letter") cc.classes |= neg ? char_class::not_letter : char_class::letter;
-        else if (name == U"N" || name == U"Number") cc.classes |= neg ? char_class::not_number : char_class::number;
-        else fail("unsupported Unicode class \\p{" + utf8_encode(name) + "}");
+        if (!name.empty() && name[0] == U'^') neg = !neg, name.erase(0, 1);  // \p{^L}: Oniguruma's negation
+        const std::uint32_t mask = category_mask(name);
+        if (mask == 0) fail("unsupported Unicode class \\p{" + utf8_encode(name) + "} (general categories only, not scripts)");
+        if (neg) cc.outside.push_back(mask);
+        else cc.categories |= mask;
         return;
       }
       case U'r': add_literal(cc, U'\r'); return;
@@ -234,8 +254,9 @@ class parser {
           escape(one);
           hi = one.ranges.at(0).first;
         }
+        if (hi < c) fail("a range from a higher to a lower character");
         cc.ranges.push_back({c, hi});
-        if (case_insensitive_) fail("ranges inside (?i:...) are not supported");
+        if (case_insensitive_) add_other_case(cc, c, hi);
       } else {
         add_literal(cc, c);
       }

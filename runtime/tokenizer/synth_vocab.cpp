@@ -190,6 +190,7 @@ std::string synth_tokenizer_config_json(int vocab_size) {
       {"bos_token", "<|begin_of_text|>"},
       {"eos_token", "<|end_of_text|>"},
       {"model_max_length", 4096},
+      {"clean_up_tokenization_spaces", false},
       {"chat_template",
        "{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
        "'<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}"

@@ -1,9 +1,11 @@
 #include "runtime/tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <queue>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
@@ -40,9 +42,16 @@ struct normalizer_step {
   std::string a, b;
 };
 
+// How a Split pre-tokenizer treats what its pattern matched (the Hugging Face tokenizers'
+// SplitDelimiterBehavior).
+enum class split_behavior { removed, isolated, merged_with_previous, merged_with_next, contiguous };
+
 struct pretokenizer_step {
   enum { split, byte_level, metaspace } kind;
   std::shared_ptr<regex> re;  // split, or byte_level with use_regex
+  std::u32string literal;     // split on a String pattern (re null)
+  split_behavior behavior = split_behavior::isolated;
+  bool invert = false;
   bool add_prefix_space = false;
   std::string replacement;    // metaspace
   std::string prepend_scheme = "always";
@@ -71,8 +80,15 @@ struct tokenizer::impl {
   std::vector<decoder_step> decoders;
   std::unordered_map<std::string, std::int32_t> vocab;
   std::vector<std::string> id_to_token;
-  std::unordered_map<std::string, int> merge_rank;  // "a\x01b" -> rank
+  // BPE merges by the ids of their two parts (left << 32 | right): rank, and the merged token's id.
+  struct merge_rule {
+    int rank;
+    std::int32_t merged;
+  };
+  std::unordered_map<std::uint64_t, merge_rule> merges;
+  std::vector<std::pair<std::string, std::string>> pending_merges;  // until the added tokens are in
   bool byte_fallback = false, fuse_unk = false, ignore_merges = false;
+  bool clean_up_spaces = false;  // tokenizer_config.json's clean_up_tokenization_spaces (detokenize)
   std::optional<std::int32_t> unk_id;
   std::vector<added_token> added;
   std::unordered_map<std::int32_t, std::size_t> added_by_id;
@@ -107,12 +123,22 @@ struct tokenizer::impl {
       for (auto& x : p.at("pretokenizers")) parse_pretokenizer(x);
       return;
     } else if (type == "Split") {
-      if (p.value("behavior", "") != "Isolated" || p.value("invert", false))
-        fail("pre-tokenizer Split is supported with behavior Isolated and invert false only");
+      static const std::map<std::string, split_behavior> behaviors = {
+          {"Removed", split_behavior::removed}, {"Isolated", split_behavior::isolated},
+          {"MergedWithPrevious", split_behavior::merged_with_previous}, {"MergedWithNext", split_behavior::merged_with_next},
+          {"Contiguous", split_behavior::contiguous}};
+      const std::string behavior = p.value("behavior", "");
+      auto b = behaviors.find(behavior);
+      if (b == behaviors.end())
+        fail("pre-tokenizer Split: behavior '" + behavior + "' is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous");
       s.kind = pretokenizer_step::split;
+      s.behavior = b->second;
+      s.invert = p.value("invert", false);
       const json& pat = p.at("pattern");
       if (pat.contains("Regex")) s.re = std::make_shared<regex>(pat["Regex"].get<std::string>());
-      else fail("pre-tokenizer Split needs a Regex pattern");
+      else if (pat.contains("String")) s.literal = utf8_decode(pat["String"].get<std::string>());
+      else fail("pre-tokenizer Split needs a Regex or String pattern");
+      if (!s.re && s.literal.empty()) fail("pre-tokenizer Split: an empty String pattern");
     } else if (type == "ByteLevel") {
       s.kind = pretokenizer_step::byte_level;
       s.add_prefix_space = p.value("add_prefix_space", false);
@@ -196,7 +222,8 @@ struct tokenizer::impl {
         a = s.substr(0, sp);
         b = s.substr(sp + 1);
       }
-      merge_rank.emplace(a + '\x01' + b, rank++);
+      pending_merges.emplace_back(std::move(a), std::move(b));
+      ++rank;
     }
     byte_fallback = m.value("byte_fallback", false);
     fuse_unk = m.value("fuse_unk", false);
@@ -206,6 +233,22 @@ struct tokenizer::impl {
       if (it == vocab.end()) fail("unk_token '" + m["unk_token"].get<std::string>() + "' is not in the vocabulary");
       unk_id = it->second;
     }
+  }
+
+  static std::uint64_t pair_key(std::int32_t a, std::int32_t b) { return std::uint64_t(std::uint32_t(a)) << 32 | std::uint32_t(b); }
+
+  // The merges by id, their order their rank. A merge whose parts or result the vocabulary
+  // lacks can never apply and is left out (the Hugging Face library refuses such a file).
+  void index_merges() {
+    merges.reserve(pending_merges.size());
+    int rank = 0;
+    for (const auto& [a, b] : pending_merges) {
+      auto ia = vocab.find(a), ib = vocab.find(b), ab = vocab.find(a + b);
+      if (ia != vocab.end() && ib != vocab.end() && ab != vocab.end()) merges.emplace(pair_key(ia->second, ib->second), merge_rule{rank, ab->second});
+      ++rank;
+    }
+    pending_merges.clear();
+    pending_merges.shrink_to_fit();
   }
 
   void add_token(const std::string& tok, std::int32_t id) {
@@ -237,7 +280,7 @@ struct tokenizer::impl {
       std::vector<std::u32string> next;
       for (auto& piece : pieces) {
         if (step.kind == pretokenizer_step::split) {
-          split_isolated(*step.re, piece, next);
+          split(step, piece, next);
         } else if (step.kind == pretokenizer_step::byte_level) {
           std::u32string p = piece;
           if (step.add_prefix_space && (p.empty() || p[0] != U' ')) p.insert(p.begin(), U' ');
@@ -271,6 +314,76 @@ struct tokenizer::impl {
     return pieces;
   }
 
+  // The pieces of `s` the pattern matched and those between, in order (empty matches split
+  // nothing).
+  struct piece_span {
+    std::size_t begin, end;
+    bool matched;
+  };
+  static std::vector<piece_span> find_matches(const pretokenizer_step& step, const std::u32string& s) {
+    std::vector<piece_span> out;
+    std::size_t pos = 0, b = 0, e = 0;
+    auto next_match = [&](std::size_t from) {
+      if (step.re) return step.re->search(s, from, b, e);
+      b = s.find(step.literal, from);
+      e = b + step.literal.size();
+      return b != std::u32string::npos;
+    };
+    for (std::size_t from = 0; from <= s.size() && next_match(from);) {
+      if (e == b) {  // empty: look from the next character on
+        from = b + 1;
+        continue;
+      }
+      if (b > pos) out.push_back({pos, b, false});
+      out.push_back({b, e, true});
+      pos = from = e;
+    }
+    if (pos < s.size()) out.push_back({pos, s.size(), false});
+    return out;
+  }
+
+  // A Split pre-tokenizer (the Hugging Face tokenizers' semantics: inverted, matches become the
+  // pieces between and the other way round; then the behavior says where each match goes).
+  static void split(const pretokenizer_step& step, const std::u32string& s, std::vector<std::u32string>& out) {
+    auto spans = find_matches(step, s);
+    if (step.invert)
+      for (auto& p : spans) p.matched = !p.matched;
+    std::vector<piece_span> kept;
+    bool previous = false;
+    switch (step.behavior) {
+      case split_behavior::removed:
+        for (auto& p : spans)
+          if (!p.matched) kept.push_back(p);
+        break;
+      case split_behavior::isolated:
+        kept = spans;
+        break;
+      case split_behavior::merged_with_previous:  // a match joins the piece before it
+        for (auto& p : spans) {
+          if (p.matched && !previous && !kept.empty()) kept.back().end = p.end;
+          else kept.push_back(p);
+          previous = p.matched;
+        }
+        break;
+      case split_behavior::merged_with_next:  // a match joins the piece after it
+        for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+          if (it->matched && !previous && !kept.empty()) kept.back().begin = it->begin;
+          else kept.push_back(*it);
+          previous = it->matched;
+        }
+        std::reverse(kept.begin(), kept.end());
+        break;
+      case split_behavior::contiguous:  // runs of matches become one piece
+        for (std::size_t i = 0; i < spans.size(); ++i) {
+          if (i > 0 && spans[i].matched == previous) kept.back().end = spans[i].end;
+          else kept.push_back(spans[i]);
+          previous = spans[i].matched;
+        }
+        break;
+    }
+    for (auto& p : kept) out.push_back(s.substr(p.begin, p.end - p.begin));
+  }
+
   static void split_isolated(const regex& re, const std::u32string& s, std::vector<std::u32string>& out) {
     std::size_t pos = 0, b, e;
     while (pos < s.size() && re.search(s, pos, b, e)) {
@@ -286,9 +399,89 @@ struct tokenizer::impl {
     if (pos < s.size()) out.push_back(s.substr(pos));
   }
 
+  // A word's first symbols: each character's token, or its bytes' tokens (byte_fallback), or
+  // the unknown token (consecutive ones fused with fuse_unk).
+  void initial_symbols(const std::u32string& word, std::vector<std::int32_t>& sym) const {
+    bool last_unk = false;
+    std::string ch;
+    for (char32_t c : word) {
+      ch.clear();
+      utf8_append(ch, c);
+      if (auto it = vocab.find(ch); it != vocab.end()) {
+        sym.push_back(it->second);
+        last_unk = false;
+        continue;
+      }
+      if (byte_fallback) {
+        const std::size_t before = sym.size();
+        for (unsigned char byte : ch) {
+          char name[8];
+          std::snprintf(name, sizeof name, "<0x%02X>", byte);
+          auto b = vocab.find(name);
+          if (b == vocab.end()) {
+            sym.resize(before);
+            break;
+          }
+          sym.push_back(b->second);
+        }
+        if (sym.size() > before) {
+          last_unk = false;
+          continue;
+        }
+      }
+      if (!unk_id) fail("no token for '" + ch + "' and the model has no unk_token");
+      if (!(fuse_unk && last_unk)) sym.push_back(*unk_id);
+      last_unk = true;
+    }
+  }
+
+  // Merges the lowest-ranked adjacent pair, leftmost first, until none applies: a heap of
+  // candidate merges over a linked list of symbols (stale candidates skipped), so a long word
+  // (a SentencePiece model's whole line) costs n log n, not n squared.
+  void merge_all(std::vector<std::int32_t>& sym) const {
+    const int n = int(sym.size());
+    if (n < 2) return;
+    std::vector<int> prev(static_cast<std::size_t>(n)), next(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) prev[std::size_t(i)] = i - 1, next[std::size_t(i)] = i + 1 < n ? i + 1 : -1;
+    std::vector<bool> alive(static_cast<std::size_t>(n), true);
+    struct candidate {
+      int rank, pos;
+      std::int32_t merged;
+      bool operator>(const candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+    };
+    std::priority_queue<candidate, std::vector<candidate>, std::greater<candidate>> heap;
+    auto consider = [&](int left) {
+      if (left < 0 || next[std::size_t(left)] < 0) return;
+      auto it = merges.find(pair_key(sym[std::size_t(left)], sym[std::size_t(next[std::size_t(left)])]));
+      if (it != merges.end()) heap.push({it->second.rank, left, it->second.merged});
+    };
+    for (int i = 0; i + 1 < n; ++i) consider(i);
+    while (!heap.empty()) {
+      const candidate c = heap.top();
+      heap.pop();
+      const auto pos = std::size_t(c.pos);
+      if (!alive[pos] || next[pos] < 0) continue;
+      const auto right = std::size_t(next[pos]);
+      auto it = merges.find(pair_key(sym[pos], sym[right]));
+      if (it == merges.end() || it->second.merged != c.merged) continue;  // the pair changed since
+      sym[pos] = c.merged;
+      alive[right] = false;
+      next[pos] = next[right];
+      if (next[pos] >= 0) prev[std::size_t(next[pos])] = c.pos;
+      consider(prev[pos]);
+      consider(c.pos);
+    }
+    std::size_t w = 0;
+    for (std::size_t i = 0; i < std::size_t(n); ++i)
+      if (alive[i]) sym[w++] = sym[i];
+    sym.resize(w);
+  }
+
   void bpe_word(const std::u32string& word, std::vector<std::int32_t>& out) const {
+    constexpr std::size_t longest_cached = 256;  // characters: a cache of words, not of texts
     std::string key = utf8_encode(word);
-    {
+    const bool cacheable = word.size() <= longest_cached;
+    if (cacheable) {
       std::lock_guard<std::mutex> lock(cache_mu);
       auto it = word_cache.find(key);
       if (it != word_cache.end()) {
@@ -301,52 +494,11 @@ struct tokenizer::impl {
     if (ignore_merges && whole != vocab.end()) {
       ids.push_back(whole->second);
     } else {
-      std::vector<std::string> sym;
-      for (char32_t c : word) {
-        std::string s;
-        utf8_append(s, c);
-        sym.push_back(std::move(s));
-      }
-      for (;;) {  // merge the lowest-ranked adjacent pair, leftmost first
-        int best = -1;
-        std::size_t at = 0;
-        for (std::size_t i = 0; i + 1 < sym.size(); ++i) {
-          auto it = merge_rank.find(sym[i] + '\x01' + sym[i + 1]);
-          if (it != merge_rank.end() && (best < 0 || it->second < best)) best = it->second, at = i;
-        }
-        if (best < 0) break;
-        sym[at] += sym[at + 1];
-        sym.erase(sym.begin() + long(at) + 1);
-      }
-      bool last_unk = false;
-      for (auto& s : sym) {
-        auto it = vocab.find(s);
-        if (it != vocab.end()) {
-          ids.push_back(it->second);
-          last_unk = false;
-          continue;
-        }
-        if (byte_fallback) {
-          std::vector<std::int32_t> bytes;
-          for (unsigned char c : s) {
-            char name[8];
-            std::snprintf(name, sizeof name, "<0x%02X>", c);
-            auto b = vocab.find(name);
-            if (b == vocab.end()) { bytes.clear(); break; }
-            bytes.push_back(b->second);
-          }
-          if (!bytes.empty()) {
-            ids.insert(ids.end(), bytes.begin(), bytes.end());
-            last_unk = false;
-            continue;
-          }
-        }
-        if (!unk_id) fail("no token for '" + s + "' and the model has no unk_token");
-        if (!(fuse_unk && last_unk)) ids.push_back(*unk_id);
-        last_unk = true;
-      }
+      initial_symbols(word, ids);
+      merge_all(ids);
     }
     out.insert(out.end(), ids.begin(), ids.end());
+    if (!cacheable) return;
     std::lock_guard<std::mutex> lock(cache_mu);
     if (word_cache.size() > 200000) word_cache.clear();
     word_cache.emplace(std::move(key), std::move(ids));
@@ -359,12 +511,40 @@ struct tokenizer::impl {
   }
 
   // The added token starting at `pos`, longest first; -1 if none.
+  // A byte trie of the added tokens' texts (Gemma 3 has 6,415 of them: trying each at every
+  // position of a text was most of the time its encoding took).
+  struct trie_node {
+    std::vector<std::pair<unsigned char, int>> kids;  // sorted by byte
+    int token = -1;                                   // index into added ending here
+  };
+  std::vector<trie_node> added_trie{trie_node{}};
+
+  void index_added(int index) {
+    int node = 0;
+    for (unsigned char c : added[std::size_t(index)].content) {
+      auto& kids = added_trie[std::size_t(node)].kids;
+      auto it = std::lower_bound(kids.begin(), kids.end(), std::make_pair(c, 0));
+      if (it != kids.end() && it->first == c) {
+        node = it->second;
+        continue;
+      }
+      const int child = int(added_trie.size());
+      kids.insert(it, {c, child});
+      added_trie.emplace_back();
+      node = child;
+    }
+    if (added_trie[std::size_t(node)].token < 0) added_trie[std::size_t(node)].token = index;  // the first of equal texts
+  }
+
   int added_at(std::string_view text, std::size_t pos) const {
-    int best = -1;
-    for (std::size_t i = 0; i < added.size(); ++i) {
-      const auto& a = added[i];
-      if (text.compare(pos, a.content.size(), a.content) == 0 && (best < 0 || a.content.size() > added[std::size_t(best)].content.size()))
-        best = int(i);
+    int best = -1, node = 0;
+    for (std::size_t i = pos; i < text.size(); ++i) {
+      const auto& kids = added_trie[std::size_t(node)].kids;
+      const auto c = static_cast<unsigned char>(text[i]);
+      auto it = std::lower_bound(kids.begin(), kids.end(), std::make_pair(c, 0));
+      if (it == kids.end() || it->first != c) break;
+      node = it->second;
+      if (added_trie[std::size_t(node)].token >= 0) best = added_trie[std::size_t(node)].token;  // the longest so far
     }
     return best;
   }
@@ -374,7 +554,18 @@ tokenizer::tokenizer(std::unique_ptr<impl> p) : p_(std::move(p)) {}
 tokenizer::~tokenizer() = default;
 
 std::unique_ptr<tokenizer> tokenizer::load(const std::string& path) {
-  return from_json(read_regular_file(path, max_tokenizer_file_bytes, "tokenizer.json"), path);
+  auto t = from_json(read_regular_file(path, max_tokenizer_file_bytes, "tokenizer.json"), path);
+  const auto config = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
+  if (std::filesystem::is_regular_file(config)) {
+    const json c = parse_json(read_regular_file(config.string(), max_tokenizer_file_bytes, "tokenizer_config.json"), config.string());
+    // transformers' default since 4.45: no clean-up unless the file asks for it.
+    if (c.is_object() && c.contains("clean_up_tokenization_spaces")) {
+      if (!c["clean_up_tokenization_spaces"].is_boolean())
+        throw input_error(config.string() + ": clean_up_tokenization_spaces: expected true or false");
+      t->p_->clean_up_spaces = c["clean_up_tokenization_spaces"].get<bool>();
+    }
+  }
+  return t;
 }
 
 std::unique_ptr<tokenizer> tokenizer::from_json(const std::string& text, const std::string& source) {
@@ -394,7 +585,9 @@ std::unique_ptr<tokenizer> tokenizer::from_json(const std::string& text, const s
       if (t.special) p->special_ids.insert(t.id);
       p->added_by_id[t.id] = p->added.size();
       p->added.push_back(std::move(t));
+      if (!p->added.back().content.empty()) p->index_added(int(p->added.size()) - 1);
     }
+    p->index_merges();
   } catch (const json::exception& e) {
     throw input_error(source + ": malformed tokenizer.json: " + e.what());
   }
@@ -427,78 +620,73 @@ std::vector<std::int32_t> tokenizer::encode(std::string_view text, bool add_spec
   return out;
 }
 
+// The Hugging Face tokenizers' decode: every token (added ones too) through the decoder chain,
+// each step on the list of tokens in turn; the ByteLevel step leaves added tokens as they are
+// (their text is not byte symbols). Fuse joins the list into one token.
 std::string tokenizer::decode_bytes(const std::vector<std::int32_t>& ids, bool skip_special_tokens) const {
-  std::vector<std::string> toks;
-  std::vector<bool> is_added;
+  std::vector<std::string> t;
+  std::vector<bool> added;
   for (std::int32_t id : ids) {
     if (skip_special_tokens && p_->special_ids.count(id)) continue;
     if (id < 0 || std::size_t(id) >= p_->id_to_token.size()) continue;  // unknown ids decode to nothing
-    toks.push_back(p_->id_to_token[std::size_t(id)]);
-    is_added.push_back(p_->added_by_id.count(id) != 0);
+    t.push_back(p_->id_to_token[std::size_t(id)]);
+    added.push_back(p_->added_by_id.count(id) != 0);
   }
-  // Added tokens are literal text: the decoder chain leaves them alone.
-  std::string out;
-  std::vector<std::string> run;
-  bool first_run = true;
-  auto flush_run = [&] {
-    if (run.empty()) return;
-    std::vector<std::string> t = std::move(run);
-    run.clear();
-    for (auto& d : p_->decoders) {
-      switch (d.kind) {
-        case decoder_step::byte_level:
-          for (auto& s : t) s = symbols_to_bytes(s);
-          break;
-        case decoder_step::replace:
-          for (auto& s : t) replace_all(s, d.a, d.b);
-          break;
-        case decoder_step::byte_fallback:
-          for (auto& s : t)
-            if (s.size() == 6 && s.compare(0, 3, "<0x") == 0 && s[5] == '>')
-              s = std::string(1, char(std::stoi(s.substr(3, 2), nullptr, 16)));
-          break;
-        case decoder_step::fuse: {
-          std::string all;
-          for (auto& s : t) all += s;
-          t = {all};
-          break;
-        }
-        case decoder_step::strip:
-          for (std::size_t i = 0; i < t.size(); ++i) {
-            auto& s = t[i];
-            if (!first_run && i == 0 && d.start > 0) continue;  // only the text's very start
-            for (int k = 0; k < d.start && s.compare(0, d.a.size(), d.a) == 0; ++k) s.erase(0, d.a.size());
-            for (int k = 0; k < d.stop && s.size() >= d.a.size() && s.compare(s.size() - d.a.size(), d.a.size(), d.a) == 0; ++k)
-              s.erase(s.size() - d.a.size());
-          }
-          break;
-        case decoder_step::metaspace:
-          for (std::size_t i = 0; i < t.size(); ++i) {
-            replace_all(t[i], d.a, " ");
-            if (d.prepend && i == 0 && first_run && !t[i].empty() && t[i][0] == ' ') t[i].erase(0, 1);
-          }
-          break;
+  for (auto& d : p_->decoders) {
+    switch (d.kind) {
+      case decoder_step::byte_level:
+        for (std::size_t i = 0; i < t.size(); ++i)
+          if (!added[i]) t[i] = symbols_to_bytes(t[i]);
+        break;
+      case decoder_step::replace:
+        for (auto& s : t) replace_all(s, d.a, d.b);
+        break;
+      case decoder_step::byte_fallback:
+        for (auto& s : t)
+          if (s.size() == 6 && s.compare(0, 3, "<0x") == 0 && s[5] == '>')
+            s = std::string(1, char(std::stoi(s.substr(3, 2), nullptr, 16)));
+        break;
+      case decoder_step::fuse: {
+        std::string all;
+        for (auto& s : t) all += s;
+        t = {all};
+        added = {false};
+        break;
       }
-    }
-    for (auto& s : t) out += s;
-    first_run = false;
-  };
-  for (std::size_t i = 0; i < toks.size(); ++i) {
-    if (is_added[i]) {
-      flush_run();
-      out += toks[i];
-      first_run = false;
-    } else {
-      run.push_back(std::move(toks[i]));
+      case decoder_step::strip:  // each token: up to `start` leading and `stop` trailing copies
+        for (auto& s : t) {
+          for (int k = 0; k < d.start && s.compare(0, d.a.size(), d.a) == 0; ++k) s.erase(0, d.a.size());
+          for (int k = 0; k < d.stop && s.size() >= d.a.size() && s.compare(s.size() - d.a.size(), d.a.size(), d.a) == 0; ++k)
+            s.erase(s.size() - d.a.size());
+        }
+        break;
+      case decoder_step::metaspace:
+        for (std::size_t i = 0; i < t.size(); ++i) {
+          replace_all(t[i], d.a, " ");
+          if (d.prepend && i == 0 && !t[i].empty() && t[i][0] == ' ') t[i].erase(0, 1);
+        }
+        break;
     }
   }
-  flush_run();
+  std::string out;
+  for (auto& s : t) out += s;
   return out;
 }
 
 std::string tokenizer::decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens) const {
   return utf8_sanitize(decode_bytes(ids, skip_special_tokens));
 }
+
+std::string tokenizer::detokenize(const std::vector<std::int32_t>& ids, bool skip_special_tokens) const {
+  std::string s = decode(ids, skip_special_tokens);
+  if (!p_->clean_up_spaces) return s;
+  for (const auto& [from, to] : {std::pair<const char*, const char*>{" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
+                                 {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}})
+    replace_all(s, from, to);
+  return s;
+}
+
+bool tokenizer::cleans_up_spaces() const { return p_->clean_up_spaces; }
 
 std::optional<std::int32_t> tokenizer::token_id(std::string_view token) const {
   auto it = p_->vocab.find(std::string(token));

@@ -14,7 +14,8 @@ namespace troupe::tokenizer {
 
 class tokenizer {
  public:
-  // Reads a tokenizer.json file. Throws input_error naming the file and the unsupported or
+  // Reads a tokenizer.json file, and of the tokenizer_config.json beside it (if there is one)
+  // clean_up_tokenization_spaces. Throws input_error naming the file and the unsupported or
   // malformed component.
   static std::unique_ptr<tokenizer> load(const std::string& path);
   static std::unique_ptr<tokenizer> from_json(const std::string& text, const std::string& source);
@@ -28,6 +29,11 @@ class tokenizer {
   std::string decode_bytes(const std::vector<std::int32_t>& ids, bool skip_special_tokens = true) const;
   // decode_bytes with invalid UTF-8 replaced by U+FFFD.
   std::string decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens = true) const;
+  // What Hugging Face's decode gives (transformers' and @huggingface/tokenizers'): decode, then,
+  // where tokenizer_config.json sets clean_up_tokenization_spaces, the space before . ? ! , and
+  // the English contractions removed. Generated text streams without it, as vLLM's does.
+  std::string detokenize(const std::vector<std::int32_t>& ids, bool skip_special_tokens = true) const;
+  bool cleans_up_spaces() const;
 
   std::optional<std::int32_t> token_id(std::string_view token) const;
   std::optional<std::string> token_text(std::int32_t id) const;

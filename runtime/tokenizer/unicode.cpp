@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <iterator>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace troupe::tokenizer {
 namespace {
@@ -140,6 +143,69 @@ std::size_t utf8_incomplete_tail(std::string_view s) {
 }
 
 std::string utf8_sanitize(std::string_view s) { return utf8_encode(utf8_decode(s)); }
+
+namespace {
+
+// The Basic Multilingual Plane's categories in a table (a regex asks for every character it
+// tries), the other planes by binary search over the runs.
+general_category search_category(char32_t cp) {
+  const std::size_t n = sizeof(category_runs) / sizeof(category_runs[0]);
+  std::size_t lo = 0, hi = n;
+  while (lo < hi) {
+    const std::size_t mid = (lo + hi) / 2;
+    if (category_runs[mid][1] < cp) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < n && category_runs[lo][0] <= cp ? general_category(category_runs[lo][2]) : general_category::cn;
+}
+
+const std::vector<general_category>& bmp_categories() {
+  static const std::vector<general_category> table = [] {
+    std::vector<general_category> t(0x10000, general_category::cn);
+    for (const auto& r : category_runs)
+      for (std::uint32_t cp = r[0]; cp <= r[1] && cp < 0x10000; ++cp) t[cp] = general_category(r[2]);
+    return t;
+  }();
+  return table;
+}
+
+constexpr std::uint32_t bit(general_category c) { return 1u << unsigned(c); }
+
+}  // namespace
+
+general_category category_of(char32_t cp) { return cp < 0x10000 ? bmp_categories()[cp] : search_category(cp); }
+
+std::uint32_t category_mask(std::u32string_view name) {
+  using g = general_category;
+  static const std::pair<const char*, std::uint32_t> majors[] = {
+      {"L", bit(g::lu) | bit(g::ll) | bit(g::lt) | bit(g::lm) | bit(g::lo)},
+      {"Letter", bit(g::lu) | bit(g::ll) | bit(g::lt) | bit(g::lm) | bit(g::lo)},
+      {"LC", bit(g::lu) | bit(g::ll) | bit(g::lt)}, {"L&", bit(g::lu) | bit(g::ll) | bit(g::lt)},
+      {"Cased_Letter", bit(g::lu) | bit(g::ll) | bit(g::lt)},
+      {"M", bit(g::mn) | bit(g::mc) | bit(g::me)}, {"Mark", bit(g::mn) | bit(g::mc) | bit(g::me)},
+      {"N", bit(g::nd) | bit(g::nl) | bit(g::no)}, {"Number", bit(g::nd) | bit(g::nl) | bit(g::no)},
+      {"P", bit(g::pc) | bit(g::pd) | bit(g::ps) | bit(g::pe) | bit(g::pi) | bit(g::pf) | bit(g::po)},
+      {"Punctuation", bit(g::pc) | bit(g::pd) | bit(g::ps) | bit(g::pe) | bit(g::pi) | bit(g::pf) | bit(g::po)},
+      {"S", bit(g::sm) | bit(g::sc) | bit(g::sk) | bit(g::so)}, {"Symbol", bit(g::sm) | bit(g::sc) | bit(g::sk) | bit(g::so)},
+      {"Z", bit(g::zs) | bit(g::zl) | bit(g::zp)}, {"Separator", bit(g::zs) | bit(g::zl) | bit(g::zp)},
+      {"C", bit(g::cc) | bit(g::cf) | bit(g::cs) | bit(g::co) | bit(g::cn)},
+      {"Other", bit(g::cc) | bit(g::cf) | bit(g::cs) | bit(g::co) | bit(g::cn)},
+  };
+  static const char* const shorts[] = {"Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd", "Ps", "Pe",
+                                       "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Co", "Cn"};
+  static const char* const longs[] = {
+      "Uppercase_Letter", "Lowercase_Letter", "Titlecase_Letter", "Modifier_Letter", "Other_Letter", "Nonspacing_Mark",
+      "Spacing_Mark", "Enclosing_Mark", "Decimal_Number", "Letter_Number", "Other_Number", "Connector_Punctuation",
+      "Dash_Punctuation", "Open_Punctuation", "Close_Punctuation", "Initial_Punctuation", "Final_Punctuation",
+      "Other_Punctuation", "Math_Symbol", "Currency_Symbol", "Modifier_Symbol", "Other_Symbol", "Space_Separator",
+      "Line_Separator", "Paragraph_Separator", "Control", "Format", "Surrogate", "Private_Use", "Unassigned"};
+  const std::string n = utf8_encode(name);
+  for (const auto& [k, m] : majors)
+    if (n == k) return m;
+  for (unsigned c = 0; c < 30; ++c)
+    if (n == shorts[c] || n == longs[c]) return 1u << c;
+  return 0;
+}
 
 bool is_letter(char32_t cp) { return in_ranges(letter_ranges, cp); }
 bool is_number(char32_t cp) { return in_ranges(number_ranges, cp); }

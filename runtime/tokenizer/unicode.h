@@ -1,5 +1,5 @@
 // The Unicode facts the tokenizer needs: UTF-8 coding, the classes its pre-tokenizer regexes
-// use (\p{L}, \p{N}, \s) and NFC normalisation. Tables come from scripts/gen_unicode_data.py.
+// use (\p{..} general categories, \s) and NFC normalisation. Tables come from scripts/gen_unicode_data.py.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -21,6 +21,16 @@ std::string utf8_sanitize(std::string_view s);
 // character (a lead byte and fewer continuation bytes than it announces); 0 if there is none,
 // including when the tail is invalid whatever follows.
 std::size_t utf8_incomplete_tail(std::string_view s);
+
+// General categories, in the order of the generated table (scripts/gen_unicode_data.py).
+enum class general_category : std::uint8_t {
+  lu, ll, lt, lm, lo, mn, mc, me, nd, nl, no, pc, pd, ps, pe, pi, pf, po, sm, sc, sk, so, zs, zl, zp, cc, cf, cs, co, cn
+};
+general_category category_of(char32_t cp);  // cn for an unassigned code point
+// The categories a \p{NAME} class names, one bit per general_category: a category ("Lu"), a
+// major class ("L"), their long names ("Uppercase_Letter", "Letter") or "L&"/"LC" (cased
+// letters). 0: not a general category.
+std::uint32_t category_mask(std::u32string_view name);
 
 bool is_letter(char32_t cp);  // general category L*
 bool is_number(char32_t cp);  // general category N*

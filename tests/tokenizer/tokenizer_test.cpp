@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE tokenizer
 #include <boost/test/unit_test.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/common/error.h"
 #include "runtime/tokenizer/regex.h"
 #include "runtime/tokenizer/synth_vocab.h"
@@ -133,4 +135,63 @@ BOOST_AUTO_TEST_CASE(unsupported_components_are_named) {
     return std::string(e.what()).find("NFKD") != std::string::npos;
   });
   BOOST_CHECK_THROW(tokenizer::from_json("{not json", "t.json"), troupe::input_error);
+}
+
+namespace {
+
+// A tokenizer whose vocabulary holds every piece the Split behaviors below produce (and each
+// character): with ignore_merges a piece found whole is one id, so the ids show the pieces.
+std::vector<std::string> pieces_of(const std::string& behavior, bool invert, const std::string& pattern_json, const std::string& text) {
+  const std::vector<std::string> words = {"t", "h", "e", "-", "f", "i", "n", "a", "l", "c", "o", "u", "w", "the", "final", "countdown",
+                                          "the-", "final-", "-final", "-countdown", "--", "the-final", "-final-", "--countdown"};
+  nlohmann::json vocab = nlohmann::json::object();
+  for (std::size_t i = 0; i < words.size(); ++i) vocab[words[i]] = i;
+  const nlohmann::json j = {
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}, {"ignore_merges", true}}},
+      {"pre_tokenizer", {{"type", "Split"}, {"pattern", nlohmann::json::parse(pattern_json)}, {"behavior", behavior}, {"invert", invert}}}};
+  auto tok = tokenizer::from_json(j.dump(), "split");
+  std::vector<std::string> out;
+  for (auto id : tok->encode(text, false)) out.push_back(*tok->token_text(id));
+  return out;
+}
+
+using pieces = std::vector<std::string>;
+
+}  // namespace
+
+// The Hugging Face tokenizers' SplitDelimiterBehavior, on its documentation's example.
+BOOST_AUTO_TEST_CASE(split_behaviors_place_the_delimiter_as_the_hugging_face_library_does) {
+  const std::string dash = R"({"String": "-"})", text = "the-final--countdown";
+  BOOST_TEST(pieces_of("Removed", false, dash, text) == (pieces{"the", "final", "countdown"}));
+  BOOST_TEST(pieces_of("Isolated", false, dash, text) == (pieces{"the", "-", "final", "-", "-", "countdown"}));
+  BOOST_TEST(pieces_of("MergedWithPrevious", false, dash, text) == (pieces{"the-", "final-", "-", "countdown"}));
+  BOOST_TEST(pieces_of("MergedWithNext", false, dash, text) == (pieces{"the", "-final", "-", "-countdown"}));
+  BOOST_TEST(pieces_of("Contiguous", false, dash, text) == (pieces{"the", "-", "final", "--", "countdown"}));
+  // A regex pattern; inverted, the words are the delimiters and the dashes what lies between.
+  const std::string words = R"({"Regex": "\\p{L}+"})";
+  BOOST_TEST(pieces_of("Isolated", false, words, text) == (pieces{"the", "-", "final", "--", "countdown"}));
+  BOOST_TEST(pieces_of("Removed", true, words, text) == (pieces{"the", "final", "countdown"}));
+  // Inverted, each word joins the dash after it.
+  BOOST_TEST(pieces_of("MergedWithNext", true, dash, text) == (pieces{"the-", "final-", "-", "countdown"}));
+  BOOST_CHECK_EXCEPTION(pieces_of("Sideways", false, dash, text), troupe::input_error,
+                        [](const troupe::input_error& e) { return std::string(e.what()).find("'Sideways'") != std::string::npos; });
+}
+
+// gpt-oss and DeepSeek V3's pre-tokenizers: letter cases, marks, punctuation and symbols, and
+// ranges of CJK characters.
+BOOST_AUTO_TEST_CASE(regex_classes_cover_the_general_categories) {
+  BOOST_TEST(split_all(R"(\p{Lu}+|\p{Ll}+)", "HelloWORLDxy") == (std::vector<std::string>{"H", "ello", "WORLD", "xy"}));
+  BOOST_TEST(split_all(R"([\p{P}\p{S}]+)", "a+b=c, ok! $5") == (std::vector<std::string>{"+", "=", ",", "!", "$"}));
+  BOOST_TEST(split_all(R"(\P{L}+)", "ab12 cd") == (std::vector<std::string>{"12 "}));
+  BOOST_TEST(split_all(R"([^\p{L}\p{N}]+)", "a, 1.b") == (std::vector<std::string>{", ", "."}));
+  BOOST_TEST(split_all("[\u4e00-\u9fa5]+", "ab\u4e2d\u6587cd") == (std::vector<std::string>{"\u4e2d\u6587"}));
+  BOOST_TEST(split_all(R"(\p{L}\p{M}*)", "e\u0301x") == (std::vector<std::string>{"e\u0301", "x"}));
+  BOOST_TEST(split_all(R"((?i:[a-c]+))", "xAbCx") == (std::vector<std::string>{"AbC"}));
+  BOOST_TEST(int(category_of(U'A')) == int(general_category::lu));
+  BOOST_TEST(int(category_of(U'\u01c5')) == int(general_category::lt));  // Dz with caron: titlecase
+  BOOST_TEST(int(category_of(U'\u0301')) == int(general_category::mn));
+  BOOST_TEST(int(category_of(U'\U0001F600')) == int(general_category::so));
+  BOOST_TEST(int(category_of(U'\U000E0001')) == int(general_category::cf));
+  BOOST_TEST(int(category_of(U'\u0378')) == int(general_category::cn));
+  BOOST_CHECK_THROW(regex("[z-a]"), troupe::input_error);
 }
