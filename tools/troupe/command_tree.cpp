@@ -174,6 +174,7 @@ void declare_model(command& root) {
       .option("rope-scaling", "llama3|linear|yarn|dynamic", "a rotary scaling: Llama 3.1's, linear (factor 2), YaRN (factor 4 over 256 positions), dynamic NTK (factor 2)")
       .option("head-dim", "N", "each attention head's size (default hidden size / heads)")
       .option("partial-rotary", "F", "the share of each head RoPE rotates (Phi-4-mini's 0.75; default all of it)")
+      .option("vocab", "N", "the vocabulary size (default the preset's; a real family's to serve its tokenizer.json with the weights)")
       .option("sliding-window", "N", "the windowed layers' window in positions (Gemma 3 1B's 512; default 32, what tests pass)")
       .option("layers", "N", "the number of layers (default the preset's)");
   model.sub("synth-lora", "write a LoRA adapter with deterministic random matrices for a base model", "--base MODEL --out DIR [options]",

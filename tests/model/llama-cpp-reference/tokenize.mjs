@@ -1,0 +1,26 @@
+// llama.cpp's tokenizer on a GGUF file's vocabulary, through node-llama-cpp's prebuilt CPU build
+// (vocabulary only, no weights): the ids of each text, special tokens in the text parsed as
+// such, nothing added. For tests/model/llama_cpp_reference_test.cpp.
+//
+// usage: node tokenize.mjs MODEL.gguf TEXTS.json OUT.json
+//   TEXTS.json: a list of strings; OUT.json: a list of id lists, one per text.
+// Exits 3 if the vocabulary does not load (llama.cpp refused it; its log says why on stderr).
+import {getLlama} from "node-llama-cpp";
+import fs from "node:fs";
+
+const [modelPath, textsPath, outPath] = process.argv.slice(2);
+if (!outPath) {
+  console.error("usage: node tokenize.mjs MODEL.gguf TEXTS.json OUT.json");
+  process.exit(2);
+}
+const texts = JSON.parse(fs.readFileSync(textsPath, "utf8"));
+const llama = await getLlama({gpu: false, build: "never", logLevel: "error", progressLogs: false});
+let model;
+try {
+  model = await llama.loadModel({modelPath, vocabOnly: true});
+} catch (e) {
+  console.error(String(e));
+  process.exit(3);
+}
+fs.writeFileSync(outPath, JSON.stringify(texts.map((t) => Array.from(model.tokenize(t, true), Number))));
+await model.dispose();
