@@ -3,6 +3,7 @@
 #include <set>
 
 #include "runtime/api/openai.h"
+#include "runtime/api/tools.h"
 #include "runtime/chat/chat_template.h"
 #include "runtime/common/error.h"
 #include "runtime/common/json.h"
@@ -32,7 +33,7 @@ std::string model_of(const json& j) {
 
 tokenize_request parse_tokenize(const std::string& body) {
   const json j = parse_body_object(body, {"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt",
-                                     "chat_template_kwargs", "return_token_strs"});
+                                     "chat_template_kwargs", "return_token_strs", "tools"});
   tokenize_request r;
   r.model = model_of(j);
   const bool has_prompt = j.contains("prompt") && !j["prompt"].is_null();
@@ -50,6 +51,12 @@ tokenize_request parse_tokenize(const std::string& body) {
   if (j.contains("chat_template_kwargs") && !j["chat_template_kwargs"].is_null()) {
     if (!j["chat_template_kwargs"].is_object()) bad_field("chat_template_kwargs", "expected an object");
     r.template_kwargs = j["chat_template_kwargs"];
+  }
+  // The tools a chat request would render into its prompt (vLLM's /tokenize takes them too).
+  if (j.contains("tools") && !j["tools"].is_null()) {
+    if (has_prompt) bad_field("tools", "goes with messages, not with a prompt");
+    const tool_request tools = parse_tools(json{{"tools", j["tools"]}});
+    if (!tools.tools.empty()) r.template_kwargs["tools"] = tools.tools;
   }
   return r;
 }

@@ -320,6 +320,13 @@ BOOST_AUTO_TEST_CASE(tokenize_and_detokenize_bodies_are_checked_field_by_field) 
   BOOST_TEST(param(api::parse_tokenize, R"({"messages": [{"role": "wizard", "content": "x"}]})") == "messages[0].role");
   BOOST_TEST(param(api::parse_tokenize, R"({"prompt": "a", "add_special_tokens": "yes"})") == "add_special_tokens");
   BOOST_TEST(param(api::parse_tokenize, R"({"prompt": "a", "truncate_prompt_tokens": 3})") == "truncate_prompt_tokens");
+  // Tools beside messages go to the template as a chat request's do; checked the same way.
+  t = api::parse_tokenize(R"({"messages": [{"role": "user", "content": "a"}],
+                              "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]})");
+  BOOST_TEST(t.template_kwargs["tools"][0]["function"]["name"] == "f");
+  BOOST_TEST(param(api::parse_tokenize, R"({"messages": [{"role": "user", "content": "a"}], "tools": [{"type": "web"}]})")
+                 .rfind("tools[0]", 0) == 0);
+  BOOST_TEST(param(api::parse_tokenize, R"({"prompt": "a", "tools": []})") == "tools");
   BOOST_TEST(param(api::parse_detokenize, R"({"tokens": [1, "2"]})") == "tokens");
   BOOST_TEST(param(api::parse_detokenize, R"({"tokens": [1, 99999999999]})") == "tokens");
   BOOST_TEST(param(api::parse_detokenize, R"({"model": "m"})") == "tokens");
