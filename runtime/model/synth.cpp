@@ -196,8 +196,10 @@ void synthesize(const synth_options& o, const progress_fn& progress) {
   std::filesystem::create_directories(o.out, ec);
   if (ec) throw input_error(o.out + ": cannot create folder: " + ec.message());
   write_text(o.out + "/config.json", to_config_json(c));
-  write_text(o.out + "/tokenizer.json", tokenizer::synth_tokenizer_json(c.vocab_size, o.seed));
-  write_text(o.out + "/tokenizer_config.json", tokenizer::synth_tokenizer_config_json(c.vocab_size));
+  if (o.tokenizer) {
+    write_text(o.out + "/tokenizer.json", tokenizer::synth_tokenizer_json(c.vocab_size, o.seed));
+    write_text(o.out + "/tokenizer_config.json", tokenizer::synth_tokenizer_config_json(c.vocab_size));
+  }
 
   const auto plans = plan_tensors(c);
   safetensors_writer w;

@@ -25,6 +25,7 @@ struct synth_options {
   bool moe_dense_layer = true;
   double partial_rotary = 0.0;  // the share of each head RoPE rotates (Phi-4-mini: 0.75); 0: all
   int vocab_size = 0;           // 0: the preset's (a real family's, to put its tokenizer.json beside the weights)
+  bool tokenizer = true;        // false: no tokenizer files (the caller puts a real family's beside the weights)
   int sliding_window = 0;       // the windowed layers' window (Gemma 3 1B: 512); 0: the family's synthesized one
   std::string out;  // folder to create or overwrite
 };

@@ -256,6 +256,7 @@ void check_vocabulary(const std::string& pkg, const std::string& arch, const div
   o.arch = arch;
   o.tied_embeddings = true;
   o.vocab_size = real->vocab_size();
+  o.tokenizer = false;  // a synthesized one of 200,000 tokens takes a while to train, for nothing
   o.out = dir.string();
   model::synthesize(o);
   fs::copy_file(models + "/tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
