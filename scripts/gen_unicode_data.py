@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes runtime/tokenizer/unicode_data.inc: the Unicode tables the tokenizer needs
-(general categories, letters, numbers, white space for the pre-tokenizer regexes; canonical combining classes,
+(general categories and white space for the pre-tokenizer regexes; canonical combining classes,
 decompositions and compositions for NFC), from Python's unicodedata.
 
 Run with Debian's python3: /usr/bin/python3 scripts/gen_unicode_data.py
@@ -44,8 +44,6 @@ for cp in range(MAX):
     else:
         category_runs.append((cp, cp, k))
 
-letters = ranges(lambda cp: cat(cp)[0] == 'L')
-numbers = ranges(lambda cp: cat(cp)[0] == 'N')
 # Oniguruma's \s with Unicode: the White_Space property.
 WS = {0x9, 0xA, 0xB, 0xC, 0xD, 0x20, 0x85, 0xA0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000}
 WS |= set(range(0x2000, 0x200B))
@@ -94,8 +92,6 @@ def emit_ranges(name, rs):
     out.append('};')
 
 
-emit_ranges('letter_ranges', letters)
-emit_ranges('number_ranges', numbers)
 emit_ranges('space_ranges', spaces)
 out.append('static const std::uint32_t category_runs[][3] = {')
 for i in range(0, len(category_runs), 5):

@@ -43,10 +43,9 @@ kv::window_groups kv_window_groups(const engine_config& cfg, const model::model_
 
 int kv_pool_blocks(const engine_config& cfg, const model::model_config& m) {
   if (cfg.num_blocks > 0) return cfg.num_blocks;
-  const auto g = kv_window_groups(cfg, m);  // a page holds one block of as many layers as it has slots
-  const int slots = g.split() ? 1 + *std::max_element(g.slot.begin(), g.slot.end()) : m.num_hidden_layers;
-  return kv::kv_cache::blocks_in(cfg.kv_memory_bytes, cfg.sched.block_size, cfg.kv_type, slots, m.num_key_value_heads,
-                                 m.head_dim);
+  // A page holds one block of as many layers as it has slots.
+  return kv::kv_cache::blocks_in(cfg.kv_memory_bytes, cfg.sched.block_size, cfg.kv_type,
+                                 kv_window_groups(cfg, m).slots(m.num_hidden_layers), m.num_key_value_heads, m.head_dim);
 }
 
 kv::kv_cache_config kv_geometry(const engine_config& cfg, const model::model_config& m) {
@@ -408,8 +407,7 @@ forward_plan engine::begin_step() {
     const auto& proposed = p.proposed.back();
     p.new_tokens.push_back(sc.num_new_tokens + int(proposed.size()));
     fp.tables.push_back(kv_.raw_table(sc.id));
-    fp.group_tables.resize(std::size_t(windows_.count));
-    for (int g = 1; g <= windows_.count; ++g) fp.group_tables[std::size_t(g - 1)].push_back(kv_.raw_group_table(sc.id, g));
+    kv_.append_group_tables(sc.id, fp.group_tables);
     const std::size_t first_row = fp.tokens.size();
     for (int j = 0; j < p.new_tokens[i]; ++j) {  // its tokens, then the ones it verifies
       const int pos = s.num_computed + j;

@@ -108,8 +108,7 @@ void kv_cache::read(int layer, std::int32_t block, int slot, float* k_row, float
 }
 
 int kv_cache::num_slots() const {
-  if (!split()) return layers_;
-  return layers_ == 0 ? 0 : 1 + *std::max_element(cfg_.layer_slot.begin(), cfg_.layer_slot.end());
+  return split() ? 1 + *std::max_element(cfg_.layer_slot.begin(), cfg_.layer_slot.end()) : layers_;
 }
 
 std::size_t kv_cache::bytes_per_token() const { return bytes_per_token(cfg_.type, layers_, n_kv_, hd_); }

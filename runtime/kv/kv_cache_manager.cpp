@@ -48,16 +48,16 @@ int kv_cache_manager::num_exclusive(seq_id s) const {
   return n;
 }
 
-std::vector<std::int32_t> kv_cache_manager::raw_group_table(seq_id s, int g) const {
-  std::vector<std::int32_t> out;
+void kv_cache_manager::append_group_tables(seq_id s, std::vector<std::vector<std::vector<std::int32_t>>>& tables) const {
+  if (cfg_.window_groups == 0) return;
+  tables.resize(std::size_t(cfg_.window_groups));
   const auto& t = table(s);
+  for (auto& g : tables) g.emplace_back(t.size(), -1);
   auto f = window_from_.find(s);
-  const std::size_t from = f == window_from_.end() ? 0 : std::size_t(f->second);
-  for (std::size_t j = 0; j < t.size(); ++j) {
+  for (std::size_t j = f == window_from_.end() ? 0 : std::size_t(f->second); j < t.size(); ++j) {
     const auto& w = window_of_[std::size_t(t[j].value)];
-    out.push_back(j < from || w.empty() ? -1 : w[std::size_t(g - 1)].value);
+    for (std::size_t g = 0; g < w.size(); ++g) tables[g].back()[j] = w[g].value;
   }
-  return out;
 }
 
 // The longest leading run of `blocks` (a prefix hit) whose last window has its pages: the next
@@ -93,8 +93,8 @@ prefix_hit kv_cache_manager::find_prefix(std::span<const block_hash> hashes, int
 
 int kv_cache_manager::prefix_length(std::span<const block_hash> hashes, int max_blocks) const {
   if (!cfg_.prefix_caching) return 0;
+  if (cfg_.window_groups > 0) return int(find_prefix(hashes, max_blocks).blocks.size());  // cut where windows lost pages
   const std::size_t n = std::min(hashes.size(), std::size_t(std::max(max_blocks, 0)));
-  if (cfg_.window_groups > 0) return int(find_prefix(hashes, max_blocks).blocks.size());
   std::size_t i = 0;
   while (i < n && by_hash_.count(hashes[i])) ++i;
   return int(i);

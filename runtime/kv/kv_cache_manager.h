@@ -85,9 +85,9 @@ class kv_cache_manager {
   int num_exclusive(seq_id s) const;
   // Pages a block costs when allocated: its global one and one per window group.
   int pages_per_block() const { return 1 + cfg_.window_groups; }
-  // The pages of window group g (1 .. window_groups) of each block of `s`; -1 for blocks out of
-  // its window.
-  std::vector<std::int32_t> raw_group_table(seq_id s, int g) const;
+  // Appends to tables[g - 1], for each window group g, the pages of that group of each block of
+  // `s` (-1 for blocks out of its window): a plan's group tables, one walk of the table.
+  void append_group_tables(seq_id s, std::vector<std::vector<std::vector<std::int32_t>>>& tables) const;
   // Window pages some sequence holds (the pages of blocks in a window).
   int num_window_pages_held() const { return window_pages_held_; }
 

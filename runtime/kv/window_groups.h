@@ -10,6 +10,7 @@
 // count the scheduler plans against, whatever the mix of groups. A model without global layers
 // (every layer windowed) or without windowed ones is not split.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -22,6 +23,8 @@ struct window_groups {
   int window = 0;                   // the widest window of a windowed layer, in tokens
 
   bool split() const { return count > 0; }
+  // Layer slots a page holds: the global layers', or every layer's when not split.
+  int slots(int num_layers) const { return split() ? 1 + *std::max_element(slot.begin(), slot.end()) : num_layers; }
   // Pages a block of every group costs: the global one and one per windowed group.
   int pages_per_block() const { return 1 + count; }
 };

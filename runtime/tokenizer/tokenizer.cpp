@@ -5,7 +5,6 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <queue>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
@@ -14,6 +13,7 @@
 #include "runtime/common/error.h"
 #include "runtime/common/json.h"
 #include "runtime/common/regular_file.h"
+#include "runtime/tokenizer/bpe_merges.h"
 #include "runtime/tokenizer/byte_level.h"
 #include "runtime/tokenizer/regex.h"
 #include "runtime/tokenizer/unicode.h"
@@ -80,12 +80,7 @@ struct tokenizer::impl {
   std::vector<decoder_step> decoders;
   std::unordered_map<std::string, std::int32_t> vocab;
   std::vector<std::string> id_to_token;
-  // BPE merges by the ids of their two parts (left << 32 | right): rank, and the merged token's id.
-  struct merge_rule {
-    int rank;
-    std::int32_t merged;
-  };
-  std::unordered_map<std::uint64_t, merge_rule> merges;
+  bpe_merges merges;
   std::vector<std::pair<std::string, std::string>> pending_merges;  // until the added tokens are in
   bool byte_fallback = false, fuse_unk = false, ignore_merges = false;
   bool clean_up_spaces = false;  // tokenizer_config.json's clean_up_tokenization_spaces (detokenize)
@@ -209,7 +204,6 @@ struct tokenizer::impl {
       if (m.contains(key) && m[key].is_string() && !m[key].get<std::string>().empty())
         fail(std::string("BPE ") + key + " is not supported");
     for (auto& [tok, id] : m.at("vocab").items()) add_token(tok, id.get<std::int32_t>());
-    int rank = 0;
     for (auto& merge : m.at("merges")) {
       std::string a, b;
       if (merge.is_array()) {
@@ -223,7 +217,6 @@ struct tokenizer::impl {
         b = s.substr(sp + 1);
       }
       pending_merges.emplace_back(std::move(a), std::move(b));
-      ++rank;
     }
     byte_fallback = m.value("byte_fallback", false);
     fuse_unk = m.value("fuse_unk", false);
@@ -235,18 +228,9 @@ struct tokenizer::impl {
     }
   }
 
-  static std::uint64_t pair_key(std::int32_t a, std::int32_t b) { return std::uint64_t(std::uint32_t(a)) << 32 | std::uint32_t(b); }
-
-  // The merges by id, their order their rank. A merge whose parts or result the vocabulary
-  // lacks can never apply and is left out (the Hugging Face library refuses such a file).
+  // The merges by id, once every token (added ones too) has its id.
   void index_merges() {
-    merges.reserve(pending_merges.size());
-    int rank = 0;
-    for (const auto& [a, b] : pending_merges) {
-      auto ia = vocab.find(a), ib = vocab.find(b), ab = vocab.find(a + b);
-      if (ia != vocab.end() && ib != vocab.end() && ab != vocab.end()) merges.emplace(pair_key(ia->second, ib->second), merge_rule{rank, ab->second});
-      ++rank;
-    }
+    merges = bpe_merges(pending_merges, vocab);
     pending_merges.clear();
     pending_merges.shrink_to_fit();
   }
@@ -285,7 +269,7 @@ struct tokenizer::impl {
           std::u32string p = piece;
           if (step.add_prefix_space && (p.empty() || p[0] != U' ')) p.insert(p.begin(), U' ');
           std::vector<std::u32string> parts;
-          if (step.re) split_isolated(*step.re, p, parts);
+          if (step.re) split(step, p, parts);  // GPT-2's regex, Isolated
           else parts.push_back(p);
           for (auto& part : parts) next.push_back(utf8_decode(bytes_to_symbols(utf8_encode(part))));
         } else {
@@ -384,21 +368,6 @@ struct tokenizer::impl {
     for (auto& p : kept) out.push_back(s.substr(p.begin, p.end - p.begin));
   }
 
-  static void split_isolated(const regex& re, const std::u32string& s, std::vector<std::u32string>& out) {
-    std::size_t pos = 0, b, e;
-    while (pos < s.size() && re.search(s, pos, b, e)) {
-      if (e == b) {  // an empty match splits nothing; look further on
-        if (b >= s.size()) break;
-        if (!re.search(s, b + 1, b, e)) break;
-        if (e == b) break;
-      }
-      if (b > pos) out.push_back(s.substr(pos, b - pos));
-      out.push_back(s.substr(b, e - b));
-      pos = e;
-    }
-    if (pos < s.size()) out.push_back(s.substr(pos));
-  }
-
   // A word's first symbols: each character's token, or its bytes' tokens (byte_fallback), or
   // the unknown token (consecutive ones fused with fuse_unk).
   void initial_symbols(const std::u32string& word, std::vector<std::int32_t>& sym) const {
@@ -435,48 +404,6 @@ struct tokenizer::impl {
     }
   }
 
-  // Merges the lowest-ranked adjacent pair, leftmost first, until none applies: a heap of
-  // candidate merges over a linked list of symbols (stale candidates skipped), so a long word
-  // (a SentencePiece model's whole line) costs n log n, not n squared.
-  void merge_all(std::vector<std::int32_t>& sym) const {
-    const int n = int(sym.size());
-    if (n < 2) return;
-    std::vector<int> prev(static_cast<std::size_t>(n)), next(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) prev[std::size_t(i)] = i - 1, next[std::size_t(i)] = i + 1 < n ? i + 1 : -1;
-    std::vector<bool> alive(static_cast<std::size_t>(n), true);
-    struct candidate {
-      int rank, pos;
-      std::int32_t merged;
-      bool operator>(const candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
-    };
-    std::priority_queue<candidate, std::vector<candidate>, std::greater<candidate>> heap;
-    auto consider = [&](int left) {
-      if (left < 0 || next[std::size_t(left)] < 0) return;
-      auto it = merges.find(pair_key(sym[std::size_t(left)], sym[std::size_t(next[std::size_t(left)])]));
-      if (it != merges.end()) heap.push({it->second.rank, left, it->second.merged});
-    };
-    for (int i = 0; i + 1 < n; ++i) consider(i);
-    while (!heap.empty()) {
-      const candidate c = heap.top();
-      heap.pop();
-      const auto pos = std::size_t(c.pos);
-      if (!alive[pos] || next[pos] < 0) continue;
-      const auto right = std::size_t(next[pos]);
-      auto it = merges.find(pair_key(sym[pos], sym[right]));
-      if (it == merges.end() || it->second.merged != c.merged) continue;  // the pair changed since
-      sym[pos] = c.merged;
-      alive[right] = false;
-      next[pos] = next[right];
-      if (next[pos] >= 0) prev[std::size_t(next[pos])] = c.pos;
-      consider(prev[pos]);
-      consider(c.pos);
-    }
-    std::size_t w = 0;
-    for (std::size_t i = 0; i < std::size_t(n); ++i)
-      if (alive[i]) sym[w++] = sym[i];
-    sym.resize(w);
-  }
-
   void bpe_word(const std::u32string& word, std::vector<std::int32_t>& out) const {
     constexpr std::size_t longest_cached = 256;  // characters: a cache of words, not of texts
     std::string key = utf8_encode(word);
@@ -495,7 +422,7 @@ struct tokenizer::impl {
       ids.push_back(whole->second);
     } else {
       initial_symbols(word, ids);
-      merge_all(ids);
+      merges.merge_all(ids);
     }
     out.insert(out.end(), ids.begin(), ids.end());
     if (!cacheable) return;
@@ -685,8 +612,6 @@ std::string tokenizer::detokenize(const std::vector<std::int32_t>& ids, bool ski
     replace_all(s, from, to);
   return s;
 }
-
-bool tokenizer::cleans_up_spaces() const { return p_->clean_up_spaces; }
 
 std::optional<std::int32_t> tokenizer::token_id(std::string_view token) const {
   auto it = p_->vocab.find(std::string(token));

@@ -33,7 +33,6 @@ class tokenizer {
   // where tokenizer_config.json sets clean_up_tokenization_spaces, the space before . ? ! , and
   // the English contractions removed. Generated text streams without it, as vLLM's does.
   std::string detokenize(const std::vector<std::int32_t>& ids, bool skip_special_tokens = true) const;
-  bool cleans_up_spaces() const;
 
   std::optional<std::int32_t> token_id(std::string_view token) const;
   std::optional<std::string> token_text(std::int32_t id) const;

@@ -207,8 +207,6 @@ std::uint32_t category_mask(std::u32string_view name) {
   return 0;
 }
 
-bool is_letter(char32_t cp) { return in_ranges(letter_ranges, cp); }
-bool is_number(char32_t cp) { return in_ranges(number_ranges, cp); }
 bool is_space(char32_t cp) { return in_ranges(space_ranges, cp); }
 
 std::u32string nfc(std::u32string_view s) {

@@ -32,8 +32,6 @@ general_category category_of(char32_t cp);  // cn for an unassigned code point
 // letters). 0: not a general category.
 std::uint32_t category_mask(std::u32string_view name);
 
-bool is_letter(char32_t cp);  // general category L*
-bool is_number(char32_t cp);  // general category N*
 bool is_space(char32_t cp);   // White_Space property (Oniguruma's Unicode \s)
 
 // Unicode Normalization Form C.

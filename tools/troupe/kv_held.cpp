@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "runtime/engine/engine.h"
-#include "runtime/kv/window_groups.h"
 
 namespace troupe::cli {
 
@@ -32,8 +31,7 @@ double bytes_held_per_token(const model::model_config& c, kernels::dtype kv_type
     e.step();
     if (e.has_unfinished()) held = std::max(held, e.kv().num_used());
   }
-  const auto g = engine::kv_window_groups(cfg, c);
-  const int slots = g.split() ? 1 + *std::max_element(g.slot.begin(), g.slot.end()) : c.num_hidden_layers;
+  const int slots = engine::kv_window_groups(cfg, c).slots(c.num_hidden_layers);
   const double page_bytes = double(kv::kv_cache::bytes_per_token(kv_type, slots, c.num_key_value_heads, c.head_dim)) * cfg.sched.block_size;
   return held * page_bytes / context;
 }
@@ -41,9 +39,7 @@ double bytes_held_per_token(const model::model_config& c, kernels::dtype kv_type
 }  // namespace
 
 nlohmann::json kv_held_per_token(const model::model_config& shape, kernels::dtype kv_type, int context) {
-  std::vector<int> windows;
-  for (int l = 0; l < shape.num_hidden_layers; ++l) windows.push_back(shape.window_of(l));
-  if (!kv::window_groups_of(windows).split()) return nullptr;
+  if (!engine::kv_window_groups(engine::engine_config{}, shape).split()) return nullptr;
   model::model_config c = shape;  // the accounting only: any context the caller asks about
   c.max_position_embeddings = std::max(c.max_position_embeddings, context);
   const double paged = bytes_held_per_token(c, kv_type, context, true), kept = bytes_held_per_token(c, kv_type, context, false);
