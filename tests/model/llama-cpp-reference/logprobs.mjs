@@ -3,9 +3,11 @@
 // checked against (tests/model/llama_cpp_reference_test.cpp).
 //
 // usage: node logprobs.mjs MODEL.gguf REQUEST.json OUT.bin
-//   REQUEST.json: {"sequences": [[token, ...], ...], "context": N, "vocab": V}
-//   OUT.bin: for each sequence, for each of its positions, the log-probabilities of the whole
-//   vocabulary as float32 (little-endian), position after position.
+//   REQUEST.json: {"sequences": [[token, ...], ...], "context": N, "vocab": V, "every": K}
+//   OUT.bin: for each sequence, for each of its positions whose index is a multiple of K (every
+//   one when K is left out), the log-probabilities of the whole vocabulary as float32
+//   (little-endian), position after position. (node-llama-cpp sorts each distribution it gives:
+//   with a vocabulary of 262,144, a third of a second a position.)
 // Prints {"positions": P, "fewest": F} when done: F, the fewest tokens any distribution gave
 // (V when every one was whole). Exits 3 if the model does not load (llama.cpp
 // refused it; its log says why on stderr).
@@ -26,7 +28,7 @@ try {
   console.error(String(e));
   process.exit(3);
 }
-const vocab = request.vocab;
+const vocab = request.vocab, every = request.every ?? 1;
 // F32 keys and values and no flash attention: llama.cpp rounds nothing Troupe keeps in float.
 const context = await model.createContext({contextSize: request.context, batchSize: 512, sequences: 1, threads: 2,
   flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32"});
@@ -35,9 +37,11 @@ let positions = 0, fewest = vocab;
 for (const tokens of request.sequences) {
   const sequence = context.getSequence();
   // temperature 1 and no top-k/top-p/min-p: the softmax of the logits, every token kept.
-  const items = tokens.map((t) => [t, {generateNext: {probabilities: true, options: {temperature: 1, topK: 0, topP: 1, minP: 0}}}]);
+  const items = tokens.map((t, i) =>
+    i % every === 0 ? [t, {generateNext: {probabilities: true, options: {temperature: 1, topK: 0, topP: 1, minP: 0}}}] : t);
   const results = await sequence.controlledEvaluate(items);
   for (const r of results) {
+    if (r?.next?.probabilities === undefined) continue;
     const p = r.next.probabilities;
     fewest = Math.min(fewest, p.size);
     const row = new Float32Array(vocab).fill(-Infinity);
