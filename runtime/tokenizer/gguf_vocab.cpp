@@ -32,6 +32,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& known_pre_t
        {R"(\p{N}{1,3})", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
         R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^)" "\r\n" R"(\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[)" "\r\n"
         R"(]*|\s*[)" "\r\n" R"(]+|\s+(?!\S)|\s+)"}},
+      {"tekken",  // Mistral Nemo's and later Mistral models': o200k's letter cases, single digits, no contractions
+       {R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
       {"gpt-4o",  // o200k: gpt-oss's and GPT-4o's
        {R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
   };
@@ -69,9 +71,10 @@ std::string bpe_from_gguf(const json& m, const std::string& source, const json& 
   for (auto& mg : need(m, "tokenizer.ggml.merges", source)) merges.push_back(mg);
   const std::string pre = m.value("tokenizer.ggml.pre", std::string("default"));
   // What the families' tokenizer.json files carry that GGUF does not: Qwen2's NFC, and Llama 3's
-  // ignore_merges (a word in the vocabulary is one token; llama.cpp does the same for llama-bpe).
+  // and Tekken's ignore_merges (a word in the vocabulary is one token; llama.cpp does the same
+  // for those names).
   out["normalizer"] = pre == "qwen2" ? json{{"type", "NFC"}} : json(nullptr);
-  const bool ignore_merges = pre == "llama-bpe" || pre == "llama3";
+  const bool ignore_merges = pre == "llama-bpe" || pre == "llama3" || pre == "tekken";
   if (pre == "default" || pre == "gpt2" || pre == "gpt-2") {
     out["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
   } else if (const auto* res = pre_regexes(pre)) {

@@ -346,9 +346,10 @@ BOOST_AUTO_TEST_CASE(family_vocabularies_tokenize_as_llama_cpp) {
     return tokenizer::utf8_encode(tokenizer::nfc(tokenizer::utf8_decode(t))) != t || t.find("</s>") != std::string::npos;
   });
   check_vocabulary("deepseek_v3", "llama");
-  // llama.cpp's o200k pre-tokenizer splits letters from their combining marks (Devanagari, Thai,
-  // Bengali vowel signs), which the regex keeps together ([\p{L}\p{M}]).
+  // llama.cpp's o200k and Tekken pre-tokenizers split letters from their combining marks
+  // (Devanagari, Thai, Bengali vowel signs), which the regexes keep together ([\p{L}\p{M}]).
   check_vocabulary("gptoss", "llama", has_mark);
+  check_vocabulary("mistral_nemo", "mistral", has_mark);
   check_vocabulary("llama2", "llama");
   check_vocabulary("gemma3", "gemma3");
 }

@@ -109,6 +109,15 @@ BOOST_AUTO_TEST_CASE(deepseek_v3_byte_level_bpe_with_categories_and_ranges) {
   compare("deepseek_v3", lenml("deepseek_v3", "tokenizer.json"), lenml("deepseek_v3", "tokenizer_config.json"), false);
 }
 
+BOOST_AUTO_TEST_CASE(qwen2_5_byte_level_bpe_with_nfc) {
+  compare("qwen2_5", lenml("qwen2_5", "tokenizer.json"), lenml("qwen2_5", "tokenizer_config.json"), true);
+}
+
+// Mistral Nemo's Tekken: byte-level BPE with the letter-case regex, no normalizer.
+BOOST_AUTO_TEST_CASE(mistral_nemo_tekken_byte_level_bpe) {
+  compare("mistral_nemo", lenml("mistral_nemo", "tokenizer.json"), lenml("mistral_nemo", "tokenizer_config.json"), false);
+}
+
 BOOST_AUTO_TEST_CASE(gpt_oss_byte_level_bpe_with_letter_cases) {
   compare("gptoss", lenml("gptoss", "tokenizer.json"), lenml("gptoss", "tokenizer_config.json"), false);
 }
@@ -118,6 +127,8 @@ BOOST_AUTO_TEST_CASE(byte_level_families_survive_gguf_metadata_by_llama_cpp_pre_
   check_gguf_round_trip("qwen3", "gpt2", "qwen2");
   check_gguf_round_trip("deepseek_v3", "gpt2", "deepseek-v3");
   check_gguf_round_trip("gptoss", "gpt2", "gpt-4o");
+  check_gguf_round_trip("qwen2_5", "gpt2", "qwen2");
+  check_gguf_round_trip("mistral_nemo", "gpt2", "tekken");
 }
 
 // Llama 2's and Gemma 3's merges survive as SentencePiece piece scores, with and without the
