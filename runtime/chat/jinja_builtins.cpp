@@ -221,6 +221,7 @@ bool run_test(const std::string& name, const value& v, const call_args& a, int l
   };
   if (name == "defined") return !v.is(kind::undefined);
   if (name == "undefined") return v.is(kind::undefined);
+  if (name == "callable") return v.is(kind::function);
   if (name == "none") return v.is(kind::none);
   if (name == "string") return v.is(kind::string);
   if (name == "mapping") return v.is(kind::dict);

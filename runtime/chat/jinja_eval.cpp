@@ -74,7 +74,14 @@ bool holds_namespace(const value& v) {
 
 value literal::eval(context&) const { return v; }
 
-value name_ref::eval(context& c) const { return c.lookup(name); }
+// A name the template did not set and the caller did not pass may be a global function.
+value name_ref::eval(context& c) const {
+  value v = c.lookup(name);
+  if (v.is(kind::undefined) && (name == "raise_exception" || name == "strftime_now" || name == "namespace" ||
+                                name == "range" || name == "dict"))
+    return value::function(name);
+  return v;
+}
 
 value list_lit::eval(context& c) const {
   list_t l;

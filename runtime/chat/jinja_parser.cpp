@@ -273,7 +273,7 @@ class expr_parser {
                     (peek().t == token::type::name && !is_name("else") && !is_name("or") && !is_name("and") &&
                      !is_name("if") && !is_name("in") && !is_name("not")) ||
                     is_op("[") || is_op("{")) &&
-                   t->name != "defined" && t->name != "undefined" && t->name != "none" && t->name != "string") {
+                   t->name != "defined" && t->name != "undefined" && t->name != "callable" && t->name != "none" && t->name != "string") {
           t->pos.push_back(postfix(primary()));
         }
         e = std::move(t);

@@ -125,6 +125,7 @@ std::string py_str(const value& v) {
     case kind::real: return py_float(v.d);
     case kind::string: return v.s;
     case kind::ns: return "<Namespace>";
+    case kind::function: return "<function " + v.s + ">";
     default: return py_repr(v);
   }
 }
@@ -173,6 +174,7 @@ void to_json(const value& v, std::optional<int> indent, int depth, std::string& 
   };
   switch (v.k) {
     case kind::undefined: fail("tojson: the value is undefined (" + v.s + ")");
+    case kind::function: fail("tojson: Object of type function is not JSON serializable");
     case kind::none: out += "null"; return;
     case kind::boolean: out += v.b ? "true" : "false"; return;
     case kind::integer: out += std::to_string(v.i); return;
@@ -245,7 +247,8 @@ bool truthy(const value& v) {
     case kind::string: return !v.s.empty();
     case kind::list: return !v.l->empty();
     case kind::dict:
-    case kind::ns: return true;
+    case kind::ns:
+    case kind::function: return true;
   }
   return false;
 }
@@ -261,6 +264,7 @@ const char* type_name(const value& v) {
     case kind::list: return "list";
     case kind::dict: return "dict";
     case kind::ns: return "namespace";
+    case kind::function: return "function";
   }
   return "?";
 }
@@ -275,7 +279,8 @@ bool equal(const value& a, const value& b) {
   switch (a.k) {
     case kind::undefined:
     case kind::none: return true;
-    case kind::string: return a.s == b.s;
+    case kind::string:
+    case kind::function: return a.s == b.s;
     case kind::list:
       if (a.l->size() != b.l->size()) return false;
       for (std::size_t i = 0; i < a.l->size(); ++i)

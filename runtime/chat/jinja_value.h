@@ -28,7 +28,9 @@ constexpr int max_value_depth = 256;
 [[noreturn]] void fail(const std::string& what);  // throws template_error(what)
 
 struct value {
-  enum class kind { undefined, none, boolean, integer, real, string, list, dict, ns } k = kind::undefined;
+  // function: one of the global functions (raise_exception, strftime_now, ...) named as a value,
+  // as `strftime_now is defined` does; s holds its name.
+  enum class kind { undefined, none, boolean, integer, real, string, list, dict, ns, function } k = kind::undefined;
   bool b = false;
   int depth = 0;  // lists and dicts: 1 + the deepest element's depth
   long long i = 0;
@@ -43,6 +45,7 @@ struct value {
   static value real(double x) { value v; v.k = kind::real; v.d = x; return v; }
   static value str(std::string x) { value v; v.k = kind::string; v.s = std::move(x); return v; }
   static value undef(std::string name) { value v; v.s = std::move(name); return v; }
+  static value function(std::string name) { value v; v.k = kind::function; v.s = std::move(name); return v; }
   static value list(list_t x = {}) {
     value v;
     v.k = kind::list;

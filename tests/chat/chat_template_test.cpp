@@ -1,6 +1,7 @@
 // The chat template renderer against Debian's python3-jinja2 (configured as Hugging Face
-// configures it) on the real templates of Llama 3 and Qwen3 (from the tokenizer packages the
-// tokenizer tests use), Qwen2 and Mistral (tests/chat/templates), and the synthesized model's,
+// configures it) on the real templates of Llama 3, Llama 3.2, Qwen2.5, Qwen3, Gemma 3, DeepSeek V3
+// and Mistral Nemo (from the tokenizer packages the tokenizer tests use), Qwen2, Llama 3.1 and
+// Mistral v0.1/v0.3 (tests/chat/templates), and the synthesized model's,
 // over conversations with a system prompt, several turns, empty content and unicode.
 #define BOOST_TEST_MODULE chat_template
 #include <boost/test/unit_test.hpp>
@@ -36,6 +37,8 @@ std::map<std::string, std::string> templates() {
   std::map<std::string, std::string> t;
   t["llama3"] = json::parse(read(src(npm + "tokenizer-llama3/models/tokenizer_config.json")))["chat_template"];
   t["qwen3"] = json::parse(read(src(npm + "tokenizer-qwen3/models/tokenizer_config.json")))["chat_template"];
+  for (const char* pkg : {"llama3_2", "qwen2_5", "gemma3", "deepseek_v3", "mistral_nemo"})
+    t[pkg] = json::parse(read(src(npm + "tokenizer-" + pkg + "/models/tokenizer_config.json")))["chat_template"];
   t["qwen2"] = read(src("tests/chat/templates/qwen2.jinja"));
   t["llama-3.1"] = read(src("tests/chat/templates/llama-3.1.jinja"));
   t["mistral-v0.1"] = read(src("tests/chat/templates/mistral-v0.1.jinja"));
@@ -89,7 +92,8 @@ BOOST_AUTO_TEST_CASE(renders_the_named_templates_exactly_as_python_jinja2) {
       for (bool gen : {true, false}) {
         json ctx = {{"messages", conv}, {"add_generation_prompt", gen}, {"bos_token", "<s>"}, {"eos_token", "</s>"}};
         if (name == "qwen3" && gen) ctx["enable_thinking"] = false;
-        if ((name == "llama-3.1" || name == "qwen3" || name == "mistral-v0.3" || name == "kjv") && !gen)  // the tools paths too
+        if ((name == "llama-3.1" || name == "qwen3" || name == "mistral-v0.3" || name == "kjv" || name == "llama3_2" ||
+             name == "qwen2_5" || name == "mistral_nemo") && !gen)  // the tools paths too
           ctx["tools"] = json::array({{{"type", "function"}, {"function", {{"name", "get_weather"}, {"description", "Weather in a city"},
                                        {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}}});
         cases.push_back({{"template", tmpl}, {"context", ctx}});
@@ -135,6 +139,8 @@ BOOST_AUTO_TEST_CASE(language_features_match_python_jinja2) {
       "  {% if true %}\n    indented\n  {% endif %}\n{{- ' trimmed' }}  {#- comment -#}  end\n",
       "{{ xs[-1] }} {{ xs[1:-1] }} {{ (xs | first) + (xs | last) }} {{ 'a\\tb\\n' | tojson }} {{ '  pad ' | trim }}|",
       "{{ users | selectattr('admin') | map(attribute='name') | join(', ') }} {{ users | rejectattr('admin', 'equalto', true) | list | length }}",
+      // Llama 3.2's date line: the global functions are defined (and callable) without being called.
+      "{{ strftime_now is defined }} {{ raise_exception is callable }} {{ no_such_function is defined }} {{ xs is callable }}",
   };
   json ctx = {{"xs", {1, 2, 3, 4, 5}}, {"d", {{"a", 1}, {"b", "two"}}},
               {"users", {{{"name", "ann"}, {"admin", true}}, {{"name", "bob"}, {"admin", false}}}}};

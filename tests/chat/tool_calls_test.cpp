@@ -168,6 +168,10 @@ BOOST_AUTO_TEST_CASE(formats_are_inferred_from_real_templates) {
   };
   BOOST_TEST(std::string(tool_format_name(infer_tool_format(tmpl("tokenizer-qwen3")))) == tool_format_name(tool_format::hermes));
   BOOST_TEST(std::string(tool_format_name(infer_tool_format(tmpl("tokenizer-llama3")))) == tool_format_name(tool_format::none));  // Llama 3.0: no tools
+  BOOST_TEST(std::string(tool_format_name(infer_tool_format(tmpl("tokenizer-qwen2_5")))) == tool_format_name(tool_format::hermes));
+  BOOST_TEST(std::string(tool_format_name(infer_tool_format(tmpl("tokenizer-llama3_2")))) == tool_format_name(tool_format::llama3_json));
+  BOOST_TEST(std::string(tool_format_name(infer_tool_format(tmpl("tokenizer-mistral_nemo")))) == tool_format_name(tool_format::mistral));
+  BOOST_TEST(std::string(tool_format_name(infer_tool_format(tmpl("tokenizer-gemma3")))) == tool_format_name(tool_format::none));  // no tools
   BOOST_TEST(std::string(tool_format_name(infer_tool_format(read(src + "/tests/chat/templates/llama-3.1.jinja")))) == tool_format_name(tool_format::llama3_json));
   BOOST_TEST(std::string(tool_format_name(infer_tool_format(read(src + "/tests/chat/templates/mistral-v0.3.jinja")))) == tool_format_name(tool_format::mistral));
   BOOST_TEST(std::string(tool_format_name(infer_tool_format(read(src + "/tests/chat/templates/mistral-v0.1.jinja")))) == tool_format_name(tool_format::none));
