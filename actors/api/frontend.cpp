@@ -423,7 +423,7 @@ void submit(frontend_ptr self, prepared& p) {
                 {"priority", std::to_string(req.priority)}, {"input_bucket", length_bucket(int(prompt.size()))}};
     r.w = std::make_unique<api::response_writer>(kind, p.id, p.model, std::int64_t(unix_seconds()), p.pc->tok.get(), r.logprobs);
     r.w->set_index(g->plan.index_of(k));
-    if (p.tool_format != chat::tool_format::none) r.w->expect_tool_calls(p.tool_format, req.tools.parallel);
+    expect_answer_parts(*r.w, p, req.tools.parallel);
     if (req.echo || req.params.prompt_logprobs >= 0)
       r.w->expect_prompt(prompt, echo_text(*p.pc, req, i, prompt), req.echo, req.prompt_logprobs_list);
     st.live.emplace(id, std::move(r));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/api/structured_output.h"
 #include "runtime/api/tokenize.h"
 #include "runtime/engine/request_check.h"
 #include "runtime/common/error.h"
@@ -124,6 +125,10 @@ void prepare(const model_table& models, prepared& p) {
     }
     p.prompts.push_back(pc.tok->encode(text, false));  // the template wrote the special tokens itself
     p.tool_format = api::answer_tool_format(req.tools, pc.tool_format, req.params, p.ex->req().body);
+    if ((p.reasoning = pc.chat->reasoning())) {
+      p.reasoning_open = chat::prompt_opens_reasoning(text, *p.reasoning);
+      api::constrain_after_reasoning(req.params.constraint, *p.reasoning, p.reasoning_open);
+    }
   } else {
     for (const auto& in : req.prompts) p.prompts.push_back(completion_prompt(pc, in));
   }
@@ -174,6 +179,11 @@ void run_tokenize(const model_table& models, const std::shared_ptr<http::exchang
 }
 
 }  // namespace
+
+void expect_answer_parts(api::response_writer& w, const prepared& p, bool parallel_tool_calls) {
+  if (p.tool_format != chat::tool_format::none) w.expect_tool_calls(p.tool_format, parallel_tool_calls);
+  if (p.reasoning) w.expect_reasoning(*p.reasoning, p.reasoning_open);
+}
 
 bool may_compile_grammar(const std::string& body) {
   for (const char* field : {"\"response_format\"", "\"guided_", "\"structured_outputs\"", "\"tools\""})

@@ -40,7 +40,12 @@ struct prepared {
   std::string trace;  // the client's X-Request-Id, or the id
   std::int8_t split_side = -1;  // the X-Troupe-Split header's side (engine::request::split_side)
   chat::tool_format tool_format = chat::tool_format::none;  // where the answer's tool calls are found
+  std::optional<chat::reasoning_format> reasoning;  // how the answer's model reasons, if it does
+  bool reasoning_open = false;                      // the prompt leaves the output inside reasoning
 };
+
+// A writer told what to look for in the answer: the prepared request's tool calls and reasoning.
+void expect_answer_parts(api::response_writer& w, const prepared& p, bool parallel_tool_calls);
 
 // The parts of the frontend's state that preparing reads; immutable once the frontend runs, but
 // for the adapters loaded at run time, which the catalog keeps under its lock.

@@ -37,7 +37,7 @@ typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
   return f(caf::meta::type_name("sampling_params"), x.temperature, x.top_k, x.top_p, x.min_p, x.repetition_penalty,
            x.presence_penalty, x.frequency_penalty, has_seed, seed, x.max_tokens, x.stop_token_ids, x.stop,
            x.ignore_eos, x.logprobs, x.logit_bias, x.min_tokens, x.include_stop_str_in_output, x.skip_special_tokens, constraint_type, x.prompt_logprobs,
-           x.constraint.source, restore_seed);
+           x.constraint.source, x.constraint.reasoning_start, x.constraint.reasoning_end, restore_seed);
 }
 
 template <class Inspector>

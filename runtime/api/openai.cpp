@@ -454,6 +454,10 @@ void response_writer::expect_tool_calls(chat::tool_format format, bool parallel)
   tools_.emplace(format, "call_" + (dash == std::string::npos ? id_ : id_.substr(dash + 1)) + choice + "_", parallel);
 }
 
+void response_writer::expect_reasoning(const chat::reasoning_format& format, bool starts_inside) {
+  reasoning_.emplace(format, starts_inside);
+}
+
 void response_writer::expect_prompt(std::vector<std::int32_t> ids, std::string text, bool echo, bool prompt_logprobs) {
   prompt_ids_ = std::move(ids);
   prompt_text_ = std::move(text);
@@ -533,17 +537,43 @@ std::vector<json> response_writer::chunks(const std::string& text, const std::ve
     if (echo_ && kind_ == endpoint::completions) text_so_far_ += prompt_text_.size();
     first.push_back(std::move(c));
   }
-  if (!tools_) {
-    first.push_back(chunk(text, lps, finish_reason));
+  if (!reasoning_) {
+    auto rest = answer_chunks(text, lps, finish_reason);
+    first.insert(first.end(), std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.end()));
     return first;
   }
+  chat::reasoning_events r = reasoning_->feed(text);
+  if (finish_reason) {
+    chat::reasoning_events tail = reasoning_->finish();
+    r.reasoning += tail.reasoning;
+    r.content += tail.content;
+  }
+  std::vector<token_logprob> answer_lps = lps;
+  if (!r.reasoning.empty()) {  // the tokens' logprobs go with the first chunk of their text
+    json c = chunk("", lps, std::nullopt);
+    c["choices"][0]["delta"] = {{"reasoning_content", r.reasoning}};
+    first.push_back(std::move(c));
+    answer_lps.clear();
+  }
+  if (!r.content.empty() || finish_reason || (r.reasoning.empty() && !answer_lps.empty())) {
+    auto rest = answer_chunks(r.content, answer_lps, finish_reason);
+    first.insert(first.end(), std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.end()));
+  }
+  return first;
+}
+
+// The answer's chunks (after any reasoning): its text, or with tool calls expected the content
+// and the calls' deltas (see chunks()).
+std::vector<json> response_writer::answer_chunks(const std::string& text, const std::vector<token_logprob>& lps,
+                                                 const std::optional<std::string>& finish_reason) {
+  if (!tools_) return {chunk(text, lps, finish_reason)};
   chat::tool_events e = tools_->feed(text);
   if (finish_reason) {
     chat::tool_events tail = tools_->finish();
     e.content += tail.content;
     e.calls.insert(e.calls.end(), tail.calls.begin(), tail.calls.end());
   }
-  std::vector<json> out = std::move(first);
+  std::vector<json> out;
   if (!e.content.empty() || !lps.empty() || e.calls.empty()) out.push_back(chunk(e.content, lps, std::nullopt));
   if (!e.calls.empty()) out.push_back(tool_chunk(e.calls));
   if (finish_reason) {
@@ -583,10 +613,18 @@ json response_writer::usage_chunk(const usage& u) const {
 json response_writer::full(const std::string& text, const std::vector<token_logprob>& lps, const std::string& finish_reason,
                            const usage& u) const {
   std::string content = text;
+  std::optional<std::string> reasoning;
+  if (reasoning_) {  // the whole text through copies of the parsers as they started
+    chat::reasoning_stream split = *reasoning_;
+    chat::reasoning_events r = split.feed(text), tail = split.finish();
+    if (split.reasoned()) reasoning = r.reasoning + tail.reasoning;
+    content = r.content + tail.content;
+  }
   std::vector<chat::tool_call> calls;
-  if (tools_) {  // the whole text through a copy of the parser as it started
+  if (tools_) {
     chat::tool_call_stream parse = *tools_;
-    content = parse.feed(text).content;
+    const std::string answer = content;
+    content = parse.feed(answer).content;
     content += parse.finish().content;
     calls = parse.calls();
   }
@@ -595,6 +633,7 @@ json response_writer::full(const std::string& text, const std::vector<token_logp
   json out = {{"id", id_}, {"created", created_}, {"model", model_}};
   if (kind_ == endpoint::chat) {
     choice["message"] = {{"role", "assistant"}, {"content", calls.empty() || !content.empty() ? json(content) : json(nullptr)}};
+    if (reasoning_) choice["message"]["reasoning_content"] = reasoning ? json(*reasoning) : json(nullptr);
     if (!calls.empty()) {
       json tc = json::array();
       for (const auto& c : calls)

@@ -13,6 +13,7 @@
 
 #include "runtime/api/api_error.h"
 #include "runtime/api/tools.h"
+#include "runtime/chat/reasoning.h"
 #include "runtime/chat/tool_calls.h"
 #include "runtime/sampling/sampler.h"
 #include "runtime/sampling/sampling_params.h"
@@ -97,11 +98,17 @@ class response_writer {
   // A chat answer whose tool calls are to be found (in `format`): stream chunks and the full
   // response then carry them apart from the content (parallel = false: the first call only).
   void expect_tool_calls(chat::tool_format format, bool parallel);
+  // A chat answer whose model reasons in `format` (chat/reasoning.h), starting inside the
+  // reasoning when the prompt left it open: stream chunks carry the reasoning as
+  // delta.reasoning_content and the full response as message.reasoning_content (null when the
+  // model did not reason); tool calls are looked for in the answer after it only.
+  void expect_reasoning(const chat::reasoning_format& format, bool starts_inside);
   // The stream chunks for new text (finish_reason set on the last): with tool calls expected,
   // a content chunk (with the tokens' logprobs; also when the text is held back, so that
   // clients see every token's timing), a chunk of tool-call deltas when there are any, and at
   // the end what was held back and a chunk with the finish reason ("tool_calls" for a stop
-  // after calls); without, one chunk().
+  // after calls); without, one chunk(). With reasoning expected, a chunk of its text
+  // (delta.reasoning_content, with the tokens' logprobs) comes first, then the answer's as above.
   std::vector<nlohmann::json> chunks(const std::string& text, const std::vector<token_logprob>& lps,
                                      const std::optional<std::string>& finish_reason);
   // A chat stream's chunk of tool-call deltas: a call's first names it (index, id, type, name,
@@ -141,6 +148,9 @@ class response_writer {
   std::size_t text_so_far_ = 0;  // bytes streamed, for completions' text_offset
   int index_ = 0;
   std::optional<chat::tool_call_stream> tools_;
+  std::optional<chat::reasoning_stream> reasoning_;
+  std::vector<nlohmann::json> answer_chunks(const std::string& text, const std::vector<token_logprob>& lps,
+                                            const std::optional<std::string>& finish_reason);
   std::vector<std::int32_t> prompt_ids_;
   std::string prompt_text_;
   bool echo_ = false, prompt_logprobs_ = false, prompt_sent_ = false;

@@ -111,4 +111,10 @@ sampling::output_constraint parse_output_constraint(const json& body, const std:
   return out[0].c;
 }
 
+void constrain_after_reasoning(sampling::output_constraint& c, const chat::reasoning_format& f, bool starts_inside) {
+  if (c.empty()) return;
+  c.reasoning_start = starts_inside ? std::string() : f.start;
+  c.reasoning_end = f.end;
+}
+
 }  // namespace troupe::api

@@ -14,10 +14,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/chat/reasoning.h"
 #include "runtime/sampling/sampling_params.h"
 
 namespace troupe::api {
 
 sampling::output_constraint parse_output_constraint(const nlohmann::json& body, const std::string& raw);
+
+// A reasoning model's constraint applies to its answer, after the reasoning (chat/reasoning.h):
+// `starts_inside` when the prompt left the reasoning open, else an optional reasoning block may
+// come first. An empty constraint stays empty.
+void constrain_after_reasoning(sampling::output_constraint& c, const chat::reasoning_format& f, bool starts_inside);
 
 }  // namespace troupe::api

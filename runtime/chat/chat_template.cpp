@@ -59,7 +59,8 @@ std::optional<chat_template> chat_template::load(const std::string& model_dir, c
 }
 
 chat_template::chat_template(const std::string& source, std::string bos, std::string eos)
-    : tmpl_(source), bos_(std::move(bos)), eos_(std::move(eos)), tool_format_(infer_tool_format(source)) {}
+    : tmpl_(source), bos_(std::move(bos)), eos_(std::move(eos)), tool_format_(infer_tool_format(source)),
+      reasoning_(infer_reasoning_format(source)) {}
 
 std::string chat_template::render(const nlohmann::json& messages, bool add_generation_prompt,
                                   const nlohmann::json& extra) const {

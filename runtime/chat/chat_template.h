@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/chat/jinja.h"
+#include "runtime/chat/reasoning.h"
 #include "runtime/chat/tool_calls.h"
 
 namespace troupe::chat {
@@ -30,11 +31,14 @@ class chat_template {
   const std::string& eos_token() const { return eos_; }
   // The format the template renders tool calls in (infer_tool_format of its text).
   tool_format tool_calls() const { return tool_format_; }
+  // How the template's model reasons (infer_reasoning_format of its text), if it does.
+  const std::optional<reasoning_format>& reasoning() const { return reasoning_; }
 
  private:
   jinja_template tmpl_;
   std::string bos_, eos_;
   tool_format tool_format_ = tool_format::none;
+  std::optional<reasoning_format> reasoning_;
 };
 
 }  // namespace troupe::chat

@@ -14,6 +14,12 @@ struct output_constraint {
   enum class kind : std::uint8_t { none, json_schema, json_object, regex, choice, grammar, tool_calls };
   kind type = kind::none;
   std::string source;  // the schema's JSON text, the pattern, the choices as a JSON array, or GBNF
+  // A reasoning model's answer comes after its reasoning, which the constraint leaves free: with
+  // reasoning_end set, the output is free text up to the first reasoning_end, up to four bytes
+  // of white space, then what the constraint asks; with reasoning_start set too, that reasoning
+  // block is optional and opens with reasoning_start (after white space). Empty: the constraint
+  // starts at once.
+  std::string reasoning_start, reasoning_end;
   bool empty() const { return type == kind::none; }
   bool operator==(const output_constraint&) const = default;
 };

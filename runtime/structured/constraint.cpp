@@ -83,6 +83,52 @@ std::shared_ptr<const grammar> build(const sampling::output_constraint& c) {
   throw std::logic_error("compile_constraint: unknown kind");
 }
 
+// What tells two constraints' grammars apart.
+std::pair<int, std::string> key_of(const sampling::output_constraint& c) {
+  return {int(c.type), c.reasoning_start + '\0' + c.reasoning_end + '\0' + c.source};
+}
+
+// Any bytes up to and including the first `tag`: a DFA whose state is how much of the tag the
+// text ends with (Knuth-Morris-Pratt), accepting once the whole tag is matched and going nowhere
+// after it.
+byte_dfa up_to_first(const std::string& tag) {
+  const int m = int(tag.size());
+  byte_dfa d;
+  d.next.assign(std::size_t(m + 1) * 256, -1);
+  d.accepting.assign(std::size_t(m + 1), false);
+  d.accepting[std::size_t(m)] = true;
+  for (int s = 0; s < m; ++s)
+    for (int b = 0; b < 256; ++b) {
+      std::string seen = tag.substr(0, std::size_t(s)) + char(b);  // the longest suffix of this that starts the tag
+      int k = std::min(int(seen.size()), m);
+      while (k > 0 && seen.compare(seen.size() - std::size_t(k), std::size_t(k), tag, 0, std::size_t(k)) != 0) --k;
+      d.next[std::size_t(s) * 256 + std::size_t(b)] = k;
+    }
+  return d;
+}
+
+// The constraint's grammar after a reasoning block (sampling_params.h): [ws start] free text up
+// to the first end tag, white space, then the constraint. The white space is bounded (models
+// write "\n\n" there): unbounded, a weak model can spend every token on it.
+std::shared_ptr<const grammar> after_reasoning(const grammar& answer, const sampling::output_constraint& c) {
+  grammar_builder b;
+  const std::int32_t root = b.rule("root"), block = b.fresh("reasoning");
+  std::bitset<256> space;
+  for (unsigned char x : {' ', '\n', '\r', '\t'}) space.set(x);
+  const std::int32_t ws = b.repeat({b.bytes(space)}, 0, 4, "ws");
+  std::vector<grammar::element> open;
+  if (!c.reasoning_start.empty()) {
+    open.push_back(grammar_builder::ref(ws));
+    b.literal(open, c.reasoning_start);
+  }
+  open.push_back(grammar_builder::ref(b.add_dfa(up_to_first(c.reasoning_end), "thought")));
+  b.add(block, open);
+  const std::int32_t rest = b.import(answer, "answer-");
+  b.add(root, {grammar_builder::ref(block), grammar_builder::ref(ws), grammar_builder::ref(rest)});
+  if (!c.reasoning_start.empty()) b.add(root, {grammar_builder::ref(rest)});  // no reasoning at all
+  return b.build(root);
+}
+
 }  // namespace
 
 std::shared_ptr<const grammar> compile_constraint(const sampling::output_constraint& c) {
@@ -90,7 +136,7 @@ std::shared_ptr<const grammar> compile_constraint(const sampling::output_constra
   // same request, and the requests of one application that all send one schema.
   static std::mutex mu;
   static std::list<std::pair<std::pair<int, std::string>, std::shared_ptr<const grammar>>> lru;
-  const std::pair<int, std::string> key{int(c.type), c.source};
+  const std::pair<int, std::string> key = key_of(c);
   {
     std::lock_guard lock(mu);
     for (auto it = lru.begin(); it != lru.end(); ++it)
@@ -100,6 +146,7 @@ std::shared_ptr<const grammar> compile_constraint(const sampling::output_constra
       }
   }
   auto g = build(c);  // outside the lock: a slow compile does not hold up the others
+  if (!c.reasoning_end.empty()) g = after_reasoning(*g, c);
   std::lock_guard lock(mu);
   lru.emplace_front(key, g);
   if (lru.size() > 256) lru.pop_back();
@@ -110,7 +157,7 @@ grammar_cache::grammar_cache(std::shared_ptr<const vocabulary> vocab, std::size_
     : vocab_(std::move(vocab)), fragments_(std::make_shared<fragment_cache>()), max_(max_grammars) {}
 
 grammar_cache::compiled grammar_cache::get(const sampling::output_constraint& c) {
-  const key k{int(c.type), c.source};
+  const key k = key_of(c);
   {
     std::lock_guard lock(mu_);
     auto it = index_.find(k);

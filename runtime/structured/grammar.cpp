@@ -286,6 +286,21 @@ std::int32_t grammar_builder::char_class(std::vector<code_range> ranges, bool ne
   return r;
 }
 
+std::int32_t grammar_builder::import(const grammar& g, const std::string& hint) {
+  std::vector<std::int32_t> ids(g.rules());
+  for (std::size_t r = 0; r < g.rules(); ++r) ids[r] = fresh(hint + g.rule_name(std::int32_t(r)));
+  for (std::size_t r = 0; r < g.rules(); ++r)
+    for (const std::int32_t first : g.alternatives(std::int32_t(r))) {
+      std::vector<element> seq;
+      for (std::size_t i = std::size_t(first); g.elements()[i].k != kind::end; ++i) {
+        const element& e = g.elements()[i];
+        seq.push_back(e.k == kind::bytes ? bytes(g.set(e.arg)) : ref(ids[std::size_t(e.arg)]));
+      }
+      add(ids[r], std::move(seq));
+    }
+  return ids[std::size_t(g.root())];
+}
+
 std::shared_ptr<const grammar> grammar_builder::build(std::int32_t root) {
   const std::size_t nr = g_.alts_.size();
   for (const element& e : g_.elements_)

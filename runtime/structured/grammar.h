@@ -94,6 +94,10 @@ class grammar_builder {
   using code_range = std::pair<std::uint32_t, std::uint32_t>;
   std::int32_t char_class(std::vector<code_range> ranges, bool negated, const std::string& hint);
 
+  // Every rule of a built grammar copied in under fresh names (`hint` before each): its root's id
+  // here. What composes a grammar after another (a reasoning block before a constraint).
+  std::int32_t import(const grammar& g, const std::string& hint);
+
   std::shared_ptr<const grammar> build(std::int32_t root);
 
  private:

@@ -466,6 +466,55 @@ BOOST_AUTO_TEST_CASE(tool_call_responses) {
   BOOST_TEST(chunks.back()["choices"][0]["finish_reason"] == "tool_calls");
 }
 
+// A reasoning model's answer: the reasoning as message.reasoning_content and as
+// delta.reasoning_content chunks, the answer after it as content, tool calls looked for in the
+// answer only (a call inside the reasoning is the reasoning's text).
+BOOST_AUTO_TEST_CASE(reasoning_responses) {
+  const std::string text = "<think>\nMaybe <tool_call>{\"name\": \"no\"}</tool_call>?\n</think>\n\n"
+                           "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>";
+  api::response_writer whole(endpoint::chat, "chatcmpl-r1", "m", 1, nullptr, false);
+  whole.expect_tool_calls(chat::tool_format::hermes, true);
+  whole.expect_reasoning({}, false);
+  const json full = whole.full(text, {}, "stop", {3, 9});
+  const json& message = full["choices"][0]["message"];
+  BOOST_TEST(message["reasoning_content"] == "\nMaybe <tool_call>{\"name\": \"no\"}</tool_call>?\n");
+  BOOST_TEST(message["tool_calls"].size() == 1);
+  BOOST_TEST(message["tool_calls"][0]["function"]["name"] == "f");
+  BOOST_TEST(message["content"].is_null());  // the white space before a call is the call's
+  BOOST_TEST(full["choices"][0]["finish_reason"] == "tool_calls");
+
+  api::response_writer w(endpoint::chat, "chatcmpl-r1", "m", 1, nullptr, false);
+  w.expect_tool_calls(chat::tool_format::hermes, true);
+  w.expect_reasoning({}, false);
+  std::string reasoning, content, name;
+  for (std::size_t i = 0; i <= text.size(); i += 5) {
+    const bool last = i + 5 > text.size();
+    for (const auto& c : w.chunks(text.substr(i, 5), {}, last ? std::optional<std::string>("stop") : std::nullopt)) {
+      const json& d = c["choices"][0]["delta"];
+      BOOST_TEST(!(d.contains("reasoning_content") && d.contains("content")));
+      if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+      if (d.contains("content")) content += d["content"].get<std::string>();
+      if (d.contains("tool_calls") && d["tool_calls"][0].contains("id")) name += d["tool_calls"][0]["function"]["name"].get<std::string>();
+    }
+  }
+  BOOST_TEST(reasoning == message["reasoning_content"].get<std::string>());
+  BOOST_TEST(content.empty());
+  BOOST_TEST(name == "f");
+
+  // A model that did not reason: reasoning_content null, the text all content. One whose prompt
+  // left the reasoning open: all of an answer cut before </think> is reasoning.
+  api::response_writer plain(endpoint::chat, "chatcmpl-r2", "m", 1, nullptr, false);
+  plain.expect_reasoning({}, false);
+  const json p = plain.full("Just 4.", {}, "stop", {3, 2});
+  BOOST_TEST(p["choices"][0]["message"]["reasoning_content"].is_null());
+  BOOST_TEST(p["choices"][0]["message"]["content"] == "Just 4.");
+  api::response_writer open(endpoint::chat, "chatcmpl-r3", "m", 1, nullptr, false);
+  open.expect_reasoning({}, true);
+  const json o = open.full("Hmm, so", {}, "length", {3, 2});
+  BOOST_TEST(o["choices"][0]["message"]["reasoning_content"] == "Hmm, so");
+  BOOST_TEST(o["choices"][0]["message"]["content"] == "");
+}
+
 // echo puts the prompt's text first and, with logprobs, its tokens' (the first null) with
 // offsets running through the prompt into the output; prompt_logprobs lists vLLM's shape.
 BOOST_AUTO_TEST_CASE(echo_and_prompt_logprob_responses) {
