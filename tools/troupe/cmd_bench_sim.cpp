@@ -36,7 +36,7 @@ std::vector<sim::sim_request> workload(int replicas, std::size_t requests, doubl
   return out;
 }
 
-double percentile(std::vector<double> v, double p) {
+double nearest_rank(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   const std::size_t k = std::min(v.size() - 1, std::size_t(p * double(v.size() - 1) + 0.5));
   std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k), v.end());
@@ -80,9 +80,9 @@ int cmd_bench_sim(const args& a) {
                              {"requests_per_s", double(reqs.size()) / wall},
                              {"virtual_s", r.end_s},
                              {"steps", r.steps},
-                             {"ttft_p50_s", percentile(ttft, 0.5)},
-                             {"ttft_p99_s", percentile(ttft, 0.99)},
-                             {"itl_p50_s", percentile(itl, 0.5)}};
+                             {"ttft_p50_s", nearest_rank(ttft, 0.5)},
+                             {"ttft_p99_s", nearest_rank(ttft, 0.99)},
+                             {"itl_p50_s", nearest_rank(itl, 0.5)}};
     rows.push_back(row);
     if (!json_out)
       std::printf("%9d %9zu %9.1f %14.0f %11.0f %8.0fms %8.0fms %8.1fms\n", replicas, reqs.size(), wall, double(reqs.size()) / wall,

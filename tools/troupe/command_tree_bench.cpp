@@ -108,6 +108,15 @@ void declare_bench_rest(command& bench) {
       .option("max-tokens", "N", "tokens per request at most (default 128)")
       .option("rounds", "N", "throughput rounds, each with and without a schema (default 3)")
       .flag("json", "one JSON object on stdout instead of the table");
+  bench.sub("tokenizer", "encode and decode MB/s of a tokenizer on one thread", "--tokenizer FILE --corpus FILE [options]",
+            "Encode (without special tokens) and decode throughput of a tokenizer on one thread, in MB of text per second, "
+            "over a corpus of strings; tools/bench/tokenizers.sh runs it beside the Hugging Face library on the same files.",
+            cmd_bench_tokenizer)
+      .option("tokenizer", "FILE|DIR", "a tokenizer.json, or a model folder or .gguf file (required)")
+      .option("corpus", "FILE", "a JSON array of strings (tests/tokenizer/make_corpus.py writes one), or a text file read "
+                                "line by line (required)")
+      .option("seconds", "S", "time each of encode and decode for at least this long (default 2)")
+      .flag("json", "one JSON object on stdout");
   bench.sub("autoscale", "the autoscaler (or a fixed pool) against a trace, on the sim backend", "[options]",
             "Replays a request trace into a sim topology started in this process, with time compressed, and reports the "
             "replica-hours a pool used, SLO attainment and each change of the pool's size, all in simulated time. The "

@@ -20,6 +20,7 @@ int cmd_bench_serve(const args& a);        // troupe bench serve
 int cmd_bench_kv(const args& a);           // troupe bench kv-transfer
 int cmd_bench_sim(const args& a);          // troupe bench sim
 int cmd_bench_structured(const args& a);   // troupe bench structured
+int cmd_bench_tokenizer(const args& a);    // troupe bench tokenizer
 int cmd_bench_autoscale(const args& a);    // troupe bench autoscale
 int cmd_bench_collectives(const args& a);  // troupe bench collectives
 int cmd_eval_perplexity(const args& a);    // troupe eval perplexity
