@@ -38,8 +38,9 @@ std::string pattern_string(const json& pattern, const std::string& where) {
 }
 
 struct normalizer_step {
-  enum { nfc, prepend, replace } kind;
-  std::string a, b;
+  enum { nfc, nfd, nfkc, nfkd, lowercase, strip, prepend, replace } kind;
+  std::string a, b;        // prepend: a; replace: a by b
+  bool left = false, right = false;  // strip
 };
 
 // How a Split pre-tokenizer treats what its pattern matched (the Hugging Face tokenizers'
@@ -99,14 +100,21 @@ struct tokenizer::impl {
     std::string type = n.value("type", "");
     if (type == "Sequence") {
       for (auto& s : n.at("normalizers")) parse_normalizer(s);
-    } else if (type == "NFC") {
-      normalizers.push_back({normalizer_step::nfc, "", ""});
+    } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD" || type == "Lowercase") {
+      const auto kind = type == "NFC"    ? normalizer_step::nfc
+                        : type == "NFD"  ? normalizer_step::nfd
+                        : type == "NFKC" ? normalizer_step::nfkc
+                        : type == "NFKD" ? normalizer_step::nfkd
+                                         : normalizer_step::lowercase;
+      normalizers.push_back({kind, "", ""});
+    } else if (type == "Strip") {
+      normalizers.push_back({normalizer_step::strip, "", "", n.value("strip_left", true), n.value("strip_right", true)});
     } else if (type == "Prepend") {
       normalizers.push_back({normalizer_step::prepend, n.at("prepend").get<std::string>(), ""});
     } else if (type == "Replace") {
       normalizers.push_back({normalizer_step::replace, pattern_string(n.at("pattern"), source + ": normalizer Replace"), n.at("content").get<std::string>()});
     } else {
-      fail("normalizer '" + type + "' is not supported (NFC, Prepend, Replace, Sequence)");
+      fail("normalizer '" + type + "' is not supported (NFC, NFD, NFKC, NFKD, Lowercase, Strip, Prepend, Replace, Sequence)");
     }
   }
 
@@ -246,6 +254,19 @@ struct tokenizer::impl {
     for (auto& n : normalizers) {
       if (n.kind == normalizer_step::nfc) {
         s = nfc(s);
+      } else if (n.kind == normalizer_step::nfd) {
+        s = nfd(s);
+      } else if (n.kind == normalizer_step::nfkc) {
+        s = nfkc(s);
+      } else if (n.kind == normalizer_step::nfkd) {
+        s = nfkd(s);
+      } else if (n.kind == normalizer_step::lowercase) {
+        s = lowercase(s);
+      } else if (n.kind == normalizer_step::strip) {
+        std::size_t b = 0, e = s.size();
+        while (n.left && b < e && is_space(s[b])) ++b;
+        while (n.right && e > b && is_space(s[e - 1])) --e;
+        s = s.substr(b, e - b);
       } else if (n.kind == normalizer_step::prepend) {
         if (!s.empty()) s = utf8_decode(n.a) + s;
       } else {

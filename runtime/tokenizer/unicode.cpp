@@ -209,12 +209,24 @@ std::uint32_t category_mask(std::u32string_view name) {
 
 bool is_space(char32_t cp) { return in_ranges(space_ranges, cp); }
 
-std::u32string nfc(std::u32string_view s) {
-  // Fast path: ASCII is always in NFC.
-  if (std::all_of(s.begin(), s.end(), [](char32_t c) { return c < 0x80; })) return std::u32string(s);
+namespace {
+
+// A character's mapping in one of the generated flat tables, appended to `out`; false if it has none.
+template <std::size_t N>
+bool mapped(const std::uint32_t (&index)[N][3], const std::uint32_t* flat, char32_t cp, std::u32string& out) {
+  auto it = std::lower_bound(std::begin(index), std::end(index), std::uint32_t(cp),
+                             [](const std::uint32_t(&r)[3], std::uint32_t v) { return r[0] < v; });
+  if (it == std::end(index) || (*it)[0] != cp) return false;
+  for (std::uint32_t i = 0; i < (*it)[2]; ++i) out.push_back(flat[(*it)[1] + i]);
+  return true;
+}
+
+// Decomposed (compatibility mappings too with `compat`) and canonically ordered.
+std::u32string decomposed(std::u32string_view s, bool compat) {
   std::u32string d;
   d.reserve(s.size());
-  for (char32_t c : s) decompose(c, d);
+  for (char32_t c : s)
+    if (!compat || !mapped(kdecomp_index, kdecomp_flat, c, d)) decompose(c, d);
   // Canonical ordering: stable-sort each run of non-starters by combining class.
   for (std::size_t i = 0; i < d.size();) {
     if (combining_class(d[i]) == 0) {
@@ -227,6 +239,11 @@ std::u32string nfc(std::u32string_view s) {
                      [](char32_t a, char32_t b) { return combining_class(a) < combining_class(b); });
     i = j;
   }
+  return d;
+}
+
+// Canonical composition of a decomposed, ordered string.
+std::u32string composed(std::u32string d) {
   if (d.empty()) return d;
   std::u32string out;
   out.reserve(d.size());
@@ -245,6 +262,26 @@ std::u32string nfc(std::u32string_view s) {
     last_class = cls;
     out.push_back(ch);
   }
+  return out;
+}
+
+bool ascii(std::u32string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char32_t c) { return c < 0x80; });
+}
+
+}  // namespace
+
+// ASCII is the same in every normalization form.
+std::u32string nfc(std::u32string_view s) { return ascii(s) ? std::u32string(s) : composed(decomposed(s, false)); }
+std::u32string nfd(std::u32string_view s) { return ascii(s) ? std::u32string(s) : decomposed(s, false); }
+std::u32string nfkc(std::u32string_view s) { return ascii(s) ? std::u32string(s) : composed(decomposed(s, true)); }
+std::u32string nfkd(std::u32string_view s) { return ascii(s) ? std::u32string(s) : decomposed(s, true); }
+
+std::u32string lowercase(std::u32string_view s) {
+  std::u32string out;
+  out.reserve(s.size());
+  for (char32_t c : s)
+    if (!mapped(lower_index, lower_flat, c, out)) out.push_back(c);
   return out;
 }
 

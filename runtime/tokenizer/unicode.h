@@ -34,7 +34,13 @@ std::uint32_t category_mask(std::u32string_view name);
 
 bool is_space(char32_t cp);   // White_Space property (Oniguruma's Unicode \s)
 
-// Unicode Normalization Form C.
+// Unicode Normalization Forms C, D, KC and KD.
 std::u32string nfc(std::u32string_view s);
+std::u32string nfd(std::u32string_view s);
+std::u32string nfkc(std::u32string_view s);
+std::u32string nfkd(std::u32string_view s);
+// Each character's full lowercase mapping (U+0130 becomes two), without context (no word-final
+// sigma), as Rust's char::to_lowercase and so the Lowercase normalizer give it.
+std::u32string lowercase(std::u32string_view s);
 
 }  // namespace troupe::tokenizer
