@@ -17,6 +17,7 @@
 #include "runtime/tokenizer/byte_level.h"
 #include "runtime/tokenizer/regex.h"
 #include "runtime/tokenizer/unicode.h"
+#include "runtime/tokenizer/wordpiece.h"
 
 namespace troupe::tokenizer {
 
@@ -38,9 +39,10 @@ std::string pattern_string(const json& pattern, const std::string& where) {
 }
 
 struct normalizer_step {
-  enum { nfc, nfd, nfkc, nfkd, lowercase, strip, prepend, replace } kind;
+  enum { nfc, nfd, nfkc, nfkd, lowercase, strip, prepend, replace, bert } kind;
   std::string a, b;        // prepend: a; replace: a by b
   bool left = false, right = false;  // strip
+  bert_normalizer_options bert_options = {};
 };
 
 // How a Split pre-tokenizer treats what its pattern matched (the Hugging Face tokenizers'
@@ -48,7 +50,7 @@ struct normalizer_step {
 enum class split_behavior { removed, isolated, merged_with_previous, merged_with_next, contiguous };
 
 struct pretokenizer_step {
-  enum { split, byte_level, metaspace } kind;
+  enum { split, byte_level, metaspace, bert, whitespace, whitespace_split } kind;
   std::shared_ptr<regex> re;  // split, or byte_level with use_regex
   std::u32string literal;     // split on a String pattern (re null)
   split_behavior behavior = split_behavior::isolated;
@@ -60,10 +62,10 @@ struct pretokenizer_step {
 };
 
 struct decoder_step {
-  enum { byte_level, replace, byte_fallback, fuse, strip, metaspace } kind;
+  enum { byte_level, replace, byte_fallback, fuse, strip, metaspace, wordpiece } kind;
   std::string a, b;
   int start = 0, stop = 0;
-  bool prepend = false;
+  bool prepend = false;  // metaspace; wordpiece: its clean-up
 };
 
 struct added_token {
@@ -86,6 +88,7 @@ struct tokenizer::impl {
   bool byte_fallback = false, fuse_unk = false, ignore_merges = false;
   bool clean_up_spaces = false;  // tokenizer_config.json's clean_up_tokenization_spaces (detokenize)
   std::optional<std::int32_t> unk_id;
+  std::optional<wordpiece_model> wordpiece;  // the model, when it is WordPiece rather than BPE
   std::vector<added_token> added;
   std::unordered_map<std::int32_t, std::size_t> added_by_id;
   std::unordered_set<std::int32_t> special_ids;
@@ -109,12 +112,20 @@ struct tokenizer::impl {
       normalizers.push_back({kind, "", ""});
     } else if (type == "Strip") {
       normalizers.push_back({normalizer_step::strip, "", "", n.value("strip_left", true), n.value("strip_right", true)});
+    } else if (type == "BertNormalizer") {
+      normalizer_step b{normalizer_step::bert};
+      b.bert_options.clean_text = n.value("clean_text", true);
+      b.bert_options.handle_chinese_chars = n.value("handle_chinese_chars", true);
+      b.bert_options.lowercase = n.value("lowercase", true);
+      const json& sa = n.contains("strip_accents") ? n["strip_accents"] : json();
+      b.bert_options.strip_accents = sa.is_boolean() ? sa.get<bool>() : b.bert_options.lowercase;  // null: as lowercase
+      normalizers.push_back(b);
     } else if (type == "Prepend") {
       normalizers.push_back({normalizer_step::prepend, n.at("prepend").get<std::string>(), ""});
     } else if (type == "Replace") {
       normalizers.push_back({normalizer_step::replace, pattern_string(n.at("pattern"), source + ": normalizer Replace"), n.at("content").get<std::string>()});
     } else {
-      fail("normalizer '" + type + "' is not supported (NFC, NFD, NFKC, NFKD, Lowercase, Strip, Prepend, Replace, Sequence)");
+      fail("normalizer '" + type + "' is not supported (NFC, NFD, NFKC, NFKD, Lowercase, Strip, BertNormalizer, Prepend, Replace, Sequence)");
     }
   }
 
@@ -151,8 +162,12 @@ struct tokenizer::impl {
       s.replacement = p.value("replacement", "\xe2\x96\x81");
       s.prepend_scheme = p.value("prepend_scheme", p.value("add_prefix_space", true) ? "always" : "never");
       s.split_on_replacement = p.value("split", true);
+    } else if (type == "BertPreTokenizer") {
+      s.kind = pretokenizer_step::bert;
+    } else if (type == "Whitespace" || type == "WhitespaceSplit") {
+      s.kind = type == "Whitespace" ? pretokenizer_step::whitespace : pretokenizer_step::whitespace_split;
     } else {
-      fail("pre-tokenizer '" + type + "' is not supported (Split, ByteLevel, Metaspace, Sequence)");
+      fail("pre-tokenizer '" + type + "' is not supported (Split, ByteLevel, Metaspace, BertPreTokenizer, Whitespace, WhitespaceSplit, Sequence)");
     }
     pretokenizers.push_back(std::move(s));
   }
@@ -180,8 +195,12 @@ struct tokenizer::impl {
       std::string scheme = d.value("prepend_scheme", d.value("add_prefix_space", true) ? "always" : "never");
       s.prepend = scheme != "never";
       decoders.push_back(s);
+    } else if (type == "WordPiece") {
+      decoder_step s{decoder_step::wordpiece, d.value("prefix", "##")};
+      s.prepend = d.value("cleanup", true);
+      decoders.push_back(s);
     } else {
-      fail("decoder '" + type + "' is not supported (ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence)");
+      fail("decoder '" + type + "' is not supported (ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, WordPiece, Sequence)");
     }
   }
 
@@ -201,13 +220,35 @@ struct tokenizer::impl {
         const json& st = p.at("special_tokens").at(name);
         for (auto& id : st.at("ids")) (seen_a ? suffix_ids : prefix_ids).push_back(id.get<std::int32_t>());
       }
+    } else if (type == "BertProcessing") {  // [CLS] text [SEP]: each given as [text, id]
+      prefix_ids.push_back(p.at("cls").at(1).get<std::int32_t>());
+      suffix_ids.push_back(p.at("sep").at(1).get<std::int32_t>());
     } else if (type != "ByteLevel") {
-      fail("post-processor '" + type + "' is not supported (TemplateProcessing, ByteLevel, Sequence)");
+      fail("post-processor '" + type + "' is not supported (TemplateProcessing, BertProcessing, ByteLevel, Sequence)");
     }
   }
 
+  // WordPiece: a vocabulary and the greedy longest match (wordpiece.h); no merges.
+  void parse_wordpiece(const json& m) {
+    for (auto& [tok, id] : m.at("vocab").items()) add_token(tok, id.get<std::int32_t>());
+    wordpiece_model w;
+    w.prefix = m.value("continuing_subword_prefix", "##");
+    w.max_chars = m.value("max_input_chars_per_word", std::size_t(100));
+    const std::string unk = m.value("unk_token", "[UNK]");
+    auto it = vocab.find(unk);
+    if (it == vocab.end()) fail("WordPiece unk_token '" + unk + "' is not in the vocabulary");
+    w.unk = it->second;
+    w.find = [this](const std::string& piece) -> std::optional<std::int32_t> {
+      auto f = vocab.find(piece);
+      if (f == vocab.end()) return std::nullopt;
+      return f->second;
+    };
+    wordpiece = std::move(w);
+  }
+
   void parse_model(const json& m) {
-    if (m.value("type", "BPE") != "BPE") fail("model type '" + m.value("type", "") + "' is not supported (BPE)");
+    if (m.value("type", "BPE") == "WordPiece") return parse_wordpiece(m);
+    if (m.value("type", "BPE") != "BPE") fail("model type '" + m.value("type", "") + "' is not supported (BPE, WordPiece)");
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
       if (m.contains(key) && m[key].is_string() && !m[key].get<std::string>().empty())
         fail(std::string("BPE ") + key + " is not supported");
@@ -262,6 +303,8 @@ struct tokenizer::impl {
         s = nfkd(s);
       } else if (n.kind == normalizer_step::lowercase) {
         s = lowercase(s);
+      } else if (n.kind == normalizer_step::bert) {
+        s = bert_normalize(s, n.bert_options);
       } else if (n.kind == normalizer_step::strip) {
         std::size_t b = 0, e = s.size();
         while (n.left && b < e && is_space(s[b])) ++b;
@@ -286,6 +329,10 @@ struct tokenizer::impl {
       for (auto& piece : pieces) {
         if (step.kind == pretokenizer_step::split) {
           split(step, piece, next);
+        } else if (step.kind == pretokenizer_step::bert) {
+          bert_pretokenize(piece, next);
+        } else if (step.kind == pretokenizer_step::whitespace || step.kind == pretokenizer_step::whitespace_split) {
+          whitespace_pretokenize(piece, step.kind == pretokenizer_step::whitespace_split, next);
         } else if (step.kind == pretokenizer_step::byte_level) {
           std::u32string p = piece;
           if (step.add_prefix_space && (p.empty() || p[0] != U' ')) p.insert(p.begin(), U' ');
@@ -454,8 +501,11 @@ struct tokenizer::impl {
 
   void encode_segment(std::string_view text, std::vector<std::int32_t>& out) const {
     if (text.empty()) return;
-    for (auto& word : pretokenize(normalize(utf8_decode(text))))
-      if (!word.empty()) bpe_word(word, out);
+    for (auto& word : pretokenize(normalize(utf8_decode(text)))) {
+      if (word.empty()) continue;
+      if (wordpiece) wordpiece->encode_word(word, out);
+      else bpe_word(word, out);
+    }
   }
 
   // The added token starting at `pos`, longest first; -1 if none.
@@ -607,6 +657,9 @@ std::string tokenizer::decode_bytes(const std::vector<std::int32_t>& ids, bool s
           for (int k = 0; k < d.stop && s.size() >= d.a.size() && s.compare(s.size() - d.a.size(), d.a.size(), d.a) == 0; ++k)
             s.erase(s.size() - d.a.size());
         }
+        break;
+      case decoder_step::wordpiece:
+        for (std::size_t i = 0; i < t.size(); ++i) t[i] = wordpiece_decode_token(i, std::move(t[i]), d.a, d.prepend);
         break;
       case decoder_step::metaspace:
         for (std::size_t i = 0; i < t.size(); ++i) {
