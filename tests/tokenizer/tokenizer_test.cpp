@@ -124,15 +124,23 @@ BOOST_AUTO_TEST_CASE(synthesized_vocabulary_has_the_requested_size_and_specials)
 }
 
 BOOST_AUTO_TEST_CASE(unsupported_components_are_named) {
-  const std::string wordpiece = R"({"model": {"type": "WordPiece", "vocab": {}}})";
-  BOOST_CHECK_EXCEPTION(tokenizer::from_json(wordpiece, "x/tokenizer.json"), troupe::input_error,
+  const std::string unigram = R"({"model": {"type": "Unigram", "vocab": []}})";
+  BOOST_CHECK_EXCEPTION(tokenizer::from_json(unigram, "x/tokenizer.json"), troupe::input_error,
                         [](const troupe::input_error& e) {
                           std::string w = e.what();
-                          return w.find("x/tokenizer.json") != std::string::npos && w.find("WordPiece") != std::string::npos;
+                          return w.find("x/tokenizer.json") != std::string::npos && w.find("Unigram") != std::string::npos;
                         });
-  const std::string bad_norm = R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "normalizer": {"type": "NFKD"}})";
+  const std::string no_unk = R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})";
+  BOOST_CHECK_EXCEPTION(tokenizer::from_json(no_unk, "t.json"), troupe::input_error, [](const troupe::input_error& e) {
+    return std::string(e.what()).find("[UNK]") != std::string::npos;
+  });
+  const std::string bad_norm = R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "normalizer": {"type": "Precompiled"}})";
   BOOST_CHECK_EXCEPTION(tokenizer::from_json(bad_norm, "t.json"), troupe::input_error, [](const troupe::input_error& e) {
-    return std::string(e.what()).find("NFKD") != std::string::npos;
+    return std::string(e.what()).find("Precompiled") != std::string::npos;
+  });
+  const std::string bad_pre = R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "Digits"}})";
+  BOOST_CHECK_EXCEPTION(tokenizer::from_json(bad_pre, "t.json"), troupe::input_error, [](const troupe::input_error& e) {
+    return std::string(e.what()).find("Digits") != std::string::npos;
   });
   BOOST_CHECK_THROW(tokenizer::from_json("{not json", "t.json"), troupe::input_error);
 }
