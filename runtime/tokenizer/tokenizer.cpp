@@ -16,6 +16,7 @@
 #include "runtime/tokenizer/bpe_merges.h"
 #include "runtime/tokenizer/byte_level.h"
 #include "runtime/tokenizer/regex.h"
+#include "runtime/tokenizer/text_steps.h"
 #include "runtime/tokenizer/unicode.h"
 #include "runtime/tokenizer/wordpiece.h"
 
@@ -27,23 +28,6 @@ namespace {
 
 const char* const gpt2_pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
-void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  if (from.empty()) return;
-  for (std::size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
-}
-
-std::string pattern_string(const json& pattern, const std::string& where) {
-  if (pattern.contains("String")) return pattern["String"].get<std::string>();
-  throw input_error(where + ": only String patterns are supported here");
-}
-
-struct normalizer_step {
-  enum { nfc, nfd, nfkc, nfkd, lowercase, strip, prepend, replace, bert } kind;
-  std::string a, b;        // prepend: a; replace: a by b
-  bool left = false, right = false;  // strip
-  bert_normalizer_options bert_options = {};
-};
 
 // How a Split pre-tokenizer treats what its pattern matched (the Hugging Face tokenizers'
 // SplitDelimiterBehavior).
@@ -59,13 +43,6 @@ struct pretokenizer_step {
   std::string replacement;    // metaspace
   std::string prepend_scheme = "always";
   bool split_on_replacement = true;
-};
-
-struct decoder_step {
-  enum { byte_level, replace, byte_fallback, fuse, strip, metaspace, wordpiece } kind;
-  std::string a, b;
-  int start = 0, stop = 0;
-  bool prepend = false;  // metaspace; wordpiece: its clean-up
 };
 
 struct added_token {
@@ -97,37 +74,6 @@ struct tokenizer::impl {
   mutable std::unordered_map<std::string, std::vector<std::int32_t>> word_cache;
 
   [[noreturn]] void fail(const std::string& what) const { throw input_error(source + ": " + what); }
-
-  void parse_normalizer(const json& n) {
-    if (n.is_null()) return;
-    std::string type = n.value("type", "");
-    if (type == "Sequence") {
-      for (auto& s : n.at("normalizers")) parse_normalizer(s);
-    } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD" || type == "Lowercase") {
-      const auto kind = type == "NFC"    ? normalizer_step::nfc
-                        : type == "NFD"  ? normalizer_step::nfd
-                        : type == "NFKC" ? normalizer_step::nfkc
-                        : type == "NFKD" ? normalizer_step::nfkd
-                                         : normalizer_step::lowercase;
-      normalizers.push_back({kind, "", ""});
-    } else if (type == "Strip") {
-      normalizers.push_back({normalizer_step::strip, "", "", n.value("strip_left", true), n.value("strip_right", true)});
-    } else if (type == "BertNormalizer") {
-      normalizer_step b{normalizer_step::bert};
-      b.bert_options.clean_text = n.value("clean_text", true);
-      b.bert_options.handle_chinese_chars = n.value("handle_chinese_chars", true);
-      b.bert_options.lowercase = n.value("lowercase", true);
-      const json& sa = n.contains("strip_accents") ? n["strip_accents"] : json();
-      b.bert_options.strip_accents = sa.is_boolean() ? sa.get<bool>() : b.bert_options.lowercase;  // null: as lowercase
-      normalizers.push_back(b);
-    } else if (type == "Prepend") {
-      normalizers.push_back({normalizer_step::prepend, n.at("prepend").get<std::string>(), ""});
-    } else if (type == "Replace") {
-      normalizers.push_back({normalizer_step::replace, pattern_string(n.at("pattern"), source + ": normalizer Replace"), n.at("content").get<std::string>()});
-    } else {
-      fail("normalizer '" + type + "' is not supported (NFC, NFD, NFKC, NFKD, Lowercase, Strip, BertNormalizer, Prepend, Replace, Sequence)");
-    }
-  }
 
   void parse_pretokenizer(const json& p) {
     if (p.is_null()) return;
@@ -170,38 +116,6 @@ struct tokenizer::impl {
       fail("pre-tokenizer '" + type + "' is not supported (Split, ByteLevel, Metaspace, BertPreTokenizer, Whitespace, WhitespaceSplit, Sequence)");
     }
     pretokenizers.push_back(std::move(s));
-  }
-
-  void parse_decoder(const json& d) {
-    if (d.is_null()) return;
-    std::string type = d.value("type", "");
-    if (type == "Sequence") {
-      for (auto& x : d.at("decoders")) parse_decoder(x);
-    } else if (type == "ByteLevel") {
-      decoders.push_back({decoder_step::byte_level});
-    } else if (type == "Replace") {
-      decoders.push_back({decoder_step::replace, pattern_string(d.at("pattern"), source + ": decoder Replace"), d.at("content").get<std::string>()});
-    } else if (type == "ByteFallback") {
-      decoders.push_back({decoder_step::byte_fallback});
-    } else if (type == "Fuse") {
-      decoders.push_back({decoder_step::fuse});
-    } else if (type == "Strip") {
-      decoder_step s{decoder_step::strip, d.value("content", " ")};
-      s.start = d.value("start", 0);
-      s.stop = d.value("stop", 0);
-      decoders.push_back(s);
-    } else if (type == "Metaspace") {
-      decoder_step s{decoder_step::metaspace, d.value("replacement", "\xe2\x96\x81")};
-      std::string scheme = d.value("prepend_scheme", d.value("add_prefix_space", true) ? "always" : "never");
-      s.prepend = scheme != "never";
-      decoders.push_back(s);
-    } else if (type == "WordPiece") {
-      decoder_step s{decoder_step::wordpiece, d.value("prefix", "##")};
-      s.prepend = d.value("cleanup", true);
-      decoders.push_back(s);
-    } else {
-      fail("decoder '" + type + "' is not supported (ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, WordPiece, Sequence)");
-    }
   }
 
   void parse_post_processor(const json& p) {
@@ -289,36 +203,6 @@ struct tokenizer::impl {
     vocab[tok] = id;
     if (std::size_t(id) >= id_to_token.size()) id_to_token.resize(std::size_t(id) + 1);
     id_to_token[std::size_t(id)] = tok;
-  }
-
-  std::u32string normalize(std::u32string s) const {
-    for (auto& n : normalizers) {
-      if (n.kind == normalizer_step::nfc) {
-        s = nfc(s);
-      } else if (n.kind == normalizer_step::nfd) {
-        s = nfd(s);
-      } else if (n.kind == normalizer_step::nfkc) {
-        s = nfkc(s);
-      } else if (n.kind == normalizer_step::nfkd) {
-        s = nfkd(s);
-      } else if (n.kind == normalizer_step::lowercase) {
-        s = lowercase(s);
-      } else if (n.kind == normalizer_step::bert) {
-        s = bert_normalize(s, n.bert_options);
-      } else if (n.kind == normalizer_step::strip) {
-        std::size_t b = 0, e = s.size();
-        while (n.left && b < e && is_space(s[b])) ++b;
-        while (n.right && e > b && is_space(s[e - 1])) --e;
-        s = s.substr(b, e - b);
-      } else if (n.kind == normalizer_step::prepend) {
-        if (!s.empty()) s = utf8_decode(n.a) + s;
-      } else {
-        std::string u = utf8_encode(s);
-        replace_all(u, n.a, n.b);
-        s = utf8_decode(u);
-      }
-    }
-    return s;
   }
 
   // Splits one normalized segment into words for the BPE model.
@@ -501,7 +385,7 @@ struct tokenizer::impl {
 
   void encode_segment(std::string_view text, std::vector<std::int32_t>& out) const {
     if (text.empty()) return;
-    for (auto& word : pretokenize(normalize(utf8_decode(text)))) {
+    for (auto& word : pretokenize(normalize(normalizers, utf8_decode(text)))) {
       if (word.empty()) continue;
       if (wordpiece) wordpiece->encode_word(word, out);
       else bpe_word(word, out);
@@ -572,9 +456,9 @@ std::unique_ptr<tokenizer> tokenizer::from_json(const std::string& text, const s
   const json j = parse_json(text, source);
   try {
     p->parse_model(j.at("model"));
-    p->parse_normalizer(j.value("normalizer", json()));
+    parse_normalizer(j.value("normalizer", json()), p->source, p->normalizers);
     p->parse_pretokenizer(j.value("pre_tokenizer", json()));
-    p->parse_decoder(j.value("decoder", json()));
+    parse_decoder(j.value("decoder", json()), p->source, p->decoders);
     p->parse_post_processor(j.value("post_processor", json()));
     for (auto& a : j.value("added_tokens", json::array())) {
       added_token t{a.at("content").get<std::string>(), a.at("id").get<std::int32_t>(), a.value("special", false),
@@ -630,48 +514,7 @@ std::string tokenizer::decode_bytes(const std::vector<std::int32_t>& ids, bool s
     t.push_back(p_->id_to_token[std::size_t(id)]);
     added.push_back(p_->added_by_id.count(id) != 0);
   }
-  for (auto& d : p_->decoders) {
-    switch (d.kind) {
-      case decoder_step::byte_level:
-        for (std::size_t i = 0; i < t.size(); ++i)
-          if (!added[i]) t[i] = symbols_to_bytes(t[i]);
-        break;
-      case decoder_step::replace:
-        for (auto& s : t) replace_all(s, d.a, d.b);
-        break;
-      case decoder_step::byte_fallback:
-        for (auto& s : t)
-          if (s.size() == 6 && s.compare(0, 3, "<0x") == 0 && s[5] == '>')
-            s = std::string(1, char(std::stoi(s.substr(3, 2), nullptr, 16)));
-        break;
-      case decoder_step::fuse: {
-        std::string all;
-        for (auto& s : t) all += s;
-        t = {all};
-        added = {false};
-        break;
-      }
-      case decoder_step::strip:  // each token: up to `start` leading and `stop` trailing copies
-        for (auto& s : t) {
-          for (int k = 0; k < d.start && s.compare(0, d.a.size(), d.a) == 0; ++k) s.erase(0, d.a.size());
-          for (int k = 0; k < d.stop && s.size() >= d.a.size() && s.compare(s.size() - d.a.size(), d.a.size(), d.a) == 0; ++k)
-            s.erase(s.size() - d.a.size());
-        }
-        break;
-      case decoder_step::wordpiece:
-        for (std::size_t i = 0; i < t.size(); ++i) t[i] = wordpiece_decode_token(i, std::move(t[i]), d.a, d.prepend);
-        break;
-      case decoder_step::metaspace:
-        for (std::size_t i = 0; i < t.size(); ++i) {
-          replace_all(t[i], d.a, " ");
-          if (d.prepend && i == 0 && !t[i].empty() && t[i][0] == ' ') t[i].erase(0, 1);
-        }
-        break;
-    }
-  }
-  std::string out;
-  for (auto& s : t) out += s;
-  return out;
+  return run_decoders(p_->decoders, std::move(t), std::move(added));
 }
 
 std::string tokenizer::decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens) const {
@@ -680,10 +523,7 @@ std::string tokenizer::decode(const std::vector<std::int32_t>& ids, bool skip_sp
 
 std::string tokenizer::detokenize(const std::vector<std::int32_t>& ids, bool skip_special_tokens) const {
   std::string s = decode(ids, skip_special_tokens);
-  if (!p_->clean_up_spaces) return s;
-  for (const auto& [from, to] : {std::pair<const char*, const char*>{" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
-                                 {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}})
-    replace_all(s, from, to);
+  if (p_->clean_up_spaces) clean_up_tokenization(s, false);
   return s;
 }
 

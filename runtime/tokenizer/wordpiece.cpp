@@ -119,26 +119,4 @@ void wordpiece_model::encode_word(const std::u32string& word, std::vector<std::i
   out.insert(out.end(), pieces.begin(), pieces.end());
 }
 
-namespace {
-
-void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  for (std::size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
-}
-
-}  // namespace
-
-std::string wordpiece_decode_token(std::size_t index, std::string token, const std::string& prefix, bool cleanup) {
-  if (index != 0) {
-    if (!prefix.empty() && token.compare(0, prefix.size(), prefix) == 0) token.erase(0, prefix.size());
-    else token.insert(0, " ");
-  }
-  if (cleanup) {
-    static const std::pair<const char*, const char*> rules[] = {
-        {" .", "."},     {" ?", "?"},     {" !", "!"},     {" ,", ","},   {" ' ", "'"},   {" n't", "n't"},
-        {" 'm", "'m"},   {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
-    for (const auto& [from, to] : rules) replace_all(token, from, to);
-  }
-  return token;
-}
-
 }  // namespace troupe::tokenizer

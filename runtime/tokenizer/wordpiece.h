@@ -1,6 +1,6 @@
 // The pieces of BERT-style tokenizers (the embedding models served on /v1/embeddings), by the
 // Hugging Face tokenizers library's semantics: the BertNormalizer, the BertPreTokenizer and the
-// Whitespace pre-tokenizers, the WordPiece model and its decoder. Written here because the
+// Whitespace pre-tokenizers and the WordPiece model (its decoder is in text_steps.h). Written here because the
 // tokenizer (tokenizer.h) is ours; these are its BERT parts, kept apart from the BPE ones.
 #pragma once
 #include <cstdint>
@@ -37,10 +37,5 @@ struct wordpiece_model {
   std::int32_t unk = 0;
   void encode_word(const std::u32string& word, std::vector<std::int32_t>& out) const;
 };
-
-// The WordPiece decoder's text for the token at `index` of those decoded: a space before it
-// unless it is the first or continues a word (its prefix removed), then with `cleanup` the
-// spaces before punctuation and contractions taken out as the library's clean-up does.
-std::string wordpiece_decode_token(std::size_t index, std::string token, const std::string& prefix, bool cleanup);
 
 }  // namespace troupe::tokenizer

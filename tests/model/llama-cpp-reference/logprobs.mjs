@@ -11,23 +11,12 @@
 // Prints {"positions": P, "fewest": F} when done: F, the fewest tokens any distribution gave
 // (V when every one was whole). Exits 3 if the model does not load (llama.cpp
 // refused it; its log says why on stderr).
-import {getLlama} from "node-llama-cpp";
 import fs from "node:fs";
+import {args, loadModel} from "./load.mjs";
 
-const [modelPath, requestPath, outPath] = process.argv.slice(2);
-if (!outPath) {
-  console.error("usage: node logprobs.mjs MODEL.gguf REQUEST.json OUT.bin");
-  process.exit(2);
-}
+const [modelPath, requestPath, outPath] = args(3, "usage: node logprobs.mjs MODEL.gguf REQUEST.json OUT.bin");
 const request = JSON.parse(fs.readFileSync(requestPath, "utf8"));
-const llama = await getLlama({gpu: false, build: "never", logLevel: "error", progressLogs: false});
-let model;
-try {
-  model = await llama.loadModel({modelPath, useMmap: true});
-} catch (e) {
-  console.error(String(e));
-  process.exit(3);
-}
+const model = await loadModel(modelPath, {useMmap: true});
 const vocab = request.vocab, every = request.every ?? 1;
 // F32 keys and values and no flash attention: llama.cpp rounds nothing Troupe keeps in float.
 const context = await model.createContext({contextSize: request.context, batchSize: 512, sequences: 1, threads: 2,

@@ -5,22 +5,11 @@
 // usage: node tokenize.mjs MODEL.gguf TEXTS.json OUT.json
 //   TEXTS.json: a list of strings; OUT.json: a list of id lists, one per text.
 // Exits 3 if the vocabulary does not load (llama.cpp refused it; its log says why on stderr).
-import {getLlama} from "node-llama-cpp";
 import fs from "node:fs";
+import {args, loadModel} from "./load.mjs";
 
-const [modelPath, textsPath, outPath] = process.argv.slice(2);
-if (!outPath) {
-  console.error("usage: node tokenize.mjs MODEL.gguf TEXTS.json OUT.json");
-  process.exit(2);
-}
+const [modelPath, textsPath, outPath] = args(3, "usage: node tokenize.mjs MODEL.gguf TEXTS.json OUT.json");
 const texts = JSON.parse(fs.readFileSync(textsPath, "utf8"));
-const llama = await getLlama({gpu: false, build: "never", logLevel: "error", progressLogs: false});
-let model;
-try {
-  model = await llama.loadModel({modelPath, vocabOnly: true});
-} catch (e) {
-  console.error(String(e));
-  process.exit(3);
-}
+const model = await loadModel(modelPath, {vocabOnly: true});
 fs.writeFileSync(outPath, JSON.stringify(texts.map((t) => Array.from(model.tokenize(t, true), Number))));
 await model.dispose();
