@@ -548,12 +548,12 @@ std::vector<json> response_writer::chunks(const std::string& text, const std::ve
     r.reasoning += tail.reasoning;
     r.content += tail.content;
   }
-  std::vector<token_logprob> answer_lps = lps;
+  static const std::vector<token_logprob> none;
+  const std::vector<token_logprob>& answer_lps = r.reasoning.empty() ? lps : none;  // else they went with the reasoning
   if (!r.reasoning.empty()) {  // the tokens' logprobs go with the first chunk of their text
     json c = chunk("", lps, std::nullopt);
     c["choices"][0]["delta"] = {{"reasoning_content", r.reasoning}};
     first.push_back(std::move(c));
-    answer_lps.clear();
   }
   if (!r.content.empty() || finish_reason || (r.reasoning.empty() && !answer_lps.empty())) {
     auto rest = answer_chunks(r.content, answer_lps, finish_reason);
