@@ -141,6 +141,7 @@ value call_expr::eval(context& c) const {
   auto* n = dynamic_cast<const name_ref*>(callee.get());
   if (!n) fail(where + "only functions and methods can be called");
   const call_args a = args(c);
+  if (const value f = c.lookup(n->name); f.is(kind::function) && f.macro) return f.macro->call(c, a, std::size_t(f.i), line);
   if (n->name == "raise_exception") throw template_raised(a.pos.empty() ? "raise_exception" : py_str(a.pos[0]));
   if (n->name == "namespace" || n->name == "dict") {
     dict_t m;
@@ -368,6 +369,42 @@ void set_node::render(context& c, std::string&) const {
       return;
     }
   ns.m->emplace_back(attr, std::move(v));
+}
+
+void macro_node::render(context& c, std::string&) const { c.set(name, value::function(name, this, (long long)c.scopes.size())); }
+
+value macro_node::call(context& c, const call_args& a, std::size_t scopes, int call_line) const {
+  const std::string where = "line " + std::to_string(call_line) + ": ";
+  if (a.pos.size() > params.size())
+    fail(where + "macro '" + name + "' takes not more than " + std::to_string(params.size()) + " argument(s)");
+  for (auto& [k, v] : a.kw)
+    if (std::find(params.begin(), params.end(), k) == params.end()) fail(where + "macro '" + name + "' takes no keyword argument '" + k + "'");
+  if (c.macro_calls >= max_macro_calls) fail(where + "macros called more than " + std::to_string(max_macro_calls) + " deep");
+  c.charge(1);
+  // The caller's scopes above the definition's are set aside for the call and put back after it.
+  std::vector<std::map<std::string, value>> callers(std::make_move_iterator(c.scopes.begin() + std::ptrdiff_t(std::min(scopes, c.scopes.size()))),
+                                                    std::make_move_iterator(c.scopes.end()));
+  c.scopes.resize(std::min(scopes, c.scopes.size()));
+  struct restore {
+    context& c;
+    std::size_t depth;
+    std::vector<std::map<std::string, value>>& callers;
+    ~restore() {
+      c.scopes.resize(depth);
+      for (auto& s : callers) c.scopes.push_back(std::move(s));
+      --c.macro_calls;
+    }
+  } put_back{c, c.scopes.size(), callers};
+  ++c.macro_calls;
+  c.scopes.emplace_back();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (i < a.pos.size()) c.set(params[i], a.pos[i]);
+    else if (const value* v = a.kwarg(params[i])) c.set(params[i], *v);
+    else c.set(params[i], defaults[i] ? defaults[i]->eval(c) : value::undef(params[i]));
+  }
+  std::string out;
+  render_body(macro_body, c, out);
+  return value::str(std::move(out));
 }
 
 void break_node::render(context&, std::string&) const {

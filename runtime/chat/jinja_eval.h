@@ -18,10 +18,15 @@ namespace troupe::chat::jinja {
 struct loop_break {};
 struct loop_continue {};
 
+// Macros called inside macros, at most: each call recurses through the renderer, and a macro may
+// call itself.
+constexpr int max_macro_calls = 64;
+
 struct context {
   std::vector<std::map<std::string, value>> scopes;
   render_limits limits;
   std::size_t steps = 0;
+  int macro_calls = 0;  // macro calls open now
 
   void charge(std::size_t n) {
     steps += n;
@@ -194,6 +199,20 @@ struct set_node : node {
   bool block = false;
   void render(context& c, std::string&) const override;
 };
+// {% macro name(a, b=default) %}...{% endmacro %}: rendering it binds the name; a call renders
+// the body to a string in a scope of its own above the scopes open where it was defined (a
+// macro sees the template's variables and macros, not its caller's loop), its parameters bound
+// by position or keyword, a default evaluated at the call, a missing one undefined.
+struct macro_node : node {
+  std::string name;
+  std::vector<std::string> params;
+  std::vector<expr_ptr> defaults;  // one per parameter, null where it has none
+  body macro_body;
+  int line = 0;
+  void render(context& c, std::string&) const override;
+  value call(context& c, const call_args& a, std::size_t scopes, int call_line) const;
+};
+
 struct break_node : node {
   bool is_break = true;
   void render(context&, std::string&) const override;

@@ -524,6 +524,7 @@ class template_parser {
     if (kw == "if") return if_statement(ep);
     if (kw == "for") return for_statement(ep);
     if (kw == "set") return set_statement(ep);
+    if (kw == "macro") return macro_statement(ep, seg.line);
     if (kw == "break" || kw == "continue") {
       auto n = std::make_unique<break_node>();
       n->is_break = kw == "break";
@@ -602,6 +603,30 @@ class template_parser {
     ep.expect_op("=");
     n->e = ep.expression();
     ep.expect_end();
+    return n;
+  }
+
+  // {% macro name(a, b=default) %} ... {% endmacro %}
+  node_ptr macro_statement(expr_parser& ep, int line) {
+    auto n = std::make_unique<macro_node>();
+    n->line = line;
+    n->name = ep.expect_name();
+    ep.expect_op("(");
+    while (!ep.is_op(")")) {
+      n->params.push_back(ep.expect_name());
+      if (ep.is_op("=")) {
+        ep.next();
+        n->defaults.push_back(ep.expression());
+      } else {
+        n->defaults.push_back(nullptr);
+      }
+      if (!ep.is_op(",")) break;
+      ep.next();
+    }
+    ep.expect_op(")");
+    ep.expect_end();
+    n->macro_body = parse_until({"endmacro"});
+    ++p_;
     return n;
   }
 

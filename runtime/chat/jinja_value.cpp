@@ -280,7 +280,7 @@ bool equal(const value& a, const value& b) {
     case kind::undefined:
     case kind::none: return true;
     case kind::string:
-    case kind::function: return a.s == b.s;
+    case kind::function: return a.s == b.s && a.macro == b.macro;
     case kind::list:
       if (a.l->size() != b.l->size()) return false;
       for (std::size_t i = 0; i < a.l->size(); ++i)

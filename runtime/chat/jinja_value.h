@@ -19,6 +19,7 @@ namespace troupe::chat::jinja {
 // Values: Python's types as templates see them.
 
 struct value;
+struct macro_node;  // jinja_eval.h
 using list_t = std::vector<value>;
 using dict_t = std::vector<std::pair<std::string, value>>;  // insertion order, like a Python dict
 
@@ -29,7 +30,7 @@ constexpr int max_value_depth = 256;
 
 struct value {
   // function: one of the global functions (raise_exception, strftime_now, ...) named as a value,
-  // as `strftime_now is defined` does; s holds its name.
+  // as `strftime_now is defined` does, or a template's {% macro %}; s holds its name.
   enum class kind { undefined, none, boolean, integer, real, string, list, dict, ns, function } k = kind::undefined;
   bool b = false;
   int depth = 0;  // lists and dicts: 1 + the deepest element's depth
@@ -38,6 +39,9 @@ struct value {
   std::string s;  // string; for undefined, the name that was looked up
   std::shared_ptr<list_t> l;
   std::shared_ptr<dict_t> m;
+  // A macro: its definition (owned by the template being rendered, which outlives every value of
+  // the render) and, in i, how many scopes were open where it was defined (what its body sees).
+  const macro_node* macro = nullptr;
 
   static value none() { value v; v.k = kind::none; return v; }
   static value boolean(bool x) { value v; v.k = kind::boolean; v.b = x; return v; }
@@ -45,7 +49,14 @@ struct value {
   static value real(double x) { value v; v.k = kind::real; v.d = x; return v; }
   static value str(std::string x) { value v; v.k = kind::string; v.s = std::move(x); return v; }
   static value undef(std::string name) { value v; v.s = std::move(name); return v; }
-  static value function(std::string name) { value v; v.k = kind::function; v.s = std::move(name); return v; }
+  static value function(std::string name, const macro_node* macro = nullptr, long long scopes = 0) {
+    value v;
+    v.k = kind::function;
+    v.s = std::move(name);
+    v.macro = macro;
+    v.i = scopes;
+    return v;
+  }
   static value list(list_t x = {}) {
     value v;
     v.k = kind::list;

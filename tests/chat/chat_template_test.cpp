@@ -1,8 +1,9 @@
 // The chat template renderer against Debian's python3-jinja2 (configured as Hugging Face
 // configures it) on the real templates of Llama 3, Llama 3.2, Qwen2.5, Qwen3, Gemma 3, DeepSeek V3
 // and Mistral Nemo (from the tokenizer packages the tokenizer tests use), Qwen2, Llama 3.1 and
-// Mistral v0.1/v0.3 (tests/chat/templates), and the synthesized model's,
-// over conversations with a system prompt, several turns, empty content and unicode.
+// Mistral v0.1/v0.3 (tests/chat/templates), the synthesized model's, and the 95 templates that
+// real GGUF files carry (tests/chat/shipped_templates.mjs), over conversations with a system
+// prompt, several turns, empty content, unicode and tool calls.
 #define BOOST_TEST_MODULE chat_template
 #include <boost/test/unit_test.hpp>
 
@@ -82,6 +83,45 @@ json reference(const json& cases) {
   return json::parse(r.output);
 }
 
+json weather_tools() {
+  return json::array({{{"type", "function"}, {"function", {{"name", "get_weather"}, {"description", "Weather in a city"},
+                       {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}}});
+}
+
+// Renders every case here and with python3-jinja2: the same text, the same raise_exception
+// message, or (where jinja2 itself fails on the template or its context) an error here too.
+// Returns how many rendered and how many the template refused.
+std::pair<int, int> compare_with_jinja2(const json& cases, const std::vector<std::string>& names) {
+  const json ref = reference(cases);
+  BOOST_TEST_REQUIRE(ref.size() == cases.size());
+  int rendered = 0, refused = 0;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    std::string got, err;
+    bool failed = false;
+    try {
+      got = chat::jinja_template(cases[i]["template"]).render(cases[i]["context"]);
+    } catch (const chat::template_raised& e) {
+      err = e.what();
+    } catch (const chat::template_error& e) {
+      failed = true;
+      err = e.what();
+    }
+    if (ref[i].contains("failed")) {
+      BOOST_TEST(failed, names[i] << " case " << i << ": jinja2 failed (" << ref[i]["failed"].get<std::string>() << "), Troupe gave "
+                                  << (err.empty() ? got : err));
+    } else if (ref[i].contains("error")) {
+      ++refused;
+      BOOST_TEST(err == ref[i]["error"].get<std::string>(), names[i] << " case " << i);
+    } else {
+      ++rendered;
+      BOOST_TEST(err.empty(), names[i] << " case " << i << " raised: " << err);
+      BOOST_TEST(got == ref[i]["text"].get<std::string>(), names[i] << " case " << i << "\n--- ours:\n" << got
+                                                                    << "\n--- jinja2:\n" << ref[i]["text"].get<std::string>());
+    }
+  }
+  return {rendered, refused};
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(renders_the_named_templates_exactly_as_python_jinja2) {
@@ -94,33 +134,36 @@ BOOST_AUTO_TEST_CASE(renders_the_named_templates_exactly_as_python_jinja2) {
         if (name == "qwen3" && gen) ctx["enable_thinking"] = false;
         if ((name == "llama-3.1" || name == "qwen3" || name == "mistral-v0.3" || name == "kjv" || name == "llama3_2" ||
              name == "qwen2_5" || name == "mistral_nemo") && !gen)  // the tools paths too
-          ctx["tools"] = json::array({{{"type", "function"}, {"function", {{"name", "get_weather"}, {"description", "Weather in a city"},
-                                       {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}}});
+          ctx["tools"] = weather_tools();
         cases.push_back({{"template", tmpl}, {"context", ctx}});
         names.push_back(name);
       }
-  const json ref = reference(cases);
-  BOOST_TEST_REQUIRE(ref.size() == cases.size());
-  int rendered = 0, refused = 0;
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    std::string got, err;
-    try {
-      got = chat::jinja_template(cases[i]["template"]).render(cases[i]["context"]);
-    } catch (const chat::template_raised& e) {
-      err = e.what();
-    }
-    if (ref[i].contains("error")) {
-      ++refused;
-      BOOST_TEST(err == ref[i]["error"].get<std::string>(), names[i] << " case " << i);
-    } else {
-      ++rendered;
-      BOOST_TEST(err.empty(), names[i] << " case " << i << " raised: " << err);
-      BOOST_TEST(got == ref[i]["text"].get<std::string>(), names[i] << " case " << i << "\n--- ours:\n" << got
-                                                                    << "\n--- jinja2:\n" << ref[i]["text"].get<std::string>());
-    }
-  }
+  const auto [rendered, refused] = compare_with_jinja2(cases, names);
   BOOST_TEST_MESSAGE(rendered << " renders and " << refused << " refusals equal python3-jinja2's");
   BOOST_TEST(refused > 0);  // Mistral's alternation check ran
+}
+
+// The templates real GGUF files carry, about a hundred families' (tests/chat/shipped_templates.mjs:
+// the npm package @huggingface/ollama-utils ships them): each renders as python3-jinja2 renders
+// it, on every conversation above, with tools where no generation prompt is asked for.
+BOOST_AUTO_TEST_CASE(renders_the_templates_gguf_files_ship_exactly_as_python_jinja2) {
+  const std::string path = std::string(TROUPE_BINARY_DIR) + "/shipped_templates.json";
+  const auto made = test::run_command("node " + src("tests/chat/shipped_templates.mjs") + " " + path + " 2>&1");
+  BOOST_TEST_REQUIRE(made.status == 0, "run scripts/install-deps.sh first: " << made.output);
+  const json shipped = json::parse(read(path));
+  BOOST_TEST_REQUIRE(shipped.size() >= 90u);
+  json cases = json::array();
+  std::vector<std::string> names;
+  for (const auto& [name, tmpl] : shipped.items())
+    for (const auto& conv : conversations())
+      for (bool gen : {true, false}) {
+        json ctx = {{"messages", conv}, {"add_generation_prompt", gen}, {"bos_token", "<s>"}, {"eos_token", "</s>"}};
+        if (!gen) ctx["tools"] = weather_tools();
+        cases.push_back({{"template", tmpl}, {"context", ctx}});
+        names.push_back(name);
+      }
+  const auto [rendered, refused] = compare_with_jinja2(cases, names);
+  BOOST_TEST_MESSAGE(shipped.size() << " templates: " << rendered << " renders and " << refused << " refusals equal python3-jinja2's");
 }
 
 BOOST_AUTO_TEST_CASE(language_features_match_python_jinja2) {
@@ -141,6 +184,16 @@ BOOST_AUTO_TEST_CASE(language_features_match_python_jinja2) {
       "{{ users | selectattr('admin') | map(attribute='name') | join(', ') }} {{ users | rejectattr('admin', 'equalto', true) | list | length }}",
       // Llama 3.2's date line: the global functions are defined (and callable) without being called.
       "{{ strftime_now is defined }} {{ raise_exception is callable }} {{ no_such_function is defined }} {{ xs is callable }}",
+      // Macros (Command R7B's and Qwen3-Coder's templates define them).
+      "{% macro greet(name, greeting='Hello') %}{{ greeting }}, {{ name }}!{% endmacro %}{{ greet('ann') }} {{ greet('bob', greeting='Hi') }} "
+      "{{ greet(greeting='Yo', name='cy') }} {{ greet is callable }}",
+      "{% macro inner(x) %}[{{ x }}]{% endmacro %}{% macro outer(xs) %}{% for x in xs %}{{ inner(x) }}{% endfor %}{% endmacro %}"
+      "{{ outer(xs) | length }} {{ outer(xs) }}",
+      "{% set top = 'T' %}{% macro sees() %}{{ top }}{{ x is defined }}{% endmacro %}{% for x in xs %}{{ sees() }}{% endfor %}",
+      "{% macro count(n) %}{% if n > 0 %}{{ n }}{{ count(n - 1) }}{% endif %}{% endmacro %}{{ count(5) }}",
+      "{% set ns = namespace(v=0) %}{% macro bump() %}{% set ns.v = ns.v + 1 %}{% set local = 1 %}{% endmacro %}{{ bump() }}{{ bump() }}"
+      "{{ ns.v }}{{ local is defined }}",
+      "{% macro m(a, b=a ~ '!') %}{{ a is defined }}{{ b }}{% endmacro %}{{ m() }}|{{ m('x') }}",
   };
   json ctx = {{"xs", {1, 2, 3, 4, 5}}, {"d", {{"a", 1}, {"b", "two"}}},
               {"users", {{{"name", "ann"}, {"admin", true}}, {{"name", "bob"}, {"admin", false}}}}};
@@ -164,7 +217,12 @@ BOOST_AUTO_TEST_CASE(bad_templates_and_values_are_errors_naming_the_line) {
   };
   BOOST_TEST(message_of("a\n{% if x %}") .find("missing {% endif %}") != std::string::npos);
   BOOST_TEST(message_of("\n\n{{ x + }}").find("line 3") == 0, message_of("\n\n{{ x + }}"));
-  BOOST_TEST(message_of("{% macro m() %}{% endmacro %}").find("unsupported statement 'macro'") != std::string::npos);
+  BOOST_TEST(message_of("{% call m() %}{% endcall %}").find("unsupported statement 'call'") != std::string::npos);
+  BOOST_TEST(message_of("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}").find("macro 'm' takes not more than 1 argument(s)") != std::string::npos);
+  BOOST_TEST(message_of("{% macro m(a) %}{% endmacro %}{{ m(b=2) }}").find("macro 'm' takes no keyword argument 'b'") != std::string::npos);
+  // A macro calling itself without end is stopped, not left to exhaust the stack.
+  BOOST_TEST(message_of("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}").find("macros called more than 64 deep") != std::string::npos,
+             message_of("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}"));
   BOOST_TEST(message_of("{{ x.y }}").find("'x' is undefined") != std::string::npos, message_of("{{ x.y }}"));
   BOOST_TEST(message_of("{{ 1 + 'a' }}").find("unsupported operand") != std::string::npos);
   BOOST_TEST(message_of("{{ x | frobnicate }}").find("unknown filter 'frobnicate'") != std::string::npos);

@@ -2,7 +2,8 @@
 """Renders chat templates with Debian's python3-jinja2, configured as Hugging Face transformers
 configures it (trim_blocks, lstrip_blocks, loop controls, raise_exception, strftime_now and a
 json.dumps-based tojson). Reads [{"template": str, "context": {...}}] as JSON on stdin and
-writes [{"text": str} | {"error": str}] as JSON on stdout."""
+writes [{"text": str} | {"error": str} | {"failed": str}] as JSON on stdout: "error" for the
+template's raise_exception, "failed" where jinja2 itself fails on the template or its context."""
 import json
 import sys
 from datetime import datetime
@@ -12,8 +13,12 @@ import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 
+class Raised(jinja2.exceptions.TemplateError):
+    """The template's own raise_exception(): told apart from jinja2 failing on it."""
+
+
 def raise_exception(message):
-    raise jinja2.exceptions.TemplateError(message)
+    raise Raised(message)
 
 
 def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
@@ -30,11 +35,16 @@ def main():
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
     out = []
+    compiled = {}  # a template's cases share its compilation
     for case in json.load(sys.stdin):
         try:
-            out.append({"text": env.from_string(case["template"]).render(**case["context"])})
-        except jinja2.exceptions.TemplateError as e:
+            if case["template"] not in compiled:
+                compiled[case["template"]] = env.from_string(case["template"])
+            out.append({"text": compiled[case["template"]].render(**case["context"])})
+        except Raised as e:
             out.append({"error": str(e)})
+        except Exception as e:  # jinja2 cannot render it either (an undefined name, a type error)
+            out.append({"failed": f"{type(e).__name__}: {e}"})
     json.dump(out, sys.stdout, ensure_ascii=False)
 
 
