@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "runtime/chat/tool_calls.h"
 #include "topology/toml_reader.h"
 #include "topology/topology.h"
 
@@ -86,10 +87,12 @@ model_spec read_model_table(const reader& r, const toml::table& m, const std::st
   s.fallback_min_priority = int(r.integer(m, "fallback_min_priority", prefix, s.fallback_min_priority, -1000000, 1000000));
   if (s.revision.size() > 128) r.fail(m.get("revision"), prefix + "revision", "at most 128 characters");
   // json_array is what forced tool choices write, not a model's own format.
-  if (!s.tool_call_parser.empty() && s.tool_call_parser != "hermes" && s.tool_call_parser != "llama3_json" &&
-      s.tool_call_parser != "mistral" && s.tool_call_parser != "none")
-    r.fail(m.get("tool_call_parser"), prefix + "tool_call_parser",
-           "\"" + s.tool_call_parser + "\" is not one of hermes, llama3_json, mistral, none");
+  if (!s.tool_call_parser.empty()) {
+    const auto f = chat::tool_format_named(s.tool_call_parser);
+    if (!f || *f == chat::tool_format::json_array)
+      r.fail(m.get("tool_call_parser"), prefix + "tool_call_parser",
+             "\"" + s.tool_call_parser + "\" is not one of hermes, llama3_json, mistral, granite, none");
+  }
   if (name.empty()) return s;
   s.served_names = {name};
   if (const toml::node* n = m.get("served_names")) {

@@ -182,7 +182,8 @@ sampling::output_constraint forced_tool_constraint(const tool_request& t, const 
 }
 
 sampling::output_constraint strict_tool_constraint(const tool_request& t, const std::string& raw, chat::tool_format format) {
-  if (format != chat::tool_format::hermes && format != chat::tool_format::llama3_json && format != chat::tool_format::mistral)
+  if (format != chat::tool_format::hermes && format != chat::tool_format::llama3_json && format != chat::tool_format::mistral &&
+      format != chat::tool_format::granite)
     throw std::logic_error(std::string("strict_tool_constraint: no grammar for the ") + chat::tool_format_name(format) + " format");
   tool_defs h = hoist_tool_schemas(t, raw, [&](std::size_t i) { return strict(t.tools[i]); });
   ojson calls = ojson::array();
@@ -208,8 +209,9 @@ chat::tool_format answer_tool_format(const tool_request& t, chat::tool_format mo
     throw api_error(400, "tools: this model's chat template shows no tool-call format and the topology sets no "
                          "[model] tool_call_parser, so calls could not be found in a free answer; tool_choice "
                          "\"required\" or a named function still works (the output is then constrained)", "tools");
-  // Mistral's [TOOL_CALLS] is a special token: its text must reach the parser (and the grammar).
-  if (model_format == chat::tool_format::mistral) params.skip_special_tokens = false;
+  // Mistral's [TOOL_CALLS] and Granite's <|tool_call|> are special tokens: their text must reach
+  // the parser (and the grammar).
+  if (model_format == chat::tool_format::mistral || model_format == chat::tool_format::granite) params.skip_special_tokens = false;
   if (t.strict_auto()) {  // strict tools under "auto": the answer's calls are constrained
     if (!params.constraint.empty())
       throw api_error(400, "tools: strict tools under tool_choice \"auto\" cannot be combined with another structured output",

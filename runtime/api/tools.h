@@ -12,8 +12,8 @@
 // parallel_tool_calls: false allows one call (the grammar's list holds one; with `auto`, calls
 // after the first are dropped). A tool's `strict`: forced choices always constrain the
 // arguments; with `auto`, strict_tool_constraint constrains the calls in the model's own format
-// (hermes, llama3_json or mistral). Mistral's [TOOL_CALLS] marker is a special token, so a
-// mistral answer under "auto" keeps special tokens' text (skip_special_tokens false, as vLLM
+// (hermes, llama3_json, mistral or granite). Mistral's [TOOL_CALLS] and Granite's <|tool_call|>
+// markers are special tokens, so such an answer under "auto" keeps special tokens' text (skip_special_tokens false, as vLLM
 // sets it): the parser finds the marker in the text, and the grammar allows the token.
 #pragma once
 #include <string>
@@ -42,7 +42,7 @@ tool_request parse_tools(const nlohmann::json& body);
 // allows, as a JSON Schema (the tools' $defs moved under the list's, their refs rewritten).
 sampling::output_constraint forced_tool_constraint(const tool_request& t, const std::string& raw);
 
-// The grammar of a free answer whose calls, in `format` (hermes, llama3_json or mistral), must be
+// The grammar of a free answer whose calls, in `format` (hermes, llama3_json, mistral or granite), must be
 // valid: strict tools' arguments match their schemas, the others' are any JSON object
 // (runtime/structured/tool_grammar.h).
 sampling::output_constraint strict_tool_constraint(const tool_request& t, const std::string& raw,
@@ -52,7 +52,7 @@ sampling::output_constraint strict_tool_constraint(const tool_request& t, const 
 // choice's grammar writes the JSON list (json_array), "auto" leaves the model its own format
 // (none known: a 400 naming tools), "none" has none. Strict tools under "auto" set the
 // constraint to strict_tool_constraint's (a constraint already set is a 400 naming tools). A
-// mistral answer under "auto" keeps special tokens' text (`params.skip_special_tokens` false).
+// mistral or granite answer under "auto" keeps special tokens' text (`params.skip_special_tokens` false).
 chat::tool_format answer_tool_format(const tool_request& t, chat::tool_format model_format, sampling::sampling_params& params,
                                      const std::string& raw);
 

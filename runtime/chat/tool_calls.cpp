@@ -15,13 +15,17 @@ bool space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
 constexpr std::string_view hermes_open = "<tool_call>", hermes_close = "</tool_call>";
-constexpr std::string_view mistral_open = "[TOOL_CALLS]", python_tag = "<|python_tag|>";
+constexpr std::string_view mistral_open = "[TOOL_CALLS]", granite_open = "<|tool_call|>", python_tag = "<|python_tag|>";
+
+// A marker, then a JSON list of calls.
+bool marked_list(tool_format f) { return f == tool_format::mistral || f == tool_format::granite; }
 
 // The opening marker content is watched for; empty: calls only open the output.
 std::string_view opening_marker(tool_format f, bool at_start) {
   switch (f) {
     case tool_format::hermes: return hermes_open;
     case tool_format::mistral: return mistral_open;
+    case tool_format::granite: return granite_open;
     case tool_format::llama3_json: return at_start ? python_tag : std::string_view();
     default: return {};
   }
@@ -44,13 +48,15 @@ const char* tool_format_name(tool_format f) {
     case tool_format::hermes: return "hermes";
     case tool_format::llama3_json: return "llama3_json";
     case tool_format::mistral: return "mistral";
+    case tool_format::granite: return "granite";
     case tool_format::json_array: return "json_array";
   }
   return "none";
 }
 
 std::optional<tool_format> tool_format_named(std::string_view name) {
-  for (auto f : {tool_format::none, tool_format::hermes, tool_format::llama3_json, tool_format::mistral, tool_format::json_array})
+  for (auto f : {tool_format::none, tool_format::hermes, tool_format::llama3_json, tool_format::mistral, tool_format::granite,
+                 tool_format::json_array})
     if (name == tool_format_name(f)) return f;
   return std::nullopt;
 }
@@ -58,6 +64,7 @@ std::optional<tool_format> tool_format_named(std::string_view name) {
 tool_format infer_tool_format(std::string_view t) {
   if (t.find(hermes_open) != std::string_view::npos) return tool_format::hermes;
   if (t.find(mistral_open) != std::string_view::npos) return tool_format::mistral;
+  if (t.find(granite_open) != std::string_view::npos) return tool_format::granite;
   // Llama 3.1+: tool results come back as the ipython role, calls as {"name": ..., "parameters": ...}.
   if (t.find("ipython") != std::string_view::npos && t.find("parameters") != std::string_view::npos) return tool_format::llama3_json;
   return tool_format::none;
@@ -133,7 +140,7 @@ void tool_call_stream::content_char(char c, tool_events& out) {
   if (!marker.empty() && cand == marker) {
     raw_ = std::exchange(held_, std::string());
     at_start_ = after_a_call_ = false;
-    need_bracket_ = format_ == tool_format::mistral;
+    need_bracket_ = marked_list(format_);
     state_ = state::before_call;
     return;
   }
@@ -160,7 +167,7 @@ void tool_call_stream::before_call_char(char c, tool_events& out) {
     begin_call();
     return object_char(c, out);
   }
-  const bool list = format_ == tool_format::mistral || format_ == tool_format::json_array;
+  const bool list = marked_list(format_) || format_ == tool_format::json_array;
   if (list && c == ']' && !calls_.empty()) {  // the list ends after a ','
     raw_.clear();
     state_ = state::content;
@@ -394,6 +401,7 @@ void tool_call_stream::after_call_char(char c, tool_events& out) {
       }
       break;
     case tool_format::mistral:
+    case tool_format::granite:
     case tool_format::json_array:
       if (c == ',') {
         state_ = state::before_call;

@@ -5,6 +5,7 @@
 //   llama3_json  Llama 3.1+: the whole answer is {"name": N, "parameters": A} (after an optional
 //                <|python_tag|>), several separated by ';'
 //   mistral      [TOOL_CALLS][{"name": N, "arguments": A}, ...]
+//   granite      Granite 3.x: <|tool_call|>[{"name": N, "arguments": A}, ...]
 //   json_array   [{"name": N, "parameters": A}, ...]: what a forced tool choice's grammar makes
 //                every model write (runtime/api/tools.h)
 //
@@ -26,10 +27,10 @@
 
 namespace troupe::chat {
 
-enum class tool_format { none, hermes, llama3_json, mistral, json_array };
+enum class tool_format { none, hermes, llama3_json, mistral, granite, json_array };
 
 const char* tool_format_name(tool_format f);
-// none | hermes | llama3_json | mistral | json_array; nullopt for anything else.
+// none | hermes | llama3_json | mistral | granite | json_array; nullopt for anything else.
 std::optional<tool_format> tool_format_named(std::string_view name);
 // The format a chat template renders tool calls in, read from its text (the markers it writes);
 // none when it shows none.
@@ -96,7 +97,7 @@ class tool_call_stream {
   int depth_ = 0;
   bool in_string_ = false, escaped_ = false, primitive_ = false;
   bool opened_ = false;        // the call's '{' was seen
-  bool need_bracket_ = false;  // mistral: the list's '[' is still to come
+  bool need_bracket_ = false;  // mistral, granite: the list's '[' is still to come
   std::string key_raw_, value_raw_, key_;
   std::string pending_arguments_;  // arguments seen before the name
   bool have_name_ = false, have_arguments_ = false, announced_ = false;

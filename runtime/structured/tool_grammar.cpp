@@ -92,10 +92,11 @@ struct tool_rules {
   }
 };
 
-// Hermes and Mistral: calls may come anywhere in the text, after their marker.
-std::int32_t marked_calls(tool_rules& t, bool parallel, bool hermes) {
+// Hermes, Mistral and Granite: calls may come anywhere in the text, after their marker.
+std::int32_t marked_calls(tool_rules& t, bool parallel, std::string_view format) {
   auto& b = t.b;
-  const std::string_view marker = hermes ? "<tool_call>" : "[TOOL_CALLS]";
+  const bool hermes = format == "hermes";
+  const std::string_view marker = hermes ? "<tool_call>" : format == "granite" ? "<|tool_call|>" : "[TOOL_CALLS]";
   const std::int32_t block = b.rule("block");
   const std::int32_t start = t.watching(marker, block);
   const std::int32_t call = t.call("arguments");
@@ -106,7 +107,7 @@ std::int32_t marked_calls(tool_rules& t, bool parallel, bool hermes) {
     b.add(newline, {b.byte('\n')});
     body = {grammar_builder::ref(newline), grammar_builder::ref(call), grammar_builder::ref(newline)};
     b.literal(body, "</tool_call>");
-  } else {  // [TOOL_CALLS] [call, call, ...]
+  } else {  // [TOOL_CALLS] [call, call, ...] (Granite's marker: <|tool_call|>)
     body = {grammar_builder::ref(t.spaces()), b.byte('['), grammar_builder::ref(t.spaces()),
             grammar_builder::ref(t.items(call, ',', parallel)), grammar_builder::ref(t.spaces()), b.byte(']')};
   }
@@ -158,13 +159,13 @@ std::shared_ptr<const grammar> compile_tool_grammar(std::string_view source, con
   if (!doc.contains("calls") || !doc["calls"].is_array() || doc["calls"].empty())
     throw input_error("tool grammar: 'calls' must list at least one tool");
   const std::string format = doc.value("format", "hermes");
-  if (format != "hermes" && format != "mistral" && format != "llama3_json")
-    throw input_error("tool grammar: format \"" + format + "\" is not one of hermes, mistral, llama3_json");
+  if (format != "hermes" && format != "mistral" && format != "granite" && format != "llama3_json")
+    throw input_error("tool grammar: format \"" + format + "\" is not one of hermes, mistral, granite, llama3_json");
   grammar_builder b(budget);
   json_schema_rules schemas(source, b);
   tool_rules t{b, schemas, doc};
   const bool parallel = doc.value("parallel", true);
-  return b.build(format == "llama3_json" ? opening_calls(t, parallel) : marked_calls(t, parallel, format == "hermes"));
+  return b.build(format == "llama3_json" ? opening_calls(t, parallel) : marked_calls(t, parallel, format));
 }
 
 }  // namespace troupe::structured

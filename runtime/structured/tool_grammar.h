@@ -3,6 +3,7 @@
 //
 //   hermes       text, and anywhere in it <tool_call>\n{"name": N, "arguments": A}\n</tool_call>
 //   mistral      text, and anywhere in it [TOOL_CALLS][{"name": N, "arguments": A}, ...]
+//   granite      the same list after <|tool_call|>
 //   llama3_json  either text that does not open with '{' or <|python_tag|>, or the whole answer
 //                calls {"name": N, "parameters": A} (after an optional <|python_tag|>),
 //                separated by ';'

@@ -625,6 +625,15 @@ BOOST_AUTO_TEST_CASE(strict_tools_under_auto_constrain_mistral_and_llama3_calls)
   sampling::sampling_params hermes;
   api::answer_tool_format(r.tools, chat::tool_format::hermes, hermes, body);
   BOOST_TEST(hermes.skip_special_tokens);
+  // Granite 3.x: the same list behind <|tool_call|>, also a special token.
+  const auto g = api::strict_tool_constraint(r.tools, body, chat::tool_format::granite);
+  BOOST_TEST(grammar_takes(g, "Checking. <|tool_call|>[" + weather + "]"));
+  BOOST_TEST(grammar_takes(g, "[TOOL_CALLS][{\"name\": \"nope\"}] is text here"));
+  BOOST_TEST(!grammar_takes(g, "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {}}]"));
+  sampling::sampling_params granite;
+  BOOST_TEST((api::answer_tool_format(r.tools, chat::tool_format::granite, granite, body) == chat::tool_format::granite));
+  BOOST_TEST(!granite.skip_special_tokens);
+  BOOST_TEST((granite.constraint == g));
 
   const auto l = api::strict_tool_constraint(r.tools, body, chat::tool_format::llama3_json);
   const std::string params = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}";

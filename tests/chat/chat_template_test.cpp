@@ -14,6 +14,7 @@
 
 #include "runtime/chat/chat_template.h"
 #include "runtime/chat/jinja.h"
+#include "runtime/chat/tool_calls.h"
 #include "runtime/common/error.h"
 #include "runtime/tokenizer/synth_vocab.h"
 #include "tests/support/process.h"
@@ -162,6 +163,17 @@ BOOST_AUTO_TEST_CASE(renders_the_templates_gguf_files_ship_exactly_as_python_jin
         cases.push_back({{"template", tmpl}, {"context", ctx}});
         names.push_back(name);
       }
+  // The tool-call format each family's template shows (runtime/chat/tool_calls.h).
+  const std::map<std::string, chat::tool_format> formats = {
+      {"qwen3:0.6b", chat::tool_format::hermes},      {"qwen2.5:0.5b", chat::tool_format::hermes},
+      {"granite4:latest", chat::tool_format::hermes}, {"granite3.3:2b", chat::tool_format::granite},
+      {"granite3.2:8b", chat::tool_format::granite},  {"granite3-dense:2b", chat::tool_format::granite},
+      {"llama3.1:8b", chat::tool_format::llama3_json}, {"llama3.2:3b", chat::tool_format::llama3_json},
+      {"gemma3:1b", chat::tool_format::none}};
+  for (const auto& [model, format] : formats) {
+    BOOST_TEST_REQUIRE(shipped.contains(model), model);
+    BOOST_TEST(chat::tool_format_name(chat::infer_tool_format(shipped[model].get<std::string>())) == std::string(chat::tool_format_name(format)), model);
+  }
   const auto [rendered, refused] = compare_with_jinja2(cases, names);
   BOOST_TEST_MESSAGE(shipped.size() << " templates: " << rendered << " renders and " << refused << " refusals equal python3-jinja2's");
 }

@@ -144,6 +144,17 @@ BOOST_AUTO_TEST_CASE(mistral_calls) {
   check(f, "[TOOLS] x [TOOL_CALLS] nope", "[TOOLS] x [TOOL_CALLS] nope", {});
 }
 
+// Granite 3.x: Mistral's list behind a marker of its own (a special token in its vocabulary).
+BOOST_AUTO_TEST_CASE(granite_calls) {
+  const auto f = tool_format::granite;
+  check(f, "<|tool_call|>[{\"name\": \"a\", \"arguments\": {\"x\": 1}}, {\"name\": \"b\", \"arguments\": {}}]", "",
+        {{"a", R"({"x": 1})"}, {"b", "{}"}});
+  check(f, "Let me check. <|tool_call|> [{\"name\": \"a\", \"arguments\": {\"s\": \"<|tool_call|>\"}}] done", "Let me check. done",  // text after the list is content
+        {{"a", R"({"s": "<|tool_call|>"})"}});
+  check(f, "<|tool|> x <|tool_call|> nope", "<|tool|> x <|tool_call|> nope", {});
+  check(f, "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}]", "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}]", {});
+}
+
 BOOST_AUTO_TEST_CASE(json_array_is_what_forced_choices_write) {
   const auto f = tool_format::json_array;
   check(f, "[{\"name\": \"f\", \"parameters\": {\"x\": true, \"y\": [\"]\", {\"z\": \"}\"}]}}]", "",
@@ -176,7 +187,8 @@ BOOST_AUTO_TEST_CASE(formats_are_inferred_from_real_templates) {
   BOOST_TEST(std::string(tool_format_name(infer_tool_format(read(src + "/tests/chat/templates/mistral-v0.3.jinja")))) == tool_format_name(tool_format::mistral));
   BOOST_TEST(std::string(tool_format_name(infer_tool_format(read(src + "/tests/chat/templates/mistral-v0.1.jinja")))) == tool_format_name(tool_format::none));
   BOOST_TEST(std::string(tool_format_name(infer_tool_format(json::parse(read(src + "/models/kjv/tokenizer_config.json"))["chat_template"].get<std::string>()))) == tool_format_name(tool_format::hermes));
-  for (auto f : {tool_format::none, tool_format::hermes, tool_format::llama3_json, tool_format::mistral, tool_format::json_array})
+  for (auto f : {tool_format::none, tool_format::hermes, tool_format::llama3_json, tool_format::mistral, tool_format::granite,
+                 tool_format::json_array})
     BOOST_TEST((tool_format_named(tool_format_name(f)) == f));
   BOOST_TEST(!tool_format_named("pythonic"));
 }

@@ -502,8 +502,11 @@ BOOST_AUTO_TEST_CASE(tool_call_parser_is_one_of_the_formats) {
   };
   BOOST_TEST(parse_topology(with("llama3_json"), "t.toml").model.tool_call_parser == "llama3_json");
   BOOST_TEST(parse_topology(minimal, "t.toml").model.tool_call_parser.empty());  // the template's
-  const std::string e = error_of(with("pythonic"));
-  BOOST_TEST(e.find("model.tool_call_parser: \"pythonic\" is not one of hermes, llama3_json, mistral, none") != std::string::npos, e);
+  BOOST_TEST(parse_topology(with("granite"), "t.toml").model.tool_call_parser == "granite");
+  const std::string e = error_of(with("harmonic"));
+  BOOST_TEST(e.find("model.tool_call_parser: \"harmonic\" is not one of hermes, llama3_json, mistral, granite, none") != std::string::npos, e);
+  // What forced choices write is not a model's own format.
+  BOOST_TEST(error_of(with("json_array")).find("\"json_array\" is not one of") != std::string::npos);
 }
 
 // Several models (issue 29): [models.NAME] beside [model], a pool naming its model, each model's
