@@ -91,7 +91,7 @@ model_spec read_model_table(const reader& r, const toml::table& m, const std::st
     const auto f = chat::tool_format_named(s.tool_call_parser);
     if (!f || *f == chat::tool_format::json_array)
       r.fail(m.get("tool_call_parser"), prefix + "tool_call_parser",
-             "\"" + s.tool_call_parser + "\" is not one of hermes, llama3_json, mistral, granite, none");
+             "\"" + s.tool_call_parser + "\" is not one of " + chat::model_tool_formats());
   }
   if (name.empty()) return s;
   s.served_names = {name};

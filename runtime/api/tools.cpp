@@ -183,7 +183,7 @@ sampling::output_constraint forced_tool_constraint(const tool_request& t, const 
 
 sampling::output_constraint strict_tool_constraint(const tool_request& t, const std::string& raw, chat::tool_format format) {
   if (format != chat::tool_format::hermes && format != chat::tool_format::llama3_json && format != chat::tool_format::mistral &&
-      format != chat::tool_format::granite)
+      format != chat::tool_format::granite && format != chat::tool_format::deepseek_v3)
     throw std::logic_error(std::string("strict_tool_constraint: no grammar for the ") + chat::tool_format_name(format) + " format");
   tool_defs h = hoist_tool_schemas(t, raw, [&](std::size_t i) { return strict(t.tools[i]); });
   ojson calls = ojson::array();

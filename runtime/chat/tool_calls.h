@@ -6,6 +6,8 @@
 //                <|python_tag|>), several separated by ';'
 //   mistral      [TOOL_CALLS][{"name": N, "arguments": A}, ...]
 //   granite      Granite 3.x: <|tool_call|>[{"name": N, "arguments": A}, ...]
+//   deepseek_v3  DeepSeek V3, R1 and V3.1: the name outside the JSON, between markers of their own
+//                (runtime/chat/deepseek_calls.h)
 //   json_array   [{"name": N, "parameters": A}, ...]: what a forced tool choice's grammar makes
 //                every model write (runtime/api/tools.h)
 //
@@ -25,34 +27,23 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/chat/deepseek_calls.h"
+#include "runtime/chat/tool_call_events.h"
+
 namespace troupe::chat {
 
-enum class tool_format { none, hermes, llama3_json, mistral, granite, json_array };
+enum class tool_format { none, hermes, llama3_json, mistral, granite, deepseek_v3, json_array };
 
 const char* tool_format_name(tool_format f);
-// none | hermes | llama3_json | mistral | granite | json_array; nullopt for anything else.
+// none | hermes | llama3_json | mistral | granite | deepseek_v3 | json_array; nullopt for anything
+// else.
 std::optional<tool_format> tool_format_named(std::string_view name);
+// The formats a model writes calls in, for messages: "hermes, llama3_json, ..., none" (all but
+// json_array, which is what forced choices write).
+std::string model_tool_formats();
 // The format a chat template renders tool calls in, read from its text (the markers it writes);
 // none when it shows none.
 tool_format infer_tool_format(std::string_view template_source);
-
-struct tool_call {
-  std::string id, name;
-  std::string arguments;  // JSON text, as the model wrote it
-};
-
-struct tool_call_delta {
-  int index = 0;
-  std::string id, name;   // the first delta of a call only
-  std::string arguments;  // later deltas: the next fragment
-  bool first() const { return !id.empty(); }
-};
-
-struct tool_events {
-  std::string content;
-  std::vector<tool_call_delta> calls;
-  bool empty() const { return content.empty() && calls.empty(); }
-};
 
 class tool_call_stream {
  public:
@@ -60,7 +51,7 @@ class tool_call_stream {
   tool_call_stream(tool_format format, std::string id_prefix, bool parallel = true);
   tool_events feed(std::string_view text);
   tool_events finish();  // the end of the output: what was held back
-  const std::vector<tool_call>& calls() const { return calls_; }
+  const std::vector<tool_call>& calls() const { return format_ == tool_format::deepseek_v3 ? deepseek_.calls() : calls_; }
   tool_format format() const { return format_; }
 
  private:
@@ -102,6 +93,7 @@ class tool_call_stream {
   std::string pending_arguments_;  // arguments seen before the name
   bool have_name_ = false, have_arguments_ = false, announced_ = false;
   std::vector<tool_call> calls_;
+  deepseek_calls deepseek_;  // the deepseek_v3 format's own scanner
 };
 
 }  // namespace troupe::chat

@@ -117,6 +117,44 @@ std::int32_t marked_calls(tool_rules& t, bool parallel, std::string_view format)
   return start;
 }
 
+// DeepSeek: calls may come anywhere in the text, in a block of their own markers; each names its
+// tool outside the JSON, as V3 and R1 write it (fenced) or as V3.1 does (runtime/chat/deepseek_calls.h).
+std::int32_t deepseek_calls(tool_rules& t, bool parallel) {
+  auto& b = t.b;
+  const std::int32_t block = b.rule("block");
+  const std::int32_t start = t.watching("<｜tool▁calls▁begin｜>", block);
+  const std::int32_t call = b.rule("call");
+  for (const auto& c : t.doc["calls"]) {
+    const std::string name = c.at("name").get<std::string>(), def = c.value("def", "");
+    const std::int32_t arguments = def.empty() ? t.schemas.any_object() : t.schemas.at("#/$defs/" + def);
+    element_seq v3, v31;
+    b.literal(v3, "<｜tool▁call▁begin｜>function<｜tool▁sep｜>" + name + "\n```json\n");
+    v3.push_back(grammar_builder::ref(arguments));
+    b.literal(v3, "\n```<｜tool▁call▁end｜>");
+    b.add(call, std::move(v3));
+    b.literal(v31, "<｜tool▁call▁begin｜>" + name + "<｜tool▁sep｜>");
+    v31.push_back(grammar_builder::ref(arguments));
+    b.literal(v31, "<｜tool▁call▁end｜>");
+    b.add(call, std::move(v31));
+  }
+  std::int32_t calls = call;
+  if (parallel) {  // call ("\n"? call)*
+    const std::int32_t newline = b.rule("newline");
+    b.add(newline, {});
+    b.add(newline, {b.byte('\n')});
+    const std::int32_t more = b.rule("more-calls");
+    b.add(more, {});
+    b.add(more, {grammar_builder::ref(newline), grammar_builder::ref(call), grammar_builder::ref(more)});
+    calls = b.rule("calls");
+    b.add(calls, {grammar_builder::ref(call), grammar_builder::ref(more)});
+  }
+  element_seq body{grammar_builder::ref(calls)};
+  b.literal(body, "<｜tool▁calls▁end｜>");
+  body.push_back(grammar_builder::ref(parallel ? start : t.spaces()));
+  b.add(block, std::move(body));
+  return start;
+}
+
 // Llama 3: the answer is calls from its first non-space byte ('{' or <|python_tag|>), or text.
 std::int32_t opening_calls(tool_rules& t, bool parallel) {
   auto& b = t.b;
@@ -159,13 +197,15 @@ std::shared_ptr<const grammar> compile_tool_grammar(std::string_view source, con
   if (!doc.contains("calls") || !doc["calls"].is_array() || doc["calls"].empty())
     throw input_error("tool grammar: 'calls' must list at least one tool");
   const std::string format = doc.value("format", "hermes");
-  if (format != "hermes" && format != "mistral" && format != "granite" && format != "llama3_json")
-    throw input_error("tool grammar: format \"" + format + "\" is not one of hermes, mistral, granite, llama3_json");
+  if (format != "hermes" && format != "mistral" && format != "granite" && format != "deepseek_v3" && format != "llama3_json")
+    throw input_error("tool grammar: format \"" + format + "\" is not one of hermes, mistral, granite, deepseek_v3, llama3_json");
   grammar_builder b(budget);
   json_schema_rules schemas(source, b);
   tool_rules t{b, schemas, doc};
   const bool parallel = doc.value("parallel", true);
-  return b.build(format == "llama3_json" ? opening_calls(t, parallel) : marked_calls(t, parallel, format));
+  if (format == "llama3_json") return b.build(opening_calls(t, parallel));
+  if (format == "deepseek_v3") return b.build(deepseek_calls(t, parallel));
+  return b.build(marked_calls(t, parallel, format));
 }
 
 }  // namespace troupe::structured

@@ -4,6 +4,8 @@
 //   hermes       text, and anywhere in it <tool_call>\n{"name": N, "arguments": A}\n</tool_call>
 //   mistral      text, and anywhere in it [TOOL_CALLS][{"name": N, "arguments": A}, ...]
 //   granite      the same list after <|tool_call|>
+//   deepseek_v3  text, and anywhere in it <｜tool▁calls▁begin｜> calls <｜tool▁calls▁end｜>, each
+//                call as V3/R1 or V3.1 writes it (runtime/chat/deepseek_calls.h)
 //   llama3_json  either text that does not open with '{' or <|python_tag|>, or the whole answer
 //                calls {"name": N, "parameters": A} (after an optional <|python_tag|>),
 //                separated by ';'

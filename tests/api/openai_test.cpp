@@ -634,6 +634,15 @@ BOOST_AUTO_TEST_CASE(strict_tools_under_auto_constrain_mistral_and_llama3_calls)
   BOOST_TEST((api::answer_tool_format(r.tools, chat::tool_format::granite, granite, body) == chat::tool_format::granite));
   BOOST_TEST(!granite.skip_special_tokens);
   BOOST_TEST((granite.constraint == g));
+  // DeepSeek: the name outside the JSON, as V3/R1 or as V3.1 writes it.
+  const auto d = api::strict_tool_constraint(r.tools, body, chat::tool_format::deepseek_v3);
+  const std::string B = "<｜tool▁calls▁begin｜>", E = "<｜tool▁calls▁end｜>", CB = "<｜tool▁call▁begin｜>",
+                    CE = "<｜tool▁call▁end｜>", S = "<｜tool▁sep｜>";
+  BOOST_TEST(grammar_takes(d, "Text first. " + B + CB + "function" + S + "get_weather\n```json\n{\"city\": \"Paris\"}\n```" + CE + "\n" +
+                                  CB + "ping" + S + "{}" + CE + E));
+  BOOST_TEST(!grammar_takes(d, B + CB + "function" + S + "get_weather\n```json\n{}\n```" + CE + E));  // city
+  BOOST_TEST(!grammar_takes(d, B + CB + "nope" + S + "{}" + CE + E));  // no such tool
+  BOOST_TEST(!grammar_takes(d, B + CB + "ping" + S + "{}" + CE));      // the block is open
 
   const auto l = api::strict_tool_constraint(r.tools, body, chat::tool_format::llama3_json);
   const std::string params = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}";

@@ -169,7 +169,8 @@ BOOST_AUTO_TEST_CASE(renders_the_templates_gguf_files_ship_exactly_as_python_jin
       {"granite4:latest", chat::tool_format::hermes}, {"granite3.3:2b", chat::tool_format::granite},
       {"granite3.2:8b", chat::tool_format::granite},  {"granite3-dense:2b", chat::tool_format::granite},
       {"llama3.1:8b", chat::tool_format::llama3_json}, {"llama3.2:3b", chat::tool_format::llama3_json},
-      {"gemma3:1b", chat::tool_format::none}};
+      {"deepseek-r1:8b", chat::tool_format::deepseek_v3}, {"deepseek-v3:671b", chat::tool_format::deepseek_v3},
+      {"deepseek-v3.1:latest", chat::tool_format::deepseek_v3}, {"gemma3:1b", chat::tool_format::none}};
   for (const auto& [model, format] : formats) {
     BOOST_TEST_REQUIRE(shipped.contains(model), model);
     BOOST_TEST(chat::tool_format_name(chat::infer_tool_format(shipped[model].get<std::string>())) == std::string(chat::tool_format_name(format)), model);

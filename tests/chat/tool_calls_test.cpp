@@ -155,6 +155,29 @@ BOOST_AUTO_TEST_CASE(granite_calls) {
   check(f, "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}]", "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}]", {});
 }
 
+// DeepSeek V3/R1 (the name on a line of its own, the arguments fenced) and V3.1 (name and
+// arguments around the separator), one format for both.
+BOOST_AUTO_TEST_CASE(deepseek_v3_and_v3_1_calls) {
+  const auto f = tool_format::deepseek_v3;
+  const std::string B = "<｜tool▁calls▁begin｜>", E = "<｜tool▁calls▁end｜>", CB = "<｜tool▁call▁begin｜>",
+                    CE = "<｜tool▁call▁end｜>", S = "<｜tool▁sep｜>";
+  check(f, B + CB + "function" + S + "get_weather\n```json\n{\"city\": \"Paris\"}\n```" + CE + "\n" + CB + "function" + S +
+               "ping\n```json\n{}\n```" + CE + E,
+        "", {{"get_weather", R"({"city": "Paris"})"}, {"ping", "{}"}});
+  check(f, "Let me look.\n\n" + B + CB + "get_weather" + S + "{\"city\": \"a```b\"}" + CE + CB + "ping" + S + "{}" + CE + E + "\nDone.",
+        "Let me look.\n\nDone.", {{"get_weather", R"({"city": "a```b"})"}, {"ping", "{}"}});
+  // Arguments holding the markers' first bytes, and a fence-like line, stay arguments.
+  check(f, B + CB + "function" + S + "f\n```json\n{\"s\": \"<｜tool\\n``` x\"}\n```" + CE + E, "", {{"f", R"({"s": "<｜tool\n``` x"})"}});
+  // Not calls: the block's first call never reaches its name; markers out of place.
+  check(f, B + "hello" + E, B + "hello" + E, {});
+  check(f, "a <｜tool▁calls b", "a <｜tool▁calls b", {});
+  check(f, B + CB + "function" + S + "f", B + CB + "function" + S + "f", {});
+  // Cut short after the name: the call stays, as far as it got.
+  check(f, B + CB + "function" + S + "f\n```json\n{\"x\": 1", "", {{"f", R"({"x": 1)"}});
+  // One call allowed: the rest is dropped.
+  check(f, B + CB + "a" + S + "{}" + CE + CB + "b" + S + "{}" + CE + E + " after", "", {{"a", "{}"}}, false);
+}
+
 BOOST_AUTO_TEST_CASE(json_array_is_what_forced_choices_write) {
   const auto f = tool_format::json_array;
   check(f, "[{\"name\": \"f\", \"parameters\": {\"x\": true, \"y\": [\"]\", {\"z\": \"}\"}]}}]", "",
@@ -183,12 +206,13 @@ BOOST_AUTO_TEST_CASE(formats_are_inferred_from_real_templates) {
   BOOST_TEST(std::string(tool_format_name(infer_tool_format(tmpl("tokenizer-llama3_2")))) == tool_format_name(tool_format::llama3_json));
   BOOST_TEST(std::string(tool_format_name(infer_tool_format(tmpl("tokenizer-mistral_nemo")))) == tool_format_name(tool_format::mistral));
   BOOST_TEST(std::string(tool_format_name(infer_tool_format(tmpl("tokenizer-gemma3")))) == tool_format_name(tool_format::none));  // no tools
+  BOOST_TEST(std::string(tool_format_name(infer_tool_format(tmpl("tokenizer-deepseek_v3")))) == tool_format_name(tool_format::deepseek_v3));
   BOOST_TEST(std::string(tool_format_name(infer_tool_format(read(src + "/tests/chat/templates/llama-3.1.jinja")))) == tool_format_name(tool_format::llama3_json));
   BOOST_TEST(std::string(tool_format_name(infer_tool_format(read(src + "/tests/chat/templates/mistral-v0.3.jinja")))) == tool_format_name(tool_format::mistral));
   BOOST_TEST(std::string(tool_format_name(infer_tool_format(read(src + "/tests/chat/templates/mistral-v0.1.jinja")))) == tool_format_name(tool_format::none));
   BOOST_TEST(std::string(tool_format_name(infer_tool_format(json::parse(read(src + "/models/kjv/tokenizer_config.json"))["chat_template"].get<std::string>()))) == tool_format_name(tool_format::hermes));
   for (auto f : {tool_format::none, tool_format::hermes, tool_format::llama3_json, tool_format::mistral, tool_format::granite,
-                 tool_format::json_array})
+                 tool_format::deepseek_v3, tool_format::json_array})
     BOOST_TEST((tool_format_named(tool_format_name(f)) == f));
   BOOST_TEST(!tool_format_named("pythonic"));
 }
