@@ -37,6 +37,7 @@ struct pretokenizer_step {
   enum { split, byte_level, metaspace, bert, whitespace, whitespace_split } kind;
   std::shared_ptr<regex> re;  // split, or byte_level with use_regex
   std::u32string literal;     // split on a String pattern (re null)
+  bool (*each_char)(char32_t) = nullptr;  // split on every character of a class (Digits, Punctuation)
   split_behavior behavior = split_behavior::isolated;
   bool invert = false;
   bool add_prefix_space = false;
@@ -75,6 +76,19 @@ struct tokenizer::impl {
 
   [[noreturn]] void fail(const std::string& what) const { throw input_error(source + ": " + what); }
 
+  // A Split or Punctuation step's "behavior" (`fallback` where it may be absent).
+  split_behavior behavior_of(const json& p, const std::string& step, const char* fallback) const {
+    static const std::map<std::string, split_behavior> behaviors = {
+        {"Removed", split_behavior::removed}, {"Isolated", split_behavior::isolated},
+        {"MergedWithPrevious", split_behavior::merged_with_previous}, {"MergedWithNext", split_behavior::merged_with_next},
+        {"Contiguous", split_behavior::contiguous}};
+    const std::string name = p.value("behavior", fallback);
+    const auto b = behaviors.find(name);
+    if (b == behaviors.end())
+      fail("pre-tokenizer " + step + ": behavior '" + name + "' is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous");
+    return b->second;
+  }
+
   void parse_pretokenizer(const json& p) {
     if (p.is_null()) return;
     std::string type = p.value("type", "");
@@ -83,16 +97,8 @@ struct tokenizer::impl {
       for (auto& x : p.at("pretokenizers")) parse_pretokenizer(x);
       return;
     } else if (type == "Split") {
-      static const std::map<std::string, split_behavior> behaviors = {
-          {"Removed", split_behavior::removed}, {"Isolated", split_behavior::isolated},
-          {"MergedWithPrevious", split_behavior::merged_with_previous}, {"MergedWithNext", split_behavior::merged_with_next},
-          {"Contiguous", split_behavior::contiguous}};
-      const std::string behavior = p.value("behavior", "");
-      auto b = behaviors.find(behavior);
-      if (b == behaviors.end())
-        fail("pre-tokenizer Split: behavior '" + behavior + "' is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous");
       s.kind = pretokenizer_step::split;
-      s.behavior = b->second;
+      s.behavior = behavior_of(p, "Split", "");
       s.invert = p.value("invert", false);
       const json& pat = p.at("pattern");
       if (pat.contains("Regex")) s.re = std::make_shared<regex>(pat["Regex"].get<std::string>());
@@ -108,12 +114,20 @@ struct tokenizer::impl {
       s.replacement = p.value("replacement", "\xe2\x96\x81");
       s.prepend_scheme = p.value("prepend_scheme", p.value("add_prefix_space", true) ? "always" : "never");
       s.split_on_replacement = p.value("split", true);
+    } else if (type == "Digits") {  // numerals apart from the rest: each alone, or runs of them
+      s.kind = pretokenizer_step::split;
+      s.each_char = numeric;
+      s.behavior = p.value("individual_digits", false) ? split_behavior::isolated : split_behavior::contiguous;
+    } else if (type == "Punctuation") {
+      s.kind = pretokenizer_step::split;
+      s.each_char = punctuation;
+      s.behavior = behavior_of(p, "Punctuation", "Isolated");
     } else if (type == "BertPreTokenizer") {
       s.kind = pretokenizer_step::bert;
     } else if (type == "Whitespace" || type == "WhitespaceSplit") {
       s.kind = type == "Whitespace" ? pretokenizer_step::whitespace : pretokenizer_step::whitespace_split;
     } else {
-      fail("pre-tokenizer '" + type + "' is not supported (Split, ByteLevel, Metaspace, BertPreTokenizer, Whitespace, WhitespaceSplit, Sequence)");
+      fail("pre-tokenizer '" + type + "' is not supported (Split, ByteLevel, Metaspace, Digits, Punctuation, BertPreTokenizer, Whitespace, WhitespaceSplit, Sequence)");
     }
     pretokenizers.push_back(std::move(s));
   }
@@ -261,6 +275,12 @@ struct tokenizer::impl {
     std::size_t pos = 0, b = 0, e = 0;
     auto next_match = [&](std::size_t from) {
       if (step.re) return step.re->search(s, from, b, e);
+      if (step.each_char) {
+        for (b = from; b < s.size() && !step.each_char(s[b]); ++b) {
+        }
+        e = b + 1;
+        return b < s.size();
+      }
       b = s.find(step.literal, from);
       e = b + step.literal.size();
       return b != std::u32string::npos;

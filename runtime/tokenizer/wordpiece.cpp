@@ -22,12 +22,6 @@ bool chinese(char32_t c) {
          (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
-bool punctuation(char32_t c) {
-  if (c < 0x80) return (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126);
-  const gc g = category_of(c);
-  return g == gc::pc || g == gc::pd || g == gc::ps || g == gc::pe || g == gc::pi || g == gc::pf || g == gc::po;
-}
-
 // \w as the library's regex has it: letters, marks, digits and connector punctuation.
 bool word_char(char32_t c) {
   const gc g = category_of(c);
@@ -58,6 +52,17 @@ std::u32string bert_normalize(std::u32string_view s, const bert_normalizer_optio
   }
   if (o.lowercase) out = lowercase(out);
   return out;
+}
+
+bool punctuation(char32_t c) {
+  if (c < 0x80) return (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126);
+  const gc g = category_of(c);
+  return g == gc::pc || g == gc::pd || g == gc::ps || g == gc::pe || g == gc::pi || g == gc::pf || g == gc::po;
+}
+
+bool numeric(char32_t c) {
+  const gc g = category_of(c);
+  return g == gc::nd || g == gc::nl || g == gc::no;
 }
 
 void bert_pretokenize(std::u32string_view s, std::vector<std::u32string>& out) {

@@ -20,6 +20,12 @@ struct bert_normalizer_options {
 };
 std::u32string bert_normalize(std::u32string_view s, const bert_normalizer_options& o);
 
+// The library's character classes for pre-tokenizers: punctuation is ASCII punctuation or a
+// Unicode P* category (BertPreTokenizer, Punctuation); numeric is Nd, Nl or No (Digits: Rust's
+// char::is_numeric).
+bool punctuation(char32_t c);
+bool numeric(char32_t c);
+
 // BertPreTokenizer: split on white space (dropped), every punctuation character (ASCII
 // punctuation or a Unicode P* category) a piece of its own.
 void bert_pretokenize(std::u32string_view s, std::vector<std::u32string>& out);
