@@ -12,7 +12,7 @@ std::unique_ptr<tokenizer::tokenizer> load_tokenizer(const std::string& model) {
   if (is_gguf_path(model)) {
     const gguf_file g(model);
     if (!g.metadata().contains("tokenizer.ggml.model")) return nullptr;
-    return tokenizer::tokenizer::from_json(tokenizer::tokenizer_json_from_gguf(g.metadata(), model), model);
+    return tokenizer::tokenizer::from_document(tokenizer::tokenizer_json_from_gguf(g.metadata(), model), model);
   }
   if (std::filesystem::exists(model + "/tokenizer.json")) return tokenizer::tokenizer::load(model + "/tokenizer.json");
   return nullptr;

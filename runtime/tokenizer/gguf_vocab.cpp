@@ -66,7 +66,7 @@ json template_processing(int bos_id, const std::string& bos) {
 namespace {
 
 // A gpt2 (byte-level BPE) vocabulary: its merges and pre-tokenizer, as tokenizer.json has them.
-std::string bpe_from_gguf(const json& m, const std::string& source, const json& vocab, json out) {
+json bpe_from_gguf(const json& m, const std::string& source, const json& vocab, json out) {
   json merges = json::array();
   for (auto& mg : need(m, "tokenizer.ggml.merges", source)) merges.push_back(mg);
   const std::string pre = m.value("tokenizer.ggml.pre", std::string("default"));
@@ -87,11 +87,11 @@ std::string bpe_from_gguf(const json& m, const std::string& source, const json& 
   }
   out["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
   out["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"byte_fallback", false}, {"ignore_merges", ignore_merges}};
-  return out.dump();
+  return out;
 }
 
 // A llama (SentencePiece) vocabulary as a byte-fallback BPE.
-std::string sentencepiece_from_gguf(const json& m, const std::string& source, const std::vector<std::string>& text,
+json sentencepiece_from_gguf(const json& m, const std::string& source, const std::vector<std::string>& text,
                                     const std::vector<int>& types, const json& vocab, json out) {
   json merges = json::array();
   // SentencePiece: every split of a normal piece into two pieces is a merge, ranked by the
@@ -128,12 +128,12 @@ std::string sentencepiece_from_gguf(const json& m, const std::string& source, co
   out["decoder"] = {{"type", "Sequence"}, {"decoders", decoders}};
   out["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"unk_token", unk}, {"fuse_unk", true},
                   {"byte_fallback", true}, {"ignore_merges", false}};
-  return out.dump();
+  return out;
 }
 
 }  // namespace
 
-std::string tokenizer_json_from_gguf(const json& m, const std::string& source) {
+json tokenizer_json_from_gguf(const json& m, const std::string& source) {
   const json& kind = need(m, "tokenizer.ggml.model", source);
   const json& tokens = need(m, "tokenizer.ggml.tokens", source);
   if (!kind.is_string() || !tokens.is_array()) throw input_error(source + ": tokenizer.ggml.model/tokens have the wrong type");

@@ -1,4 +1,4 @@
-// The tokenizer stored in a GGUF file's metadata (tokenizer.ggml.*), as the tokenizer.json text
+// The tokenizer stored in a GGUF file's metadata (tokenizer.ggml.*), as the tokenizer.json document
 // that Hugging Face's converters would write for it, so one tokenizer implementation serves
 // both formats:
 //   "gpt2"  byte-level BPE: tokens + merges; the pre-tokenizer regex by tokenizer.ggml.pre;
@@ -17,7 +17,7 @@
 namespace troupe::tokenizer {
 
 // Throws input_error naming `source` and the key for a missing or unsupported tokenizer.
-std::string tokenizer_json_from_gguf(const nlohmann::json& metadata, const std::string& source);
+nlohmann::json tokenizer_json_from_gguf(const nlohmann::json& metadata, const std::string& source);
 
 // The other way, for writing a GGUF file, as tokenizer.ggml.* values:
 //   - a byte-level BPE tokenizer.json (pre-tokenizer ByteLevel, or Splits by one of llama.cpp's

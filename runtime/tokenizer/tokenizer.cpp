@@ -471,9 +471,12 @@ std::unique_ptr<tokenizer> tokenizer::load(const std::string& path) {
 }
 
 std::unique_ptr<tokenizer> tokenizer::from_json(const std::string& text, const std::string& source) {
+  return from_document(parse_json(text, source), source);
+}
+
+std::unique_ptr<tokenizer> tokenizer::from_document(const json& j, const std::string& source) {
   auto p = std::make_unique<impl>();
   p->source = source;
-  const json j = parse_json(text, source);
   try {
     p->parse_model(j.at("model"));
     parse_normalizer(j.value("normalizer", json()), p->source, p->normalizers);

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace troupe::tokenizer {
 
 class tokenizer {
@@ -19,6 +21,8 @@ class tokenizer {
   // malformed component.
   static std::unique_ptr<tokenizer> load(const std::string& path);
   static std::unique_ptr<tokenizer> from_json(const std::string& text, const std::string& source);
+  // The same from a parsed document (a GGUF vocabulary's, built in memory: no text between).
+  static std::unique_ptr<tokenizer> from_document(const nlohmann::json& doc, const std::string& source);
   ~tokenizer();
 
   // Token ids for `text`; add_special_tokens applies the post-processor's template (e.g. BOS).

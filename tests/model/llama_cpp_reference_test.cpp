@@ -316,9 +316,13 @@ void check_vocabulary(const std::string& pkg, const std::string& arch, const div
   const std::string gguf = dir.string() + ".gguf", compared = dir.string() + "-compared.json", out = dir.string() + "-ids.json";
   model::export_gguf({dir.string(), gguf, "f16"});
   const auto& texts = tokenizer_corpus();
-  std::vector<std::string> to_llama_cpp;  // the texts llama.cpp is not told to read otherwise
-  for (const auto& t : texts)
-    if (!departs || !departs(t)) to_llama_cpp.push_back(t);
+  // llama.cpp reads every other text (10,000 of the corpus's kinds: its half of this test's time
+  // is node-llama-cpp's, a call per text), less those it is told to read otherwise; the GGUF's
+  // reading by Troupe is checked on all of them.
+  const auto sent = [&](std::size_t i) { return i % 2 == 0 && (!departs || !departs(texts[i])); };
+  std::vector<std::string> to_llama_cpp;
+  for (std::size_t i = 0; i < texts.size(); ++i)
+    if (sent(i)) to_llama_cpp.push_back(texts[i]);
   std::ofstream(compared) << nlohmann::json(to_llama_cpp).dump();
   const std::string ref = std::string(TROUPE_SOURCE_DIR) + "/tests/model/llama-cpp-reference";
   const auto r = test::run_command("cd " + ref + " && node tokenize.mjs " + gguf + " " + compared + " " + out + " 2>&1");
@@ -332,14 +336,14 @@ void check_vocabulary(const std::string& pkg, const std::string& arch, const div
     const auto ids = mine->encode(texts[i], false);
     BOOST_TEST(ids == real->encode(texts[i], false), pkg << ": the GGUF's vocabulary, text " << i);
     BOOST_TEST(mine->decode(ids, false) == real->decode(ids, false), pkg << ": the GGUF's vocabulary decodes text " << i);
-    if (departs && departs(texts[i])) continue;
+    if (!sent(i)) continue;
     if (ids != theirs[k].get<std::vector<std::int32_t>>() && ++differ <= 5)
       BOOST_TEST_MESSAGE(pkg << ": llama.cpp, text " << i << ": " << nlohmann::json(texts[i]).dump() << " -> " << theirs[k].dump()
                              << ", Troupe " << nlohmann::json(ids).dump());
     ++k;
   }
-  BOOST_TEST_MESSAGE(pkg << ": " << to_llama_cpp.size() << " texts compared with llama.cpp, " << texts.size() - to_llama_cpp.size()
-                         << " left out");
+  BOOST_TEST_MESSAGE(pkg << ": " << to_llama_cpp.size() << " of every other text compared with llama.cpp, "
+                         << (texts.size() + 1) / 2 - to_llama_cpp.size() << " left out");
   BOOST_TEST(differ == 0, pkg << ": llama.cpp tokenizes " << differ << " of " << to_llama_cpp.size() << " texts otherwise");
 }
 

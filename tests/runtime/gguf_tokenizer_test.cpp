@@ -41,7 +41,7 @@ json spm_vocab() {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(sentencepiece_vocabularies_merge_by_score_and_fall_back_to_bytes) {
-  const auto tok = tokenizer::tokenizer::from_json(tokenizer::tokenizer_json_from_gguf(spm_vocab(), "spm"), "spm");
+  const auto tok = tokenizer::tokenizer::from_document(tokenizer::tokenizer_json_from_gguf(spm_vocab(), "spm"), "spm");
   // "ab a" -> "▁ab▁a": (▁,a) ranks first, then (▁a,b): ▁ab ▁a.
   BOOST_TEST((tok->encode("ab a", true) == std::vector<std::int32_t>{1, 264, 262}));
   // "ba" -> "▁ba": no merge applies to ▁ b a.
@@ -61,7 +61,7 @@ BOOST_AUTO_TEST_CASE(gpt2_vocabularies_follow_their_merges) {
             {"tokenizer.ggml.bos_token_id", 0},
             {"tokenizer.ggml.add_bos_token", true},
             {"tokenizer.ggml.pre", "gpt2"}};
-  const auto tok = tokenizer::tokenizer::from_json(tokenizer::tokenizer_json_from_gguf(m, "gpt2"), "gpt2");
+  const auto tok = tokenizer::tokenizer::from_document(tokenizer::tokenizer_json_from_gguf(m, "gpt2"), "gpt2");
   BOOST_TEST((tok->encode("hi hi", true) == std::vector<std::int32_t>{0, 4, 5}));
   BOOST_TEST(tok->decode({4, 5}) == "hi hi");
 }

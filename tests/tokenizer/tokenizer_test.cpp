@@ -138,11 +138,33 @@ BOOST_AUTO_TEST_CASE(unsupported_components_are_named) {
   BOOST_CHECK_EXCEPTION(tokenizer::from_json(bad_norm, "t.json"), troupe::input_error, [](const troupe::input_error& e) {
     return std::string(e.what()).find("Precompiled") != std::string::npos;
   });
-  const std::string bad_pre = R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "Digits"}})";
+  const std::string bad_pre = R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "UnicodeScripts"}})";
   BOOST_CHECK_EXCEPTION(tokenizer::from_json(bad_pre, "t.json"), troupe::input_error, [](const troupe::input_error& e) {
-    return std::string(e.what()).find("Digits") != std::string::npos;
+    return std::string(e.what()).find("UnicodeScripts") != std::string::npos;
+  });
+  const std::string bad_punct = R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "Punctuation", "behavior": "Sideways"}})";
+  BOOST_CHECK_EXCEPTION(tokenizer::from_json(bad_punct, "t.json"), troupe::input_error, [](const troupe::input_error& e) {
+    return std::string(e.what()).find("Punctuation: behavior 'Sideways'") != std::string::npos;
   });
   BOOST_CHECK_THROW(tokenizer::from_json("{not json", "t.json"), troupe::input_error);
+}
+
+// Digits splits at every numeral Rust's char::is_numeric knows (a superscript two is No), and
+// Punctuation's behavior applies (Removed drops the marks); the vocabulary holds the whole word
+// too, so a step that did not split would show as its one id.
+BOOST_AUTO_TEST_CASE(digits_and_punctuation_split_by_their_classes) {
+  const nlohmann::json vocab = {{"x", 0}, {"\u00b2", 1}, {"3", 2}, {"x\u00b23", 3}, {"a", 4}, {"b", 5}, {",", 6}, {"a,b", 7}, {"23", 8}};
+  auto with = [&](const nlohmann::json& pre) {
+    return tokenizer::from_json(nlohmann::json{{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()},
+                                                          {"ignore_merges", true}}},
+                                               {"pre_tokenizer", pre}}.dump(), "t.json");
+  };
+  BOOST_TEST(with(nullptr)->encode("x\u00b23", false) == std::vector<std::int32_t>({3}));
+  BOOST_TEST(with({{"type", "Digits"}, {"individual_digits", true}})->encode("x\u00b23", false) == std::vector<std::int32_t>({0, 1, 2}));
+  BOOST_TEST(with({{"type", "Digits"}, {"individual_digits", false}})->encode("x\u00b23", false) == std::vector<std::int32_t>({0, 1, 2}));
+  BOOST_TEST(with({{"type", "Digits"}})->encode("x23", false) == std::vector<std::int32_t>({0, 8}));  // a run stays one piece
+  BOOST_TEST(with({{"type", "Punctuation"}})->encode("a,b", false) == std::vector<std::int32_t>({4, 6, 5}));
+  BOOST_TEST(with({{"type", "Punctuation"}, {"behavior", "Removed"}})->encode("a,b", false) == std::vector<std::int32_t>({4, 5}));
 }
 
 namespace {
