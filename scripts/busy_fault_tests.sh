@@ -5,7 +5,7 @@
 # busy loops, each pinned to a core, run beside them for as long as they run. Bugs users hit
 # (requests orphaned by a stalled host, heartbeats that flapped) showed only under load.
 # With TROUPE_BUSY_LOAD_PID naming a running process that already keeps the cores busy at full
-# priority (the quick start's sanitizer build), the loops start when it ends, not before.
+# priority (the quick start's sanitizer tests), the loops start when it ends, not before.
 #
 # usage: scripts/busy_fault_tests.sh [BUILD_DIR] [RUNS]   (default build, 1; extra runs stop at the first failure)
 set -euo pipefail
@@ -27,7 +27,7 @@ for c in 0 1; do
 done
 trap 'kill "${loops[@]}" 2>/dev/null || true' EXIT
 beside="two busy loops pinned beside the tests"
-[ -n "$load" ] && beside="beside process $load (the sanitizer build) at full priority, then two busy loops pinned"
+[ -n "$load" ] && beside="beside process $load (the sanitizer tests), then two busy loops pinned"
 for run in $(seq 1 "$runs"); do
   echo "busy_fault_tests: run $run of $runs, $beside (load $(cut -d' ' -f1 /proc/loadavg))"
   ctest --test-dir "$build" -L fault -j2 --output-on-failure --timeout 1500

@@ -213,6 +213,10 @@ chat::tool_format answer_tool_format(const tool_request& t, chat::tool_format mo
   // the parser (and the grammar).
   if (model_format == chat::tool_format::mistral || model_format == chat::tool_format::granite) params.skip_special_tokens = false;
   if (t.strict_auto()) {  // strict tools under "auto": the answer's calls are constrained
+    if (model_format == chat::tool_format::pythonic)
+      throw api_error(400, "tools: strict tools under tool_choice \"auto\" are constrained in the model's own call format, and "
+                           "there is no grammar for the pythonic one; use tool_choice \"required\" or a named function (the "
+                           "output is then constrained), or strict: false", "tools");
     if (!params.constraint.empty())
       throw api_error(400, "tools: strict tools under tool_choice \"auto\" cannot be combined with another structured output",
                       "tools");

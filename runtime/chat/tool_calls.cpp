@@ -50,6 +50,7 @@ const char* tool_format_name(tool_format f) {
     case tool_format::mistral: return "mistral";
     case tool_format::granite: return "granite";
     case tool_format::deepseek_v3: return "deepseek_v3";
+    case tool_format::pythonic: return "pythonic";
     case tool_format::json_array: return "json_array";
   }
   return "none";
@@ -57,7 +58,7 @@ const char* tool_format_name(tool_format f) {
 
 std::optional<tool_format> tool_format_named(std::string_view name) {
   for (auto f : {tool_format::none, tool_format::hermes, tool_format::llama3_json, tool_format::mistral, tool_format::granite,
-                 tool_format::deepseek_v3, tool_format::json_array})
+                 tool_format::deepseek_v3, tool_format::pythonic, tool_format::json_array})
     if (name == tool_format_name(f)) return f;
   return std::nullopt;
 }
@@ -65,7 +66,7 @@ std::optional<tool_format> tool_format_named(std::string_view name) {
 std::string model_tool_formats() {
   std::string s;
   for (auto f : {tool_format::hermes, tool_format::llama3_json, tool_format::mistral, tool_format::granite, tool_format::deepseek_v3,
-                 tool_format::none})
+                 tool_format::pythonic, tool_format::none})
     s += std::string(s.empty() ? "" : ", ") + tool_format_name(f);
   return s;
 }
@@ -75,18 +76,25 @@ tool_format infer_tool_format(std::string_view t) {
   if (t.find(mistral_open) != std::string_view::npos) return tool_format::mistral;
   if (t.find(granite_open) != std::string_view::npos) return tool_format::granite;
   if (t.find("<｜tool▁calls▁begin｜>") != std::string_view::npos) return tool_format::deepseek_v3;
+  // Llama 3.2/4's pythonic templates show the model the form [func_name1(params_name1=...), ...].
+  if (t.find("[func_name1(") != std::string_view::npos) return tool_format::pythonic;
   // Llama 3.1+: tool results come back as the ipython role, calls as {"name": ..., "parameters": ...}.
   if (t.find("ipython") != std::string_view::npos && t.find("parameters") != std::string_view::npos) return tool_format::llama3_json;
   return tool_format::none;
 }
 
 tool_call_stream::tool_call_stream(tool_format format, std::string id_prefix, bool parallel)
-    : format_(format), id_prefix_(std::move(id_prefix)), parallel_(parallel), deepseek_(id_prefix_, parallel) {}
+    : format_(format), id_prefix_(std::move(id_prefix)), parallel_(parallel), deepseek_(id_prefix_, parallel),
+      pythonic_(id_prefix_, parallel) {}
 
 tool_events tool_call_stream::feed(std::string_view text) {
   tool_events out;
   if (format_ == tool_format::deepseek_v3) {
     for (char c : text) deepseek_.feed(c, out);
+    return out;
+  }
+  if (format_ == tool_format::pythonic) {
+    for (char c : text) pythonic_.feed(c, out);
     return out;
   }
   for (char c : text) step(c, out);
@@ -97,6 +105,10 @@ tool_events tool_call_stream::finish() {
   tool_events out;
   if (format_ == tool_format::deepseek_v3) {
     deepseek_.finish(out);
+    return out;
+  }
+  if (format_ == tool_format::pythonic) {
+    pythonic_.finish(out);
     return out;
   }
   switch (state_) {

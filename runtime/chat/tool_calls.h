@@ -8,6 +8,8 @@
 //   granite      Granite 3.x: <|tool_call|>[{"name": N, "arguments": A}, ...]
 //   deepseek_v3  DeepSeek V3, R1 and V3.1: the name outside the JSON, between markers of their own
 //                (runtime/chat/deepseek_calls.h)
+//   pythonic     Llama 3.2/4's pythonic templates: the answer is [f(a=1), g(b="x")]
+//                (runtime/chat/pythonic_calls.h)
 //   json_array   [{"name": N, "parameters": A}, ...]: what a forced tool choice's grammar makes
 //                every model write (runtime/api/tools.h)
 //
@@ -28,15 +30,16 @@
 #include <vector>
 
 #include "runtime/chat/deepseek_calls.h"
+#include "runtime/chat/pythonic_calls.h"
 #include "runtime/chat/tool_call_events.h"
 
 namespace troupe::chat {
 
-enum class tool_format { none, hermes, llama3_json, mistral, granite, deepseek_v3, json_array };
+enum class tool_format { none, hermes, llama3_json, mistral, granite, deepseek_v3, pythonic, json_array };
 
 const char* tool_format_name(tool_format f);
-// none | hermes | llama3_json | mistral | granite | deepseek_v3 | json_array; nullopt for anything
-// else.
+// none | hermes | llama3_json | mistral | granite | deepseek_v3 | pythonic | json_array; nullopt
+// for anything else.
 std::optional<tool_format> tool_format_named(std::string_view name);
 // The formats a model writes calls in, for messages: "hermes, llama3_json, ..., none" (all but
 // json_array, which is what forced choices write).
@@ -51,7 +54,9 @@ class tool_call_stream {
   tool_call_stream(tool_format format, std::string id_prefix, bool parallel = true);
   tool_events feed(std::string_view text);
   tool_events finish();  // the end of the output: what was held back
-  const std::vector<tool_call>& calls() const { return format_ == tool_format::deepseek_v3 ? deepseek_.calls() : calls_; }
+  const std::vector<tool_call>& calls() const {
+    return format_ == tool_format::deepseek_v3 ? deepseek_.calls() : format_ == tool_format::pythonic ? pythonic_.calls() : calls_;
+  }
   tool_format format() const { return format_; }
 
  private:
@@ -94,6 +99,7 @@ class tool_call_stream {
   bool have_name_ = false, have_arguments_ = false, announced_ = false;
   std::vector<tool_call> calls_;
   deepseek_calls deepseek_;  // the deepseek_v3 format's own scanner
+  pythonic_calls pythonic_;  // the pythonic format's
 };
 
 }  // namespace troupe::chat

@@ -634,6 +634,10 @@ BOOST_AUTO_TEST_CASE(strict_tools_under_auto_constrain_mistral_and_llama3_calls)
   BOOST_TEST((api::answer_tool_format(r.tools, chat::tool_format::granite, granite, body) == chat::tool_format::granite));
   BOOST_TEST(!granite.skip_special_tokens);
   BOOST_TEST((granite.constraint == g));
+  // Pythonic calls have no grammar: strict tools under "auto" are a 400 naming tools, not ignored.
+  sampling::sampling_params pythonic;
+  BOOST_CHECK_EXCEPTION(api::answer_tool_format(r.tools, chat::tool_format::pythonic, pythonic, body), api::api_error,
+                        [](const api::api_error& e) { return e.status() == 400 && e.param() == "tools" && std::string(e.what()).find("pythonic") != std::string::npos; });
   // DeepSeek: the name outside the JSON, as V3/R1 or as V3.1 writes it.
   const auto d = api::strict_tool_constraint(r.tools, body, chat::tool_format::deepseek_v3);
   const std::string B = "<｜tool▁calls▁begin｜>", E = "<｜tool▁calls▁end｜>", CB = "<｜tool▁call▁begin｜>",

@@ -178,6 +178,29 @@ BOOST_AUTO_TEST_CASE(deepseek_v3_and_v3_1_calls) {
   check(f, B + CB + "a" + S + "{}" + CE + CB + "b" + S + "{}" + CE + E + " after", "", {{"a", "{}"}}, false);
 }
 
+// Llama 3.2/4's pythonic calls: keyword arguments as Python literals, reported as JSON (in the
+// order written) when the list closes.
+BOOST_AUTO_TEST_CASE(pythonic_lists_of_calls) {
+  const auto f = tool_format::pythonic;
+  check(f, "[get_weather(city=\"Paris\", days=3), ping()]", "", {{"get_weather", R"({"city":"Paris","days":3})"}, {"ping", "{}"}});
+  check(f, " <|python_start|>[f(x=[1, -2.5e3, None], y={'k': (True, False)}, s='it\\'s \\u00e9)')]<|python_end|>", "",
+        {{"f", R"j({"x":[1,-2500.0,null],"y":{"k":[true,false]},"s":"it's é)"})j"}});
+  check(f, "[f(x=\"a]b\")]\nDone.", "Done.", {{"f", R"({"x":"a]b"})"}});  // text after the list is content
+  // Not calls: prose first, a positional argument, an expression, a later broken call, an output cut short.
+  check(f, "The answer is [f(x=1)]", "The answer is [f(x=1)]", {});
+  check(f, "[f(1)]", "[f(1)]", {});
+  check(f, "[f(x=1 + 2)]", "[f(x=1 + 2)]", {});
+  check(f, "[f(x=1), g(y=oops)]", "[f(x=1), g(y=oops)]", {});
+  check(f, "[f(x=1", "[f(x=1", {});
+  check(f, "[]", "[]", {});
+  // One call allowed: the rest is dropped.
+  check(f, "[a(), b(n=2)] and more", "", {{"a", "{}"}}, false);
+  BOOST_TEST(*pythonic_arguments_json("a='x', b=None, c=[1, (2, 3)], d={'k': 'v'},") == R"({"a":"x","b":null,"c":[1,[2,3]],"d":{"k":"v"}})");
+  BOOST_TEST(!pythonic_arguments_json("a=1, a=2"));  // a keyword twice
+  BOOST_TEST(!pythonic_arguments_json("a={1: 2}"));  // a key JSON cannot hold
+  BOOST_TEST(!pythonic_arguments_json(std::string(100, '[') + std::string(100, ']')).has_value());  // nested past the bound
+}
+
 BOOST_AUTO_TEST_CASE(json_array_is_what_forced_choices_write) {
   const auto f = tool_format::json_array;
   check(f, "[{\"name\": \"f\", \"parameters\": {\"x\": true, \"y\": [\"]\", {\"z\": \"}\"}]}}]", "",
@@ -212,7 +235,7 @@ BOOST_AUTO_TEST_CASE(formats_are_inferred_from_real_templates) {
   BOOST_TEST(std::string(tool_format_name(infer_tool_format(read(src + "/tests/chat/templates/mistral-v0.1.jinja")))) == tool_format_name(tool_format::none));
   BOOST_TEST(std::string(tool_format_name(infer_tool_format(json::parse(read(src + "/models/kjv/tokenizer_config.json"))["chat_template"].get<std::string>()))) == tool_format_name(tool_format::hermes));
   for (auto f : {tool_format::none, tool_format::hermes, tool_format::llama3_json, tool_format::mistral, tool_format::granite,
-                 tool_format::deepseek_v3, tool_format::json_array})
+                 tool_format::deepseek_v3, tool_format::pythonic, tool_format::json_array})
     BOOST_TEST((tool_format_named(tool_format_name(f)) == f));
-  BOOST_TEST(!tool_format_named("pythonic"));
+  BOOST_TEST(!tool_format_named("harmony"));
 }

@@ -504,7 +504,7 @@ BOOST_AUTO_TEST_CASE(tool_call_parser_is_one_of_the_formats) {
   BOOST_TEST(parse_topology(minimal, "t.toml").model.tool_call_parser.empty());  // the template's
   BOOST_TEST(parse_topology(with("granite"), "t.toml").model.tool_call_parser == "granite");
   const std::string e = error_of(with("harmonic"));
-  BOOST_TEST(e.find("model.tool_call_parser: \"harmonic\" is not one of hermes, llama3_json, mistral, granite, deepseek_v3, none") != std::string::npos, e);
+  BOOST_TEST(e.find("model.tool_call_parser: \"harmonic\" is not one of hermes, llama3_json, mistral, granite, deepseek_v3, pythonic, none") != std::string::npos, e);
   // What forced choices write is not a model's own format.
   BOOST_TEST(error_of(with("json_array")).find("\"json_array\" is not one of") != std::string::npos);
 }
