@@ -61,9 +61,10 @@ fi
 trap - EXIT
 tail -n 2 "$asan_log"
 # The fault and control tests run once on a loaded machine: what they claim must hold there,
-# where the bugs users hit (orphaned requests, flapping heartbeats) showed. The load is the
-# sanitizer tree's tests, two at a time (CPU-bound, as busy loops are, and work that has to be
-# done anyway), then two busy loops pinned to the cores once they are done.
+# where the bugs users hit (orphaned requests, flapping heartbeats) showed. Beside them run the
+# sanitizer tree's tests, two at a time (CPU-bound work that has to be done anyway), and two busy
+# loops pinned to the cores at nice 10 filling what those leave idle, at full priority once they
+# are done (scripts/busy_fault_tests.sh): the cores are as busy as with the loops alone.
 asan_tests_log=build-asan/sanitized-tests.log
 ctest --test-dir build-asan --output-on-failure -j2 --timeout 600 -L 'unit|fuzz' -E '^example_' >"$asan_tests_log" 2>&1 &
 asan_tests=$!
