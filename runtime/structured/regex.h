@@ -23,7 +23,11 @@ struct regex_budget {
   int max_nfa_states = 100000;  // {n,m} copies its operand: a{1000}{1000} stops here
   int max_dfa_states = 20000;   // subset construction can blow up exponentially
   int max_depth = 100;          // nested groups
-  double max_seconds = 1.0;     // building the DFA: what a bomb may cost before it is refused
+  // Building the DFA: NFA states examined (each state of a DFA state once per byte, each member
+  // of a closure once) before a bomb is refused. Counted, not timed: a clock made the same
+  // schema compile on an idle machine and fail on a loaded one (a sanitizer build under load
+  // refused a URL pattern that takes milliseconds). About a second of one core at -O3.
+  std::uint64_t max_work = 300'000'000;
 };
 
 // A deterministic automaton over bytes: state s on byte b goes to next[s * 256 + b], -1 refused.
