@@ -176,13 +176,7 @@ void deepseek_calls::announce(std::string name, tool_events& out) {
 }
 
 void deepseek_calls::emit_arguments(const std::string& s, tool_events& out) {
-  if (s.empty() || calls_.empty()) return;
-  calls_.back().arguments += s;
-  const int index = int(calls_.size()) - 1;
-  if (!out.calls.empty() && out.calls.back().index == index && !out.calls.back().first())
-    out.calls.back().arguments += s;
-  else
-    out.calls.push_back({index, "", "", s});
+  if (!s.empty() && !calls_.empty()) append_arguments(calls_, out, s);
 }
 
 void deepseek_calls::not_calls(tool_events& out) {

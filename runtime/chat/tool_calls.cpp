@@ -384,12 +384,7 @@ void tool_call_stream::emit_arguments(std::string_view s, tool_events& out) {
     pending_arguments_ += s;
     return;
   }
-  calls_.back().arguments += s;
-  const int index = int(calls_.size()) - 1;
-  if (!out.calls.empty() && out.calls.back().index == index && !out.calls.back().first())
-    out.calls.back().arguments += s;
-  else
-    out.calls.push_back({index, "", "", std::string(s)});
+  append_arguments(calls_, out, s);
 }
 
 void tool_call_stream::end_call(tool_events& out) {
